@@ -1,0 +1,79 @@
+import { Effect, Option, Redacted, Schema } from "effect"
+import * as jose from "jose"
+import { KEY_PREFIX } from "#src/domain/ApiKey"
+import type { AccountId } from "#src/domain/Ids"
+import { AppConfig } from "../config/AppConfig.ts"
+import { AccountRepo } from "../storage/AccountRepo.ts"
+import { ApiKeyRepo } from "../storage/ApiKeyRepo.ts"
+
+/** Why a credential was refused; the reason is safe to show (it never echoes the credential). */
+export class InvalidCredential extends Schema.TaggedError<InvalidCredential>()("InvalidCredential", {
+  reason: Schema.String
+}) {}
+
+export interface Principal {
+  readonly accountId: AccountId
+  readonly credentialId: string
+}
+
+const MAX_CREDENTIAL_LENGTH = 8192
+
+/** Turns an API key or a web-session JWT into the account it acts for. */
+export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credentials", {
+  effect: Effect.gen(function*() {
+    const config = yield* AppConfig
+    const keys = yield* ApiKeyRepo
+    const accounts = yield* AccountRepo
+    const jwtKey = Option.map(config.jwtSecret, (secret) => new TextEncoder().encode(Redacted.value(secret)))
+
+    const apiKey = Effect.fn("Credentials.apiKey")(function*(key: string) {
+      if (!key.startsWith(KEY_PREFIX) || key.length > MAX_CREDENTIAL_LENGTH) {
+        return yield* new InvalidCredential({ reason: "invalid API key" })
+      }
+      const found = yield* keys.authenticate(key)
+      if (Option.isNone(found)) return yield* new InvalidCredential({ reason: "invalid or revoked API key" })
+      return { accountId: found.value.accountId, credentialId: `key:${found.value.keyId}` } satisfies Principal
+    })
+
+    const jwt = Effect.fn("Credentials.jwt")(function*(token: string) {
+      if (Option.isNone(jwtKey)) return yield* new InvalidCredential({ reason: "invalid credential" })
+      const verified = yield* Effect.tryPromise({
+        try: () =>
+          jose.jwtVerify(token, jwtKey.value, {
+            algorithms: ["HS256"],
+            requiredClaims: ["sub", "exp"],
+            ...Option.match(config.jwtIssuer, { onNone: () => ({}), onSome: (issuer) => ({ issuer }) }),
+            ...Option.match(config.jwtAudience, { onNone: () => ({}), onSome: (audience) => ({ audience }) })
+          }),
+        catch: (e) =>
+          new InvalidCredential({
+            reason: e instanceof jose.errors.JWTExpired ? "token expired" : "invalid token"
+          })
+      })
+      const { account, sub } = verified.payload
+      if (typeof account !== "string" || typeof sub !== "string") {
+        return yield* new InvalidCredential({ reason: "token lacks the sub or account claim" })
+      }
+      const accountId = yield* accounts.findByName(account)
+      if (Option.isNone(accountId)) return yield* new InvalidCredential({ reason: "unknown account" })
+      return { accountId: accountId.value, credentialId: `jwt:${account}:${sub}` } satisfies Principal
+    })
+
+    /** `x-service-key`: an API key. */
+    const serviceKey = (credential: Redacted.Redacted<string>) => {
+      const key = Redacted.value(credential)
+      return key === "" ? Effect.fail(new InvalidCredential({ reason: "missing credentials" })) : apiKey(key)
+    }
+
+    /** `Authorization: Bearer`: an API key or a JWT. */
+    const bearer = (credential: Redacted.Redacted<string>) => {
+      const token = Redacted.value(credential)
+      if (token === "") return Effect.fail(new InvalidCredential({ reason: "missing or invalid credentials" }))
+      if (token.length > MAX_CREDENTIAL_LENGTH) return Effect.fail(new InvalidCredential({ reason: "invalid credential" }))
+      return token.startsWith(KEY_PREFIX) ? apiKey(token) : jwt(token)
+    }
+
+    return { serviceKey, bearer } as const
+  }),
+  dependencies: [AccountRepo.Default, ApiKeyRepo.Default, AppConfig.Default]
+}) {}

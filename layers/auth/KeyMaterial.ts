@@ -1,0 +1,15 @@
+import { Effect } from "effect"
+import { KEY_PREFIX } from "#src/domain/ApiKey"
+
+/** SHA-256 hex digest: keys are high-entropy secrets, so a fast digest (looked up by an index) suffices. */
+export const hashKey = (key: string) =>
+  Effect.promise(async () => {
+    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(key))
+    return Buffer.from(digest).toString("hex")
+  })
+
+/** A new key: `svc_` and 32 random bytes in base64url (256 bits of entropy). */
+export const generateKey = Effect.sync(() => {
+  const bytes = crypto.getRandomValues(new Uint8Array(32))
+  return KEY_PREFIX + Buffer.from(bytes).toString("base64url")
+})

@@ -1,0 +1,31 @@
+import { Config, Effect, Option, Redacted } from "effect"
+
+/** Every environment knob of the service, typed; secrets stay `Redacted`. */
+export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig", {
+  effect: Effect.gen(function*() {
+    return {
+      databaseUrl: yield* Config.option(Config.redacted("DATABASE_URL")),
+      dataDir: yield* Config.string("TAPEDECK_DATA_DIR").pipe(Config.withDefault("./.tapedeck")),
+      dbPoolMax: yield* Config.integer("TAPEDECK_DB_POOL_MAX").pipe(Config.withDefault(10)),
+      apiKeys: yield* Config.redacted("TAPEDECK_API_KEYS").pipe(Config.withDefault(Redacted.make(""))),
+      jwtSecret: yield* Config.option(Config.redacted("TAPEDECK_JWT_SECRET")),
+      jwtIssuer: yield* Config.option(Config.string("TAPEDECK_JWT_ISSUER")),
+      jwtAudience: yield* Config.option(Config.string("TAPEDECK_JWT_AUDIENCE")),
+      rateLimitPerMinute: yield* Config.integer("TAPEDECK_RATE_LIMIT_PER_MINUTE").pipe(Config.withDefault(1200)),
+      maxBodyBytes: yield* Config.integer("TAPEDECK_MAX_BODY_BYTES").pipe(Config.withDefault(16 * 1024 * 1024)),
+      retentionDaysDeleted: yield* Config.number("TAPEDECK_RETENTION_DAYS_DELETED").pipe(Config.withDefault(30)),
+      retentionIntervalSeconds: yield* Config.number("TAPEDECK_RETENTION_INTERVAL_SECONDS").pipe(
+        Config.withDefault(3600)
+      ),
+      jobMaxAttempts: yield* Config.integer("TAPEDECK_JOB_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
+      jobBackoffMs: yield* Config.integer("TAPEDECK_JOB_BACKOFF_MS").pipe(Config.withDefault(1000)),
+      jobPollMs: yield* Config.integer("TAPEDECK_JOB_POLL_MS").pipe(Config.withDefault(500)),
+      jobLeaseSeconds: yield* Config.integer("TAPEDECK_JOB_LEASE_SECONDS").pipe(Config.withDefault(300)),
+      commit: yield* Config.option(Config.string("TAPEDECK_COMMIT")),
+      buildTime: yield* Config.option(Config.string("TAPEDECK_BUILD_TIME")),
+      deploymentId: yield* Config.option(Config.string("TAPEDECK_DEPLOYMENT_ID"))
+    } as const
+  })
+}) {}
+
+export const optionalString = (o: Option.Option<string>) => Option.getOrUndefined(o)

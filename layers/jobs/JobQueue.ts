@@ -1,0 +1,118 @@
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { AccountId, JobId } from "#src/domain/Ids"
+import { InstantFromDate } from "#src/domain/Instant"
+import { type Job, JobNotFound, JobStatus } from "#src/domain/Job"
+import { AppConfig } from "../config/AppConfig.ts"
+
+const JobRow = Schema.Struct({
+  id: JobId,
+  kind: Schema.String,
+  status: JobStatus,
+  attempts: Schema.Int,
+  error: Schema.NullOr(Schema.String),
+  createdAt: InstantFromDate,
+  updatedAt: InstantFromDate
+})
+
+/** A job handed to a worker: its lease is held until it completes or fails. */
+export interface ClaimedJob {
+  readonly id: JobId
+  readonly accountId: AccountId
+  readonly kind: string
+  readonly payload: unknown
+  readonly attempts: number
+  readonly maxAttempts: number
+}
+
+/** Delay before attempt n+1 after n failed attempts: base · 2^(n-1), capped at one hour. */
+export const backoffMs = (base: number, attempts: number) =>
+  Math.min(3_600_000, base * 2 ** Math.max(0, Math.min(attempts - 1, 30)))
+
+/**
+ * A durable job queue in PostgreSQL that several API instances share: jobs are claimed with
+ * `FOR UPDATE SKIP LOCKED` under a lease, retried with exponential backoff and dead-lettered after
+ * `TAPEDECK_JOB_MAX_ATTEMPTS` attempts. A job whose worker died is claimed again once its lease expires.
+ */
+export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* AppConfig
+
+    /** Enqueues in the caller's transaction, if any: the job exists exactly when the write that caused it does. */
+    const enqueue = Effect.fn("JobQueue.enqueue")(
+      function*(accountId: AccountId, kind: string, payload: unknown) {
+        const id = JobId.make(crypto.randomUUID())
+        yield* sql`
+          INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
+          VALUES (${id}, ${accountId}, ${kind}, ${JSON.stringify(payload)}::jsonb, 'queued', ${config.jobMaxAttempts})`
+        return id
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    const findOwned = SqlSchema.findOne({
+      Request: Schema.Struct({ accountId: AccountId, jobId: JobId }),
+      Result: JobRow,
+      execute: ({ accountId, jobId }) =>
+        sql`SELECT id, kind, status, attempts, error, created_at AS "createdAt", updated_at AS "updatedAt"
+            FROM jobs WHERE id = ${jobId} AND account_id = ${accountId}`
+    })
+
+    /** A job of the account; `JobNotFound` for a missing or foreign one. */
+    const get = Effect.fn("JobQueue.get")(
+      function*(accountId: AccountId, jobId: JobId) {
+        const row = yield* findOwned({ accountId, jobId })
+        if (Option.isNone(row)) return yield* new JobNotFound({ jobId })
+        return row.value satisfies Job
+      },
+      Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
+    )
+
+    /** Leases up to `max` due jobs (queued and due, or running with an expired lease). */
+    const claim = Effect.fn("JobQueue.claim")(
+      function*(max: number) {
+        const rows = yield* sql<
+          { id: JobId; accountId: AccountId; kind: string; payload: unknown; attempts: number; maxAttempts: number }
+        >`
+          UPDATE jobs SET status = 'running', attempts = attempts + 1, updated_at = now(),
+                          locked_until = now() + make_interval(secs => ${config.jobLeaseSeconds})
+          WHERE id IN (
+            SELECT id FROM jobs
+            WHERE (status = 'queued' AND run_at <= now()) OR (status = 'running' AND locked_until < now())
+            ORDER BY run_at
+            LIMIT ${max}
+            FOR UPDATE SKIP LOCKED)
+          RETURNING id, account_id AS "accountId", kind, payload, attempts, max_attempts AS "maxAttempts"`
+        return rows satisfies ReadonlyArray<ClaimedJob>
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    const complete = Effect.fn("JobQueue.complete")(
+      function*(id: JobId) {
+        yield* sql`
+          UPDATE jobs SET status = 'completed', error = NULL, locked_until = NULL, updated_at = now()
+          WHERE id = ${id} AND status = 'running'`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Records a failed attempt: back to the queue after a backoff, or dead-lettered after the last attempt. */
+    const fail = Effect.fn("JobQueue.fail")(
+      function*(job: ClaimedJob, error: string) {
+        const dead = job.attempts >= job.maxAttempts
+        const delayMs = backoffMs(config.jobBackoffMs, job.attempts)
+        yield* sql`
+          UPDATE jobs SET status = ${dead ? "dead_letter" : "queued"}, error = ${error.slice(0, 4000)},
+                          locked_until = NULL, updated_at = now(),
+                          run_at = now() + make_interval(secs => ${delayMs / 1000})
+          WHERE id = ${job.id} AND status = 'running'`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return { enqueue, get, claim, complete, fail } as const
+  }),
+  dependencies: [AppConfig.Default]
+}) {}

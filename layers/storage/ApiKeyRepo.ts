@@ -1,0 +1,99 @@
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { displayPrefix } from "#src/domain/ApiKey"
+import { AccountId } from "#src/domain/Ids"
+import { InstantFromDate } from "#src/domain/Instant"
+import { hashKey } from "../auth/KeyMaterial.ts"
+
+const KeyOwner = Schema.Struct({ id: Schema.UUID, accountId: AccountId, stale: Schema.Boolean })
+
+export const KeyListing = Schema.Struct({
+  id: Schema.UUID,
+  prefix: Schema.String,
+  name: Schema.NullOr(Schema.String),
+  createdAt: InstantFromDate,
+  lastUsedAt: Schema.NullOr(InstantFromDate),
+  revokedAt: Schema.NullOr(InstantFromDate)
+})
+export type KeyListing = typeof KeyListing.Type
+
+/** API keys, stored as SHA-256 digests; the clear key exists only in the caller's hands. */
+export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const ownerByHash = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: KeyOwner,
+      execute: (hash) =>
+        sql`SELECT id, account_id AS "accountId",
+                   (last_used_at IS NULL OR last_used_at < now() - interval '1 minute') AS stale
+            FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL`
+    })
+
+    /** The key's id and account, or none for an unknown or revoked key. */
+    const authenticate = Effect.fn("ApiKeyRepo.authenticate")(
+      function*(key: string) {
+        const found = yield* ownerByHash(yield* hashKey(key))
+        if (Option.isSome(found) && found.value.stale) {
+          // Usage time is kept to the minute, off the request path.
+          yield* Effect.forkDaemon(
+            sql`UPDATE api_keys SET last_used_at = now() WHERE id = ${found.value.id}`.pipe(Effect.ignore)
+          )
+        }
+        return Option.map(found, ({ accountId, id }) => ({ accountId, keyId: id }))
+      },
+      Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
+    )
+
+    /** Stores a key for the account; false when that exact key is already stored (for any account). */
+    const insert = Effect.fn("ApiKeyRepo.insert")(
+      function*(accountId: AccountId, key: string, name: string | null) {
+        const rows = yield* sql`
+          INSERT INTO api_keys (id, account_id, prefix, key_hash, name)
+          VALUES (${crypto.randomUUID()}, ${accountId}, ${displayPrefix(key)}, ${yield* hashKey(key)}, ${name})
+          ON CONFLICT (key_hash) DO NOTHING
+          RETURNING id`
+        return rows.length > 0
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    const listByAccount = Effect.fn("ApiKeyRepo.listByAccount")(
+      function*(accountId: AccountId) {
+        return yield* SqlSchema.findAll({
+          Request: AccountId,
+          Result: KeyListing,
+          execute: (id) =>
+            sql`SELECT id, prefix, name, created_at AS "createdAt", last_used_at AS "lastUsedAt",
+                       revoked_at AS "revokedAt"
+                FROM api_keys WHERE account_id = ${id} ORDER BY created_at, id`
+        })(accountId)
+      },
+      Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
+    )
+
+    /** Revokes the live keys shown with this prefix; the number revoked (0 when none matched). */
+    const revokeByPrefix = Effect.fn("ApiKeyRepo.revokeByPrefix")(
+      function*(prefix: string) {
+        const rows = yield* sql`
+          UPDATE api_keys SET revoked_at = now()
+          WHERE prefix = ${prefix} AND revoked_at IS NULL
+          RETURNING id`
+        return rows.length
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    const countLiveWithPrefix = Effect.fn("ApiKeyRepo.countLiveWithPrefix")(
+      function*(prefix: string) {
+        const rows = yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM api_keys WHERE prefix = ${prefix} AND revoked_at IS NULL`
+        return rows[0]?.n ?? 0
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return { authenticate, insert, listByAccount, revokeByPrefix, countLiveWithPrefix } as const
+  })
+}) {}

@@ -1,0 +1,63 @@
+import { PGlite } from "@electric-sql/pglite"
+import { vector } from "@electric-sql/pglite-pgvector"
+import { Reactivity } from "@effect/experimental"
+import { SqlClient, SqlConnection, SqlError } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Stream } from "effect"
+import { holdDataDirLock } from "./DataDirLock.ts"
+
+/**
+ * An `SqlClient` over embedded PGlite (PostgreSQL in WASM, with pgvector). PGlite has one backend, so
+ * one connection is shared and serialised by a one-permit semaphore; statements of a transaction reuse
+ * the transaction's connection, and other fibers wait for it to finish.
+ */
+export const make = (options: { readonly dataDir: string }) =>
+  Effect.gen(function*() {
+    if (!isInMemory(options.dataDir)) yield* holdDataDirLock(options.dataDir)
+    const db = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => PGlite.create({ dataDir: options.dataDir, extensions: { vector } }),
+        catch: (cause) => new SqlError.SqlError({ cause, message: "could not open the embedded database" })
+      }),
+      (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
+    )
+
+    const run = (sql: string, params: ReadonlyArray<unknown>, rowMode: "object" | "array") =>
+      Effect.tryPromise({
+        try: () => db.query<any>(sql, params as Array<unknown>, { rowMode }),
+        catch: (cause) => new SqlError.SqlError({ cause, message: (cause as Error)?.message ?? "query failed" })
+      }).pipe(Effect.map((result) => result.rows))
+
+    const connection: SqlConnection.Connection = {
+      execute: (sql, params, transformRows) =>
+        run(sql, params, "object").pipe(Effect.map((rows) => (transformRows ? transformRows(rows) : rows))),
+      executeRaw: (sql, params) => run(sql, params, "object"),
+      executeValues: (sql, params) => run(sql, params, "array"),
+      executeUnprepared: (sql, params, transformRows) =>
+        (params.length === 0
+          ? Effect.tryPromise({
+            try: () => db.exec(sql),
+            catch: (cause) => new SqlError.SqlError({ cause, message: (cause as Error)?.message ?? "query failed" })
+          }).pipe(Effect.map((results) => results.at(-1)?.rows ?? []))
+          : run(sql, params, "object")).pipe(Effect.map((rows) => (transformRows ? transformRows(rows) : rows))),
+      executeStream: (sql, params, transformRows) =>
+        Stream.fromIterableEffect(
+          run(sql, params, "object").pipe(Effect.map((rows) => (transformRows ? transformRows(rows) : rows)))
+        )
+    }
+
+    const lock = yield* Effect.makeSemaphore(1)
+    const acquirer = Effect.as(Effect.acquireRelease(lock.take(1), () => lock.release(1)), connection)
+
+    return yield* SqlClient.make({
+      acquirer,
+      compiler: PgClient.makeCompiler(),
+      spanAttributes: [["db.system", "postgresql"], ["db.name", "pglite"]]
+    })
+  })
+
+/** `memory://` keeps the database in memory (tests); any other value is a directory. */
+export const isInMemory = (dataDir: string) => dataDir.startsWith("memory://")
+
+export const layer = (options: { readonly dataDir: string }) =>
+  Layer.scoped(SqlClient.SqlClient, make(options)).pipe(Layer.provide(Reactivity.layer))

@@ -1,0 +1,23 @@
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Option } from "effect"
+import { AppConfig } from "../config/AppConfig.ts"
+import { MigrationsLive } from "./Migrations.ts"
+import * as PgliteClient from "./PgliteClient.ts"
+
+/**
+ * DATABASE_URL set: that PostgreSQL server. Unset: embedded PGlite in TAPEDECK_DATA_DIR. Migrated either way.
+ * The migrator's type asks for the platform context (FileSystem, Path, CommandExecutor): main provides it.
+ */
+export const SqlLive = Layer.unwrapEffect(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    return Option.match(config.databaseUrl, {
+      onSome: (url) => PgClient.layer({ url, maxConnections: config.dbPoolMax, applicationName: "tapedeck" }),
+      onNone: () => PgliteClient.layer({ dataDir: config.dataDir })
+    })
+  })
+).pipe((client) => Layer.provideMerge(MigrationsLive, client))
+
+/** Which storage backend a configuration selects, for logs and diagnostics. */
+export const describeStorage = (config: AppConfig) =>
+  Option.isSome(config.databaseUrl) ? "postgresql (DATABASE_URL)" : `embedded pglite (${config.dataDir})`

@@ -1,0 +1,104 @@
+import { DateTime } from "effect"
+import { extraFields, type Span } from "#src/domain/Span"
+
+/**
+ * The column list of `jsonb_to_recordset` for a batch of spans. `input` and `output` travel wrapped in a
+ * one-element array, so an absent value (SQL NULL) stays distinct from a JSON `null`.
+ */
+export const SPAN_RECORD_COLUMNS = `id uuid, parent_id uuid, span_type text, name text, model text,
+  input jsonb, output jsonb, input_tokens bigint, output_tokens bigint, cost numeric, duration_ms bigint,
+  metadata jsonb, agent_id text, parent_agent_id text, agent_role text, started_at timestamptz,
+  ended_at timestamptz, error text, extra jsonb`
+
+/** The SELECT list that turns those records into `spans` columns (after trace_id and account_id). */
+export const SPAN_RECORD_VALUES = `x.id, x.parent_id, x.span_type, x.name, x.model, x.input->0, x.output->0,
+  x.input_tokens, x.output_tokens, x.cost, x.duration_ms, x.metadata, x.agent_id, x.parent_agent_id,
+  x.agent_role, x.started_at, x.ended_at, x.error, x.extra`
+
+export const SPAN_COLUMNS = `id, parent_id, span_type, name, model, input, output, input_tokens, output_tokens,
+  cost, duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at, error, extra`
+
+/** Reads spans back; jsonb payloads come wrapped (see `unwrap`) and numbers as float8. */
+export const SPAN_SELECT = `id, parent_id, span_type, name, model,
+  CASE WHEN input IS NULL THEN NULL ELSE jsonb_build_array(input) END AS input,
+  CASE WHEN output IS NULL THEN NULL ELSE jsonb_build_array(output) END AS output,
+  input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens, cost::float8 AS cost,
+  duration_ms::float8 AS duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at,
+  error, extra`
+
+/** A jsonb value read as `jsonb_build_array(v)`: SQL NULL (absent) is undefined, JSON null stays null. */
+export const unwrap = (wrapped: unknown): unknown => (Array.isArray(wrapped) ? wrapped[0] : undefined)
+
+const iso = (dt: DateTime.Utc | undefined) => (dt === undefined ? undefined : DateTime.formatIso(dt))
+
+/** One span as a JSON record for `jsonb_to_recordset`. */
+export const toRecord = (span: Span) => ({
+  id: span.id,
+  parent_id: span.parent_id,
+  span_type: span.span_type,
+  name: span.name,
+  model: span.model,
+  input: span.input === undefined ? undefined : [span.input],
+  output: span.output === undefined ? undefined : [span.output],
+  input_tokens: span.input_tokens,
+  output_tokens: span.output_tokens,
+  cost: span.cost,
+  duration_ms: span.duration_ms,
+  metadata: span.metadata,
+  agent_id: span.agent_id,
+  parent_agent_id: span.parent_agent_id,
+  agent_role: span.agent_role,
+  started_at: iso(span.started_at),
+  ended_at: iso(span.ended_at),
+  error: span.error,
+  extra: extraFields(span)
+})
+
+export const toRecordsJson = (spans: ReadonlyArray<Span>) => JSON.stringify(spans.map(toRecord))
+
+/** A stored span as read back (bigint and numeric columns cast to float8 in SQL). */
+export interface SpanRow {
+  readonly id: string
+  readonly parent_id: string | null
+  readonly span_type: Span["span_type"]
+  readonly name: string
+  readonly model: string | null
+  readonly input: unknown
+  readonly output: unknown
+  readonly input_tokens: number | null
+  readonly output_tokens: number | null
+  readonly cost: number | null
+  readonly duration_ms: number | null
+  readonly metadata: Record<string, unknown> | null
+  readonly agent_id: string | null
+  readonly parent_agent_id: string | null
+  readonly agent_role: string | null
+  readonly started_at: Date
+  readonly ended_at: Date | null
+  readonly error: string | null
+  readonly extra: Record<string, unknown> | null
+}
+
+/** A stored span as the wire Span (type side): absent optionals stay absent, extras come back as sent. */
+export const fromRow = (row: SpanRow): Span => {
+  const span: Record<string, unknown> = { ...row.extra }
+  span.id = row.id
+  span.parent_id = row.parent_id
+  span.span_type = row.span_type
+  span.name = row.name
+  if (row.model !== null) span.model = row.model
+  if (row.input !== null) span.input = unwrap(row.input)
+  if (row.output !== null) span.output = unwrap(row.output)
+  if (row.input_tokens !== null) span.input_tokens = row.input_tokens
+  if (row.output_tokens !== null) span.output_tokens = row.output_tokens
+  if (row.cost !== null) span.cost = row.cost
+  if (row.duration_ms !== null) span.duration_ms = row.duration_ms
+  if (row.metadata !== null) span.metadata = row.metadata
+  if (row.agent_id !== null) span.agent_id = row.agent_id
+  if (row.parent_agent_id !== null) span.parent_agent_id = row.parent_agent_id
+  if (row.agent_role !== null) span.agent_role = row.agent_role
+  span.started_at = DateTime.unsafeMake(row.started_at)
+  if (row.ended_at !== null) span.ended_at = DateTime.unsafeMake(row.ended_at)
+  if (row.error !== null) span.error = row.error
+  return span as unknown as Span
+}

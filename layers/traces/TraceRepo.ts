@@ -1,0 +1,323 @@
+import { SqlClient } from "@effect/sql"
+import { DateTime, Effect, Option } from "effect"
+import type { AccountId, TraceId } from "#src/domain/Ids"
+import type { CreateTraceRequest, FinishTraceRequest, Trace, TraceStatus } from "#src/domain/Trace"
+import { TraceIdTaken, TraceNotFound } from "#src/domain/Trace"
+import type { Span } from "#src/domain/Span"
+import {
+  fromRow,
+  SPAN_COLUMNS,
+  SPAN_RECORD_COLUMNS,
+  SPAN_RECORD_VALUES,
+  SPAN_SELECT,
+  type SpanRow,
+  toRecordsJson,
+  unwrap
+} from "./SpanRecords.ts"
+
+const TRACE_SELECT = `id, project_id, name, status,
+  CASE WHEN input IS NULL THEN NULL ELSE jsonb_build_array(input) END AS input,
+  CASE WHEN output IS NULL THEN NULL ELSE jsonb_build_array(output) END AS output,
+  total_tokens::float8 AS total_tokens, total_cost::text AS total_cost,
+  total_duration_ms::float8 AS total_duration_ms, span_count, session_id, started_at, ended_at, metadata,
+  lossy, terminated_early, environment`
+
+interface TraceRow {
+  readonly id: string
+  readonly project_id: string | null
+  readonly name: string | null
+  readonly status: TraceStatus
+  readonly input: unknown
+  readonly output: unknown
+  readonly total_tokens: number
+  readonly total_cost: string
+  readonly total_duration_ms: number
+  readonly span_count: number
+  readonly session_id: string | null
+  readonly started_at: Date
+  readonly ended_at: Date | null
+  readonly metadata: Record<string, unknown> | null
+  readonly lossy: boolean | null
+  readonly terminated_early: boolean | null
+  readonly environment: "production" | "sandbox"
+}
+
+const toTrace = (row: TraceRow): Trace => {
+  const trace: Record<string, unknown> = {
+    id: row.id,
+    projectId: row.project_id,
+    name: row.name,
+    status: row.status,
+    totalTokens: row.total_tokens,
+    totalCost: row.total_cost,
+    totalDurationMs: row.total_duration_ms,
+    spanCount: row.span_count,
+    sessionId: row.session_id,
+    startedAt: DateTime.unsafeMake(row.started_at),
+    endedAt: row.ended_at === null ? null : DateTime.unsafeMake(row.ended_at),
+    environment: row.environment
+  }
+  if (row.input !== null) trace.input = unwrap(row.input)
+  if (row.output !== null) trace.output = unwrap(row.output)
+  if (row.metadata !== null) trace.metadata = row.metadata
+  if (row.lossy !== null) trace.lossy = row.lossy
+  if (row.terminated_early !== null) trace.terminatedEarly = row.terminated_early
+  return trace as Trace
+}
+
+const jsonOrNull = (value: unknown) => (value === undefined ? null : JSON.stringify(value))
+const isoOrNull = (dt: DateTime.Utc | undefined) => (dt === undefined ? null : DateTime.formatIso(dt))
+
+/** A position in the newest-first listing: the last row's start time and id. */
+export interface ListPosition {
+  readonly startedAt: string
+  readonly id: string
+}
+
+export interface ListQuery {
+  readonly environment: "production" | "sandbox"
+  readonly limit: number
+  readonly offset: number
+  readonly after: Option.Option<ListPosition>
+}
+
+/**
+ * Traces and their spans. Every read and write is scoped to the account and skips soft-deleted traces, so
+ * a foreign, deleted or missing trace is the same `TraceNotFound`.
+ */
+export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /**
+     * Inserts the trace and its spans in one statement (atomic without a transaction). Omitted totals are
+     * derived from the spans. When `terminalJobId` is given the terminal-trace job is inserted with them.
+     */
+    const insert = Effect.fn("TraceRepo.insert")(
+      function*(accountId: AccountId, request: CreateTraceRequest, terminalJobId: string | null, maxAttempts: number) {
+        const environment = request.metadata?.environment === "sandbox" ? "sandbox" : "production"
+        const rows = yield* sql<{ id: string }>`
+          WITH x AS (
+            SELECT * FROM jsonb_to_recordset(${toRecordsJson(request.spans)}::jsonb) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
+          ), agg AS (
+            SELECT count(*)::int AS n,
+                   COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0) AS tokens,
+                   COALESCE(sum(cost), 0) AS cost,
+                   max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end
+            FROM x
+          ), t AS (
+            INSERT INTO traces (id, account_id, project_id, name, status, input, output, total_tokens, total_cost,
+                                total_duration_ms, tokens_explicit, cost_explicit, duration_explicit, span_count,
+                                metadata, session_id, lossy, terminated_early, environment, started_at, ended_at)
+            SELECT ${request.id}::uuid, ${accountId}::uuid, ${request.project_id ?? null}::uuid, ${request.name ?? null}::text,
+                   ${request.status}::text, ${jsonOrNull(request.input)}::jsonb, ${jsonOrNull(request.output)}::jsonb,
+                   COALESCE(${request.total_tokens ?? null}::bigint, agg.tokens),
+                   COALESCE(${request.total_cost ?? null}::numeric, agg.cost),
+                   COALESCE(${request.total_duration_ms ?? null}::bigint, GREATEST(0, floor(EXTRACT(EPOCH FROM (
+                     COALESCE(${isoOrNull(request.ended_at)}::timestamptz, agg.last_end, ${isoOrNull(request.started_at)}::timestamptz)
+                     - ${isoOrNull(request.started_at)}::timestamptz)) * 1000))::bigint),
+                   ${request.total_tokens !== undefined}::boolean, ${request.total_cost !== undefined}::boolean,
+                   ${request.total_duration_ms !== undefined}::boolean, agg.n,
+                   ${jsonOrNull(request.metadata)}::jsonb, ${request.session_id ?? null}::text,
+                   ${request.lossy ?? null}::boolean, ${request.terminated_early ?? null}::boolean, ${environment}::text,
+                   ${isoOrNull(request.started_at)}::timestamptz, ${isoOrNull(request.ended_at)}::timestamptz
+            FROM agg
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id
+          ), s AS (
+            INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_COLUMNS)})
+            SELECT t.id, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)} FROM t, x
+          ), j AS (
+            INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
+            SELECT ${terminalJobId}::uuid, ${accountId}::uuid, 'trace.terminal',
+                   jsonb_build_object('traceId', t.id, 'status', ${request.status}::text), 'queued', ${maxAttempts}::int
+            FROM t WHERE ${terminalJobId}::uuid IS NOT NULL
+          )
+          SELECT id FROM t`
+        if (rows.length === 0) return yield* new TraceIdTaken({ traceId: request.id })
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** The trace's current status, locking its row for the caller's transaction. */
+    const lockForUpdate = Effect.fn("TraceRepo.lockForUpdate")(
+      function*(accountId: AccountId, traceId: TraceId) {
+        const rows = yield* sql<{ status: TraceStatus }>`
+          SELECT status FROM traces
+          WHERE id = ${traceId} AND account_id = ${accountId} AND deleted_at IS NULL
+          FOR UPDATE`
+        const row = rows[0]
+        if (row === undefined) return yield* new TraceNotFound({ traceId })
+        return row.status
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Recomputes span_count and every total that the client did not set explicitly. */
+    const recomputeTotals = Effect.fn("TraceRepo.recomputeTotals")(
+      function*(traceId: TraceId) {
+        yield* sql`
+          UPDATE traces t SET
+            span_count = agg.n,
+            total_tokens = CASE WHEN t.tokens_explicit THEN t.total_tokens ELSE agg.tokens END,
+            total_cost = CASE WHEN t.cost_explicit THEN t.total_cost ELSE agg.cost END,
+            total_duration_ms = CASE WHEN t.duration_explicit THEN t.total_duration_ms ELSE GREATEST(0, floor(
+              EXTRACT(EPOCH FROM (COALESCE(t.ended_at, agg.last_end, t.started_at) - t.started_at)) * 1000))::bigint END,
+            updated_at = now()
+          FROM (
+            SELECT count(*)::int AS n,
+                   COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0) AS tokens,
+                   COALESCE(sum(cost), 0) AS cost,
+                   max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end
+            FROM spans WHERE trace_id = ${traceId}
+          ) agg
+          WHERE t.id = ${traceId}`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Applies a FinishTraceRequest to a locked trace. A terminal status without an end time ends it now. */
+    const applyFinish = Effect.fn("TraceRepo.applyFinish")(
+      function*(traceId: TraceId, request: FinishTraceRequest) {
+        const terminal = request.status !== undefined && request.status !== "running"
+        yield* sql`
+          UPDATE traces SET
+            status = COALESCE(${request.status ?? null}::text, status),
+            output = CASE WHEN ${request.output !== undefined}::boolean THEN ${jsonOrNull(request.output)}::jsonb ELSE output END,
+            ended_at = COALESCE(${isoOrNull(request.ended_at)}::timestamptz,
+                                CASE WHEN ${terminal}::boolean THEN COALESCE(ended_at, now()) ELSE ended_at END),
+            total_tokens = COALESCE(${request.total_tokens ?? null}::bigint, total_tokens),
+            total_cost = COALESCE(${request.total_cost ?? null}::numeric, total_cost),
+            total_duration_ms = COALESCE(${request.total_duration_ms ?? null}::bigint, total_duration_ms),
+            tokens_explicit = tokens_explicit OR ${request.total_tokens !== undefined}::boolean,
+            cost_explicit = cost_explicit OR ${request.total_cost !== undefined}::boolean,
+            duration_explicit = duration_explicit OR ${request.total_duration_ms !== undefined}::boolean,
+            lossy = COALESCE(${request.lossy ?? null}::boolean, lossy),
+            terminated_early = COALESCE(${request.terminated_early ?? null}::boolean, terminated_early),
+            updated_at = now()
+          WHERE id = ${traceId}`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Which of `ids` are spans of the trace. */
+    const existingSpanIds = Effect.fn("TraceRepo.existingSpanIds")(
+      function*(traceId: TraceId, ids: ReadonlyArray<string>) {
+        if (ids.length === 0) return new Set<string>()
+        const rows = yield* sql<{ id: string }>`
+          SELECT id FROM spans WHERE trace_id = ${traceId} AND id = ANY(${`{${ids.join(",")}}`}::uuid[])`
+        return new Set(rows.map((r) => r.id))
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Inserts the spans, replacing stored spans with the same id (a re-send is idempotent). */
+    const upsertSpans = Effect.fn("TraceRepo.upsertSpans")(
+      function*(accountId: AccountId, traceId: TraceId, spans: ReadonlyArray<Span>) {
+        yield* sql`
+          INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_COLUMNS)})
+          SELECT ${traceId}::uuid, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
+          FROM jsonb_to_recordset(${toRecordsJson(spans)}::jsonb) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
+          ON CONFLICT (trace_id, id) DO UPDATE SET
+            parent_id = EXCLUDED.parent_id, span_type = EXCLUDED.span_type, name = EXCLUDED.name,
+            model = EXCLUDED.model, input = EXCLUDED.input, output = EXCLUDED.output,
+            input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, cost = EXCLUDED.cost,
+            duration_ms = EXCLUDED.duration_ms, metadata = EXCLUDED.metadata, agent_id = EXCLUDED.agent_id,
+            parent_agent_id = EXCLUDED.parent_agent_id, agent_role = EXCLUDED.agent_role,
+            started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, error = EXCLUDED.error,
+            extra = EXCLUDED.extra`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    const findTrace = Effect.fn("TraceRepo.findTrace")(
+      function*(accountId: AccountId, traceId: TraceId) {
+        const rows = yield* sql<TraceRow>`
+          SELECT ${sql.literal(TRACE_SELECT)} FROM traces
+          WHERE id = ${traceId} AND account_id = ${accountId} AND deleted_at IS NULL`
+        const row = rows[0]
+        if (row === undefined) return yield* new TraceNotFound({ traceId })
+        return toTrace(row)
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    const listSpans = Effect.fn("TraceRepo.listSpans")(
+      function*(traceId: TraceId) {
+        const rows = yield* sql<SpanRow>`SELECT ${sql.literal(SPAN_SELECT)} FROM spans WHERE trace_id = ${traceId}`
+        return rows.map(fromRow)
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** A page of the account's traces, newest first (start time, then id), plus the exact total. */
+    const list = Effect.fn("TraceRepo.list")(
+      function*(accountId: AccountId, query: ListQuery) {
+        const after = Option.match(query.after, {
+          onNone: () => sql``,
+          onSome: (p) => sql`AND (started_at, id) < (${p.startedAt}::timestamptz, ${p.id}::uuid)`
+        })
+        const [rows, totals] = yield* Effect.all([
+          sql<TraceRow>`
+            SELECT ${sql.literal(TRACE_SELECT)} FROM traces
+            WHERE account_id = ${accountId} AND environment = ${query.environment} AND deleted_at IS NULL ${after}
+            ORDER BY started_at DESC, id DESC
+            LIMIT ${query.limit + 1} OFFSET ${query.offset}`,
+          sql<{ n: number }>`
+            SELECT count(*)::float8 AS n FROM traces
+            WHERE account_id = ${accountId} AND environment = ${query.environment} AND deleted_at IS NULL`
+        ], { concurrency: 2 })
+        return {
+          items: rows.slice(0, query.limit).map(toTrace),
+          hasMore: rows.length > query.limit,
+          total: totals[0]?.n ?? 0
+        }
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Soft delete; the retention job removes the rows later. */
+    const softDelete = Effect.fn("TraceRepo.softDelete")(
+      function*(accountId: AccountId, traceId: TraceId) {
+        const rows = yield* sql`
+          UPDATE traces SET deleted_at = now(), updated_at = now()
+          WHERE id = ${traceId} AND account_id = ${accountId} AND deleted_at IS NULL
+          RETURNING id`
+        if (rows.length === 0) return yield* new TraceNotFound({ traceId })
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /**
+     * Removes up to `batch` traces soft-deleted more than `days` ago, with their spans; the number removed.
+     * SKIP LOCKED lets several instances purge at once without waiting on each other.
+     */
+    const purgeDeleted = Effect.fn("TraceRepo.purgeDeleted")(
+      function*(days: number, batch: number) {
+        const rows = yield* sql`
+          DELETE FROM traces WHERE id IN (
+            SELECT id FROM traces
+            WHERE deleted_at IS NOT NULL AND deleted_at < now() - make_interval(secs => ${days * 86400})
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED)
+          RETURNING id`
+        return rows.length
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return {
+      insert,
+      lockForUpdate,
+      recomputeTotals,
+      applyFinish,
+      existingSpanIds,
+      upsertSpans,
+      findTrace,
+      listSpans,
+      list,
+      softDelete,
+      purgeDeleted
+    } as const
+  })
+}) {}

@@ -1,0 +1,131 @@
+import { SqlClient } from "@effect/sql"
+import { DateTime, Effect, Option, Schema } from "effect"
+import { decodeCursor, encodeCursor } from "#src/domain/Cursor"
+import type { AccountId, TraceId } from "#src/domain/Ids"
+import type { Span } from "#src/domain/Span"
+import { batchProblem, outsideParents } from "#src/domain/SpanBatch"
+import { layOut } from "#src/domain/CausalOrder"
+import {
+  type CreateTraceRequest,
+  type FinishTraceRequest,
+  isTerminal,
+  type ListTracesParams,
+  SpansRejected,
+  type TraceDetail,
+  type TraceList
+} from "#src/domain/Trace"
+import { AppConfig } from "../config/AppConfig.ts"
+import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
+import { JobQueue } from "../jobs/JobQueue.ts"
+import { TraceRepo } from "./TraceRepo.ts"
+
+/** The `cursor` of a listing is not one this service issued. */
+export class InvalidCursor extends Schema.TaggedError<InvalidCursor>()("InvalidCursor", {}) {}
+
+const endMs = (span: Span) =>
+  span.ended_at !== undefined
+    ? DateTime.toEpochMillis(span.ended_at)
+    : DateTime.toEpochMillis(span.started_at) + (span.duration_ms ?? 0)
+
+/** Orders spans by start time, then causal position, and lays out the trace's causal metadata. */
+export const detailOf = (spans: ReadonlyArray<Span>) => {
+  const layout = layOut(spans.map((span) => ({
+    id: span.id,
+    parentId: span.parent_id,
+    startMs: DateTime.toEpochMillis(span.started_at),
+    endMs: endMs(span)
+  })))
+  const position = new Map(layout.causalOrder.map((id, i) => [id, i]))
+  const ordered = [...spans].sort((a, b) =>
+    DateTime.toEpochMillis(a.started_at) - DateTime.toEpochMillis(b.started_at) ||
+    position.get(a.id)! - position.get(b.id)!
+  )
+  return { spans: ordered, causalOrder: layout.causalOrder, concurrentGroups: layout.concurrentGroups }
+}
+
+/**
+ * The Traces API over storage: validation beyond the schema (span ids and parents), the transactional
+ * writes, and the terminal-trace job, enqueued once per transition into completed or failed.
+ */
+export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* TraceRepo
+    const jobs = yield* JobQueue
+    const config = yield* AppConfig
+
+    const create = Effect.fn("Traces.create")(function*(accountId: AccountId, request: CreateTraceRequest) {
+      const problem = batchProblem(request.spans)
+      if (problem) return yield* new SpansRejected({ reason: problem })
+      const jobId = isTerminal(request.status) ? crypto.randomUUID() : null
+      yield* repo.insert(accountId, request, jobId, config.jobMaxAttempts)
+      return { jobId: Option.fromNullable(jobId) }
+    })
+
+    const finish = Effect.fn("Traces.finish")(
+      function*(accountId: AccountId, traceId: TraceId, request: FinishTraceRequest) {
+        const previous = yield* repo.lockForUpdate(accountId, traceId)
+        yield* repo.applyFinish(traceId, request)
+        yield* repo.recomputeTotals(traceId)
+        const next = request.status ?? previous
+        if (next === previous || !isTerminal(next)) return { jobId: Option.none<string>() }
+        const jobId = yield* jobs.enqueue(accountId, TERMINAL_TRACE_JOB, { traceId, status: next })
+        return { jobId: Option.some<string>(jobId) }
+      },
+      (effect) => sql.withTransaction(effect),
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    const appendSpans = Effect.fn("Traces.appendSpans")(
+      function*(accountId: AccountId, traceId: TraceId, spans: ReadonlyArray<Span>) {
+        yield* repo.lockForUpdate(accountId, traceId)
+        const known = yield* repo.existingSpanIds(traceId, outsideParents(spans))
+        const problem = batchProblem(spans, known)
+        if (problem) return yield* new SpansRejected({ reason: problem })
+        if (spans.length > 0) {
+          yield* repo.upsertSpans(accountId, traceId, spans)
+          yield* repo.recomputeTotals(traceId)
+        }
+        const trace = yield* repo.findTrace(accountId, traceId)
+        return { spansWritten: spans.length, spanCount: trace.spanCount ?? 0 }
+      },
+      (effect) => sql.withTransaction(effect),
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    const get = Effect.fn("Traces.get")(function*(accountId: AccountId, traceId: TraceId) {
+      const trace = yield* repo.findTrace(accountId, traceId)
+      const spans = yield* repo.listSpans(traceId)
+      return { ...trace, ...detailOf(spans) } satisfies TraceDetail
+    })
+
+    const list = Effect.fn("Traces.list")(function*(accountId: AccountId, params: ListTracesParams) {
+      const after = params.cursor === undefined ? Option.none() : decodeCursor(params.cursor)
+      if (params.cursor !== undefined && Option.isNone(after)) return yield* new InvalidCursor()
+      const page = yield* repo.list(accountId, {
+        environment: params.env ?? "production",
+        limit: params.limit,
+        offset: params.offset,
+        after
+      })
+      const last = page.items.at(-1)
+      return {
+        items: page.items,
+        total: page.total,
+        limit: params.limit,
+        offset: params.offset,
+        hasMore: page.hasMore,
+        ...(page.hasMore && last
+          ? { nextCursor: encodeCursor({ startedAt: DateTime.formatIso(last.startedAt), id: last.id }) }
+          : {})
+      } satisfies TraceList
+    })
+
+    const remove = Effect.fn("Traces.remove")(function*(accountId: AccountId, traceId: TraceId) {
+      yield* repo.softDelete(accountId, traceId)
+    })
+
+    return { create, finish, appendSpans, get, list, remove } as const
+  }),
+  dependencies: [TraceRepo.Default, JobQueue.Default, AppConfig.Default]
+}) {}

@@ -1,0 +1,131 @@
+import { Schema } from "effect"
+import { ProjectId, TraceId } from "./Ids.ts"
+import { Instant } from "./Instant.ts"
+import { Amount, Count, JsonObject, JsonValue, Text } from "./Json.ts"
+import { Span } from "./Span.ts"
+
+export const TraceStatus = Schema.Literal("running", "completed", "failed")
+export type TraceStatus = typeof TraceStatus.Type
+
+export const isTerminal = (status: TraceStatus) => status !== "running"
+
+export const MAX_SPANS_PER_REQUEST = 1000
+
+const strict = { parseOptions: { onExcessProperty: "error" } } as const
+
+export const SpanBatch = Schema.Array(Span).pipe(Schema.maxItems(MAX_SPANS_PER_REQUEST))
+
+/** Body of POST /api/v1/traces (strict: unknown fields are refused). */
+export const CreateTraceRequest = Schema.Struct({
+  id: TraceId,
+  started_at: Instant,
+  project_id: Schema.optional(ProjectId),
+  name: Schema.optional(Text(500)),
+  input: Schema.optional(JsonValue),
+  output: Schema.optional(JsonValue),
+  status: Schema.optionalWith(TraceStatus, { default: () => "running" as const }),
+  total_tokens: Schema.optional(Count),
+  total_cost: Schema.optional(Amount),
+  total_duration_ms: Schema.optional(Count),
+  metadata: Schema.optional(JsonObject),
+  session_id: Schema.optional(Text(100)),
+  lossy: Schema.optional(Schema.Boolean),
+  terminated_early: Schema.optional(Schema.Boolean),
+  ended_at: Schema.optional(Instant),
+  spans: Schema.optionalWith(SpanBatch, { default: () => [] })
+}).annotations({ identifier: "CreateTraceRequest", ...strict })
+export type CreateTraceRequest = typeof CreateTraceRequest.Type
+
+/** Body of PATCH /api/v1/traces/{traceId} (strict, every field optional). */
+export const FinishTraceRequest = Schema.Struct({
+  status: Schema.optional(TraceStatus),
+  output: Schema.optional(JsonValue),
+  ended_at: Schema.optional(Instant),
+  total_tokens: Schema.optional(Count),
+  total_cost: Schema.optional(Amount),
+  total_duration_ms: Schema.optional(Count),
+  lossy: Schema.optional(Schema.Boolean),
+  terminated_early: Schema.optional(Schema.Boolean)
+}).annotations({ identifier: "FinishTraceRequest", ...strict })
+export type FinishTraceRequest = typeof FinishTraceRequest.Type
+
+/** Body of POST /api/v1/traces/{traceId}/spans: spans streamed into a running trace. */
+export const AppendSpansRequest = Schema.Struct({
+  spans: SpanBatch
+}).annotations({ identifier: "AppendSpansRequest", ...strict })
+export type AppendSpansRequest = typeof AppendSpansRequest.Type
+
+export const TraceCreateResult = Schema.Struct({
+  id: TraceId,
+  status: Schema.Literal("created", "resumed", "updated"),
+  jobId: Schema.optional(Schema.UUID).annotations({
+    description: "The downstream processing job enqueued when this request made the trace terminal"
+  })
+}).annotations({ identifier: "TraceCreateResult" })
+export type TraceCreateResult = typeof TraceCreateResult.Type
+
+export const AppendSpansResult = Schema.Struct({
+  id: TraceId,
+  spans_written: Count,
+  spanCount: Count
+}).annotations({ identifier: "AppendSpansResult" })
+
+/** A trace in responses (camelCase). */
+export const Trace = Schema.Struct({
+  id: TraceId,
+  projectId: Schema.optional(Schema.NullOr(ProjectId)),
+  name: Schema.optional(Schema.NullOr(Schema.String)),
+  status: TraceStatus,
+  input: Schema.optional(Schema.Unknown),
+  output: Schema.optional(Schema.Unknown),
+  totalTokens: Schema.optional(Schema.Int),
+  totalCost: Schema.optional(Schema.String),
+  totalDurationMs: Schema.optional(Schema.Int),
+  spanCount: Schema.optional(Schema.Int),
+  sessionId: Schema.optional(Schema.NullOr(Schema.String)),
+  startedAt: Instant,
+  endedAt: Schema.optional(Schema.NullOr(Instant)),
+  metadata: Schema.optional(Schema.Unknown),
+  lossy: Schema.optional(Schema.Boolean),
+  terminatedEarly: Schema.optional(Schema.Boolean),
+  environment: Schema.optional(Schema.Literal("production", "sandbox"))
+}).annotations({ identifier: "Trace" })
+export type Trace = typeof Trace.Type
+
+export const TraceDetail = Schema.Struct({
+  ...Trace.fields,
+  spans: Schema.Array(Span),
+  causalOrder: Schema.Array(Schema.UUID),
+  concurrentGroups: Schema.Array(Schema.Array(Schema.UUID))
+}).annotations({ identifier: "TraceDetail" })
+export type TraceDetail = typeof TraceDetail.Type
+
+export const TraceList = Schema.Struct({
+  items: Schema.Array(Trace),
+  total: Schema.Int,
+  limit: Schema.Int,
+  offset: Schema.Int,
+  hasMore: Schema.Boolean,
+  nextCursor: Schema.optional(Schema.String)
+}).annotations({ identifier: "TraceList" })
+export type TraceList = typeof TraceList.Type
+
+const PageNumber = (min: number, max: number) =>
+  Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
+
+export const ListTracesParams = Schema.Struct({
+  limit: Schema.optionalWith(PageNumber(1, 100), { default: () => 50 }),
+  offset: Schema.optionalWith(PageNumber(0, Number.MAX_SAFE_INTEGER), { default: () => 0 }),
+  env: Schema.optional(Schema.Literal("sandbox")),
+  cursor: Schema.optional(Schema.String.pipe(Schema.maxLength(200)))
+}).annotations({ identifier: "ListTracesParams", ...strict })
+export type ListTracesParams = typeof ListTracesParams.Type
+
+export const TracePath = Schema.Struct({ traceId: TraceId })
+
+export const DeleteResult = Schema.Struct({ deleted: Schema.Literal(true) }).annotations({ identifier: "DeleteResult" })
+
+export class TraceNotFound extends Schema.TaggedError<TraceNotFound>()("TraceNotFound", { traceId: TraceId }) {}
+export class TraceIdTaken extends Schema.TaggedError<TraceIdTaken>()("TraceIdTaken", { traceId: TraceId }) {}
+/** A batch of spans the trace cannot take (duplicate ids, dangling parents, unstorable values). */
+export class SpansRejected extends Schema.TaggedError<SpansRejected>()("SpansRejected", { reason: Schema.String }) {}

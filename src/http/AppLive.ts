@@ -1,0 +1,49 @@
+import { HttpApiBuilder, HttpMiddleware } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { bootstrapKeys } from "#layers/auth/KeyBootstrap"
+import { AppConfig } from "#layers/config/AppConfig"
+import { TerminalTraceConsumersNone, terminalTraceHandler, TERMINAL_TRACE_JOB } from "#layers/events/TerminalTraceHook"
+import { JobHandlers } from "#layers/jobs/JobHandlers"
+import { JobQueue } from "#layers/jobs/JobQueue"
+import { JobWorkerLive } from "#layers/jobs/JobWorker"
+import { AccountRepo } from "#layers/storage/AccountRepo"
+import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
+import { describeStorage, SqlLive } from "#layers/storage/Sql"
+import { TracingLive } from "#layers/telemetry/Tracing"
+import { RetentionLive } from "#layers/traces/Retention"
+import { TraceRepo } from "#layers/traces/TraceRepo"
+import { ApiLive, DocsLive } from "./HttpLive.ts"
+
+const JobHandlersLive = Layer.effect(
+  JobHandlers,
+  Effect.gen(function*() {
+    return new Map([[TERMINAL_TRACE_JOB, yield* terminalTraceHandler]])
+  })
+).pipe(Layer.provide(TerminalTraceConsumersNone))
+
+/** Runs once storage is migrated, before the server answers: configured keys, then background work. */
+const StartupLive = Layer.mergeAll(
+  Layer.effectDiscard(
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      yield* Effect.logInfo(`storage: ${describeStorage(config)}`)
+      yield* bootstrapKeys
+    })
+  ).pipe(Layer.provide([AccountRepo.Default, ApiKeyRepo.Default])),
+  JobWorkerLive.pipe(Layer.provide([JobQueue.Default, JobHandlersLive])),
+  RetentionLive.pipe(Layer.provide(TraceRepo.Default))
+)
+
+/**
+ * The application on an HttpServer: the API, its docs, storage (migrated at start), key bootstrap and the
+ * background workers. The caller provides the HttpServer and the platform context (main: Bun).
+ */
+export const AppLive = HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
+  HttpMiddleware.withTracerDisabledWhen((request) => request.url === "/health"),
+  Layer.provide(DocsLive),
+  Layer.provide(ApiLive),
+  Layer.provide(StartupLive),
+  Layer.provide(SqlLive),
+  Layer.provide(AppConfig.Default),
+  Layer.provide(TracingLive)
+)

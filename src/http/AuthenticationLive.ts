@@ -1,0 +1,18 @@
+import { Effect, Layer } from "effect"
+import { Credentials } from "#layers/auth/Credentials"
+import { Unauthorized } from "../api/ApiErrors.ts"
+import { Authentication } from "../api/Security.ts"
+
+const refuse = (e: { readonly reason: string }) => new Unauthorized({ message: e.reason })
+
+/** Only authenticates: both scheme handlers resolve the credential to an account or refuse with 401. */
+export const AuthenticationLive = Layer.effect(
+  Authentication,
+  Effect.gen(function*() {
+    const credentials = yield* Credentials
+    return Authentication.of({
+      serviceKey: (key) => credentials.serviceKey(key).pipe(Effect.mapError(refuse)),
+      bearer: (token) => credentials.bearer(token).pipe(Effect.mapError(refuse))
+    })
+  })
+)

@@ -1,0 +1,54 @@
+import { HttpApiBuilder, HttpApiError, type HttpApp, HttpServerError, HttpServerRequest } from "@effect/platform"
+import { Cause, Effect, Option } from "effect"
+import { AppConfig } from "#layers/config/AppConfig"
+import { Internal, NotFound, ValidationFailed } from "../api/ApiErrors.ts"
+import { TapedeckApi } from "../api/Api.ts"
+import { BodyTooLarge, limitBody } from "./BodyLimit.ts"
+
+type Rewritten = Effect.Effect<never, ValidationFailed | NotFound | Internal>
+
+const describeIssues = (e: HttpApiError.HttpApiDecodeError) => {
+  // Optional fields add an "Expected undefined" branch to every issue; it says nothing to the caller.
+  const detail = e.issues
+    .filter((i) => !i.message.startsWith("Expected undefined"))
+    .slice(0, 5)
+    .map((i) => `${i.path.map(String).join(".") || "(body)"}: ${i.message}`)
+    .join("; ")
+  return detail || e.message
+}
+
+const rewriteFailure = (e: unknown): Option.Option<Rewritten> => {
+  if (e instanceof HttpApiError.HttpApiDecodeError) {
+    return Option.some(Effect.fail(new ValidationFailed({ message: describeIssues(e) })))
+  }
+  if (HttpServerError.isServerError(e) && e._tag === "RouteNotFound") {
+    return Option.some(Effect.fail(new NotFound({ message: "route not found" })))
+  }
+  return Option.none()
+}
+
+const rewriteDefect = (defect: unknown): Rewritten => {
+  // A body that is not JSON (or is too large) reaches us as a defect of the framework, not as a decode error.
+  if (HttpServerError.isServerError(defect) && defect._tag === "RequestError") {
+    return Effect.fail(new ValidationFailed({
+      message: defect.cause instanceof BodyTooLarge ? defect.cause.message : "request body is not valid JSON"
+    }))
+  }
+  return Effect.logError("unhandled defect", Cause.die(defect)).pipe(
+    Effect.zipRight(Effect.fail(new Internal({ message: "internal error" })))
+  )
+}
+
+/** Every failure the framework raises on its own becomes the contract's `{error, code, retryable}` body. */
+export const ErrorBodiesLive = HttpApiBuilder.middleware(
+  TapedeckApi,
+  Effect.gen(function*() {
+    const { maxBodyBytes } = yield* AppConfig
+    return (app: HttpApp.Default): HttpApp.Default<ValidationFailed | NotFound | Internal> =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const limited = yield* limitBody(request, maxBodyBytes)
+        return yield* Effect.provideService(app, HttpServerRequest.HttpServerRequest, limited)
+      }).pipe(Effect.catchSome(rewriteFailure), Effect.catchAllDefect(rewriteDefect))
+  })
+)

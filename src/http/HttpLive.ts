@@ -1,0 +1,25 @@
+import { HttpApiBuilder, HttpApiScalar } from "@effect/platform"
+import { Layer } from "effect"
+import { Credentials } from "#layers/auth/Credentials"
+import { JobQueue } from "#layers/jobs/JobQueue"
+import { Traces } from "#layers/traces/Traces"
+import { TapedeckApi } from "../api/Api.ts"
+import { AuthenticationLive } from "./AuthenticationLive.ts"
+import { ErrorBodiesLive } from "./ErrorBodies.ts"
+import { JobsHttpLive } from "./JobsHttp.ts"
+import { RateLimitLive } from "./RateLimitLive.ts"
+import { SystemHttpLive } from "./SystemHttp.ts"
+import { TracesHttpLive } from "./TracesHttp.ts"
+
+/** The whole contract implemented: groups, API middleware, OpenAPI at /openapi.json and a reference at /docs. */
+export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
+  Layer.provide([SystemHttpLive, TracesHttpLive, JobsHttpLive, ErrorBodiesLive]),
+  Layer.provide([AuthenticationLive, RateLimitLive]),
+  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default])
+)
+
+/** The public documentation routes. */
+export const DocsLive = Layer.mergeAll(
+  HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
+  HttpApiScalar.layer({ path: "/docs" })
+)
