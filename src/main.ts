@@ -1,7 +1,7 @@
 import { HttpServer } from "@effect/platform"
 import { BunContext, BunHttpServer, BunRuntime } from "@effect/platform-bun"
 import { Config, Effect, Layer, Logger, LogLevel } from "effect"
-import { AppLive } from "./http/AppLive.ts"
+import { AppLive, StorageLive } from "./http/AppLive.ts"
 
 const ServerLive = BunHttpServer.layerConfig(
   Config.all({
@@ -27,6 +27,7 @@ const LoggingLive = Layer.unwrapEffect(
 
 AppLive.pipe(
   HttpServer.withLogAddress,
+  Layer.provide(StorageLive),
   Layer.provide(ServerLive),
   Layer.provide(BunContext.layer),
   Layer.provide(LoggingLive),

@@ -35,15 +35,16 @@ const StartupLive = Layer.mergeAll(
 )
 
 /**
- * The application on an HttpServer: the API, its docs, storage (migrated at start), key bootstrap and the
- * background workers. The caller provides the HttpServer and the platform context (main: Bun).
+ * The application on an HttpServer: the API, its docs, key bootstrap and the background workers, over a
+ * migrated `SqlClient` and `AppConfig` that the caller provides (main: `StorageLive`; tests share theirs).
  */
 export const AppLive = HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
   HttpMiddleware.withTracerDisabledWhen((request) => request.url === "/health"),
   Layer.provide(DocsLive),
   Layer.provide(ApiLive),
   Layer.provide(StartupLive),
-  Layer.provide(SqlLive),
-  Layer.provide(AppConfig.Default),
   Layer.provide(TracingLive)
 )
+
+/** Storage as configured (PostgreSQL or embedded PGlite), migrated, with the configuration it was chosen by. */
+export const StorageLive = SqlLive.pipe(Layer.provideMerge(AppConfig.Default))

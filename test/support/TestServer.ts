@@ -1,0 +1,60 @@
+import { HttpServer } from "@effect/platform"
+import { BunContext, BunHttpServer } from "@effect/platform-bun"
+import type { SqlClient } from "@effect/sql"
+import { ConfigProvider, type Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import type { AppConfig } from "#layers/config/AppConfig"
+import { AppLive, StorageLive } from "#src/http/AppLive"
+import { createTestDatabase } from "./Database.ts"
+
+export const KEY_A = "svc_test_key_acme_0001"
+export const KEY_B = "svc_test_key_globex_0002"
+export const DEFAULT_ENV = { TAPEDECK_API_KEYS: `acme=${KEY_A},globex=${KEY_B}`, TAPEDECK_JOB_POLL_MS: "50" }
+
+export interface TestServer {
+  readonly url: string
+  readonly request: (method: string, path: string, options?: { key?: string | null | undefined; body?: unknown; headers?: Record<string, string> }) => Promise<Response>
+  readonly get: (path: string, key?: string | null) => Promise<Response>
+  readonly post: (path: string, body: unknown, key?: string | null) => Promise<Response>
+  /** Runs an effect against the server's own storage and configuration. */
+  readonly run: <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | AppConfig>) => Promise<A>
+  readonly stop: () => Promise<void>
+}
+
+/** The real application on Bun's HTTP server (an ephemeral port), over a fresh database. */
+export const startTestServer = async (env: Record<string, string> = {}): Promise<TestServer> => {
+  const database = await createTestDatabase()
+  const config = ConfigProvider.fromMap(new Map(Object.entries({ ...DEFAULT_ENV, ...database.env, ...env })))
+  const layer = AppLive.pipe(
+    Layer.provideMerge(StorageLive),
+    Layer.provideMerge(BunHttpServer.layer({ port: 0, hostname: "127.0.0.1" })),
+    Layer.provide(BunContext.layer),
+    Layer.provide(Logger.minimumLogLevel(LogLevel.Error)),
+    Layer.provide(Layer.setConfigProvider(config))
+  )
+  const runtime = ManagedRuntime.make(layer)
+  const server = await runtime.runPromise(HttpServer.HttpServer)
+  const address = server.address as HttpServer.TcpAddress
+  const url = `http://127.0.0.1:${address.port}`
+  const request: TestServer["request"] = (method, path, options = {}) => {
+    const headers: Record<string, string> = { ...options.headers }
+    const key = options.key === undefined ? KEY_A : options.key
+    if (key !== null) headers["x-service-key"] = key
+    let body: string | undefined
+    if (options.body !== undefined) {
+      body = typeof options.body === "string" ? options.body : JSON.stringify(options.body)
+      headers["content-type"] ??= "application/json"
+    }
+    return fetch(url + path, { method, headers, ...(body === undefined ? {} : { body }) })
+  }
+  return {
+    url,
+    request,
+    get: (path, key) => request("GET", path, { key }),
+    post: (path, body, key) => request("POST", path, { key, body }),
+    run: (effect) => runtime.runPromise(effect),
+    stop: async () => {
+      await runtime.dispose()
+      await database.drop()
+    }
+  }
+}
