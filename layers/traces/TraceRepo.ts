@@ -101,7 +101,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
             SELECT * FROM jsonb_to_recordset(${toRecordsJson(request.spans)}::jsonb) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ), agg AS (
             SELECT count(*)::int AS n,
-                   COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0) AS tokens,
+                   LEAST(COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0), 9007199254740991) AS tokens,
                    COALESCE(sum(cost), 0) AS cost,
                    max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end
             FROM x
@@ -166,7 +166,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
             updated_at = now()
           FROM (
             SELECT count(*)::int AS n,
-                   COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0) AS tokens,
+                   LEAST(COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0), 9007199254740991) AS tokens,
                    COALESCE(sum(cost), 0) AS cost,
                    max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end
             FROM spans WHERE trace_id = ${traceId}

@@ -53,5 +53,11 @@ export const Text = (max: number) =>
 /** A JSON integer that fits the `bigint` columns and JavaScript's safe range. */
 export const Count = Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER))
 
+/**
+ * A per-span count (tokens, milliseconds): at most 10^12, so the sums over a trace's spans stay exact
+ * JavaScript integers.
+ */
+export const SpanCount = Schema.Int.pipe(Schema.between(0, 1e12))
+
 /** A non-negative finite amount (money, usually USD). */
 export const Amount = Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e15))

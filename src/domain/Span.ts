@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { SpanId } from "./Ids.ts"
 import { Instant } from "./Instant.ts"
-import { Amount, Count, JsonObject, JsonValue, Text } from "./Json.ts"
+import { Amount, JsonObject, JsonValue, SpanCount, Text } from "./Json.ts"
 
 export const SpanType = Schema.Literal(
   "llm_call", "tool_call", "tool_result", "reasoning", "action", "error", "fork_point"
@@ -16,10 +16,10 @@ export const spanFields = {
   model: Schema.optional(Text(100)),
   input: Schema.optional(JsonValue),
   output: Schema.optional(JsonValue),
-  input_tokens: Schema.optional(Count),
-  output_tokens: Schema.optional(Count),
+  input_tokens: Schema.optional(SpanCount),
+  output_tokens: Schema.optional(SpanCount),
   cost: Schema.optional(Amount),
-  duration_ms: Schema.optional(Count),
+  duration_ms: Schema.optional(SpanCount),
   metadata: Schema.optional(JsonObject),
   agent_id: Schema.optional(Text(500)),
   parent_agent_id: Schema.optional(Text(500)),

@@ -1,0 +1,85 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { trace, uuid } from "../support/Fixtures.ts"
+
+let server: TestServer
+beforeAll(async () => {
+  server = await startTestServer({
+    TAPEDECK_RATE_LIMIT_PER_MINUTE: "3",
+    TAPEDECK_MAX_BODY_BYTES: "4096",
+    TAPEDECK_COMMIT: "abc123",
+    TAPEDECK_DEPLOYMENT_ID: "dep-7"
+  })
+})
+afterAll(() => server.stop())
+
+describe("public routes", () => {
+  test("GET /health is the strict Health object, unauthenticated and never rate limited", async () => {
+    for (let i = 0; i < 6; i++) {
+      const response = await fetch(`${server.url}/health`)
+      expect(response.status).toBe(200)
+      const body = (await response.json()) as any
+      expect(Object.keys(body).sort()).toEqual(["commit", "deploymentId", "service", "status", "timestamp", "uptime", "version"])
+      expect(body).toMatchObject({ status: "ok", service: "tapedeck-api", version: "0.1.0", commit: "abc123", deploymentId: "dep-7" })
+      expect(Number.isNaN(Date.parse(body.timestamp))).toBe(false)
+      expect(body.uptime).toBeGreaterThanOrEqual(0)
+    }
+  })
+
+  test("GET /openapi.json documents every route; GET /docs is a page; both public", async () => {
+    const spec = (await (await fetch(`${server.url}/openapi.json`)).json()) as any
+    expect(spec.info.title).toBe("Tapedeck API")
+    for (const path of ["/health", "/api/v1/traces", "/api/v1/traces/{traceId}", "/api/v1/traces/{traceId}/spans", "/api/v1/jobs/{jobId}"]) {
+      expect(Object.keys(spec.paths)).toContain(path)
+    }
+    const docs = await fetch(`${server.url}/docs`)
+    expect(docs.status).toBe(200)
+    expect(docs.headers.get("content-type")).toContain("text/html")
+  })
+
+  test("an unknown route is a 404 with the error body", async () => {
+    const response = await fetch(`${server.url}/api/v1/nothing-here`, { headers: { "x-service-key": KEY_A } })
+    expect(response.status).toBe(404)
+    expect(await response.json()).toEqual({ error: "route not found", code: "not_found", retryable: false })
+  })
+})
+
+describe("rate limits", () => {
+  test("per credential and route: the call past the limit is 429 with Retry-After and retryable", async () => {
+    for (let i = 0; i < 3; i++) expect((await server.get(`/api/v1/traces/${uuid()}`, KEY_B)).status).toBe(404)
+    const limited = await server.get(`/api/v1/traces/${uuid()}`, KEY_B)
+    expect(limited.status).toBe(429)
+    const retryAfter = Number(limited.headers.get("retry-after"))
+    expect(Number.isInteger(retryAfter)).toBe(true)
+    expect(retryAfter).toBeGreaterThanOrEqual(1)
+    expect(await limited.json()).toMatchObject({ code: "rate_limited", retryable: true })
+    // Another route, and another credential, have their own budgets.
+    expect((await server.get("/api/v1/traces", KEY_B)).status).toBe(200)
+    expect((await server.get(`/api/v1/traces/${uuid()}`, KEY_A)).status).toBe(404)
+  })
+})
+
+describe("body size cap", () => {
+  test("a body over TAPEDECK_MAX_BODY_BYTES is 400 (declared length or chunked), one under it passes", async () => {
+    const small = trace({ name: "x".repeat(100) })
+    expect((await server.post("/api/v1/traces", small)).status).toBe(200)
+    const big = JSON.stringify(trace({ input: "y".repeat(5000) }))
+    const declared = await server.post("/api/v1/traces", big)
+    expect(declared.status).toBe(400)
+    expect(((await declared.json()) as any).error).toContain("exceeds the limit of 4096 bytes")
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        const bytes = new TextEncoder().encode(big)
+        for (let i = 0; i < bytes.length; i += 1000) controller.enqueue(bytes.slice(i, i + 1000))
+        controller.close()
+      }
+    })
+    const chunked = await fetch(`${server.url}/api/v1/traces`, {
+      method: "POST",
+      headers: { "x-service-key": KEY_A, "content-type": "application/json" },
+      body: stream
+    })
+    expect(chunked.status).toBe(400)
+    expect(((await chunked.json()) as any).code).toBe("validation_failed")
+  })
+})

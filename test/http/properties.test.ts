@@ -1,0 +1,134 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { Arbitrary, FastCheck as fc, Schema } from "effect"
+
+import { Span } from "#src/domain/Span"
+import { CreateTraceRequest } from "#src/domain/Trace"
+import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { span, trace, uuid } from "../support/Fixtures.ts"
+
+let server: TestServer
+beforeAll(async () => {
+  server = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" })
+})
+afterAll(() => server.stop())
+
+const runs = { numRuns: 25 }
+const wireJson = (value: unknown) => JSON.parse(JSON.stringify(value))
+
+/** Spans from the schema's own arbitrary, given fresh ids and parents within the batch. */
+const spanBatch = fc.array(Arbitrary.make(Span), { maxLength: 8 }).chain((spans) =>
+  fc.array(fc.option(fc.nat(), { nil: null }), { minLength: spans.length, maxLength: spans.length }).map((parents) => {
+    const ids = spans.map(() => uuid())
+    return spans.map((s, i) => ({
+      ...s,
+      id: ids[i],
+      parent_id: i === 0 || parents[i] === null ? null : ids[parents[i]! % i]
+    }))
+  })
+)
+
+describe("properties through the HTTP API", () => {
+  test("create → get keeps every field of every span and of the trace", async () => {
+    await fc.assert(
+      fc.asyncProperty(Arbitrary.make(CreateTraceRequest), spanBatch, async (generated, spans) => {
+        const request = { ...generated, id: uuid(), spans }
+        const body = wireJson(Schema.encodeSync(CreateTraceRequest)(request as any))
+        const created = await server.post("/api/v1/traces", body)
+        expect(created.status).toBe(200)
+        const detail = (await (await server.get(`/api/v1/traces/${request.id}`)).json()) as any
+        const sent = new Map((body.spans as Array<any>).map((s) => [s.id, s]))
+        expect(detail.spans.length).toBe(sent.size)
+        for (const got of detail.spans) expect(got).toEqual(sent.get(got.id))
+        expect(detail.status).toBe(body.status)
+        expect(detail.startedAt).toBe(body.started_at)
+        if ("name" in body) expect(detail.name).toBe(body.name)
+        if ("input" in body) expect(detail.input).toEqual(body.input)
+        if ("output" in body) expect(detail.output).toEqual(body.output)
+        if ("metadata" in body) expect(detail.metadata).toEqual(body.metadata)
+        if ("total_tokens" in body) expect(detail.totalTokens).toBe(body.total_tokens)
+        if ("ended_at" in body) expect(detail.endedAt).toBe(body.ended_at)
+        expect(new Set(detail.causalOrder)).toEqual(new Set(sent.keys()))
+      }),
+      runs
+    )
+  })
+
+  test("two accounts interleaving any operations never see each other's traces", async () => {
+    const op = fc.record({
+      actor: fc.constantFrom("a", "b"),
+      kind: fc.constantFrom("create", "get", "patch", "delete", "append", "list"),
+      target: fc.nat()
+    })
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 15 }), async (ops) => {
+        const keys = { a: KEY_A, b: KEY_B } as const
+        const owned: Array<{ id: string; owner: "a" | "b"; deleted: boolean }> = []
+        for (const { actor, kind, target } of ops) {
+          const key = keys[actor as "a" | "b"]
+          if (kind === "create" || owned.length === 0) {
+            const t = trace({ spans: [span()] })
+            expect((await server.post("/api/v1/traces", t, key)).status).toBe(200)
+            owned.push({ id: t.id, owner: actor as "a" | "b", deleted: false })
+            continue
+          }
+          const record = owned[target % owned.length]!
+          const visible = record.owner === actor && !record.deleted
+          const path = `/api/v1/traces/${record.id}`
+          if (kind === "list") {
+            const ids = new Set(((await (await server.get("/api/v1/traces?limit=100", key)).json()) as any).items.map((t: any) => t.id))
+            for (const r of owned) expect(ids.has(r.id)).toBe(r.owner === actor && !r.deleted)
+            continue
+          }
+          const response = kind === "get"
+            ? await server.get(path, key)
+            : kind === "patch"
+            ? await server.request("PATCH", path, { key, body: { status: "completed" } })
+            : kind === "append"
+            ? await server.post(`${path}/spans`, { spans: [span()] }, key)
+            : await server.request("DELETE", path, { key })
+          expect(response.status).toBe(visible ? 200 : 404)
+          const body = (await response.json()) as any
+          if (!visible) expect(body).toEqual({ error: `trace ${record.id} not found`, code: "not_found", retryable: false })
+          if (visible && kind === "delete") record.deleted = true
+        }
+      }),
+      { numRuns: 15 }
+    )
+  })
+
+  test("no malformed body, query or path on any route yields a 5xx, and every 4xx carries the error body", async () => {
+    const junk = fc.oneof(
+      fc.jsonValue(),
+      fc.string(),
+      fc.constantFrom("{", "[", "nul", "{\"id\":", "\u0000", "{\"spans\":[{}]}", "1e999999", "\"\\ud800\""),
+      fc.record({ id: fc.oneof(fc.uuid(), fc.string()), started_at: fc.oneof(fc.date().map((d) => (Number.isNaN(d.getTime()) ? "x" : d.toISOString())), fc.string()), spans: fc.array(fc.jsonValue(), { maxLength: 3 }) }, { requiredKeys: [] }),
+      fc.record({ status: fc.string(), output: fc.jsonValue(), total_tokens: fc.oneof(fc.integer(), fc.double(), fc.string()) }, { requiredKeys: [] })
+    )
+    const route = fc.constantFrom(
+      ["POST", "/api/v1/traces"],
+      ["PATCH", "/api/v1/traces/:id"],
+      ["POST", "/api/v1/traces/:id/spans"],
+      ["GET", "/api/v1/traces/:id"],
+      ["DELETE", "/api/v1/traces/:id"],
+      ["GET", "/api/v1/traces?:query"],
+      ["GET", "/api/v1/jobs/:id"]
+    )
+    const existing = trace()
+    expect((await server.post("/api/v1/traces", existing)).status).toBe(200)
+    await fc.assert(
+      fc.asyncProperty(route, junk, fc.oneof(fc.constant(existing.id), fc.uuid(), fc.string()), fc.string(), async ([method, template], body, id, query) => {
+        const path = template!.replace(":id", encodeURIComponent(id)).replace(":query", encodeURIComponent(query).replaceAll("%3D", "=").replaceAll("%26", "&"))
+        const payload = typeof body === "string" ? body : JSON.stringify(body)
+        const response = await server.request(method!, path, method === "GET" || method === "DELETE" ? {} : { body: payload })
+        expect(response.status).toBeLessThan(500)
+        if (response.status >= 400) {
+          const error = (await response.json()) as any
+          expect(typeof error.error).toBe("string")
+          expect(typeof error.code).toBe("string")
+          expect(typeof error.retryable).toBe("boolean")
+        }
+      }),
+      { numRuns: 150 }
+    )
+  })
+})

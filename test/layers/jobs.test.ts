@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, Ref } from "effect"
+import { JobFailed, JobHandlers } from "#layers/jobs/JobHandlers"
+import { backoffMs, JobQueue } from "#layers/jobs/JobQueue"
+import { JobWorkerLive } from "#layers/jobs/JobWorker"
+import { AccountRepo } from "#layers/storage/AccountRepo"
+import type { AccountId, JobId } from "#src/domain/Ids"
+import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
+
+let storage: TestStorage
+let account: AccountId
+beforeAll(async () => {
+  storage = await startTestStorage({ TAPEDECK_JOB_MAX_ATTEMPTS: "3", TAPEDECK_JOB_BACKOFF_MS: "20", TAPEDECK_JOB_POLL_MS: "10" })
+  account = await storage.run(Effect.flatMap(AccountRepo, (repo) => repo.ensure("jobs")).pipe(Effect.provide(AccountRepo.Default)))
+})
+afterAll(() => storage.stop())
+
+const waitFor = <A, E, R>(probe: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 300; i++) {
+      const value = yield* probe
+      if (done(value)) return value
+      yield* Effect.sleep("20 millis")
+    }
+    return yield* probe
+  })
+
+/** Runs `body` with a worker whose handlers are `handlers`, then stops the worker. */
+const withWorker = <A, E>(
+  handlers: ReadonlyMap<string, (job: any) => Effect.Effect<void, JobFailed>>,
+  body: Effect.Effect<A, E, JobQueue | SqlClient.SqlClient>
+) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      yield* Layer.buildWithScope(
+        JobWorkerLive.pipe(Layer.provide(Layer.succeed(JobHandlers, handlers)), Layer.provide(JobQueue.Default)),
+        yield* Effect.scope
+      )
+      return yield* body
+    })
+  ).pipe(Effect.provide(JobQueue.Default))
+
+describe("JobQueue", () => {
+  test("backoff doubles from the base and is capped", () => {
+    expect([1, 2, 3, 4].map((n) => backoffMs(100, n))).toEqual([100, 200, 400, 800])
+    expect(backoffMs(1000, 40)).toBe(3_600_000)
+  })
+
+  test("a job that succeeds is completed after one attempt", async () => {
+    const job = await storage.run(withWorker(
+      new Map([["ok", () => Effect.void]]),
+      Effect.gen(function*() {
+        const queue = yield* JobQueue
+        const id = yield* queue.enqueue(account, "ok", {})
+        return yield* waitFor(queue.get(account, id), (j) => j.status === "completed")
+      })
+    ))
+    expect(job).toMatchObject({ status: "completed", attempts: 1, error: null })
+  })
+
+  test("a failing job is retried with backoff and dead-lettered after the last attempt", async () => {
+    const job = await storage.run(withWorker(
+      new Map([["flaky", () => Effect.fail(new JobFailed({ reason: "upstream said no" }))]]),
+      Effect.gen(function*() {
+        const queue = yield* JobQueue
+        const id = yield* queue.enqueue(account, "flaky", {})
+        return yield* waitFor(queue.get(account, id), (j) => j.status === "dead_letter")
+      })
+    ))
+    expect(job).toMatchObject({ status: "dead_letter", attempts: 3, error: "upstream said no" })
+  })
+
+  test("a job that fails then succeeds completes on its second attempt; unknown kinds and defects count as failures", async () => {
+    const result = await storage.run(Effect.gen(function*() {
+      const calls = yield* Ref.make(0)
+      return yield* withWorker(
+        new Map([
+          ["second-time", () => Ref.getAndUpdate(calls, (n) => n + 1).pipe(
+            Effect.flatMap((n) => (n === 0 ? Effect.fail(new JobFailed({ reason: "first" })) : Effect.void))
+          )],
+          ["crash", () => Effect.die(new Error("bug"))]
+        ]),
+        Effect.gen(function*() {
+          const queue = yield* JobQueue
+          const a = yield* queue.enqueue(account, "second-time", {})
+          const b = yield* queue.enqueue(account, "nobody-handles-this", {})
+          const c = yield* queue.enqueue(account, "crash", {})
+          return yield* Effect.all([
+            waitFor(queue.get(account, a), (j) => j.status === "completed"),
+            waitFor(queue.get(account, b), (j) => j.status === "dead_letter"),
+            waitFor(queue.get(account, c), (j) => j.status === "dead_letter")
+          ])
+        })
+      )
+    }))
+    expect(result[0]).toMatchObject({ status: "completed", attempts: 2, error: null })
+    expect(result[1]).toMatchObject({ status: "dead_letter", error: "no handler for job kind 'nobody-handles-this'" })
+    expect(result[2]).toMatchObject({ status: "dead_letter", error: "internal error" })
+  })
+
+  test("concurrent claimers never lease the same job twice", async () => {
+    const claimed = await storage.run(Effect.gen(function*() {
+      const queue = yield* JobQueue
+      const ids = yield* Effect.forEach(Array.from({ length: 40 }), () => queue.enqueue(account, "race", {}))
+      const batches = yield* Effect.all(Array.from({ length: 8 }, () => queue.claim(10)), { concurrency: "unbounded" })
+      const all = batches.flat().filter((j) => ids.includes(j.id))
+      return { ids, all }
+    }).pipe(Effect.provide(JobQueue.Default)))
+    const seen = claimed.all.map((j) => j.id)
+    expect(new Set(seen).size).toBe(seen.length)
+    expect(seen.length).toBe(40)
+  })
+
+  test("a job whose lease expired (its worker died) is claimed again", async () => {
+    const again = await storage.run(Effect.gen(function*() {
+      const queue = yield* JobQueue
+      const sql = yield* SqlClient.SqlClient
+      const id: JobId = yield* queue.enqueue(account, "lease", {})
+      yield* sql`UPDATE jobs SET run_at = now() - interval '1 hour' WHERE id = ${id}`
+      const first = (yield* queue.claim(100)).filter((j) => j.id === id)
+      yield* sql`UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = ${id}`
+      const second = (yield* queue.claim(100)).filter((j) => j.id === id)
+      return { first, second }
+    }).pipe(Effect.provide(JobQueue.Default)))
+    expect(again.first.length).toBe(1)
+    expect(again.second.length).toBe(1)
+    expect(again.second[0]!.attempts).toBe(2)
+  })
+})
