@@ -92,8 +92,8 @@ const filler = (chars: number) => {
   while (s.length < chars) s += (s ? " " : "") + WORDS[Math.floor(rand() * WORDS.length)]
   return s.slice(0, chars)
 }
-const PROMPTS = Array.from({ length: 64 }, () => filler(420))
-const COMPLETIONS = Array.from({ length: 64 }, () => filler(330))
+const PROMPTS = Array.from({ length: 64 }, () => filler(335))
+const COMPLETIONS = Array.from({ length: 64 }, () => filler(280))
 const SYSTEM = "You are a careful research agent. Use the tools when they help and cite what you used."
 
 interface BenchSpan {
@@ -388,7 +388,8 @@ const copyCeiling = async (databaseUrl: string, accountId: string, batches: numb
         next++
         const data = copyRows(accountId, spanCount)
         const t0 = performance.now()
-        rows += await CopyFrom.run(client, text, data)
+        const copied = await CopyFrom.run(client, text, data)
+        rows += copied
         latencies.push(performance.now() - t0)
       }
     }))
@@ -469,12 +470,14 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   })
 }
 
-const log = (message: string) => console.error(`[bench] ${message}`)
+const started = performance.now()
+const log = (message: string) =>
+  console.error(`[bench +${((performance.now() - started) / 1000).toFixed(1)}s] ${message}`)
 
 const main = async () => {
   const admin = new pg.Client({ connectionString: ADMIN_URL })
   await admin.connect()
-  const pgVersion = (await admin.query<{ v: string }>("SHOW server_version")).rows[0]?.v ?? "?"
+  const pgVersion = (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? "?"
   const database = `tapedeck_bench_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`
   await admin.query(`CREATE DATABASE ${database}`)
   await admin.end()
@@ -493,8 +496,9 @@ const main = async () => {
   log(`database ${database}; starting the server`)
   const server = await startServer(databaseUrl)
   cleanups.push(async () => {
+    const t0 = performance.now()
     await server.stop()
-    log("server stopped")
+    log(`server stopped (${((performance.now() - t0) / 1000).toFixed(1)} s)`)
   })
 
   const db = new pg.Client({ connectionString: databaseUrl })
@@ -608,3 +612,4 @@ try {
 } finally {
   await cleanup()
 }
+
