@@ -41,6 +41,12 @@ export const bootstrapKeys = Effect.gen(function*() {
     const accountId = yield* accounts.ensure(account)
     const inserted = yield* keys.insert(accountId, key, "TAPEDECK_API_KEYS")
     if (inserted) yield* Effect.logInfo("API key from TAPEDECK_API_KEYS stored").pipe(Effect.annotateLogs({ account }))
+    const owner = yield* keys.owner(key)
+    if (Option.isNone(owner)) {
+      yield* Effect.logWarning("a key in TAPEDECK_API_KEYS was revoked; it stays refused").pipe(Effect.annotateLogs({ account }))
+    } else if (owner.value !== accountId) {
+      return yield* new ApiKeysMisconfigured({ reason: `the key given for account '${account}' already belongs to another account` })
+    }
   }
   if (configured.length === 0 && Option.isNone(config.databaseUrl) && (yield* accounts.count()) === 0) {
     const accountId = yield* accounts.ensure("default")

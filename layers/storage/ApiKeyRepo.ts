@@ -46,6 +46,14 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
       Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
     )
 
+    /** The account a live key belongs to, without recording a use. */
+    const owner = Effect.fn("ApiKeyRepo.owner")(
+      function*(key: string) {
+        return Option.map(yield* ownerByHash(yield* hashKey(key)), (row) => row.accountId)
+      },
+      Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
+    )
+
     /** Stores a key for the account; false when that exact key is already stored (for any account). */
     const insert = Effect.fn("ApiKeyRepo.insert")(
       function*(accountId: AccountId, key: string, name: string | null) {
@@ -94,6 +102,6 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { authenticate, insert, listByAccount, revokeByPrefix, countLiveWithPrefix } as const
+    return { authenticate, owner, insert, listByAccount, revokeByPrefix, countLiveWithPrefix } as const
   })
 }) {}

@@ -11,11 +11,11 @@ const isStorableText = (s: string) => !s.includes("\u0000") && s.isWellFormed()
  * instead of failing later as a 500.
  */
 export const unstorableReason = (value: unknown, depth = 0): string | undefined => {
-  if (depth > MAX_JSON_DEPTH) return `nests deeper than ${MAX_JSON_DEPTH} levels`
   if (typeof value === "string") {
     return isStorableText(value) ? undefined : "contains a NUL character or an unpaired surrogate"
   }
   if (value === null || typeof value !== "object") return undefined
+  if (depth >= MAX_JSON_DEPTH) return `nests deeper than ${MAX_JSON_DEPTH} levels`
   if (Array.isArray(value)) {
     for (const item of value) {
       const reason = unstorableReason(item, depth + 1)

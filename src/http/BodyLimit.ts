@@ -21,33 +21,67 @@ const readCapped = (request: HttpServerRequest.HttpServerRequest, maxBytes: numb
     Effect.map((chunks) => Buffer.concat(Chunk.toArray(chunks)))
   )
 
+/** How deeply a request body may nest; deeper ones would overflow the stack of whatever walks them next. */
+export const MAX_BODY_DEPTH = 100
+
+/** Whether `value` nests deeper than `max` arrays and objects (iteratively: no recursion on hostile input). */
+export const nestsDeeperThan = (value: unknown, max: number) => {
+  const stack: Array<[unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!
+    if (item === null || typeof item !== "object") continue
+    if (depth >= max) return true
+    for (const child of Array.isArray(item) ? item : Object.values(item)) {
+      if (child !== null && typeof child === "object") stack.push([child, depth + 1])
+    }
+  }
+  return false
+}
+
+const parseJson = (request: HttpServerRequest.HttpServerRequest, text: string) =>
+  Effect.try({
+    try: () => JSON.parse(text) as unknown,
+    catch: (cause) => new HttpServerError.RequestError({ request, reason: "Decode", cause })
+  }).pipe(
+    Effect.filterOrFail(
+      (value) => !nestsDeeperThan(value, MAX_BODY_DEPTH),
+      () => new HttpServerError.RequestError({ request, reason: "Decode", cause: new BodyTooDeep() })
+    )
+  )
+
+/** The body nests deeper than MAX_BODY_DEPTH. */
+export class BodyTooDeep extends Error {
+  constructor() {
+    super(`request body nests deeper than ${MAX_BODY_DEPTH} levels`)
+  }
+}
+
 /**
  * Refuses a body over `maxBytes` before it is buffered whole: a declared Content-Length over the limit at
- * once; a body of unknown length (chunked) while it streams in, by counting bytes as they arrive.
+ * once; a body of unknown length (chunked) while it streams in, by counting bytes as they arrive. A JSON
+ * body is also refused when it nests deeper than MAX_BODY_DEPTH.
  */
 export const limitBody = (
   request: HttpServerRequest.HttpServerRequest,
   maxBytes: number
 ): Effect.Effect<HttpServerRequest.HttpServerRequest, ValidationFailed> => {
   const declared = request.headers["content-length"]
-  if (declared !== undefined) {
-    const length = Number(declared)
-    return Number.isFinite(length) && length > maxBytes
-      ? Effect.fail(new ValidationFailed({ message: new BodyTooLarge(maxBytes).message }))
-      : Effect.succeed(request)
-  }
-  if (request.method === "GET" || request.method === "HEAD") return Effect.succeed(request)
-  const bytes = Effect.runSync(Effect.cached(readCapped(request, maxBytes)))
-  const text = Effect.map(bytes, (b) => b.toString("utf8"))
-  const overrides: Record<PropertyKey, unknown> = {
-    arrayBuffer: Effect.map(bytes, (b) => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer),
-    text,
-    json: Effect.flatMap(text, (t) =>
-      Effect.try({
-        try: () => JSON.parse(t) as unknown,
-        catch: (cause) => new HttpServerError.RequestError({ request, reason: "Decode", cause })
-      })),
-    stream: Stream.fromEffect(bytes).pipe(Stream.map((b) => new Uint8Array(b)))
+  let overrides: Record<PropertyKey, unknown>
+  if (declared !== undefined || request.method === "GET" || request.method === "HEAD") {
+    const length = Number(declared ?? 0)
+    if (Number.isFinite(length) && length > maxBytes) {
+      return Effect.fail(new ValidationFailed({ message: new BodyTooLarge(maxBytes).message }))
+    }
+    overrides = { json: Effect.flatMap(request.text, (t) => parseJson(request, t)) }
+  } else {
+    const bytes = Effect.runSync(Effect.cached(readCapped(request, maxBytes)))
+    const text = Effect.map(bytes, (b) => b.toString("utf8"))
+    overrides = {
+      arrayBuffer: Effect.map(bytes, (b) => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer),
+      text,
+      json: Effect.flatMap(text, (t) => parseJson(request, t)),
+      stream: Stream.fromEffect(bytes).pipe(Stream.map((b) => new Uint8Array(b)))
+    }
   }
   return Effect.succeed(
     new Proxy(request, {

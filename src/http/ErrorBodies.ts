@@ -3,18 +3,23 @@ import { Cause, Effect, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Internal, NotFound, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
-import { BodyTooLarge, limitBody } from "./BodyLimit.ts"
+import { BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 
 type Rewritten = Effect.Effect<never, ValidationFailed | NotFound | Internal>
+
+const MAX_MESSAGE = 1000
 
 const describeIssues = (e: HttpApiError.HttpApiDecodeError) => {
   // Optional fields add an "Expected undefined" branch to every issue; it says nothing to the caller.
   const detail = e.issues
     .filter((i) => !i.message.startsWith("Expected undefined"))
     .slice(0, 5)
-    .map((i) => `${i.path.map(String).join(".") || "(body)"}: ${i.message}`)
+    .map((i) => {
+      const message = i.message.length > 300 ? `${i.message.slice(0, 300)}…` : i.message
+      return `${i.path.map(String).join(".") || "(body)"}: ${message}`
+    })
     .join("; ")
-  return detail || e.message
+  return (detail || e.message).slice(0, MAX_MESSAGE)
 }
 
 const rewriteFailure = (e: unknown): Option.Option<Rewritten> => {
@@ -31,7 +36,9 @@ const rewriteDefect = (defect: unknown): Rewritten => {
   // A body that is not JSON (or is too large) reaches us as a defect of the framework, not as a decode error.
   if (HttpServerError.isServerError(defect) && defect._tag === "RequestError") {
     return Effect.fail(new ValidationFailed({
-      message: defect.cause instanceof BodyTooLarge ? defect.cause.message : "request body is not valid JSON"
+      message: defect.cause instanceof BodyTooLarge || defect.cause instanceof BodyTooDeep
+        ? defect.cause.message
+        : "request body is not valid JSON"
     }))
   }
   return Effect.logError("unhandled defect", Cause.die(defect)).pipe(

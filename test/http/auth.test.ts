@@ -16,7 +16,7 @@ beforeAll(async () => {
     TAPEDECK_JWT_ISSUER: "https://auth.example",
     TAPEDECK_JWT_AUDIENCE: "tapedeck"
   })
-})
+}, 60_000)
 afterAll(() => server.stop())
 
 const sign = (claims: Record<string, unknown>, options: { exp?: number | string; secret?: string; iss?: string; aud?: string } = {}) => {
@@ -111,5 +111,20 @@ describe("web-session JWTs (HS256)", () => {
       .setIssuer("https://auth.example").setAudience("tapedeck").setExpirationTime("10m")
       .sign(new TextEncoder().encode(SECRET + SECRET))
     await expect401(await withBearer(hs512))
+  })
+})
+
+describe("TAPEDECK_API_KEYS", () => {
+  test("a malformed list, a key without svc_, or one key for two accounts stops the start", async () => {
+    for (const keys of ["acme", "acme=key_without_prefix", "=svc_abcdefgh", "acme=svc_same_key_1,globex=svc_same_key_1"]) {
+      const failed = await startTestServer({ TAPEDECK_API_KEYS: keys }).then(
+        async (s) => {
+          await s.stop()
+          return false
+        },
+        () => true
+      )
+      expect(failed).toBe(true)
+    }
   })
 })

@@ -5,16 +5,15 @@ import { trace, uuid } from "../support/Fixtures.ts"
 let server: TestServer
 beforeAll(async () => {
   server = await startTestServer({
-    TAPEDECK_RATE_LIMIT_PER_MINUTE: "3",
     TAPEDECK_MAX_BODY_BYTES: "4096",
     TAPEDECK_COMMIT: "abc123",
     TAPEDECK_DEPLOYMENT_ID: "dep-7"
   })
-})
+}, 60_000)
 afterAll(() => server.stop())
 
 describe("public routes", () => {
-  test("GET /health is the strict Health object, unauthenticated and never rate limited", async () => {
+  test("GET /health is the strict Health object, unauthenticated", async () => {
     for (let i = 0; i < 6; i++) {
       const response = await fetch(`${server.url}/health`)
       expect(response.status).toBe(200)
@@ -46,20 +45,54 @@ describe("public routes", () => {
 
 describe("rate limits", () => {
   test("per credential and route: the call past the limit is 429 with Retry-After and retryable", async () => {
-    for (let i = 0; i < 3; i++) expect((await server.get(`/api/v1/traces/${uuid()}`, KEY_B)).status).toBe(404)
-    const limited = await server.get(`/api/v1/traces/${uuid()}`, KEY_B)
-    expect(limited.status).toBe(429)
-    const retryAfter = Number(limited.headers.get("retry-after"))
-    expect(Number.isInteger(retryAfter)).toBe(true)
-    expect(retryAfter).toBeGreaterThanOrEqual(1)
-    expect(await limited.json()).toMatchObject({ code: "rate_limited", retryable: true })
-    // Another route, and another credential, have their own budgets.
-    expect((await server.get("/api/v1/traces", KEY_B)).status).toBe(200)
-    expect((await server.get(`/api/v1/traces/${uuid()}`, KEY_A)).status).toBe(404)
+    const server = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "3" })
+    try {
+      for (let i = 0; i < 3; i++) expect((await server.get(`/api/v1/traces/${uuid()}`, KEY_B)).status).toBe(404)
+      const limited = await server.get(`/api/v1/traces/${uuid()}`, KEY_B)
+      expect(limited.status).toBe(429)
+      const retryAfter = Number(limited.headers.get("retry-after"))
+      expect(Number.isInteger(retryAfter)).toBe(true)
+      expect(retryAfter).toBeGreaterThanOrEqual(1)
+      expect(await limited.json()).toMatchObject({ code: "rate_limited", retryable: true })
+      // Another route, and another credential, have their own budgets.
+      expect((await server.get("/api/v1/traces", KEY_B)).status).toBe(200)
+      expect((await server.get(`/api/v1/traces/${uuid()}`, KEY_A)).status).toBe(404)
+      for (let i = 0; i < 5; i++) expect((await fetch(`${server.url}/health`)).status).toBe(200)
+    } finally {
+      await server.stop()
+    }
   })
 })
 
+const bodyOfSize = (bytes: number) => {
+  const t = trace({ input: "" })
+  const base = JSON.stringify(t).length
+  return JSON.stringify({ ...t, input: "x".repeat(bytes - base) })
+}
+
 describe("body size cap", () => {
+  test("exactly TAPEDECK_MAX_BODY_BYTES passes; one byte more is refused", async () => {
+    const atLimit = bodyOfSize(4096)
+    expect(atLimit.length).toBe(4096)
+    expect((await server.post("/api/v1/traces", atLimit)).status).toBe(200)
+    const over = await server.post("/api/v1/traces", bodyOfSize(4097))
+    expect(over.status).toBe(400)
+    expect(((await over.json()) as any).error).toContain("exceeds the limit")
+  })
+
+  test("a body nesting deeper than 100 levels, or a payload deeper than 64, is 400 (never a stack overflow); 64 levels pass", async () => {
+    const deep = "[".repeat(2000) + "]".repeat(2000)
+    const refused = await server.post("/api/v1/traces", deep)
+    expect(refused.status).toBe(400)
+    expect(((await refused.json()) as any).error).toContain("nests deeper than 100")
+    const nested = JSON.stringify({ ...trace(), input: JSON.parse("[".repeat(65) + "]".repeat(65)) })
+    const payload = await server.post("/api/v1/traces", nested)
+    expect(payload.status).toBe(400)
+    expect(((await payload.json()) as any).error).toContain("input")
+    const fine = JSON.stringify({ ...trace(), input: JSON.parse("[".repeat(64) + "]".repeat(64)) })
+    expect((await server.post("/api/v1/traces", fine)).status).toBe(200)
+  })
+
   test("a body over TAPEDECK_MAX_BODY_BYTES is 400 (declared length or chunked), one under it passes", async () => {
     const small = trace({ name: "x".repeat(100) })
     expect((await server.post("/api/v1/traces", small)).status).toBe(200)

@@ -32,7 +32,11 @@ export const startTestServer = async (env: Record<string, string> = {}): Promise
     Layer.provide(Layer.setConfigProvider(config))
   )
   const runtime = ManagedRuntime.make(layer)
-  const server = await runtime.runPromise(HttpServer.HttpServer)
+  const server = await runtime.runPromise(HttpServer.HttpServer).catch(async (e) => {
+    await runtime.dispose()
+    await database.drop()
+    throw e
+  })
   const address = server.address as HttpServer.TcpAddress
   const url = `http://127.0.0.1:${address.port}`
   const request: TestServer["request"] = (method, path, options = {}) => {
