@@ -16,7 +16,7 @@ beforeAll(async () => {
     TAPEDECK_JWT_ISSUER: "https://auth.example",
     TAPEDECK_JWT_AUDIENCE: "tapedeck"
   })
-}, 60_000)
+})
 afterAll(() => server.stop())
 
 const sign = (claims: Record<string, unknown>, options: { exp?: number | string; secret?: string; iss?: string; aud?: string } = {}) => {

@@ -9,7 +9,7 @@ beforeAll(async () => {
     TAPEDECK_COMMIT: "abc123",
     TAPEDECK_DEPLOYMENT_ID: "dep-7"
   })
-}, 60_000)
+})
 afterAll(() => server.stop())
 
 describe("public routes", () => {

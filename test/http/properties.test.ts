@@ -9,7 +9,7 @@ import { span, trace, uuid } from "../support/Fixtures.ts"
 let server: TestServer
 beforeAll(async () => {
   server = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" })
-}, 60_000)
+})
 afterAll(() => server.stop())
 
 const runs = { numRuns: 25 }

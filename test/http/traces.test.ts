@@ -5,7 +5,7 @@ import { span, trace, uuid } from "../support/Fixtures.ts"
 let server: TestServer
 beforeAll(async () => {
   server = await startTestServer()
-}, 60_000)
+})
 afterAll(() => server.stop())
 
 const expectError = async (response: Response, status: number, code: string) => {

@@ -13,7 +13,7 @@ let account: AccountId
 beforeAll(async () => {
   storage = await startTestStorage({ TAPEDECK_JOB_MAX_ATTEMPTS: "3", TAPEDECK_JOB_BACKOFF_MS: "20", TAPEDECK_JOB_POLL_MS: "10" })
   account = await storage.run(Effect.flatMap(AccountRepo, (repo) => repo.ensure("jobs")).pipe(Effect.provide(AccountRepo.Default)))
-}, 60_000)
+})
 afterAll(() => storage.stop())
 
 const waitFor = <A, E, R>(probe: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>

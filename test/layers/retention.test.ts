@@ -14,7 +14,7 @@ import { span, trace } from "../support/Fixtures.ts"
 let storage: TestStorage
 beforeAll(async () => {
   storage = await startTestStorage({ TAPEDECK_RETENTION_DAYS_DELETED: "30" })
-}, 60_000)
+})
 afterAll(() => storage.stop())
 
 const counts = (ids: ReadonlyArray<string>) =>
