@@ -1,10 +1,9 @@
 import { BunContext, BunRuntime } from "@effect/platform-bun"
 import { Console, DateTime, Effect, Layer, Logger, LogLevel, Option, Schema } from "effect"
 import { generateKey } from "#layers/auth/KeyMaterial"
-import { AppConfig } from "#layers/config/AppConfig"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
-import { SqlLive } from "#layers/storage/Sql"
+import { StorageLive } from "#layers/storage/Sql"
 import { AccountName } from "./domain/ApiKey.ts"
 
 const USAGE = `usage:
@@ -92,14 +91,13 @@ const command = (argv: ReadonlyArray<string>) => {
   }
 }
 
-const StorageLive = Layer.mergeAll(AccountRepo.Default, ApiKeyRepo.Default).pipe(
-  Layer.provideMerge(SqlLive),
-  Layer.provide(AppConfig.Default),
+const ReposLive = Layer.mergeAll(AccountRepo.Default, ApiKeyRepo.Default).pipe(
+  Layer.provide(StorageLive),
   Layer.provide(BunContext.layer)
 )
 
 command(process.argv.slice(2)).pipe(
-  Effect.provide(StorageLive),
+  Effect.provide(ReposLive),
   Effect.catchAll((e) =>
     Console.error(`tapedeck: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 1))))
   ),

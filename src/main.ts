@@ -1,7 +1,8 @@
 import { HttpServer } from "@effect/platform"
 import { BunContext, BunHttpServer, BunRuntime } from "@effect/platform-bun"
 import { Config, Effect, Layer, Logger, LogLevel } from "effect"
-import { AppLive, StorageLive } from "./http/AppLive.ts"
+import { StorageLive } from "#layers/storage/Sql"
+import { AppLive } from "./http/AppLive.ts"
 
 const ServerLive = BunHttpServer.layerConfig(
   Config.all({

@@ -21,3 +21,6 @@ export const SqlLive = Layer.unwrapEffect(
 /** Which storage backend a configuration selects, for logs and diagnostics. */
 export const describeStorage = (config: AppConfig) =>
   Option.isSome(config.databaseUrl) ? "postgresql (DATABASE_URL)" : `embedded pglite (${config.dataDir})`
+
+/** Storage as configured, migrated, together with the configuration it was chosen by. */
+export const StorageLive = SqlLive.pipe(Layer.provideMerge(AppConfig.Default))

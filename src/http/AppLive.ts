@@ -8,7 +8,7 @@ import { JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
-import { describeStorage, SqlLive } from "#layers/storage/Sql"
+import { describeStorage } from "#layers/storage/Sql"
 import { TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
@@ -45,6 +45,3 @@ export const AppLive = HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
   Layer.provide(StartupLive),
   Layer.provide(TracingLive)
 )
-
-/** Storage as configured (PostgreSQL or embedded PGlite), migrated, with the configuration it was chosen by. */
-export const StorageLive = SqlLive.pipe(Layer.provideMerge(AppConfig.Default))

@@ -224,6 +224,14 @@ describe("POST /api/v1/traces/{traceId}/spans", () => {
     expect(detail.spans.find((s: any) => s.id === child.id).output).toBe("done")
   })
 
+  test("at most 1000 spans per request", async () => {
+    const t = trace()
+    await create(t)
+    const ok = await server.post(`/api/v1/traces/${t.id}/spans`, { spans: Array.from({ length: 1000 }, () => span()) })
+    expect(((await ok.json()) as any).spanCount).toBe(1000)
+    await expectError(await server.post(`/api/v1/traces/${t.id}/spans`, { spans: Array.from({ length: 1001 }, () => span()) }), 400, "validation_failed")
+  })
+
   test("a parent in neither the batch nor the trace is 400; a foreign or missing trace 404", async () => {
     const t = trace()
     await create(t)

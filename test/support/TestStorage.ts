@@ -2,7 +2,7 @@ import { BunContext } from "@effect/platform-bun"
 import type { SqlClient } from "@effect/sql"
 import { ConfigProvider, type Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import type { AppConfig } from "#layers/config/AppConfig"
-import { StorageLive } from "#src/http/AppLive"
+import { StorageLive } from "#layers/storage/Sql"
 import { createTestDatabase } from "./Database.ts"
 
 export interface TestStorage {
