@@ -16,6 +16,7 @@
  * BENCH_DETAIL_SPANS, BENCH_DETAIL_REQUESTS, BENCH_CPU_PROF (a directory: the server runs under
  * `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit).
  */
+import { readdirSync, readFileSync } from "node:fs"
 import { availableParallelism } from "node:os"
 import { resolve } from "node:path"
 import pg from "pg"
@@ -23,7 +24,7 @@ import pg from "pg"
 // ---------------------------------------------------------------------------------------------- settings
 
 const env = process.env
-const intEnv = (name: string, fallback: number) => {
+const numberEnv = (name: string, fallback: number) => {
   const raw = env[name]
   if (raw === undefined || raw === "") return fallback
   const n = Number(raw)
@@ -32,12 +33,12 @@ const intEnv = (name: string, fallback: number) => {
 }
 
 const ADMIN_URL = env.BENCH_DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test"
-const SECONDS = intEnv("BENCH_SECONDS", 20)
-const WARMUP_SECONDS = intEnv("BENCH_WARMUP_SECONDS", 3)
-const CONCURRENCY = Math.floor(intEnv("BENCH_CONCURRENCY", 8))
-const SPANS = Math.floor(intEnv("BENCH_SPANS", 100))
-const DETAIL_SPANS = Math.floor(intEnv("BENCH_DETAIL_SPANS", 1000))
-const DETAIL_REQUESTS = Math.floor(intEnv("BENCH_DETAIL_REQUESTS", 200))
+const SECONDS = numberEnv("BENCH_SECONDS", 20)
+const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 3)
+const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 8))
+const SPANS = Math.floor(numberEnv("BENCH_SPANS", 100))
+const DETAIL_SPANS = Math.floor(numberEnv("BENCH_DETAIL_SPANS", 1000))
+const DETAIL_REQUESTS = Math.floor(numberEnv("BENCH_DETAIL_REQUESTS", 200))
 const CPU_PROF = env.BENCH_CPU_PROF || undefined
 
 const TARGET_SPANS_PER_SECOND = 25_000
@@ -51,11 +52,35 @@ const KNOBS = [
   "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENCY", "BENCH_SPANS",
   "BENCH_DETAIL_SPANS", "BENCH_DETAIL_REQUESTS", "BENCH_CPU_PROF"
 ]
-const COMMAND = [...KNOBS.filter((k) => env[k]).map((k) => `${k}=${env[k]}`), "bun test/bench/traces.ts"].join(" ")
+/** A URL as printed: any password masked. */
+const masked = (value: string) => {
+  try {
+    const url = new URL(value)
+    if (url.password) url.password = "***"
+    return url.toString()
+  } catch {
+    return value
+  }
+}
+const COMMAND = [
+  ...KNOBS.filter((k) => env[k]).map((k) => `${k}=${k === "BENCH_DATABASE_URL" ? masked(env[k]!) : env[k]}`),
+  "bun test/bench/traces.ts"
+].join(" ")
 
 // ---------------------------------------------------------------------------------------------- helpers
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+/** Whether `promise` settled within `ms`; the timer never outlives it, so it cannot hold the process open. */
+const within = async (promise: Promise<unknown>, ms: number) => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)))
+  try {
+    return await Promise.race([promise.then(() => true, () => true), timedOut])
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 const percentile = (sorted: ReadonlyArray<number>, q: number) =>
   sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
@@ -73,6 +98,87 @@ const withDatabase = (url: string, database: string) => {
   const u = new URL(url)
   u.pathname = `/${database}`
   return u.toString()
+}
+
+// ---------------------------------------------------------------------------------------------- CPU accounting
+
+/** Kernel clock ticks per second (for /proc/<pid>/stat); 100 on practically every Linux. */
+const CLOCK_TICKS = (() => {
+  try {
+    const out = Bun.spawnSync({ cmd: ["getconf", "CLK_TCK"] }).stdout.toString().trim()
+    return Number(out) > 0 ? Number(out) : 100
+  } catch {
+    return 100
+  }
+})()
+
+/** User + system CPU seconds of a process from /proc (Linux); 0 when unreadable. */
+const processCpuSeconds = (pid: number | string) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
+  } catch {
+    return 0
+  }
+}
+
+/** CPU seconds of every `postgres` process on this machine (backends, WAL writer, checkpointer, ...). */
+const postgresCpuSeconds = () => {
+  let total = 0
+  try {
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === "postgres") total += processCpuSeconds(entry)
+      } catch {
+        // exited meanwhile
+      }
+    }
+  } catch {
+    // no /proc
+  }
+  return total
+}
+
+/** CPU seconds the whole machine spent busy (not idle or waiting for I/O), from /proc/stat. */
+const machineBusySeconds = () => {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!
+    const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number)
+    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
+    return (ticks.reduce((a, b) => a + b, 0) - idle) / CLOCK_TICKS
+  } catch {
+    return 0
+  }
+}
+
+interface CpuSnapshot {
+  readonly at: number
+  readonly machine: number
+  readonly server: number
+  readonly postgres: number
+  readonly client: number
+}
+const cpuSnapshot = (serverPid: number): CpuSnapshot => {
+  const usage = process.cpuUsage()
+  return {
+    at: performance.now(),
+    machine: machineBusySeconds(),
+    server: processCpuSeconds(serverPid),
+    postgres: postgresCpuSeconds(),
+    client: (usage.user + usage.system) / 1e6
+  }
+}
+/** Average cores busy between two snapshots. */
+const coresBusy = (a: CpuSnapshot, b: CpuSnapshot) => {
+  const seconds = (b.at - a.at) / 1000
+  const f = (x: number) => Math.max(0, x / seconds).toFixed(2)
+  const server = b.server - a.server
+  const postgres = b.postgres - a.postgres
+  const client = b.client - a.client
+  const other = b.machine - a.machine - server - postgres - client
+  return { server: f(server), postgres: f(postgres), client: f(client), other: f(other) }
 }
 
 // ---------------------------------------------------------------------------------------------- payloads
@@ -195,13 +301,19 @@ const copyRows = (accountId: string, spanCount: number) => {
   return out
 }
 
+/** The part of pg's (untyped) Connection that a COPY FROM uses. */
+interface PgConnection {
+  query(text: string): void
+  sendCopyFromChunk(chunk: Buffer): void
+  endCopyFrom(): void
+}
+
 /**
  * A `COPY ... FROM STDIN` for pg's Client (its "submittable" protocol, as pg-copy-streams uses): the whole
  * payload goes out in one CopyData message once the server asks for it.
  */
 class CopyFrom {
   callback: ((err: Error | null, rows?: number) => void) | undefined
-  private error: Error | null = null
   private rows = 0
   private done = false
   constructor(private readonly text: string, private readonly data: Buffer) {}
@@ -212,23 +324,27 @@ class CopyFrom {
       client.query(copy as unknown as pg.QueryConfig)
     })
   }
-  submit(connection: any) {
+  submit(connection: PgConnection) {
     connection.query(this.text)
   }
-  handleCopyInResponse(connection: any) {
+  handleCopyInResponse(connection: PgConnection) {
     connection.sendCopyFromChunk(this.data)
     connection.endCopyFrom()
   }
   handleCommandComplete(msg: { text?: string }) {
     this.rows = Number(msg.text?.split(" ").at(-1) ?? 0)
   }
-  handleError(err: Error) {
-    this.error = err
-  }
-  handleReadyForQuery() {
+  private finish(err: Error | null) {
     if (this.done) return
     this.done = true
-    this.callback?.(this.error, this.rows)
+    this.callback?.(err, this.rows)
+  }
+  // An error (from the server, or the connection lost) settles at once, as pg-copy-streams does.
+  handleError(err: Error) {
+    this.finish(err)
+  }
+  handleReadyForQuery() {
+    this.finish(null)
   }
   // Not expected for COPY FROM; present so an unexpected message cannot crash the client.
   handleRowDescription() {}
@@ -242,6 +358,7 @@ class CopyFrom {
 
 interface Server {
   readonly url: string
+  readonly pid: number
   readonly output: () => string
   readonly stop: () => Promise<void>
 }
@@ -286,18 +403,17 @@ const startServer = async (databaseUrl: string): Promise<Server> => {
   const stop = async () => {
     if (proc.exitCode === null && proc.signalCode === null) {
       proc.kill("SIGTERM")
-      const exited = await Promise.race([proc.exited.then(() => true), sleep(15_000).then(() => false)])
-      if (!exited) {
+      if (!(await within(proc.exited, 15_000))) {
         proc.kill("SIGKILL")
         await proc.exited
       }
     }
-    await Promise.race([drained, sleep(1000)])
+    await within(drained, 1000)
   }
   const deadline = Date.now() + 60_000
   for (;;) {
     if (proc.exitCode !== null || proc.signalCode !== null) {
-      await Promise.race([drained, sleep(1000)])
+      await within(drained, 1000)
       throw new Error(`server exited (${proc.exitCode ?? proc.signalCode}) before answering /health:\n${tail}`)
     }
     try {
@@ -313,7 +429,7 @@ const startServer = async (databaseUrl: string): Promise<Server> => {
     }
     await sleep(100)
   }
-  return { url, output: () => tail, stop }
+  return { url, pid: proc.pid, output: () => tail, stop }
 }
 
 // ---------------------------------------------------------------------------------------------- phases
@@ -364,12 +480,19 @@ const ingest = async (url: string, seconds: number, concurrency: number, spanCou
     }
   }
   await Promise.all(Array.from({ length: concurrency }, worker))
-  const seconds_ = (performance.now() - start) / 1000
-  return { traces, seconds: seconds_, latencies, errors, bodyBytes, ...(firstError ? { firstError } : {}) }
+  const elapsed = (performance.now() - start) / 1000
+  return { traces, seconds: elapsed, latencies, errors, bodyBytes, ...(firstError ? { firstError } : {}) }
 }
 
 /** `batches` COPYs of `spanCount` rows over `concurrency` connections. */
-const copyCeiling = async (databaseUrl: string, accountId: string, batches: number, concurrency: number, spanCount: number) => {
+const copyCeiling = async (
+  databaseUrl: string,
+  serverPid: number,
+  accountId: string,
+  batches: number,
+  concurrency: number,
+  spanCount: number
+) => {
   const clients = await Promise.all(Array.from({ length: concurrency }, async () => {
     const client = new pg.Client({ connectionString: databaseUrl })
     await client.connect()
@@ -382,6 +505,7 @@ const copyCeiling = async (databaseUrl: string, accountId: string, batches: numb
     const latencies: Array<number> = []
     let next = 0
     let rows = 0
+    const cpu0 = cpuSnapshot(serverPid) // before the connections close: an exited backend's CPU is gone
     const start = performance.now()
     await Promise.all(clients.map(async (client) => {
       while (next < batches) {
@@ -394,13 +518,14 @@ const copyCeiling = async (databaseUrl: string, accountId: string, batches: numb
       }
     }))
     const seconds = (performance.now() - start) / 1000
-    return { batches: latencies.length, rows, seconds, latencies }
+    const cpu = coresBusy(cpu0, cpuSnapshot(serverPid))
+    return { batches: latencies.length, rows, seconds, latencies, cpu }
   } finally {
     await Promise.all(clients.map((c) => c.end().catch(() => {})))
   }
 }
 
-const detail = async (url: string, databaseUrl: string, spanCount: number, requests: number) => {
+const detail = async (url: string, databaseUrl: string, serverPid: number, spanCount: number, requests: number) => {
   const body = makeTraceBody(spanCount)
   const traceId = (JSON.parse(body) as { id: string }).id
   const created = await fetch(`${url}/api/v1/traces`, {
@@ -422,6 +547,7 @@ const detail = async (url: string, databaseUrl: string, spanCount: number, reque
   const warmup = Math.min(20, requests)
   for (let i = 0; i < warmup; i++) await (await get()).arrayBuffer()
   const latencies: Array<number> = []
+  const cpu0 = cpuSnapshot(serverPid)
   for (let i = 0; i < requests; i++) {
     const t0 = performance.now()
     const res = await get()
@@ -429,6 +555,7 @@ const detail = async (url: string, databaseUrl: string, spanCount: number, reque
     if (res.status !== 200) throw new Error(`GET detail: HTTP ${res.status}`)
     latencies.push(performance.now() - t0)
   }
+  const cpu = coresBusy(cpu0, cpuSnapshot(serverPid))
 
   // Ceiling: the same rows straight from PostgreSQL (all columns, parsed by pg as the server's driver does).
   const client = new pg.Client({ connectionString: databaseUrl })
@@ -445,7 +572,7 @@ const detail = async (url: string, databaseUrl: string, spanCount: number, reque
   } finally {
     await client.end()
   }
-  return { latencies, selectLatencies, responseBytes }
+  return { latencies, selectLatencies, responseBytes, cpu }
 }
 
 // ---------------------------------------------------------------------------------------------- main
@@ -514,7 +641,9 @@ const main = async () => {
 
   await db.query("CHECKPOINT")
   log(`ingest: ${SECONDS} s of POST /api/v1/traces (${SPANS} spans, ~${Math.round(spanBytes)} B each) at concurrency ${CONCURRENCY}`)
+  const ingestCpu0 = cpuSnapshot(server.pid)
   const api = await ingest(server.url, SECONDS, CONCURRENCY, SPANS)
+  const ingestCpu = coresBusy(ingestCpu0, cpuSnapshot(server.pid))
   if (api.errors > 0) throw new Error(`${api.errors} POSTs failed: ${api.firstError}\nserver output:\n${server.output()}`)
   const apiTracesPerSecond = api.traces / api.seconds
   const apiSpansPerSecond = apiTracesPerSecond * SPANS
@@ -525,20 +654,21 @@ const main = async () => {
   await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
   await db.query("CHECKPOINT")
   log(`ceiling: ${api.traces} COPYs of ${SPANS} rows into spans_copy over ${CONCURRENCY} connections`)
-  const copy = await copyCeiling(databaseUrl, accountId, api.traces, CONCURRENCY, SPANS)
+  const copy = await copyCeiling(databaseUrl, server.pid, accountId, api.traces, CONCURRENCY, SPANS)
   const copySpansPerSecond = copy.rows / copy.seconds
   const copyBatchesPerSecond = copy.batches / copy.seconds
   const copyLatency = latencyStats(copy.latencies)
 
   log(`detail: GET /api/v1/traces/{id} of a ${DETAIL_SPANS}-span trace, ${DETAIL_REQUESTS} sequential requests`)
-  const read = await detail(server.url, databaseUrl, DETAIL_SPANS, DETAIL_REQUESTS)
+  const read = await detail(server.url, databaseUrl, server.pid, DETAIL_SPANS, DETAIL_REQUESTS)
   const getLatency = latencyStats(read.latencies)
   const selectLatency = latencyStats(read.selectLatencies)
 
   // Everything the API acknowledged is stored.
-  const stored = (await db.query<{ traces: string; spans: string; copied: string }>(
+  const stored = (await db.query<{ traces: string; spans: string; api_row: string; copy_row: string }>(
     `SELECT (SELECT count(*) FROM traces) AS traces, (SELECT count(*) FROM spans) AS spans,
-            (SELECT count(*) FROM spans_copy) AS copied`
+            (SELECT avg(pg_column_size(s.*))::int FROM (SELECT * FROM spans LIMIT 10000) s) AS api_row,
+            (SELECT avg(pg_column_size(s.*))::int FROM (SELECT * FROM spans_copy LIMIT 10000) s) AS copy_row`
   )).rows[0]!
   const expectedTraces = warm.traces + api.traces + 1
   const expectedSpans = (warm.traces + api.traces) * SPANS + DETAIL_SPANS
@@ -597,8 +727,13 @@ const main = async () => {
     "",
     `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; server \`bun src/main.ts\` in its own process on a fresh database.`,
     `- Ingest: ${fmtInt(api.traces)} traces (${fmtInt(api.traces * SPANS)} spans, ${(api.bodyBytes / api.traces / 1024).toFixed(1)} KiB bodies, spans ~${Math.round(spanBytes)} B of JSON) in ${api.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up; 0 errors; every acknowledged span verified stored.`,
-    `- Ceiling: the same number of spans, same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s.`,
+    `- Ceiling: the same number of spans, same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY.`,
     `- Detail: ${DETAIL_REQUESTS} sequential GETs after 20 warm-up ones, ${(read.responseBytes / 1024).toFixed(0)} KiB responses; ceiling \`SELECT * FROM spans WHERE trace_id = $1\` through pg.`,
+    `- CPU, average cores busy of ${availableParallelism()} (server process / all postgres processes / this client / anything else): ` +
+    [["ingest", ingestCpu], ["COPY", copy.cpu], ["GET detail", read.cpu]].map(([name, c]) => {
+      const cpu = c as ReturnType<typeof coresBusy>
+      return `${name} ${cpu.server} / ${cpu.postgres} / ${cpu.client} / ${cpu.other}`
+    }).join("; ") + ".",
     "- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value)."
   ]
   console.log(lines.join("\n"))
