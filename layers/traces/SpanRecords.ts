@@ -1,5 +1,5 @@
 import { DateTime } from "effect"
-import { extraFields, type Span } from "#src/domain/Span"
+import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
 
 /**
  * The column list of `jsonb_to_recordset` for a batch of spans. `input` and `output` travel wrapped in a
@@ -79,8 +79,8 @@ export interface SpanRow {
   readonly extra: Record<string, unknown> | null
 }
 
-/** A stored span as the wire Span (type side): absent optionals stay absent, extras come back as sent. */
-export const fromRow = (row: SpanRow): Span => {
+/** A stored span as JSON for the wire: absent optionals stay absent, extras come back as sent. */
+export const fromRow = (row: SpanRow): SpanWire => {
   const span: Record<string, unknown> = { ...row.extra }
   span.id = row.id
   span.parent_id = row.parent_id
@@ -97,8 +97,8 @@ export const fromRow = (row: SpanRow): Span => {
   if (row.agent_id !== null) span.agent_id = row.agent_id
   if (row.parent_agent_id !== null) span.parent_agent_id = row.parent_agent_id
   if (row.agent_role !== null) span.agent_role = row.agent_role
-  span.started_at = DateTime.unsafeMake(row.started_at)
-  if (row.ended_at !== null) span.ended_at = DateTime.unsafeMake(row.ended_at)
+  span.started_at = row.started_at.toISOString()
+  if (row.ended_at !== null) span.ended_at = row.ended_at.toISOString()
   if (row.error !== null) span.error = row.error
-  return span as unknown as Span
+  return span as SpanWire
 }

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { DateTime, Effect, Option } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
-import type { CreateTraceRequest, FinishTraceRequest, Trace, TraceStatus } from "#src/domain/Trace"
+import type { CreateTraceRequest, FinishTraceRequest, TraceStatus, TraceWire } from "#src/domain/Trace"
 import { TraceIdTaken, TraceNotFound } from "#src/domain/Trace"
 import type { Span } from "#src/domain/Span"
 import {
@@ -42,7 +42,7 @@ interface TraceRow {
   readonly environment: "production" | "sandbox"
 }
 
-const toTrace = (row: TraceRow): Trace => {
+const toTrace = (row: TraceRow): TraceWire => {
   const trace: Record<string, unknown> = {
     id: row.id,
     projectId: row.project_id,
@@ -53,8 +53,8 @@ const toTrace = (row: TraceRow): Trace => {
     totalDurationMs: row.total_duration_ms,
     spanCount: row.span_count,
     sessionId: row.session_id,
-    startedAt: DateTime.unsafeMake(row.started_at),
-    endedAt: row.ended_at === null ? null : DateTime.unsafeMake(row.ended_at),
+    startedAt: row.started_at.toISOString(),
+    endedAt: row.ended_at === null ? null : row.ended_at.toISOString(),
     environment: row.environment
   }
   if (row.input !== null) trace.input = unwrap(row.input)
@@ -62,7 +62,7 @@ const toTrace = (row: TraceRow): Trace => {
   if (row.metadata !== null) trace.metadata = row.metadata
   if (row.lossy !== null) trace.lossy = row.lossy
   if (row.terminated_early !== null) trace.terminatedEarly = row.terminated_early
-  return trace as Trace
+  return trace as TraceWire
 }
 
 const jsonOrNull = (value: unknown) => (value === undefined ? null : JSON.stringify(value))

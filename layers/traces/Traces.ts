@@ -1,8 +1,8 @@
 import { SqlClient } from "@effect/sql"
-import { DateTime, Effect, Option, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { decodeCursor, encodeCursor } from "#src/domain/Cursor"
 import type { AccountId, TraceId } from "#src/domain/Ids"
-import type { Span } from "#src/domain/Span"
+import type { Span, SpanWire } from "#src/domain/Span"
 import { batchProblem, outsideParents } from "#src/domain/SpanBatch"
 import { layOut } from "#src/domain/CausalOrder"
 import {
@@ -11,8 +11,8 @@ import {
   isTerminal,
   type ListTracesParams,
   SpansRejected,
-  type TraceDetail,
-  type TraceList
+  type TraceDetailWire,
+  type TraceListWire
 } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
 import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
@@ -22,25 +22,24 @@ import { TraceRepo } from "./TraceRepo.ts"
 /** The `cursor` of a listing is not one this service issued. */
 export class InvalidCursor extends Schema.TaggedError<InvalidCursor>()("InvalidCursor", {}) {}
 
-const endMs = (span: Span) =>
-  span.ended_at !== undefined
-    ? DateTime.toEpochMillis(span.ended_at)
-    : DateTime.toEpochMillis(span.started_at) + (span.duration_ms ?? 0)
+const timing = (span: SpanWire) => {
+  const startMs = Date.parse(span.started_at)
+  const endMs = span.ended_at !== undefined ? Date.parse(span.ended_at) : startMs + (span.duration_ms ?? 0)
+  return { id: span.id, parentId: span.parent_id, startMs, endMs }
+}
 
 /** Orders spans by start time, then causal position, and lays out the trace's causal metadata. */
-export const detailOf = (spans: ReadonlyArray<Span>) => {
-  const layout = layOut(spans.map((span) => ({
-    id: span.id,
-    parentId: span.parent_id,
-    startMs: DateTime.toEpochMillis(span.started_at),
-    endMs: endMs(span)
-  })))
+export const detailOf = (spans: ReadonlyArray<SpanWire>) => {
+  const timings = spans.map(timing)
+  const layout = layOut(timings)
   const position = new Map(layout.causalOrder.map((id, i) => [id, i]))
-  const ordered = [...spans].sort((a, b) =>
-    DateTime.toEpochMillis(a.started_at) - DateTime.toEpochMillis(b.started_at) ||
-    position.get(a.id)! - position.get(b.id)!
-  )
-  return { spans: ordered, causalOrder: layout.causalOrder, concurrentGroups: layout.concurrentGroups }
+  const order = timings.map((t, i) => ({ i, startMs: t.startMs, position: position.get(t.id)! }))
+  order.sort((a, b) => a.startMs - b.startMs || a.position - b.position)
+  return {
+    spans: order.map(({ i }) => spans[i]!),
+    causalOrder: layout.causalOrder,
+    concurrentGroups: layout.concurrentGroups
+  }
 }
 
 /**
@@ -96,7 +95,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     const get = Effect.fn("Traces.get")(function*(accountId: AccountId, traceId: TraceId) {
       const trace = yield* repo.findTrace(accountId, traceId)
       const spans = yield* repo.listSpans(traceId)
-      return { ...trace, ...detailOf(spans) } satisfies TraceDetail
+      return { ...trace, ...detailOf(spans) } satisfies TraceDetailWire
     })
 
     const list = Effect.fn("Traces.list")(function*(accountId: AccountId, params: ListTracesParams) {
@@ -116,9 +115,9 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         offset: params.offset,
         hasMore: page.hasMore,
         ...(page.hasMore && last
-          ? { nextCursor: encodeCursor({ startedAt: DateTime.formatIso(last.startedAt), id: last.id }) }
+          ? { nextCursor: encodeCursor({ startedAt: last.startedAt, id: last.id }) }
           : {})
-      } satisfies TraceList
+      } satisfies TraceListWire
     })
 
     const remove = Effect.fn("Traces.remove")(function*(accountId: AccountId, traceId: TraceId) {

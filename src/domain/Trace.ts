@@ -91,6 +91,8 @@ export const Trace = Schema.Struct({
   environment: Schema.optional(Schema.Literal("production", "sandbox"))
 }).annotations({ identifier: "Trace" })
 export type Trace = typeof Trace.Type
+/** A trace as JSON: ISO date-time strings. */
+export type TraceWire = typeof Trace.Encoded
 
 export const TraceDetail = Schema.Struct({
   ...Trace.fields,
@@ -99,6 +101,7 @@ export const TraceDetail = Schema.Struct({
   concurrentGroups: Schema.Array(Schema.Array(Schema.UUID))
 }).annotations({ identifier: "TraceDetail" })
 export type TraceDetail = typeof TraceDetail.Type
+export type TraceDetailWire = typeof TraceDetail.Encoded
 
 export const TraceList = Schema.Struct({
   items: Schema.Array(Trace),
@@ -109,6 +112,7 @@ export const TraceList = Schema.Struct({
   nextCursor: Schema.optional(Schema.String)
 }).annotations({ identifier: "TraceList" })
 export type TraceList = typeof TraceList.Type
+export type TraceListWire = typeof TraceList.Encoded
 
 const PageNumber = (min: number, max: number) =>
   Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { Schema } from "effect"
+import { TraceDetail, TraceList } from "#src/domain/Trace"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 
@@ -14,6 +16,15 @@ const expectError = async (response: Response, status: number, code: string) => 
   expect(body.code).toBe(code)
   expect(typeof body.error).toBe("string")
   expect(typeof body.retryable).toBe("boolean")
+  return body
+}
+
+/** GET a trace's detail, checking the body against the contract's TraceDetail schema. */
+const getDetail = async (id: string, key = KEY_A): Promise<any> => {
+  const response = await server.get(`/api/v1/traces/${id}`, key)
+  expect(response.status).toBe(200)
+  const body = await response.json()
+  Schema.decodeUnknownSync(TraceDetail)(body)
   return body
 }
 
@@ -35,7 +46,7 @@ describe("POST /api/v1/traces", () => {
     await create(t)
     await expectError((await create({ ...t, name: "second" })).response, 409, "conflict")
     await expectError((await create({ ...t, name: "third" }, KEY_B)).response, 409, "conflict")
-    const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
+    const detail = (await getDetail(t.id))
     expect(detail.name).toBe("first")
   })
 
@@ -44,7 +55,7 @@ describe("POST /api/v1/traces", () => {
     const child = span({ parent_id: root.id, input_tokens: 7, cost: 0.2, started_at: "2026-01-01T00:00:01.000Z", duration_ms: 4000 })
     const t = trace({ spans: [root, child] })
     await create(t)
-    const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
+    const detail = (await getDetail(t.id))
     expect(detail.status).toBe("running")
     expect(detail.totalTokens).toBe(22)
     expect(detail.totalCost).toBe("0.3")
@@ -55,7 +66,7 @@ describe("POST /api/v1/traces", () => {
   test("explicit totals win over derived ones; totalCost is an exact decimal string", async () => {
     const t = trace({ total_tokens: 5, total_cost: 0.000001, total_duration_ms: 9, spans: [span({ input_tokens: 100, cost: 3 })] })
     await create(t)
-    const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
+    const detail = (await getDetail(t.id))
     expect([detail.totalTokens, detail.totalCost, detail.totalDurationMs]).toEqual([5, "0.000001", 9])
   })
 
@@ -116,7 +127,7 @@ describe("GET /api/v1/traces/{traceId}", () => {
     })
     const t = trace({ spans: [root], input: "question", output: [1, 2], metadata: { env: "x" }, session_id: "sess", lossy: true })
     await create(t)
-    const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
+    const detail = (await getDetail(t.id))
     expect(detail.spans).toEqual([root])
     expect(detail.input).toBe("question")
     expect(detail.output).toEqual([1, 2])
@@ -136,7 +147,7 @@ describe("GET /api/v1/traces/{traceId}", () => {
     const a1 = span({ name: "a1", parent_id: a.id, started_at: "2026-01-01T00:00:01.000Z" })
     const t = trace({ spans: [c, a1, b, a, root] })
     await create(t)
-    const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
+    const detail = (await getDetail(t.id))
     expect(detail.spans.map((s: any) => s.name)).toEqual(["root", "a", "a1", "b", "c"])
     expect(detail.causalOrder).toEqual([root.id, a.id, a1.id, b.id, c.id])
     expect(detail.concurrentGroups).toEqual([[a.id, b.id]])
@@ -158,7 +169,12 @@ describe("GET /api/v1/traces", () => {
         ids.push(t.id)
         expect((await local.post("/api/v1/traces", t)).status).toBe(200)
       }
-      const first = (await (await local.get("/api/v1/traces?limit=3")).json()) as any
+      const page = async (query: string): Promise<any> => {
+        const body = await (await local.get(`/api/v1/traces?${query}`)).json()
+        Schema.decodeUnknownSync(TraceList, { onExcessProperty: "error" })(body)
+        return body
+      }
+      const first = await page("limit=3")
       expect(first.total).toBe(7)
       expect(first.limit).toBe(3)
       expect(first.offset).toBe(0)
@@ -166,17 +182,17 @@ describe("GET /api/v1/traces", () => {
       const seen: Array<any> = [...first.items]
       let cursor = first.nextCursor
       while (cursor) {
-        const page = (await (await local.get(`/api/v1/traces?limit=3&cursor=${cursor}`)).json()) as any
-        seen.push(...page.items)
-        cursor = page.nextCursor
-        if (!page.hasMore) expect(page.nextCursor).toBeUndefined()
+        const next = await page(`limit=3&cursor=${cursor}`)
+        seen.push(...next.items)
+        cursor = next.nextCursor
+        if (!next.hasMore) expect(next.nextCursor).toBeUndefined()
       }
       expect(seen.length).toBe(7)
       const sorted = [...seen].sort((x, y) => (y.startedAt.localeCompare(x.startedAt) || y.id.localeCompare(x.id)))
       expect(seen.map((t) => t.id)).toEqual(sorted.map((t) => t.id))
-      const byOffset = (await (await local.get("/api/v1/traces?limit=3&offset=3")).json()) as any
+      const byOffset = await page("limit=3&offset=3")
       expect(byOffset.items.map((t: any) => t.id)).toEqual(sorted.slice(3, 6).map((t) => t.id))
-      const last = (await (await local.get("/api/v1/traces?limit=100&offset=6")).json()) as any
+      const last = await page("limit=100&offset=6")
       expect(last.items.length).toBe(1)
       expect(last.hasMore).toBe(false)
       expect(Object.keys(last).sort()).toEqual(["hasMore", "items", "limit", "offset", "total"])
@@ -219,7 +235,7 @@ describe("POST /api/v1/traces/{traceId}/spans", () => {
     expect(await first.json()).toEqual({ id: t.id, spans_written: 1, spanCount: 2 })
     const again = await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [{ ...child, output: "done" }] })
     expect(((await again.json()) as any).spanCount).toBe(2)
-    const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
+    const detail = (await getDetail(t.id))
     expect(detail.totalTokens).toBe(3)
     expect(detail.spans.find((s: any) => s.id === child.id).output).toBe("done")
   })
@@ -253,7 +269,7 @@ describe("PATCH /api/v1/traces/{traceId}", () => {
     expect(typeof first.jobId).toBe("string")
     const repeat = (await (await patch({ status: "completed" })).json()) as any
     expect(repeat.jobId).toBeUndefined()
-    const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
+    const detail = (await getDetail(t.id))
     expect(detail.status).toBe("completed")
     expect(detail.output).toEqual({ answer: 42 })
     expect(detail.endedAt).toBe("2026-01-01T00:01:00.000Z")
@@ -261,7 +277,7 @@ describe("PATCH /api/v1/traces/{traceId}", () => {
     expect(detail.totalTokens).toBe(4)
     const failed = (await (await patch({ status: "failed", total_tokens: 99 })).json()) as any
     expect(typeof failed.jobId).toBe("string")
-    expect(((await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any).totalTokens).toBe(99)
+    expect((await getDetail(t.id)).totalTokens).toBe(99)
 
     let job: any
     for (let i = 0; i < 100; i++) {
@@ -324,6 +340,6 @@ describe("isolation between accounts", () => {
     }
     const listed = (await (await server.get("/api/v1/traces?limit=100", KEY_B)).json()) as any
     expect(listed.items.map((x: any) => x.id)).not.toContain(t.id)
-    expect(((await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any).status).toBe("running")
+    expect((await getDetail(t.id)).status).toBe("running")
   })
 })
