@@ -3,7 +3,8 @@ import { Schema } from "effect"
 /** How deeply a stored JSON value may nest; PostgreSQL's jsonb parser has a stack limit of its own. */
 export const MAX_JSON_DEPTH = 64
 
-const isStorableText = (s: string) => !s.includes("\u0000") && s.isWellFormed()
+/** Whether PostgreSQL can store the string (no NUL, no unpaired surrogate). */
+export const isStorableText = (s: string) => !s.includes("\u0000") && s.isWellFormed()
 
 /**
  * Why a JSON value cannot be stored as PostgreSQL jsonb/text, or undefined when it can:
@@ -57,7 +58,9 @@ export const Count = Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER))
  * A per-span count (tokens, milliseconds): at most 10^12, so the sums over a trace's spans stay exact
  * JavaScript integers.
  */
-export const SpanCount = Schema.Int.pipe(Schema.between(0, 1e12))
+export const MAX_SPAN_COUNT = 1e12
+export const SpanCount = Schema.Int.pipe(Schema.between(0, MAX_SPAN_COUNT))
 
 /** A non-negative finite amount (money, usually USD). */
-export const Amount = Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e15))
+export const MAX_AMOUNT = 1e15
+export const Amount = Schema.Number.pipe(Schema.finite(), Schema.between(0, MAX_AMOUNT))

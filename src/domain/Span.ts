@@ -3,17 +3,29 @@ import { SpanId } from "./Ids.ts"
 import { Instant } from "./Instant.ts"
 import { Amount, JsonObject, JsonValue, SpanCount, Text } from "./Json.ts"
 
+export { MAX_SPAN_COUNT } from "./Json.ts"
+
 export const SpanType = Schema.Literal(
   "llm_call", "tool_call", "tool_result", "reasoning", "action", "error", "fork_point"
 )
 export type SpanType = typeof SpanType.Type
 
+/** Longest text of each string field of a span. */
+export const SPAN_TEXT_LIMITS = {
+  name: 500,
+  model: 100,
+  agent_id: 500,
+  parent_agent_id: 500,
+  agent_role: 500,
+  error: 100_000
+} as const
+
 export const spanFields = {
   id: SpanId,
   parent_id: Schema.NullOr(SpanId),
   span_type: SpanType,
-  name: Text(500),
-  model: Schema.optional(Text(100)),
+  name: Text(SPAN_TEXT_LIMITS.name),
+  model: Schema.optional(Text(SPAN_TEXT_LIMITS.model)),
   input: Schema.optional(JsonValue),
   output: Schema.optional(JsonValue),
   input_tokens: Schema.optional(SpanCount),
@@ -21,12 +33,12 @@ export const spanFields = {
   cost: Schema.optional(Amount),
   duration_ms: Schema.optional(SpanCount),
   metadata: Schema.optional(JsonObject),
-  agent_id: Schema.optional(Text(500)),
-  parent_agent_id: Schema.optional(Text(500)),
-  agent_role: Schema.optional(Text(500)),
+  agent_id: Schema.optional(Text(SPAN_TEXT_LIMITS.agent_id)),
+  parent_agent_id: Schema.optional(Text(SPAN_TEXT_LIMITS.parent_agent_id)),
+  agent_role: Schema.optional(Text(SPAN_TEXT_LIMITS.agent_role)),
   started_at: Instant,
   ended_at: Schema.optional(Instant),
-  error: Schema.optional(Text(100_000))
+  error: Schema.optional(Text(SPAN_TEXT_LIMITS.error))
 }
 
 export const SPAN_FIELD_NAMES: ReadonlySet<string> = new Set(Object.keys(spanFields))
