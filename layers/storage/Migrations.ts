@@ -2,12 +2,14 @@ import { PgMigrator } from "@effect/sql-pg"
 import m0001 from "./migrations/0001_accounts.ts"
 import m0002 from "./migrations/0002_traces.ts"
 import m0003 from "./migrations/0003_jobs.ts"
+import m0004 from "./migrations/0004_spans_without_fk.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
   loader: PgMigrator.fromRecord({
     "0001_accounts": m0001,
     "0002_traces": m0002,
-    "0003_jobs": m0003
+    "0003_jobs": m0003,
+    "0004_spans_without_fk": m0004
   })
 })

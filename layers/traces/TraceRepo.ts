@@ -294,12 +294,16 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
      */
     const purgeDeleted = Effect.fn("TraceRepo.purgeDeleted")(
       function*(days: number, batch: number) {
-        const rows = yield* sql`
-          DELETE FROM traces WHERE id IN (
+        const rows = yield* sql<{ id: string }>`
+          WITH doomed AS (
             SELECT id FROM traces
             WHERE deleted_at IS NOT NULL AND deleted_at < now() - make_interval(secs => ${days * 86400})
             LIMIT ${batch}
-            FOR UPDATE SKIP LOCKED)
+            FOR UPDATE SKIP LOCKED
+          ), gone_spans AS (
+            DELETE FROM spans WHERE trace_id IN (SELECT id FROM doomed)
+          )
+          DELETE FROM traces WHERE id IN (SELECT id FROM doomed)
           RETURNING id`
         return rows.length
       },
