@@ -89,11 +89,13 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    const complete = Effect.fn("JobQueue.complete")(
-      function*(id: JobId) {
+    /** Marks leased jobs completed, in one statement. */
+    const completeAll = Effect.fn("JobQueue.completeAll")(
+      function*(ids: ReadonlyArray<JobId>) {
+        if (ids.length === 0) return
         yield* sql`
           UPDATE jobs SET status = 'completed', error = NULL, locked_until = NULL, updated_at = now()
-          WHERE id = ${id} AND status = 'running'`
+          WHERE id IN ${sql.in(ids)} AND status = 'running'`
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -112,7 +114,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { enqueue, get, claim, complete, fail } as const
+    return { enqueue, get, claim, completeAll, fail } as const
   }),
   dependencies: [AppConfig.Default]
 }) {}

@@ -1,13 +1,16 @@
-import { Cause, Effect, Layer, Option, Schedule } from "effect"
+import { Cause, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { JobFailed, JobHandlers } from "./JobHandlers.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
-const BATCH = 8
+const BATCH = 32
+const CONCURRENCY = 8
 
 /**
- * Runs due jobs in the background of every instance. A handler's failure, defect or timeout counts as a
- * failed attempt; claiming errors (the database is away) are logged and retried at the next poll.
+ * Runs due jobs in the background of every instance. A full batch is followed at once by the next claim,
+ * so the queue drains at the rate jobs finish; an empty or partial one waits TAPEDECK_JOB_POLL_MS.
+ * Successes are recorded together, one statement a batch. A handler's failure, defect or timeout counts as
+ * a failed attempt; claiming errors (the database is away) are logged and retried at the next poll.
  */
 export const JobWorkerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
@@ -26,7 +29,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
           onTimeout: () => new JobFailed({ reason: "attempt timed out" })
         }),
         Effect.matchCauseEffect({
-          onSuccess: () => queue.complete(job.id),
+          onSuccess: () => Effect.succeed(Option.some(job.id)),
           onFailure: (cause) => {
             const reason = Option.match(Cause.failureOption(cause), {
               onNone: () => "internal error",
@@ -34,7 +37,8 @@ export const JobWorkerLive = Layer.scopedDiscard(
             })
             return queue.fail(job, reason).pipe(
               Effect.zipRight(Effect.logWarning("job attempt failed", cause)),
-              Effect.annotateLogs({ jobId: job.id, kind: job.kind, attempt: job.attempts })
+              Effect.annotateLogs({ jobId: job.id, kind: job.kind, attempt: job.attempts }),
+              Effect.as(Option.none<ClaimedJob["id"]>())
             )
           }
         }),
@@ -42,13 +46,20 @@ export const JobWorkerLive = Layer.scopedDiscard(
       )
     }
 
-    const pollOnce = queue.claim(BATCH).pipe(
-      Effect.flatMap((jobs) => Effect.forEach(jobs, runOne, { concurrency: BATCH, discard: true })),
-      Effect.catchAllCause((cause) => Effect.logWarning("job poll failed", cause))
+    /** Runs one batch; whether it was full (more may be due). */
+    const runBatch = Effect.gen(function*() {
+      const jobs = yield* queue.claim(BATCH)
+      const done = yield* Effect.forEach(jobs, runOne, { concurrency: CONCURRENCY })
+      yield* queue.completeAll(done.flatMap((id) => Option.toArray(id)))
+      return jobs.length === BATCH
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("job poll failed", cause).pipe(Effect.as(false)))
     )
 
-    yield* pollOnce.pipe(
-      Effect.repeat(Schedule.spaced(`${config.jobPollMs} millis`)),
+    yield* runBatch.pipe(
+      Effect.repeat({ while: (full) => full }),
+      Effect.zipRight(Effect.sleep(`${config.jobPollMs} millis`)),
+      Effect.forever,
       Effect.forkScoped
     )
   })
