@@ -22,6 +22,12 @@ const TRACE_SELECT = `id, project_id, name, status,
   total_duration_ms::float8 AS total_duration_ms, span_count, session_id, started_at, ended_at, metadata,
   lossy, terminated_early, environment`
 
+/** Aggregates over a set of spans: their count, token and cost sums (tokens capped to a safe integer), last end. */
+const SPAN_TOTALS = `count(*)::int AS n,
+  LEAST(COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0), 9007199254740991) AS tokens,
+  COALESCE(sum(cost), 0) AS cost,
+  max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end`
+
 interface TraceRow {
   readonly id: string
   readonly project_id: string | null
@@ -100,11 +106,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
           WITH x AS (
             SELECT * FROM jsonb_to_recordset(${toRecordsJson(request.spans)}::jsonb) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ), agg AS (
-            SELECT count(*)::int AS n,
-                   LEAST(COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0), 9007199254740991) AS tokens,
-                   COALESCE(sum(cost), 0) AS cost,
-                   max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end
-            FROM x
+            SELECT ${sql.literal(SPAN_TOTALS)} FROM x
           ), t AS (
             INSERT INTO traces (id, account_id, project_id, name, status, input, output, total_tokens, total_cost,
                                 total_duration_ms, tokens_explicit, cost_explicit, duration_explicit, span_count,
@@ -165,11 +167,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
               EXTRACT(EPOCH FROM (COALESCE(t.ended_at, agg.last_end, t.started_at) - t.started_at)) * 1000))::bigint END,
             updated_at = now()
           FROM (
-            SELECT count(*)::int AS n,
-                   LEAST(COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0), 9007199254740991) AS tokens,
-                   COALESCE(sum(cost), 0) AS cost,
-                   max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end
-            FROM spans WHERE trace_id = ${traceId}
+            SELECT ${sql.literal(SPAN_TOTALS)} FROM spans WHERE trace_id = ${traceId}
           ) agg
           WHERE t.id = ${traceId}`
       },
