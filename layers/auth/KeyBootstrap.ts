@@ -59,7 +59,7 @@ export const bootstrapKeys = Effect.gen(function*() {
         "",
         `  ${key}`,
         "",
-        `Use it as:  curl -H 'x-service-key: ${key}' http://localhost:8080/api/v1/traces`,
+        `Use it as:  curl -H 'x-service-key: ${key}' http://localhost:${config.port}/api/v1/traces`,
         "More keys:  bun run tapedeck keys create --account default",
         ""
       ].join("\n")

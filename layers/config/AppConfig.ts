@@ -4,6 +4,7 @@ import { Config, Effect, Option, Redacted } from "effect"
 export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig", {
   effect: Effect.gen(function*() {
     return {
+      port: yield* Config.integer("PORT").pipe(Config.withDefault(8080)),
       databaseUrl: yield* Config.option(Config.redacted("DATABASE_URL")),
       dataDir: yield* Config.string("TAPEDECK_DATA_DIR").pipe(Config.withDefault("./.tapedeck")),
       dbPoolMax: yield* Config.integer("TAPEDECK_DB_POOL_MAX").pipe(Config.withDefault(10)),
