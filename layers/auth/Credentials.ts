@@ -1,6 +1,6 @@
 import { Effect, Option, Redacted, Schema } from "effect"
 import * as jose from "jose"
-import { KEY_PREFIX } from "#src/domain/ApiKey"
+import { AccountName, KEY_PREFIX } from "#src/domain/ApiKey"
 import type { AccountId } from "#src/domain/Ids"
 import { AppConfig } from "../config/AppConfig.ts"
 import { AccountRepo } from "../storage/AccountRepo.ts"
@@ -51,8 +51,8 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
           })
       })
       const { account, sub } = verified.payload
-      if (typeof account !== "string" || typeof sub !== "string") {
-        return yield* new InvalidCredential({ reason: "token lacks the sub or account claim" })
+      if (typeof account !== "string" || typeof sub !== "string" || !Schema.is(AccountName)(account)) {
+        return yield* new InvalidCredential({ reason: "token lacks a valid sub or account claim" })
       }
       const accountId = yield* accounts.findByName(account)
       if (Option.isNone(accountId)) return yield* new InvalidCredential({ reason: "unknown account" })

@@ -14,6 +14,10 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       jwtAudience: yield* Config.option(Config.string("TAPEDECK_JWT_AUDIENCE")),
       rateLimitPerMinute: yield* Config.integer("TAPEDECK_RATE_LIMIT_PER_MINUTE").pipe(Config.withDefault(1200)),
       maxBodyBytes: yield* Config.integer("TAPEDECK_MAX_BODY_BYTES").pipe(Config.withDefault(16 * 1024 * 1024)),
+      ingestMaxInflight: yield* Config.integer("TAPEDECK_INGEST_MAX_INFLIGHT").pipe(Config.withDefault(8)),
+      ingestMaxDecompressedBytes: yield* Config.integer("TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES").pipe(
+        Config.withDefault(64 * 1024 * 1024)
+      ),
       retentionDaysDeleted: yield* Config.number("TAPEDECK_RETENTION_DAYS_DELETED").pipe(Config.withDefault(30)),
       retentionIntervalSeconds: yield* Config.number("TAPEDECK_RETENTION_INTERVAL_SECONDS").pipe(
         Config.withDefault(3600)

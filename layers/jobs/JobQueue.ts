@@ -69,9 +69,16 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
     )
 
-    /** Leases up to `max` due jobs (queued and due, or running with an expired lease). */
+    /**
+     * Leases up to `max` due jobs (queued and due, or running with an expired lease). A job whose lease
+     * expired on its last attempt (its worker died every time) is dead-lettered instead of run again.
+     */
     const claim = Effect.fn("JobQueue.claim")(
       function*(max: number) {
+        yield* sql`
+          UPDATE jobs SET status = 'dead_letter', locked_until = NULL, updated_at = now(),
+                          error = COALESCE(error, 'the last attempt did not finish within its lease')
+          WHERE status = 'running' AND locked_until < now() AND attempts >= max_attempts`
         const rows = yield* sql<
           { id: JobId; accountId: AccountId; kind: string; payload: unknown; attempts: number; maxAttempts: number }
         >`
@@ -89,13 +96,18 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    /** Marks leased jobs completed, in one statement. */
+    /**
+     * Marks leased jobs completed, in one statement. Each update names the attempt it finishes, so a worker
+     * whose lease expired (and whose job was claimed again) cannot overwrite the newer attempt.
+     */
     const completeAll = Effect.fn("JobQueue.completeAll")(
-      function*(ids: ReadonlyArray<JobId>) {
-        if (ids.length === 0) return
+      function*(jobs: ReadonlyArray<Pick<ClaimedJob, "id" | "attempts">>) {
+        if (jobs.length === 0) return
         yield* sql`
           UPDATE jobs SET status = 'completed', error = NULL, locked_until = NULL, updated_at = now()
-          WHERE id IN ${sql.in(ids)} AND status = 'running'`
+          FROM jsonb_to_recordset(${JSON.stringify(jobs.map((j) => ({ id: j.id, attempts: j.attempts })))}::jsonb)
+            AS x(id uuid, attempts int)
+          WHERE jobs.id = x.id AND jobs.attempts = x.attempts AND jobs.status = 'running'`
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -109,7 +121,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
           UPDATE jobs SET status = ${dead ? "dead_letter" : "queued"}, error = ${error.slice(0, 4000)},
                           locked_until = NULL, updated_at = now(),
                           run_at = now() + make_interval(secs => ${delayMs / 1000})
-          WHERE id = ${job.id} AND status = 'running'`
+          WHERE id = ${job.id} AND attempts = ${job.attempts} AND status = 'running'`
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

@@ -3,8 +3,9 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { JobFailed, JobHandlers } from "./JobHandlers.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
-const BATCH = 32
-const CONCURRENCY = 8
+// A batch is never larger than what runs at once: every claimed job starts at once, so its lease (and the
+// attempt timeout inside it) is measured from the claim.
+const BATCH = 8
 
 /**
  * Runs due jobs in the background of every instance. A full batch is followed at once by the next claim,
@@ -29,7 +30,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
           onTimeout: () => new JobFailed({ reason: "attempt timed out" })
         }),
         Effect.matchCauseEffect({
-          onSuccess: () => Effect.succeed(Option.some(job.id)),
+          onSuccess: () => Effect.succeed(Option.some(job)),
           onFailure: (cause) => {
             const reason = Option.match(Cause.failureOption(cause), {
               onNone: () => "internal error",
@@ -38,7 +39,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
             return queue.fail(job, reason).pipe(
               Effect.zipRight(Effect.logWarning("job attempt failed", cause)),
               Effect.annotateLogs({ jobId: job.id, kind: job.kind, attempt: job.attempts }),
-              Effect.as(Option.none<ClaimedJob["id"]>())
+              Effect.as(Option.none<ClaimedJob>())
             )
           }
         }),
@@ -49,8 +50,8 @@ export const JobWorkerLive = Layer.scopedDiscard(
     /** Runs one batch; whether it was full (more may be due). */
     const runBatch = Effect.gen(function*() {
       const jobs = yield* queue.claim(BATCH)
-      const done = yield* Effect.forEach(jobs, runOne, { concurrency: CONCURRENCY })
-      yield* queue.completeAll(done.flatMap((id) => Option.toArray(id)))
+      const done = yield* Effect.forEach(jobs, runOne, { concurrency: "unbounded" })
+      yield* queue.completeAll(done.flatMap((job) => Option.toArray(job)))
       return jobs.length === BATCH
     }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("job poll failed", cause).pipe(Effect.as(false)))

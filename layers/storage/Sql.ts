@@ -1,8 +1,12 @@
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option, Schedule } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { MigrationsLive } from "./Migrations.ts"
 import * as PgliteClient from "./PgliteClient.ts"
+
+// Instances starting together on an empty database race to create the migrator's own table (before its
+// lock is taken); the loser fails once and succeeds on retry, when the winner's migrations are visible.
+const MigratedLive = MigrationsLive.pipe(Layer.retry(Schedule.spaced("250 millis").pipe(Schedule.intersect(Schedule.recurs(4)))))
 
 /**
  * DATABASE_URL set: that PostgreSQL server. Unset: embedded PGlite in TAPEDECK_DATA_DIR. Migrated either way.
@@ -16,7 +20,7 @@ export const SqlLive = Layer.unwrapEffect(
       onNone: () => PgliteClient.layer({ dataDir: config.dataDir })
     })
   })
-).pipe((client) => Layer.provideMerge(MigrationsLive, client))
+).pipe((client) => Layer.provideMerge(MigratedLive, client))
 
 /** Which storage backend a configuration selects, for logs and diagnostics. */
 export const describeStorage = (config: AppConfig) =>

@@ -29,10 +29,27 @@ export const SPAN_SELECT = `id, parent_id, span_type, name, model,
 /** A jsonb value read as `jsonb_build_array(v)`: SQL NULL (absent) is undefined, JSON null stays null. */
 export const unwrap = (wrapped: unknown): unknown => (Array.isArray(wrapped) ? wrapped[0] : undefined)
 
-const iso = (dt: DateTime.Utc | undefined) => (dt === undefined ? undefined : DateTime.formatIso(dt))
+/** Aggregates over a set of spans: their count, token and cost sums (tokens capped to a safe integer), last end. */
+export const SPAN_TOTALS = `count(*)::int AS n,
+  LEAST(COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0), 9007199254740991) AS tokens,
+  COALESCE(sum(cost), 0) AS cost,
+  max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end`
 
-/** One span as a JSON record for `jsonb_to_recordset`. */
-export const toRecord = (span: Span) => ({
+/** What replaces a stored span when the same id is written again (a re-send is idempotent). */
+export const SPAN_UPSERT = `ON CONFLICT (trace_id, id) DO UPDATE SET
+  parent_id = EXCLUDED.parent_id, span_type = EXCLUDED.span_type, name = EXCLUDED.name,
+  model = EXCLUDED.model, input = EXCLUDED.input, output = EXCLUDED.output,
+  input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, cost = EXCLUDED.cost,
+  duration_ms = EXCLUDED.duration_ms, metadata = EXCLUDED.metadata, agent_id = EXCLUDED.agent_id,
+  parent_agent_id = EXCLUDED.parent_agent_id, agent_role = EXCLUDED.agent_role,
+  started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, error = EXCLUDED.error,
+  extra = EXCLUDED.extra`
+
+const iso = (dt: DateTime.Utc | string | undefined) =>
+  dt === undefined || typeof dt === "string" ? dt : DateTime.formatIso(dt)
+
+/** One span (decoded, or already JSON) as a record for `jsonb_to_recordset`. */
+export const toRecord = (span: Span | SpanWire) => ({
   id: span.id,
   parent_id: span.parent_id,
   span_type: span.span_type,
@@ -54,7 +71,7 @@ export const toRecord = (span: Span) => ({
   extra: extraFields(span)
 })
 
-export const toRecordsJson = (spans: ReadonlyArray<Span>) => JSON.stringify(spans.map(toRecord))
+export const toRecordsJson = (spans: ReadonlyArray<Span | SpanWire>) => JSON.stringify(spans.map(toRecord))
 
 /** A stored span as read back (bigint and numeric columns cast to float8 in SQL). */
 export interface SpanRow {

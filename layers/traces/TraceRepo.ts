@@ -10,6 +10,8 @@ import {
   SPAN_RECORD_COLUMNS,
   SPAN_RECORD_VALUES,
   SPAN_SELECT,
+  SPAN_TOTALS,
+  SPAN_UPSERT,
   type SpanRow,
   toRecordsJson,
   unwrap
@@ -21,12 +23,6 @@ const TRACE_SELECT = `id, project_id, name, status,
   total_tokens::float8 AS total_tokens, total_cost::text AS total_cost,
   total_duration_ms::float8 AS total_duration_ms, span_count, session_id, started_at, ended_at, metadata,
   lossy, terminated_early, environment`
-
-/** Aggregates over a set of spans: their count, token and cost sums (tokens capped to a safe integer), last end. */
-const SPAN_TOTALS = `count(*)::int AS n,
-  LEAST(COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0), 9007199254740991) AS tokens,
-  COALESCE(sum(cost), 0) AS cost,
-  max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end`
 
 interface TraceRow {
   readonly id: string
@@ -122,7 +118,10 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
                    ${request.total_duration_ms !== undefined}::boolean, agg.n,
                    ${jsonOrNull(request.metadata)}::jsonb, ${request.session_id ?? null}::text,
                    ${request.lossy ?? null}::boolean, ${request.terminated_early ?? null}::boolean, ${environment}::text,
-                   ${isoOrNull(request.started_at)}::timestamptz, ${isoOrNull(request.ended_at)}::timestamptz
+                   ${isoOrNull(request.started_at)}::timestamptz,
+                   CASE WHEN ${request.status !== "running"}::boolean
+                     THEN COALESCE(${isoOrNull(request.ended_at)}::timestamptz, agg.last_end, ${isoOrNull(request.started_at)}::timestamptz)
+                     ELSE ${isoOrNull(request.ended_at)}::timestamptz END
             FROM agg
             ON CONFLICT (id) DO NOTHING
             RETURNING id
@@ -198,13 +197,12 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    /** Which of `ids` are spans of the trace. */
-    const existingSpanIds = Effect.fn("TraceRepo.existingSpanIds")(
-      function*(traceId: TraceId, ids: ReadonlyArray<string>) {
-        if (ids.length === 0) return new Set<string>()
-        const rows = yield* sql<{ id: string }>`
-          SELECT id FROM spans WHERE trace_id = ${traceId} AND id = ANY(${`{${ids.join(",")}}`}::uuid[])`
-        return new Set(rows.map((r) => r.id))
+    /** The trace's stored spans: id → parent id. */
+    const parentsOf = Effect.fn("TraceRepo.parentsOf")(
+      function*(traceId: TraceId) {
+        const rows = yield* sql<{ id: string; parent_id: string | null }>`
+          SELECT id, parent_id FROM spans WHERE trace_id = ${traceId}`
+        return new Map(rows.map((r) => [r.id, r.parent_id]))
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -216,14 +214,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
           INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_COLUMNS)})
           SELECT ${traceId}::uuid, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
           FROM jsonb_to_recordset(${toRecordsJson(spans)}::jsonb) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
-          ON CONFLICT (trace_id, id) DO UPDATE SET
-            parent_id = EXCLUDED.parent_id, span_type = EXCLUDED.span_type, name = EXCLUDED.name,
-            model = EXCLUDED.model, input = EXCLUDED.input, output = EXCLUDED.output,
-            input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, cost = EXCLUDED.cost,
-            duration_ms = EXCLUDED.duration_ms, metadata = EXCLUDED.metadata, agent_id = EXCLUDED.agent_id,
-            parent_agent_id = EXCLUDED.parent_agent_id, agent_role = EXCLUDED.agent_role,
-            started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, error = EXCLUDED.error,
-            extra = EXCLUDED.extra`
+          ${sql.literal(SPAN_UPSERT)}`
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -313,7 +304,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       lockForUpdate,
       recomputeTotals,
       applyFinish,
-      existingSpanIds,
+      parentsOf,
       upsertSpans,
       findTrace,
       listSpans,

@@ -3,7 +3,7 @@ import { Effect, Option, Schema } from "effect"
 import { decodeCursor, encodeCursor } from "#src/domain/Cursor"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { Span, SpanWire } from "#src/domain/Span"
-import { batchProblem, outsideParents } from "#src/domain/SpanBatch"
+import { batchProblem } from "#src/domain/SpanBatch"
 import { layOut } from "#src/domain/CausalOrder"
 import {
   type CreateTraceRequest,
@@ -11,6 +11,7 @@ import {
   isTerminal,
   type ListTracesParams,
   SpansRejected,
+  TraceNotRunning,
   type TraceDetailWire,
   type TraceListWire
 } from "#src/domain/Trace"
@@ -77,9 +78,9 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
 
     const appendSpans = Effect.fn("Traces.appendSpans")(
       function*(accountId: AccountId, traceId: TraceId, spans: ReadonlyArray<Span>) {
-        yield* repo.lockForUpdate(accountId, traceId)
-        const known = yield* repo.existingSpanIds(traceId, outsideParents(spans))
-        const problem = batchProblem(spans, known)
+        const status = yield* repo.lockForUpdate(accountId, traceId)
+        if (status !== "running") return yield* new TraceNotRunning({ traceId, status })
+        const problem = batchProblem(spans, yield* repo.parentsOf(traceId))
         if (problem) return yield* new SpansRejected({ reason: problem })
         if (spans.length > 0) {
           yield* repo.upsertSpans(accountId, traceId, spans)

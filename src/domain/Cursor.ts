@@ -1,4 +1,5 @@
 import { Option } from "effect"
+import { instantMillis } from "./Instant.ts"
 
 /** A keyset position in the newest-first trace listing. */
 export interface TraceCursor {
@@ -18,9 +19,9 @@ export const decodeCursor = (text: string): Option.Option<TraceCursor> => {
     if (!Array.isArray(value) || value.length !== 2) return Option.none()
     const [startedAt, id] = value
     if (typeof startedAt !== "string" || typeof id !== "string" || !UUID.test(id)) return Option.none()
-    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(startedAt) || Number.isNaN(Date.parse(startedAt))) {
-      return Option.none()
-    }
+    // Only what this service issues: toISOString() of an instant in range, exactly.
+    const ms = instantMillis(startedAt)
+    if (ms === undefined || new Date(ms).toISOString() !== startedAt) return Option.none()
     return Option.some({ startedAt, id })
   } catch {
     return Option.none()

@@ -60,7 +60,8 @@ export const extraFields = (span: object): Record<string, unknown> | undefined =
   let extra: Record<string, unknown> | undefined
   for (const [key, value] of Object.entries(span)) {
     if (SPAN_FIELD_NAMES.has(key)) continue
-    ;(extra ??= {})[key] = value
+    // defineProperty, not assignment: an extra named "__proto__" is data, not a prototype.
+    Object.defineProperty((extra ??= {}), key, { value, enumerable: true, writable: true, configurable: true })
   }
   return extra
 }

@@ -1,33 +1,37 @@
 import { extraFields, type Span } from "./Span.ts"
 import { unstorableReason } from "./Json.ts"
 
+/** UUIDs compare case-insensitively (PostgreSQL stores them lowercase). */
+const key = (id: string) => id.toLowerCase()
+
 /**
  * Why a batch of spans cannot be written, or undefined when it can: ids must be unique within the batch,
- * and every parent_id must name a span of the batch or one of `knownIds` (already stored in the trace).
+ * every parent_id must name a span of the batch or of `stored` (the trace's stored spans: id → parent id),
+ * and no span may end up its own ancestor.
  */
 export const batchProblem = (
   spans: ReadonlyArray<Span>,
-  knownIds: ReadonlySet<string> = new Set()
+  stored: ReadonlyMap<string, string | null> = new Map()
 ): string | undefined => {
+  const parents = new Map<string, string | null>(stored)
   const ids = new Set<string>()
   for (const [i, span] of spans.entries()) {
-    if (ids.has(span.id)) return `spans.${i}.id: duplicate span id ${span.id}`
-    ids.add(span.id)
+    const id = key(span.id)
+    if (ids.has(id)) return `spans.${i}.id: duplicate span id ${span.id}`
+    ids.add(id)
+    parents.set(id, span.parent_id === null ? null : key(span.parent_id))
     const extra = extraFields(span)
     const reason = extra && unstorableReason(extra)
     if (reason) return `spans.${i}: an additional property ${reason}`
   }
   for (const [i, span] of spans.entries()) {
-    const parent = span.parent_id
-    if (parent !== null && !ids.has(parent) && !knownIds.has(parent)) {
-      return `spans.${i}.parent_id: ${parent} is not a span of this trace`
+    const parent = span.parent_id === null ? null : key(span.parent_id)
+    if (parent !== null && !parents.has(parent)) return `spans.${i}.parent_id: ${span.parent_id} is not a span of this trace`
+    // Walk up from the span: reaching it again means a cycle. Each walk is bounded by the span count.
+    let steps = 0
+    for (let at = parent; at !== null && steps <= parents.size; at = parents.get(at) ?? null, steps++) {
+      if (at === key(span.id)) return `spans.${i}.parent_id: ${span.parent_id} would make the span its own ancestor`
     }
   }
   return undefined
-}
-
-/** parent_ids that are neither null nor in the batch: they must already exist in the trace. */
-export const outsideParents = (spans: ReadonlyArray<Span>): ReadonlyArray<string> => {
-  const ids = new Set(spans.map((s) => s.id))
-  return [...new Set(spans.flatMap((s) => (s.parent_id !== null && !ids.has(s.parent_id) ? [s.parent_id] : [])))]
 }

@@ -118,12 +118,13 @@ export type TraceListWire = typeof TraceList.Encoded
 const PageNumber = (min: number, max: number) =>
   Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
 
+// No identifier: an identified URL-params schema becomes a $ref that the OpenAPI generator drops.
 export const ListTracesParams = Schema.Struct({
   limit: Schema.optionalWith(PageNumber(1, 100), { default: () => 50 }),
   offset: Schema.optionalWith(PageNumber(0, Number.MAX_SAFE_INTEGER), { default: () => 0 }),
   env: Schema.optional(Schema.Literal("sandbox")),
   cursor: Schema.optional(Schema.String.pipe(Schema.maxLength(200)))
-}).annotations({ identifier: "ListTracesParams", ...strict })
+}).annotations(strict)
 export type ListTracesParams = typeof ListTracesParams.Type
 
 export const TracePath = Schema.Struct({ traceId: TraceId })
@@ -132,5 +133,10 @@ export const DeleteResult = Schema.Struct({ deleted: Schema.Literal(true) }).ann
 
 export class TraceNotFound extends Schema.TaggedError<TraceNotFound>()("TraceNotFound", { traceId: TraceId }) {}
 export class TraceIdTaken extends Schema.TaggedError<TraceIdTaken>()("TraceIdTaken", { traceId: TraceId }) {}
+/** Spans are only added to a running trace: a finished one has already been handed to downstream processing. */
+export class TraceNotRunning extends Schema.TaggedError<TraceNotRunning>()("TraceNotRunning", {
+  traceId: TraceId,
+  status: TraceStatus
+}) {}
 /** A batch of spans the trace cannot take (duplicate ids, dangling parents, unstorable values). */
 export class SpansRejected extends Schema.TaggedError<SpansRejected>()("SpansRejected", { reason: Schema.String }) {}

@@ -1,3 +1,4 @@
+import { HttpServerRequest } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { Unauthorized } from "../api/ApiErrors.ts"
@@ -12,7 +13,15 @@ export const AuthenticationLive = Layer.effect(
     const credentials = yield* Credentials
     return Authentication.of({
       serviceKey: (key) => credentials.serviceKey(key).pipe(Effect.mapError(refuse)),
-      bearer: (token) => credentials.bearer(token).pipe(Effect.mapError(refuse))
+      bearer: (token) =>
+        Effect.gen(function*() {
+          // The platform strips the first seven characters whatever they are: insist they were "Bearer ".
+          const request = yield* HttpServerRequest.HttpServerRequest
+          if (!/^bearer /i.test(request.headers.authorization ?? "")) {
+            return yield* new Unauthorized({ message: "missing or invalid credentials" })
+          }
+          return yield* credentials.bearer(token).pipe(Effect.mapError(refuse))
+        })
     })
   })
 )

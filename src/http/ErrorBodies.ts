@@ -1,4 +1,4 @@
-import { HttpApiBuilder, HttpApiError, type HttpApp, HttpServerError, HttpServerRequest } from "@effect/platform"
+import { HttpApiBuilder, HttpApiError, type HttpApp, HttpServerError, HttpServerRequest, Multipart } from "@effect/platform"
 import { Cause, Effect, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Internal, NotFound, ValidationFailed } from "../api/ApiErrors.ts"
@@ -22,6 +22,19 @@ const describeIssues = (e: HttpApiError.HttpApiDecodeError) => {
   return (detail || e.message).slice(0, MAX_MESSAGE)
 }
 
+/**
+ * Every route but the OTLP export takes JSON: any other declared body type is refused before it is read
+ * (the framework would otherwise buffer form and multipart bodies without our size cap).
+ */
+const requireJson = (request: HttpServerRequest.HttpServerRequest) => {
+  const contentType = request.headers["content-type"]
+  if (contentType === undefined || request.url.split("?")[0] === "/v1/traces") return Effect.void
+  const mediaType = contentType.split(";")[0]!.trim().toLowerCase()
+  return mediaType === "application/json" || mediaType === ""
+    ? Effect.void
+    : Effect.fail(new ValidationFailed({ message: "Content-Type must be application/json" }))
+}
+
 const rewriteFailure = (e: unknown): Option.Option<Rewritten> => {
   if (e instanceof HttpApiError.HttpApiDecodeError) {
     return Option.some(Effect.fail(new ValidationFailed({ message: describeIssues(e) })))
@@ -34,6 +47,9 @@ const rewriteFailure = (e: unknown): Option.Option<Rewritten> => {
 
 const rewriteDefect = (defect: unknown): Rewritten => {
   // A body that is not JSON (or is too large) reaches us as a defect of the framework, not as a decode error.
+  if (defect instanceof Multipart.MultipartError) {
+    return Effect.fail(new ValidationFailed({ message: "Content-Type must be application/json" }))
+  }
   if (HttpServerError.isServerError(defect) && defect._tag === "RequestError") {
     return Effect.fail(new ValidationFailed({
       message: defect.cause instanceof BodyTooLarge || defect.cause instanceof BodyTooDeep
@@ -54,6 +70,7 @@ export const ErrorBodiesLive = HttpApiBuilder.middleware(
     return (app: HttpApp.Default): HttpApp.Default<ValidationFailed | NotFound | Internal> =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
+        yield* requireJson(request)
         const limited = yield* limitBody(request, maxBodyBytes)
         return yield* Effect.provideService(app, HttpServerRequest.HttpServerRequest, limited)
       }).pipe(Effect.catchSome(rewriteFailure), Effect.catchAllDefect(rewriteDefect))

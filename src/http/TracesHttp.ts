@@ -53,5 +53,10 @@ export const TracesHttpLive = HttpApiBuilder.group(TapedeckApi, "traces", (handl
           const { accountId } = yield* CurrentPrincipal
           const result = yield* traces.appendSpans(accountId, path.traceId, payload.spans)
           return { id: path.traceId, spans_written: result.spansWritten, spanCount: result.spanCount }
-        }).pipe(Effect.catchTags({ TraceNotFound: notFound, SpansRejected: rejected })))
+        }).pipe(Effect.catchTags({
+          TraceNotFound: notFound,
+          SpansRejected: rejected,
+          TraceNotRunning: (e) =>
+            new Conflict({ message: `trace ${e.traceId} is ${e.status}: spans can only be added to a running trace` })
+        })))
   }))

@@ -62,13 +62,13 @@ describe("properties through the HTTP API", () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 15 }), async (ops) => {
         const keys = { a: KEY_A, b: KEY_B } as const
-        const owned: Array<{ id: string; owner: "a" | "b"; deleted: boolean }> = []
+        const owned: Array<{ id: string; owner: "a" | "b"; deleted: boolean; completed: boolean }> = []
         for (const { actor, kind, target } of ops) {
           const key = keys[actor as "a" | "b"]
           if (kind === "create" || owned.length === 0) {
             const t = trace({ spans: [span()] })
             expect((await server.post("/api/v1/traces", t, key)).status).toBe(200)
-            owned.push({ id: t.id, owner: actor as "a" | "b", deleted: false })
+            owned.push({ id: t.id, owner: actor as "a" | "b", deleted: false, completed: false })
             continue
           }
           const record = owned[target % owned.length]!
@@ -86,10 +86,13 @@ describe("properties through the HTTP API", () => {
             : kind === "append"
             ? await server.post(`${path}/spans`, { spans: [span()] }, key)
             : await server.request("DELETE", path, { key })
-          expect(response.status).toBe(visible ? 200 : 404)
+          // Spans go only into a running trace: after a visible PATCH to completed, an append is a 409.
+          const expected = !visible ? 404 : kind === "append" && record.completed ? 409 : 200
+          expect(response.status).toBe(expected)
           const body = (await response.json()) as any
           if (!visible) expect(body).toEqual({ error: `trace ${record.id} not found`, code: "not_found", retryable: false })
           if (visible && kind === "delete") record.deleted = true
+          if (visible && kind === "patch") record.completed = true
         }
       }),
       { numRuns: 15 }
@@ -115,11 +118,26 @@ describe("properties through the HTTP API", () => {
     )
     const existing = trace()
     expect((await server.post("/api/v1/traces", existing)).status).toBe(200)
+    const contentType = fc.constantFrom(
+      "application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x", "application/octet-stream", "APPLICATION/JSON"
+    )
+    const cursor = fc.jsonValue().map((v) => `cursor=${Buffer.from(JSON.stringify(v)).toString("base64url")}`)
+    const forgedCursor = fc.tuple(fc.date({ noInvalidDate: true }), fc.uuid()).map(([d, id]) =>
+      `cursor=${Buffer.from(JSON.stringify([d.toISOString(), id.toUpperCase()])).toString("base64url")}`
+    )
+    const query = fc.oneof(fc.string(), cursor, forgedCursor)
+    const id = fc.oneof(fc.constant(existing.id), fc.constant(existing.id.toUpperCase()), fc.uuid(), fc.string())
     await fc.assert(
-      fc.asyncProperty(route, junk, fc.oneof(fc.constant(existing.id), fc.uuid(), fc.string()), fc.string(), async ([method, template], body, id, query) => {
-        const path = template!.replace(":id", encodeURIComponent(id)).replace(":query", encodeURIComponent(query).replaceAll("%3D", "=").replaceAll("%26", "&"))
+      fc.asyncProperty(route, junk, id, query, contentType, async ([method, template], body, pathId, q, type) => {
+        const encodedQuery = q.startsWith("cursor=") ? q : encodeURIComponent(q).replaceAll("%3D", "=").replaceAll("%26", "&")
+        const path = template!.replace(":id", encodeURIComponent(pathId)).replace(":query", encodedQuery)
         const payload = typeof body === "string" ? body : JSON.stringify(body)
-        const response = await server.request(method!, path, method === "GET" || method === "DELETE" ? {} : { body: payload })
+        const response = await server.request(
+          method!,
+          path,
+          method === "GET" || method === "DELETE" ? {} : { body: payload, headers: { "content-type": type } }
+        )
         expect(response.status).toBeLessThan(500)
         if (response.status >= 400) {
           const error = (await response.json()) as any
@@ -128,7 +146,7 @@ describe("properties through the HTTP API", () => {
           expect(typeof error.retryable).toBe("boolean")
         }
       }),
-      { numRuns: 150 }
+      { numRuns: 200 }
     )
   })
 })

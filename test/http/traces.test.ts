@@ -343,3 +343,65 @@ describe("isolation between accounts", () => {
     expect((await getDetail(t.id)).status).toBe("running")
   })
 })
+
+describe("hostile input found in review", () => {
+  test("span ids compare case-insensitively: duplicates in two cases are 400, an uppercase parent reference works", async () => {
+    const id = uuid()
+    const dup = trace({ spans: [span({ id }), span({ id: id.toUpperCase() })] })
+    await expectError((await create(dup)).response, 400, "validation_failed")
+    const root = span()
+    const ok = trace({ spans: [root, span({ parent_id: root.id.toUpperCase() })] })
+    expect((await create(ok)).response.status).toBe(200)
+    const t = trace({ spans: [span({ id })] })
+    await create(t)
+    await expectError(await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [span({ id: uuid() }), span({ id: id.toUpperCase(), parent_id: null }), span({ id })] }), 400, "validation_failed")
+  })
+
+  test("form and multipart bodies are refused before they are read", async () => {
+    for (const contentType of ["multipart/form-data; boundary=xx", "application/x-www-form-urlencoded", "text/plain"]) {
+      const response = await server.request("POST", "/api/v1/traces", { body: "garbage", headers: { "content-type": contentType } })
+      expect((await expectError(response, 400, "validation_failed")).error).toContain("application/json")
+    }
+  })
+
+  test("impossible dates and forged cursors are 400, not 500", async () => {
+    for (const started_at of ["2026-02-30T00:00:00Z", "2026-01-01T24:00:00Z", "2023-02-29T12:00:00Z"]) {
+      await expectError((await create(trace({ started_at }))).response, 400, "validation_failed")
+    }
+    for (const forged of [["2026-02-31T00:00:00.000Z", uuid()], ["0000-01-01T00:00:00.000Z", uuid()], ["2026-01-01T00:00:00Z", uuid()]]) {
+      const cursor = Buffer.from(JSON.stringify(forged)).toString("base64url")
+      await expectError(await server.get(`/api/v1/traces?cursor=${cursor}`), 400, "validation_failed")
+    }
+  })
+
+  test("a span cannot become its own ancestor, in one batch or by re-parenting a stored span", async () => {
+    const a = uuid()
+    const b = uuid()
+    const cyclic = trace({ spans: [span({ id: a, parent_id: b }), span({ id: b, parent_id: a })] })
+    await expectError((await create(cyclic)).response, 400, "validation_failed")
+    await expectError((await create(trace({ spans: [span({ id: a, parent_id: a })] }))).response, 400, "validation_failed")
+    const root = span()
+    const child = span({ parent_id: root.id })
+    const t = trace({ spans: [root, child] })
+    await create(t)
+    const reparent = await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [{ ...root, parent_id: child.id }] })
+    expect((await expectError(reparent, 400, "validation_failed")).error).toContain("ancestor")
+  })
+
+  test("spans are only added to a running trace; a trace created terminal gets an end time", async () => {
+    const root = span({ started_at: "2026-01-01T00:00:00.000Z", ended_at: "2026-01-01T00:00:04.000Z" })
+    const t = trace({ status: "completed", spans: [root] })
+    await create(t)
+    expect((await getDetail(t.id)).endedAt).toBe("2026-01-01T00:00:04.000Z")
+    await expectError(await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [span()] }), 409, "conflict")
+  })
+
+  test("an additional span property named __proto__ is kept as data", async () => {
+    const s = JSON.parse(JSON.stringify(span()).replace(/^\{/, "{\"__proto__\":{\"x\":1},"))
+    const t = { ...trace(), spans: [s] }
+    const response = await server.post("/api/v1/traces", JSON.stringify(t).replace("\"spans\":[{", "\"spans\":[{\"__proto__\":{\"x\":1},"))
+    expect(response.status).toBe(200)
+    const stored = (await getDetail(t.id)).spans[0]
+    expect(Object.prototype.hasOwnProperty.call(stored, "__proto__")).toBe(true)
+  })
+})

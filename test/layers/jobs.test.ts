@@ -127,4 +127,36 @@ describe("JobQueue", () => {
     expect(again.second.length).toBe(1)
     expect(again.second[0]!.attempts).toBe(2)
   })
+
+  test("a lease that expires on the last attempt dead-letters the job instead of running it again", async () => {
+    const job = await storage.run(Effect.gen(function*() {
+      const queue = yield* JobQueue
+      const sql = yield* SqlClient.SqlClient
+      const id: JobId = yield* queue.enqueue(account, "lost", {})
+      yield* sql`UPDATE jobs SET status = 'running', attempts = max_attempts, locked_until = now() - interval '1 second' WHERE id = ${id}`
+      const claimed = (yield* queue.claim(100)).filter((j) => j.id === id)
+      return { claimed, job: yield* queue.get(account, id) }
+    }).pipe(Effect.provide(JobQueue.Default)))
+    expect(job.claimed).toEqual([])
+    expect(job.job).toMatchObject({ status: "dead_letter", attempts: 3 })
+  })
+
+  test("a worker whose lease expired cannot complete or fail the newer attempt", async () => {
+    const state = await storage.run(Effect.gen(function*() {
+      const queue = yield* JobQueue
+      const sql = yield* SqlClient.SqlClient
+      const id: JobId = yield* queue.enqueue(account, "stale", {})
+      yield* sql`UPDATE jobs SET run_at = now() - interval '1 hour' WHERE id = ${id}`
+      const stale = (yield* queue.claim(100)).find((j) => j.id === id)!
+      yield* sql`UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = ${id}`
+      const fresh = (yield* queue.claim(100)).find((j) => j.id === id)!
+      yield* queue.completeAll([stale])
+      yield* queue.fail(stale, "stale worker")
+      const afterStale = yield* queue.get(account, id)
+      yield* queue.completeAll([fresh])
+      return { afterStale, afterFresh: yield* queue.get(account, id) }
+    }).pipe(Effect.provide(JobQueue.Default)))
+    expect(state.afterStale).toMatchObject({ status: "running", attempts: 2, error: null })
+    expect(state.afterFresh).toMatchObject({ status: "completed", attempts: 2 })
+  })
 })
