@@ -1,6 +1,7 @@
 import { HttpApi, OpenApi } from "@effect/platform"
-import { InternalWire, NotFoundWire, ValidationFailedWire } from "./ApiErrors.ts"
+import { IngestBackpressureWire, InternalWire, NotFoundWire, ValidationFailedWire } from "./ApiErrors.ts"
 import { JobsApi } from "./JobsApi.ts"
+import { OtlpApi } from "./OtlpApi.ts"
 import { SystemApi } from "./SystemApi.ts"
 import { TracesApi } from "./TracesApi.ts"
 
@@ -8,9 +9,11 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .add(SystemApi)
   .add(TracesApi)
   .add(JobsApi)
+  .add(OtlpApi)
   .addError(ValidationFailedWire)
   .addError(NotFoundWire)
   .addError(InternalWire)
+  .addError(IngestBackpressureWire)
   .annotate(OpenApi.Title, "Tapedeck API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Records, inspects, replays and evaluates AI agent executions.")

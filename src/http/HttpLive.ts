@@ -1,21 +1,25 @@
 import { HttpApiBuilder, HttpApiScalar } from "@effect/platform"
 import { Layer } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
+import { IngestGate } from "#layers/ingest/IngestGate"
+import { OtlpIngest } from "#layers/ingest/OtlpIngest"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { Traces } from "#layers/traces/Traces"
 import { TapedeckApi } from "../api/Api.ts"
 import { AuthenticationLive } from "./AuthenticationLive.ts"
 import { ErrorBodiesLive } from "./ErrorBodies.ts"
+import { IngestGateLive } from "./IngestGateMiddleware.ts"
 import { JobsHttpLive } from "./JobsHttp.ts"
+import { OtlpHttpLive } from "./OtlpHttp.ts"
 import { RateLimitLive } from "./RateLimitLive.ts"
 import { SystemHttpLive } from "./SystemHttp.ts"
 import { TracesHttpLive } from "./TracesHttp.ts"
 
 /** The whole contract implemented: groups, API middleware, OpenAPI at /openapi.json and a reference at /docs. */
 export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
-  Layer.provide([SystemHttpLive, TracesHttpLive, JobsHttpLive, ErrorBodiesLive]),
+  Layer.provide([SystemHttpLive, TracesHttpLive, JobsHttpLive, OtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
   Layer.provide([AuthenticationLive, RateLimitLive]),
-  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default])
+  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, IngestGate.Default])
 )
 
 /** The public documentation routes. */

@@ -131,5 +131,5 @@ describe("TAPEDECK_API_KEYS", () => {
       )
       expect(failed).toBe(true)
     }
-  })
+  }, 60_000)
 })

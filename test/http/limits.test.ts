@@ -61,7 +61,7 @@ describe("rate limits", () => {
     } finally {
       await server.stop()
     }
-  })
+  }, 60_000)
 })
 
 const bodyOfSize = (bytes: number) => {

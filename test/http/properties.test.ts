@@ -114,13 +114,15 @@ describe("properties through the HTTP API", () => {
       ["GET", "/api/v1/traces/:id"],
       ["DELETE", "/api/v1/traces/:id"],
       ["GET", "/api/v1/traces?:query"],
-      ["GET", "/api/v1/jobs/:id"]
+      ["GET", "/api/v1/jobs/:id"],
+      ["POST", "/v1/traces"]
     )
     const existing = trace()
     expect((await server.post("/api/v1/traces", existing)).status).toBe(200)
     const contentType = fc.constantFrom(
       "application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded",
-      "multipart/form-data; boundary=x", "application/octet-stream", "APPLICATION/JSON"
+      "multipart/form-data; boundary=x", "application/octet-stream", "APPLICATION/JSON", "application/x-protobuf",
+      "application/protobuf"
     )
     const cursor = fc.jsonValue().map((v) => `cursor=${Buffer.from(JSON.stringify(v)).toString("base64url")}`)
     const forgedCursor = fc.tuple(fc.date({ noInvalidDate: true }), fc.uuid()).map(([d, id]) =>

@@ -199,7 +199,7 @@ describe("GET /api/v1/traces", () => {
     } finally {
       await local.stop()
     }
-  })
+  }, 60_000)
 
   test("env=sandbox lists only sandbox traces; without env only the others", async () => {
     const sandbox = trace({ metadata: { environment: "sandbox" } })

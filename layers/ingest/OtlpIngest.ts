@@ -1,0 +1,127 @@
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+import type { DecodedExport } from "#src/domain/Otlp"
+import type { TraceStatus } from "#src/domain/Trace"
+import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
+import { JobQueue } from "../jobs/JobQueue.ts"
+import { type MappedSpan, mapSpan } from "./GenAiMapping.ts"
+import { OtlpStore } from "./OtlpStore.ts"
+import { accountNamespace } from "./OtlpIds.ts"
+import { finalizeTrace, type StoredSpan } from "./TraceFinalize.ts"
+
+/** At most this many spans are created per request (SPEC §4); the rest are refused through partialSuccess. */
+export const MAX_SPANS_PER_EXPORT = 2000
+
+export interface IngestResult {
+  readonly tracesCreated: number
+  readonly spansIngested: number
+  readonly rejectedSpans: number
+  readonly errorMessage: string | undefined
+}
+
+const isTerminal = (status: TraceStatus) => status !== "running"
+
+/** Maps the decoded spans in document order, applying the cap; the spans to write and what was refused. */
+const mapAll = (accountId: AccountId, decoded: DecodedExport) => {
+  const accountNs = accountNamespace(accountId)
+  const reasons = new Set(decoded.rejected.map((r) => r.reason))
+  let rejected = decoded.rejected.length
+  // The last copy of a span sent twice in one request wins, as it would across requests.
+  const byKey = new Map<string, MappedSpan>()
+  for (const span of decoded.spans) {
+    let mapped: MappedSpan | undefined
+    try {
+      mapped = mapSpan(accountNs, span)
+    } catch {
+      rejected++
+      reasons.add("a span could not be mapped")
+      continue
+    }
+    if (mapped === undefined) continue
+    const key = `${mapped.traceId}/${mapped.span.id}`
+    if (!byKey.has(key) && byKey.size >= MAX_SPANS_PER_EXPORT) {
+      rejected++
+      reasons.add(`more than ${MAX_SPANS_PER_EXPORT} spans in one request: lower the exporter's batch size`)
+      continue
+    }
+    byKey.set(key, mapped)
+  }
+  return { spans: [...byKey.values()], rejected, reasons }
+}
+
+/**
+ * Writes an OTLP export: traces created on their first span, spans upserted (a re-sent batch changes
+ * nothing), then each touched trace finalized from all of its stored spans (names, status, agent
+ * inheritance, totals). One transaction: a 200 means every counted span is committed. A trace that became
+ * terminal enqueues its terminal job once, in the same transaction.
+ */
+export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpIngest", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const store = yield* OtlpStore
+    const jobs = yield* JobQueue
+
+    const write = Effect.fn("OtlpIngest.write")(
+      function*(accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
+        const starts = new Map<string, { id: string; startedAt: string; otelTraceId: string }>()
+        for (const m of spans) {
+          const known = starts.get(m.traceId)
+          if (!known || m.span.started_at < known.startedAt) {
+            starts.set(m.traceId, { id: m.traceId, startedAt: m.span.started_at, otelTraceId: m.otelTraceId })
+          }
+        }
+        const { created, locked } = yield* store.createAndLock(accountId, [...starts.values()])
+        const writable = (traceId: string) => {
+          const row = locked.get(traceId)
+          return row !== undefined && row.accountId === accountId && !row.deleted
+        }
+        const own = spans.filter((m) => writable(m.traceId))
+        yield* store.upsertSpans(accountId, own)
+        const traceIds = [...new Set(own.map((m) => m.traceId))]
+        const stored = yield* store.spansOf(traceIds)
+        const updates: Array<Parameters<typeof store.applySpanUpdates>[0][number]> = []
+        const traces: Array<{ id: string; trace: ReturnType<typeof finalizeTrace>["trace"] }> = []
+        for (const id of traceIds) {
+          // fromRow leaves absent fields absent (never undefined), which is what StoredSpan means.
+          const finalized = finalizeTrace((stored.get(id) ?? []) as ReadonlyArray<StoredSpan>)
+          for (const update of finalized.spanUpdates) updates.push({ ...update, traceId: id })
+          traces.push({ id, trace: finalized.trace })
+        }
+        yield* store.applySpanUpdates(updates)
+        yield* store.applyTraces(traces)
+        for (const { id, trace } of traces) {
+          const before = locked.get(id)!.status
+          if (trace.status !== before && isTerminal(trace.status)) {
+            yield* jobs.enqueue(accountId, TERMINAL_TRACE_JOB, { traceId: id, status: trace.status })
+          }
+        }
+        return {
+          tracesCreated: traceIds.filter((id) => created.has(id)).length,
+          spansIngested: own.length,
+          refused: spans.length - own.length
+        }
+      },
+      (effect) => sql.withTransaction(effect),
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    const ingest = Effect.fn("OtlpIngest.ingest")(function*(accountId: AccountId, decoded: DecodedExport) {
+      const { reasons, rejected, spans } = mapAll(accountId, decoded)
+      const written = spans.length === 0
+        ? { tracesCreated: 0, spansIngested: 0, refused: 0 }
+        : yield* write(accountId, spans)
+      if (written.refused > 0) reasons.add("spans of a trace that was deleted, or that another account owns, were refused")
+      const rejectedSpans = rejected + written.refused
+      return {
+        tracesCreated: written.tracesCreated,
+        spansIngested: written.spansIngested,
+        rejectedSpans,
+        errorMessage: rejectedSpans > 0 ? [...reasons].join("; ") : undefined
+      } satisfies IngestResult
+    })
+
+    return { ingest } as const
+  }),
+  dependencies: [OtlpStore.Default, JobQueue.Default]
+}) {}

@@ -1,0 +1,150 @@
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+import type { TraceStatus } from "#src/domain/Trace"
+import {
+  fromRow,
+  SPAN_COLUMNS,
+  SPAN_RECORD_COLUMNS,
+  SPAN_RECORD_VALUES,
+  SPAN_SELECT,
+  SPAN_TOTALS,
+  SPAN_UPSERT,
+  type SpanRow,
+  toRecord
+} from "../traces/SpanRecords.ts"
+import type { MappedSpan } from "./GenAiMapping.ts"
+import type { TraceFinalization } from "./TraceFinalize.ts"
+
+const uuidArray = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
+
+export interface LockedTrace {
+  readonly id: string
+  readonly accountId: string
+  readonly status: TraceStatus
+  readonly deleted: boolean
+}
+
+/** The SQL of OTLP ingestion: many traces and spans a request, each step one statement. */
+export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /**
+     * Creates the traces that do not exist yet (running, named later by the finalize pass), then locks every
+     * trace of the request for the transaction; the ids of the created ones and every trace's current row.
+     */
+    const createAndLock = Effect.fn("OtlpStore.createAndLock")(
+      function*(accountId: AccountId, traces: ReadonlyArray<{ id: string; startedAt: string; otelTraceId: string }>) {
+        const created = yield* sql<{ id: string }>`
+          INSERT INTO traces (id, account_id, status, started_at, metadata)
+          SELECT x.id, ${accountId}::uuid, 'running', x.started_at, jsonb_build_object('otel', jsonb_build_object('trace_id', x.otel_trace_id))
+          FROM jsonb_to_recordset(${JSON.stringify(traces.map((t) => ({ id: t.id, started_at: t.startedAt, otel_trace_id: t.otelTraceId })))}::jsonb)
+            AS x(id uuid, started_at timestamptz, otel_trace_id text)
+          ORDER BY x.id
+          ON CONFLICT (id) DO NOTHING
+          RETURNING id`
+        const locked = yield* sql<LockedTrace>`
+          SELECT id, account_id AS "accountId", status, deleted_at IS NOT NULL AS deleted
+          FROM traces WHERE id = ANY(${uuidArray(traces.map((t) => t.id))}::uuid[])
+          ORDER BY id
+          FOR UPDATE`
+        return { created: new Set(created.map((r) => r.id)), locked: new Map(locked.map((r) => [r.id, r])) }
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Inserts or replaces the spans (idempotent on (trace, span id)). */
+    const upsertSpans = Effect.fn("OtlpStore.upsertSpans")(
+      function*(accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
+        if (spans.length === 0) return
+        const records = JSON.stringify(spans.map((m) => ({ ...toRecord(m.span as never), trace_id: m.traceId })))
+        yield* sql`
+          INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_COLUMNS)})
+          SELECT x.trace_id, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
+          FROM jsonb_to_recordset(${records}::jsonb) AS x(trace_id uuid, ${sql.literal(SPAN_RECORD_COLUMNS)})
+          ${sql.literal(SPAN_UPSERT)}`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Every stored span of the traces, grouped by trace. */
+    const spansOf = Effect.fn("OtlpStore.spansOf")(
+      function*(traceIds: ReadonlyArray<string>) {
+        const rows = yield* sql<SpanRow & { trace_id: string }>`
+          SELECT trace_id, ${sql.literal(SPAN_SELECT)} FROM spans
+          WHERE trace_id = ANY(${uuidArray(traceIds)}::uuid[])`
+        const byTrace = new Map<string, Array<ReturnType<typeof fromRow>>>()
+        for (const row of rows) {
+          const list = byTrace.get(row.trace_id)
+          const span = fromRow(row)
+          if (list) list.push(span)
+          else byTrace.set(row.trace_id, [span])
+        }
+        return byTrace
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Writes the finalize pass's span changes (agent fields, promoted usage); absent fields are kept. */
+    const applySpanUpdates = Effect.fn("OtlpStore.applySpanUpdates")(
+      function*(updates: ReadonlyArray<TraceFinalization["spanUpdates"][number] & { traceId: string }>) {
+        if (updates.length === 0) return
+        yield* sql`
+          UPDATE spans s SET
+            agent_id = COALESCE(x.agent_id, s.agent_id),
+            agent_role = COALESCE(x.agent_role, s.agent_role),
+            parent_agent_id = COALESCE(x.parent_agent_id, s.parent_agent_id),
+            input_tokens = COALESCE(x.input_tokens, s.input_tokens),
+            output_tokens = COALESCE(x.output_tokens, s.output_tokens),
+            cost = COALESCE(x.cost, s.cost)
+          FROM jsonb_to_recordset(${JSON.stringify(updates.map((u) => ({ ...u, trace_id: u.traceId })))}::jsonb)
+            AS x(trace_id uuid, id uuid, agent_id text, agent_role text, parent_agent_id text,
+                 input_tokens bigint, output_tokens bigint, cost numeric)
+          WHERE s.trace_id = x.trace_id AND s.id = x.id`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Writes the derived trace fields, then recomputes span counts and totals from the spans. */
+    const applyTraces = Effect.fn("OtlpStore.applyTraces")(
+      function*(traces: ReadonlyArray<{ id: string; trace: TraceFinalization["trace"] }>) {
+        if (traces.length === 0) return
+        const records = traces.map(({ id, trace }) => ({
+          id,
+          name: trace.name,
+          status: trace.status,
+          input: trace.input === undefined ? null : [trace.input],
+          output: trace.output === undefined ? null : [trace.output],
+          session_id: trace.sessionId,
+          started_at: trace.startedAt,
+          ended_at: trace.endedAt,
+          metadata: trace.metadata,
+          environment: trace.environment
+        }))
+        yield* sql`
+          UPDATE traces t SET
+            name = x.name, status = x.status, input = x.input->0, output = x.output->0, session_id = x.session_id,
+            started_at = x.started_at, ended_at = x.ended_at, metadata = x.metadata, environment = x.environment,
+            updated_at = now()
+          FROM jsonb_to_recordset(${JSON.stringify(records)}::jsonb)
+            AS x(id uuid, name text, status text, input jsonb, output jsonb, session_id text,
+                 started_at timestamptz, ended_at timestamptz, metadata jsonb, environment text)
+          WHERE t.id = x.id`
+        yield* sql`
+          UPDATE traces t SET
+            span_count = agg.n, total_tokens = agg.tokens, total_cost = agg.cost,
+            total_duration_ms = GREATEST(0, floor(EXTRACT(EPOCH FROM (
+              COALESCE(t.ended_at, agg.last_end, t.started_at) - t.started_at)) * 1000))::bigint
+          FROM (
+            SELECT trace_id, ${sql.literal(SPAN_TOTALS)} FROM spans WHERE trace_id = ANY(${uuidArray(traces.map((t) => t.id))}::uuid[])
+            GROUP BY trace_id
+          ) agg
+          WHERE t.id = agg.trace_id`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return { createAndLock, upsertSpans, spansOf, applySpanUpdates, applyTraces } as const
+  })
+}) {}
