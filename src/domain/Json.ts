@@ -15,6 +15,8 @@ export const unstorableReason = (value: unknown, depth = 0): string | undefined 
   if (typeof value === "string") {
     return isStorableText(value) ? undefined : "contains a NUL character or an unpaired surrogate"
   }
+  // JSON.parse turns 1e400 into Infinity, which JSON.stringify would silently store as null.
+  if (typeof value === "number") return Number.isFinite(value) ? undefined : "contains a number too large for a double"
   if (value === null || typeof value !== "object") return undefined
   if (depth >= MAX_JSON_DEPTH) return `nests deeper than ${MAX_JSON_DEPTH} levels`
   if (Array.isArray(value)) {

@@ -83,7 +83,8 @@ describe("POST /api/v1/traces", () => {
       [{ ...trace(), spans: [{ ...span(), parent_id: undefined }] }, "spans.0.parent_id"],
       [{ ...trace(), metadata: [] }, "metadata"],
       [{ ...trace(), name: "a\u0000b" }, "name"],
-      [{ ...trace(), input: { text: "\ud800" } }, "input"]
+      [{ ...trace(), input: { text: "\ud800" } }, "input"],
+      [JSON.stringify(trace()).replace(/^\{/, "{\"output\":[1e400],"), "output"]
     ]
     for (const [body, field] of cases) {
       const error = await expectError(await server.post("/api/v1/traces", body), 400, "validation_failed")
