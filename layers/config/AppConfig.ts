@@ -18,6 +18,9 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       ingestMaxDecompressedBytes: yield* Config.integer("TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES").pipe(
         Config.withDefault(64 * 1024 * 1024)
       ),
+      replayInlineMaxModelCalls: yield* Config.integer("TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS").pipe(Config.withDefault(8)),
+      replayTimeoutSeconds: yield* Config.integer("TAPEDECK_REPLAY_TIMEOUT_SECONDS").pipe(Config.withDefault(900)),
+      replayMonthlyAllowance: yield* Config.integer("TAPEDECK_REPLAY_MONTHLY_ALLOWANCE").pipe(Config.withDefault(100)),
       retentionDaysDeleted: yield* Config.number("TAPEDECK_RETENTION_DAYS_DELETED").pipe(Config.withDefault(30)),
       retentionIntervalSeconds: yield* Config.number("TAPEDECK_RETENTION_INTERVAL_SECONDS").pipe(
         Config.withDefault(3600)

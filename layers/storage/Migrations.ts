@@ -3,6 +3,7 @@ import m0001 from "./migrations/0001_accounts.ts"
 import m0002 from "./migrations/0002_traces.ts"
 import m0003 from "./migrations/0003_jobs.ts"
 import m0004 from "./migrations/0004_spans_without_fk.ts"
+import m0005 from "./migrations/0005_forks.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
@@ -10,6 +11,7 @@ export const MigrationsLive = PgMigrator.layer({
     "0001_accounts": m0001,
     "0002_traces": m0002,
     "0003_jobs": m0003,
-    "0004_spans_without_fk": m0004
+    "0004_spans_without_fk": m0004,
+    "0005_forks": m0005
   })
 })

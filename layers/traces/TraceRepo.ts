@@ -140,6 +140,26 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
+    /** Links a stored trace to the fork whose replay produced it. */
+    const markForkResult = Effect.fn("TraceRepo.markForkResult")(
+      function*(traceId: TraceId, forkId: string) {
+        yield* sql`UPDATE traces SET fork_id = ${forkId}, environment = 'sandbox' WHERE id = ${traceId}`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** A terminal fork result of the account with this id exists (a repeated create is answered "resumed"). */
+    const isTerminalForkResult = Effect.fn("TraceRepo.isTerminalForkResult")(
+      function*(accountId: AccountId, traceId: TraceId) {
+        const rows = yield* sql`
+          SELECT 1 FROM traces
+          WHERE id = ${traceId} AND account_id = ${accountId} AND fork_id IS NOT NULL
+            AND status <> 'running' AND deleted_at IS NULL`
+        return rows.length > 0
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
     /** The trace's current status, locking its row for the caller's transaction. */
     const lockForUpdate = Effect.fn("TraceRepo.lockForUpdate")(
       function*(accountId: AccountId, traceId: TraceId) {
@@ -301,6 +321,8 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     return {
       insert,
+      markForkResult,
+      isTerminalForkResult,
       lockForUpdate,
       recomputeTotals,
       applyFinish,

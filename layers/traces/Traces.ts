@@ -58,8 +58,15 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       const problem = batchProblem(request.spans)
       if (problem) return yield* new SpansRejected({ reason: problem })
       const jobId = isTerminal(request.status) ? crypto.randomUUID() : null
-      yield* repo.insert(accountId, request, jobId, config.jobMaxAttempts)
-      return { jobId: Option.fromNullable(jobId) }
+      const created = yield* repo.insert(accountId, request, jobId, config.jobMaxAttempts).pipe(
+        Effect.as(true),
+        // A repeated create of a finished fork result (an SDK resuming after a crash) is not a conflict.
+        Effect.catchTag("TraceIdTaken", (e) =>
+          repo.isTerminalForkResult(accountId, request.id).pipe(
+            Effect.flatMap((resumed) => (resumed ? Effect.succeed(false) : Effect.fail(e)))
+          ))
+      )
+      return { status: created ? "created" as const : "resumed" as const, jobId: Option.fromNullable(created ? jobId : null) }
     })
 
     const finish = Effect.fn("Traces.finish")(

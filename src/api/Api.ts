@@ -1,5 +1,6 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { IngestBackpressureWire, InternalWire, NotFoundWire, ValidationFailedWire } from "./ApiErrors.ts"
+import { ForksApi } from "./ForksApi.ts"
 import { JobsApi } from "./JobsApi.ts"
 import { OtlpApi } from "./OtlpApi.ts"
 import { SystemApi } from "./SystemApi.ts"
@@ -8,6 +9,7 @@ import { TracesApi } from "./TracesApi.ts"
 export class TapedeckApi extends HttpApi.make("tapedeck")
   .add(SystemApi)
   .add(TracesApi)
+  .add(ForksApi)
   .add(JobsApi)
   .add(OtlpApi)
   .addError(ValidationFailedWire)

@@ -14,3 +14,6 @@ export type ProjectId = typeof ProjectId.Type
 
 export const JobId = Schema.UUID.pipe(Schema.brand("JobId"))
 export type JobId = typeof JobId.Type
+
+export const ForkId = Schema.UUID.pipe(Schema.brand("ForkId"))
+export type ForkId = typeof ForkId.Type

@@ -4,6 +4,9 @@ import { bootstrapKeys } from "#layers/auth/KeyBootstrap"
 import { AppConfig } from "#layers/config/AppConfig"
 import { TerminalTraceConsumersNone, terminalTraceHandler, TERMINAL_TRACE_JOB } from "#layers/events/TerminalTraceHook"
 import { JobHandlers } from "#layers/jobs/JobHandlers"
+import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
+import { ModelPrices } from "#layers/llm/Prices"
+import { FORK_REPLAY_JOB, Forks, forkReplayHandler } from "#layers/replay/Forks"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
@@ -17,9 +20,16 @@ import { ApiLive, DocsLive } from "./HttpLive.ts"
 const JobHandlersLive = Layer.effect(
   JobHandlers,
   Effect.gen(function*() {
-    return new Map([[TERMINAL_TRACE_JOB, yield* terminalTraceHandler]])
+    return new Map([
+      [TERMINAL_TRACE_JOB, yield* terminalTraceHandler],
+      [FORK_REPLAY_JOB, yield* forkReplayHandler]
+    ])
   })
-).pipe(Layer.provide(TerminalTraceConsumersNone))
+).pipe(
+  Layer.provide(TerminalTraceConsumersNone),
+  Layer.provide(Forks.Default),
+  Layer.provide([LlmClientLive, ModelPrices.Default])
+)
 
 /** Runs once storage is migrated, before the server answers: configured keys, then background work. */
 const StartupLive = Layer.mergeAll(

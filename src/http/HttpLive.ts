@@ -2,6 +2,9 @@ import { HttpApiBuilder, HttpApiScalar } from "@effect/platform"
 import { Layer } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { IngestGate } from "#layers/ingest/IngestGate"
+import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
+import { ModelPrices } from "#layers/llm/Prices"
+import { Forks } from "#layers/replay/Forks"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { Traces } from "#layers/traces/Traces"
@@ -9,6 +12,7 @@ import { TapedeckApi } from "../api/Api.ts"
 import { AuthenticationLive } from "./AuthenticationLive.ts"
 import { ErrorBodiesLive } from "./ErrorBodies.ts"
 import { IngestGateLive } from "./IngestGateMiddleware.ts"
+import { ForksHttpLive } from "./ForksHttp.ts"
 import { JobsHttpLive } from "./JobsHttp.ts"
 import { OtlpHttpLive } from "./OtlpHttp.ts"
 import { RateLimitLive } from "./RateLimitLive.ts"
@@ -17,9 +21,10 @@ import { TracesHttpLive } from "./TracesHttp.ts"
 
 /** The whole contract implemented: groups, API middleware, OpenAPI at /openapi.json and a reference at /docs. */
 export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
-  Layer.provide([SystemHttpLive, TracesHttpLive, JobsHttpLive, OtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
+  Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, JobsHttpLive, OtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
   Layer.provide([AuthenticationLive, RateLimitLive]),
-  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, IngestGate.Default])
+  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, IngestGate.Default, Forks.Default]),
+  Layer.provide([LlmClientLive, ModelPrices.Default])
 )
 
 /** The public documentation routes. */

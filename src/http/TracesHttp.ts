@@ -25,8 +25,8 @@ export const TracesHttpLive = HttpApiBuilder.group(TapedeckApi, "traces", (handl
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
-          const { jobId } = yield* traces.create(accountId, payload)
-          return { id: payload.id, status: "created" as const, ...withJob(jobId) }
+          const { jobId, status } = yield* traces.create(accountId, payload)
+          return { id: payload.id, status, ...withJob(jobId) }
         }).pipe(Effect.catchTags({
           TraceIdTaken: (e) => new Conflict({ message: `trace ${e.traceId} already exists` }),
           SpansRejected: rejected

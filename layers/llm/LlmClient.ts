@@ -1,0 +1,48 @@
+import { Context, type Effect, Schema } from "effect"
+
+/** One message of an OpenAI-style conversation; field names are the wire names. */
+export interface ChatMessage {
+  readonly role: "system" | "user" | "assistant" | "tool"
+  readonly content: string | null
+  readonly tool_calls?: unknown
+  readonly tool_call_id?: string
+  readonly name?: string
+}
+
+/** A Chat Completions request; optional fields are sent only when set, and an empty `model` means `defaultModel`. */
+export interface ChatRequest {
+  readonly model: string
+  readonly messages: ReadonlyArray<ChatMessage>
+  readonly tools?: unknown
+  readonly temperature?: number
+  readonly max_tokens?: number
+  readonly response_format?: unknown
+}
+
+/** The first choice of a completion with its token usage (0 when the provider reports none). */
+export interface ChatResponse {
+  readonly model: string
+  readonly message: { readonly role: "assistant"; readonly content: string | null; readonly tool_calls?: unknown }
+  readonly usage: { readonly inputTokens: number; readonly outputTokens: number }
+  readonly finishReason: string | null
+}
+
+/**
+ * The model provider could not produce a completion: not configured, timed out, answered an error status
+ * (`status` set), answered something that is not a completion, or could not be reached. The message never
+ * contains the API key.
+ */
+export class LlmUnavailable extends Schema.TaggedError<LlmUnavailable>()("LlmUnavailable", {
+  reason: Schema.Literal("not_configured", "timeout", "http_error", "bad_response", "network"),
+  message: Schema.String,
+  status: Schema.optional(Schema.Number)
+}) {}
+
+/** Port to a chat-completion model provider (fork replay, LLM-judged evaluations). */
+export class LlmClient extends Context.Tag("tapedeck/LlmClient")<LlmClient, {
+  /** False when no provider is configured: every `chat` then fails `not_configured`. */
+  readonly configured: boolean
+  /** The model to use when the caller has no better choice (`TAPEDECK_LLM_MODEL`). */
+  readonly defaultModel: string | undefined
+  readonly chat: (request: ChatRequest) => Effect.Effect<ChatResponse, LlmUnavailable>
+}>() {}

@@ -1,0 +1,149 @@
+import { Config, ConfigError, Effect, Either, Option, ParseResult, Schema } from "effect"
+
+/** The price of one model in USD per million tokens. */
+export interface ModelPrice {
+  readonly inputPerMtok: number
+  readonly outputPerMtok: number
+}
+
+/** Prices by model id. */
+export type PriceTable = ReadonlyMap<string, ModelPrice>
+
+const price = (inputPerMtok: number, outputPerMtok: number): ModelPrice => ({ inputPerMtok, outputPerMtok })
+
+/**
+ * List prices of common models (standard tier, no caching or batch discounts; Gemini Pro at the short-prompt
+ * tier). Providers change them: override with TAPEDECK_MODEL_PRICES rather than trusting these for billing.
+ */
+export const DEFAULT_PRICES: PriceTable = new Map([
+  ["gpt-4o", price(2.5, 10)],
+  ["gpt-4o-mini", price(0.15, 0.6)],
+  ["gpt-4.1", price(2, 8)],
+  ["gpt-4.1-mini", price(0.4, 1.6)],
+  ["gpt-4.1-nano", price(0.1, 0.4)],
+  ["gpt-4-turbo", price(10, 30)],
+  ["gpt-3.5-turbo", price(0.5, 1.5)],
+  ["o1", price(15, 60)],
+  ["o1-mini", price(1.1, 4.4)],
+  ["o3", price(2, 8)],
+  ["o3-mini", price(1.1, 4.4)],
+  ["o4-mini", price(1.1, 4.4)],
+  ["claude-3-5-sonnet", price(3, 15)],
+  ["claude-3-7-sonnet", price(3, 15)],
+  ["claude-sonnet-4", price(3, 15)],
+  ["claude-3-5-haiku", price(0.8, 4)],
+  ["claude-3-haiku", price(0.25, 1.25)],
+  ["claude-3-opus", price(15, 75)],
+  ["claude-opus-4", price(15, 75)],
+  ["gemini-1.5-pro", price(1.25, 5)],
+  ["gemini-1.5-flash", price(0.075, 0.3)],
+  ["gemini-1.5-flash-8b", price(0.0375, 0.15)],
+  ["gemini-2.0-flash", price(0.1, 0.4)],
+  ["gemini-2.5-pro", price(1.25, 10)],
+  ["gemini-2.5-flash", price(0.3, 2.5)]
+])
+
+/** Characters that end a model family's name inside a longer id: `gpt-4o-2024-08-06`, `claude-3-5-haiku@20241022`. */
+const SEPARATORS = new Set(["-", ":", "@", "_"])
+
+const longestPrefixMatch = (table: PriceTable, model: string): ModelPrice | undefined => {
+  let best: { readonly length: number; readonly price: ModelPrice } | undefined
+  for (const [id, entry] of table) {
+    // A prefix must end at a separator: "gpt-4" must not price "gpt-4o", nor "o1" price "o1x".
+    if (model.startsWith(id) && SEPARATORS.has(model.charAt(id.length)) && id.length > (best?.length ?? 0)) {
+      best = { length: id.length, price: entry }
+    }
+  }
+  return best?.price
+}
+
+/**
+ * The price of a model: its exact id, else the longest listed id it extends (dated variants such as
+ * `gpt-4o-2024-08-06`), else the same without a router's `vendor/` prefix (`openai/gpt-4o`). Case-insensitive.
+ */
+export const priceOf = (table: PriceTable, model: string): ModelPrice | undefined => {
+  const id = model.trim().toLowerCase()
+  const found = table.get(id) ?? longestPrefixMatch(table, id)
+  if (found !== undefined) return found
+  const slash = id.lastIndexOf("/")
+  return slash >= 0 ? priceOf(table, id.slice(slash + 1)) : undefined
+}
+
+/** The cost in USD of a call, or undefined for a model the table does not know. */
+export const costOf = (
+  table: PriceTable,
+  model: string,
+  inputTokens: number,
+  outputTokens: number
+): number | undefined => {
+  const entry = priceOf(table, model)
+  if (entry === undefined) return undefined
+  // Rounded to 1e-12 USD, which removes float noise from decimal prices (0.0005253, not 0.0005252999999999999).
+  const microUsd = inputTokens * entry.inputPerMtok + outputTokens * entry.outputPerMtok
+  return Math.round(microUsd * 1e6) / 1e12
+}
+
+const PerMtok = Schema.Number.pipe(Schema.finite(), Schema.nonNegative())
+
+/** `TAPEDECK_MODEL_PRICES`: `{ "<model>": { "input_per_mtok": number, "output_per_mtok": number } }`. */
+export const PriceOverrides = Schema.Record({
+  key: Schema.String.pipe(Schema.minLength(1)),
+  value: Schema.Struct({ input_per_mtok: PerMtok, output_per_mtok: PerMtok })
+})
+
+const describeIssues = (error: ParseResult.ParseError) =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)
+    .map((issue) => `${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
+    .join("; ")
+
+const decodeOverrides = Schema.decodeUnknownEither(Schema.parseJson(PriceOverrides))
+
+/** The table with the overrides applied: same ids (case-insensitively) replace, new ones extend. */
+export const withOverrides = (table: PriceTable, overrides: typeof PriceOverrides.Type): PriceTable =>
+  new Map([
+    ...table,
+    ...Object.entries(overrides).map(([model, p]) =>
+      [model.trim().toLowerCase(), price(p.input_per_mtok, p.output_per_mtok)] as const
+    )
+  ])
+
+/**
+ * Unset or blank: no overrides. Invalid JSON or prices fail startup with an InvalidData ConfigError naming the
+ * variable and the problem.
+ */
+const PriceOverridesConfig = Config.string("TAPEDECK_MODEL_PRICES").pipe(
+  Config.mapOrFail((json) =>
+    json.trim() === ""
+      ? Either.right(Option.none())
+      : decodeOverrides(json).pipe(
+        Either.map(Option.some),
+        Either.mapLeft((e) =>
+          ConfigError.InvalidData(
+            [],
+            `expected a JSON object {"<model>": {"input_per_mtok": number, "output_per_mtok": number}}: ${
+              describeIssues(e)
+            }`
+          )
+        )
+      )
+  ),
+  Config.withDefault(Option.none())
+)
+
+/** Model prices: the built-in defaults with TAPEDECK_MODEL_PRICES applied, read once at startup. */
+export class ModelPrices extends Effect.Service<ModelPrices>()("tapedeck/ModelPrices", {
+  effect: Effect.gen(function*() {
+    const overrides = yield* PriceOverridesConfig
+    const table = Option.match(overrides, {
+      onNone: () => DEFAULT_PRICES,
+      onSome: (o) => withOverrides(DEFAULT_PRICES, o)
+    })
+    // Plain functions, not Effect.fn: a map lookup needs neither a span nor an error channel.
+    return {
+      table,
+      priceOf: (model: string) => priceOf(table, model),
+      costOf: (model: string, inputTokens: number, outputTokens: number) =>
+        costOf(table, model, inputTokens, outputTokens)
+    } as const
+  })
+}) {}

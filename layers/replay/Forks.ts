@@ -1,0 +1,181 @@
+import { SqlClient } from "@effect/sql"
+import { DateTime, Effect, Either, Option, Schema } from "effect"
+import type { CreateForkRequest, Fork, ReplayResult } from "#src/domain/Fork"
+import { ForkPointNotInTrace, ReplayAlreadyActive, ReplayQuotaExceeded } from "#src/domain/Fork"
+import type { AccountId, ForkId, TraceId } from "#src/domain/Ids"
+import { ForkId as ForkIdSchema } from "#src/domain/Ids"
+import { splitAtForkPoint } from "#src/domain/ReplayPlan"
+import { AppConfig } from "../config/AppConfig.ts"
+import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { JobQueue } from "../jobs/JobQueue.ts"
+import { LlmClient } from "../llm/LlmClient.ts"
+import { ModelPrices } from "../llm/Prices.ts"
+import { TraceRepo } from "../traces/TraceRepo.ts"
+import { Traces } from "../traces/Traces.ts"
+import { ForkRepo, type StartedGeneration } from "./ForkRepo.ts"
+import { ReplayFailed, replayOnServer } from "./ServerReplay.ts"
+
+export const FORK_REPLAY_JOB = "fork.replay"
+
+/** The calendar month (UTC) an allowance unit is counted in, e.g. "2026-11". */
+const monthOf = (now: DateTime.Utc) => DateTime.formatIso(now).slice(0, 7)
+
+/**
+ * Forks of recorded traces and their replays. A replay reserves one unit of the monthly allowance and
+ * starts a new generation in one transaction (so of two concurrent requests, on any instances, exactly one
+ * wins), then runs on the server and stores the result as a sandbox trace linked to the fork.
+ */
+export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* ForkRepo
+    const traces = yield* Traces
+    const traceRepo = yield* TraceRepo
+    const config = yield* AppConfig
+    const jobs = yield* JobQueue
+    const llm = yield* LlmClient
+    const prices = yield* ModelPrices
+
+    const create = Effect.fn("Forks.create")(function*(accountId: AccountId, request: CreateForkRequest) {
+      const source = yield* traces.get(accountId, request.trace_id)
+      if (!source.spans.some((s) => s.id === request.fork_point_span_id.toLowerCase())) {
+        return yield* new ForkPointNotInTrace({ spanId: request.fork_point_span_id })
+      }
+      return yield* repo.insert(accountId, {
+        id: ForkIdSchema.make(crypto.randomUUID()),
+        traceId: source.id,
+        forkPointSpanId: request.fork_point_span_id.toLowerCase(),
+        name: request.name ?? null,
+        description: request.description ?? null,
+        modifiedInput: request.modified_input,
+        mockOutputs: request.mock_outputs ?? null
+      })
+    })
+
+    const get = (accountId: AccountId, forkId: ForkId) => repo.find(accountId, forkId)
+    const list = (accountId: AccountId, limit: number, offset: number) => repo.list(accountId, limit, offset)
+
+    /**
+     * Reserves the allowance unit and opens the generation, atomically; a long replay is handed to the job
+     * queue in the same transaction, so it is never lost between the two.
+     */
+    const begin = Effect.fn("Forks.begin")(
+      function*(accountId: AccountId, forkId: ForkId, inline: (fork: Fork) => Effect.Effect<boolean>) {
+        const fork = yield* repo.find(accountId, forkId, true)
+        if (fork.status === "replaying" && !(yield* repo.abandonStale(forkId, config.replayTimeoutSeconds))) {
+          return yield* new ReplayAlreadyActive({ forkId })
+        }
+        const month = monthOf(yield* DateTime.now)
+        if (!(yield* repo.reserveUnit(accountId, month, config.replayMonthlyAllowance))) {
+          return yield* new ReplayQuotaExceeded({ allowance: config.replayMonthlyAllowance, month })
+        }
+        const started = yield* repo.startGeneration(accountId, fork, "server", month)
+        const runInline = yield* inline(fork)
+        if (!runInline) yield* jobs.enqueue(accountId, FORK_REPLAY_JOB, { executionId: started.executionId })
+        return { fork, started, runInline }
+      },
+      (effect) => sql.withTransaction(effect),
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Runs a started generation on the server and records its outcome; the ReplayResult. */
+    const runOnServer = Effect.fn("Forks.runOnServer")(function*(accountId: AccountId, fork: Fork, started: StartedGeneration) {
+      const outcome = yield* traces.get(accountId, fork.traceId as TraceId).pipe(
+        Effect.mapError(() => new ReplayFailed({ reason: `source trace ${fork.traceId} no longer exists`, modelWork: false })),
+        Effect.flatMap((source) =>
+          replayOnServer({ source, fork, executionId: started.executionId, resultTraceId: started.resultTraceId }).pipe(
+            Effect.provideService(LlmClient, llm),
+            Effect.provideService(ModelPrices, prices)
+          )
+        ),
+        Effect.either
+      )
+      if (Either.isLeft(outcome)) {
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* repo.finishGeneration({
+            executionId: started.executionId, status: "failed", byteReplayed: 0, faithfulReexec: 0, caveats: [],
+            error: outcome.left.reason
+          })
+          if (!outcome.left.modelWork) yield* repo.refundUnit(accountId, started.month)
+        })).pipe(Effect.catchTags({ SqlError: Effect.die }))
+        return {
+          fork_id: fork.id as ForkId,
+          result_trace_id: started.resultTraceId as TraceId,
+          status: "failed" as const,
+          mode: "server" as const,
+          execution_id: started.executionId,
+          byte_replayed: 0,
+          faithful_reexec: 0,
+          fidelity_caveats: [],
+          error: outcome.left.reason
+        } satisfies ReplayResult
+      }
+      const result = outcome.right
+      yield* sql.withTransaction(Effect.gen(function*() {
+        yield* traceRepo.insert(accountId, result.trace, null, config.jobMaxAttempts)
+        yield* traceRepo.markForkResult(started.resultTraceId as TraceId, fork.id)
+        yield* repo.finishGeneration({
+          executionId: started.executionId, status: "completed", byteReplayed: result.byteReplayed,
+          faithfulReexec: result.faithfulReexec, caveats: result.caveats, error: null
+        })
+      })).pipe(Effect.catchTags({ SqlError: Effect.die, TraceIdTaken: Effect.die }))
+      return {
+        fork_id: fork.id as ForkId,
+        result_trace_id: started.resultTraceId as TraceId,
+        status: "completed" as const,
+        mode: "server" as const,
+        execution_id: started.executionId,
+        byte_replayed: result.byteReplayed,
+        faithful_reexec: result.faithfulReexec,
+        fidelity_caveats: result.caveats
+      } satisfies ReplayResult
+    })
+
+    /** Short replays (few model calls to make) run inline; longer ones as a durable job. */
+    const isShort = (accountId: AccountId) => (fork: Fork) =>
+      traces.get(accountId, fork.traceId as TraceId).pipe(
+        Effect.map((source) => {
+          const split = splitAtForkPoint(source.spans, fork.forkPointSpanId)
+          const calls = split?.after.filter((s) => s.span_type === "llm_call").length ?? 0
+          return calls <= config.replayInlineMaxModelCalls
+        }),
+        Effect.orElseSucceed(() => true)
+      )
+
+    const replay = Effect.fn("Forks.replay")(function*(accountId: AccountId, forkId: ForkId) {
+      const { fork, runInline, started } = yield* begin(accountId, forkId, isShort(accountId))
+      if (runInline) return yield* runOnServer(accountId, fork, started)
+      return {
+        fork_id: fork.id as ForkId,
+        result_trace_id: started.resultTraceId as TraceId,
+        status: "replaying" as const,
+        mode: "server" as const,
+        execution_id: started.executionId
+      } satisfies ReplayResult
+    })
+
+    /** The `fork.replay` job: runs a generation that was handed to the queue, unless it already ended. */
+    const runJob = Effect.fn("Forks.runJob")(function*(executionId: string) {
+      const generation = yield* repo.findGeneration(executionId)
+      if (Option.isNone(generation) || generation.value.status !== "replaying") return
+      const { accountId, forkId, generation: number, month, resultTraceId } = generation.value
+      const fork = yield* repo.find(accountId as AccountId, forkId as ForkId).pipe(Effect.option)
+      if (Option.isNone(fork) || fork.value.executionId !== executionId) return
+      yield* runOnServer(accountId as AccountId, fork.value, { executionId, resultTraceId, generation: number, month })
+    })
+
+    return { create, get, list, replay, runJob } as const
+  }),
+  dependencies: [ForkRepo.Default, Traces.Default, TraceRepo.Default, JobQueue.Default, AppConfig.Default]
+}) {}
+
+/** The job handler for `fork.replay`: runs the generation its payload names. */
+export const forkReplayHandler = Effect.gen(function*() {
+  const forks = yield* Forks
+  const handler: JobHandler = (job) =>
+    Schema.decodeUnknown(Schema.Struct({ executionId: Schema.UUID }))(job.payload).pipe(
+      Effect.mapError(() => new JobFailed({ reason: "malformed fork.replay payload" })),
+      Effect.flatMap(({ executionId }) => forks.runJob(executionId))
+    )
+  return handler
+})
