@@ -20,6 +20,7 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       ),
       replayInlineMaxModelCalls: yield* Config.integer("TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS").pipe(Config.withDefault(8)),
       replayTimeoutSeconds: yield* Config.integer("TAPEDECK_REPLAY_TIMEOUT_SECONDS").pipe(Config.withDefault(900)),
+      replaySdkGraceSeconds: yield* Config.integer("TAPEDECK_REPLAY_SDK_GRACE_SECONDS").pipe(Config.withDefault(30)),
       replayMonthlyAllowance: yield* Config.integer("TAPEDECK_REPLAY_MONTHLY_ALLOWANCE").pipe(Config.withDefault(100)),
       retentionDaysDeleted: yield* Config.number("TAPEDECK_RETENTION_DAYS_DELETED").pipe(Config.withDefault(30)),
       retentionIntervalSeconds: yield* Config.number("TAPEDECK_RETENTION_INTERVAL_SECONDS").pipe(

@@ -3,6 +3,7 @@ import { DateTime, Effect, Either, Option, Schema } from "effect"
 import type { CreateForkRequest, Fork, ReplayResult } from "#src/domain/Fork"
 import { ForkPointNotInTrace, ReplayAlreadyActive, ReplayQuotaExceeded } from "#src/domain/Fork"
 import type { AccountId, ForkId, TraceId } from "#src/domain/Ids"
+import type { TraceDetailWire } from "#src/domain/Trace"
 import { ForkId as ForkIdSchema } from "#src/domain/Ids"
 import { splitAtForkPoint } from "#src/domain/ReplayPlan"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -13,9 +14,28 @@ import { ModelPrices } from "../llm/Prices.ts"
 import { TraceRepo } from "../traces/TraceRepo.ts"
 import { Traces } from "../traces/Traces.ts"
 import { ForkRepo, type StartedGeneration } from "./ForkRepo.ts"
+import { SdkReplay } from "./SdkReplay.ts"
 import { ReplayFailed, replayOnServer } from "./ServerReplay.ts"
 
 export const FORK_REPLAY_JOB = "fork.replay"
+
+interface ReplayPlan {
+  readonly source: TraceDetailWire | undefined
+  /** A live SDK connection of the account that can run the trace's agent. */
+  readonly connection: Option.Option<string>
+  readonly agent: string | undefined
+  readonly short: boolean
+}
+
+/** The names a trace's agent may be registered under: metadata.agent, the trace name, root spans' agent_id. */
+const agentNamesOf = (trace: TraceDetailWire) => {
+  const names = [
+    (trace.metadata as { agent?: unknown } | undefined)?.agent,
+    trace.name,
+    ...trace.spans.filter((s) => s.parent_id === null).map((s) => s.agent_id)
+  ]
+  return [...new Set(names.filter((n): n is string => typeof n === "string" && n !== ""))]
+}
 
 /** The calendar month (UTC) an allowance unit is counted in, e.g. "2026-11". */
 const monthOf = (now: DateTime.Utc) => DateTime.formatIso(now).slice(0, 7)
@@ -34,6 +54,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
     const config = yield* AppConfig
     const jobs = yield* JobQueue
     const llm = yield* LlmClient
+    const sdk = yield* SdkReplay
     const prices = yield* ModelPrices
 
     const create = Effect.fn("Forks.create")(function*(accountId: AccountId, request: CreateForkRequest) {
@@ -56,11 +77,12 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
     const list = (accountId: AccountId, limit: number, offset: number) => repo.list(accountId, limit, offset)
 
     /**
-     * Reserves the allowance unit and opens the generation, atomically; a long replay is handed to the job
-     * queue in the same transaction, so it is never lost between the two.
+     * Reserves the allowance unit and opens the generation, atomically; the work is handed over in the same
+     * transaction (a command for the SDK's connection, or a job for a long server replay), so it is never lost
+     * between the two.
      */
     const begin = Effect.fn("Forks.begin")(
-      function*(accountId: AccountId, forkId: ForkId, inline: (fork: Fork) => Effect.Effect<boolean>) {
+      function*(accountId: AccountId, forkId: ForkId, plan: ReplayPlan) {
         const fork = yield* repo.find(accountId, forkId, true)
         if (fork.status === "replaying" && !(yield* repo.abandonStale(forkId, config.replayTimeoutSeconds))) {
           return yield* new ReplayAlreadyActive({ forkId })
@@ -69,10 +91,24 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
         if (!(yield* repo.reserveUnit(accountId, month, config.replayMonthlyAllowance))) {
           return yield* new ReplayQuotaExceeded({ allowance: config.replayMonthlyAllowance, month })
         }
-        const started = yield* repo.startGeneration(accountId, fork, "server", month)
-        const runInline = yield* inline(fork)
-        if (!runInline) yield* jobs.enqueue(accountId, FORK_REPLAY_JOB, { executionId: started.executionId })
-        return { fork, started, runInline }
+        const mode: "sdk" | "server" = Option.isSome(plan.connection) && plan.source !== undefined ? "sdk" : "server"
+        const started = yield* repo.startGeneration(accountId, fork, mode, month)
+        if (mode === "sdk") {
+          yield* sdk.enqueue(Option.getOrThrow(plan.connection), {
+            type: "replay",
+            execution_id: started.executionId,
+            agent: plan.agent!,
+            fork,
+            source_trace: plan.source,
+            fork_point_span_id: fork.forkPointSpanId,
+            modified_input: fork.modifiedInput,
+            mock_outputs: (fork.mockOutputs ?? {}) as Record<string, unknown>,
+            result_trace_id: started.resultTraceId
+          })
+        } else if (!plan.short) {
+          yield* jobs.enqueue(accountId, FORK_REPLAY_JOB, { executionId: started.executionId })
+        }
+        return { fork, started, mode, runInline: mode === "server" && plan.short }
       },
       (effect) => sql.withTransaction(effect),
       Effect.catchTags({ SqlError: Effect.die })
@@ -131,25 +167,35 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
       } satisfies ReplayResult
     })
 
-    /** Short replays (few model calls to make) run inline; longer ones as a durable job. */
-    const isShort = (accountId: AccountId) => (fork: Fork) =>
-      traces.get(accountId, fork.traceId as TraceId).pipe(
-        Effect.map((source) => {
-          const split = splitAtForkPoint(source.spans, fork.forkPointSpanId)
-          const calls = split?.after.filter((s) => s.span_type === "llm_call").length ?? 0
-          return calls <= config.replayInlineMaxModelCalls
-        }),
-        Effect.orElseSucceed(() => true)
-      )
+    /**
+     * How a replay will run: by a connected SDK that registered the trace's agent, else on the server —
+     * inline when it has few model calls to make, else as a durable job.
+     */
+    const planFor = Effect.fn("Forks.planFor")(function*(accountId: AccountId, forkId: ForkId) {
+      const fork = yield* repo.find(accountId, forkId)
+      const source = yield* traces.get(accountId, fork.traceId as TraceId).pipe(Effect.option)
+      if (Option.isNone(source)) return { source: undefined, connection: Option.none<string>(), agent: undefined, short: true } satisfies ReplayPlan
+      const agents = agentNamesOf(source.value)
+      const connection = yield* sdk.connectionFor(accountId, agents)
+      const split = splitAtForkPoint(source.value.spans, fork.forkPointSpanId)
+      const calls = split?.after.filter((s) => s.span_type === "llm_call").length ?? 0
+      return {
+        source: source.value,
+        connection,
+        agent: agents[0],
+        short: calls <= config.replayInlineMaxModelCalls
+      } satisfies ReplayPlan
+    })
 
     const replay = Effect.fn("Forks.replay")(function*(accountId: AccountId, forkId: ForkId) {
-      const { fork, runInline, started } = yield* begin(accountId, forkId, isShort(accountId))
+      const plan = yield* planFor(accountId, forkId)
+      const { fork, mode, runInline, started } = yield* begin(accountId, forkId, plan)
       if (runInline) return yield* runOnServer(accountId, fork, started)
       return {
         fork_id: fork.id as ForkId,
         result_trace_id: started.resultTraceId as TraceId,
         status: "replaying" as const,
-        mode: "server" as const,
+        mode,
         execution_id: started.executionId
       } satisfies ReplayResult
     })
@@ -166,7 +212,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
 
     return { create, get, list, replay, runJob } as const
   }),
-  dependencies: [ForkRepo.Default, Traces.Default, TraceRepo.Default, JobQueue.Default, AppConfig.Default]
+  dependencies: [ForkRepo.Default, Traces.Default, TraceRepo.Default, JobQueue.Default, SdkReplay.Default, AppConfig.Default]
 }) {}
 
 /** The job handler for `fork.replay`: runs the generation its payload names. */

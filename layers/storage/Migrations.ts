@@ -4,6 +4,7 @@ import m0002 from "./migrations/0002_traces.ts"
 import m0003 from "./migrations/0003_jobs.ts"
 import m0004 from "./migrations/0004_spans_without_fk.ts"
 import m0005 from "./migrations/0005_forks.ts"
+import m0006 from "./migrations/0006_sdk_replay.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
@@ -12,6 +13,7 @@ export const MigrationsLive = PgMigrator.layer({
     "0002_traces": m0002,
     "0003_jobs": m0003,
     "0004_spans_without_fk": m0004,
-    "0005_forks": m0005
+    "0005_forks": m0005,
+    "0006_sdk_replay": m0006
   })
 })

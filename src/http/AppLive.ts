@@ -15,7 +15,7 @@ import { describeStorage } from "#layers/storage/Sql"
 import { TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
-import { ApiLive, DocsLive } from "./HttpLive.ts"
+import { ApiLive, DocsLive, ReplaySocketRouteLive } from "./HttpLive.ts"
 
 const JobHandlersLive = Layer.effect(
   JobHandlers,
@@ -51,6 +51,7 @@ const StartupLive = Layer.mergeAll(
 export const AppLive = HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
   HttpMiddleware.withTracerDisabledWhen((request) => request.url === "/health"),
   Layer.provide(DocsLive),
+  Layer.provide(ReplaySocketRouteLive),
   Layer.provide(ApiLive),
   Layer.provide(StartupLive),
   Layer.provide(TracingLive)

@@ -5,6 +5,7 @@ import { IngestGate } from "#layers/ingest/IngestGate"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
 import { Forks } from "#layers/replay/Forks"
+import { SdkReplay } from "#layers/replay/SdkReplay"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { Traces } from "#layers/traces/Traces"
@@ -13,6 +14,7 @@ import { AuthenticationLive } from "./AuthenticationLive.ts"
 import { ErrorBodiesLive } from "./ErrorBodies.ts"
 import { IngestGateLive } from "./IngestGateMiddleware.ts"
 import { ForksHttpLive } from "./ForksHttp.ts"
+import { ReplaySocketLive } from "./ReplaySocket.ts"
 import { JobsHttpLive } from "./JobsHttp.ts"
 import { OtlpHttpLive } from "./OtlpHttp.ts"
 import { RateLimitLive } from "./RateLimitLive.ts"
@@ -26,6 +28,9 @@ export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
   Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, IngestGate.Default, Forks.Default]),
   Layer.provide([LlmClientLive, ModelPrices.Default])
 )
+
+/** The SDK replay socket, a raw route beside the contract (authenticated by the handler itself). */
+export const ReplaySocketRouteLive = ReplaySocketLive.pipe(Layer.provide([Credentials.Default, SdkReplay.Default]))
 
 /** The public documentation routes. */
 export const DocsLive = Layer.mergeAll(
