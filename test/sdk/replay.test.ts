@@ -30,7 +30,7 @@ describe("connectReplay", () => {
   test("a recorded SDK run is forked and replayed by the connected SDK, with mocked tools, into a sandbox trace", async () => {
     const tapedeck = new Tapedeck({ baseUrl: server.url, apiKey: KEY_A, flushIntervalMs: 20 })
     const run = tapedeck.startRun({ name: AGENT, input: "Weekend in Lisbon" })
-    const output = await planWeekend(run, "Weekend in Lisbon", (name, fn) => wrapTool(run, name, fn) as never)
+    const output = await planWeekend(run, "Weekend in Lisbon", (name, fn) => wrapTool(run, name, fn as never) as never)
     await run.finish({ output })
     await tapedeck.flush()
 
