@@ -51,9 +51,9 @@ const mapAll = (accountId: AccountId, decoded: DecodedExport) => {
 }
 
 /**
- * Writes an OTLP export: traces created on their first span, spans upserted (a re-sent batch changes
- * nothing), then each touched trace finalized from all of its stored spans (names, status, agent
- * inheritance, totals). One transaction: a 200 means every counted span is committed. A trace that became
+ * Writes an OTLP export: traces created on their first span; each touched trace finalized from its stored
+ * spans and this request's (names, status, agent inheritance, usage); then the spans upserted with their
+ * final values (a re-sent batch changes nothing) and the totals recomputed. One transaction: a 200 means every counted span is committed. A trace that became
  * terminal enqueues its terminal job once, in the same transaction.
  */
 export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpIngest", {
@@ -77,17 +77,39 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
           return row !== undefined && row.accountId === accountId && !row.deleted
         }
         const own = spans.filter((m) => writable(m.traceId))
-        yield* store.upsertSpans(accountId, own)
         const traceIds = [...new Set(own.map((m) => m.traceId))]
+        // Finalize before writing: the spans of this request get their final agent fields and usage in the
+        // one INSERT, and only spans stored earlier that the pass changes are updated.
         const stored = yield* store.spansOf(traceIds)
+        const incoming = new Map<string, Map<string, MappedSpan>>()
+        for (const m of own) {
+          const byId = incoming.get(m.traceId) ?? new Map<string, MappedSpan>()
+          byId.set(m.span.id, m)
+          incoming.set(m.traceId, byId)
+        }
+        const finalOwn: Array<MappedSpan> = []
         const updates: Array<Parameters<typeof store.applySpanUpdates>[0][number]> = []
         const traces: Array<{ id: string; trace: ReturnType<typeof finalizeTrace>["trace"] }> = []
         for (const id of traceIds) {
+          const fresh = incoming.get(id)!
           // fromRow leaves absent fields absent (never undefined), which is what StoredSpan means.
-          const finalized = finalizeTrace((stored.get(id) ?? []) as ReadonlyArray<StoredSpan>)
-          for (const update of finalized.spanUpdates) updates.push({ ...update, traceId: id })
+          const earlier = ((stored.get(id) ?? []) as ReadonlyArray<StoredSpan>).filter((s) => !fresh.has(s.id))
+          const finalized = finalizeTrace([...earlier, ...[...fresh.values()].map((m) => m.span)])
+          const changed = new Map(finalized.spanUpdates.map((u) => [u.id, u]))
+          for (const m of fresh.values()) {
+            const update = changed.get(m.span.id)
+            if (update === undefined) finalOwn.push(m)
+            else {
+              const { id: _id, ...fields } = update
+              finalOwn.push({ ...m, span: { ...m.span, ...fields } })
+            }
+          }
+          for (const update of finalized.spanUpdates) {
+            if (!fresh.has(update.id)) updates.push({ ...update, traceId: id })
+          }
           traces.push({ id, trace: finalized.trace })
         }
+        yield* store.upsertSpans(accountId, finalOwn)
         yield* store.applySpanUpdates(updates)
         yield* store.applyTraces(traces)
         for (const { id, trace } of traces) {

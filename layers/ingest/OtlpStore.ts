@@ -7,7 +7,7 @@ import {
   SPAN_COLUMNS,
   SPAN_RECORD_COLUMNS,
   SPAN_RECORD_VALUES,
-  SPAN_SELECT,
+  spanSelect,
   SPAN_TOTALS,
   SPAN_UPSERT,
   type SpanRow,
@@ -15,6 +15,11 @@ import {
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
 import type { TraceFinalization } from "./TraceFinalize.ts"
+
+// The finalize pass reads payloads of roots, local roots and model calls only.
+const FINALIZE_SELECT = spanSelect(
+  "parent_id IS NULL OR span_type = 'llm_call' OR metadata->'otel'->>'local_root' = 'true'"
+)
 
 const uuidArray = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
 
@@ -68,11 +73,15 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    /** Every stored span of the traces, grouped by trace. */
+    /**
+     * Every stored span of the traces, grouped by trace, as the finalize pass needs them: payloads only for
+     * the spans it reads them from (roots, local roots and model calls).
+     */
     const spansOf = Effect.fn("OtlpStore.spansOf")(
       function*(traceIds: ReadonlyArray<string>) {
+        if (traceIds.length === 0) return new Map<string, Array<ReturnType<typeof fromRow>>>()
         const rows = yield* sql<SpanRow & { trace_id: string }>`
-          SELECT trace_id, ${sql.literal(SPAN_SELECT)} FROM spans
+          SELECT trace_id, ${sql.literal(FINALIZE_SELECT)} FROM spans
           WHERE trace_id = ANY(${uuidArray(traceIds)}::uuid[])`
         const byTrace = new Map<string, Array<ReturnType<typeof fromRow>>>()
         for (const row of rows) {

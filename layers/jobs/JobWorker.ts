@@ -5,7 +5,7 @@ import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
 // A batch is never larger than what runs at once: every claimed job starts at once, so its lease (and the
 // attempt timeout inside it) is measured from the claim.
-const BATCH = 8
+const BATCH = 32
 
 /**
  * Runs due jobs in the background of every instance. A full batch is followed at once by the next claim,

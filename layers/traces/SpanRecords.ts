@@ -18,13 +18,18 @@ export const SPAN_RECORD_VALUES = `x.id, x.parent_id, x.span_type, x.name, x.mod
 export const SPAN_COLUMNS = `id, parent_id, span_type, name, model, input, output, input_tokens, output_tokens,
   cost, duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at, error, extra`
 
-/** Reads spans back; jsonb payloads come wrapped (see `unwrap`) and numbers as float8. */
-export const SPAN_SELECT = `id, parent_id, span_type, name, model,
-  CASE WHEN input IS NULL THEN NULL ELSE jsonb_build_array(input) END AS input,
-  CASE WHEN output IS NULL THEN NULL ELSE jsonb_build_array(output) END AS output,
+/**
+ * The SELECT list that reads spans back: jsonb payloads come wrapped (see `unwrap`), numbers as float8.
+ * With `payloadsWhen`, input and output are read only for the rows matching that SQL condition.
+ */
+export const spanSelect = (payloadsWhen = "true") => `id, parent_id, span_type, name, model,
+  CASE WHEN input IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE jsonb_build_array(input) END AS input,
+  CASE WHEN output IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE jsonb_build_array(output) END AS output,
   input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens, cost::float8 AS cost,
   duration_ms::float8 AS duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at,
   error, extra`
+
+export const SPAN_SELECT = spanSelect()
 
 /** A jsonb value read as `jsonb_build_array(v)`: SQL NULL (absent) is undefined, JSON null stays null. */
 export const unwrap = (wrapped: unknown): unknown => (Array.isArray(wrapped) ? wrapped[0] : undefined)

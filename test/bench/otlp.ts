@@ -1,0 +1,1065 @@
+/**
+ * OTLP ingestion benchmark against a real PostgreSQL (not a test file: run it with `bun test/bench/otlp.ts`).
+ *
+ * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/main.ts`) on it
+ *    as a separate process, so this client never shares the server's event loop. After the warm-up it runs
+ *    ANALYZE: without planner statistics the server's read-back queries scan the whole spans table.
+ * 2. Ingest: POST /v1/traces with protobuf ExportTraceServiceRequests (encoded with the server's own OTLP
+ *    protos) of BENCH_TRACES traces × BENCH_SPANS_PER_TRACE GenAI spans each (a root `invoke_agent` span
+ *    with `chat` and `execute_tool` children carrying message JSON), fresh trace ids in every request,
+ *    BENCH_CONCURRENCY requests in flight, for BENCH_SECONDS (after a warm-up). Counts the `spans_ingested`
+ *    of 200 responses only; 503s are counted apart. Reports spans/s and request latency.
+ * 3. Ceiling: bare PostgreSQL `COPY ... FROM STDIN` of as many rows into `spans_copy (LIKE spans INCLUDING
+ *    ALL)` (same columns, primary key and index), in batches of one request's span count over
+ *    BENCH_CONCURRENCY connections. The rows are a sample of what the API stored (the spans of BENCH_TRACES
+ *    whole traces, so span types keep their proportions), byte for byte, with fresh trace and span ids.
+ * 4. Decode only: `decodeOtlpProtobuf` on the same bodies in this process (one core), spans/s.
+ * 5. Overload: BENCH_OVERLOAD_CONCURRENCY requests in flight for BENCH_OVERLOAD_SECONDS against the default
+ *    TAPEDECK_INGEST_MAX_INFLIGHT (8); clients resend at once after a 503 (no backoff: the harsh case).
+ *    Reports the 503 share, whether every 503 carried Retry-After, accepted spans/s and the server's RSS
+ *    (VmRSS, sampled every 500 ms).
+ * 6. Checks that every acknowledged span is stored, prints a markdown table, drops the database and stops
+ *    the server (also on error or Ctrl-C).
+ *
+ * Knobs: BENCH_DATABASE_URL, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONCURRENCY, BENCH_TRACES,
+ * BENCH_SPANS_PER_TRACE, BENCH_DECODE_SECONDS, BENCH_OVERLOAD_SECONDS, BENCH_OVERLOAD_CONCURRENCY,
+ * BENCH_JOB_DRAIN_SECONDS, BENCH_ANALYZE (default on: ANALYZE after the warm-up; "off" keeps a fresh database's
+ * missing statistics), BENCH_CPU_PROF (a directory: the server runs under `bun --cpu-prof --cpu-prof-md`
+ * and writes its profile there on exit).
+ */
+import { readdirSync, readFileSync } from "node:fs"
+import { availableParallelism } from "node:os"
+import { resolve } from "node:path"
+import pg from "pg"
+import { decodeOtlpProtobuf, otlpProtoRoot } from "#layers/ingest/OtlpDecode"
+
+// ---------------------------------------------------------------------------------------------- settings
+
+const env = process.env
+const numberEnv = (name: string, fallback: number) => {
+  const raw = env[name]
+  if (raw === undefined || raw === "") return fallback
+  const n = Number(raw)
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`)
+  return n
+}
+
+const ADMIN_URL = env.BENCH_DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test"
+const SECONDS = numberEnv("BENCH_SECONDS", 20)
+const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 3)
+const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 8))
+const TRACES = Math.floor(numberEnv("BENCH_TRACES", 100))
+const SPANS_PER_TRACE = Math.floor(numberEnv("BENCH_SPANS_PER_TRACE", 20))
+const DECODE_SECONDS = numberEnv("BENCH_DECODE_SECONDS", 3)
+const OVERLOAD_SECONDS = numberEnv("BENCH_OVERLOAD_SECONDS", 10)
+const OVERLOAD_CONCURRENCY = Math.floor(numberEnv("BENCH_OVERLOAD_CONCURRENCY", 32))
+const JOB_DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 30)
+const CPU_PROF = env.BENCH_CPU_PROF || undefined
+/**
+ * ANALYZE after the warm-up (default): planner statistics as autovacuum keeps them in a running system. A fresh
+ * database has none, and autovacuum's first pass (autovacuum_naptime, 1 min by default) comes after this
+ * benchmark ends; BENCH_ANALYZE=off measures that cold state.
+ */
+const ANALYZE = !["off", "0", "false", "no"].includes((env.BENCH_ANALYZE ?? "").toLowerCase())
+
+/** Spans per request (the server accepts at most 2000). */
+const SPANS = TRACES * SPANS_PER_TRACE
+/** The server's default TAPEDECK_INGEST_MAX_INFLIGHT, which this benchmark leaves unset. */
+const DEFAULT_MAX_INFLIGHT = 8
+
+const TARGET_SPANS_PER_SECOND = 40_000
+const TARGET_COPY_RATIO = 0.6
+/**
+ * "Flat" memory under overload: its peak RSS stays within this factor of the peak under the step-1 load (RSS
+ * swings with garbage collection under any load, so the RSS of an idle server is no baseline).
+ */
+const TARGET_RSS_GROWTH = 1.25
+/** Cores busy outside the server, PostgreSQL and this client above which a phase is flagged as disturbed. */
+const BUSY_OTHER_CORES = 0.25
+
+const ROOT = resolve(import.meta.dir, "../..")
+const KEY = "svc_bench_key_0001"
+const DATABASE_PREFIX = "tapedeck_bench_otlp_"
+
+const KNOBS = [
+  "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENCY", "BENCH_TRACES",
+  "BENCH_SPANS_PER_TRACE", "BENCH_DECODE_SECONDS", "BENCH_OVERLOAD_SECONDS", "BENCH_OVERLOAD_CONCURRENCY",
+  "BENCH_JOB_DRAIN_SECONDS", "BENCH_ANALYZE", "BENCH_CPU_PROF"
+]
+/** A URL as printed: any password masked. */
+const masked = (value: string) => {
+  try {
+    const url = new URL(value)
+    if (url.password) url.password = "***"
+    return url.toString()
+  } catch {
+    return value
+  }
+}
+const COMMAND = [
+  ...KNOBS.filter((k) => env[k]).map((k) => `${k}=${k === "BENCH_DATABASE_URL" ? masked(env[k]!) : env[k]}`),
+  "bun test/bench/otlp.ts"
+].join(" ")
+
+// ---------------------------------------------------------------------------------------------- helpers
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+/** Whether `promise` settled within `ms`; the timer never outlives it, so it cannot hold the process open. */
+const within = async (promise: Promise<unknown>, ms: number) => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)))
+  try {
+    return await Promise.race([promise.then(() => true, () => true), timedOut])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+const percentile = (sorted: ReadonlyArray<number>, q: number) =>
+  sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
+
+const latencyStats = (samples: ReadonlyArray<number>) => {
+  const sorted = [...samples].sort((a, b) => a - b)
+  return { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), n: sorted.length }
+}
+
+const fmtInt = (n: number) => Math.round(n).toLocaleString("en-US")
+const fmtMs = (n: number) => (Number.isFinite(n) ? `${n.toFixed(n < 10 ? 2 : 1)} ms` : "n/a")
+const fmtRatio = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : "n/a")
+const fmtPercent = (n: number) => (Number.isFinite(n) ? `${(n * 100).toFixed(1)} %` : "n/a")
+const fmtMiB = (kib: number) => `${(kib / 1024).toFixed(0)} MiB`
+
+const withDatabase = (url: string, database: string) => {
+  const u = new URL(url)
+  u.pathname = `/${database}`
+  return u.toString()
+}
+
+// ---------------------------------------------------------------------------------------------- CPU and memory
+
+/** Kernel clock ticks per second (for /proc/<pid>/stat); 100 on practically every Linux. */
+const CLOCK_TICKS = (() => {
+  try {
+    const out = Bun.spawnSync({ cmd: ["getconf", "CLK_TCK"] }).stdout.toString().trim()
+    return Number(out) > 0 ? Number(out) : 100
+  } catch {
+    return 100
+  }
+})()
+
+/** User + system CPU seconds of a process from /proc (Linux); 0 when unreadable. */
+const processCpuSeconds = (pid: number | string) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * CPU seconds of every `postgres` process on this machine (backends, WAL writer, checkpointer, ...), plus what
+ * the postmaster's exited children used (its cutime + cstime): backends that closed, parallel query workers and
+ * autovacuum workers that came and went between two snapshots are counted too.
+ */
+const postgresCpuSeconds = () => {
+  let total = 0
+  try {
+    const postgres = new Map<string, Array<string>>()
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+        if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) === "postgres") {
+          postgres.set(entry, stat.slice(stat.lastIndexOf(")") + 2).split(" "))
+        }
+      } catch {
+        // exited meanwhile
+      }
+    }
+    for (const fields of postgres.values()) {
+      total += (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
+      // The postmaster (a postgres process whose parent is not one) reaps every backend and worker.
+      if (!postgres.has(fields[1]!)) total += (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS
+    }
+  } catch {
+    // no /proc
+  }
+  return total
+}
+
+/** CPU seconds the whole machine spent busy (not idle or waiting for I/O), from /proc/stat. */
+const machineBusySeconds = () => {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!
+    const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number)
+    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
+    return (ticks.reduce((a, b) => a + b, 0) - idle) / CLOCK_TICKS
+  } catch {
+    return 0
+  }
+}
+
+interface CpuSnapshot {
+  readonly at: number
+  readonly machine: number
+  readonly server: number
+  readonly postgres: number
+  readonly client: number
+}
+const cpuSnapshot = (serverPid: number): CpuSnapshot => {
+  const usage = process.cpuUsage()
+  return {
+    at: performance.now(),
+    machine: machineBusySeconds(),
+    server: processCpuSeconds(serverPid),
+    postgres: postgresCpuSeconds(),
+    client: (usage.user + usage.system) / 1e6
+  }
+}
+interface CoresBusy {
+  readonly server: number
+  readonly postgres: number
+  readonly client: number
+  readonly other: number
+  /** Server CPU seconds between the snapshots. */
+  readonly serverSeconds: number
+}
+/** Average cores busy between two snapshots. */
+const coresBusy = (a: CpuSnapshot, b: CpuSnapshot): CoresBusy => {
+  const seconds = (b.at - a.at) / 1000
+  const server = b.server - a.server
+  const postgres = b.postgres - a.postgres
+  const client = b.client - a.client
+  const other = b.machine - a.machine - server - postgres - client
+  const f = (x: number) => Math.max(0, x / seconds)
+  return { server: f(server), postgres: f(postgres), client: f(client), other: f(other), serverSeconds: server }
+}
+const fmtCores = (c: CoresBusy) => [c.server, c.postgres, c.client, c.other].map((x) => x.toFixed(2)).join(" / ")
+
+/** Resident set size of a process in KiB (VmRSS in /proc/<pid>/status); NaN when unreadable. */
+const rssKiB = (pid: number) => {
+  try {
+    const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
+    return match ? Number(match[1]) : NaN
+  } catch {
+    return NaN
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- payloads
+
+/** Deterministic filler text: plain words, so sizes stay predictable. */
+const WORDS = (
+  "agent tool call model prompt token result search query document answer context memory plan step " +
+  "retrieve summarize evaluate reason observe action latency budget cache vector policy guard trace span"
+).split(" ")
+let seed = 42
+const rand = () => {
+  seed = (seed * 1103515245 + 12345) & 0x7fffffff
+  return seed / 0x7fffffff
+}
+const filler = (chars: number) => {
+  let s = ""
+  while (s.length < chars) s += (s ? " " : "") + WORDS[Math.floor(rand() * WORDS.length)]
+  return s.slice(0, chars)
+}
+const randomBytes = (n: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(n)))
+
+const SYSTEM = "You are a careful research agent. Use the tools when they help and cite what you used."
+const MODEL = "gpt-4.1-mini"
+
+type AttrValue = string | number | boolean | ReadonlyArray<string>
+/** KeyValues in protobufjs object form (int64 as numbers, which `fromObject` converts). */
+const attrs = (record: Record<string, AttrValue>) =>
+  Object.entries(record).map(([key, v]) => ({
+    key,
+    value: Array.isArray(v)
+      ? { arrayValue: { values: v.map((s) => ({ stringValue: s })) } }
+      : typeof v === "string"
+      ? { stringValue: v }
+      : typeof v === "boolean"
+      ? { boolValue: v }
+      : Number.isInteger(v)
+      ? { intValue: v }
+      : { doubleValue: v }
+  }))
+
+const MS_NS = 1_000_000n
+
+/**
+ * One trace of `SPANS_PER_TRACE` spans in protobufjs object form: a root `invoke_agent` span, then `chat`
+ * and `execute_tool` children in turn, all children of the root. Content attributes are JSON strings, as
+ * most SDKs send them: chat input ~460 B, chat output ~320–380 B, tool arguments ~110 B, tool result ~280 B.
+ */
+const makeTrace = (traceId: Buffer, startMs: number, t: number) => {
+  const rootId = randomBytes(8)
+  const ns = (ms: number) => String(BigInt(startMs + ms) * MS_NS)
+  const step = 400
+  const spans: Array<Record<string, unknown>> = [{
+    traceId,
+    spanId: rootId,
+    name: "invoke_agent ResearchAgent",
+    kind: 1,
+    startTimeUnixNano: ns(0),
+    endTimeUnixNano: ns(step * SPANS_PER_TRACE),
+    attributes: attrs({
+      "gen_ai.operation.name": "invoke_agent",
+      "gen_ai.provider.name": "openai",
+      "gen_ai.agent.id": "asst_research_01",
+      "gen_ai.agent.name": "ResearchAgent",
+      "gen_ai.conversation.id": `conv_${t}`,
+      "gen_ai.request.model": MODEL
+    }),
+    status: {}
+  }]
+  for (let i = 1; i < SPANS_PER_TRACE; i++) {
+    const common = {
+      traceId,
+      spanId: randomBytes(8),
+      parentSpanId: rootId,
+      startTimeUnixNano: ns(i * step),
+      endTimeUnixNano: ns(i * step + step - 20 - (i % 7) * 10),
+      status: {}
+    }
+    if (i % 2 === 1) {
+      const input = JSON.stringify([
+        { role: "system", parts: [{ type: "text", content: SYSTEM }] },
+        { role: "user", parts: [{ type: "text", content: filler(260) }] }
+      ])
+      const toolCall = i + 1 < SPANS_PER_TRACE
+      const output = JSON.stringify([{
+        role: "assistant",
+        parts: toolCall
+          ? [{ type: "text", content: filler(160) }, { type: "tool_call", id: `call_${t}_${i}`, name: "web_search", arguments: { query: filler(50) } }]
+          : [{ type: "text", content: filler(240) }],
+        finish_reason: toolCall ? "tool_call" : "stop"
+      }])
+      spans.push({
+        ...common,
+        name: `chat ${MODEL}`,
+        kind: 3,
+        attributes: attrs({
+          "gen_ai.operation.name": "chat",
+          "gen_ai.provider.name": "openai",
+          "gen_ai.request.model": MODEL,
+          "gen_ai.response.model": `${MODEL}-2025-04-14`,
+          "gen_ai.response.id": `chatcmpl-${t}-${i}`,
+          "gen_ai.response.finish_reasons": [toolCall ? "tool_call" : "stop"],
+          "gen_ai.usage.input_tokens": 300 + ((t * 7 + i * 13) % 900),
+          "gen_ai.usage.output_tokens": 40 + ((t * 11 + i * 5) % 200),
+          "server.address": "api.openai.com",
+          "gen_ai.input.messages": input,
+          "gen_ai.output.messages": output
+        })
+      })
+    } else {
+      spans.push({
+        ...common,
+        name: "execute_tool web_search",
+        kind: 1,
+        attributes: attrs({
+          "gen_ai.operation.name": "execute_tool",
+          "gen_ai.tool.name": "web_search",
+          "gen_ai.tool.call.id": `call_${t}_${i - 1}`,
+          "gen_ai.tool.type": "function",
+          "gen_ai.tool.call.arguments": JSON.stringify({ query: filler(90), top_k: 5 }),
+          "gen_ai.tool.call.result": JSON.stringify({ results: [{ title: filler(40), snippet: filler(200) }] })
+        })
+      })
+    }
+  }
+  return spans
+}
+
+const ExportRequest = otlpProtoRoot.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
+
+/**
+ * An encoded request whose trace ids can be replaced: the body is built once with placeholder trace ids and
+ * the byte offsets of every occurrence of each are kept, so a fresh request costs a copy and 16 random
+ * bytes per trace (protobuf encoding 2000 spans per request would make the client compete for the CPU).
+ */
+interface BodyTemplate {
+  readonly bytes: Uint8Array
+  /** For each trace, the offsets of its 16-byte id. */
+  readonly offsets: ReadonlyArray<ReadonlyArray<number>>
+}
+
+const makeTemplate = (startMs: number): BodyTemplate => {
+  const ids = Array.from({ length: TRACES }, () => randomBytes(16))
+  const spans = ids.flatMap((id, t) => makeTrace(id, startMs + t * 1000, t))
+  const message = ExportRequest.fromObject({
+    resourceSpans: [{
+      resource: {
+        attributes: attrs({
+          "service.name": "research-agent",
+          "service.version": "1.4.2",
+          "deployment.environment.name": "production",
+          "telemetry.sdk.language": "python",
+          "telemetry.sdk.name": "opentelemetry",
+          "telemetry.sdk.version": "1.37.0"
+        })
+      },
+      scopeSpans: [{ scope: { name: "opentelemetry.instrumentation.openai_v2", version: "2.1b0" }, spans }]
+    }]
+  })
+  const bytes = ExportRequest.encode(message).finish()
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const offsets = ids.map((id) => {
+    const found: Array<number> = []
+    for (let at = buffer.indexOf(id); at !== -1; at = buffer.indexOf(id, at + 1)) found.push(at)
+    if (found.length !== SPANS_PER_TRACE) throw new Error(`trace id found ${found.length} times, expected ${SPANS_PER_TRACE}`)
+    return found
+  })
+  return { bytes, offsets }
+}
+
+let clock = Date.now() - 24 * 3600_000
+const TEMPLATES = Array.from({ length: 4 }, () => makeTemplate((clock += TRACES * 1000)))
+let nextTemplate = 0
+
+/** A fresh request body: a template's bytes with new trace ids. */
+const makeBody = (): Uint8Array => {
+  const template = TEMPLATES[nextTemplate++ % TEMPLATES.length]!
+  const body = Buffer.from(template.bytes)
+  const ids = randomBytes(16 * template.offsets.length)
+  template.offsets.forEach((offsets, t) => {
+    for (const at of offsets) ids.copy(body, at, t * 16, t * 16 + 16)
+  })
+  return body
+}
+
+// ---------------------------------------------------------------------------------------------- COPY
+
+/** COPY's text format: backslash, tab, newline and carriage return are escaped; NULL is \N. */
+const copyText = (value: string | null): string => {
+  if (value === null) return "\\N"
+  return /[\\\t\n\r]/.test(value)
+    ? value.replace(/\\/g, "\\\\").replace(/\t/g, "\\t").replace(/\n/g, "\\n").replace(/\r/g, "\\r")
+    : value
+}
+
+/** The part of pg's (untyped) Connection that a COPY FROM uses. */
+interface PgConnection {
+  query(text: string): void
+  sendCopyFromChunk(chunk: Buffer): void
+  endCopyFrom(): void
+}
+
+/**
+ * A `COPY ... FROM STDIN` for pg's Client (its "submittable" protocol, as pg-copy-streams uses): the whole
+ * payload goes out in one CopyData message once the server asks for it.
+ */
+class CopyFrom {
+  callback: ((err: Error | null, rows?: number) => void) | undefined
+  private rows = 0
+  private done = false
+  constructor(private readonly text: string, private readonly data: Buffer) {}
+  static run(client: pg.Client, text: string, data: string) {
+    return new Promise<number>((ok, fail) => {
+      const copy = new CopyFrom(text, Buffer.from(data))
+      copy.callback = (err, rows) => (err ? fail(err) : ok(rows ?? 0))
+      client.query(copy as unknown as pg.QueryConfig)
+    })
+  }
+  submit(connection: PgConnection) {
+    connection.query(this.text)
+  }
+  handleCopyInResponse(connection: PgConnection) {
+    connection.sendCopyFromChunk(this.data)
+    connection.endCopyFrom()
+  }
+  handleCommandComplete(msg: { text?: string }) {
+    this.rows = Number(msg.text?.split(" ").at(-1) ?? 0)
+  }
+  private finish(err: Error | null) {
+    if (this.done) return
+    this.done = true
+    this.callback?.(err, this.rows)
+  }
+  // An error (from the server, or the connection lost) settles at once, as pg-copy-streams does.
+  handleError(err: Error) {
+    this.finish(err)
+  }
+  handleReadyForQuery() {
+    this.finish(null)
+  }
+  // Not expected for COPY FROM; present so an unexpected message cannot crash the client.
+  handleRowDescription() {}
+  handleDataRow() {}
+  handleEmptyQuery() {}
+  handlePortalSuspended() {}
+  handleCopyData() {}
+}
+
+/**
+ * Rows as the API stored them, as COPY text: every column of the spans of `traces` whole traces (picked by
+ * their random ids, so the span types come in the proportions the API stored them; `SELECT * FROM spans LIMIT n`
+ * would return whatever the heap holds first) in PostgreSQL's own text output (no type parsing, so jsonb,
+ * numeric and timestamptz go back exactly as they came out). Each batch gets fresh trace and span ids
+ * (parents remapped within the batch); every other byte is kept.
+ */
+const SAMPLE_SQL = "SELECT * FROM spans WHERE trace_id IN (SELECT id FROM traces ORDER BY id LIMIT $1)"
+const sampleRows = async (db: pg.Client, traces: number) => {
+  const raw = (value: string) => value
+  const result = await db.query<Array<string | null>>({
+    text: SAMPLE_SQL,
+    values: [traces],
+    rowMode: "array",
+    types: { getTypeParser: () => raw } as unknown as pg.CustomTypesConfig
+  })
+  const columns = result.fields.map((f) => f.name)
+  const at = (name: string) => {
+    const i = columns.indexOf(name)
+    if (i < 0) throw new Error(`spans has no column ${name}`)
+    return i
+  }
+  const traceCol = at("trace_id")
+  const idCol = at("id")
+  const parentCol = at("parent_id")
+  const rows = result.rows.map((row) => row.map(copyText))
+  const bytes = rows.reduce((n, r) => n + r.join("\t").length + 1, 0)
+  const typeCol = at("span_type")
+  const types = new Map<string, number>()
+  for (const row of result.rows) types.set(String(row[typeCol]), (types.get(String(row[typeCol])) ?? 0) + 1)
+  const mix = [...types].sort((a, b) => b[1] - a[1]).map(([t, n]) => `${t} ${fmtInt(n)}`).join(", ")
+  const batch = () => {
+    const traces = new Map<string, string>()
+    const spans = new Map<string, string>()
+    const fresh = (map: Map<string, string>, key: string) => {
+      let id = map.get(key)
+      if (id === undefined) map.set(key, (id = crypto.randomUUID()))
+      return id
+    }
+    let out = ""
+    for (const row of rows) {
+      const copy = row.slice()
+      const trace = row[traceCol]!
+      copy[traceCol] = fresh(traces, trace)
+      copy[idCol] = fresh(spans, `${trace}/${row[idCol]}`)
+      if (row[parentCol] !== "\\N") copy[parentCol] = fresh(spans, `${trace}/${row[parentCol]}`)
+      out += copy.join("\t") + "\n"
+    }
+    return out
+  }
+  return { columns, count: rows.length, avgBytes: bytes / Math.max(1, rows.length), mix, batch }
+}
+
+/** `totalRows` rows, `batchRows` per COPY, over `concurrency` connections. */
+const copyCeiling = async (
+  databaseUrl: string,
+  serverPid: number,
+  sample: Awaited<ReturnType<typeof sampleRows>>,
+  totalRows: number,
+  concurrency: number
+) => {
+  const clients = await Promise.all(Array.from({ length: concurrency }, async () => {
+    const client = new pg.Client({ connectionString: databaseUrl })
+    await client.connect()
+    return client
+  }))
+  const text = `COPY spans_copy (${sample.columns.join(", ")}) FROM STDIN`
+  const batches = Math.max(1, Math.ceil(totalRows / sample.count))
+  try {
+    // Warm-up on every connection, then measure.
+    await Promise.all(clients.map((c) => CopyFrom.run(c, text, sample.batch())))
+    const latencies: Array<number> = []
+    let next = 0
+    let rows = 0
+    const cpu0 = cpuSnapshot(serverPid) // before the connections close: an exited backend's CPU is gone
+    const start = performance.now()
+    await Promise.all(clients.map(async (client) => {
+      while (next < batches) {
+        next++
+        const data = sample.batch()
+        const t0 = performance.now()
+        const copied = await CopyFrom.run(client, text, data) // not `rows += await`: that reads `rows` first
+        rows += copied
+        latencies.push(performance.now() - t0)
+      }
+    }))
+    const seconds = (performance.now() - start) / 1000
+    const cpu = coresBusy(cpu0, cpuSnapshot(serverPid))
+    return { batches: latencies.length, rows, seconds, latencies, cpu }
+  } finally {
+    await Promise.all(clients.map((c) => c.end().catch(() => {})))
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- server
+
+interface Server {
+  readonly url: string
+  readonly pid: number
+  readonly output: () => string
+  readonly stop: () => Promise<void>
+}
+
+const freePort = () => {
+  const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
+  const port = listener.port
+  listener.stop(true)
+  return port
+}
+
+const startServer = async (databaseUrl: string): Promise<Server> => {
+  const port = freePort()
+  const inherited = Object.fromEntries(
+    Object.entries(env).filter(([k]) => !k.startsWith("TAPEDECK_") && !k.startsWith("BENCH_") && k !== "DATABASE_URL")
+  )
+  const profile = CPU_PROF ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${resolve(CPU_PROF)}`] : []
+  const proc = Bun.spawn({
+    cmd: [process.execPath, ...profile, "src/main.ts"],
+    cwd: ROOT,
+    env: {
+      ...inherited,
+      DATABASE_URL: databaseUrl,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      TAPEDECK_API_KEYS: `bench=${KEY}`,
+      TAPEDECK_RATE_LIMIT_PER_MINUTE: "100000000",
+      TAPEDECK_LOG_LEVEL: "warn" // Effect reads the label (WARN) case-insensitively
+      // TAPEDECK_INGEST_MAX_INFLIGHT stays at its default (8): the overload phase measures that gate.
+    },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe"
+  })
+  // Drain the server's output (a full pipe would stall it); keep the tail for error reports.
+  let tail = ""
+  const drain = async (stream: ReadableStream<Uint8Array>) => {
+    const decoder = new TextDecoder()
+    for await (const chunk of stream) tail = (tail + decoder.decode(chunk, { stream: true })).slice(-8000)
+  }
+  const drained = Promise.all([drain(proc.stdout), drain(proc.stderr)]).catch(() => {})
+  const url = `http://127.0.0.1:${port}`
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill("SIGTERM")
+      if (!(await within(proc.exited, 15_000))) {
+        proc.kill("SIGKILL")
+        await proc.exited
+      }
+    }
+    await within(drained, 1000)
+  }
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    if (proc.exitCode !== null || proc.signalCode !== null) {
+      await within(drained, 1000)
+      throw new Error(`server exited (${proc.exitCode ?? proc.signalCode}) before answering /health:\n${tail}`)
+    }
+    try {
+      const res = await fetch(`${url}/health`)
+      await res.arrayBuffer()
+      if (res.status === 200) break
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stop()
+      throw new Error(`server did not answer /health with 200 within 60 s:\n${tail}`)
+    }
+    await sleep(100)
+  }
+  return { url, pid: proc.pid, output: () => tail, stop }
+}
+
+// ---------------------------------------------------------------------------------------------- phases
+
+interface Load {
+  readonly seconds: number
+  /** Requests answered 200, the spans they acknowledged (`spans_ingested`) and the traces they created. */
+  readonly accepted: number
+  readonly spans: number
+  readonly tracesCreated: number
+  /** Spans refused through partialSuccess in 200 responses. */
+  readonly rejectedSpans: number
+  readonly latencies: Array<number>
+  /** 503 answers, how many carried a valid Retry-After (integer seconds ≥ 1), and their latencies. */
+  readonly unavailable: number
+  readonly withRetryAfter: number
+  readonly unavailableLatencies: Array<number>
+  /** Any other status, or a failed request. */
+  readonly errors: number
+  readonly firstError?: string
+  readonly bodyBytes: number
+}
+
+/** `concurrency` workers POSTing fresh protobuf exports until `seconds` have passed (no backoff after a 503). */
+const load = async (url: string, seconds: number, concurrency: number): Promise<Load> => {
+  const latencies: Array<number> = []
+  const unavailableLatencies: Array<number> = []
+  let accepted = 0
+  let spans = 0
+  let tracesCreated = 0
+  let rejectedSpans = 0
+  let unavailable = 0
+  let withRetryAfter = 0
+  let errors = 0
+  let firstError: string | undefined
+  let bodyBytes = 0
+  const start = performance.now()
+  const end = start + seconds * 1000
+  const worker = async () => {
+    while (performance.now() < end) {
+      const body = makeBody()
+      const t0 = performance.now()
+      try {
+        const res = await fetch(`${url}/v1/traces`, {
+          method: "POST",
+          headers: { "content-type": "application/x-protobuf", "x-service-key": KEY },
+          body
+        })
+        const text = await res.text()
+        const t1 = performance.now()
+        if (res.status === 200) {
+          const result = JSON.parse(text) as {
+            partialSuccess?: { rejectedSpans?: number | string; errorMessage?: string }
+            traces_created: number
+            spans_ingested: number
+          }
+          accepted++
+          spans += result.spans_ingested
+          tracesCreated += result.traces_created
+          const rejected = Number(result.partialSuccess?.rejectedSpans ?? 0)
+          if (rejected > 0) {
+            rejectedSpans += rejected
+            firstError ??= `partialSuccess: ${result.partialSuccess?.errorMessage}`
+          }
+          bodyBytes += body.length
+          latencies.push(t1 - t0)
+        } else if (res.status === 503) {
+          unavailable++
+          if (/^[1-9]\d*$/.test(res.headers.get("retry-after") ?? "")) withRetryAfter++
+          unavailableLatencies.push(t1 - t0)
+        } else {
+          errors++
+          firstError ??= `HTTP ${res.status}: ${text.slice(0, 500)}`
+        }
+      } catch (e) {
+        errors++
+        firstError ??= String(e)
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, worker))
+  return {
+    seconds: (performance.now() - start) / 1000,
+    accepted,
+    spans,
+    tracesCreated,
+    rejectedSpans,
+    latencies,
+    unavailable,
+    withRetryAfter,
+    unavailableLatencies,
+    errors,
+    bodyBytes,
+    ...(firstError ? { firstError } : {})
+  }
+}
+
+/** Jobs not finished yet (the terminal-trace jobs ingestion enqueues, run by the server's worker). */
+const pendingJobs = async (db: pg.Client) =>
+  Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status IN ('queued', 'running')")).rows[0]!.n)
+
+/** Waits up to `seconds` for the job queue to drain, so the server is idle during the next phase. */
+const drainJobs = async (db: pg.Client, seconds: number) => {
+  const start = performance.now()
+  const before = await pendingJobs(db)
+  let left = before
+  while (left > 0 && performance.now() - start < seconds * 1000) {
+    await sleep(250)
+    left = await pendingJobs(db)
+  }
+  return { before, left, seconds: (performance.now() - start) / 1000 }
+}
+
+/** decodeOtlpProtobuf on fresh bodies in this process (one core), for `seconds` after a warm-up. */
+const decodeOnly = (seconds: number) => {
+  const bodies = Array.from({ length: 8 }, makeBody)
+  const run = (i: number) => {
+    const decoded = decodeOtlpProtobuf(bodies[i % bodies.length]!)
+    if (decoded._tag === "Left") throw new Error(`decodeOtlpProtobuf: ${decoded.left}`)
+    if (decoded.right.spans.length !== SPANS || decoded.right.rejected.length !== 0) {
+      throw new Error(`decodeOtlpProtobuf gave ${decoded.right.spans.length} spans (${decoded.right.rejected.length} rejected)`)
+    }
+  }
+  for (let i = 0; i < 10; i++) run(i)
+  const times: Array<number> = []
+  const until = performance.now() + seconds * 1000
+  while (performance.now() < until) {
+    const t0 = performance.now()
+    run(times.length)
+    times.push(performance.now() - t0)
+  }
+  const total = times.reduce((a, b) => a + b, 0)
+  times.sort((a, b) => a - b)
+  return { runs: times.length, median: percentile(times, 0.5), best: times[0]!, spansPerSecond: (times.length * SPANS) / (total / 1000) }
+}
+
+/** `load` while sampling the server's RSS (KiB) every 500 ms, from its start to its end. */
+const loadWithRss = async (url: string, serverPid: number, seconds: number, concurrency: number) => {
+  const rss: Array<number> = [rssKiB(serverPid)]
+  const timer = setInterval(() => rss.push(rssKiB(serverPid)), 500)
+  try {
+    const result = await load(url, seconds, concurrency)
+    rss.push(rssKiB(serverPid))
+    return { ...result, rss: rss.filter(Number.isFinite) }
+  } finally {
+    clearInterval(timer)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- main
+
+const cleanups: Array<() => Promise<void>> = []
+let cleaning: Promise<void> | undefined
+const cleanup = () =>
+  (cleaning ??= (async () => {
+    for (const step of cleanups.reverse()) {
+      try {
+        await step()
+      } catch (e) {
+        console.error(`cleanup: ${e}`)
+      }
+    }
+  })())
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    console.error(`\n${signal}: cleaning up`)
+    void cleanup().finally(() => process.exit(130))
+  })
+}
+
+const started = performance.now()
+const log = (message: string) =>
+  console.error(`[bench +${((performance.now() - started) / 1000).toFixed(1)}s] ${message}`)
+
+const main = async () => {
+  if (SPANS > 2000) throw new Error(`BENCH_TRACES × BENCH_SPANS_PER_TRACE = ${SPANS}: the server takes at most 2000 spans a request`)
+  const admin = new pg.Client({ connectionString: ADMIN_URL })
+  await admin.connect()
+  const settings = (await admin.query<{ v: string; av: string }>(
+    "SELECT current_setting('server_version') AS v, current_setting('autovacuum') AS av"
+  )).rows[0]
+  const pgVersion = settings?.v ?? "?"
+  const autovacuum = settings?.av ?? "?"
+  const database = `${DATABASE_PREFIX}${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`
+  // Registered first, so a Ctrl-C while the database is being created still drops it.
+  cleanups.push(async () => {
+    const client = new pg.Client({ connectionString: ADMIN_URL })
+    await client.connect()
+    try {
+      await client.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+      log(`dropped database ${database}`)
+    } finally {
+      await client.end()
+    }
+  })
+  await admin.query(`CREATE DATABASE ${database}`)
+  await admin.end()
+  const databaseUrl = withDatabase(ADMIN_URL, database)
+
+  log(`database ${database}; starting the server`)
+  const server = await startServer(databaseUrl)
+  cleanups.push(async () => {
+    const t0 = performance.now()
+    await server.stop()
+    log(`server stopped (${((performance.now() - t0) / 1000).toFixed(1)} s)`)
+  })
+
+  const db = new pg.Client({ connectionString: databaseUrl })
+  await db.connect()
+  cleanups.push(() => db.end())
+
+  const bodyKiB = TEMPLATES.reduce((n, t) => n + t.bytes.length, 0) / TEMPLATES.length / 1024
+  const phase = `POST /v1/traces (protobuf, ${TRACES} traces × ${SPANS_PER_TRACE} spans = ${SPANS} spans, ~${bodyKiB.toFixed(0)} KiB)`
+
+  log(`warm-up: ${WARMUP_SECONDS} s of ${phase} at concurrency ${CONCURRENCY}`)
+  const warm = await load(server.url, WARMUP_SECONDS, CONCURRENCY)
+  if (warm.errors > 0 || warm.rejectedSpans > 0 || warm.accepted === 0) {
+    throw new Error(`warm-up failed: ${warm.firstError ?? "no request accepted"}\nserver output:\n${server.output()}`)
+  }
+  const jobsBeforeIngest = (await drainJobs(db, JOB_DRAIN_SECONDS)).left
+  if (ANALYZE) await db.query("ANALYZE")
+  await db.query("CHECKPOINT")
+
+  log(`ingest: ${SECONDS} s of ${phase} at concurrency ${CONCURRENCY}`)
+  const ingestCpu0 = cpuSnapshot(server.pid)
+  const api = await loadWithRss(server.url, server.pid, SECONDS, CONCURRENCY)
+  const ingestCpu = coresBusy(ingestCpu0, cpuSnapshot(server.pid))
+  if (api.errors > 0 || api.rejectedSpans > 0) {
+    throw new Error(`${api.errors} POSTs failed, ${api.rejectedSpans} spans rejected: ${api.firstError}\nserver output:\n${server.output()}`)
+  }
+  if (api.accepted === 0) throw new Error(`no request was accepted (${api.unavailable} answered 503)`)
+  const apiSpansPerSecond = api.spans / api.seconds
+  const apiLatency = latencyStats(api.latencies)
+
+  const jobs = await drainJobs(db, JOB_DRAIN_SECONDS)
+  log(`job queue: ${jobs.before} pending after ingest, ${jobs.left} after ${jobs.seconds.toFixed(1)} s`)
+
+  const sample = await sampleRows(db, TRACES)
+  await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
+  await db.query("CHECKPOINT")
+  log(`ceiling: COPY of ${fmtInt(api.spans)} rows (sampled from spans) into spans_copy, ${sample.count} a batch over ${CONCURRENCY} connections`)
+  const copy = await copyCeiling(databaseUrl, server.pid, sample, api.spans, CONCURRENCY)
+  const copySpansPerSecond = copy.rows / copy.seconds
+  const copyLatency = latencyStats(copy.latencies)
+
+  log(`decode only: decodeOtlpProtobuf in-process for ${DECODE_SECONDS} s`)
+  const decode = decodeOnly(DECODE_SECONDS)
+
+  await db.query("CHECKPOINT")
+  log(`overload: ${OVERLOAD_SECONDS} s at concurrency ${OVERLOAD_CONCURRENCY} (TAPEDECK_INGEST_MAX_INFLIGHT default ${DEFAULT_MAX_INFLIGHT})`)
+  const overloadCpu0 = cpuSnapshot(server.pid)
+  const over = await loadWithRss(server.url, server.pid, OVERLOAD_SECONDS, OVERLOAD_CONCURRENCY)
+  const overloadCpu = coresBusy(overloadCpu0, cpuSnapshot(server.pid))
+  if (over.rejectedSpans > 0) throw new Error(`overload: ${over.rejectedSpans} spans rejected: ${over.firstError}`)
+  const overRequests = over.accepted + over.unavailable + over.errors
+  const overSpansPerSecond = over.spans / over.seconds
+  const overLatency = latencyStats(over.latencies)
+  const over503Latency = latencyStats(over.unavailableLatencies)
+  const rssStart = over.rss[0] ?? NaN
+  const rssPeak = Math.max(...over.rss)
+  const rssEnd = over.rss.at(-1) ?? NaN
+
+  // Everything the API acknowledged is stored.
+  const stored = (await db.query<{ traces: string; spans: string; api_row: string; copy_row: string }>(
+    `SELECT (SELECT count(*) FROM traces) AS traces, (SELECT count(*) FROM spans) AS spans,
+            (SELECT avg(pg_column_size(s.*))::int FROM spans s) AS api_row,
+            (SELECT avg(pg_column_size(s.*))::int FROM spans_copy s) AS copy_row`
+  )).rows[0]!
+  const expectedTraces = warm.tracesCreated + api.tracesCreated + over.tracesCreated
+  const expectedSpans = warm.spans + api.spans + over.spans
+  if (Number(stored.traces) !== expectedTraces || Number(stored.spans) !== expectedSpans) {
+    throw new Error(`stored ${stored.traces} traces / ${stored.spans} spans, expected ${expectedTraces} / ${expectedSpans}`)
+  }
+
+  const mark = (ok: boolean) => (ok ? " ✓" : " ✗")
+  const spansRatio = apiSpansPerSecond / copySpansPerSecond
+  const allRetryAfter = over.withRetryAfter === over.unavailable
+  const ingestRssPeak = Math.max(...api.rss)
+  const rssGrowth = rssPeak / ingestRssPeak
+  const serverMsPerKSpans = (ingestCpu.serverSeconds / api.spans) * 1e6
+  const decodeMsPerKSpans = 1e6 / decode.spansPerSecond
+  const rows: Array<[string, string, string, string, string]> = [
+    [
+      `POST /v1/traces spans/s (protobuf, ${SPANS} spans/request, concurrency ${CONCURRENCY})`,
+      `${fmtInt(apiSpansPerSecond)} spans/s`,
+      `≥ ${fmtInt(TARGET_SPANS_PER_SECOND)} spans/s${mark(apiSpansPerSecond >= TARGET_SPANS_PER_SECOND)}`,
+      `${fmtInt(copySpansPerSecond)} spans/s (COPY)`,
+      fmtRatio(spansRatio)
+    ],
+    [
+      "API ÷ COPY spans/s",
+      fmtRatio(spansRatio),
+      `≥ ${TARGET_COPY_RATIO}${mark(spansRatio >= TARGET_COPY_RATIO)}`,
+      "—",
+      fmtRatio(spansRatio)
+    ],
+    [
+      "POST /v1/traces latency p50",
+      fmtMs(apiLatency.p50),
+      "—",
+      `${fmtMs(copyLatency.p50)} (COPY of ${sample.count} rows)`,
+      fmtRatio(copyLatency.p50 / apiLatency.p50)
+    ],
+    [
+      "POST /v1/traces latency p99",
+      fmtMs(apiLatency.p99),
+      "—",
+      `${fmtMs(copyLatency.p99)} (COPY of ${sample.count} rows)`,
+      fmtRatio(copyLatency.p99 / apiLatency.p99)
+    ],
+    [
+      "POST /v1/traces 503s at concurrency " + CONCURRENCY,
+      `${fmtInt(api.unavailable)} of ${fmtInt(api.accepted + api.unavailable)}`,
+      "—",
+      "—",
+      "—"
+    ],
+    [
+      "decodeOtlpProtobuf only (same bodies, in-process, 1 core)",
+      `${fmtInt(decode.spansPerSecond)} spans/s`,
+      "—",
+      "—",
+      `${fmtRatio(apiSpansPerSecond / decode.spansPerSecond)} (API ÷ decode)`
+    ],
+    [
+      `Overload (concurrency ${OVERLOAD_CONCURRENCY}, max in flight ${DEFAULT_MAX_INFLIGHT}): 503 share`,
+      `${fmtPercent(over.unavailable / overRequests)} (${fmtInt(over.unavailable)} of ${fmtInt(overRequests)})`,
+      "—",
+      "—",
+      "—"
+    ],
+    [
+      "Overload: 503s with Retry-After",
+      `${fmtInt(over.withRetryAfter)} of ${fmtInt(over.unavailable)}`,
+      `all${mark(allRetryAfter)}`,
+      "—",
+      "—"
+    ],
+    [
+      "Overload: accepted spans/s",
+      `${fmtInt(overSpansPerSecond)} spans/s`,
+      "—",
+      `${fmtInt(apiSpansPerSecond)} spans/s (concurrency ${CONCURRENCY})`,
+      fmtRatio(overSpansPerSecond / apiSpansPerSecond)
+    ],
+    [
+      "Overload: latency p50 / p99 (200s; 503s)",
+      `${fmtMs(overLatency.p50)} / ${fmtMs(overLatency.p99)}; ${fmtMs(over503Latency.p50)} / ${fmtMs(over503Latency.p99)}`,
+      "—",
+      `${fmtMs(apiLatency.p50)} / ${fmtMs(apiLatency.p99)} (concurrency ${CONCURRENCY})`,
+      fmtRatio(apiLatency.p50 / overLatency.p50)
+    ],
+    [
+      "Overload: server RSS start / peak / end",
+      `${fmtMiB(rssStart)} / ${fmtMiB(rssPeak)} / ${fmtMiB(rssEnd)}`,
+      `flat: peak ≤ ${TARGET_RSS_GROWTH} × step-1 peak${mark(rssGrowth <= TARGET_RSS_GROWTH)}`,
+      `${fmtMiB(ingestRssPeak)} (step-1 peak, concurrency ${CONCURRENCY})`,
+      `${fmtRatio(rssGrowth)} (peak ÷ step-1 peak)`
+    ]
+  ]
+
+  const cores = availableParallelism()
+  /** Phases where processes other than the server, PostgreSQL and this client used a noticeable share. */
+  const busy = ([["ingest", ingestCpu], ["COPY", copy.cpu], ["overload", overloadCpu]] as const)
+    .filter(([, c]) => c.other > BUSY_OTHER_CORES)
+    .map(([name, c]) => `${c.other.toFixed(2)} during ${name}`)
+  const lines = [
+    "| metric | value | target | ceiling | ratio |",
+    "|---|---|---|---|---|",
+    ...rows.map((r) => `| ${r.join(" | ")} |`),
+    "",
+    `Command: \`${COMMAND}\``,
+    "",
+    `- Machine: ${cores} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion} (autovacuum ${autovacuum}; ${ANALYZE ? "ANALYZE after the warm-up, the statistics autovacuum keeps in a running system" : "BENCH_ANALYZE=off: no planner statistics, as in a fresh database"}); server \`bun src/main.ts\` in its own process on a fresh database, TAPEDECK_INGEST_MAX_INFLIGHT at its default (${DEFAULT_MAX_INFLIGHT}); client and server share the machine.`,
+    `- Ingest: ${fmtInt(api.accepted)} exports answered 200 (${fmtInt(api.spans)} spans acknowledged by \`spans_ingested\`, ${fmtInt(api.tracesCreated)} traces created, 0 refused) in ${api.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up; ${fmtInt(api.unavailable)} answered 503. Bodies ~${bodyKiB.toFixed(0)} KiB of protobuf: per trace one \`invoke_agent\` root, ${Math.ceil((SPANS_PER_TRACE - 1) / 2)} \`chat\` spans (tokens, input/output messages as JSON strings of ~460/~350 B) and ${Math.floor((SPANS_PER_TRACE - 1) / 2)} \`execute_tool\` spans (arguments/result JSON strings of ~110/~280 B); fresh trace ids every request. Every acknowledged span of every phase verified stored (${fmtInt(expectedSpans)} spans, ${fmtInt(expectedTraces)} traces).`,
+    `- Terminal-trace jobs (one per finished trace, run by the server's own worker): ${fmtInt(jobs.before)} pending when ingest ended, so the worker ran ~${fmtInt((jobsBeforeIngest + api.tracesCreated - jobs.before) / api.seconds)} a second during ingest against ${fmtInt(api.tracesCreated / api.seconds)} enqueued; ${jobs.left === 0 ? `drained in ${jobs.seconds.toFixed(1)} s before the ceiling ran` : `${fmtInt(jobs.left)} still pending after ${jobs.seconds.toFixed(1)} s (the server's worker was busy during the ceiling)`}.`,
+    `- Ceiling: \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key) of ${fmtInt(copy.rows)} rows, ${sample.count} a COPY over ${CONCURRENCY} connections, in ${copy.seconds.toFixed(1)} s. The rows are the stored spans of ${TRACES} whole traces (\`${SAMPLE_SQL.replace("$1", String(TRACES))}\`: ${sample.mix}), ~${Math.round(sample.avgBytes)} B of COPY text each, with fresh ids. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY. The API also writes traces, reads the spans back to finalize each trace, updates them and enqueues a job per finished trace; COPY does none of that.`,
+    `- Decode only: ${decode.runs} runs of \`decodeOtlpProtobuf\` on ${SPANS}-span bodies, median ${fmtMs(decode.median)}, best ${fmtMs(decode.best)}: ${decodeMsPerKSpans.toFixed(1)} ms of CPU per 1000 spans, against ${serverMsPerKSpans.toFixed(1)} ms of server CPU per 1000 spans ingested (${fmtPercent(decodeMsPerKSpans / serverMsPerKSpans)} of it).`,
+    `- Overload: ${OVERLOAD_CONCURRENCY} clients for ${over.seconds.toFixed(1)} s, each resending at once after a 503 (no backoff); ${fmtInt(over.accepted)} exports accepted (${fmtInt(over.spans)} spans), ${fmtInt(over.unavailable)} answered 503, ${fmtInt(over.errors)} other failures${over.firstError ? ` (first: ${over.firstError.slice(0, 200)})` : ""}. Server RSS (VmRSS, MiB) every 500 ms under overload: ${over.rss.map((k) => (k / 1024).toFixed(0)).join(" ")}; under the step-1 load: ${api.rss.map((k) => (k / 1024).toFixed(0)).join(" ")}.`,
+    `- CPU, average cores busy of ${cores} (server process / all postgres processes / this client / anything else): ` +
+    `ingest ${fmtCores(ingestCpu)}; COPY ${fmtCores(copy.cpu)}; overload ${fmtCores(overloadCpu)}.`,
+    "- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value).",
+    ...(busy.length > 0
+      ? [`- ⚠ Other processes kept the machine busy (${busy.join("; ")} of ${cores} cores not this benchmark's): the figures are depressed; rerun on a quiet machine.`]
+      : [])
+  ]
+  console.log(lines.join("\n"))
+}
+
+try {
+  await main()
+} catch (e) {
+  process.exitCode = 1
+  console.error(e instanceof Error ? e.stack ?? e.message : e)
+} finally {
+  await cleanup()
+}
