@@ -15,8 +15,9 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       rateLimitPerMinute: yield* Config.integer("TAPEDECK_RATE_LIMIT_PER_MINUTE").pipe(Config.withDefault(1200)),
       maxBodyBytes: yield* Config.integer("TAPEDECK_MAX_BODY_BYTES").pipe(Config.withDefault(16 * 1024 * 1024)),
       ingestMaxInflight: yield* Config.integer("TAPEDECK_INGEST_MAX_INFLIGHT").pipe(Config.withDefault(8)),
+      // A 2000-span GenAI export is ~5 MB; decoding is what costs memory, so the cap stays near that.
       ingestMaxDecompressedBytes: yield* Config.integer("TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES").pipe(
-        Config.withDefault(64 * 1024 * 1024)
+        Config.withDefault(16 * 1024 * 1024)
       ),
       replayInlineMaxModelCalls: yield* Config.integer("TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS").pipe(Config.withDefault(8)),
       replayTimeoutSeconds: yield* Config.integer("TAPEDECK_REPLAY_TIMEOUT_SECONDS").pipe(Config.withDefault(900)),

@@ -29,7 +29,16 @@ const mapAll = (accountId: AccountId, decoded: DecodedExport) => {
   let rejected = decoded.rejected.length
   // The last copy of a span sent twice in one request wins, as it would across requests.
   const byKey = new Map<string, MappedSpan>()
+  const kept = new Set<string>()
   for (const span of decoded.spans) {
+    // The cap is applied before mapping: spans past it cost a count, not a mapping.
+    const otelKey = `${span.traceId}/${span.spanId}`
+    if (!kept.has(otelKey) && kept.size >= MAX_SPANS_PER_EXPORT) {
+      rejected++
+      reasons.add(`more than ${MAX_SPANS_PER_EXPORT} spans in one request: lower the exporter's batch size`)
+      continue
+    }
+    kept.add(otelKey)
     let mapped: MappedSpan | undefined
     try {
       mapped = mapSpan(accountNs, span)
@@ -39,13 +48,7 @@ const mapAll = (accountId: AccountId, decoded: DecodedExport) => {
       continue
     }
     if (mapped === undefined) continue
-    const key = `${mapped.traceId}/${mapped.span.id}`
-    if (!byKey.has(key) && byKey.size >= MAX_SPANS_PER_EXPORT) {
-      rejected++
-      reasons.add(`more than ${MAX_SPANS_PER_EXPORT} spans in one request: lower the exporter's batch size`)
-      continue
-    }
-    byKey.set(key, mapped)
+    byKey.set(`${mapped.traceId}/${mapped.span.id}`, mapped)
   }
   return { spans: [...byKey.values()], rejected, reasons }
 }

@@ -202,12 +202,19 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
      */
     const abandonStale = Effect.fn("ForkRepo.abandonStale")(
       function*(forkId: ForkId, seconds: number) {
-        const rows = yield* sql`
+        const rows = yield* sql<{ accountId: string; month: string; resultTraceId: string }>`
           UPDATE replay_generations SET status = 'failed', error = 'abandoned: no outcome within the replay timeout',
                                         finished_at = now()
           WHERE fork_id = ${forkId} AND status = 'replaying'
             AND created_at < now() - make_interval(secs => ${seconds})
-          RETURNING execution_id`
+          RETURNING account_id AS "accountId", usage_month AS month, result_trace_id AS "resultTraceId"`
+        for (const row of rows) {
+          // Its unit goes back unless it got as far as storing a result.
+          yield* sql`
+            UPDATE replay_usage SET used = GREATEST(0, used - 1)
+            WHERE account_id = ${row.accountId} AND month = ${row.month}
+              AND NOT EXISTS (SELECT 1 FROM traces WHERE id = ${row.resultTraceId})`
+        }
         return rows.length > 0
       },
       Effect.catchTags({ SqlError: Effect.die })

@@ -148,7 +148,8 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
       }
       const result = outcome.right
       yield* sql.withTransaction(Effect.gen(function*() {
-        yield* traceRepo.insert(accountId, result.trace, null, config.jobMaxAttempts)
+        // A result trace is created terminal: downstream processing runs on it like on any other.
+        yield* traceRepo.insert(accountId, result.trace, crypto.randomUUID(), config.jobMaxAttempts)
         yield* traceRepo.markForkResult(started.resultTraceId as TraceId, fork.id)
         yield* repo.finishGeneration({
           executionId: started.executionId, status: "completed", byteReplayed: result.byteReplayed,
@@ -190,7 +191,8 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
     const replay = Effect.fn("Forks.replay")(function*(accountId: AccountId, forkId: ForkId) {
       const plan = yield* planFor(accountId, forkId)
       const { fork, mode, runInline, started } = yield* begin(accountId, forkId, plan)
-      if (runInline) return yield* runOnServer(accountId, fork, started)
+      // Once the generation is open it must reach an outcome: a client hanging up does not stop it.
+      if (runInline) return yield* Effect.uninterruptible(runOnServer(accountId, fork, started))
       return {
         fork_id: fork.id as ForkId,
         result_trace_id: started.resultTraceId as TraceId,

@@ -98,12 +98,13 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
      * result trace was never stored gives its allowance unit back. The number of generations ended (0 or 1).
      */
     const finish = Effect.fn("SdkReplay.finish")(
-      function*(accountId: AccountId, outcome: SdkOutcome) {
+      function*(accountId: AccountId, outcome: SdkOutcome, connectionId?: string) {
         const ended = yield* sql<{ forkId: string; resultTraceId: string; month: string }>`
           UPDATE replay_generations SET status = ${outcome.status}, error = ${outcome.error},
                  byte_replayed = ${outcome.byteReplayed}, faithful_reexec = ${outcome.faithfulReexec},
                  fidelity_caveats = ${JSON.stringify(outcome.caveats)}::jsonb, finished_at = now()
           WHERE execution_id = ${outcome.executionId} AND account_id = ${accountId} AND status = 'replaying'
+            AND mode = 'sdk' ${connectionId === undefined ? sql`` : sql`AND connection_id = ${connectionId}`}
           RETURNING fork_id AS "forkId", result_trace_id AS "resultTraceId", usage_month AS month`
         const generation = ended[0]
         if (generation === undefined) return 0

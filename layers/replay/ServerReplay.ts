@@ -2,7 +2,7 @@ import { Effect, Either, Schema } from "effect"
 import type { Fork } from "#src/domain/Fork"
 import { messagesAfterForkPoint, messagesAtForkPoint, splitAtForkPoint } from "#src/domain/ReplayPlan"
 import type { SpanWire } from "#src/domain/Span"
-import { CreateTraceRequest, type TraceDetailWire } from "#src/domain/Trace"
+import { CreateTraceRequest, MAX_SPANS_PER_REQUEST, type TraceDetailWire } from "#src/domain/Trace"
 import { type ChatMessage, LlmClient } from "../llm/LlmClient.ts"
 import { ModelPrices } from "../llm/Prices.ts"
 
@@ -45,6 +45,13 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
   const split = splitAtForkPoint(source.spans, fork.forkPointSpanId)
   if (split === undefined) {
     return yield* new ReplayFailed({ reason: `span ${fork.forkPointSpanId} is no longer in trace ${source.id}`, modelWork: false })
+  }
+  // The result is written through the Traces API's own validation, 1000 spans at most (the fork point adds one).
+  if (split.before.length + split.after.length + 1 > MAX_SPANS_PER_REQUEST) {
+    return yield* new ReplayFailed({
+      reason: `server replay supports traces of up to ${MAX_SPANS_PER_REQUEST - 1} spans; this one has ${source.spans.length}`,
+      modelWork: false
+    })
   }
   const caveats = new Set<string>()
   const mocks = (fork.mockOutputs ?? {}) as Record<string, unknown>
@@ -100,8 +107,8 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
       }
     } else if (span.span_type === "tool_call" || span.span_type === "tool_result") {
       const name = toolName(span)
-      if (span.id in mocks || name in mocks) {
-        copy.output = span.id in mocks ? mocks[span.id] : mocks[name]
+      if (Object.hasOwn(mocks, span.id) || Object.hasOwn(mocks, name)) {
+        copy.output = Object.hasOwn(mocks, span.id) ? mocks[span.id] : mocks[name]
         copy.metadata = { ...(span.metadata ?? {}), replay: { mocked: true, recorded_output: span.output ?? null } }
       } else {
         caveats.add(`tool '${name}' output reused from the recording; side effects were not re-run`)

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { Text } from "./Json.ts"
 
 /**
  * Messages an SDK sends over GET /ws/v1/replay (JSON text frames). The server answers `registered`,
@@ -6,7 +7,7 @@ import { Schema } from "effect"
  */
 export const SdkMessage = Schema.Union(
   /** The agents this process can run; replaces any earlier registration of the connection. */
-  Schema.Struct({ type: Schema.Literal("register"), agents: Schema.Array(Schema.String.pipe(Schema.maxLength(200))).pipe(Schema.maxItems(100)) }),
+  Schema.Struct({ type: Schema.Literal("register"), agents: Schema.Array(Text(200)).pipe(Schema.maxItems(100)) }),
   /** After a reconnect: the executions this process is still running, so they are not failed. */
   Schema.Struct({ type: Schema.Literal("resume"), execution_ids: Schema.Array(Schema.UUID).pipe(Schema.maxItems(100)) }),
   /** A replay ended; the result trace has been sent through the Traces API with its result_trace_id. */

@@ -67,7 +67,8 @@ export const limitBody = (
 ): Effect.Effect<HttpServerRequest.HttpServerRequest, ValidationFailed> => {
   const declared = request.headers["content-length"]
   let overrides: Record<PropertyKey, unknown>
-  if (declared !== undefined || request.method === "GET" || request.method === "HEAD") {
+  const bodiless = declared === undefined && request.headers["transfer-encoding"] === undefined
+  if (declared !== undefined || bodiless || request.method === "GET" || request.method === "HEAD") {
     const length = Number(declared ?? 0)
     if (Number.isFinite(length) && length > maxBytes) {
       return Effect.fail(new ValidationFailed({ message: new BodyTooLarge(maxBytes).message }))

@@ -48,7 +48,8 @@ export const ForksHttpLive = HttpApiBuilder.group(TapedeckApi, "forks", (handler
       .handle("replay", ({ path, request }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
-          const text = yield* request.text.pipe(Effect.orElseSucceed(() => "invalid"))
+          const hasBody = request.headers["content-length"] !== undefined || request.headers["transfer-encoding"] !== undefined
+          const text = hasBody ? yield* request.text.pipe(Effect.orElseSucceed(() => "invalid")) : ""
           if (!emptyBody(text)) return yield* new ValidationFailed({ message: "the replay body must be empty or {}" })
           return yield* forks.replay(accountId, path.forkId)
         }).pipe(Effect.catchTags({

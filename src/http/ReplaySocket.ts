@@ -65,7 +65,7 @@ export const ReplaySocketLive = HttpApiBuilder.Router.use((router) =>
                 byteReplayed: m.byte_replayed ?? 0,
                 faithfulReexec: m.faithful_reexec ?? 0,
                 caveats: m.fidelity_caveats ?? []
-              }).pipe(Effect.zipRight(send({ type: "finished_ack", execution_id: m.execution_id })))
+              }, connectionId).pipe(Effect.zipRight(send({ type: "finished_ack", execution_id: m.execution_id })))
           }
         }).pipe(
           Effect.catchAllCause(() => Effect.void),

@@ -101,7 +101,7 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
         const real = wrapTool(recording, name, fn as never) as (...args: Array<unknown>) => Promise<never>
         const fake = wrapTool(recording, name, (() => command.mock_outputs[name]) as never) as (...args: Array<unknown>) => Promise<never>
         return ((...args: Array<unknown>) => {
-          if (!(name in command.mock_outputs)) return real(...args)
+          if (!Object.hasOwn(command.mock_outputs, name)) return real(...args)
           mocked.add(name)
           return fake(...args)
         }) as never

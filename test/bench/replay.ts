@@ -22,7 +22,9 @@
  * 5. Checks every replay: HTTP 200, status "completed", mode "server", faithful_reexec = the llm_call spans
  *    after the fork point, byte_replayed = the spans before it, and exactly that many requests reached the
  *    fake; at the end, every generation's result trace is stored with all its spans.
- * 6. Prints a markdown table; drops the database, stops the server and the fake (also on error or Ctrl-C).
+ * 6. For context: the floor of one replay's model calls (the same requests sent from this process to the fake)
+ *    and how long they took inside the server (from the result traces' llm_call timestamps).
+ * 7. Prints a markdown table; drops the database, stops the server and the fake (also on error or Ctrl-C).
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONCURRENT_SECONDS, BENCH_CONCURRENCY,
  * BENCH_SPANS, BENCH_LLM_CALLS, BENCH_TOOL_CALLS, BENCH_FORK_AT (a fraction, default 0.25), BENCH_ANALYZE
@@ -588,6 +590,7 @@ interface SequentialRun {
   /** GET + POST of the same round. */
   readonly pairs: Array<number>
   readonly modelCalls: Array<number>
+  readonly resultTraceIds: Array<string>
   readonly seconds: number
   readonly readBytes: number
   readonly writeBytes: number
@@ -595,7 +598,9 @@ interface SequentialRun {
 
 /** Rounds of replay, GET source, POST result, one request at a time, for `seconds`. */
 const sequential = async (server: Server, fake: FakeOpenAi, subject: Subject, seconds: number): Promise<SequentialRun> => {
-  const run: SequentialRun = { replays: [], reads: [], writes: [], pairs: [], modelCalls: [], seconds: 0, readBytes: 0, writeBytes: 0 }
+  const run: SequentialRun = {
+    replays: [], reads: [], writes: [], pairs: [], modelCalls: [], resultTraceIds: [], seconds: 0, readBytes: 0, writeBytes: 0
+  }
   const start = performance.now()
   const end = start + seconds * 1000
   let readBytes = 0
@@ -607,6 +612,7 @@ const sequential = async (server: Server, fake: FakeOpenAi, subject: Subject, se
     if (calls !== EXPECTED_REEXEC) fail(server, `a replay made ${calls} model calls, expected ${EXPECTED_REEXEC}`)
     run.replays.push(r.ms)
     run.modelCalls.push(calls)
+    run.resultTraceIds.push(r.body.result_trace_id)
     const read = await readSource(server, subject)
     const write = await writeResult(server, subject)
     run.reads.push(read.ms)
@@ -641,6 +647,28 @@ const modelFloor = async (fake: FakeOpenAi, sample: ReadonlyArray<unknown>, roun
     totals.push(performance.now() - t0)
   }
   return latencyStats(totals)
+}
+
+/**
+ * How long the model calls took inside replays, from their result traces: the first re-executed llm_call's
+ * start to the last one's end (millisecond timestamps), for up to `limit` results spread over `ids`.
+ */
+const modelLoops = async (server: Server, ids: ReadonlyArray<string>, limit: number) => {
+  const step = Math.max(1, Math.floor(ids.length / limit))
+  const loops: Array<number> = []
+  for (let i = 0; i < ids.length && loops.length < limit; i += step) {
+    const res = await fetch(`${server.url}/api/v1/traces/${ids[i]}`, { headers: AUTH })
+    const text = await res.text()
+    if (res.status !== 200) fail(server, `GET result trace ${ids[i]}: HTTP ${res.status} ${text.slice(0, 500)}`)
+    const spans = (JSON.parse(text) as {
+      spans: Array<{ span_type: string; started_at: string; ended_at?: string; metadata?: { replay?: { reexecuted?: boolean } } }>
+    }).spans.filter((s) => s.span_type === "llm_call" && s.metadata?.replay?.reexecuted === true)
+    if (spans.length === 0) continue
+    const first = Math.min(...spans.map((s) => Date.parse(s.started_at)))
+    const last = Math.max(...spans.map((s) => Date.parse(s.ended_at ?? s.started_at)))
+    loops.push(last - first)
+  }
+  return latencyStats(loops)
 }
 
 // ---------------------------------------------------------------------------------------------- main
@@ -793,6 +821,7 @@ const main = async () => {
   log("floor of the model calls: one replay's requests from this process to the fake, sequentially")
   const sampleCalls = fake.requests.slice(-EXPECTED_REEXEC).map((r) => r.body)
   const floor = await modelFloor(fake, sampleCalls, 50)
+  const loops = await modelLoops(server, run.resultTraceIds, 100)
 
   // Every generation completed and its result trace is stored with all its spans; every ceiling POST too.
   const stored = (await db.query<{ generations: string; completed: string; results: string; bad: string; extra: string }>(
@@ -880,6 +909,13 @@ const main = async () => {
       `${fmtMs(floor.p50)} for ${EXPECTED_REEXEC} calls (p50, from this process)`,
       "—"
     ],
+    [
+      `└ inside the replay: its ${EXPECTED_REEXEC} model calls (result trace timestamps) p50 / p99`,
+      `${fmtMs(loops.p50)} / ${fmtMs(loops.p99)}`,
+      "—",
+      "—",
+      "—"
+    ],
     [`└ ceiling part: GET /api/v1/traces/{id} (${SPANS} spans) p50 / p99`, "—", "—", `${fmtMs(readLat.p50)} / ${fmtMs(readLat.p99)}`, "—"],
     [
       `└ ceiling part: POST /api/v1/traces (the ${EXPECTED_RESULT_SPANS}-span result) p50 / p99`,
@@ -903,7 +939,7 @@ const main = async () => {
     `- Sequential: ${fmtInt(run.replays.length)} rounds in ${run.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up, each round one replay, then one GET of the source trace (${(run.readBytes / 1024).toFixed(0)} KiB response) and one POST of the replay's result trace under a fresh id (${(run.writeBytes / 1024).toFixed(0)} KiB body); sequential rates are completions ÷ time spent in those requests. Ratios: replay time ÷ ceiling time (throughput rows: ceiling rate ÷ replay rate); 1.00 would mean the replay costs no more than reading its source and writing its result.`,
     `- Concurrency ${CONCURRENCY}: ${fmtInt(conc.latencies.length)} replays in ${conc.seconds.toFixed(1)} s (${fmtInt(concCalls)} model calls), then ${fmtInt(concCeiling.latencies.length)} GET + POST pairs in ${concCeiling.seconds.toFixed(1)} s, one worker per fork / source trace.`,
     `- Checked: every replay answered 200, status "completed", mode "server", faithful_reexec ${EXPECTED_REEXEC}, byte_replayed ${EXPECTED_BYTE_REPLAYED}, with exactly ${EXPECTED_REEXEC} requests reaching the fake; all ${fmtInt(replaysDone)} generations stored as completed with ${EXPECTED_RESULT_SPANS}-span result traces, and all ${fmtInt(writesDone)} ceiling POSTs stored.`,
-    `- Model-call floor: the ${EXPECTED_REEXEC} chat completion requests of one replay, sent sequentially from this process to the fake: p50 ${fmtMs(floor.p50)}, p99 ${fmtMs(floor.p99)} (50 rounds); part of every replay and not of the ceiling.`,
+    `- Model calls: the ${EXPECTED_REEXEC} chat completion requests of one replay, sent sequentially from this process to the fake, take p50 ${fmtMs(floor.p50)}, p99 ${fmtMs(floor.p99)} (50 rounds): the floor of that part of every replay, which the ceiling does not include. Inside the server they took p50 ${fmtMs(loops.p50)} of the sequential replays (first re-executed llm_call's start to the last one's end in ${loops.n} result traces, millisecond timestamps).`,
     `- CPU, average cores busy of ${availableParallelism()} (server process / all postgres processes / this client and the fake / anything else): ` +
     [cpuLine("sequential rounds", seqCpu), cpuLine(`replays ×${CONCURRENCY}`, concCpu), cpuLine(`GET + POST ×${CONCURRENCY}`, ceilCpu)].join("; ") + "."
   ]
@@ -914,7 +950,8 @@ try {
   await main()
 } catch (e) {
   process.exitCode = 1
-  console.error(e instanceof Error ? e.stack ?? e.message : e)
+  // After Ctrl-C the server is stopping: the request in flight failing then is expected, not news.
+  if (cleaning === undefined) console.error(e instanceof Error ? e.stack ?? e.message : e)
 } finally {
   await cleanup()
 }

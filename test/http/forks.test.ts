@@ -249,3 +249,77 @@ describe("long and abandoned replays", () => {
     expect(((await response.json()) as any).status).toBe("completed")
   })
 })
+
+describe("review fixes", () => {
+  const jobsFor = (traceId: string) => server.run(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM jobs WHERE kind = 'trace.terminal' AND payload->>'traceId' = ${traceId}`
+    return rows[0]!.n
+  }).pipe(Effect.orDie))
+
+  test("a replay with no body at all (no Content-Length) is accepted; its result gets the terminal-trace job", async () => {
+    const run = await recordRun()
+    const { body: fork } = await createFork({ trace_id: run.t.id, fork_point_span_id: run.answer.id, modified_input: "x" })
+    const url = new URL(server.url)
+    const raw = await new Promise<string>((resolve, reject) => {
+      let text = ""
+      Bun.connect({
+        hostname: url.hostname,
+        port: Number(url.port),
+        socket: {
+          open: (s) => void s.write(`POST /api/v1/forks/${fork.id}/replay HTTP/1.1\r\nHost: x\r\nx-service-key: ${KEY_A}\r\nConnection: close\r\n\r\n`),
+          data: (_s, data) => void (text += data.toString()),
+          close: () => resolve(text),
+          error: (_s, e) => reject(e)
+        }
+      }).catch(reject)
+    })
+    expect(raw.startsWith("HTTP/1.1 200")).toBe(true)
+    const result = JSON.parse(raw.slice(raw.indexOf("\r\n\r\n") + 4).replace(/^[0-9a-f]+\r\n/, "").replace(/\r\n0\r\n\r\n$/, ""))
+    expect(result.status).toBe("completed")
+    expect(await jobsFor(result.result_trace_id)).toBe(1)
+  })
+
+  test("a trace too large to replay fails before any model call and spends nothing", async () => {
+    const root = span({ name: "plan", model: "gpt-4o-mini", input: "hi" })
+    const t = trace({ spans: [root, ...Array.from({ length: 999 }, () => span({ parent_id: root.id, span_type: "action" }))] })
+    expect((await server.post("/api/v1/traces", t)).status).toBe(200)
+    const { body: fork } = await createFork({ trace_id: t.id, fork_point_span_id: root.id, modified_input: "x" })
+    const calls = fake.requests.length
+    const result = (await (await server.post(`/api/v1/forks/${fork.id}/replay`, {})).json()) as any
+    expect(result.status).toBe("failed")
+    expect(result.error).toContain("up to 999 spans")
+    expect(fake.requests.length).toBe(calls)
+  })
+
+  test("a tool named like an Object.prototype member is not taken for a mocked one", async () => {
+    const root = span({ span_type: "action", name: "agent" })
+    const weird = span({ parent_id: root.id, span_type: "tool_call", name: "toString", output: "recorded" })
+    const t = trace({ spans: [root, weird] })
+    await server.post("/api/v1/traces", t)
+    const { body: fork } = await createFork({ trace_id: t.id, fork_point_span_id: weird.id, modified_input: "x" })
+    const result = (await (await server.post(`/api/v1/forks/${fork.id}/replay`, {})).json()) as any
+    expect(result.fidelity_caveats).toContain("tool 'toString' output reused from the recording; side effects were not re-run")
+    const stored = (await (await server.get(`/api/v1/traces/${result.result_trace_id}`)).json()) as any
+    expect(stored.spans.find((s: any) => s.name === "toString").output).toBe("recorded")
+  })
+
+  test("an inline replay whose client hangs up still reaches an outcome", async () => {
+    const run = await recordRun()
+    const { body: fork } = await createFork({ trace_id: run.t.id, fork_point_span_id: run.plan.id, modified_input: "x" })
+    next = () => ({ delayMs: 400 })
+    const abort = new AbortController()
+    const pending = fetch(`${server.url}/api/v1/forks/${fork.id}/replay`, { method: "POST", headers: { "x-service-key": KEY_A }, signal: abort.signal }).catch(() => undefined)
+    await Bun.sleep(100)
+    abort.abort()
+    await pending
+    let state: any
+    for (let i = 0; i < 60; i++) {
+      state = await (await server.get(`/api/v1/forks/${fork.id}`)).json()
+      if (state.status !== "replaying") break
+      await Bun.sleep(50)
+    }
+    next = () => undefined
+    expect(state.status).toBe("completed")
+  })
+})
