@@ -13,6 +13,8 @@ export const DEFAULT_ENV = { TAPEDECK_API_KEYS: `acme=${KEY_A},globex=${KEY_B}`,
 
 export interface TestServer {
   readonly url: string
+  /** The environment the server was configured with (DATABASE_URL shows which database it uses). */
+  readonly env: Readonly<Record<string, string>>
   readonly request: (method: string, path: string, options?: { key?: string | null | undefined; body?: unknown; headers?: Record<string, string> }) => Promise<Response>
   readonly get: (path: string, key?: string | null) => Promise<Response>
   readonly post: (path: string, body: unknown, key?: string | null) => Promise<Response>
@@ -24,7 +26,8 @@ export interface TestServer {
 /** The real application on Bun's HTTP server (an ephemeral port), over a fresh database. */
 export const startTestServer = async (env: Record<string, string> = {}): Promise<TestServer> => {
   const database = await createTestDatabase()
-  const config = ConfigProvider.fromMap(new Map(Object.entries({ ...DEFAULT_ENV, ...database.env, ...env })))
+  const fullEnv = { ...DEFAULT_ENV, ...database.env, ...env }
+  const config = ConfigProvider.fromMap(new Map(Object.entries(fullEnv)))
   const layer = AppLive.pipe(
     Layer.provideMerge(StorageLive),
     Layer.provideMerge(BunHttpServer.layer({ port: 0, hostname: "127.0.0.1" })),
@@ -53,6 +56,7 @@ export const startTestServer = async (env: Record<string, string> = {}): Promise
   }
   return {
     url,
+    env: fullEnv,
     request,
     get: (path, key) => request("GET", path, { key }),
     post: (path, body, key) => request("POST", path, { key, body }),

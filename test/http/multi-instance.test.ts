@@ -1,0 +1,58 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { span, trace } from "../support/Fixtures.ts"
+
+// Two API instances on one PostgreSQL, as users scale out. Only meaningful with a real PostgreSQL (PGlite
+// is one process), so it runs in the PostgreSQL pass of the suite.
+describe.if(Boolean(process.env.TEST_DATABASE_URL))("two instances sharing one PostgreSQL", () => {
+  let a: TestServer
+  let b: TestServer
+  beforeAll(async () => {
+    a = await startTestServer()
+    b = await startTestServer({ DATABASE_URL: a.env.DATABASE_URL! })
+  })
+  afterAll(async () => {
+    await b.stop()
+    await a.stop()
+  })
+
+  const recordedFork = async (agent: string) => {
+    const root = span({ span_type: "action", name: "run" })
+    const plan = span({ parent_id: root.id, name: "plan", input: "x" })
+    const t = trace({ name: agent, spans: [root, plan] })
+    expect((await a.post("/api/v1/traces", t)).status).toBe(200)
+    return (await (await a.post("/api/v1/forks", { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "y" })).json()) as any
+  }
+
+  test("a trace written on one instance is read on the other; a replay requested on A reaches an SDK connected to B", async () => {
+    const socket = new WebSocket(`${b.url.replace("http", "ws")}/ws/v1/replay`, { headers: { "x-service-key": KEY_A } } as never)
+    const messages: Array<any> = []
+    socket.addEventListener("message", (e) => messages.push(JSON.parse(String(e.data))))
+    await new Promise((resolve) => socket.addEventListener("open", resolve))
+    socket.send(JSON.stringify({ type: "register", agents: ["cross-instance-agent"] }))
+    for (let i = 0; i < 100 && !messages.some((m) => m.type === "registered"); i++) await Bun.sleep(20)
+
+    const fork = await recordedFork("cross-instance-agent")
+    expect(((await (await b.get(`/api/v1/forks/${fork.id}`)).json()) as any).id).toBe(fork.id)
+    const started = (await (await a.post(`/api/v1/forks/${fork.id}/replay`, {})).json()) as any
+    expect(started).toMatchObject({ mode: "sdk", status: "replaying" })
+    for (let i = 0; i < 100 && !messages.some((m) => m.type === "replay"); i++) await Bun.sleep(20)
+    expect(messages.find((m) => m.type === "replay")?.execution_id).toBe(started.execution_id)
+    socket.close()
+  })
+
+  test("concurrent replays of one fork split across both instances: no 5xx, never two winners of one generation", async () => {
+    const fork = await recordedFork("no-sdk-agent")
+    const responses = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => (i % 2 === 0 ? a : b).post(`/api/v1/forks/${fork.id}/replay`, {}))
+    )
+    const statuses = responses.map((r) => r.status)
+    // Without a model provider the inline replay is quick: a later request may open the next generation.
+    // What must hold: no 5xx, every 200 is its own generation, and the losers of a race get 409.
+    expect(statuses.every((s) => s === 200 || s === 409)).toBe(true)
+    const executions = await Promise.all(responses.filter((r) => r.status === 200).map(async (r) => ((await r.json()) as any).execution_id))
+    expect(new Set(executions).size).toBe(executions.length)
+    const state = (await (await a.get(`/api/v1/forks/${fork.id}`)).json()) as any
+    expect(state.generation).toBe(executions.length)
+  })
+})
