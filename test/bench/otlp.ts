@@ -27,24 +27,36 @@
  * missing statistics), BENCH_CPU_PROF (a directory: the server runs under `bun --cpu-prof --cpu-prof-md`
  * and writes its profile there on exit).
  */
-import { readdirSync, readFileSync } from "node:fs"
+import { readFileSync } from "node:fs"
 import { availableParallelism } from "node:os"
-import { resolve } from "node:path"
 import pg from "pg"
 import { decodeOtlpProtobuf, otlpProtoRoot } from "#layers/ingest/OtlpDecode"
+import { copyCeiling, copyText } from "./Copy.ts"
+import {
+  commandLine,
+  connect,
+  cpuMeter,
+  filler,
+  fmtCores,
+  fmtInt,
+  fmtMs as fmtFiniteMs,
+  fmtRatio,
+  freshDatabase,
+  KEY,
+  latencyStats,
+  log,
+  mark,
+  numberEnv,
+  percentile,
+  runBench,
+  sleep,
+  startServer,
+  SYSTEM_PROMPT,
+  tableLines
+} from "./Harness.ts"
 
 // ---------------------------------------------------------------------------------------------- settings
 
-const env = process.env
-const numberEnv = (name: string, fallback: number) => {
-  const raw = env[name]
-  if (raw === undefined || raw === "") return fallback
-  const n = Number(raw)
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`)
-  return n
-}
-
-const ADMIN_URL = env.BENCH_DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test"
 const SECONDS = numberEnv("BENCH_SECONDS", 20)
 const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 3)
 const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 8))
@@ -54,13 +66,12 @@ const DECODE_SECONDS = numberEnv("BENCH_DECODE_SECONDS", 3)
 const OVERLOAD_SECONDS = numberEnv("BENCH_OVERLOAD_SECONDS", 10)
 const OVERLOAD_CONCURRENCY = Math.floor(numberEnv("BENCH_OVERLOAD_CONCURRENCY", 32))
 const JOB_DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 30)
-const CPU_PROF = env.BENCH_CPU_PROF || undefined
 /**
  * ANALYZE after the warm-up (default): planner statistics as autovacuum keeps them in a running system. A fresh
  * database has none, and autovacuum's first pass (autovacuum_naptime, 1 min by default) comes after this
  * benchmark ends; BENCH_ANALYZE=off measures that cold state.
  */
-const ANALYZE = !["off", "0", "false", "no"].includes((env.BENCH_ANALYZE ?? "").toLowerCase())
+const ANALYZE = !["off", "0", "false", "no"].includes((process.env.BENCH_ANALYZE ?? "").toLowerCase())
 
 /** Spans per request (the server accepts at most 2000). */
 const SPANS = TRACES * SPANS_PER_TRACE
@@ -77,8 +88,6 @@ const TARGET_RSS_GROWTH = 1.25
 /** Cores busy outside the server, PostgreSQL and this client above which a phase is flagged as disturbed. */
 const BUSY_OTHER_CORES = 0.25
 
-const ROOT = resolve(import.meta.dir, "../..")
-const KEY = "svc_bench_key_0001"
 const DATABASE_PREFIX = "tapedeck_bench_otlp_"
 
 const KNOBS = [
@@ -86,158 +95,21 @@ const KNOBS = [
   "BENCH_SPANS_PER_TRACE", "BENCH_DECODE_SECONDS", "BENCH_OVERLOAD_SECONDS", "BENCH_OVERLOAD_CONCURRENCY",
   "BENCH_JOB_DRAIN_SECONDS", "BENCH_ANALYZE", "BENCH_CPU_PROF"
 ]
-/** A URL as printed: any password masked. */
-const masked = (value: string) => {
-  try {
-    const url = new URL(value)
-    if (url.password) url.password = "***"
-    return url.toString()
-  } catch {
-    return value
-  }
-}
-const COMMAND = [
-  ...KNOBS.filter((k) => env[k]).map((k) => `${k}=${k === "BENCH_DATABASE_URL" ? masked(env[k]!) : env[k]}`),
-  "bun test/bench/otlp.ts"
-].join(" ")
+const COMMAND = commandLine(KNOBS, "test/bench/otlp.ts")
 
 // ---------------------------------------------------------------------------------------------- helpers
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
-
-/** Whether `promise` settled within `ms`; the timer never outlives it, so it cannot hold the process open. */
-const within = async (promise: Promise<unknown>, ms: number) => {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)))
-  try {
-    return await Promise.race([promise.then(() => true, () => true), timedOut])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
-const percentile = (sorted: ReadonlyArray<number>, q: number) =>
-  sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
-
-const latencyStats = (samples: ReadonlyArray<number>) => {
-  const sorted = [...samples].sort((a, b) => a - b)
-  return { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), n: sorted.length }
-}
-
-const fmtInt = (n: number) => Math.round(n).toLocaleString("en-US")
-const fmtMs = (n: number) => (Number.isFinite(n) ? `${n.toFixed(n < 10 ? 2 : 1)} ms` : "n/a")
-const fmtRatio = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : "n/a")
+const fmtMs = (n: number) => (Number.isFinite(n) ? fmtFiniteMs(n) : "n/a")
 const fmtPercent = (n: number) => (Number.isFinite(n) ? `${(n * 100).toFixed(1)} %` : "n/a")
 const fmtMiB = (kib: number) => `${(kib / 1024).toFixed(0)} MiB`
 
-const withDatabase = (url: string, database: string) => {
-  const u = new URL(url)
-  u.pathname = `/${database}`
-  return u.toString()
-}
-
 // ---------------------------------------------------------------------------------------------- CPU and memory
 
-/** Kernel clock ticks per second (for /proc/<pid>/stat); 100 on practically every Linux. */
-const CLOCK_TICKS = (() => {
-  try {
-    const out = Bun.spawnSync({ cmd: ["getconf", "CLK_TCK"] }).stdout.toString().trim()
-    return Number(out) > 0 ? Number(out) : 100
-  } catch {
-    return 100
-  }
-})()
-
-/** User + system CPU seconds of a process from /proc (Linux); 0 when unreadable. */
-const processCpuSeconds = (pid: number | string) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
-  } catch {
-    return 0
-  }
-}
-
 /**
- * CPU seconds of every `postgres` process on this machine (backends, WAL writer, checkpointer, ...), plus what
- * the postmaster's exited children used (its cutime + cstime): backends that closed, parallel query workers and
- * autovacuum workers that came and went between two snapshots are counted too.
+ * PostgreSQL CPU: every `postgres` process, plus what the postmaster's exited children used (its cutime + cstime):
+ * backends that closed, parallel query workers and autovacuum workers that came and went are counted too.
  */
-const postgresCpuSeconds = () => {
-  let total = 0
-  try {
-    const postgres = new Map<string, Array<string>>()
-    for (const entry of readdirSync("/proc")) {
-      if (!/^\d+$/.test(entry)) continue
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
-        if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) === "postgres") {
-          postgres.set(entry, stat.slice(stat.lastIndexOf(")") + 2).split(" "))
-        }
-      } catch {
-        // exited meanwhile
-      }
-    }
-    for (const fields of postgres.values()) {
-      total += (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
-      // The postmaster (a postgres process whose parent is not one) reaps every backend and worker.
-      if (!postgres.has(fields[1]!)) total += (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS
-    }
-  } catch {
-    // no /proc
-  }
-  return total
-}
-
-/** CPU seconds the whole machine spent busy (not idle or waiting for I/O), from /proc/stat. */
-const machineBusySeconds = () => {
-  try {
-    const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!
-    const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number)
-    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
-    return (ticks.reduce((a, b) => a + b, 0) - idle) / CLOCK_TICKS
-  } catch {
-    return 0
-  }
-}
-
-interface CpuSnapshot {
-  readonly at: number
-  readonly machine: number
-  readonly server: number
-  readonly postgres: number
-  readonly client: number
-}
-const cpuSnapshot = (serverPid: number): CpuSnapshot => {
-  const usage = process.cpuUsage()
-  return {
-    at: performance.now(),
-    machine: machineBusySeconds(),
-    server: processCpuSeconds(serverPid),
-    postgres: postgresCpuSeconds(),
-    client: (usage.user + usage.system) / 1e6
-  }
-}
-interface CoresBusy {
-  readonly server: number
-  readonly postgres: number
-  readonly client: number
-  readonly other: number
-  /** Server CPU seconds between the snapshots. */
-  readonly serverSeconds: number
-}
-/** Average cores busy between two snapshots. */
-const coresBusy = (a: CpuSnapshot, b: CpuSnapshot): CoresBusy => {
-  const seconds = (b.at - a.at) / 1000
-  const server = b.server - a.server
-  const postgres = b.postgres - a.postgres
-  const client = b.client - a.client
-  const other = b.machine - a.machine - server - postgres - client
-  const f = (x: number) => Math.max(0, x / seconds)
-  return { server: f(server), postgres: f(postgres), client: f(client), other: f(other), serverSeconds: server }
-}
-const fmtCores = (c: CoresBusy) => [c.server, c.postgres, c.client, c.other].map((x) => x.toFixed(2)).join(" / ")
+const CPU = cpuMeter("reaped")
 
 /** Resident set size of a process in KiB (VmRSS in /proc/<pid>/status); NaN when unreadable. */
 const rssKiB = (pid: number) => {
@@ -251,24 +123,9 @@ const rssKiB = (pid: number) => {
 
 // ---------------------------------------------------------------------------------------------- payloads
 
-/** Deterministic filler text: plain words, so sizes stay predictable. */
-const WORDS = (
-  "agent tool call model prompt token result search query document answer context memory plan step " +
-  "retrieve summarize evaluate reason observe action latency budget cache vector policy guard trace span"
-).split(" ")
-let seed = 42
-const rand = () => {
-  seed = (seed * 1103515245 + 12345) & 0x7fffffff
-  return seed / 0x7fffffff
-}
-const filler = (chars: number) => {
-  let s = ""
-  while (s.length < chars) s += (s ? " " : "") + WORDS[Math.floor(rand() * WORDS.length)]
-  return s.slice(0, chars)
-}
 const randomBytes = (n: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(n)))
 
-const SYSTEM = "You are a careful research agent. Use the tools when they help and cite what you used."
+const SYSTEM = SYSTEM_PROMPT
 const MODEL = "gpt-4.1-mini"
 
 type AttrValue = string | number | boolean | ReadonlyArray<string>
@@ -433,67 +290,6 @@ const makeBody = (): Uint8Array => {
 
 // ---------------------------------------------------------------------------------------------- COPY
 
-/** COPY's text format: backslash, tab, newline and carriage return are escaped; NULL is \N. */
-const copyText = (value: string | null): string => {
-  if (value === null) return "\\N"
-  return /[\\\t\n\r]/.test(value)
-    ? value.replace(/\\/g, "\\\\").replace(/\t/g, "\\t").replace(/\n/g, "\\n").replace(/\r/g, "\\r")
-    : value
-}
-
-/** The part of pg's (untyped) Connection that a COPY FROM uses. */
-interface PgConnection {
-  query(text: string): void
-  sendCopyFromChunk(chunk: Buffer): void
-  endCopyFrom(): void
-}
-
-/**
- * A `COPY ... FROM STDIN` for pg's Client (its "submittable" protocol, as pg-copy-streams uses): the whole
- * payload goes out in one CopyData message once the server asks for it.
- */
-class CopyFrom {
-  callback: ((err: Error | null, rows?: number) => void) | undefined
-  private rows = 0
-  private done = false
-  constructor(private readonly text: string, private readonly data: Buffer) {}
-  static run(client: pg.Client, text: string, data: string) {
-    return new Promise<number>((ok, fail) => {
-      const copy = new CopyFrom(text, Buffer.from(data))
-      copy.callback = (err, rows) => (err ? fail(err) : ok(rows ?? 0))
-      client.query(copy as unknown as pg.QueryConfig)
-    })
-  }
-  submit(connection: PgConnection) {
-    connection.query(this.text)
-  }
-  handleCopyInResponse(connection: PgConnection) {
-    connection.sendCopyFromChunk(this.data)
-    connection.endCopyFrom()
-  }
-  handleCommandComplete(msg: { text?: string }) {
-    this.rows = Number(msg.text?.split(" ").at(-1) ?? 0)
-  }
-  private finish(err: Error | null) {
-    if (this.done) return
-    this.done = true
-    this.callback?.(err, this.rows)
-  }
-  // An error (from the server, or the connection lost) settles at once, as pg-copy-streams does.
-  handleError(err: Error) {
-    this.finish(err)
-  }
-  handleReadyForQuery() {
-    this.finish(null)
-  }
-  // Not expected for COPY FROM; present so an unexpected message cannot crash the client.
-  handleRowDescription() {}
-  handleDataRow() {}
-  handleEmptyQuery() {}
-  handlePortalSuspended() {}
-  handleCopyData() {}
-}
-
 /**
  * Rows as the API stored them, as COPY text: every column of the spans of `traces` whole traces (picked by
  * their random ids, so the span types come in the proportions the API stored them; `SELECT * FROM spans LIMIT n`
@@ -548,124 +344,22 @@ const sampleRows = async (db: pg.Client, traces: number) => {
 }
 
 /** `totalRows` rows, `batchRows` per COPY, over `concurrency` connections. */
-const copyCeiling = async (
+const copyCeilingOf = (
   databaseUrl: string,
   serverPid: number,
   sample: Awaited<ReturnType<typeof sampleRows>>,
   totalRows: number,
   concurrency: number
-) => {
-  const clients = await Promise.all(Array.from({ length: concurrency }, async () => {
-    const client = new pg.Client({ connectionString: databaseUrl })
-    await client.connect()
-    return client
-  }))
-  const text = `COPY spans_copy (${sample.columns.join(", ")}) FROM STDIN`
-  const batches = Math.max(1, Math.ceil(totalRows / sample.count))
-  try {
-    // Warm-up on every connection, then measure.
-    await Promise.all(clients.map((c) => CopyFrom.run(c, text, sample.batch())))
-    const latencies: Array<number> = []
-    let next = 0
-    let rows = 0
-    const cpu0 = cpuSnapshot(serverPid) // before the connections close: an exited backend's CPU is gone
-    const start = performance.now()
-    await Promise.all(clients.map(async (client) => {
-      while (next < batches) {
-        next++
-        const data = sample.batch()
-        const t0 = performance.now()
-        const copied = await CopyFrom.run(client, text, data) // not `rows += await`: that reads `rows` first
-        rows += copied
-        latencies.push(performance.now() - t0)
-      }
-    }))
-    const seconds = (performance.now() - start) / 1000
-    const cpu = coresBusy(cpu0, cpuSnapshot(serverPid))
-    return { batches: latencies.length, rows, seconds, latencies, cpu }
-  } finally {
-    await Promise.all(clients.map((c) => c.end().catch(() => {})))
-  }
-}
-
-// ---------------------------------------------------------------------------------------------- server
-
-interface Server {
-  readonly url: string
-  readonly pid: number
-  readonly output: () => string
-  readonly stop: () => Promise<void>
-}
-
-const freePort = () => {
-  const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
-  const port = listener.port
-  listener.stop(true)
-  return port
-}
-
-const startServer = async (databaseUrl: string): Promise<Server> => {
-  const port = freePort()
-  const inherited = Object.fromEntries(
-    Object.entries(env).filter(([k]) => !k.startsWith("TAPEDECK_") && !k.startsWith("BENCH_") && k !== "DATABASE_URL")
-  )
-  const profile = CPU_PROF ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${resolve(CPU_PROF)}`] : []
-  const proc = Bun.spawn({
-    cmd: [process.execPath, ...profile, "src/main.ts"],
-    cwd: ROOT,
-    env: {
-      ...inherited,
-      DATABASE_URL: databaseUrl,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      TAPEDECK_API_KEYS: `bench=${KEY}`,
-      TAPEDECK_RATE_LIMIT_PER_MINUTE: "100000000",
-      TAPEDECK_LOG_LEVEL: "warn" // Effect reads the label (WARN) case-insensitively
-      // TAPEDECK_INGEST_MAX_INFLIGHT stays at its default (8): the overload phase measures that gate.
-    },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe"
+) =>
+  copyCeiling({
+    databaseUrl,
+    serverPid,
+    cpu: CPU,
+    text: `COPY spans_copy (${sample.columns.join(", ")}) FROM STDIN`,
+    batches: Math.max(1, Math.ceil(totalRows / sample.count)),
+    concurrency,
+    batch: sample.batch
   })
-  // Drain the server's output (a full pipe would stall it); keep the tail for error reports.
-  let tail = ""
-  const drain = async (stream: ReadableStream<Uint8Array>) => {
-    const decoder = new TextDecoder()
-    for await (const chunk of stream) tail = (tail + decoder.decode(chunk, { stream: true })).slice(-8000)
-  }
-  const drained = Promise.all([drain(proc.stdout), drain(proc.stderr)]).catch(() => {})
-  const url = `http://127.0.0.1:${port}`
-  const stop = async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      proc.kill("SIGTERM")
-      if (!(await within(proc.exited, 15_000))) {
-        proc.kill("SIGKILL")
-        await proc.exited
-      }
-    }
-    await within(drained, 1000)
-  }
-  const deadline = Date.now() + 60_000
-  for (;;) {
-    if (proc.exitCode !== null || proc.signalCode !== null) {
-      await within(drained, 1000)
-      throw new Error(`server exited (${proc.exitCode ?? proc.signalCode}) before answering /health:\n${tail}`)
-    }
-    try {
-      const res = await fetch(`${url}/health`)
-      await res.arrayBuffer()
-      if (res.status === 200) break
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      await stop()
-      throw new Error(`server did not answer /health with 200 within 60 s:\n${tail}`)
-    }
-    await sleep(100)
-  }
-  return { url, pid: proc.pid, output: () => tail, stop }
-}
 
 // ---------------------------------------------------------------------------------------------- phases
 
@@ -816,66 +510,14 @@ const loadWithRss = async (url: string, serverPid: number, seconds: number, conc
 
 // ---------------------------------------------------------------------------------------------- main
 
-const cleanups: Array<() => Promise<void>> = []
-let cleaning: Promise<void> | undefined
-const cleanup = () =>
-  (cleaning ??= (async () => {
-    for (const step of cleanups.reverse()) {
-      try {
-        await step()
-      } catch (e) {
-        console.error(`cleanup: ${e}`)
-      }
-    }
-  })())
-
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, () => {
-    console.error(`\n${signal}: cleaning up`)
-    void cleanup().finally(() => process.exit(130))
-  })
-}
-
-const started = performance.now()
-const log = (message: string) =>
-  console.error(`[bench +${((performance.now() - started) / 1000).toFixed(1)}s] ${message}`)
-
 const main = async () => {
   if (SPANS > 2000) throw new Error(`BENCH_TRACES × BENCH_SPANS_PER_TRACE = ${SPANS}: the server takes at most 2000 spans a request`)
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  const settings = (await admin.query<{ v: string; av: string }>(
-    "SELECT current_setting('server_version') AS v, current_setting('autovacuum') AS av"
-  )).rows[0]
-  const pgVersion = settings?.v ?? "?"
-  const autovacuum = settings?.av ?? "?"
-  const database = `${DATABASE_PREFIX}${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`
-  // Registered first, so a Ctrl-C while the database is being created still drops it.
-  cleanups.push(async () => {
-    const client = new pg.Client({ connectionString: ADMIN_URL })
-    await client.connect()
-    try {
-      await client.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-      log(`dropped database ${database}`)
-    } finally {
-      await client.end()
-    }
-  })
-  await admin.query(`CREATE DATABASE ${database}`)
-  await admin.end()
-  const databaseUrl = withDatabase(ADMIN_URL, database)
+  const { database, databaseUrl, pgVersion, autovacuum } = await freshDatabase(DATABASE_PREFIX)
 
   log(`database ${database}; starting the server`)
-  const server = await startServer(databaseUrl)
-  cleanups.push(async () => {
-    const t0 = performance.now()
-    await server.stop()
-    log(`server stopped (${((performance.now() - t0) / 1000).toFixed(1)} s)`)
-  })
-
-  const db = new pg.Client({ connectionString: databaseUrl })
-  await db.connect()
-  cleanups.push(() => db.end())
+  // TAPEDECK_INGEST_MAX_INFLIGHT stays at its default (8): the overload phase measures that gate.
+  const server = await startServer(databaseUrl, { tailChars: 8000 })
+  const db = await connect(databaseUrl)
 
   const bodyKiB = TEMPLATES.reduce((n, t) => n + t.bytes.length, 0) / TEMPLATES.length / 1024
   const phase = `POST /v1/traces (protobuf, ${TRACES} traces × ${SPANS_PER_TRACE} spans = ${SPANS} spans, ~${bodyKiB.toFixed(0)} KiB)`
@@ -890,9 +532,9 @@ const main = async () => {
   await db.query("CHECKPOINT")
 
   log(`ingest: ${SECONDS} s of ${phase} at concurrency ${CONCURRENCY}`)
-  const ingestCpu0 = cpuSnapshot(server.pid)
+  const ingestCpu0 = CPU.snapshot(server.pid)
   const api = await loadWithRss(server.url, server.pid, SECONDS, CONCURRENCY)
-  const ingestCpu = coresBusy(ingestCpu0, cpuSnapshot(server.pid))
+  const ingestCpu = CPU.busy(ingestCpu0, CPU.snapshot(server.pid))
   if (api.errors > 0 || api.rejectedSpans > 0) {
     throw new Error(`${api.errors} POSTs failed, ${api.rejectedSpans} spans rejected: ${api.firstError}\nserver output:\n${server.output()}`)
   }
@@ -907,7 +549,7 @@ const main = async () => {
   await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
   await db.query("CHECKPOINT")
   log(`ceiling: COPY of ${fmtInt(api.spans)} rows (sampled from spans) into spans_copy, ${sample.count} a batch over ${CONCURRENCY} connections`)
-  const copy = await copyCeiling(databaseUrl, server.pid, sample, api.spans, CONCURRENCY)
+  const copy = await copyCeilingOf(databaseUrl, server.pid, sample, api.spans, CONCURRENCY)
   const copySpansPerSecond = copy.rows / copy.seconds
   const copyLatency = latencyStats(copy.latencies)
 
@@ -916,9 +558,9 @@ const main = async () => {
 
   await db.query("CHECKPOINT")
   log(`overload: ${OVERLOAD_SECONDS} s at concurrency ${OVERLOAD_CONCURRENCY} (TAPEDECK_INGEST_MAX_INFLIGHT default ${DEFAULT_MAX_INFLIGHT})`)
-  const overloadCpu0 = cpuSnapshot(server.pid)
+  const overloadCpu0 = CPU.snapshot(server.pid)
   const over = await loadWithRss(server.url, server.pid, OVERLOAD_SECONDS, OVERLOAD_CONCURRENCY)
-  const overloadCpu = coresBusy(overloadCpu0, cpuSnapshot(server.pid))
+  const overloadCpu = CPU.busy(overloadCpu0, CPU.snapshot(server.pid))
   if (over.rejectedSpans > 0) throw new Error(`overload: ${over.rejectedSpans} spans rejected: ${over.firstError}`)
   const overRequests = over.accepted + over.unavailable + over.errors
   const overSpansPerSecond = over.spans / over.seconds
@@ -940,7 +582,6 @@ const main = async () => {
     throw new Error(`stored ${stored.traces} traces / ${stored.spans} spans, expected ${expectedTraces} / ${expectedSpans}`)
   }
 
-  const mark = (ok: boolean) => (ok ? " ✓" : " ✗")
   const spansRatio = apiSpansPerSecond / copySpansPerSecond
   const allRetryAfter = over.withRetryAfter === over.unavailable
   const ingestRssPeak = Math.max(...api.rss)
@@ -1033,9 +674,7 @@ const main = async () => {
     .filter(([, c]) => c.other > BUSY_OTHER_CORES)
     .map(([name, c]) => `${c.other.toFixed(2)} during ${name}`)
   const lines = [
-    "| metric | value | target | ceiling | ratio |",
-    "|---|---|---|---|---|",
-    ...rows.map((r) => `| ${r.join(" | ")} |`),
+    ...tableLines(["metric", "value", "target", "ceiling", "ratio"], rows),
     "",
     `Command: \`${COMMAND}\``,
     "",
@@ -1055,11 +694,4 @@ const main = async () => {
   console.log(lines.join("\n"))
 }
 
-try {
-  await main()
-} catch (e) {
-  process.exitCode = 1
-  console.error(e instanceof Error ? e.stack ?? e.message : e)
-} finally {
-  await cleanup()
-}
+await runBench(main)

@@ -31,24 +31,34 @@
  * (default on: ANALYZE after the warm-up; "off" keeps a fresh database's missing statistics), BENCH_CPU_PROF
  * (a directory: the server runs under `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit).
  */
-import { readdirSync, readFileSync } from "node:fs"
 import { availableParallelism } from "node:os"
-import { resolve } from "node:path"
-import pg from "pg"
 import { type FakeOpenAi, startFakeOpenAi } from "../support/FakeOpenAi.ts"
+import {
+  commandLine,
+  connect,
+  type CoresBusy,
+  cpuMeter,
+  filler,
+  fmtCores,
+  fmtInt,
+  fmtMs,
+  fmtRatio,
+  freshDatabase,
+  KEY,
+  latencyStats,
+  log,
+  mark,
+  numberEnv,
+  onCleanup,
+  runBench,
+  type Server,
+  startServer,
+  SYSTEM_PROMPT,
+  tableLines
+} from "./Harness.ts"
 
 // ---------------------------------------------------------------------------------------------- settings
 
-const env = process.env
-const numberEnv = (name: string, fallback: number) => {
-  const raw = env[name]
-  if (raw === undefined || raw === "") return fallback
-  const n = Number(raw)
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`)
-  return n
-}
-
-const ADMIN_URL = env.BENCH_DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test"
 const SECONDS = numberEnv("BENCH_SECONDS", 20)
 const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 4)
 const CONCURRENT_SECONDS = numberEnv("BENCH_CONCURRENT_SECONDS", 12)
@@ -57,8 +67,7 @@ const SPANS = Math.floor(numberEnv("BENCH_SPANS", 200))
 const LLM_CALLS = Math.floor(numberEnv("BENCH_LLM_CALLS", 40))
 const TOOL_CALLS = Math.floor(numberEnv("BENCH_TOOL_CALLS", 80))
 const FORK_AT = numberEnv("BENCH_FORK_AT", 0.25)
-const ANALYZE = (env.BENCH_ANALYZE ?? "on").toLowerCase() !== "off"
-const CPU_PROF = env.BENCH_CPU_PROF || undefined
+const ANALYZE = (process.env.BENCH_ANALYZE ?? "on").toLowerCase() !== "off"
 
 if (LLM_CALLS + TOOL_CALLS > SPANS - 1) {
   throw new Error(`BENCH_LLM_CALLS + BENCH_TOOL_CALLS (${LLM_CALLS + TOOL_CALLS}) must leave room for the root in BENCH_SPANS (${SPANS})`)
@@ -68,8 +77,6 @@ if (FORK_AT >= 1) throw new Error(`BENCH_FORK_AT must be below 1, got ${FORK_AT}
 const TARGET_REPLAY_P50_MS = 100
 const MODEL = "gpt-4o-mini"
 
-const ROOT = resolve(import.meta.dir, "../..")
-const KEY = "svc_bench_key_0001"
 const AUTH = { "x-service-key": KEY }
 const JSON_AUTH = { "content-type": "application/json", ...AUTH }
 
@@ -77,178 +84,25 @@ const KNOBS = [
   "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENT_SECONDS", "BENCH_CONCURRENCY",
   "BENCH_SPANS", "BENCH_LLM_CALLS", "BENCH_TOOL_CALLS", "BENCH_FORK_AT", "BENCH_ANALYZE", "BENCH_CPU_PROF"
 ]
-/** A URL as printed: any password masked. */
-const masked = (value: string) => {
-  try {
-    const url = new URL(value)
-    if (url.password) url.password = "***"
-    return url.toString()
-  } catch {
-    return value
-  }
-}
-const COMMAND = [
-  ...KNOBS.filter((k) => env[k]).map((k) => `${k}=${k === "BENCH_DATABASE_URL" ? masked(env[k]!) : env[k]}`),
-  "bun test/bench/replay.ts"
-].join(" ")
+const COMMAND = commandLine(KNOBS, "test/bench/replay.ts")
 
-// ---------------------------------------------------------------------------------------------- helpers
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
-
-/** Whether `promise` settled within `ms`; the timer never outlives it, so it cannot hold the process open. */
-const within = async (promise: Promise<unknown>, ms: number) => {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)))
-  try {
-    return await Promise.race([promise.then(() => true, () => true), timedOut])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
-const percentile = (sorted: ReadonlyArray<number>, q: number) =>
-  sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
-
-const latencyStats = (samples: ReadonlyArray<number>) => {
-  const sorted = [...samples].sort((a, b) => a - b)
-  const sum = sorted.reduce((a, b) => a + b, 0)
-  return {
-    p50: percentile(sorted, 0.5),
-    p95: percentile(sorted, 0.95),
-    p99: percentile(sorted, 0.99),
-    mean: sorted.length === 0 ? NaN : sum / sorted.length,
-    n: sorted.length
-  }
-}
-
-const fmtInt = (n: number) => Math.round(n).toLocaleString("en-US")
 const fmtRate = (n: number) => (n < 100 ? n.toFixed(1) : fmtInt(n))
-const fmtMs = (n: number) => `${n.toFixed(n < 10 ? 2 : 1)} ms`
-const fmtRatio = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : "n/a")
-
-const withDatabase = (url: string, database: string) => {
-  const u = new URL(url)
-  u.pathname = `/${database}`
-  return u.toString()
-}
-
-// ---------------------------------------------------------------------------------------------- CPU accounting
-
-/** Kernel clock ticks per second (for /proc/<pid>/stat); 100 on practically every Linux. */
-const CLOCK_TICKS = (() => {
-  try {
-    const out = Bun.spawnSync({ cmd: ["getconf", "CLK_TCK"] }).stdout.toString().trim()
-    return Number(out) > 0 ? Number(out) : 100
-  } catch {
-    return 100
-  }
-})()
-
-/** User + system CPU seconds of a process from /proc (Linux); 0 when unreadable. */
-const processCpuSeconds = (pid: number | string) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
-  } catch {
-    return 0
-  }
-}
 
 /**
- * CPU seconds of every `postgres` process on this machine (backends, WAL writer, checkpointer, ...), by pid:
- * a backend that exits between two snapshots would otherwise take its whole CPU time out of the difference.
+ * PostgreSQL CPU by pid: processes alive at the end, less what they had at the start (a backend that exits between
+ * two snapshots would otherwise take its whole CPU time out of the difference).
  */
-const postgresCpuSeconds = () => {
-  const byPid = new Map<string, number>()
-  try {
-    for (const entry of readdirSync("/proc")) {
-      if (!/^\d+$/.test(entry)) continue
-      try {
-        if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === "postgres") byPid.set(entry, processCpuSeconds(entry))
-      } catch {
-        // exited meanwhile
-      }
-    }
-  } catch {
-    // no /proc
-  }
-  return byPid
-}
-
-/** The postgres CPU spent between two snapshots: processes alive at the end, less what they had at the start. */
-const postgresDelta = (a: ReadonlyMap<string, number>, b: ReadonlyMap<string, number>) => {
-  let total = 0
-  for (const [pid, seconds] of b) total += seconds - (a.get(pid) ?? 0)
-  return total
-}
-
-/** CPU seconds the whole machine spent busy (not idle or waiting for I/O), from /proc/stat. */
-const machineBusySeconds = () => {
-  try {
-    const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!
-    const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number)
-    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
-    return (ticks.reduce((a, b) => a + b, 0) - idle) / CLOCK_TICKS
-  } catch {
-    return 0
-  }
-}
-
-interface CpuSnapshot {
-  readonly at: number
-  readonly machine: number
-  readonly server: number
-  readonly postgres: ReadonlyMap<string, number>
-  readonly client: number
-}
-const cpuSnapshot = (serverPid: number): CpuSnapshot => {
-  const usage = process.cpuUsage()
-  return {
-    at: performance.now(),
-    machine: machineBusySeconds(),
-    server: processCpuSeconds(serverPid),
-    postgres: postgresCpuSeconds(),
-    client: (usage.user + usage.system) / 1e6
-  }
-}
-type CoresBusy = { readonly server: string; readonly postgres: string; readonly client: string; readonly other: string }
-/** Average cores busy between two snapshots. */
-const coresBusy = (a: CpuSnapshot, b: CpuSnapshot): CoresBusy => {
-  const seconds = (b.at - a.at) / 1000
-  const f = (x: number) => Math.max(0, x / seconds).toFixed(2)
-  const server = b.server - a.server
-  const postgres = postgresDelta(a.postgres, b.postgres)
-  const client = b.client - a.client
-  const other = b.machine - a.machine - server - postgres - client
-  return { server: f(server), postgres: f(postgres), client: f(client), other: f(other) }
-}
+const CPU = cpuMeter("perPid")
 
 // ---------------------------------------------------------------------------------------------- payloads
 
-/** Deterministic filler text: plain words, so JSON needs no escapes and sizes stay predictable. */
-const WORDS = (
-  "agent tool call model prompt token result search query document answer context memory plan step " +
-  "retrieve summarize evaluate reason observe action latency budget cache vector policy guard trace span"
-).split(" ")
-let seed = 42
-const rand = () => {
-  seed = (seed * 1103515245 + 12345) & 0x7fffffff
-  return seed / 0x7fffffff
-}
-const filler = (chars: number) => {
-  let s = ""
-  while (s.length < chars) s += (s ? " " : "") + WORDS[Math.floor(rand() * WORDS.length)]
-  return s.slice(0, chars)
-}
 const pool = (count: number, chars: number) => Array.from({ length: count }, () => filler(chars))
 const USER_PROMPTS = pool(64, 330)
 const COMPLETIONS = pool(64, 240)
 const THOUGHTS = pool(64, 260)
 const QUERIES = pool(64, 160)
 const RESULTS = pool(64, 300)
-const SYSTEM = "You are a careful research agent. Use the tools when they help and cite what you used."
+const SYSTEM = SYSTEM_PROMPT
 const TOOLS = ["web_search", "fetch_page", "run_python", "read_file"] as const
 const MOCKED_TOOL = "web_search"
 const MODIFIED_INPUT = "Use the 2026 figures instead of the 2025 ones, and keep the answer under 200 words."
@@ -393,87 +247,6 @@ const makeSourceTrace = () => {
     metadata: { agent: "research-agent", environment: "production" },
     spans
   }
-}
-
-// ---------------------------------------------------------------------------------------------- server
-
-interface Server {
-  readonly url: string
-  readonly pid: number
-  readonly output: () => string
-  readonly stop: () => Promise<void>
-}
-
-const freePort = () => {
-  const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
-  const port = listener.port
-  listener.stop(true)
-  return port
-}
-
-const startServer = async (databaseUrl: string, llmBaseUrl: string): Promise<Server> => {
-  const port = freePort()
-  const inherited = Object.fromEntries(
-    Object.entries(env).filter(([k]) => !k.startsWith("TAPEDECK_") && !k.startsWith("BENCH_") && k !== "DATABASE_URL")
-  )
-  const profile = CPU_PROF ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${resolve(CPU_PROF)}`] : []
-  const proc = Bun.spawn({
-    cmd: [process.execPath, ...profile, "src/main.ts"],
-    cwd: ROOT,
-    env: {
-      ...inherited,
-      DATABASE_URL: databaseUrl,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      TAPEDECK_API_KEYS: `bench=${KEY}`,
-      TAPEDECK_RATE_LIMIT_PER_MINUTE: "100000000",
-      TAPEDECK_LOG_LEVEL: "warn", // Effect reads the label (WARN), case-insensitively
-      TAPEDECK_LLM_BASE_URL: llmBaseUrl,
-      TAPEDECK_REPLAY_MONTHLY_ALLOWANCE: "1000000",
-      TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS: "1000"
-    },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe"
-  })
-  // Drain the server's output (a full pipe would stall it); keep the tail for error reports.
-  let tail = ""
-  const drain = async (stream: ReadableStream<Uint8Array>) => {
-    const decoder = new TextDecoder()
-    for await (const chunk of stream) tail = (tail + decoder.decode(chunk, { stream: true })).slice(-20_000)
-  }
-  const drained = Promise.all([drain(proc.stdout), drain(proc.stderr)]).catch(() => {})
-  const url = `http://127.0.0.1:${port}`
-  const stop = async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      proc.kill("SIGTERM")
-      if (!(await within(proc.exited, 15_000))) {
-        proc.kill("SIGKILL")
-        await proc.exited
-      }
-    }
-    await within(drained, 1000)
-  }
-  const deadline = Date.now() + 60_000
-  for (;;) {
-    if (proc.exitCode !== null || proc.signalCode !== null) {
-      await within(drained, 1000)
-      throw new Error(`server exited (${proc.exitCode ?? proc.signalCode}) before answering /health:\n${tail}`)
-    }
-    try {
-      const res = await fetch(`${url}/health`)
-      await res.arrayBuffer()
-      if (res.status === 200) break
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      await stop()
-      throw new Error(`server did not answer /health with 200 within 60 s:\n${tail}`)
-    }
-    await sleep(100)
-  }
-  return { url, pid: proc.pid, output: () => tail, stop }
 }
 
 // ---------------------------------------------------------------------------------------------- API calls
@@ -673,66 +446,24 @@ const modelLoops = async (server: Server, ids: ReadonlyArray<string>, limit: num
 
 // ---------------------------------------------------------------------------------------------- main
 
-const cleanups: Array<() => Promise<void>> = []
-let cleaning: Promise<void> | undefined
-const cleanup = () =>
-  (cleaning ??= (async () => {
-    for (const step of cleanups.reverse()) {
-      try {
-        await step()
-      } catch (e) {
-        console.error(`cleanup: ${e}`)
-      }
-    }
-  })())
-
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, () => {
-    console.error(`\n${signal}: cleaning up`)
-    void cleanup().finally(() => process.exit(130))
-  })
-}
-
-const started = performance.now()
-const log = (message: string) =>
-  console.error(`[bench +${((performance.now() - started) / 1000).toFixed(1)}s] ${message}`)
-
 const main = async () => {
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  const pgVersion = (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? "?"
-  const database = `tapedeck_bench_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`
-  await admin.query(`CREATE DATABASE ${database}`)
-  await admin.end()
-  cleanups.push(async () => {
-    const client = new pg.Client({ connectionString: ADMIN_URL })
-    await client.connect()
-    try {
-      await client.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-      log(`dropped database ${database}`)
-    } finally {
-      await client.end()
-    }
-  })
-  const databaseUrl = withDatabase(ADMIN_URL, database)
+  const { database, databaseUrl, pgVersion } = await freshDatabase()
 
   const fake = startFakeOpenAi()
-  cleanups.push(async () => {
+  onCleanup(async () => {
     await fake.stop()
     log("fake model provider stopped")
   })
 
   log(`database ${database}; fake provider at ${fake.baseUrl}; starting the server`)
-  const server = await startServer(databaseUrl, fake.baseUrl)
-  cleanups.push(async () => {
-    const t0 = performance.now()
-    await server.stop()
-    log(`server stopped (${((performance.now() - t0) / 1000).toFixed(1)} s)`)
+  const server = await startServer(databaseUrl, {
+    extraEnv: {
+      TAPEDECK_LLM_BASE_URL: fake.baseUrl,
+      TAPEDECK_REPLAY_MONTHLY_ALLOWANCE: "1000000",
+      TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS: "1000"
+    }
   })
-
-  const db = new pg.Client({ connectionString: databaseUrl })
-  await db.connect()
-  cleanups.push(() => db.end())
+  const db = await connect(databaseUrl)
 
   // Record the source traces and fork each.
   const subjects: Array<Subject> = []
@@ -791,17 +522,17 @@ const main = async () => {
   await db.query("CHECKPOINT")
 
   log(`sequential: ${SECONDS} s of rounds (replay fork, GET ${SPANS}-span source, POST ${EXPECTED_RESULT_SPANS}-span result)`)
-  const seqCpu0 = cpuSnapshot(server.pid)
+  const seqCpu0 = CPU.snapshot(server.pid)
   const run = await sequential(server, fake, seq, SECONDS)
-  const seqCpu = coresBusy(seqCpu0, cpuSnapshot(server.pid))
+  const seqCpu = CPU.busy(seqCpu0, CPU.snapshot(server.pid))
   replaysDone += run.replays.length
   writesDone += run.writes.length
 
   log(`concurrent: ${CONCURRENT_SECONDS} s of replays, ${CONCURRENCY} workers on ${CONCURRENCY} forks`)
   const callsBefore = fake.requests.length
-  const concCpu0 = cpuSnapshot(server.pid)
+  const concCpu0 = CPU.snapshot(server.pid)
   const conc = await concurrent(subjects, CONCURRENT_SECONDS, async (s) => (await replay(server, s)).ms)
-  const concCpu = coresBusy(concCpu0, cpuSnapshot(server.pid))
+  const concCpu = CPU.busy(concCpu0, CPU.snapshot(server.pid))
   const concCalls = fake.requests.length - callsBefore
   if (concCalls !== conc.latencies.length * EXPECTED_REEXEC) {
     fail(server, `${conc.latencies.length} concurrent replays made ${concCalls} model calls, expected ${conc.latencies.length * EXPECTED_REEXEC}`)
@@ -809,13 +540,13 @@ const main = async () => {
   replaysDone += conc.latencies.length
 
   log(`concurrent ceiling: ${CONCURRENT_SECONDS} s of GET source + POST result, ${CONCURRENCY} workers`)
-  const ceilCpu0 = cpuSnapshot(server.pid)
+  const ceilCpu0 = CPU.snapshot(server.pid)
   const concCeiling = await concurrent(subjects, CONCURRENT_SECONDS, async (s) => {
     const read = await readSource(server, s)
     const write = await writeResult(server, s)
     return read.ms + write.ms
   })
-  const ceilCpu = coresBusy(ceilCpu0, cpuSnapshot(server.pid))
+  const ceilCpu = CPU.busy(ceilCpu0, CPU.snapshot(server.pid))
   writesDone += concCeiling.latencies.length
 
   log("floor of the model calls: one replay's requests from this process to the fake, sequentially")
@@ -862,7 +593,6 @@ const main = async () => {
   const concPairRate = concCeiling.latencies.length / concCeiling.seconds
   const calls = latencyStats(run.modelCalls)
 
-  const mark = (ok: boolean) => (ok ? " ✓" : " ✗")
   const shape = `${SPANS} spans, fork at span ${FORK_INDEX}: ${EXPECTED_BYTE_REPLAYED} copied, ${SPANS - EXPECTED_BYTE_REPLAYED} replayed`
   const rows: Array<[string, string, string, string, string]> = [
     [
@@ -926,11 +656,9 @@ const main = async () => {
     ]
   ]
 
-  const cpuLine = (name: string, c: CoresBusy) => `${name} ${c.server} / ${c.postgres} / ${c.client} / ${c.other}`
+  const cpuLine = (name: string, c: CoresBusy) => `${name} ${fmtCores(c)}`
   const lines = [
-    "| metric | value | target | ceiling: GET source + POST result | replay ÷ ceiling |",
-    "|---|---|---|---|---|",
-    ...rows.map((r) => `| ${r.join(" | ")} |`),
+    ...tableLines(["metric", "value", "target", "ceiling: GET source + POST result", "replay ÷ ceiling"], rows),
     "",
     `Command: \`${COMMAND}\``,
     "",
@@ -946,12 +674,5 @@ const main = async () => {
   console.log(lines.join("\n"))
 }
 
-try {
-  await main()
-} catch (e) {
-  process.exitCode = 1
-  // After Ctrl-C the server is stopping: the request in flight failing then is expected, not news.
-  if (cleaning === undefined) console.error(e instanceof Error ? e.stack ?? e.message : e)
-} finally {
-  await cleanup()
-}
+// After Ctrl-C the server is stopping: the request in flight failing then is expected, not news.
+await runBench(main, { quietAfterSignal: true })
