@@ -5,6 +5,7 @@ import m0003 from "./migrations/0003_jobs.ts"
 import m0004 from "./migrations/0004_spans_without_fk.ts"
 import m0005 from "./migrations/0005_forks.ts"
 import m0006 from "./migrations/0006_sdk_replay.ts"
+import m0007 from "./migrations/0007_enforcement.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
@@ -14,6 +15,7 @@ export const MigrationsLive = PgMigrator.layer({
     "0003_jobs": m0003,
     "0004_spans_without_fk": m0004,
     "0005_forks": m0005,
-    "0006_sdk_replay": m0006
+    "0006_sdk_replay": m0006,
+    "0007_enforcement": m0007
   })
 })

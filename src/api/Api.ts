@@ -1,5 +1,6 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { IngestBackpressureWire, InternalWire, NotFoundWire, ValidationFailedWire } from "./ApiErrors.ts"
+import { EnforcementApi } from "./EnforcementApi.ts"
 import { ForksApi } from "./ForksApi.ts"
 import { JobsApi } from "./JobsApi.ts"
 import { OtlpApi } from "./OtlpApi.ts"
@@ -10,6 +11,7 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .add(SystemApi)
   .add(TracesApi)
   .add(ForksApi)
+  .add(EnforcementApi)
   .add(JobsApi)
   .add(OtlpApi)
   .addError(ValidationFailedWire)

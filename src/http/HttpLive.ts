@@ -4,6 +4,9 @@ import { Credentials } from "#layers/auth/Credentials"
 import { IngestGate } from "#layers/ingest/IngestGate"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
+import { Enforcement } from "#layers/enforcement/Enforcement"
+import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
+import { SqlPolicyStoreLive } from "#layers/enforcement/SqlPolicyStore"
 import { Forks } from "#layers/replay/Forks"
 import { SdkReplay } from "#layers/replay/SdkReplay"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
@@ -13,6 +16,7 @@ import { TapedeckApi } from "../api/Api.ts"
 import { AuthenticationLive } from "./AuthenticationLive.ts"
 import { ErrorBodiesLive } from "./ErrorBodies.ts"
 import { IngestGateLive } from "./IngestGateMiddleware.ts"
+import { EnforcementHttpLive } from "./EnforcementHttp.ts"
 import { ForksHttpLive } from "./ForksHttp.ts"
 import { ReplaySocketLive } from "./ReplaySocket.ts"
 import { JobsHttpLive } from "./JobsHttp.ts"
@@ -23,9 +27,10 @@ import { TracesHttpLive } from "./TracesHttp.ts"
 
 /** The whole contract implemented: groups, API middleware, OpenAPI at /openapi.json and a reference at /docs. */
 export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
-  Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, JobsHttpLive, OtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
+  Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, EnforcementHttpLive, JobsHttpLive, OtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
   Layer.provide([AuthenticationLive, RateLimitLive]),
-  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, IngestGate.Default, Forks.Default]),
+  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, IngestGate.Default, Forks.Default, Enforcement.Default, GuardrailRepo.Default]),
+  Layer.provide(SqlPolicyStoreLive),
   Layer.provide([LlmClientLive, ModelPrices.Default])
 )
 

@@ -1,0 +1,98 @@
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { type EnforcementCheckRequest, type EnforcementDecision, PolicyStateUnavailable } from "#src/domain/Enforcement"
+import type { AccountId } from "#src/domain/Ids"
+import type { ProposedAction } from "#src/domain/PolicyEvaluation"
+import { AppConfig } from "../config/AppConfig.ts"
+import { PolicyStore } from "./PolicyStore.ts"
+
+const toAction = (request: EnforcementCheckRequest): ProposedAction => ({
+  runId: request.run_id,
+  projectId: request.project_id,
+  toolName: request.tool_name,
+  toolArgsHash: request.tool_args_hash,
+  model: request.model,
+  proposedTokens: request.proposed_tokens,
+  proposedUsd: request.proposed_usd,
+  stepIndex: request.step_index
+})
+
+/**
+ * Pre-call enforcement. `decide` either decides or fails with PolicyStateUnavailable: it never guesses.
+ * `check` is the one place that turns that error into a verdict, and the verdict is block.
+ */
+export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforcement", {
+  effect: Effect.gen(function*() {
+    const store = yield* PolicyStore
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* AppConfig
+
+    /** Decides, or fails with PolicyStateUnavailable (a store error or a timeout). */
+    const decide = Effect.fn("Enforcement.decide")(function*(accountId: AccountId, request: EnforcementCheckRequest) {
+      const action = toAction(request)
+      const evaluation = yield* store.policies(accountId).pipe(
+        Effect.flatMap((policies) => store.decideAtomically(accountId, action, policies)),
+        Effect.timeoutFail({
+          duration: `${config.enforcementTimeoutMs} millis`,
+          onTimeout: () => new PolicyStateUnavailable({ reason: `no answer within ${config.enforcementTimeoutMs} ms` })
+        })
+      )
+      return {
+        verdict: evaluation.verdict,
+        policy_id: evaluation.policy?.id ?? null,
+        policy_type: evaluation.policy?.type ?? null,
+        reason: evaluation.reason,
+        ...(evaluation.holdId ? { hold_id: evaluation.holdId } : {})
+      } satisfies EnforcementDecision
+    })
+
+    /** Records a decision off the hot path; a trace named by the check gets block and hold decisions as spans. */
+    const record = (accountId: AccountId, request: EnforcementCheckRequest, decision: EnforcementDecision, latencyMs: number) =>
+      Effect.gen(function*() {
+        yield* sql`
+          INSERT INTO enforcement_decisions (id, account_id, run_id, trace_id, step_index, tool_name, model, verdict,
+                                             policy_id, policy_type, hold_id, reason, latency_ms)
+          VALUES (${crypto.randomUUID()}, ${accountId}, ${request.run_id}, ${request.trace_id ?? null},
+                  ${request.step_index ?? null}, ${request.tool_name ?? null}, ${request.model ?? null},
+                  ${decision.verdict}, ${decision.policy_id}, ${decision.policy_type}, ${decision.hold_id ?? null},
+                  ${decision.reason}, ${latencyMs})`
+        if (request.trace_id !== undefined && decision.verdict !== "allow") {
+          const now = new Date().toISOString()
+          yield* sql`
+            INSERT INTO spans (trace_id, account_id, id, parent_id, span_type, name, input, output, metadata, started_at, ended_at)
+            SELECT t.id, t.account_id, ${crypto.randomUUID()}::uuid, NULL, 'action', ${`enforcement: ${decision.verdict}`},
+                   ${JSON.stringify({ tool_name: request.tool_name ?? null, model: request.model ?? null, step_index: request.step_index ?? null })}::jsonb,
+                   ${JSON.stringify(decision)}::jsonb,
+                   ${JSON.stringify({ enforcement: { run_id: request.run_id, policy_type: decision.policy_type } })}::jsonb,
+                   ${now}::timestamptz, ${now}::timestamptz
+            FROM traces t
+            WHERE t.id = ${request.trace_id} AND t.account_id = ${accountId} AND t.deleted_at IS NULL`
+          yield* sql`
+            UPDATE traces SET span_count = (SELECT count(*) FROM spans WHERE trace_id = ${request.trace_id})
+            WHERE id = ${request.trace_id} AND account_id = ${accountId}`
+        }
+      }).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("could not record an enforcement decision", cause)),
+        Effect.forkDaemon
+      )
+
+    /** Fail-closed: the one place where PolicyStateUnavailable becomes a verdict. */
+    const check = Effect.fn("Enforcement.check")(function*(accountId: AccountId, request: EnforcementCheckRequest) {
+      const started = performance.now()
+      const decision = yield* decide(accountId, request).pipe(
+        Effect.catchTag("PolicyStateUnavailable", (e) =>
+          Effect.succeed<EnforcementDecision>({
+            verdict: "block",
+            policy_id: null,
+            policy_type: null,
+            reason: `policy state unavailable: ${e.reason}`
+          }))
+      )
+      yield* record(accountId, request, decision, performance.now() - started)
+      return decision
+    })
+
+    return { decide, check } as const
+  }),
+  dependencies: [AppConfig.Default]
+}) {}

@@ -1,0 +1,67 @@
+import { Schema } from "effect"
+import { ProjectId } from "./Ids.ts"
+import { Text } from "./Json.ts"
+
+const strict = { parseOptions: { onExcessProperty: "error" } } as const
+
+const Patterns = Schema.Array(Text(200)).pipe(Schema.minItems(1), Schema.maxItems(100))
+const PositiveInt = Schema.Int.pipe(Schema.between(1, 1e12))
+
+/** The parameters of each policy type (strict). */
+export const PolicyParams = {
+  budget_usd: Schema.Struct({ max_usd: Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)) }).annotations(strict),
+  token_budget: Schema.Struct({ max_tokens: Schema.Int.pipe(Schema.between(0, 1e15)) }).annotations(strict),
+  max_steps: Schema.Struct({ max_steps: PositiveInt }).annotations(strict),
+  tool_denylist: Schema.Struct({ patterns: Patterns }).annotations(strict),
+  tool_allowlist: Schema.Struct({ patterns: Patterns }).annotations(strict),
+  model_allowlist: Schema.Struct({ patterns: Patterns }).annotations(strict),
+  loop_breaker: Schema.Struct({
+    max_repeats: Schema.Int.pipe(Schema.between(1, 10_000)),
+    window_steps: Schema.optional(Schema.Int.pipe(Schema.between(1, 1_000_000)))
+  }).annotations(strict),
+  rate: Schema.Struct({
+    max_calls: Schema.Int.pipe(Schema.between(1, 1_000_000)),
+    window_seconds: Schema.Int.pipe(Schema.between(1, 86_400))
+  }).annotations(strict),
+  require_approval: Schema.Struct({
+    tool_patterns: Schema.optional(Patterns),
+    model_patterns: Schema.optional(Patterns),
+    expires_in_seconds: Schema.optional(Schema.Int.pipe(Schema.between(1, 30 * 86_400))),
+    /** "once": an approval allows one action; "run": every identical action of the run. */
+    approval_scope: Schema.optionalWith(Schema.Literal("once", "run"), { default: () => "once" as const })
+  }).annotations(strict)
+} as const
+
+export type PolicyType = keyof typeof PolicyParams
+export const POLICY_TYPES = Object.keys(PolicyParams) as ReadonlyArray<PolicyType>
+
+const common = {
+  name: Schema.optional(Text(500)),
+  project_id: Schema.optional(ProjectId),
+  enabled: Schema.optionalWith(Schema.Boolean, { default: () => true })
+}
+
+/** Body of POST /api/v1/guardrails: a policy type with its parameters (strict). */
+export const CreateGuardrailRequest = Schema.Union(
+  ...POLICY_TYPES.map((type) =>
+    Schema.Struct({ type: Schema.Literal(type), params: PolicyParams[type], ...common }).annotations(strict)
+  )
+).annotations({ identifier: "CreateGuardrailRequest" })
+export type CreateGuardrailRequest = typeof CreateGuardrailRequest.Type
+
+/** Body of PATCH /api/v1/guardrails/{id}: any of name, enabled, params (validated against the policy's type). */
+export const UpdateGuardrailRequest = Schema.Struct({
+  name: Schema.optional(Schema.NullOr(Text(500))),
+  enabled: Schema.optional(Schema.Boolean),
+  params: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+}).annotations({ identifier: "UpdateGuardrailRequest", ...strict })
+
+/** A stored policy, as evaluated. */
+export interface Policy {
+  readonly id: string
+  readonly type: PolicyType
+  readonly projectId: string | null
+  readonly enabled: boolean
+  readonly params: Record<string, unknown>
+  readonly createdAt: string
+}

@@ -1,0 +1,223 @@
+import type { Policy, PolicyType } from "./Guardrail.ts"
+
+/** What an agent is about to do (the enforcement check request, camelCased). */
+export interface ProposedAction {
+  readonly runId: string
+  readonly projectId?: string | undefined
+  readonly toolName?: string | undefined
+  readonly toolArgsHash?: string | undefined
+  readonly model?: string | undefined
+  readonly proposedTokens?: number | undefined
+  readonly proposedUsd?: number | undefined
+  readonly stepIndex?: number | undefined
+}
+
+/** One allowed action remembered for the loop breaker and the rate policy. */
+export interface ActionRecord {
+  readonly tool: string | null
+  readonly args: string | null
+  readonly step: number | null
+  readonly atMs: number
+}
+
+/** A run's counters: they count allowed actions only, and survive restarts (stored per run). */
+export interface RunState {
+  readonly spentUsd: number
+  readonly tokens: number
+  readonly recent: ReadonlyArray<ActionRecord>
+}
+
+export const EMPTY_RUN: RunState = { spentUsd: 0, tokens: 0, recent: [] }
+
+/** The approval state of this exact action (same run, tool and args hash) under a require_approval policy. */
+export interface HoldState {
+  readonly id: string
+  readonly policyId: string
+  readonly status: "pending" | "approved" | "denied"
+  readonly reason: string | null
+  readonly expiresAtMs: number | null
+  readonly consumed: boolean
+}
+
+export type Verdict = "allow" | "block" | "hold"
+
+export interface Evaluation {
+  readonly verdict: Verdict
+  readonly policy: { readonly id: string; readonly type: PolicyType } | null
+  readonly reason: string
+  /** On allow: the run's counters after this action. */
+  readonly next?: RunState
+  /** On hold without a live hold: a hold to open for this policy. */
+  readonly openHold?: { readonly policyId: string; readonly expiresInSeconds: number | null }
+  /** On allow through a hold approved "once": the hold that is now used up. */
+  readonly consumeHold?: string
+  /** The hold the decision is about (hold or a decided one). */
+  readonly holdId?: string
+}
+
+/** How many allowed actions a run remembers (enough for any loop window or rate this service accepts). */
+export const MAX_RECENT = 2000
+
+const escape = (s: string) => s.replace(/[.+^${}()|[\]\\]/g, "\\$&")
+const globCache = new Map<string, RegExp>()
+
+/** Glob match: `*` any run of characters, `?` one character, everything else literal; case-sensitive. */
+export const globMatch = (pattern: string, value: string) => {
+  let re = globCache.get(pattern)
+  if (re === undefined) {
+    re = new RegExp(`^${pattern.split("*").map((part) => part.split("?").map(escape).join(".")).join(".*")}$`, "s")
+    if (globCache.size > 10_000) globCache.clear()
+    globCache.set(pattern, re)
+  }
+  return re.test(value)
+}
+
+const anyMatch = (patterns: unknown, value: string) =>
+  Array.isArray(patterns) && patterns.some((p) => typeof p === "string" && globMatch(p, value))
+
+const money = (n: number) => `$${Number(n.toFixed(6))}`
+
+type Outcome =
+  | { readonly verdict: "block"; readonly reason: string; readonly holdId?: string }
+  | { readonly verdict: "hold"; readonly reason: string; readonly holdId?: string; readonly open?: number | null }
+  | { readonly verdict: "allow"; readonly consume?: string }
+  | undefined
+
+/** One policy's opinion of the action; undefined when the policy does not apply. */
+const judge = (
+  policy: Policy,
+  action: ProposedAction,
+  run: RunState,
+  holds: ReadonlyMap<string, HoldState>,
+  nowMs: number
+): Outcome => {
+  const p = policy.params
+  switch (policy.type) {
+    case "budget_usd": {
+      const max = Number(p.max_usd)
+      const proposed = action.proposedUsd ?? 0
+      return run.spentUsd + proposed > max
+        ? { verdict: "block", reason: `the run would spend ${money(run.spentUsd + proposed)}, over its budget of ${money(max)}` }
+        : undefined
+    }
+    case "token_budget": {
+      const max = Number(p.max_tokens)
+      const proposed = action.proposedTokens ?? 0
+      return run.tokens + proposed > max
+        ? { verdict: "block", reason: `the run would use ${run.tokens + proposed} tokens, over its budget of ${max}` }
+        : undefined
+    }
+    case "max_steps": {
+      const max = Number(p.max_steps)
+      return action.stepIndex !== undefined && action.stepIndex >= max
+        ? { verdict: "block", reason: `step ${action.stepIndex} is past the run's limit of ${max} steps` }
+        : undefined
+    }
+    case "tool_denylist":
+      return action.toolName !== undefined && anyMatch(p.patterns, action.toolName)
+        ? { verdict: "block", reason: `tool '${action.toolName}' is on the deny list` }
+        : undefined
+    case "tool_allowlist":
+      return action.toolName !== undefined && !anyMatch(p.patterns, action.toolName)
+        ? { verdict: "block", reason: `tool '${action.toolName}' is not on the allow list` }
+        : undefined
+    case "model_allowlist":
+      return action.model !== undefined && !anyMatch(p.patterns, action.model)
+        ? { verdict: "block", reason: `model '${action.model}' is not on the allow list` }
+        : undefined
+    case "loop_breaker": {
+      if (action.toolName === undefined) return undefined
+      const max = Number(p.max_repeats)
+      const window = p.window_steps === undefined ? undefined : Number(p.window_steps)
+      const seen = run.recent.filter((r) =>
+        r.tool === action.toolName && r.args === (action.toolArgsHash ?? null) &&
+        (window === undefined || action.stepIndex === undefined || r.step === null || action.stepIndex - r.step < window)
+      ).length
+      return seen >= max
+        ? { verdict: "block", reason: `tool '${action.toolName}' was already called ${seen} times with the same arguments in this run (limit ${max})` }
+        : undefined
+    }
+    case "rate": {
+      const max = Number(p.max_calls)
+      const windowMs = Number(p.window_seconds) * 1000
+      const recent = run.recent.filter((r) => nowMs - r.atMs < windowMs).length
+      return recent >= max
+        ? { verdict: "block", reason: `the run made ${recent} calls in the last ${p.window_seconds} s (limit ${max})` }
+        : undefined
+    }
+    case "require_approval": {
+      const matches = (action.toolName !== undefined && anyMatch(p.tool_patterns, action.toolName)) ||
+        (action.model !== undefined && anyMatch(p.model_patterns, action.model))
+      if (!matches) return undefined
+      const what = action.toolName !== undefined ? `tool '${action.toolName}'` : `model '${action.model}'`
+      const hold = holds.get(policy.id)
+      const expiresIn = p.expires_in_seconds === undefined ? null : Number(p.expires_in_seconds)
+      if (hold === undefined || (hold.status === "approved" && hold.consumed)) {
+        return { verdict: "hold", reason: `${what} needs a human approval`, open: expiresIn }
+      }
+      if (hold.status === "denied") {
+        return { verdict: "block", reason: `${what} was denied${hold.reason ? `: ${hold.reason}` : ""}`, holdId: hold.id }
+      }
+      if (hold.status === "pending") {
+        return hold.expiresAtMs !== null && hold.expiresAtMs <= nowMs
+          ? { verdict: "block", reason: `the approval request for ${what} expired`, holdId: hold.id }
+          : { verdict: "hold", reason: `${what} is waiting for a human approval`, holdId: hold.id }
+      }
+      return p.approval_scope === "run" ? { verdict: "allow" } : { verdict: "allow", consume: hold.id }
+    }
+  }
+}
+
+/**
+ * Decides an action against the account's policies, pure. Policies are evaluated in creation order; the
+ * first policy that blocks decides; else the first that holds; else allow. Disabled policies and policies
+ * of another project are skipped. On allow the run's counters advance; on block or hold they do not.
+ */
+export const evaluate = (
+  policies: ReadonlyArray<Policy>,
+  action: ProposedAction,
+  run: RunState,
+  holds: ReadonlyMap<string, HoldState>,
+  nowMs: number
+): Evaluation => {
+  let hold: Evaluation | undefined
+  const consumed: Array<string> = []
+  for (const policy of policies) {
+    if (!policy.enabled || (policy.projectId !== null && policy.projectId !== action.projectId)) continue
+    const outcome = judge(policy, action, run, holds, nowMs)
+    if (outcome === undefined) continue
+    const named = { id: policy.id, type: policy.type }
+    if (outcome.verdict === "block") {
+      return { verdict: "block", policy: named, reason: outcome.reason, ...(outcome.holdId ? { holdId: outcome.holdId } : {}) }
+    }
+    if (outcome.verdict === "hold") {
+      hold ??= {
+        verdict: "hold",
+        policy: named,
+        reason: outcome.reason,
+        ...(outcome.holdId ? { holdId: outcome.holdId } : {}),
+        ...(outcome.open !== undefined && !outcome.holdId ? { openHold: { policyId: policy.id, expiresInSeconds: outcome.open } } : {})
+      }
+      continue
+    }
+    if (outcome.consume) consumed.push(outcome.consume)
+  }
+  if (hold) return hold
+  const record: ActionRecord = {
+    tool: action.toolName ?? null,
+    args: action.toolArgsHash ?? null,
+    step: action.stepIndex ?? null,
+    atMs: nowMs
+  }
+  return {
+    verdict: "allow",
+    policy: null,
+    reason: "no policy blocks or holds this action",
+    next: {
+      spentUsd: run.spentUsd + (action.proposedUsd ?? 0),
+      tokens: run.tokens + (action.proposedTokens ?? 0),
+      recent: [...run.recent, record].slice(-MAX_RECENT)
+    },
+    ...(consumed[0] ? { consumeHold: consumed[0] } : {})
+  }
+}

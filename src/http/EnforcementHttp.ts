@@ -1,0 +1,81 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Either, Schema } from "effect"
+import { Enforcement } from "#layers/enforcement/Enforcement"
+import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
+import { PolicyParams } from "#src/domain/Guardrail"
+import { Conflict, NotFound, ValidationFailed } from "../api/ApiErrors.ts"
+import { TapedeckApi } from "../api/Api.ts"
+import { CurrentPrincipal } from "../api/Security.ts"
+
+const guardrailNotFound = (e: { readonly id: string }) => new NotFound({ message: `guardrail ${e.id} not found` })
+const holdNotFound = (e: { readonly id: string }) => new NotFound({ message: `hold ${e.id} not found` })
+const alreadyDecided = (e: { readonly id: string; readonly status: string }) =>
+  new Conflict({ message: `hold ${e.id} is already ${e.status}` })
+
+export const EnforcementHttpLive = HttpApiBuilder.group(TapedeckApi, "enforcement", (handlers) =>
+  Effect.gen(function*() {
+    const enforcement = yield* Enforcement
+    const repo = yield* GuardrailRepo
+    return handlers
+      .handle("check", ({ payload }) =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentPrincipal
+          return yield* enforcement.check(accountId, payload)
+        }))
+      .handle("createGuardrail", ({ payload }) =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentPrincipal
+          return yield* repo.create(accountId, payload)
+        }))
+      .handle("listGuardrails", () =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentPrincipal
+          return { items: yield* repo.list(accountId) }
+        }))
+      .handle("getGuardrail", ({ path }) =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentPrincipal
+          return yield* repo.get(accountId, path.id)
+        }).pipe(Effect.catchTags({ GuardrailNotFound: guardrailNotFound })))
+      .handle("updateGuardrail", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentPrincipal
+          const current = yield* repo.get(accountId, path.id)
+          let params: unknown = undefined
+          if (payload.params !== undefined) {
+            const schema = PolicyParams[current.type] as unknown as Schema.Schema<unknown, unknown>
+            const checked = Schema.decodeUnknownEither(schema)(payload.params, { onExcessProperty: "error" })
+            if (Either.isLeft(checked)) {
+              return yield* new ValidationFailed({ message: `params: not valid for a ${current.type} policy: ${checked.left.message.slice(0, 300)}` })
+            }
+            params = checked.right
+          }
+          return yield* repo.update(accountId, path.id, { name: payload.name, enabled: payload.enabled, params })
+        }).pipe(Effect.catchTags({ GuardrailNotFound: guardrailNotFound })))
+      .handle("deleteGuardrail", ({ path }) =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentPrincipal
+          yield* repo.remove(accountId, path.id)
+          return { deleted: true as const }
+        }).pipe(Effect.catchTags({ GuardrailNotFound: guardrailNotFound })))
+      .handle("listHolds", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentPrincipal
+          return { items: yield* repo.holds(accountId, urlParams.status) }
+        }))
+      .handle("approveHold", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const { accountId, credentialId } = yield* CurrentPrincipal
+          return yield* repo.decideHold(accountId, path.holdId, "approved", credentialId, payload.reason ?? null)
+        }).pipe(Effect.catchTags({ HoldNotFound: holdNotFound, HoldAlreadyDecided: alreadyDecided })))
+      .handle("denyHold", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const { accountId, credentialId } = yield* CurrentPrincipal
+          return yield* repo.decideHold(accountId, path.holdId, "denied", credentialId, payload.reason ?? null)
+        }).pipe(Effect.catchTags({ HoldNotFound: holdNotFound, HoldAlreadyDecided: alreadyDecided })))
+      .handle("listDecisions", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentPrincipal
+          return { items: yield* repo.decisions(accountId, urlParams.run_id, urlParams.limit) }
+        }))
+  }))
