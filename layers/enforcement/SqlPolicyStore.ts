@@ -113,8 +113,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
               tokens = tokens + ${action.proposedTokens ?? 0},
               recent = ${JSON.stringify(evaluation.next.recent)}::jsonb
             WHERE account_id = ${accountId} AND run_id = ${action.runId}`
-          if (evaluation.consumeHold) {
-            yield* sql`UPDATE enforcement_holds SET consumed = true WHERE id = ${evaluation.consumeHold}`
+          if (evaluation.consumeHolds) {
+            yield* sql`UPDATE enforcement_holds SET consumed = true WHERE id IN ${sql.in(evaluation.consumeHolds)}`
           }
           return evaluation
         }

@@ -16,11 +16,11 @@ export const PolicyParams = {
   tool_allowlist: Schema.Struct({ patterns: Patterns }).annotations(strict),
   model_allowlist: Schema.Struct({ patterns: Patterns }).annotations(strict),
   loop_breaker: Schema.Struct({
-    max_repeats: Schema.Int.pipe(Schema.between(1, 10_000)),
+    max_repeats: Schema.Int.pipe(Schema.between(1, 1000)),
     window_steps: Schema.optional(Schema.Int.pipe(Schema.between(1, 1_000_000)))
   }).annotations(strict),
   rate: Schema.Struct({
-    max_calls: Schema.Int.pipe(Schema.between(1, 1_000_000)),
+    max_calls: Schema.Int.pipe(Schema.between(1, 1000)),
     window_seconds: Schema.Int.pipe(Schema.between(1, 86_400))
   }).annotations(strict),
   require_approval: Schema.Struct({

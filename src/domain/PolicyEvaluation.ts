@@ -49,14 +49,17 @@ export interface Evaluation {
   readonly next?: RunState
   /** On hold without a live hold: a hold to open for this policy. */
   readonly openHold?: { readonly policyId: string; readonly expiresInSeconds: number | null }
-  /** On allow through a hold approved "once": the hold that is now used up. */
-  readonly consumeHold?: string
+  /** On allow through holds approved "once": the holds that are now used up. */
+  readonly consumeHolds?: ReadonlyArray<string>
   /** The hold the decision is about (hold or a decided one). */
   readonly holdId?: string
 }
 
-/** How many allowed actions a run remembers (enough for any loop window or rate this service accepts). */
-export const MAX_RECENT = 2000
+/**
+ * How many allowed actions a run remembers for the loop breaker and the rate policy. The schemas cap
+ * `max_repeats` and `max_calls` at 1000, so a loop or a rate is seen even with several other calls interleaved.
+ */
+export const MAX_RECENT = 5000
 
 const escape = (s: string) => s.replace(/[.+^${}()|[\]\\]/g, "\\$&")
 const globCache = new Map<string, RegExp>()
@@ -65,7 +68,7 @@ const globCache = new Map<string, RegExp>()
 export const globMatch = (pattern: string, value: string) => {
   let re = globCache.get(pattern)
   if (re === undefined) {
-    re = new RegExp(`^${pattern.split("*").map((part) => part.split("?").map(escape).join(".")).join(".*")}$`, "s")
+    re = new RegExp(`^${pattern.split("*").map((part) => part.split("?").map(escape).join(".")).join(".*")}$`, "su")
     if (globCache.size > 10_000) globCache.clear()
     globCache.set(pattern, re)
   }
@@ -76,6 +79,11 @@ const anyMatch = (patterns: unknown, value: string) =>
   Array.isArray(patterns) && patterns.some((p) => typeof p === "string" && globMatch(p, value))
 
 const money = (n: number) => `$${Number(n.toFixed(6))}`
+/** Whole micro-dollars: budgets compare in them, so 0.1 + 0.2 lands exactly on 0.3. */
+const micros = (usd: number) => Math.round(usd * 1e6)
+
+/** A numeric parameter, or undefined when the stored policy is malformed (which then blocks: fail closed). */
+const param = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined)
 
 type Outcome =
   | { readonly verdict: "block"; readonly reason: string; readonly holdId?: string }
@@ -92,23 +100,27 @@ const judge = (
   nowMs: number
 ): Outcome => {
   const p = policy.params
+  const misconfigured = { verdict: "block" as const, reason: `policy ${policy.id} (${policy.type}) has invalid parameters` }
   switch (policy.type) {
     case "budget_usd": {
-      const max = Number(p.max_usd)
-      const proposed = action.proposedUsd ?? 0
-      return run.spentUsd + proposed > max
-        ? { verdict: "block", reason: `the run would spend ${money(run.spentUsd + proposed)}, over its budget of ${money(max)}` }
+      const max = param(p.max_usd)
+      if (max === undefined) return misconfigured
+      const total = run.spentUsd + (action.proposedUsd ?? 0)
+      return micros(total) > micros(max)
+        ? { verdict: "block", reason: `the run would spend ${money(total)}, over its budget of ${money(max)}` }
         : undefined
     }
     case "token_budget": {
-      const max = Number(p.max_tokens)
+      const max = param(p.max_tokens)
+      if (max === undefined) return misconfigured
       const proposed = action.proposedTokens ?? 0
       return run.tokens + proposed > max
         ? { verdict: "block", reason: `the run would use ${run.tokens + proposed} tokens, over its budget of ${max}` }
         : undefined
     }
     case "max_steps": {
-      const max = Number(p.max_steps)
+      const max = param(p.max_steps)
+      if (max === undefined) return misconfigured
       return action.stepIndex !== undefined && action.stepIndex >= max
         ? { verdict: "block", reason: `step ${action.stepIndex} is past the run's limit of ${max} steps` }
         : undefined
@@ -127,8 +139,9 @@ const judge = (
         : undefined
     case "loop_breaker": {
       if (action.toolName === undefined) return undefined
-      const max = Number(p.max_repeats)
-      const window = p.window_steps === undefined ? undefined : Number(p.window_steps)
+      const max = param(p.max_repeats)
+      const window = p.window_steps === undefined ? undefined : param(p.window_steps)
+      if (max === undefined || (p.window_steps !== undefined && window === undefined)) return misconfigured
       const seen = run.recent.filter((r) =>
         r.tool === action.toolName && r.args === (action.toolArgsHash ?? null) &&
         (window === undefined || action.stepIndex === undefined || r.step === null || action.stepIndex - r.step < window)
@@ -138,20 +151,22 @@ const judge = (
         : undefined
     }
     case "rate": {
-      const max = Number(p.max_calls)
-      const windowMs = Number(p.window_seconds) * 1000
+      const max = param(p.max_calls)
+      const seconds = param(p.window_seconds)
+      if (max === undefined || seconds === undefined) return misconfigured
+      const windowMs = seconds * 1000
       const recent = run.recent.filter((r) => nowMs - r.atMs < windowMs).length
       return recent >= max
         ? { verdict: "block", reason: `the run made ${recent} calls in the last ${p.window_seconds} s (limit ${max})` }
         : undefined
     }
     case "require_approval": {
-      const matches = (action.toolName !== undefined && anyMatch(p.tool_patterns, action.toolName)) ||
-        (action.model !== undefined && anyMatch(p.model_patterns, action.model))
-      if (!matches) return undefined
-      const what = action.toolName !== undefined ? `tool '${action.toolName}'` : `model '${action.model}'`
+      const toolMatches = action.toolName !== undefined && anyMatch(p.tool_patterns, action.toolName)
+      const modelMatches = action.model !== undefined && anyMatch(p.model_patterns, action.model)
+      if (!toolMatches && !modelMatches) return undefined
+      const what = toolMatches ? `tool '${action.toolName}'` : `model '${action.model}'`
       const hold = holds.get(policy.id)
-      const expiresIn = p.expires_in_seconds === undefined ? null : Number(p.expires_in_seconds)
+      const expiresIn = p.expires_in_seconds === undefined ? null : (param(p.expires_in_seconds) ?? null)
       if (hold === undefined || (hold.status === "approved" && hold.consumed)) {
         return { verdict: "hold", reason: `${what} needs a human approval`, open: expiresIn }
       }
@@ -218,6 +233,6 @@ export const evaluate = (
       tokens: run.tokens + (action.proposedTokens ?? 0),
       recent: [...run.recent, record].slice(-MAX_RECENT)
     },
-    ...(consumed[0] ? { consumeHold: consumed[0] } : {})
+    ...(consumed.length > 0 ? { consumeHolds: consumed } : {})
   }
 }
