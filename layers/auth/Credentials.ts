@@ -1,9 +1,11 @@
+import { SqlError } from "@effect/sql"
 import { Effect, Option, Redacted, Schema } from "effect"
 import * as jose from "jose"
 import { AccountName, KEY_PREFIX } from "#src/domain/ApiKey"
 import type { AccountId } from "#src/domain/Ids"
 import { AppConfig } from "../config/AppConfig.ts"
 import { AccountRepo } from "../storage/AccountRepo.ts"
+import { hashKey } from "./KeyMaterial.ts"
 import { ApiKeyRepo } from "../storage/ApiKeyRepo.ts"
 
 /** Why a credential was refused; the reason is safe to show (it never echoes the credential). */
@@ -17,6 +19,8 @@ export interface Principal {
 }
 
 const MAX_CREDENTIAL_LENGTH = 8192
+/** How long a credential verified before a database outage stays usable during it. */
+const OUTAGE_GRACE_MS = 5 * 60_000
 
 /** Turns an API key or a web-session JWT into the account it acts for. */
 export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credentials", {
@@ -26,11 +30,30 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
     const accounts = yield* AccountRepo
     const jwtKey = Option.map(config.jwtSecret, (secret) => new TextEncoder().encode(Redacted.value(secret)))
 
+    // The last successful lookups, used only while the database cannot be reached: callers authenticated in the
+    // last few minutes keep working through an outage (enforcement then fails closed instead of failing auth).
+    const recent = new Map<string, { readonly value: unknown; readonly at: number }>()
+    const remember = <A>(cacheKey: string, value: A) => {
+      if (recent.size > 10_000) recent.clear()
+      recent.set(cacheKey, { value, at: Date.now() })
+      return value
+    }
+    const duringOutage = <A, E, R>(cacheKey: string, lookup: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      lookup.pipe(
+        Effect.map((value) => remember(cacheKey, value)),
+        Effect.catchAllDefect((defect) => {
+          const hit = recent.get(cacheKey)
+          return defect instanceof SqlError.SqlError && hit !== undefined && Date.now() - hit.at < OUTAGE_GRACE_MS
+            ? Effect.succeed(hit.value as A)
+            : Effect.die(defect)
+        })
+      )
+
     const apiKey = Effect.fn("Credentials.apiKey")(function*(key: string) {
       if (!key.startsWith(KEY_PREFIX) || key.length > MAX_CREDENTIAL_LENGTH) {
         return yield* new InvalidCredential({ reason: "invalid API key" })
       }
-      const found = yield* keys.authenticate(key)
+      const found = yield* duringOutage(`key:${yield* hashKey(key)}`, keys.authenticate(key))
       if (Option.isNone(found)) return yield* new InvalidCredential({ reason: "invalid or revoked API key" })
       return { accountId: found.value.accountId, credentialId: `key:${found.value.keyId}` } satisfies Principal
     })
@@ -54,7 +77,7 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
       if (typeof account !== "string" || typeof sub !== "string" || !Schema.is(AccountName)(account)) {
         return yield* new InvalidCredential({ reason: "token lacks a valid sub or account claim" })
       }
-      const accountId = yield* accounts.findByName(account)
+      const accountId = yield* duringOutage(`account:${account}`, accounts.findByName(account))
       if (Option.isNone(accountId)) return yield* new InvalidCredential({ reason: "unknown account" })
       return { accountId: accountId.value, credentialId: `jwt:${account}:${sub}` } satisfies Principal
     })

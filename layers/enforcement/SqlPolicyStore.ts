@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Stream } from "effect"
 import { PolicyStateUnavailable } from "#src/domain/Enforcement"
@@ -13,6 +13,16 @@ const CACHE_TTL_MS = 30_000
 
 const unavailable = (e: unknown) =>
   new PolicyStateUnavailable({ reason: e instanceof Error ? e.message.slice(0, 200) : "the policy store failed" })
+
+/**
+ * Every way the database can fail becomes PolicyStateUnavailable: statement errors, and the SqlError defects
+ * the client raises when, say, a rollback on a dead connection fails.
+ */
+const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, PolicyStateUnavailable, R> =>
+  effect.pipe(
+    Effect.mapError(unavailable),
+    Effect.catchAllDefect((defect) => (defect instanceof SqlError.SqlError ? Effect.fail(unavailable(defect)) : Effect.die(defect)))
+  )
 
 interface PolicyRow {
   readonly id: string
@@ -64,7 +74,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
         const loaded = yield* load(accountId)
         cache.set(accountId, { policies: loaded, loadedAt: Date.now() })
         return loaded
-      }).pipe(Effect.mapError(unavailable))
+      }).pipe(orUnavailable)
 
     const invalidate = (accountId: AccountId) =>
       Effect.sync(() => cache.delete(accountId)).pipe(
@@ -129,7 +139,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
           return { ...evaluation, holdId: id }
         }
         return evaluation
-      }).pipe(sql.withTransaction, Effect.mapError(unavailable))
+      }).pipe(sql.withTransaction, orUnavailable)
 
     return PolicyStore.of({ policies, decideAtomically, invalidate })
   })

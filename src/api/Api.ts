@@ -1,5 +1,5 @@
 import { HttpApi, OpenApi } from "@effect/platform"
-import { IngestBackpressureWire, InternalWire, NotFoundWire, ValidationFailedWire } from "./ApiErrors.ts"
+import { IngestBackpressureWire, InternalWire, NotFoundWire, UnavailableWire, ValidationFailedWire } from "./ApiErrors.ts"
 import { EnforcementApi } from "./EnforcementApi.ts"
 import { ForksApi } from "./ForksApi.ts"
 import { JobsApi } from "./JobsApi.ts"
@@ -18,6 +18,7 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .addError(NotFoundWire)
   .addError(InternalWire)
   .addError(IngestBackpressureWire)
+  .addError(UnavailableWire)
   .annotate(OpenApi.Title, "Tapedeck API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Records, inspects, replays and evaluates AI agent executions.")

@@ -65,6 +65,11 @@ export const IngestBackpressureWire = wire(IngestBackpressure, {
   status: 503, code: "ingest_backpressure", retryable: true, description: "Ingestion temporarily backpressured; retry after Retry-After"
 })
 
+export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", { message: Schema.String }) {}
+export const UnavailableWire = wire(Unavailable, {
+  status: 503, code: "unavailable", retryable: true, description: "The database cannot be reached; retry after Retry-After"
+})
+
 export class Internal extends Schema.TaggedError<Internal>()("Internal", { message: Schema.String }) {}
 export const InternalWire = wire(Internal, {
   status: 500, code: "internal", retryable: true, description: "Unexpected server error"

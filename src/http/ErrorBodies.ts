@@ -1,11 +1,13 @@
 import { HttpApiBuilder, HttpApiError, type HttpApp, HttpServerError, HttpServerRequest, Multipart } from "@effect/platform"
+import { SqlError } from "@effect/sql"
 import { Cause, Effect, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
-import { Internal, NotFound, ValidationFailed } from "../api/ApiErrors.ts"
+import { Internal, NotFound, Unavailable, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
+import { setRetryAfter } from "./RateLimitLive.ts"
 
-type Rewritten = Effect.Effect<never, ValidationFailed | NotFound | Internal>
+type Rewritten = Effect.Effect<never, ValidationFailed | NotFound | Unavailable | Internal>
 
 const MAX_MESSAGE = 1000
 
@@ -57,6 +59,13 @@ const rewriteDefect = (defect: unknown): Rewritten => {
         : "request body is not valid JSON"
     }))
   }
+  // The database is out of reach: a retryable 503, not a bug (enforcement checks answer block instead).
+  if (defect instanceof SqlError.SqlError) {
+    return Effect.logWarning("database unavailable", Cause.die(defect)).pipe(
+      Effect.zipRight(setRetryAfter(1)),
+      Effect.zipRight(Effect.fail(new Unavailable({ message: "the database cannot be reached; retry shortly" })))
+    )
+  }
   return Effect.logError("unhandled defect", Cause.die(defect)).pipe(
     Effect.zipRight(Effect.fail(new Internal({ message: "internal error" })))
   )
@@ -67,7 +76,7 @@ export const ErrorBodiesLive = HttpApiBuilder.middleware(
   TapedeckApi,
   Effect.gen(function*() {
     const { maxBodyBytes } = yield* AppConfig
-    return (app: HttpApp.Default): HttpApp.Default<ValidationFailed | NotFound | Internal> =>
+    return (app: HttpApp.Default): HttpApp.Default<ValidationFailed | NotFound | Unavailable | Internal> =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         yield* requireJson(request)

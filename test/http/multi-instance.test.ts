@@ -56,3 +56,74 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("two instances sharing one P
     expect(state.generation).toBe(executions.length)
   })
 })
+
+describe.if(Boolean(process.env.TEST_DATABASE_URL))("enforcement across instances and outages", () => {
+  let a: TestServer
+  let b: TestServer
+  beforeAll(async () => {
+    a = await startTestServer()
+    b = await startTestServer({ DATABASE_URL: a.env.DATABASE_URL! })
+  })
+  afterAll(async () => {
+    await b.stop()
+    await a.stop()
+  })
+
+  const check = async (server: TestServer, body: Record<string, unknown>) =>
+    (await (await server.post("/api/v1/enforcement/check", body)).json()) as any
+
+  test("a policy created on one instance decides the next checks on the other (cache invalidated by NOTIFY)", async () => {
+    const run = crypto.randomUUID()
+    const tool = `tool-${crypto.randomUUID()}`
+    expect((await check(a, { run_id: run, tool_name: tool })).verdict).toBe("allow")
+    expect((await b.post("/api/v1/guardrails", { type: "tool_denylist", params: { patterns: [tool] } })).status).toBe(200)
+    let verdict = "allow"
+    for (let i = 0; i < 50 && verdict === "allow"; i++) {
+      verdict = (await check(a, { run_id: run, tool_name: tool })).verdict
+      if (verdict === "allow") await Bun.sleep(20)
+    }
+    expect(verdict).toBe("block")
+  })
+})
+
+describe.if(Boolean(process.env.TEST_DATABASE_URL))("the database going away", () => {
+  test("enforcement fails closed while PostgreSQL is unreachable and recovers by itself", async () => {
+    const { startTcpProxy } = await import("../support/TcpProxy.ts")
+    const first = await startTestServer()
+    const url = new URL(first.env.DATABASE_URL!)
+    const proxy = startTcpProxy({ hostname: url.hostname, port: Number(url.port || 5432) })
+    url.port = String(proxy.port)
+    const server = await startTestServer({ DATABASE_URL: url.toString(), TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "300" })
+    try {
+      const run = crypto.randomUUID()
+      expect((await check(server, { run_id: run, tool_name: "search" })).verdict).toBe("allow")
+      proxy.cut()
+      const started = performance.now()
+      const during = await check(server, { run_id: run, tool_name: "search" })
+      expect(during).toMatchObject({ verdict: "block", policy_id: null, policy_type: null })
+      expect(during.reason).toStartWith("policy state unavailable")
+      expect(performance.now() - started).toBeLessThan(3000)
+      // Other routes say the database is away: a retryable 503, not a 500.
+      const listing = await server.get("/api/v1/traces")
+      expect(listing.status).toBe(503)
+      expect(Number(listing.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+      expect(await listing.json()).toMatchObject({ code: "unavailable", retryable: true })
+      proxy.restore()
+      let after: any
+      for (let i = 0; i < 50; i++) {
+        after = await check(server, { run_id: run, tool_name: "search" })
+        if (after.verdict === "allow") break
+        await Bun.sleep(100)
+      }
+      expect(after.verdict).toBe("allow")
+    } finally {
+      await server.stop()
+      proxy.stop()
+      await first.stop()
+    }
+  }, 60_000)
+
+  async function check(server: TestServer, body: Record<string, unknown>) {
+    return (await (await server.post("/api/v1/enforcement/check", body)).json()) as any
+  }
+})
