@@ -177,6 +177,15 @@ describe("guardrails CRUD and isolation", () => {
     const theirs = (await (await server.get("/api/v1/guardrails", KEY_B)).json()) as any
     expect(theirs.items.map((x: any) => x.id)).not.toContain(g.id)
     expect(((await (await server.get("/api/v1/enforcement/holds", KEY_B)).json()) as any).items).toEqual([])
+    const ownDecisions = ((await (await server.get("/api/v1/enforcement/decisions?limit=500")).json()) as any).items
+    expect(ownDecisions.length).toBeGreaterThan(0)
+    const theirDecisions = ((await (await server.get("/api/v1/enforcement/decisions?limit=500", KEY_B)).json()) as any).items
+    expect(theirDecisions.map((d: any) => d.id).some((id: string) => ownDecisions.some((o: any) => o.id === id))).toBe(false)
+    // Approving or denying another account's hold is a 404.
+    const p = project()
+    await policy({ type: "require_approval", project_id: p, params: { tool_patterns: ["x"] } })
+    const held = await check({ run_id: uuid(), project_id: p, tool_name: "x" })
+    expect((await server.post(`/api/v1/enforcement/holds/${held.hold_id}/approve`, {}, KEY_B)).status).toBe(404)
     expect((await server.request("DELETE", `/api/v1/guardrails/${g.id}`)).status).toBe(200)
     expect((await server.get(`/api/v1/guardrails/${g.id}`)).status).toBe(404)
   })
