@@ -32,6 +32,9 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
       const action = toAction(request)
       const evaluation = yield* store.policies(accountId).pipe(
         Effect.flatMap((policies) => store.decideAtomically(accountId, action, policies)),
+        // The deadline must hold even when stopping the work is slow (cancelling a pg query needs another pool
+        // connection): the interruption finishes in the background.
+        Effect.disconnect,
         Effect.timeoutFail({
           duration: `${config.enforcementTimeoutMs} millis`,
           onTimeout: () => new PolicyStateUnavailable({ reason: `no answer within ${config.enforcementTimeoutMs} ms` })
