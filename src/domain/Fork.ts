@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { pageParams } from "./Page.ts"
 import { ForkId, SpanId, TraceId } from "./Ids.ts"
 import { JsonObject, JsonValue, Text } from "./Json.ts"
 
@@ -48,11 +49,8 @@ export const ForkList = Schema.Struct({
   offset: Schema.Int
 }).annotations({ identifier: "ForkList" })
 
-const PageNumber = (min: number, max: number) => Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
-
 export const ListForksParams = Schema.Struct({
-  limit: Schema.optionalWith(PageNumber(1, 100), { default: () => 50 }),
-  offset: Schema.optionalWith(PageNumber(0, Number.MAX_SAFE_INTEGER), { default: () => 0 })
+  ...pageParams
 }).annotations(strict)
 
 export const ForkPath = Schema.Struct({ forkId: ForkId })

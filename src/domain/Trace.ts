@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { pageParams } from "./Page.ts"
 import { ProjectId, TraceId } from "./Ids.ts"
 import { Instant } from "./Instant.ts"
 import { Amount, Count, JsonObject, JsonValue, Text } from "./Json.ts"
@@ -115,13 +116,9 @@ export const TraceList = Schema.Struct({
 export type TraceList = typeof TraceList.Type
 export type TraceListWire = typeof TraceList.Encoded
 
-const PageNumber = (min: number, max: number) =>
-  Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max))
-
 // No identifier: an identified URL-params schema becomes a $ref that the OpenAPI generator drops.
 export const ListTracesParams = Schema.Struct({
-  limit: Schema.optionalWith(PageNumber(1, 100), { default: () => 50 }),
-  offset: Schema.optionalWith(PageNumber(0, Number.MAX_SAFE_INTEGER), { default: () => 0 }),
+  ...pageParams,
   env: Schema.optional(Schema.Literal("sandbox")),
   cursor: Schema.optional(Schema.String.pipe(Schema.maxLength(200)))
 }).annotations(strict)
