@@ -115,12 +115,13 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
         yield* store.upsertSpans(accountId, finalOwn)
         yield* store.applySpanUpdates(updates)
         yield* store.applyTraces(traces)
-        for (const { id, trace } of traces) {
-          const before = locked.get(id)!.status
-          if (trace.status !== before && isTerminal(trace.status)) {
-            yield* jobs.enqueue(accountId, TERMINAL_TRACE_JOB, { traceId: id, status: trace.status })
-          }
-        }
+        yield* jobs.enqueueMany(
+          accountId,
+          TERMINAL_TRACE_JOB,
+          traces
+            .filter(({ id, trace }) => trace.status !== locked.get(id)!.status && isTerminal(trace.status))
+            .map(({ id, trace }) => ({ traceId: id, status: trace.status }))
+        )
         return {
           tracesCreated: traceIds.filter((id) => created.has(id)).length,
           spansIngested: own.length,

@@ -51,6 +51,18 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
+    /** Enqueues several jobs of one kind in one statement (in the caller's transaction, if any). */
+    const enqueueMany = Effect.fn("JobQueue.enqueueMany")(
+      function*(accountId: AccountId, kind: string, payloads: ReadonlyArray<unknown>) {
+        if (payloads.length === 0) return
+        yield* sql`
+          INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
+          SELECT gen_random_uuid(), ${accountId}::uuid, ${kind}::text, p.value, 'queued', ${config.jobMaxAttempts}::int
+          FROM jsonb_array_elements(${JSON.stringify(payloads)}::jsonb) AS p`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
     const findOwned = SqlSchema.findOne({
       Request: Schema.Struct({ accountId: AccountId, jobId: JobId }),
       Result: JobRow,
@@ -126,7 +138,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { enqueue, get, claim, completeAll, fail } as const
+    return { enqueue, enqueueMany, get, claim, completeAll, fail } as const
   }),
   dependencies: [AppConfig.Default]
 }) {}
