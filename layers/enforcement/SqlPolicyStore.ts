@@ -4,7 +4,7 @@ import { Effect, Layer, Option, Stream } from "effect"
 import { PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { Policy, PolicyType } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
-import { EMPTY_RUN, evaluate, type HoldState, type ProposedAction, type RunState } from "#src/domain/PolicyEvaluation"
+import { EMPTY_RUN, evaluate, type HoldState, needsApproval, type ProposedAction, type RunState } from "#src/domain/PolicyEvaluation"
 import { PolicyStore } from "./PolicyStore.ts"
 
 const CHANNEL = "tapedeck_guardrails"
@@ -112,7 +112,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
           RETURNING spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, recent`
         const row = rows[0]
         const run: RunState = row ? { spentUsd: row.spent_usd, tokens: row.tokens, recent: row.recent } : EMPTY_RUN
-        const needsHolds = list.some((p) => p.enabled && p.type === "require_approval")
+        const needsHolds = list.some((p) => needsApproval(p, action))
         const holds = needsHolds ? yield* holdsFor(accountId, action) : new Map<string, HoldState>()
         const now = Date.now()
         const evaluation = evaluate(list, action, run, holds, now)

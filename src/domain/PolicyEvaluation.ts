@@ -78,6 +78,13 @@ export const globMatch = (pattern: string, value: string) => {
 const anyMatch = (patterns: unknown, value: string) =>
   Array.isArray(patterns) && patterns.some((p) => typeof p === "string" && globMatch(p, value))
 
+/** Whether a require_approval policy is about this action (so its holds must be looked up). */
+export const needsApproval = (policy: Policy, action: ProposedAction) =>
+  policy.enabled && policy.type === "require_approval" &&
+  (policy.projectId === null || policy.projectId === action.projectId) &&
+  ((action.toolName !== undefined && anyMatch(policy.params.tool_patterns, action.toolName)) ||
+    (action.model !== undefined && anyMatch(policy.params.model_patterns, action.model)))
+
 const money = (n: number) => `$${Number(n.toFixed(6))}`
 /** Whole micro-dollars: budgets compare in them, so 0.1 + 0.2 lands exactly on 0.3. */
 const micros = (usd: number) => Math.round(usd * 1e6)
