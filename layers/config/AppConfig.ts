@@ -1,4 +1,4 @@
-import { Config, Effect, Option, Redacted } from "effect"
+import { Config, Effect, Redacted } from "effect"
 
 /** Every environment knob of the service, typed; secrets stay `Redacted`. */
 export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig", {
@@ -39,4 +39,3 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
   })
 }) {}
 
-export const optionalString = (o: Option.Option<string>) => Option.getOrUndefined(o)

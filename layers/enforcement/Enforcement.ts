@@ -1,9 +1,10 @@
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { DateTime, Effect } from "effect"
 import { type EnforcementCheckRequest, type EnforcementDecision, PolicyStateUnavailable } from "#src/domain/Enforcement"
-import type { AccountId } from "#src/domain/Ids"
+import { type AccountId, SpanId } from "#src/domain/Ids"
 import type { ProposedAction } from "#src/domain/PolicyEvaluation"
 import { AppConfig } from "../config/AppConfig.ts"
+import { TraceRepo } from "../traces/TraceRepo.ts"
 import { PolicyStore } from "./PolicyStore.ts"
 
 const toAction = (request: EnforcementCheckRequest): ProposedAction => ({
@@ -26,6 +27,7 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
     const store = yield* PolicyStore
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
+    const traces = yield* TraceRepo
 
     /** Decides, or fails with PolicyStateUnavailable (a store error or a timeout). */
     const decide = Effect.fn("Enforcement.decide")(function*(accountId: AccountId, request: EnforcementCheckRequest) {
@@ -60,19 +62,25 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
                   ${decision.verdict}, ${decision.policy_id}, ${decision.policy_type}, ${decision.hold_id ?? null},
                   ${decision.reason}, ${latencyMs})`
         if (request.trace_id !== undefined && decision.verdict !== "allow") {
-          const now = new Date().toISOString()
-          yield* sql`
-            INSERT INTO spans (trace_id, account_id, id, parent_id, span_type, name, input, output, metadata, started_at, ended_at)
-            SELECT t.id, t.account_id, ${crypto.randomUUID()}::uuid, NULL, 'action', ${`enforcement: ${decision.verdict}`},
-                   ${JSON.stringify({ tool_name: request.tool_name ?? null, model: request.model ?? null, step_index: request.step_index ?? null })}::jsonb,
-                   ${JSON.stringify(decision)}::jsonb,
-                   ${JSON.stringify({ enforcement: { run_id: request.run_id, policy_type: decision.policy_type } })}::jsonb,
-                   ${now}::timestamptz, ${now}::timestamptz
-            FROM traces t
-            WHERE t.id = ${request.trace_id} AND t.account_id = ${accountId} AND t.deleted_at IS NULL`
-          yield* sql`
-            UPDATE traces SET span_count = (SELECT count(*) FROM spans WHERE trace_id = ${request.trace_id})
-            WHERE id = ${request.trace_id} AND account_id = ${accountId}`
+          // The trace tells the whole story: a block or hold becomes an action span of it (if the account owns it).
+          const traceId = request.trace_id
+          const owned = yield* traces.findTrace(accountId, traceId).pipe(Effect.option)
+          if (owned._tag === "Some") {
+            const now = DateTime.unsafeMake(Date.now())
+            const span = {
+              id: SpanId.make(crypto.randomUUID()),
+              parent_id: null,
+              span_type: "action" as const,
+              name: `enforcement: ${decision.verdict}`,
+              input: { tool_name: request.tool_name ?? null, model: request.model ?? null, step_index: request.step_index ?? null },
+              output: decision,
+              metadata: { enforcement: { run_id: request.run_id, policy_type: decision.policy_type } },
+              started_at: now,
+              ended_at: now
+            }
+            yield* traces.upsertSpans(accountId, traceId, [span])
+            yield* traces.recomputeTotals(traceId)
+          }
         }
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("could not record an enforcement decision", cause)),
@@ -97,5 +105,5 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
 
     return { decide, check } as const
   }),
-  dependencies: [AppConfig.Default]
+  dependencies: [AppConfig.Default, TraceRepo.Default]
 }) {}

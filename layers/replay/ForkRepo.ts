@@ -129,15 +129,6 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    const usedUnits = Effect.fn("ForkRepo.usedUnits")(
-      function*(accountId: AccountId, month: string) {
-        const rows = yield* sql<{ used: number }>`
-          SELECT used FROM replay_usage WHERE account_id = ${accountId} AND month = ${month}`
-        return Option.fromNullable(rows[0]?.used).pipe(Option.getOrElse(() => 0))
-      },
-      Effect.catchTags({ SqlError: Effect.die })
-    )
-
     /** Moves a locked fork into a new replaying generation. */
     const startGeneration = Effect.fn("ForkRepo.startGeneration")(
       function*(accountId: AccountId, fork: Fork, mode: "sdk" | "server", month: string) {
@@ -220,6 +211,6 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { findGeneration, abandonStale, insert, find, list, reserveUnit, refundUnit, usedUnits, startGeneration, finishGeneration } as const
+    return { findGeneration, abandonStale, insert, find, list, reserveUnit, refundUnit, startGeneration, finishGeneration } as const
   })
 }) {}

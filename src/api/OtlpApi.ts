@@ -3,6 +3,9 @@ import { OtlpTraceResult } from "../domain/Otlp.ts"
 import { IngestBackpressureWire } from "./ApiErrors.ts"
 import { Authentication, RateLimit } from "./Security.ts"
 
+/** The OTLP/HTTP trace export path (no /api prefix, as exporters expect). */
+export const OTLP_EXPORT_PATH = "/v1/traces"
+
 const body = (description: string) => ({ description, schema: { type: "string", format: "binary" } })
 
 /**
@@ -11,7 +14,7 @@ const body = (description: string) => ({ description, schema: { type: "string", 
  */
 export class OtlpApi extends HttpApiGroup.make("otlp")
   .add(
-    HttpApiEndpoint.post("export", "/v1/traces")
+    HttpApiEndpoint.post("export", OTLP_EXPORT_PATH)
       .addSuccess(OtlpTraceResult)
       .addError(IngestBackpressureWire)
       .annotate(OpenApi.Summary, "OTLP/HTTP trace export (JSON or protobuf, optionally gzip/deflate)")

@@ -4,6 +4,7 @@ import { Cause, Effect, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Internal, NotFound, Unavailable, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { OTLP_EXPORT_PATH } from "../api/OtlpApi.ts"
 import { BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
 
@@ -30,7 +31,7 @@ const describeIssues = (e: HttpApiError.HttpApiDecodeError) => {
  */
 const requireJson = (request: HttpServerRequest.HttpServerRequest) => {
   const contentType = request.headers["content-type"]
-  if (contentType === undefined || request.url.split("?")[0] === "/v1/traces") return Effect.void
+  if (contentType === undefined || request.url.split("?")[0] === OTLP_EXPORT_PATH) return Effect.void
   const mediaType = contentType.split(";")[0]!.trim().toLowerCase()
   return mediaType === "application/json" || mediaType === ""
     ? Effect.void

@@ -3,10 +3,11 @@ import { Effect } from "effect"
 import { IngestGate } from "#layers/ingest/IngestGate"
 import { IngestBackpressure } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { OTLP_EXPORT_PATH } from "../api/OtlpApi.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
 
 const isExport = (request: HttpServerRequest.HttpServerRequest) =>
-  request.method === "POST" && request.url.split("?")[0] === "/v1/traces"
+  request.method === "POST" && request.url.split("?")[0] === OTLP_EXPORT_PATH
 
 /**
  * Wraps OTLP exports in the ingestion gate at the outermost API level, so that a request over the in-flight
