@@ -53,7 +53,8 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
       if (!key.startsWith(KEY_PREFIX) || key.length > MAX_CREDENTIAL_LENGTH) {
         return yield* new InvalidCredential({ reason: "invalid API key" })
       }
-      const found = yield* duringOutage(`key:${yield* hashKey(key)}`, keys.authenticate(key))
+      const keyHash = yield* hashKey(key)
+      const found = yield* duringOutage(`key:${keyHash}`, keys.authenticate(keyHash))
       if (Option.isNone(found)) return yield* new InvalidCredential({ reason: "invalid or revoked API key" })
       return { accountId: found.value.accountId, credentialId: `key:${found.value.keyId}` } satisfies Principal
     })

@@ -6,6 +6,8 @@ import { AppConfig } from "../config/AppConfig.ts"
 
 /** How long a connection may go without a heartbeat before it counts as gone. */
 const STALE_SECONDS = 15
+/** Delivery ticks (100 ms each) between two heartbeats of the connections an instance holds: 3 s. */
+const HEARTBEAT_TICKS = 30
 
 const textArray = (values: ReadonlyArray<string>) =>
   `{${values.map((v) => `"${v.replaceAll("\\", "\\\\").replaceAll("\"", "\\\"")}"`).join(",")}}`
@@ -126,11 +128,15 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    // Heartbeat of the sockets this instance holds, and delivery of their pending commands.
+    // Delivery of the pending commands of the sockets this instance holds (every 100 ms), and their heartbeat
+    // (every HEARTBEAT_TICKS of those, well within STALE_SECONDS).
+    let tick = 0
     const deliver = Effect.gen(function*() {
       if (sockets.size === 0) return
       const ids = `{${[...sockets.keys()].join(",")}}`
-      yield* sql`UPDATE sdk_connections SET last_seen_at = now() WHERE id = ANY(${ids}::uuid[])`
+      if (tick++ % HEARTBEAT_TICKS === 0) {
+        yield* sql`UPDATE sdk_connections SET last_seen_at = now() WHERE id = ANY(${ids}::uuid[])`
+      }
       const commands = yield* sql<{ connectionId: string; payload: unknown }>`
         UPDATE replay_commands SET status = 'sent', sent_at = now()
         WHERE connection_id = ANY(${ids}::uuid[]) AND status = 'pending'

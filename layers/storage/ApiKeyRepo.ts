@@ -31,10 +31,10 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
             FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL`
     })
 
-    /** The key's id and account, or none for an unknown or revoked key. */
+    /** The id and account of the key with this SHA-256 digest (see hashKey), or none for an unknown or revoked key. */
     const authenticate = Effect.fn("ApiKeyRepo.authenticate")(
-      function*(key: string) {
-        const found = yield* ownerByHash(yield* hashKey(key))
+      function*(keyHash: string) {
+        const found = yield* ownerByHash(keyHash)
         if (Option.isSome(found) && found.value.stale) {
           // Usage time is kept to the minute, off the request path.
           yield* Effect.forkDaemon(
