@@ -3,7 +3,7 @@ import { DateTime, Effect, Either, Option, Schema } from "effect"
 import type { CreateForkRequest, Fork, ReplayResult } from "#src/domain/Fork"
 import { ForkPointNotInTrace, ReplayAlreadyActive, ReplayQuotaExceeded } from "#src/domain/Fork"
 import type { AccountId, ForkId, TraceId } from "#src/domain/Ids"
-import type { TraceDetailWire } from "#src/domain/Trace"
+import type { TraceDetailWire, TraceNotFound } from "#src/domain/Trace"
 import { ForkId as ForkIdSchema } from "#src/domain/Ids"
 import { splitAtForkPoint } from "#src/domain/ReplayPlan"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -115,8 +115,17 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
     )
 
     /** Runs a started generation on the server and records its outcome; the ReplayResult. */
-    const runOnServer = Effect.fn("Forks.runOnServer")(function*(accountId: AccountId, fork: Fork, started: StartedGeneration) {
-      const outcome = yield* traces.get(accountId, fork.traceId as TraceId).pipe(
+    /** `source`, when the caller has just read it, saves reading the recorded trace again. */
+    const runOnServer = Effect.fn("Forks.runOnServer")(function*(
+      accountId: AccountId,
+      fork: Fork,
+      started: StartedGeneration,
+      source?: TraceDetailWire
+    ) {
+      const read: Effect.Effect<TraceDetailWire, TraceNotFound> = source
+        ? Effect.succeed(source)
+        : traces.get(accountId, fork.traceId as TraceId)
+      const outcome = yield* read.pipe(
         Effect.mapError(() => new ReplayFailed({ reason: `source trace ${fork.traceId} no longer exists`, modelWork: false })),
         Effect.flatMap((source) =>
           replayOnServer({ source, fork, executionId: started.executionId, resultTraceId: started.resultTraceId }).pipe(
@@ -192,7 +201,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
       const plan = yield* planFor(accountId, forkId)
       const { fork, mode, runInline, started } = yield* begin(accountId, forkId, plan)
       // Once the generation is open it must reach an outcome: a client hanging up does not stop it.
-      if (runInline) return yield* Effect.uninterruptible(runOnServer(accountId, fork, started))
+      if (runInline) return yield* Effect.uninterruptible(runOnServer(accountId, fork, started, plan.source))
       return {
         fork_id: fork.id as ForkId,
         result_trace_id: started.resultTraceId as TraceId,
