@@ -30,10 +30,16 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
     const traces = yield* TraceRepo
 
     /** Decides, or fails with PolicyStateUnavailable (a store error or a timeout). */
-    const decide = Effect.fn("Enforcement.decide")(function*(accountId: AccountId, request: EnforcementCheckRequest) {
+    const decide = Effect.fn("Enforcement.decide")(function*(
+      accountId: AccountId,
+      request: EnforcementCheckRequest,
+      startedAt: number = performance.now(),
+      decisionId: string = crypto.randomUUID()
+    ) {
       const action = toAction(request)
+      const audit = { decisionId, traceId: request.trace_id, startedAt }
       const evaluation = yield* store.policies(accountId).pipe(
-        Effect.flatMap((policies) => store.decideAtomically(accountId, action, policies)),
+        Effect.flatMap((policies) => store.decideAtomically(accountId, action, policies, audit)),
         // The deadline must hold even when stopping the work is slow (cancelling a pg query needs another pool
         // connection): the interruption finishes in the background.
         Effect.disconnect,
@@ -51,55 +57,71 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
       } satisfies EnforcementDecision
     })
 
-    /** Records a decision off the hot path; a trace named by the check gets block and hold decisions as spans. */
-    const record = (accountId: AccountId, request: EnforcementCheckRequest, decision: EnforcementDecision, latencyMs: number) =>
-      Effect.gen(function*() {
-        yield* sql`
-          INSERT INTO enforcement_decisions (id, account_id, run_id, trace_id, step_index, tool_name, model, verdict,
-                                             policy_id, policy_type, hold_id, reason, latency_ms)
-          VALUES (${crypto.randomUUID()}, ${accountId}, ${request.run_id}, ${request.trace_id ?? null},
-                  ${request.step_index ?? null}, ${request.tool_name ?? null}, ${request.model ?? null},
-                  ${decision.verdict}, ${decision.policy_id}, ${decision.policy_type}, ${decision.hold_id ?? null},
-                  ${decision.reason}, ${latencyMs})`
-        if (request.trace_id !== undefined && decision.verdict !== "allow") {
-          // The trace tells the whole story: a block or hold becomes an action span of it (if the account owns it).
-          const traceId = request.trace_id
-          const owned = yield* traces.findTrace(accountId, traceId).pipe(Effect.option)
-          if (owned._tag === "Some") {
-            const now = DateTime.unsafeMake(Date.now())
-            const span = {
-              id: SpanId.make(crypto.randomUUID()),
-              parent_id: null,
-              span_type: "action" as const,
-              name: `enforcement: ${decision.verdict}`,
-              input: { tool_name: request.tool_name ?? null, model: request.model ?? null, step_index: request.step_index ?? null },
-              output: decision,
-              metadata: { enforcement: { run_id: request.run_id, policy_type: decision.policy_type } },
-              started_at: now,
-              ended_at: now
-            }
-            yield* traces.upsertSpans(accountId, traceId, [span])
-            yield* traces.recomputeTotals(traceId)
-          }
-        }
-      }).pipe(
+    /**
+     * A fail-closed block, recorded off the hot path (the store may be the thing that is down). A decision the store
+     * finished after the deadline has the same id: the block replaces it, since the block is what was answered.
+     */
+    const recordFailClosed = (
+      accountId: AccountId,
+      request: EnforcementCheckRequest,
+      decisionId: string,
+      decision: EnforcementDecision,
+      latencyMs: number
+    ) =>
+      sql`
+        INSERT INTO enforcement_decisions (id, account_id, run_id, trace_id, step_index, tool_name, model, verdict,
+                                           policy_id, policy_type, hold_id, reason, latency_ms)
+        VALUES (${decisionId}, ${accountId}, ${request.run_id}, ${request.trace_id ?? null},
+                ${request.step_index ?? null}, ${request.tool_name ?? null}, ${request.model ?? null},
+                ${decision.verdict}, null, null, null, ${decision.reason}, ${latencyMs})
+        ON CONFLICT (id) DO UPDATE SET verdict = EXCLUDED.verdict, policy_id = NULL, policy_type = NULL, hold_id = NULL,
+                                       reason = EXCLUDED.reason, latency_ms = EXCLUDED.latency_ms`.pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("could not record an enforcement decision", cause)),
+        Effect.forkDaemon
+      )
+
+    /** The trace a check names tells the whole story: a block or hold becomes an action span of it (if owned). */
+    const traceDecision = (accountId: AccountId, request: EnforcementCheckRequest, decision: EnforcementDecision) =>
+      Effect.gen(function*() {
+        const traceId = request.trace_id
+        if (traceId === undefined || decision.verdict === "allow") return
+        const owned = yield* traces.findTrace(accountId, traceId).pipe(Effect.option)
+        if (owned._tag === "None") return
+        const now = DateTime.unsafeMake(Date.now())
+        const span = {
+          id: SpanId.make(crypto.randomUUID()),
+          parent_id: null,
+          span_type: "action" as const,
+          name: `enforcement: ${decision.verdict}`,
+          input: { tool_name: request.tool_name ?? null, model: request.model ?? null, step_index: request.step_index ?? null },
+          output: decision,
+          metadata: { enforcement: { run_id: request.run_id, policy_type: decision.policy_type } },
+          started_at: now,
+          ended_at: now
+        }
+        yield* traces.upsertSpans(accountId, traceId, [span])
+        yield* traces.recomputeTotals(traceId)
+      }).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("could not add an enforcement span to the trace", cause)),
         Effect.forkDaemon
       )
 
     /** Fail-closed: the one place where PolicyStateUnavailable becomes a verdict. */
     const check = Effect.fn("Enforcement.check")(function*(accountId: AccountId, request: EnforcementCheckRequest) {
       const started = performance.now()
-      const decision = yield* decide(accountId, request).pipe(
-        Effect.catchTag("PolicyStateUnavailable", (e) =>
-          Effect.succeed<EnforcementDecision>({
+      const decisionId = crypto.randomUUID()
+      const decision = yield* decide(accountId, request, started, decisionId).pipe(
+        Effect.catchTag("PolicyStateUnavailable", (e) => {
+          const block: EnforcementDecision = {
             verdict: "block",
             policy_id: null,
             policy_type: null,
             reason: `policy state unavailable: ${e.reason}`
-          }))
+          }
+          return Effect.as(recordFailClosed(accountId, request, decisionId, block, performance.now() - started), block)
+        })
       )
-      yield* record(accountId, request, decision, performance.now() - started)
+      yield* traceDecision(accountId, request, decision)
       return decision
     })
 

@@ -4,6 +4,15 @@ import type { Policy } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
 
+/** What the decision record keeps beyond the action: the trace it names and when the check began. */
+export interface DecisionAudit {
+  /** The record's id, chosen by the caller so a fail-closed answer can take the record over (see Enforcement). */
+  readonly decisionId: string
+  readonly traceId: string | undefined
+  /** `performance.now()` when the check began: the record's latency runs from there to the write. */
+  readonly startedAt: number
+}
+
 /**
  * Where policy state lives: the account's policies and each run's counters and holds. Every failure to
  * reach that state is a `PolicyStateUnavailable` (never a default): the caller fails closed.
@@ -12,13 +21,14 @@ export class PolicyStore extends Context.Tag("tapedeck/PolicyStore")<PolicyStore
   /** The account's policies in creation order (cached; invalidated on change, on every instance). */
   readonly policies: (accountId: AccountId) => Effect.Effect<ReadonlyArray<Policy>, PolicyStateUnavailable>
   /**
-   * Evaluates the action with the run's counters locked and stores the outcome in the same transaction:
-   * counters advance only on allow, a hold is opened or consumed as the evaluation says.
+   * Evaluates the action against the run's counters and stores the outcome atomically with the decision's
+   * record: counters advance only on allow, a hold is opened or consumed as the evaluation says.
    */
   readonly decideAtomically: (
     accountId: AccountId,
     action: ProposedAction,
-    policies: ReadonlyArray<Policy>
+    policies: ReadonlyArray<Policy>,
+    audit: DecisionAudit
   ) => Effect.Effect<Evaluation, PolicyStateUnavailable>
   /** Forgets the cached policies of the account here and on the other instances. */
   readonly invalidate: (accountId: AccountId) => Effect.Effect<void>

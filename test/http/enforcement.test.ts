@@ -136,6 +136,13 @@ describe("the check", () => {
         const allowed = decisions.filter((d) => d.verdict === "allow").length
         expect(allowed * cents).toBeLessThanOrEqual(10)
         expect(allowed).toBe(Math.min(n, Math.floor(10 / cents)))
+        // Each check is recorded exactly once, with the verdict it answered (a fail-closed block is written just after).
+        let recorded: Array<any> = []
+        for (let i = 0; i < 50 && recorded.length < n; i++) {
+          if (i > 0) await Bun.sleep(20)
+          recorded = ((await (await server.get(`/api/v1/enforcement/decisions?run_id=${run}&limit=100`)).json()) as any).items
+        }
+        expect(recorded.map((d: any) => d.verdict).sort()).toEqual(decisions.map((d) => d.verdict).sort())
       }),
       { numRuns: 8 }
     )
