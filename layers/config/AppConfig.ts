@@ -8,6 +8,7 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       databaseUrl: yield* Config.option(Config.redacted("DATABASE_URL")),
       dataDir: yield* Config.string("TAPEDECK_DATA_DIR").pipe(Config.withDefault("./.tapedeck")),
       dbPoolMax: yield* Config.integer("TAPEDECK_DB_POOL_MAX").pipe(Config.withDefault(10)),
+      dbConnectTimeoutMs: yield* Config.integer("TAPEDECK_DB_CONNECT_TIMEOUT_MS").pipe(Config.withDefault(5000)),
       apiKeys: yield* Config.redacted("TAPEDECK_API_KEYS").pipe(Config.withDefault(Redacted.make(""))),
       jwtSecret: yield* Config.option(Config.redacted("TAPEDECK_JWT_SECRET")),
       jwtIssuer: yield* Config.option(Config.string("TAPEDECK_JWT_ISSUER")),
@@ -28,10 +29,50 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       retentionIntervalSeconds: yield* Config.number("TAPEDECK_RETENTION_INTERVAL_SECONDS").pipe(
         Config.withDefault(3600)
       ),
+      defaultJudgeModel: yield* Config.string("TAPEDECK_DEFAULT_JUDGE_MODEL").pipe(
+        Config.validate({ message: "must be 1 to 100 characters", validation: (s) => s.trim() !== "" && s.length <= 100 }),
+        Config.withDefault("gpt-4o-mini")
+      ),
+      evalGateConcurrency: yield* Config.integer("TAPEDECK_EVAL_GATE_CONCURRENCY").pipe(
+        Config.validate({ message: "must be 1 to 64", validation: (n) => n >= 1 && n <= 64 }),
+        Config.withDefault(8)
+      ),
       jobMaxAttempts: yield* Config.integer("TAPEDECK_JOB_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
       jobBackoffMs: yield* Config.integer("TAPEDECK_JOB_BACKOFF_MS").pipe(Config.withDefault(1000)),
       jobPollMs: yield* Config.integer("TAPEDECK_JOB_POLL_MS").pipe(Config.withDefault(500)),
       jobLeaseSeconds: yield* Config.integer("TAPEDECK_JOB_LEASE_SECONDS").pipe(Config.withDefault(300)),
+      // Terminal-trace detection (insights) and eval-rule webhooks.
+      insightLoopRepeats: yield* Config.integer("TAPEDECK_INSIGHT_LOOP_REPEATS").pipe(Config.withDefault(3)),
+      insightBaselineFactor: yield* Config.number("TAPEDECK_INSIGHT_BASELINE_FACTOR").pipe(Config.withDefault(3)),
+      insightBaselineMinSample: yield* Config.integer("TAPEDECK_INSIGHT_BASELINE_MIN_SAMPLE").pipe(Config.withDefault(10)),
+      insightBaselineWindow: yield* Config.integer("TAPEDECK_INSIGHT_BASELINE_WINDOW").pipe(Config.withDefault(100)),
+      insightTokenFactor: yield* Config.number("TAPEDECK_INSIGHT_TOKEN_FACTOR").pipe(Config.withDefault(10)),
+      insightTokenCap: yield* Config.integer("TAPEDECK_INSIGHT_TOKEN_CAP").pipe(Config.withDefault(200_000)),
+      webhookTimeoutMs: yield* Config.integer("TAPEDECK_WEBHOOK_TIMEOUT_MS").pipe(Config.withDefault(10_000)),
+      webhookMaxAttempts: yield* Config.integer("TAPEDECK_WEBHOOK_MAX_ATTEMPTS").pipe(Config.withDefault(6)),
+      webhookBackoffMs: yield* Config.integer("TAPEDECK_WEBHOOK_BACKOFF_MS").pipe(Config.withDefault(10_000)),
+      webhookRunWaitSeconds: yield* Config.integer("TAPEDECK_WEBHOOK_RUN_WAIT_SECONDS").pipe(Config.withDefault(3600)),
+      webhookSecretKey: yield* Config.option(Config.redacted("TAPEDECK_WEBHOOK_SECRET_KEY")),
+      webhookCaFile: yield* Config.option(Config.string("TAPEDECK_WEBHOOK_CA_FILE")),
+      /** Test-only: lets webhooks reach loopback addresses (every other blocked range stays blocked). */
+      webhookAllowLoopbackForTests: yield* Config.boolean("TAPEDECK_WEBHOOK_ALLOW_LOOPBACK_FOR_TESTS").pipe(
+        Config.withDefault(false)
+      ),
+      // Live span stream (layers/stream, src/http/StreamSocket.ts).
+      streamQueueMax: yield* Config.integer("TAPEDECK_STREAM_QUEUE_MAX").pipe(Config.withDefault(1000)),
+      streamReplayMax: yield* Config.integer("TAPEDECK_STREAM_REPLAY_MAX").pipe(Config.withDefault(10_000)),
+      streamRetentionSeconds: yield* Config.number("TAPEDECK_STREAM_RETENTION_SECONDS").pipe(Config.withDefault(600)),
+      streamPingSeconds: yield* Config.number("TAPEDECK_STREAM_PING_SECONDS").pipe(Config.withDefault(15)),
+      streamAuthTimeoutMs: yield* Config.integer("TAPEDECK_STREAM_AUTH_TIMEOUT_MS").pipe(Config.withDefault(5000)),
+      // OAuth discovery metadata (src/http/DiscoveryHttp.ts): absolute http(s) URLs, no trailing slash kept.
+      publicUrl: yield* Config.option(Config.string("TAPEDECK_PUBLIC_URL").pipe(
+        Config.validate({ message: "must be an absolute http(s) URL", validation: (s) => /^https?:\/\/[^\s/?#]+/i.test(s) }),
+        Config.map((s) => s.replace(/\/+$/, ""))
+      )),
+      authUrl: yield* Config.option(Config.string("TAPEDECK_AUTH_URL").pipe(
+        Config.validate({ message: "must be an absolute http(s) URL", validation: (s) => /^https?:\/\/[^\s/?#]+/i.test(s) }),
+        Config.map((s) => s.replace(/\/+$/, ""))
+      )),
       commit: yield* Config.option(Config.string("TAPEDECK_COMMIT")),
       buildTime: yield* Config.option(Config.string("TAPEDECK_BUILD_TIME")),
       deploymentId: yield* Config.option(Config.string("TAPEDECK_DEPLOYMENT_ID"))

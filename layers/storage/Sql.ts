@@ -16,7 +16,14 @@ export const SqlLive = Layer.unwrapEffect(
   Effect.gen(function*() {
     const config = yield* AppConfig
     return Option.match(config.databaseUrl, {
-      onSome: (url) => PgClient.layer({ url, maxConnections: config.dbPoolMax, applicationName: "tapedeck" }),
+      onSome: (url) =>
+        PgClient.layer({
+          url,
+          maxConnections: config.dbPoolMax,
+          // An unreachable server fails requests with 503 after this, rather than leaving them waiting.
+          connectTimeout: `${config.dbConnectTimeoutMs} millis`,
+          applicationName: "tapedeck"
+        }),
       onNone: () => PgliteClient.layer({ dataDir: config.dataDir })
     })
   })

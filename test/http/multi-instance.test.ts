@@ -91,7 +91,7 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("the database going away", (
     const { startTcpProxy } = await import("../support/TcpProxy.ts")
     const first = await startTestServer()
     const url = new URL(first.env.DATABASE_URL!)
-    const proxy = startTcpProxy({ hostname: url.hostname, port: Number(url.port || 5432) })
+    const proxy = await startTcpProxy({ hostname: url.hostname, port: Number(url.port || 5432) })
     url.port = String(proxy.port)
     const server = await startTestServer({ DATABASE_URL: url.toString(), TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "300" })
     try {

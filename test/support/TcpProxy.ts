@@ -1,3 +1,5 @@
+import net from "node:net"
+
 /** A loopback TCP proxy to a real server that a test can cut (refusing and dropping connections) and restore. */
 export interface TcpProxy {
   readonly port: number
@@ -6,61 +8,35 @@ export interface TcpProxy {
   readonly stop: () => void
 }
 
-export const startTcpProxy = (target: { readonly hostname: string; readonly port: number }): TcpProxy => {
+/**
+ * Streams are piped (node:net), so a busy connection is buffered with backpressure rather than losing bytes.
+ * Resolves once listening.
+ */
+export const startTcpProxy = async (target: { readonly hostname: string; readonly port: number }): Promise<TcpProxy> => {
   let open = true
-  const pairs = new Set<{ client: any; upstream: any }>()
-  const server = Bun.listen<{ pair?: { client: any; upstream: any }; pending: Array<Uint8Array> }>({
-    hostname: "127.0.0.1",
-    port: 0,
-    socket: {
-      open(client) {
-        client.data = { pending: [] }
-        if (!open) return void client.end()
-        Bun.connect({
-          hostname: target.hostname,
-          port: target.port,
-          socket: {
-            open(upstream) {
-              const pair = { client, upstream }
-              pairs.add(pair)
-              client.data.pair = pair
-              for (const chunk of client.data.pending) upstream.write(chunk)
-              client.data.pending = []
-            },
-            data(_upstream, chunk) {
-              client.write(chunk)
-            },
-            close() {
-              client.end()
-            },
-            error() {
-              client.end()
-            }
-          }
-        }).catch(() => client.end())
-      },
-      data(client, chunk) {
-        if (client.data.pair) client.data.pair.upstream.write(chunk)
-        else client.data.pending.push(new Uint8Array(chunk))
-      },
-      close(client) {
-        const pair = client.data?.pair
-        if (pair) {
-          pairs.delete(pair)
-          pair.upstream.end()
-        }
-      }
-    }
+  const sockets = new Set<net.Socket>()
+  const track = (socket: net.Socket) => {
+    sockets.add(socket)
+    socket.on("close", () => sockets.delete(socket))
+    socket.on("error", () => socket.destroy())
+  }
+  const server = net.createServer((client) => {
+    track(client)
+    if (!open) return void client.destroy()
+    const upstream = net.connect(target.port, target.hostname)
+    track(upstream)
+    client.pipe(upstream)
+    upstream.pipe(client)
+    client.on("close", () => upstream.destroy())
+    upstream.on("close", () => client.destroy())
   })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const cutAll = () => {
-    for (const pair of pairs) {
-      pair.client.end()
-      pair.upstream.end()
-    }
-    pairs.clear()
+    for (const socket of sockets) socket.destroy()
+    sockets.clear()
   }
   return {
-    port: server.port,
+    port: (server.address() as net.AddressInfo).port,
     cut: () => {
       open = false
       cutAll()
@@ -70,7 +46,7 @@ export const startTcpProxy = (target: { readonly hostname: string; readonly port
     },
     stop: () => {
       cutAll()
-      server.stop(true)
+      server.close()
     }
   }
 }
