@@ -8,7 +8,7 @@ FROM oven/bun:1.4.5
 WORKDIR /app
 ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0
 COPY --from=deps /app/node_modules ./node_modules
-COPY package.json tsconfig.json ./
+COPY package.json tsconfig.json README.md ./
 COPY src ./src
 COPY layers ./layers
 USER bun

@@ -5,11 +5,14 @@ import { AccountRepo } from "#layers/storage/AccountRepo"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
 import { StorageLive } from "#layers/storage/Sql"
 import { AccountName } from "./domain/ApiKey.ts"
+import { gateMain } from "./GateCli.ts"
 
 const USAGE = `usage:
   bun run tapedeck keys create --account NAME [--name LABEL]   create a key (printed once, as the last line)
   bun run tapedeck keys list --account NAME                    list the account's keys (prefixes only)
   bun run tapedeck keys revoke PREFIX                          revoke the key shown with this prefix
+  bun run tapedeck gate --evaluation ID --traces ID1,ID2 [--threshold 0.7] [--url URL] [--key KEY]
+                                                               CI gate over HTTP (exit 0 pass, 1 fail, 2 error)
 
 Storage: DATABASE_URL when set, else the embedded database in TAPEDECK_DATA_DIR (default ./.tapedeck),
 which must not be in use by a running server.`
@@ -96,7 +99,10 @@ const ReposLive = Layer.mergeAll(AccountRepo.Default, ApiKeyRepo.Default).pipe(
   Layer.provide(BunContext.layer)
 )
 
-command(process.argv.slice(2)).pipe(
+// The gate is an HTTP client of a running server: it needs no storage.
+if (process.argv[2] === "gate") {
+  process.exitCode = await gateMain(process.argv.slice(3), process.env)
+} else command(process.argv.slice(2)).pipe(
   Effect.provide(ReposLive),
   Effect.catchAll((e) =>
     Console.error(`tapedeck: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 1))))

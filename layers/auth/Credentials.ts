@@ -1,12 +1,13 @@
 import { SqlError } from "@effect/sql"
-import { Effect, Option, Redacted, Schema } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Option, Redacted, Schema, Stream } from "effect"
 import * as jose from "jose"
 import { AccountName, KEY_PREFIX } from "#src/domain/ApiKey"
 import type { AccountId } from "#src/domain/Ids"
 import { AppConfig } from "../config/AppConfig.ts"
 import { AccountRepo } from "../storage/AccountRepo.ts"
 import { hashKey } from "./KeyMaterial.ts"
-import { ApiKeyRepo } from "../storage/ApiKeyRepo.ts"
+import { ApiKeyRepo, KEY_REVOKED_CHANNEL } from "../storage/ApiKeyRepo.ts"
 
 /** Why a credential was refused; the reason is safe to show (it never echoes the credential). */
 export class InvalidCredential extends Schema.TaggedError<InvalidCredential>()("InvalidCredential", {
@@ -24,7 +25,7 @@ const OUTAGE_GRACE_MS = 5 * 60_000
 
 /** Turns an API key or a web-session JWT into the account it acts for. */
 export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credentials", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const config = yield* AppConfig
     const keys = yield* ApiKeyRepo
     const accounts = yield* AccountRepo
@@ -37,6 +38,16 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
       if (recent.size > 10_000) recent.clear()
       recent.set(cacheKey, { value, at: Date.now() })
       return value
+    }
+    // A key revoked anywhere leaves every instance's outage cache at once, so that not even a database outage
+    // right after a revocation lets it back in (PGlite is one process: the revoking handler calls forgetKey).
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    if (Option.isSome(pg)) {
+      yield* pg.value.listen(KEY_REVOKED_CHANNEL).pipe(
+        Stream.runForEach((keyHash) => Effect.sync(() => recent.delete(`key:${keyHash}`))),
+        Effect.catchAllCause((cause) => Effect.logWarning("key revocation listener stopped", cause)),
+        Effect.forkScoped
+      )
     }
     const duringOutage = <A, E, R>(cacheKey: string, lookup: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
       lookup.pipe(
@@ -97,7 +108,10 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
       return token.startsWith(KEY_PREFIX) ? apiKey(token) : jwt(token)
     }
 
-    return { serviceKey, bearer } as const
+    /** Drops a revoked key (by digest) from this instance's outage cache. */
+    const forgetKey = (keyHash: string) => Effect.sync(() => void recent.delete(`key:${keyHash}`))
+
+    return { serviceKey, bearer, forgetKey } as const
   }),
   dependencies: [AccountRepo.Default, ApiKeyRepo.Default, AppConfig.Default]
 }) {}

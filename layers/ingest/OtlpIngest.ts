@@ -5,8 +5,11 @@ import type { DecodedExport } from "#src/domain/Otlp"
 import type { TraceStatus } from "#src/domain/Trace"
 import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
+import { SEARCH_INDEX_JOB } from "../search/Search.ts"
 import { type MappedSpan, mapSpan } from "./GenAiMapping.ts"
 import { OtlpStore } from "./OtlpStore.ts"
+import { StreamEvents } from "../stream/StreamEvents.ts"
+import { rewrittenSpanCode, type StreamGroup } from "#src/domain/StreamEvent"
 import { accountNamespace } from "./OtlpIds.ts"
 import { finalizeTrace, type StoredSpan } from "./TraceFinalize.ts"
 
@@ -64,6 +67,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
     const sql = yield* SqlClient.SqlClient
     const store = yield* OtlpStore
     const jobs = yield* JobQueue
+    const stream = yield* StreamEvents
 
     const write = Effect.fn("OtlpIngest.write")(
       function*(accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
@@ -115,6 +119,17 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
         yield* store.upsertSpans(accountId, finalOwn)
         yield* store.applySpanUpdates(updates)
         yield* store.applyTraces(traces)
+        // The live stream's events, in the same transaction: one row for the whole request.
+        yield* stream.record(accountId, traces.map(({ id, trace }): StreamGroup => {
+          const earlier = new Set((stored.get(id) ?? []).map((s) => s.id))
+          const becameTerminal = trace.status !== locked.get(id)!.status && isTerminal(trace.status)
+          return {
+            t: id,
+            ...(created.has(id) ? { b: "created" as const } : {}),
+            s: [...incoming.get(id)!.values()].map((m) => [m.span.id, earlier.has(m.span.id) ? rewrittenSpanCode(m.span) : "c"] as const),
+            a: becameTerminal ? "terminal" : "updated"
+          }
+        }))
         yield* jobs.enqueueMany(
           accountId,
           TERMINAL_TRACE_JOB,
@@ -122,6 +137,8 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
             .filter(({ id, trace }) => trace.status !== locked.get(id)!.status && isTerminal(trace.status))
             .map(({ id, trace }) => ({ traceId: id, status: trace.status }))
         )
+        // One search-indexing job per export, in the same transaction (embedding happens off the hot path).
+        if (traceIds.length > 0) yield* jobs.enqueue(accountId, SEARCH_INDEX_JOB, { traceIds })
         return {
           tracesCreated: traceIds.filter((id) => created.has(id)).length,
           spansIngested: own.length,
@@ -149,5 +166,5 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
 
     return { ingest } as const
   }),
-  dependencies: [OtlpStore.Default, JobQueue.Default]
+  dependencies: [OtlpStore.Default, JobQueue.Default, StreamEvents.Default]
 }) {}

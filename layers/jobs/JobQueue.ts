@@ -12,7 +12,10 @@ const JobRow = Schema.Struct({
   attempts: Schema.Int,
   error: Schema.NullOr(Schema.String),
   createdAt: InstantFromDate,
-  updatedAt: InstantFromDate
+  updatedAt: InstantFromDate,
+  result: Schema.NullOr(Schema.Unknown),
+  progressDone: Schema.NullOr(Schema.Int),
+  progressTotal: Schema.NullOr(Schema.Int)
 })
 
 /** A job handed to a worker: its lease is held until it completes or fails. */
@@ -67,7 +70,8 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Request: Schema.Struct({ accountId: AccountId, jobId: JobId }),
       Result: JobRow,
       execute: ({ accountId, jobId }) =>
-        sql`SELECT id, kind, status, attempts, error, created_at AS "createdAt", updated_at AS "updatedAt"
+        sql`SELECT id, kind, status, attempts, error, created_at AS "createdAt", updated_at AS "updatedAt",
+                   result, progress_done AS "progressDone", progress_total AS "progressTotal"
             FROM jobs WHERE id = ${jobId} AND account_id = ${accountId}`
     })
 
@@ -76,7 +80,12 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       function*(accountId: AccountId, jobId: JobId) {
         const row = yield* findOwned({ accountId, jobId })
         if (Option.isNone(row)) return yield* new JobNotFound({ jobId })
-        return row.value satisfies Job
+        const { progressDone, progressTotal, result, ...job } = row.value
+        return {
+          ...job,
+          ...(progressTotal === null ? {} : { progress: { done: progressDone ?? 0, total: progressTotal } }),
+          ...(result === null ? {} : { result })
+        } satisfies Job
       },
       Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
     )

@@ -1,6 +1,6 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { displayPrefix } from "#src/domain/ApiKey"
+import { type ApiKeySummary, displayPrefix } from "#src/domain/ApiKey"
 import { AccountId } from "#src/domain/Ids"
 import { InstantFromDate } from "#src/domain/Instant"
 import { hashKey } from "../auth/KeyMaterial.ts"
@@ -16,6 +16,27 @@ export const KeyListing = Schema.Struct({
   revokedAt: Schema.NullOr(InstantFromDate)
 })
 export type KeyListing = typeof KeyListing.Type
+
+/** NOTIFY channel carrying the digest of each key revoked through the API (credential caches drop it). */
+export const KEY_REVOKED_CHANNEL = "tapedeck_key_revoked"
+
+const LIVE_KEY_COLUMNS = `id, name, prefix, created_at, last_used_at`
+
+interface LiveKeyRow {
+  readonly id: string
+  readonly name: string | null
+  readonly prefix: string
+  readonly created_at: Date
+  readonly last_used_at: Date | null
+}
+
+const toSummary = (row: LiveKeyRow): ApiKeySummary => ({
+  id: row.id,
+  name: row.name,
+  prefix: row.prefix,
+  createdAt: row.created_at.toISOString(),
+  lastUsedAt: row.last_used_at === null ? null : row.last_used_at.toISOString()
+})
 
 /** API keys, stored as SHA-256 digests; the clear key exists only in the caller's hands. */
 export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRepo", {
@@ -85,9 +106,12 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
     const revokeByPrefix = Effect.fn("ApiKeyRepo.revokeByPrefix")(
       function*(prefix: string) {
         const rows = yield* sql`
-          UPDATE api_keys SET revoked_at = now()
-          WHERE prefix = ${prefix} AND revoked_at IS NULL
-          RETURNING id`
+          WITH revoked AS (
+            UPDATE api_keys SET revoked_at = now()
+            WHERE prefix = ${prefix} AND revoked_at IS NULL
+            RETURNING id, key_hash
+          )
+          SELECT id, pg_notify(${KEY_REVOKED_CHANNEL}, key_hash) FROM revoked`
         return rows.length
       },
       Effect.catchTags({ SqlError: Effect.die })
@@ -102,6 +126,71 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { authenticate, owner, insert, listByAccount, revokeByPrefix, countLiveWithPrefix } as const
+    /**
+     * Stores a new key for the account unless it already holds `maxLive` live keys (then none). One statement:
+     * the count and the insert see the same snapshot.
+     */
+    const insertLimited = Effect.fn("ApiKeyRepo.insertLimited")(
+      function*(accountId: AccountId, key: string, name: string, maxLive: number) {
+        const rows = yield* sql<LiveKeyRow>`
+          INSERT INTO api_keys (id, account_id, prefix, key_hash, name)
+          SELECT ${crypto.randomUUID()}, ${accountId}, ${displayPrefix(key)}, ${yield* hashKey(key)}, ${name}
+          WHERE (SELECT count(*) FROM api_keys WHERE account_id = ${accountId} AND revoked_at IS NULL) < ${maxLive}
+          RETURNING ${sql.literal(LIVE_KEY_COLUMNS)}`
+        return Option.map(Option.fromNullable(rows[0]), toSummary)
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** The account's live keys, oldest first. */
+    const listLive = Effect.fn("ApiKeyRepo.listLive")(
+      function*(accountId: AccountId) {
+        const rows = yield* sql<LiveKeyRow>`
+          SELECT ${sql.literal(LIVE_KEY_COLUMNS)} FROM api_keys
+          WHERE account_id = ${accountId} AND revoked_at IS NULL ORDER BY created_at, id`
+        return rows.map(toSummary)
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /**
+     * Revokes a live key of the account: its digest (to drop from credential caches), or none for a missing,
+     * foreign or already revoked key. Every instance is told on channel KEY_REVOKED_CHANNEL (a no-op in PGlite).
+     */
+    const revokeOwned = Effect.fn("ApiKeyRepo.revokeOwned")(
+      function*(accountId: AccountId, keyId: string) {
+        const rows = yield* sql<{ key_hash: string }>`
+          WITH revoked AS (
+            UPDATE api_keys SET revoked_at = now()
+            WHERE id = ${keyId} AND account_id = ${accountId} AND revoked_at IS NULL
+            RETURNING key_hash
+          )
+          SELECT key_hash, pg_notify(${KEY_REVOKED_CHANNEL}, key_hash) FROM revoked`
+        return Option.map(Option.fromNullable(rows[0]), (row) => row.key_hash)
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Whether this key id is still live (a batch job re-checks the key that submitted it). */
+    const isLive = Effect.fn("ApiKeyRepo.isLive")(
+      function*(keyId: string) {
+        const rows = yield* sql`SELECT 1 FROM api_keys WHERE id = ${keyId} AND revoked_at IS NULL`
+        return rows.length > 0
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return {
+      authenticate,
+      owner,
+      insert,
+      listByAccount,
+      revokeByPrefix,
+      countLiveWithPrefix,
+      insertLimited,
+      listLive,
+      revokeOwned,
+      isLive
+    } as const
   })
 }) {}

@@ -6,6 +6,11 @@ import m0004 from "./migrations/0004_spans_without_fk.ts"
 import m0005 from "./migrations/0005_forks.ts"
 import m0006 from "./migrations/0006_sdk_replay.ts"
 import m0007 from "./migrations/0007_enforcement.ts"
+import m0008 from "./migrations/0008_evaluations.ts"
+import m0009 from "./migrations/0009_eval_rules.ts"
+import m0011 from "./migrations/0011_usage_and_keys.ts"
+import m0012 from "./migrations/0012_stream_events.ts"
+import m0010 from "./migrations/0010_search.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
@@ -16,6 +21,11 @@ export const MigrationsLive = PgMigrator.layer({
     "0004_spans_without_fk": m0004,
     "0005_forks": m0005,
     "0006_sdk_replay": m0006,
-    "0007_enforcement": m0007
+    "0007_enforcement": m0007,
+    "0008_evaluations": m0008,
+    "0009_eval_rules": m0009,
+    "0010_search": m0010,
+    "0011_usage_and_keys": m0011,
+    "0012_stream_events": m0012
   })
 })

@@ -17,14 +17,14 @@ import {
   unwrap
 } from "./SpanRecords.ts"
 
-const TRACE_SELECT = `id, project_id, name, status,
+export const TRACE_SELECT = `id, project_id, name, status,
   CASE WHEN input IS NULL THEN NULL ELSE jsonb_build_array(input) END AS input,
   CASE WHEN output IS NULL THEN NULL ELSE jsonb_build_array(output) END AS output,
   total_tokens::float8 AS total_tokens, total_cost::text AS total_cost,
   total_duration_ms::float8 AS total_duration_ms, span_count, session_id, started_at, ended_at, metadata,
   lossy, terminated_early, environment`
 
-interface TraceRow {
+export interface TraceRow {
   readonly id: string
   readonly project_id: string | null
   readonly name: string | null
@@ -44,7 +44,7 @@ interface TraceRow {
   readonly environment: "production" | "sandbox"
 }
 
-const toTrace = (row: TraceRow): TraceWire => {
+export const toTrace = (row: TraceRow): TraceWire => {
   const trace: Record<string, unknown> = {
     id: row.id,
     projectId: row.project_id,
@@ -133,6 +133,12 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
             SELECT ${terminalJobId}::uuid, ${accountId}::uuid, 'trace.terminal',
                    jsonb_build_object('traceId', t.id, 'status', ${request.status}::text), 'queued', ${maxAttempts}::int
             FROM t WHERE ${terminalJobId}::uuid IS NOT NULL
+          ), k AS (
+            -- search indexing (layers/search/Search.ts SEARCH_INDEX_JOB), one job per write that has spans
+            INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
+            SELECT gen_random_uuid(), ${accountId}::uuid, 'search.index', jsonb_build_object('traceId', t.id), 'queued',
+                   ${maxAttempts}::int
+            FROM t WHERE EXISTS (SELECT 1 FROM x)
           )
           SELECT id FROM t`
         if (rows.length === 0) return yield* new TraceIdTaken({ traceId: request.id })
@@ -311,6 +317,8 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
             FOR UPDATE SKIP LOCKED
           ), gone_spans AS (
             DELETE FROM spans WHERE trace_id IN (SELECT id FROM doomed)
+          ), gone_embeddings AS (
+            DELETE FROM span_embeddings WHERE trace_id IN (SELECT id FROM doomed)
           )
           DELETE FROM traces WHERE id IN (SELECT id FROM doomed)
           RETURNING id`

@@ -18,7 +18,10 @@ import {
 import { AppConfig } from "../config/AppConfig.ts"
 import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
+import { SEARCH_INDEX_JOB } from "../search/Search.ts"
+import { StreamEvents } from "../stream/StreamEvents.ts"
 import { TraceRepo } from "./TraceRepo.ts"
+import { rewrittenSpanCode } from "#src/domain/StreamEvent"
 
 /** The `cursor` of a listing is not one this service issued. */
 export class InvalidCursor extends Schema.TaggedError<InvalidCursor>()("InvalidCursor", {}) {}
@@ -53,12 +56,24 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     const repo = yield* TraceRepo
     const jobs = yield* JobQueue
     const config = yield* AppConfig
+    const stream = yield* StreamEvents
 
     const create = Effect.fn("Traces.create")(function*(accountId: AccountId, request: CreateTraceRequest) {
       const problem = batchProblem(request.spans)
       if (problem) return yield* new SpansRejected({ reason: problem })
       const jobId = isTerminal(request.status) ? crypto.randomUUID() : null
       const created = yield* repo.insert(accountId, request, jobId, config.jobMaxAttempts).pipe(
+        // The live stream's event row is written in the same transaction as the trace.
+        Effect.tap(() =>
+          stream.record(accountId, [{
+            t: request.id,
+            b: "created",
+            s: request.spans.map((span) => [span.id, "c"] as const),
+            ...(isTerminal(request.status) ? { a: "terminal" as const } : {})
+          }])
+        ),
+        sql.withTransaction,
+        Effect.catchTags({ SqlError: Effect.die }),
         Effect.as(true),
         // A repeated create of a finished fork result (an SDK resuming after a crash) is not a conflict.
         Effect.catchTag("TraceIdTaken", (e) =>
@@ -75,7 +90,9 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         yield* repo.applyFinish(traceId, request)
         yield* repo.recomputeTotals(traceId)
         const next = request.status ?? previous
-        if (next === previous || !isTerminal(next)) return { jobId: Option.none<string>() }
+        const terminalTransition = next !== previous && isTerminal(next)
+        yield* stream.record(accountId, [{ t: traceId, s: [], a: terminalTransition ? "terminal" : "updated" }])
+        if (!terminalTransition) return { jobId: Option.none<string>() }
         const jobId = yield* jobs.enqueue(accountId, TERMINAL_TRACE_JOB, { traceId, status: next })
         return { jobId: Option.some<string>(jobId) }
       },
@@ -87,11 +104,18 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       function*(accountId: AccountId, traceId: TraceId, spans: ReadonlyArray<Span>) {
         const status = yield* repo.lockForUpdate(accountId, traceId)
         if (status !== "running") return yield* new TraceNotRunning({ traceId, status })
-        const problem = batchProblem(spans, yield* repo.parentsOf(traceId))
+        const stored = yield* repo.parentsOf(traceId)
+        const problem = batchProblem(spans, stored)
         if (problem) return yield* new SpansRejected({ reason: problem })
         if (spans.length > 0) {
           yield* repo.upsertSpans(accountId, traceId, spans)
           yield* repo.recomputeTotals(traceId)
+          yield* jobs.enqueue(accountId, SEARCH_INDEX_JOB, { traceId })
+          yield* stream.record(accountId, [{
+            t: traceId,
+            s: spans.map((span) => [span.id, stored.has(span.id) ? rewrittenSpanCode(span) : "c"] as const),
+            a: "updated"
+          }])
         }
         const trace = yield* repo.findTrace(accountId, traceId)
         return { spansWritten: spans.length, spanCount: trace.spanCount ?? 0 }
@@ -134,5 +158,5 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
 
     return { create, finish, appendSpans, get, list, remove } as const
   }),
-  dependencies: [TraceRepo.Default, JobQueue.Default, AppConfig.Default]
+  dependencies: [TraceRepo.Default, JobQueue.Default, AppConfig.Default, StreamEvents.Default]
 }) {}

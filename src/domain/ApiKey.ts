@@ -18,3 +18,44 @@ export const ApiKeyText = Schema.String.pipe(
     message: () => "an API key is 'svc_' followed by 4 to 256 printable characters (no spaces or commas)"
   })
 )
+
+/** Live keys an account may hold at once (POST /api/v1/api-keys refuses more). */
+export const MAX_LIVE_KEYS_PER_ACCOUNT = 100
+
+/** Body of POST /api/v1/api-keys (strict). */
+export const CreateApiKeyRequest = Schema.Struct({
+  name: Schema.String.pipe(
+    Schema.filter((s) => s.trim().length > 0 && s.length <= 100, {
+      message: () => "name must be 1 to 100 characters, not only spaces"
+    })
+  )
+}).annotations({ identifier: "CreateApiKeyRequest", parseOptions: { onExcessProperty: "error" } })
+export type CreateApiKeyRequest = typeof CreateApiKeyRequest.Type
+
+/** A live key in listings: never the key nor its digest. */
+export const ApiKeySummary = Schema.Struct({
+  id: Schema.UUID,
+  name: Schema.NullOr(Schema.String),
+  prefix: Schema.String.annotations({ description: "The key's first 12 characters, to recognise it" }),
+  createdAt: Schema.String,
+  lastUsedAt: Schema.NullOr(Schema.String).annotations({ description: "Kept to the minute" })
+}).annotations({ identifier: "ApiKeySummary" })
+export type ApiKeySummary = typeof ApiKeySummary.Type
+
+export const ApiKeyList = Schema.Struct({ items: Schema.Array(ApiKeySummary) }).annotations({ identifier: "ApiKeyList" })
+
+/** POST /api/v1/api-keys: the new key in full, shown this once (only its SHA-256 digest is stored). */
+export const CreatedApiKey = Schema.Struct({
+  ...ApiKeySummary.fields,
+  key: Schema.String
+}).annotations({ identifier: "CreatedApiKey" })
+
+export const ApiKeyPath = Schema.Struct({ keyId: Schema.UUID })
+
+export const RevokedApiKey = Schema.Struct({
+  id: Schema.UUID,
+  revoked: Schema.Literal(true)
+}).annotations({ identifier: "RevokedApiKey" })
+
+export class ApiKeyNotFound extends Schema.TaggedError<ApiKeyNotFound>()("ApiKeyNotFound", { keyId: Schema.String }) {}
+export class TooManyApiKeys extends Schema.TaggedError<TooManyApiKeys>()("TooManyApiKeys", { max: Schema.Number }) {}

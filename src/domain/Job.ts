@@ -14,7 +14,13 @@ export const Job = Schema.Struct({
   attempts: Schema.Int,
   error: Schema.NullOr(Schema.String),
   createdAt: Instant,
-  updatedAt: Instant
+  updatedAt: Instant,
+  progress: Schema.optional(Schema.Struct({ done: Schema.Int, total: Schema.Int })).annotations({
+    description: "Jobs that report progress (batch.run): operations done out of total"
+  }),
+  result: Schema.optional(Schema.Unknown).annotations({
+    description: "What the job produced so far (batch.run: one {status, body} per operation done, in order)"
+  })
 }).annotations({ identifier: "Job" })
 export type Job = typeof Job.Type
 

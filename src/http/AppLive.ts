@@ -2,7 +2,11 @@ import { HttpApiBuilder, HttpMiddleware } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { bootstrapKeys } from "#layers/auth/KeyBootstrap"
 import { AppConfig } from "#layers/config/AppConfig"
-import { TerminalTraceConsumersNone, terminalTraceHandler, TERMINAL_TRACE_JOB } from "#layers/events/TerminalTraceHook"
+import { EVALUATION_RUN_JOB, Evaluations, evaluationRunHandler } from "#layers/evaluations/Evaluations"
+import { terminalTraceHandler, TERMINAL_TRACE_JOB } from "#layers/events/TerminalTraceHook"
+import { TerminalTraceConsumersLive } from "#layers/evaluations/DetectionConsumers"
+import { WebhookDelivery } from "#layers/webhooks/WebhookDelivery"
+import { WEBHOOK_DELIVER_JOB } from "#src/domain/Webhook"
 import { JobHandlers } from "#layers/jobs/JobHandlers"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
@@ -15,19 +19,32 @@ import { describeStorage } from "#layers/storage/Sql"
 import { TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
-import { ApiLive, DocsLive, ReplaySocketRouteLive } from "./HttpLive.ts"
+import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
+import { SearchDependenciesLive } from "#layers/search/SearchLive"
+import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRouteLive } from "./HttpLive.ts"
+import { BATCH_JOB } from "#layers/batch/BatchRepo"
+import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "./BatchHttp.ts"
 
 const JobHandlersLive = Layer.effect(
   JobHandlers,
   Effect.gen(function*() {
     return new Map([
       [TERMINAL_TRACE_JOB, yield* terminalTraceHandler],
-      [FORK_REPLAY_JOB, yield* forkReplayHandler]
+      [FORK_REPLAY_JOB, yield* forkReplayHandler],
+      [EVALUATION_RUN_JOB, yield* evaluationRunHandler],
+      [WEBHOOK_DELIVER_JOB, (yield* WebhookDelivery).handler],
+      [BATCH_JOB, yield* batchJobHandler],
+      [SEARCH_INDEX_JOB, yield* searchIndexHandler],
+      [SEARCH_REEMBED_JOB, yield* searchReembedHandler]
     ])
   })
 ).pipe(
-  Layer.provide(TerminalTraceConsumersNone),
+  Layer.provide(BatchJobDependencies),
+  Layer.provide(SearchDependenciesLive),
+  Layer.provide(TerminalTraceConsumersLive),
+  Layer.provide(WebhookDelivery.Default),
   Layer.provide(Forks.Default),
+  Layer.provide(Evaluations.Default),
   Layer.provide([LlmClientLive, ModelPrices.Default])
 )
 
@@ -41,7 +58,8 @@ const StartupLive = Layer.mergeAll(
     })
   ).pipe(Layer.provide([AccountRepo.Default, ApiKeyRepo.Default])),
   JobWorkerLive.pipe(Layer.provide([JobQueue.Default, JobHandlersLive])),
-  RetentionLive.pipe(Layer.provide(TraceRepo.Default))
+  RetentionLive.pipe(Layer.provide(TraceRepo.Default)),
+  SearchStartupLive.pipe(Layer.provide(SearchDependenciesLive))
 )
 
 /**
@@ -52,6 +70,9 @@ export const AppLive = HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
   HttpMiddleware.withTracerDisabledWhen((request) => request.url === "/health"),
   Layer.provide(DocsLive),
   Layer.provide(ReplaySocketRouteLive),
+  Layer.provide(StreamSocketRouteLive),
+  Layer.provide(McpRouteLive),
+  Layer.provide(SelfAppInstallLive), // the API's own HttpApp, for batch operations (needs ApiLive below)
   Layer.provide(ApiLive),
   Layer.provide(StartupLive),
   Layer.provide(TracingLive)

@@ -1,6 +1,7 @@
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
+import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { Unauthorized } from "../api/ApiErrors.ts"
 import { Authentication } from "../api/Security.ts"
 
@@ -12,7 +13,12 @@ export const AuthenticationLive = Layer.effect(
   Effect.gen(function*() {
     const credentials = yield* Credentials
     return Authentication.of({
-      serviceKey: (key) => credentials.serviceKey(key).pipe(Effect.mapError(refuse)),
+      // An in-process identity (a background batch acting for its account) comes first: it has no header.
+      serviceKey: (key) =>
+        Effect.serviceOption(InternalIdentity).pipe(Effect.flatMap(Option.match({
+          onSome: Effect.succeed,
+          onNone: () => credentials.serviceKey(key).pipe(Effect.mapError(refuse))
+        }))),
       bearer: (token) =>
         Effect.gen(function*() {
           // The platform strips the first seven characters whatever they are: insist they were "Bearer ".

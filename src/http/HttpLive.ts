@@ -5,6 +5,7 @@ import { IngestGate } from "#layers/ingest/IngestGate"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
 import { Enforcement } from "#layers/enforcement/Enforcement"
+import { Evaluations } from "#layers/evaluations/Evaluations"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
 import { SqlPolicyStoreLive } from "#layers/enforcement/SqlPolicyStore"
 import { Forks } from "#layers/replay/Forks"
@@ -17,25 +18,60 @@ import { AuthenticationLive } from "./AuthenticationLive.ts"
 import { ErrorBodiesLive } from "./ErrorBodies.ts"
 import { IngestGateLive } from "./IngestGateMiddleware.ts"
 import { EnforcementHttpLive } from "./EnforcementHttp.ts"
+import { EvaluationsHttpLive } from "./EvaluationsHttp.ts"
+import { EvalRulesHttpLive } from "./EvalRulesHttp.ts"
+import { InsightsHttpLive } from "./InsightsHttp.ts"
+import { EvalRules } from "#layers/evaluations/EvalRules"
+import { InsightRepo } from "#layers/evaluations/InsightRepo"
 import { ForksHttpLive } from "./ForksHttp.ts"
 import { ReplaySocketLive } from "./ReplaySocket.ts"
+import { StreamSocketLive } from "./StreamSocket.ts"
+import { McpHttpLive } from "./McpHttp.ts"
+import { StreamHub } from "#layers/stream/StreamHub"
+import { AppConfig } from "#layers/config/AppConfig"
 import { JobsHttpLive } from "./JobsHttp.ts"
+import { ApiKeysHttpLive } from "./ApiKeysHttp.ts"
+import { BatchHttpLive } from "./BatchHttp.ts"
+import { DiscoveryHttpLive } from "./DiscoveryHttp.ts"
+import { SessionsHttpLive } from "./SessionsHttp.ts"
+import { UsageHttpLive } from "./UsageHttp.ts"
+import { UsageCounters } from "#layers/usage/UsageCounters"
+import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
 import { OtlpHttpLive } from "./OtlpHttp.ts"
 import { RateLimitLive } from "./RateLimitLive.ts"
 import { SystemHttpLive } from "./SystemHttp.ts"
 import { TracesHttpLive } from "./TracesHttp.ts"
+import { SearchHttpLive } from "./SearchHttp.ts"
+import { DiagnosticsHttpLive } from "./DiagnosticsHttp.ts"
+import { SearchLive } from "#layers/search/SearchLive"
 
 /** The whole contract implemented: groups, API middleware, OpenAPI at /openapi.json and a reference at /docs. */
 export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
-  Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, EnforcementHttpLive, JobsHttpLive, OtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
+  Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, EnforcementHttpLive, EvaluationsHttpLive, JobsHttpLive, OtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
+  Layer.provide([EvalRulesHttpLive, InsightsHttpLive]),
+  Layer.provide([SessionsHttpLive, UsageHttpLive, BatchHttpLive, ApiKeysHttpLive, DiscoveryHttpLive]),
+  Layer.provide([EvalRules.Default, InsightRepo.Default]),
+  Layer.provide([SearchHttpLive, DiagnosticsHttpLive]),
+  Layer.provide(SearchLive),
+  Layer.provide([UsageCounters.Default, ApiKeyRepo.Default]),
   Layer.provide([AuthenticationLive, RateLimitLive]),
-  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, IngestGate.Default, Forks.Default, Enforcement.Default, GuardrailRepo.Default]),
+  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, IngestGate.Default, Forks.Default, Enforcement.Default, Evaluations.Default, GuardrailRepo.Default]),
   Layer.provide(SqlPolicyStoreLive),
   Layer.provide([LlmClientLive, ModelPrices.Default])
 )
 
 /** The SDK replay socket, a raw route beside the contract (authenticated by the handler itself). */
 export const ReplaySocketRouteLive = ReplaySocketLive.pipe(Layer.provide([Credentials.Default, SdkReplay.Default]))
+
+/** The live span stream socket, a raw route (authenticated by the handler itself). */
+export const StreamSocketRouteLive = StreamSocketLive.pipe(Layer.provide([Credentials.Default, StreamHub.Default, AppConfig.Default]))
+
+/** The MCP endpoints, raw routes: /mcp (authenticated by the handler, tools over the services) and /mcp/docs. */
+export const McpRouteLive = McpHttpLive.pipe(
+  Layer.provide([Credentials.Default, Traces.Default, Forks.Default, Enforcement.Default, Evaluations.Default, GuardrailRepo.Default, SearchLive]),
+  Layer.provide(SqlPolicyStoreLive),
+  Layer.provide([LlmClientLive, ModelPrices.Default])
+)
 
 /** The public documentation routes. */
 export const DocsLive = Layer.mergeAll(

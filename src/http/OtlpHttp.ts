@@ -3,6 +3,7 @@ import { Effect, Either, Schema } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { decompress } from "#layers/ingest/Decompress"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
+import { UsageCounters } from "#layers/usage/UsageCounters"
 import { decodeOtlpJson, decodeOtlpProtobuf } from "#layers/ingest/OtlpDecode"
 import { OtlpJsonRequest } from "#src/domain/Otlp"
 import { ValidationFailed } from "../api/ApiErrors.ts"
@@ -39,6 +40,7 @@ const decodeJson = (bytes: Uint8Array) => {
 export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers) =>
   Effect.gen(function*() {
     const ingest = yield* OtlpIngest
+    const usage = yield* UsageCounters
     const config = yield* AppConfig
     return handlers.handle("export", ({ request }) =>
       Effect.gen(function*() {
@@ -59,6 +61,7 @@ export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers)
             onRight: Effect.succeed
           })
         const result = yield* ingest.ingest(accountId, decoded)
+        yield* usage.increment(accountId, "otlp_requests") // one upsert per accepted export; never fails the export
         return {
           partialSuccess: result.rejectedSpans > 0
             ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage ?? "" }

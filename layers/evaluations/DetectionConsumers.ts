@@ -1,0 +1,20 @@
+import { Effect, Layer } from "effect"
+import { TerminalTraceConsumers } from "../events/TerminalTraceHook.ts"
+import { Detection } from "./Detection.ts"
+import { EvalRules } from "./EvalRules.ts"
+
+/**
+ * What a terminal trace triggers: detection (insights), then the account's eval rules. Both are idempotent,
+ * so a retried `trace.terminal` job neither duplicates insights nor queues runs twice.
+ */
+export const TerminalTraceConsumersLive = Layer.effect(
+  TerminalTraceConsumers,
+  Effect.gen(function*() {
+    const detection = yield* Detection
+    const rules = yield* EvalRules
+    return [
+      (trace) => detection.run(trace.accountId, trace.traceId).pipe(Effect.asVoid),
+      (trace) => rules.apply(trace)
+    ]
+  })
+).pipe(Layer.provide([Detection.Default, EvalRules.Default]))

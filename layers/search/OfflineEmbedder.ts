@@ -1,0 +1,156 @@
+import { Effect, Layer, Runtime } from "effect"
+import { AppConfig } from "../config/AppConfig.ts"
+import { Embedder } from "./Embedder.ts"
+import { loadWordVectors, SOURCE_VOCABULARY, type WordVectors } from "./WordVectors.ts"
+
+/** Dimensions taken by hashed lexical features (whole words, identifiers, character n-grams of unknown words). */
+export const HASH_DIMS = 156
+/** SIF smoothing: a word of probability p weighs A / (A + p). */
+const A = 1e-3
+/** Share of the final (unit) vector held by the semantic part and by the hashed lexical part. */
+const SEMANTIC = 0.9
+const LEXICAL = Math.sqrt(1 - SEMANTIC * SEMANTIC)
+/** How much a known word also counts as an exact lexical feature, relative to an unknown word. */
+const KNOWN_WORD_LEXICAL = 0.5
+const HARMONIC = Math.log(SOURCE_VOCABULARY) + 0.5772
+
+/** Zipf estimate of a word's probability from its frequency rank (0 = most frequent). */
+const probability = (rank: number) => 1 / ((rank + 1) * HARMONIC)
+
+const RAW = /[\p{L}\p{N}_]+/gu
+const PART = /\p{Lu}+(?!\p{Ll})|\p{Lu}?\p{Ll}+|\p{N}+|\p{L}+/gu
+
+/**
+ * Words of a text, lowercased: identifiers are split at underscores and case changes ("getUserById" → get,
+ * user, by, id; "ETIMEDOUT_ERR" → etimedout, err), and the whole identifier is kept as a lexical feature.
+ */
+export const tokenize = (text: string, onPart: (word: string) => void, onIdentifier: (identifier: string) => void) => {
+  for (const raw of text.matchAll(RAW)) {
+    const token = raw[0]
+    let parts = 0
+    for (const piece of token.split("_")) {
+      if (piece === "") continue
+      for (const part of piece.matchAll(PART)) {
+        onPart(part[0].toLowerCase())
+        parts++
+      }
+    }
+    if (parts > 1) onIdentifier(token.toLowerCase())
+  }
+}
+
+/** FNV-1a, 32-bit. */
+const hash = (s: string, seed = 0x811c9dc5) => {
+  let h = seed
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i)
+    h = Math.imul(h, 0x01000193)
+  }
+  return h >>> 0
+}
+
+/** The p(w)-weighted mean of the vocabulary's vectors: the common direction SIF removes from every sentence. */
+const commonComponent = (wv: WordVectors) => {
+  const c = new Float64Array(wv.dims)
+  for (let row = 0; row < wv.count; row++) {
+    const w = probability(wv.ranks[row]!) * wv.scales[row]!
+    const base = row * wv.dims
+    for (let d = 0; d < wv.dims; d++) c[d]! += w * wv.vectors[base + d]!
+  }
+  const norm = Math.hypot(...c)
+  if (norm > 0) for (let d = 0; d < wv.dims; d++) c[d]! /= norm
+  return c
+}
+
+/**
+ * The offline embedding of a text: a SIF-weighted average of GloVe vectors (the common component removed)
+ * beside hashed lexical features (known words at half weight, identifiers, and character 3- and 4-grams of
+ * unknown words, so "ETIMEDOUT" and "timed out" share something), each part normalised, the whole unit-length.
+ */
+export const makeOfflineEmbedding = (wv: WordVectors) => {
+  const dims = wv.dims + HASH_DIMS
+  const common = commonComponent(wv)
+  const weights = new Float64Array(wv.count)
+  for (let row = 0; row < wv.count; row++) weights[row] = A / (A + probability(wv.ranks[row]!))
+
+  return (text: string): Float32Array => {
+    const semantic = new Float64Array(wv.dims)
+    const lexical = new Float64Array(HASH_DIMS)
+    const feature = (key: string, weight: number) => {
+      const h = hash(key)
+      lexical[(h >>> 1) % HASH_DIMS]! += h & 1 ? weight : -weight
+    }
+    tokenize(
+      text,
+      (word) => {
+        const row = wv.index.get(word)
+        if (row !== undefined) {
+          const w = weights[row]! * wv.scales[row]!
+          const base = row * wv.dims
+          for (let d = 0; d < wv.dims; d++) semantic[d]! += w * wv.vectors[base + d]!
+          feature(word, KNOWN_WORD_LEXICAL * weights[row]!)
+          return
+        }
+        feature(word, 1)
+        if (word.length < 4 || /^\p{N}+$/u.test(word)) return
+        const marked = `<${word}>`
+        const grams = (marked.length - 2) + (marked.length - 3)
+        for (let n = 3; n <= 4; n++) {
+          for (let i = 0; i + n <= marked.length; i++) feature(`#${marked.slice(i, i + n)}`, 1 / Math.sqrt(grams))
+        }
+      },
+      (identifier) => feature(identifier, 1)
+    )
+    let dot = 0
+    for (let d = 0; d < wv.dims; d++) dot += semantic[d]! * common[d]!
+    for (let d = 0; d < wv.dims; d++) semantic[d]! -= dot * common[d]!
+    const sNorm = Math.hypot(...semantic)
+    const lNorm = Math.hypot(...lexical)
+    const sWeight = sNorm === 0 ? 0 : (lNorm === 0 ? 1 : SEMANTIC) / sNorm
+    const lWeight = lNorm === 0 ? 0 : (sNorm === 0 ? 1 : LEXICAL) / lNorm
+    const out = new Float32Array(dims)
+    for (let d = 0; d < wv.dims; d++) out[d] = semantic[d]! * sWeight
+    for (let d = 0; d < HASH_DIMS; d++) out[wv.dims + d] = lexical[d]! * lWeight
+    return out
+  }
+}
+
+export const OFFLINE_DIMS = 100 + HASH_DIMS
+export const OFFLINE_EMBEDDER_ID = `offline:glove-sg100d-sif+hash${HASH_DIMS}:v1:${OFFLINE_DIMS}`
+
+// One read-only copy per process (several servers in one test process share it).
+let shared: Promise<WordVectors> | undefined
+
+/**
+ * The default embedder: no network, no download. The word vectors are compacted from the installed npm
+ * package at the first start and cached (see WordVectors.ts). Loading starts in the background when the layer
+ * is built, so the server answers at once; the first embedding waits for it.
+ */
+export const OfflineEmbedderLive = Layer.scoped(
+  Embedder,
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const runtime = yield* Effect.runtime<never>()
+    const log = (message: string) => Runtime.runSync(runtime)(Effect.logInfo(`search: ${message}`))
+    const load = Effect.tryPromise({
+      try: () => (shared ??= loadWordVectors(config.dataDir, log).catch((e) => {
+        shared = undefined
+        throw e
+      })),
+      catch: (cause) => new Error(`the offline embedder could not load its word vectors: ${String(cause)}`)
+    }).pipe(
+      Effect.map(makeOfflineEmbedding),
+      Effect.tap(() => Effect.logDebug(`search: offline embedder ready (${OFFLINE_DIMS} dimensions)`)),
+      Effect.orDie
+    )
+    const ready = yield* Effect.cached(load)
+    yield* Effect.forkScoped(ready)
+    return Embedder.of({
+      id: OFFLINE_EMBEDDER_ID,
+      kind: "offline",
+      dims: OFFLINE_DIMS,
+      maxBatch: 256,
+      embed: (texts) => Effect.map(ready, (embedOne) => texts.map(embedOne))
+    })
+  })
+)

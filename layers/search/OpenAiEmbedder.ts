@@ -1,0 +1,156 @@
+import { Config, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { EmbedderUnavailable } from "#src/domain/Search"
+import { Embedder, type EmbedderShape } from "./Embedder.ts"
+import { OfflineEmbedderLive } from "./OfflineEmbedder.ts"
+
+/** Characters of one text sent at most (≈ 2k tokens: every common embedding model takes that). */
+export const MAX_INPUT_CHARS = 8000
+
+export const EmbeddingsSettings = Config.all({
+  baseUrl: Config.string("TAPEDECK_EMBEDDINGS_BASE_URL").pipe(
+    Config.validate({
+      message: "must be an http(s) URL such as http://host:port/v1",
+      validation: (raw) => raw.trim() === "" || /^https?:$/.test(URL.parse(raw.trim())?.protocol ?? "")
+    }),
+    Config.map((url) => url.trim().replace(/\/+$/, "")),
+    Config.option,
+    Config.map(Option.filter((url) => url !== ""))
+  ),
+  model: Config.string("TAPEDECK_EMBEDDINGS_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
+  apiKey: Config.option(Config.redacted("TAPEDECK_EMBEDDINGS_API_KEY")).pipe(
+    Config.map(Option.filter((key) => Redacted.value(key) !== ""))
+  ),
+  dimensions: Config.option(Config.integer("TAPEDECK_EMBEDDINGS_DIMENSIONS").pipe(
+    Config.validate({ message: "must be a positive integer", validation: (n) => n > 0 })
+  )),
+  batchSize: Config.integer("TAPEDECK_EMBEDDINGS_BATCH_SIZE").pipe(
+    Config.validate({ message: "must be between 1 and 2048", validation: (n) => n >= 1 && n <= 2048 }),
+    Config.withDefault(64)
+  ),
+  timeoutMs: Config.integer("TAPEDECK_EMBEDDINGS_TIMEOUT_MS").pipe(
+    Config.validate({ message: "must be a positive number of milliseconds", validation: (n) => n > 0 }),
+    Config.withDefault(30_000)
+  ),
+  maxRetries: Config.integer("TAPEDECK_EMBEDDINGS_MAX_RETRIES").pipe(
+    Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
+    Config.withDefault(2)
+  )
+})
+export type EmbeddingsSettings = Config.Config.Success<typeof EmbeddingsSettings>
+
+const EmbeddingsResponse = Schema.Struct({
+  data: Schema.Array(Schema.Struct({
+    index: Schema.optional(Schema.Int),
+    embedding: Schema.Array(Schema.Number).pipe(Schema.minItems(1))
+  }))
+})
+const decodeResponse = Schema.decodeUnknownEither(EmbeddingsResponse)
+
+const normalise = (values: ReadonlyArray<number>) => {
+  const out = Float32Array.from(values)
+  let norm = 0
+  for (const x of out) norm += x * x
+  norm = Math.sqrt(norm)
+  if (norm > 0) for (let i = 0; i < out.length; i++) out[i]! /= norm
+  return out
+}
+
+class Retryable extends Schema.TaggedError<Retryable>()("Retryable", { reason: Schema.String }) {}
+
+/**
+ * Any OpenAI-compatible `POST {base}/embeddings` (OpenAI, Ollama, vLLM, TEI, LiteLLM…): texts sent in batches
+ * of TAPEDECK_EMBEDDINGS_BATCH_SIZE, each call bounded by a timeout and retried on 429, 5xx and network errors.
+ * Vectors are L2-normalised on arrival. The key is sent as a Bearer token and never appears in an error.
+ */
+export const makeOpenAiEmbedder = (
+  settings: Omit<EmbeddingsSettings, "baseUrl"> & { readonly baseUrl: string }
+): EmbedderShape => {
+  const endpoint = `${settings.baseUrl}/embeddings`
+  const host = new URL(settings.baseUrl).host
+  const key = Option.getOrUndefined(Option.map(settings.apiKey, Redacted.value))
+  const scrub = (text: string) => (key === undefined ? text : text.split(key).join("[redacted]"))
+  const dims = Option.getOrNull(settings.dimensions)
+  const id = `openai-compatible:${settings.model}${dims === null ? "" : `:${dims}`}`
+
+  const call = (texts: ReadonlyArray<string>) =>
+    Effect.tryPromise({
+      try: async (signal) => {
+        const response = await fetch(endpoint, {
+          method: "POST",
+          signal: AbortSignal.any([signal, AbortSignal.timeout(settings.timeoutMs)]),
+          headers: {
+            "content-type": "application/json",
+            accept: "application/json",
+            ...(key === undefined ? {} : { authorization: `Bearer ${key}` })
+          },
+          body: JSON.stringify({
+            model: settings.model,
+            input: texts.map((t) => (t === "" ? " " : t.slice(0, MAX_INPUT_CHARS))),
+            ...(dims === null ? {} : { dimensions: dims })
+          })
+        })
+        return { status: response.status, text: await response.text() }
+      },
+      catch: (cause) =>
+        new Retryable({ reason: scrub(`could not reach the embeddings provider at ${host}: ${String(cause)}`) })
+    }).pipe(
+      Effect.flatMap(({ status, text }): Effect.Effect<Array<Float32Array>, Retryable | EmbedderUnavailable> => {
+        if (status === 429 || status >= 500) {
+          return Effect.fail(new Retryable({ reason: `embeddings provider at ${host} answered HTTP ${status}` }))
+        }
+        if (status < 200 || status >= 300) {
+          return Effect.fail(new EmbedderUnavailable({
+            reason: scrub(`embeddings provider at ${host} answered HTTP ${status}: ${text.slice(0, 300)}`)
+          }))
+        }
+        let parsed: unknown
+        try {
+          parsed = JSON.parse(text)
+        } catch {
+          return Effect.fail(new EmbedderUnavailable({ reason: `embeddings provider at ${host} answered something that is not JSON` }))
+        }
+        const decoded = decodeResponse(parsed)
+        if (decoded._tag === "Left" || decoded.right.data.length !== texts.length) {
+          return Effect.fail(new EmbedderUnavailable({
+            reason: `embeddings provider at ${host} did not answer one embedding per input`
+          }))
+        }
+        const ordered = [...decoded.right.data].sort((a, b) => (a.index ?? 0) - (b.index ?? 0))
+        const width = ordered[0]!.embedding.length
+        if (ordered.some((d) => d.embedding.length !== width) || (dims !== null && width !== dims)) {
+          return Effect.fail(new EmbedderUnavailable({ reason: `embeddings provider at ${host} answered vectors of differing sizes` }))
+        }
+        return Effect.succeed(ordered.map((d) => normalise(d.embedding)))
+      }),
+      Effect.retry({
+        while: (e) => e._tag === "Retryable",
+        schedule: Schedule.exponential(Duration.millis(200)).pipe(Schedule.intersect(Schedule.recurs(settings.maxRetries)))
+      }),
+      Effect.catchTag("Retryable", (e) => Effect.fail(new EmbedderUnavailable({ reason: e.reason })))
+    )
+
+  return {
+    id,
+    kind: "openai-compatible",
+    dims,
+    maxBatch: settings.batchSize,
+    embed: Effect.fn("Embedder.embed")(function*(texts: ReadonlyArray<string>) {
+      const out: Array<Float32Array> = []
+      for (let i = 0; i < texts.length; i += settings.batchSize) {
+        out.push(...(yield* call(texts.slice(i, i + settings.batchSize))))
+      }
+      return out
+    })
+  }
+}
+
+/** TAPEDECK_EMBEDDINGS_BASE_URL set: that provider. Unset: the offline embedder. */
+export const EmbedderLive = Layer.unwrapEffect(
+  Effect.gen(function*() {
+    const settings = yield* EmbeddingsSettings
+    return Option.match(settings.baseUrl, {
+      onNone: () => OfflineEmbedderLive,
+      onSome: (baseUrl) => Layer.succeed(Embedder, makeOpenAiEmbedder({ ...settings, baseUrl }))
+    })
+  })
+)

@@ -1,0 +1,151 @@
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, Schema } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+import type { Diagnostics, SearchRequest } from "#src/domain/Search"
+import { AppConfig } from "../config/AppConfig.ts"
+import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { Embedder } from "./Embedder.ts"
+import { type PendingSpan, SpanIndex } from "./SpanIndex.ts"
+
+/** Embeds the spans of the traces a write touched: payload `{ traceIds }` (or `{ traceId }`). */
+export const SEARCH_INDEX_JOB = "search.index"
+/** Embeds every span of the account that has no vector from the current embedder, in resumable batches. */
+export const SEARCH_REEMBED_JOB = "search.reembed"
+export const SEARCH_JOB_KINDS = [SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB] as const
+
+const IndexPayload = Schema.Union(
+  Schema.Struct({ traceIds: Schema.Array(Schema.UUID) }),
+  Schema.Struct({ traceId: Schema.UUID })
+)
+const decodeIndexPayload = Schema.decodeUnknownOption(IndexPayload)
+
+/** A re-embed job runs this long before it hands the rest over to a new job (well inside its lease). */
+const REEMBED_SLICE_MS = 60_000
+const REEMBED_BATCH = 256
+
+/** Embeds and stores pending spans in the embedder's batch size; each batch commits on its own. */
+const embedAndStore = (pending: ReadonlyArray<PendingSpan>) =>
+  Effect.gen(function*() {
+    const embedder = yield* Embedder
+    const index = yield* SpanIndex
+    for (let i = 0; i < pending.length; i += embedder.maxBatch) {
+      const batch = pending.slice(i, i + embedder.maxBatch)
+      const vectors = yield* embedder.embed(batch.map((p) => p.text))
+      yield* index.store(embedder.id, batch, vectors)
+    }
+  })
+
+export const searchIndexHandler = Effect.gen(function*() {
+  const embedder = yield* Embedder
+  const index = yield* SpanIndex
+  const handler: JobHandler = (job) =>
+    Effect.gen(function*() {
+      const payload = decodeIndexPayload(job.payload)
+      if (payload._tag === "None") return // not ours to fix: a malformed payload would fail forever
+      const traceIds = "traceIds" in payload.value ? payload.value.traceIds : [payload.value.traceId]
+      const pending = yield* index.pendingOfTraces(job.accountId, traceIds, embedder.id)
+      yield* embedAndStore(pending)
+    }).pipe(
+      Effect.provideService(Embedder, embedder),
+      Effect.provideService(SpanIndex, index),
+      Effect.catchTag("EmbedderUnavailable", (e) => new JobFailed({ reason: `embedder: ${e.reason}` }))
+    )
+  return handler
+})
+
+export const searchReembedHandler = Effect.gen(function*() {
+  const embedder = yield* Embedder
+  const index = yield* SpanIndex
+  const sql = yield* SqlClient.SqlClient
+  const config = yield* AppConfig
+  const handler: JobHandler = (job) =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      for (;;) {
+        const pending = yield* index.pendingOfAccount(job.accountId, embedder.id, REEMBED_BATCH)
+        if (pending.length === 0) return
+        yield* embedAndStore(pending)
+        if (Date.now() - started > REEMBED_SLICE_MS) {
+          // Progress is committed batch by batch; the rest continues in a fresh job (a fresh lease).
+          yield* sql`
+            INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
+            VALUES (gen_random_uuid(), ${job.accountId}, ${SEARCH_REEMBED_JOB}, '{}'::jsonb, 'queued', ${config.jobMaxAttempts})`
+            .pipe(Effect.orDie)
+          return
+        }
+      }
+    }).pipe(
+      Effect.provideService(Embedder, embedder),
+      Effect.provideService(SpanIndex, index),
+      Effect.catchTag("EmbedderUnavailable", (e) => new JobFailed({ reason: `embedder: ${e.reason}` }))
+    )
+  return handler
+})
+
+/**
+ * At start: logs the embedder and the index mode, and queues a re-embed job for every account that has spans
+ * without a vector from the current embedder (a new embedder, or spans written before search existed), unless
+ * one is already queued or running.
+ */
+export const SearchStartupLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const embedder = yield* Embedder
+    const index = yield* SpanIndex
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* AppConfig
+    const mode = yield* index.mode
+    yield* Effect.logInfo(`search: embedder ${embedder.id}, index ${mode}`)
+    if (embedder.dims !== null) yield* index.ensureIndex(embedder.id, embedder.dims)
+    const accounts = yield* index.accountsWithStale(embedder.id)
+    if (accounts.length === 0) return
+    yield* sql`
+      INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
+      SELECT gen_random_uuid(), a.id, ${SEARCH_REEMBED_JOB}, '{}'::jsonb, 'queued', ${config.jobMaxAttempts}::int
+      FROM unnest(${`{${accounts.join(",")}}`}::uuid[]) AS a(id)
+      WHERE NOT EXISTS (
+        SELECT 1 FROM jobs j
+        WHERE j.account_id = a.id AND j.kind = ${SEARCH_REEMBED_JOB} AND j.status IN ('queued', 'running'))`
+      .pipe(Effect.orDie)
+    yield* Effect.logInfo(`search: re-embedding queued for ${accounts.length} account(s)`)
+  })
+)
+
+/** POST /api/v1/search and the search part of GET /api/v1/diagnostics. */
+export class Search extends Effect.Service<Search>()("tapedeck/search/Search", {
+  effect: Effect.gen(function*() {
+    const embedder = yield* Embedder
+    const index = yield* SpanIndex
+
+    const search = Effect.fn("Search.search")(function*(accountId: AccountId, request: SearchRequest) {
+      const [vector] = yield* embedder.embed([request.query])
+      const hits = yield* index.search({
+        accountId,
+        embedder: embedder.id,
+        query: request.query,
+        vector: vector!,
+        filters: request.filters,
+        limit: request.limit,
+        offset: request.offset
+      })
+      return { spans: hits.map((h) => h.span) }
+    })
+
+    const diagnostics = Effect.fn("Search.diagnostics")(function*(accountId: AccountId) {
+      const mode = yield* index.mode
+      const stats = yield* index.stats(accountId, embedder.id, SEARCH_JOB_KINDS)
+      return {
+        search: {
+          embedder: embedder.id,
+          embedder_kind: embedder.kind,
+          dimensions: embedder.dims,
+          index_mode: mode,
+          pending_jobs: stats.pending,
+          indexed_spans: stats.indexed,
+          stale_spans: stats.stale
+        }
+      } satisfies Diagnostics
+    })
+
+    return { search, diagnostics } as const
+  })
+}) {}

@@ -1,0 +1,307 @@
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+import type { SearchFilters } from "#src/domain/Search"
+import type { SpanWire } from "#src/domain/Span"
+import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
+import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
+
+export type IndexMode = "pgvector-hnsw" | "exact-fallback"
+
+/** HNSW indexes `vector` up to 2000 dimensions; a larger model is searched exactly. */
+export const HNSW_MAX_DIMS = 2000
+/** Weight of the full-text rank (0..1, ts_rank_cd normalised by rank/(rank+1)) added to the cosine for ranking. */
+export const TEXT_BOOST = 0.6
+/** Vector candidates fetched at least, before the hybrid re-rank and the page cut. */
+const MIN_CANDIDATES = 100
+/** Past this offset + limit, a search is exact (HNSW's ef_search stays bounded). */
+const MAX_HNSW_DEPTH = 1000
+
+/** A span as the index job reads it: what its text is built from, and the vector it has now, if any. */
+interface SourceRow extends SpanTextSource {
+  readonly trace_id: string
+  readonly id: string
+  readonly account_id: string
+  readonly text_hash: string | null
+  readonly embedder: string | null
+}
+
+/** A span to (re-)embed: its key, its text and the text's digest. */
+export interface PendingSpan {
+  readonly traceId: string
+  readonly spanId: string
+  readonly accountId: string
+  readonly text: string
+  readonly hash: string
+}
+
+export interface Hit {
+  readonly span: SpanWire & { readonly trace_id: string; readonly similarity: number }
+}
+
+const uuidArray = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
+/** An SQL string literal (the embedder id is ours, but a configured model name may contain anything). */
+const literal = (s: string) => `'${s.replaceAll("'", "''")}'`
+const round = (x: number) => Math.round(x * 1e7) / 1e7
+const vectorText = (mode: IndexMode, v: Float32Array) => {
+  const body = Array.from(v, round).join(",")
+  return mode === "pgvector-hnsw" ? `[${body}]` : `{${body}}`
+}
+
+/** Words of a query for the OR-ed full-text query: alphanumerics only, identifiers split, so it always parses. */
+export const orQueryText = (query: string) => {
+  const words = new Set<string>()
+  for (const raw of query.matchAll(/[\p{L}\p{N}]+/gu)) {
+    for (const part of raw[0].matchAll(/\p{Lu}+(?!\p{Ll})|\p{Lu}?\p{Ll}+|\p{N}+|\p{L}+/gu)) {
+      const w = part[0].toLowerCase()
+      if (/^[a-z0-9]+$/.test(w) && w.length <= 64) words.add(w)
+    }
+    if (words.size >= 32) break
+  }
+  return [...words].join(" | ")
+}
+
+/** The text the full-text vector is built from: the span's text, with identifiers also split into words. */
+const ftsText = (text: string) => `${text}\n${text.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")}`
+
+/**
+ * The span-embedding store and its searches: pgvector HNSW (iterative scans keep filtered queries complete, and
+ * a short answer falls back to an exact scan) or, without pgvector, an exact scan that ranks the same way.
+ */
+export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/SpanIndex", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const detect = Effect.gen(function*() {
+      const column = yield* sql<{ type: string }>`
+        SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute
+        WHERE attrelid = 'span_embeddings'::regclass AND attname = 'embedding'`
+      const mode: IndexMode = column[0]?.type === "vector" ? "pgvector-hnsw" : "exact-fallback"
+      const version = mode === "pgvector-hnsw"
+        ? (yield* sql<{ v: string }>`SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'`)[0]?.v ?? "0"
+        : "0"
+      const [major = 0, minor = 0] = version.split(".").map(Number)
+      return { mode, iterative: major > 0 || minor >= 8, version }
+    }).pipe(Effect.orDie)
+    const setup = yield* Effect.cached(detect)
+
+    const ensured = new Set<string>()
+    /** Creates the embedder's HNSW index when missing (pgvector only; idempotent across instances). */
+    const ensureIndex = Effect.fn("SpanIndex.ensureIndex")(function*(embedder: string, dims: number) {
+      const { mode } = yield* setup
+      if (mode !== "pgvector-hnsw" || dims > HNSW_MAX_DIMS || ensured.has(embedder)) return
+      const name = `span_embeddings_hnsw_${Bun.hash(embedder).toString(36)}`
+      yield* sql.unsafe(`
+        CREATE INDEX IF NOT EXISTS ${name} ON span_embeddings
+        USING hnsw ((embedding::vector(${dims})) vector_cosine_ops) WHERE embedder = ${literal(embedder)}`).pipe(
+        // Two instances creating it at once: the loser sees a duplicate; the index exists either way.
+        Effect.catchTag("SqlError", (e) =>
+          String(e.cause ?? e.message).includes("already exists") ? Effect.void : Effect.fail(e))
+      )
+      ensured.add(embedder)
+    }, Effect.orDie)
+
+    const toPending = (rows: ReadonlyArray<SourceRow>, embedder: string, force: boolean) => {
+      const out: Array<PendingSpan> = []
+      for (const row of rows) {
+        const text = spanText({ ...row, input: unwrap(row.input), output: unwrap(row.output) })
+        const hash = textHash(text)
+        if (!force && row.embedder === embedder && row.text_hash === hash) continue
+        out.push({ traceId: row.trace_id, spanId: row.id, accountId: row.account_id, text, hash })
+      }
+      return out
+    }
+
+    const SOURCE = `s.trace_id, s.id, s.account_id, s.name, s.span_type, s.model,
+      CASE WHEN s.input IS NULL THEN NULL ELSE jsonb_build_array(s.input) END AS input,
+      CASE WHEN s.output IS NULL THEN NULL ELSE jsonb_build_array(s.output) END AS output,
+      s.error, e.text_hash, e.embedder`
+
+    /** The spans of these traces (of the account) whose text or embedder changed since they were embedded. */
+    const pendingOfTraces = Effect.fn("SpanIndex.pendingOfTraces")(
+      function*(accountId: AccountId, traceIds: ReadonlyArray<string>, embedder: string) {
+        if (traceIds.length === 0) return []
+        const rows = yield* sql<SourceRow>`
+          SELECT ${sql.literal(SOURCE)}
+          FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
+          WHERE s.trace_id = ANY(${uuidArray(traceIds)}::uuid[]) AND s.account_id = ${accountId}`
+        return toPending(rows, embedder, false)
+      },
+      Effect.orDie
+    )
+
+    /** Up to `limit` spans of the account with no vector from this embedder (the re-embed job's batches). */
+    const pendingOfAccount = Effect.fn("SpanIndex.pendingOfAccount")(
+      function*(accountId: AccountId, embedder: string, limit: number) {
+        const rows = yield* sql<SourceRow>`
+          SELECT ${sql.literal(SOURCE)}
+          FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
+          WHERE s.account_id = ${accountId} AND (e.span_id IS NULL OR e.embedder <> ${embedder})
+          LIMIT ${limit}`
+        return toPending(rows, embedder, true)
+      },
+      Effect.orDie
+    )
+
+    /** Writes vectors (replacing a span's previous one), with the full-text vector of the same text. */
+    const store = Effect.fn("SpanIndex.store")(
+      function*(embedder: string, spans: ReadonlyArray<PendingSpan>, vectors: ReadonlyArray<Float32Array>) {
+        if (spans.length === 0) return
+        const { mode } = yield* setup
+        const dims = vectors[0]!.length
+        yield* ensureIndex(embedder, dims)
+        const records = JSON.stringify(spans.map((s, i) => ({
+          trace_id: s.traceId,
+          span_id: s.spanId,
+          account_id: s.accountId,
+          text_hash: s.hash,
+          body: ftsText(s.text),
+          embedding: vectorText(mode, vectors[i]!)
+        })))
+        const cast = mode === "pgvector-hnsw" ? "vector" : "real[]"
+        yield* sql`
+          INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, text_hash, tsv, updated_at)
+          SELECT x.trace_id, x.span_id, x.account_id, ${embedder}, ${dims}, x.embedding::${sql.literal(cast)},
+                 x.text_hash, to_tsvector('english', x.body), now()
+          FROM jsonb_to_recordset(${records}::jsonb)
+            AS x(trace_id uuid, span_id uuid, account_id uuid, text_hash text, body text, embedding text)
+          ON CONFLICT (trace_id, span_id) DO UPDATE SET
+            account_id = EXCLUDED.account_id, embedder = EXCLUDED.embedder, dims = EXCLUDED.dims,
+            embedding = EXCLUDED.embedding, text_hash = EXCLUDED.text_hash, tsv = EXCLUDED.tsv, updated_at = now()`
+      },
+      Effect.orDie
+    )
+
+    const filterSql = (accountId: AccountId, f: SearchFilters | undefined) => {
+      const parts = [sql`t.account_id = ${accountId} AND t.deleted_at IS NULL`]
+      if (f?.project_id !== undefined) parts.push(sql`t.project_id = ${f.project_id}`)
+      if (f?.status !== undefined) parts.push(sql`t.status = ${f.status}`)
+      if (f?.model !== undefined) parts.push(sql`s.model = ${f.model}`)
+      if (f?.span_type !== undefined) parts.push(sql`s.span_type = ${f.span_type}`)
+      if (f?.date_from !== undefined) parts.push(sql`s.started_at >= ${new Date(f.date_from.epochMillis)}`)
+      if (f?.date_to !== undefined) parts.push(sql`s.started_at <= ${new Date(f.date_to.epochMillis)}`)
+      if (f?.min_cost !== undefined) parts.push(sql`s.cost >= ${f.min_cost}`)
+      if (f?.min_duration_ms !== undefined) {
+        parts.push(sql`COALESCE(s.duration_ms::float8,
+          EXTRACT(EPOCH FROM (s.ended_at - s.started_at)) * 1000) >= ${f.min_duration_ms}`)
+      }
+      return sql.and(parts)
+    }
+
+    /**
+     * One page of the account's spans, best first: candidates are the nearest vectors (and the spans matching
+     * every query word in full text), ranked by cosine + TEXT_BOOST · full-text rank; `similarity` is the cosine.
+     */
+    const search = Effect.fn("SpanIndex.search")(
+      function*(input: {
+        readonly accountId: AccountId
+        readonly embedder: string
+        readonly query: string
+        readonly vector: Float32Array
+        readonly filters: SearchFilters | undefined
+        readonly limit: number
+        readonly offset: number
+      }) {
+        const { iterative, mode } = yield* setup
+        const dims = input.vector.length
+        const depth = input.offset + input.limit
+        const k = Math.max(MIN_CANDIDATES, 2 * depth)
+        const where = filterSql(input.accountId, input.filters)
+        const hnsw = mode === "pgvector-hnsw" && dims <= HNSW_MAX_DIMS && depth <= MAX_HNSW_DEPTH
+        const q = vectorText(mode, input.vector)
+        const orQuery = orQueryText(input.query)
+        const embedder = input.embedder
+
+        const distance = mode === "pgvector-hnsw"
+          ? sql`(e.embedding::vector(${sql.literal(String(dims))}) <=> ${q}::vector(${sql.literal(String(dims))}))`
+          : sql`(1 - (SELECT sum(a::float8 * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)))`
+
+        const run = (exact: boolean) =>
+          sql<SpanRow & { trace_id: string; distance: number; text_rank: number; candidates: number }>`
+            WITH v AS (
+              SELECT e.trace_id, e.span_id
+              FROM span_embeddings e
+              JOIN spans s ON s.trace_id = e.trace_id AND s.id = e.span_id
+              JOIN traces t ON t.id = e.trace_id
+              WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(embedder))}
+                AND e.dims = ${dims} AND ${where}
+              ORDER BY ${distance}${exact && mode === "pgvector-hnsw" ? sql` + 0` : sql``}
+              LIMIT ${k}
+            ), f AS (
+              SELECT e.trace_id, e.span_id
+              FROM span_embeddings e
+              JOIN spans s ON s.trace_id = e.trace_id AND s.id = e.span_id
+              JOIN traces t ON t.id = e.trace_id
+              WHERE e.account_id = ${input.accountId} AND e.embedder = ${embedder} AND e.dims = ${dims}
+                AND e.tsv @@ plainto_tsquery('english', ${input.query}) AND ${where}
+              LIMIT ${k}
+            ), c AS (
+              SELECT trace_id, span_id FROM v UNION SELECT trace_id, span_id FROM f
+            ), ranked AS (
+              SELECT s.trace_id, ${sql.literal(spanSelect())}, ${distance} AS distance,
+                     CASE WHEN ${orQuery} = '' THEN 0
+                          ELSE ts_rank_cd(e.tsv, to_tsquery('english', ${orQuery}), 32) END AS text_rank
+              FROM c
+              JOIN span_embeddings e ON e.trace_id = c.trace_id AND e.span_id = c.span_id
+              JOIN spans s ON s.trace_id = c.trace_id AND s.id = c.span_id
+            )
+            SELECT ranked.*, (SELECT count(*)::int FROM v) AS candidates FROM ranked
+            ORDER BY (1 - distance) + ${TEXT_BOOST} * text_rank DESC, trace_id, id
+            LIMIT ${input.limit} OFFSET ${input.offset}`
+
+        const inTransaction = (exact: boolean) =>
+          sql.withTransaction(Effect.gen(function*() {
+            if (hnsw && !exact) {
+              yield* sql.unsafe(`SET LOCAL hnsw.ef_search = ${Math.min(1000, Math.max(40, k))}`)
+              if (iterative) yield* sql.unsafe(`SET LOCAL hnsw.iterative_scan = relaxed_order`)
+            }
+            return yield* run(exact)
+          }))
+
+        let rows = yield* inTransaction(!hnsw)
+        // An index scan that found fewer candidates than asked for may have missed filtered rows: go exact.
+        if (hnsw && (rows[0]?.candidates ?? 0) < k) rows = yield* inTransaction(true)
+        return rows.map((row): Hit => {
+          // A query with no word in it embeds to the zero vector: its cosine is undefined, reported as 0.
+          const cosine = 1 - Number(row.distance)
+          const similarity = Number.isFinite(cosine) ? Math.max(-1, Math.min(1, cosine)) : 0
+          return { span: { ...fromRow(row), trace_id: row.trace_id, similarity } }
+        })
+      },
+      Effect.orDie
+    )
+
+    /** The account's search-index state under the current embedder, for diagnostics. */
+    const stats = Effect.fn("SpanIndex.stats")(
+      function*(accountId: AccountId, embedder: string, jobKinds: ReadonlyArray<string>) {
+        const rows = yield* sql<{ indexed: number; stale: number; pending: number }>`
+          SELECT
+            (SELECT count(*)::int FROM span_embeddings WHERE account_id = ${accountId} AND embedder = ${embedder}) AS indexed,
+            (SELECT count(*)::int FROM spans s
+               LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id AND e.embedder = ${embedder}
+               WHERE s.account_id = ${accountId} AND e.span_id IS NULL) AS stale,
+            (SELECT count(*)::int FROM jobs WHERE account_id = ${accountId}
+               AND kind = ANY(${`{${jobKinds.join(",")}}`}::text[]) AND status IN ('queued', 'running')) AS pending`
+        return rows[0]!
+      },
+      Effect.orDie
+    )
+
+    /** Accounts with spans that have no vector from this embedder (whose re-embedding is due). */
+    const accountsWithStale = Effect.fn("SpanIndex.accountsWithStale")(
+      function*(embedder: string) {
+        const rows = yield* sql<{ account_id: AccountId }>`
+          SELECT DISTINCT s.account_id FROM spans s
+          LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id AND e.embedder = ${embedder}
+          WHERE e.span_id IS NULL`
+        return rows.map((r) => r.account_id)
+      },
+      Effect.orDie
+    )
+
+    const mode = setup.pipe(Effect.map((s) => s.mode))
+    const describe = setup.pipe(Effect.map((s) => Option.some(s)))
+
+    return { mode, describe, ensureIndex, pendingOfTraces, pendingOfAccount, store, search, stats, accountsWithStale } as const
+  })
+}) {}

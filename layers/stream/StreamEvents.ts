@@ -1,0 +1,99 @@
+import { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Option, PubSub } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+import { groupEventCount, MAX_EVENTS_PER_ROW, type StreamGroup } from "#src/domain/StreamEvent"
+
+/** The NOTIFY channel of the live span stream; payloads are `account id:row id,row id…` (never data). */
+export const STREAM_CHANNEL = "tapedeck_stream"
+
+/** A committed (or about to be committed) write: the stream_events rows of one account. */
+export interface StreamNotice {
+  readonly accountId: string
+  readonly rowIds: ReadonlyArray<number>
+}
+
+export const parseNotice = (payload: string): StreamNotice | undefined => {
+  const colon = payload.indexOf(":")
+  if (colon <= 0) return undefined
+  const rowIds = payload.slice(colon + 1).split(",").map(Number).filter((n) => Number.isSafeInteger(n) && n > 0)
+  return rowIds.length === 0 ? undefined : { accountId: payload.slice(0, colon), rowIds }
+}
+
+/** Splits a write's groups into rows of at most MAX_EVENTS_PER_ROW events (a huge group is split too). */
+export const packRows = (groups: ReadonlyArray<StreamGroup>) => {
+  const rows: Array<{ groups: Array<StreamGroup>; events: number }> = []
+  let current: { groups: Array<StreamGroup>; events: number } = { groups: [], events: 0 }
+  const push = (group: StreamGroup) => {
+    const n = groupEventCount(group)
+    if (n === 0) return
+    if (current.events + n > MAX_EVENTS_PER_ROW && current.events > 0) {
+      rows.push(current)
+      current = { groups: [], events: 0 }
+    }
+    current.groups.push(group)
+    current.events += n
+  }
+  for (const group of groups) {
+    if (groupEventCount(group) <= MAX_EVENTS_PER_ROW) {
+      push(group)
+      continue
+    }
+    const chunk = MAX_EVENTS_PER_ROW - 2
+    for (let i = 0; i < group.s.length; i += chunk) {
+      const last = i + chunk >= group.s.length
+      push({
+        t: group.t,
+        ...(i === 0 && group.b ? { b: group.b } : {}),
+        s: group.s.slice(i, i + chunk),
+        ...(last && group.a ? { a: group.a } : {})
+      })
+    }
+  }
+  if (current.events > 0) rows.push(current)
+  return rows
+}
+
+/**
+ * The write side of the live span stream. `record` runs inside the writer's transaction: one INSERT of the
+ * changed ids, and (PostgreSQL) one NOTIFY in the same statement, which PostgreSQL delivers only on commit.
+ * Embedded PGlite has one connection and one process: the notice is published in process, and the reader's
+ * query waits for the writer's transaction to release the connection, so it sees the committed rows.
+ */
+export class StreamEvents extends Effect.Service<StreamEvents>()("tapedeck/StreamEvents", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    const local = yield* PubSub.unbounded<StreamNotice>()
+
+    const record = Effect.fn("StreamEvents.record")(
+      function*(accountId: AccountId, groups: ReadonlyArray<StreamGroup>) {
+        const rows = packRows(groups)
+        if (rows.length === 0) return
+        const json = JSON.stringify(rows)
+        if (Option.isSome(pg)) {
+          yield* sql`
+            WITH r AS (
+              INSERT INTO stream_events (account_id, groups, events)
+              SELECT ${accountId}::uuid, e.value->'groups', (e.value->>'events')::int
+              FROM jsonb_array_elements(${json}::jsonb) WITH ORDINALITY AS e(value, ord)
+              ORDER BY e.ord
+              RETURNING id
+            )
+            SELECT pg_notify(${STREAM_CHANNEL}, ${accountId}::text || ':' || string_agg(id::text, ',' ORDER BY id)) FROM r`
+          return
+        }
+        const inserted = yield* sql<{ id: number }>`
+          INSERT INTO stream_events (account_id, groups, events)
+          SELECT ${accountId}::uuid, e.value->'groups', (e.value->>'events')::int
+          FROM jsonb_array_elements(${json}::jsonb) WITH ORDINALITY AS e(value, ord)
+          ORDER BY e.ord
+          RETURNING id::float8 AS id`
+        yield* PubSub.publish(local, { accountId, rowIds: inserted.map((r) => r.id).sort((a, b) => a - b) })
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return { record, local, distributed: Option.isSome(pg) } as const
+  })
+}) {}

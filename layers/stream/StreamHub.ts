@@ -1,0 +1,284 @@
+import { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Option, PubSub, Queue, Schedule, Stream } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+import { EVENT_ID_STRIDE, spanCode, type StreamFilters, type StreamGroup } from "#src/domain/StreamEvent"
+import { AppConfig } from "../config/AppConfig.ts"
+import { fromRow, SPAN_SELECT, type SpanRow } from "../traces/SpanRecords.ts"
+import { toTrace, TRACE_SELECT, type TraceRow } from "../traces/TraceRepo.ts"
+import { parseNotice, STREAM_CHANNEL, StreamEvents, type StreamNotice } from "./StreamEvents.ts"
+
+/** One event ready to send: what filters look at, and its JSON text (serialised once for every subscriber). */
+export interface Delivered {
+  readonly id: number
+  readonly rowId: number
+  readonly accountId: string
+  readonly traceId: string
+  readonly kind: "span" | "trace"
+  readonly spanType: string | undefined
+  readonly projectId: string | null
+  readonly sessionId: string | null
+  readonly json: string
+}
+
+/** A connection's subscription. `push` answers false when its bounded queue is full. */
+export interface Subscriber {
+  readonly accountId: AccountId
+  filters: StreamFilters | undefined
+  /** While a replay is being read, live events wait here (bounded like the queue). */
+  pending: Array<Delivered> | undefined
+  /** Sends or queues the events, in order (one call per batch, so the socket can write them together). */
+  readonly push: (events: ReadonlyArray<Delivered>) => boolean
+  readonly overflow: () => void
+}
+
+interface EventRow {
+  readonly id: number
+  readonly account_id: string
+  readonly groups: ReadonlyArray<StreamGroup>
+}
+
+interface TraceFacts {
+  readonly accountId: string
+  readonly projectId: string | null
+  readonly sessionId: string | null
+}
+
+const traceLevelMatch = (filters: StreamFilters, traceId: string, facts: TraceFacts) =>
+  (filters.trace_id === undefined || filters.trace_id === traceId) &&
+  (filters.project_id === undefined || filters.project_id === facts.projectId) &&
+  (filters.session_id === undefined || filters.session_id === facts.sessionId)
+
+/** Every given filter matches; `span_type` admits only span events of that type. */
+export const matches = (filters: StreamFilters, event: Delivered) =>
+  traceLevelMatch(filters, event.traceId, event) &&
+  (filters.span_type === undefined || (event.kind === "span" && event.spanType === filters.span_type))
+
+const uuidArray = (ids: Iterable<string>) => `{${[...ids].join(",")}}`
+
+/**
+ * The read side of the live span stream, one per instance: it learns of committed writes (PostgreSQL
+ * LISTEN/NOTIFY across instances, or in process with embedded PGlite), reads the changed traces and spans
+ * once per batch of notices, and fans the events out to the subscribers of their account, in commit order.
+ * Also replays recent events to reconnecting clients and prunes the event log.
+ */
+export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* AppConfig
+    const events = yield* StreamEvents
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    const subscribers = new Map<string, Set<Subscriber>>()
+
+    /** Reads the data of these event rows (in the given order) and builds their events. */
+    const load = (rows: ReadonlyArray<EventRow>, wanted: (accountId: string, traceId: string, facts: TraceFacts) => boolean) =>
+      Effect.gen(function*() {
+        const traceIds = new Set<string>()
+        for (const row of rows) for (const group of row.groups) traceIds.add(group.t)
+        if (traceIds.size === 0) return []
+        const traceRows = yield* sql<TraceRow & { account_id: string }>`
+          SELECT account_id, ${sql.literal(TRACE_SELECT)} FROM traces
+          WHERE id = ANY(${uuidArray(traceIds)}::uuid[]) AND deleted_at IS NULL`
+        const traces = new Map(traceRows.map((r) => [r.id, r]))
+        const pairs: Array<{ p_t: string; p_s: string }> = []
+        const accepted = new Set<string>()
+        for (const row of rows) {
+          for (const group of row.groups) {
+            const trace = traces.get(group.t)
+            if (!trace || trace.account_id !== row.account_id) continue
+            const facts = { accountId: row.account_id, projectId: trace.project_id, sessionId: trace.session_id }
+            if (!wanted(row.account_id, group.t, facts)) continue
+            accepted.add(`${row.id}/${group.t}`)
+            for (const [spanId] of group.s) pairs.push({ p_t: group.t, p_s: spanId })
+          }
+        }
+        const spans = new Map<string, SpanRow>()
+        if (pairs.length > 0) {
+          const spanRows = yield* sql<SpanRow & { trace_id: string }>`
+            SELECT trace_id, ${sql.literal(SPAN_SELECT)} FROM spans
+            WHERE (trace_id, id) IN (
+              SELECT p_t, p_s FROM jsonb_to_recordset(${JSON.stringify(pairs)}::jsonb) AS p(p_t uuid, p_s uuid))`
+          for (const r of spanRows) spans.set(`${r.trace_id}/${r.id}`, r)
+        }
+        const out: Array<Delivered> = []
+        for (const row of rows) {
+          let position = 0
+          for (const group of row.groups) {
+            const base = row.id * EVENT_ID_STRIDE
+            const trace = traces.get(group.t)
+            const ok = accepted.has(`${row.id}/${group.t}`) && trace !== undefined
+            const common = {
+              rowId: row.id,
+              accountId: row.account_id,
+              traceId: group.t,
+              projectId: trace?.project_id ?? null,
+              sessionId: trace?.session_id ?? null
+            }
+            const traceEvent = (event: string, id: number): Delivered => ({
+              ...common,
+              id,
+              kind: "trace",
+              spanType: undefined,
+              json: JSON.stringify({ type: "trace", event, id, trace_id: group.t, data: toTrace(trace!) })
+            })
+            if (group.b) {
+              if (ok) out.push(traceEvent(group.b, base + position))
+              position++
+            }
+            for (const [spanId, code] of group.s) {
+              const span = ok ? spans.get(`${group.t}/${spanId}`) : undefined
+              if (span) {
+                const id = base + position
+                out.push({
+                  ...common,
+                  id,
+                  kind: "span",
+                  spanType: span.span_type,
+                  json: JSON.stringify({ type: "span", event: spanCode(code), id, trace_id: group.t, data: fromRow(span) })
+                })
+              }
+              position++
+            }
+            if (group.a) {
+              if (ok) out.push(traceEvent(group.a, base + position))
+              position++
+            }
+          }
+        }
+        return out
+      })
+
+    const deliver = (subscriber: Subscriber, events: ReadonlyArray<Delivered>) => {
+      if (subscriber.pending) {
+        subscriber.pending.push(...events)
+        if (subscriber.pending.length > config.streamQueueMax) subscriber.overflow()
+      } else if (!subscriber.push(events)) subscriber.overflow()
+    }
+
+    const wantedLive = (accountId: string, traceId: string, facts: TraceFacts) => {
+      for (const s of subscribers.get(accountId) ?? []) {
+        if (s.filters && traceLevelMatch(s.filters, traceId, facts)) return true
+      }
+      return false
+    }
+
+    const dispatch = (notices: ReadonlyArray<StreamNotice>) =>
+      Effect.gen(function*() {
+        const ids: Array<number> = []
+        for (const n of notices) if ((subscribers.get(n.accountId)?.size ?? 0) > 0) ids.push(...n.rowIds)
+        if (ids.length === 0) return
+        const rows = yield* sql<EventRow>`
+          SELECT id::float8 AS id, account_id, groups FROM stream_events WHERE id = ANY(${`{${ids.join(",")}}`}::bigint[])`
+        // Commit order (the order of the notices), not id order: ids are taken before commit.
+        const byId = new Map(rows.map((r) => [r.id, r]))
+        const ordered = ids.flatMap((id) => byId.get(id) ?? [])
+        const batches = new Map<Subscriber, Array<Delivered>>()
+        for (const event of yield* load(ordered, wantedLive)) {
+          for (const s of subscribers.get(event.accountId) ?? []) {
+            if (!s.filters || !matches(s.filters, event)) continue
+            const batch = batches.get(s)
+            if (batch) batch.push(event)
+            else batches.set(s, [event])
+          }
+        }
+        for (const [s, events] of batches) deliver(s, events)
+      })
+
+    const inbox = yield* Queue.unbounded<StreamNotice>()
+    if (Option.isSome(pg)) {
+      yield* pg.value.listen(STREAM_CHANNEL).pipe(
+        Stream.runForEach((payload) => {
+          const notice = parseNotice(payload)
+          return notice ? Queue.offer(inbox, notice) : Effect.void
+        }),
+        Effect.tapErrorCause((cause) => Effect.logWarning("stream listener stopped; reconnecting", cause)),
+        Effect.retry(Schedule.spaced("1 second")),
+        Effect.forkScoped
+      )
+    } else {
+      const local = yield* PubSub.subscribe(events.local)
+      yield* Queue.take(local).pipe(Effect.flatMap((n) => Queue.offer(inbox, n)), Effect.forever, Effect.forkScoped)
+    }
+
+    yield* Queue.takeBetween(inbox, 1, 1000).pipe(
+      Effect.flatMap((chunk) => dispatch([...chunk])),
+      Effect.catchAllCause((cause) => Effect.logWarning("stream delivery failed for a batch of writes", cause)),
+      Effect.forever,
+      Effect.forkScoped
+    )
+
+    // The log is kept for replay only; the newest row always stays, so replay can tell whether it lost rows.
+    const prune = sql`
+      DELETE FROM stream_events WHERE id IN (
+        SELECT id FROM stream_events
+        WHERE created_at < now() - make_interval(secs => ${config.streamRetentionSeconds})
+          AND id < (SELECT max(id) FROM stream_events)
+        LIMIT 10000)`
+    yield* prune.pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("stream log pruning failed", cause)),
+      Effect.repeat(Schedule.spaced(`${Math.max(1, Math.min(60, config.streamRetentionSeconds / 2))} seconds`)),
+      Effect.forkScoped
+    )
+
+    const register = (subscriber: Subscriber) =>
+      Effect.sync(() => {
+        const set = subscribers.get(subscriber.accountId) ?? new Set()
+        set.add(subscriber)
+        subscribers.set(subscriber.accountId, set)
+      })
+
+    const unregister = (subscriber: Subscriber) =>
+      Effect.sync(() => {
+        const set = subscribers.get(subscriber.accountId)
+        set?.delete(subscriber)
+        if (set?.size === 0) subscribers.delete(subscriber.accountId)
+      })
+
+    /**
+     * Sets the subscriber's filters. With `lastEventId`, also reads the account's retained events after it
+     * (at most `streamReplayMax`, the newest); live events meanwhile wait in `pending` until `endReplay`.
+     */
+    const subscribe = Effect.fn("StreamHub.subscribe")(
+      function*(subscriber: Subscriber, filters: StreamFilters, lastEventId: number | undefined) {
+        if (lastEventId === undefined) {
+          subscriber.filters = filters
+          return { events: [] as Array<Delivered>, replayedRows: new Set<number>(), complete: true }
+        }
+        subscriber.pending = subscriber.pending ?? []
+        subscriber.filters = filters
+        const lastRow = Math.floor(lastEventId / EVENT_ID_STRIDE)
+        const rows = [...yield* sql<EventRow>`
+          SELECT id::float8 AS id, account_id, groups FROM stream_events
+          WHERE account_id = ${subscriber.accountId} AND id >= ${lastRow}
+          ORDER BY id DESC LIMIT ${config.streamReplayMax}`].reverse()
+        const oldest = yield* sql<{ id: number | null }>`SELECT min(id)::float8 AS id FROM stream_events`
+        const loaded = yield* load(rows, (_, traceId, facts) => traceLevelMatch(filters, traceId, facts))
+        const after = loaded.filter((e) => e.id > lastEventId && matches(filters, e))
+        const kept = after.slice(Math.max(0, after.length - config.streamReplayMax))
+        const oldestId = oldest[0]?.id ?? null
+        const complete = kept.length === after.length && rows.length < config.streamReplayMax &&
+          (oldestId === null || oldestId <= lastRow + 1)
+        return { events: kept, replayedRows: new Set(rows.map((r) => r.id)), complete }
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Live events that arrived during the replay, minus those the replay already covered. */
+    const endReplay = (subscriber: Subscriber, replayedRows: ReadonlySet<number>) =>
+      Effect.sync(() => {
+        const pending = subscriber.pending ?? []
+        subscriber.pending = undefined
+        const fresh = pending.filter((event) => !replayedRows.has(event.rowId))
+        if (fresh.length > 0 && !subscriber.push(fresh)) subscriber.overflow()
+      })
+
+    const subscriberCount = () => {
+      let n = 0
+      for (const set of subscribers.values()) n += set.size
+      return n
+    }
+
+    return { register, unregister, subscribe, endReplay, subscriberCount } as const
+  }),
+  dependencies: [StreamEvents.Default, AppConfig.Default]
+}) {}

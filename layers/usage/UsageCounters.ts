@@ -1,0 +1,50 @@
+import { SqlClient } from "@effect/sql"
+import { DateTime, Effect } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+
+/** The metrics counted here (the rest of the usage report is read from the tables that record it). */
+export type UsageMetric = "otlp_requests" | "search_queries"
+
+/** The calendar month (UTC) a use is counted in, e.g. "2026-11". */
+export const usageMonth = (now: DateTime.Utc) => DateTime.formatIso(now).slice(0, 7)
+
+/**
+ * Monthly per-account counters in PostgreSQL (table usage_counters), shared by every instance: one atomic
+ * upsert per counted request. Counting never fails the request it counts: a failed increment is logged and
+ * dropped (usage is informational, the request already succeeded).
+ */
+export class UsageCounters extends Effect.Service<UsageCounters>()("tapedeck/UsageCounters", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /** Adds `by` to the metric of the account for the current month. Never fails. */
+    const increment = Effect.fn("UsageCounters.increment")(function*(
+      accountId: AccountId,
+      metric: UsageMetric,
+      by = 1
+    ) {
+      const month = usageMonth(yield* DateTime.now)
+      yield* sql`
+        INSERT INTO usage_counters (account_id, month, metric, value)
+        VALUES (${accountId}, ${month}, ${metric}, ${by})
+        ON CONFLICT (account_id, month, metric) DO UPDATE SET value = usage_counters.value + EXCLUDED.value`.pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning("usage counter not incremented", cause).pipe(Effect.annotateLogs({ metric }))
+        )
+      )
+    })
+
+    /** The account's counters for a month, by metric (missing metrics are 0). */
+    const read = Effect.fn("UsageCounters.read")(
+      function*(accountId: AccountId, month: string) {
+        const rows = yield* sql<{ metric: string; value: number }>`
+          SELECT metric, value::float8 AS value FROM usage_counters
+          WHERE account_id = ${accountId} AND month = ${month}`
+        return new Map(rows.map((r) => [r.metric, r.value]))
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return { increment, read } as const
+  })
+}) {}

@@ -1,0 +1,77 @@
+import { Schema } from "effect"
+import { JobId } from "./Ids.ts"
+import { JsonValue } from "./Json.ts"
+
+export const MAX_BATCH_OPERATIONS = 100
+const BATCH_PATH_PREFIX = "/api/v1/"
+const ORIGIN = "http://batch.invalid"
+
+/**
+ * The path and query an operation addresses once normalised as a URL would be (`..`, `%2e`, backslashes), or
+ * undefined when it leaves /api/v1/, names another origin, or targets the batch route itself (no recursion).
+ */
+export const batchTarget = (path: string): string | undefined => {
+  if (!path.startsWith(BATCH_PATH_PREFIX)) return undefined
+  let url: URL
+  try {
+    url = new URL(path, ORIGIN)
+  } catch {
+    return undefined
+  }
+  if (url.origin !== ORIGIN || url.hash !== "" || !url.pathname.startsWith(BATCH_PATH_PREFIX)) return undefined
+  if (url.pathname.toLowerCase().startsWith("/api/v1/batch")) return undefined
+  return url.pathname + url.search
+}
+
+export const BatchMethod = Schema.Literal("GET", "POST", "PUT", "PATCH", "DELETE")
+
+export const BatchOperation = Schema.Struct({
+  method: BatchMethod,
+  path: Schema.String.pipe(
+    Schema.maxLength(2048),
+    Schema.filter((p) => batchTarget(p) !== undefined, {
+      message: () => "path must be an /api/v1/ route of this API other than /api/v1/batch (e.g. /api/v1/traces?limit=5)"
+    })
+  ),
+  body: Schema.optional(JsonValue)
+}).annotations({ identifier: "BatchOperation", parseOptions: { onExcessProperty: "error" } }).pipe(
+  Schema.filter((op) => op.method !== "GET" || op.body === undefined, { message: () => "a GET operation takes no body" })
+)
+export type BatchOperation = typeof BatchOperation.Type
+
+/** Body of POST /api/v1/batch (strict). */
+export const BatchRequest = Schema.Struct({
+  operations: Schema.Array(BatchOperation).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH_OPERATIONS)),
+  async: Schema.optionalWith(Schema.Boolean, { default: () => false })
+}).annotations({ identifier: "BatchRequest", parseOptions: { onExcessProperty: "error" } })
+export type BatchRequest = typeof BatchRequest.Type
+
+/** One operation's answer: its HTTP status and body (JSON when the route answered JSON). */
+export const BatchOperationResult = Schema.Struct({
+  status: Schema.Int,
+  body: Schema.Unknown,
+  truncated: Schema.optional(Schema.Boolean).annotations({
+    description: "Set on a background batch when the body was too large to keep (body is then null)"
+  })
+}).annotations({ identifier: "BatchOperationResult" })
+export type BatchOperationResult = typeof BatchOperationResult.Type
+
+/** 200: the operations ran in order; each has its own status. */
+export const BatchResult = Schema.Struct({
+  results: Schema.Array(BatchOperationResult)
+}).annotations({ identifier: "BatchResult" })
+
+/** 202: `async: true`; follow GET /api/v1/jobs/{job_id}. */
+export const BatchAccepted = Schema.Struct({
+  job_id: JobId,
+  status: Schema.Literal("queued"),
+  total: Schema.Int
+}).annotations({ identifier: "BatchAccepted" })
+
+/** What a `batch.run` job stores: never a credential, only the account and the credential's id. */
+export const BatchJobPayload = Schema.Struct({
+  accountId: Schema.String,
+  credentialId: Schema.String,
+  operations: Schema.Array(BatchOperation)
+})
+export type BatchJobPayload = typeof BatchJobPayload.Type

@@ -1,0 +1,169 @@
+import { Schema } from "effect"
+import { pageParams } from "./Page.ts"
+import { globMatch } from "./PolicyEvaluation.ts"
+import { ProjectId } from "./Ids.ts"
+import { Text } from "./Json.ts"
+
+export const EvalRuleId = Schema.UUID.pipe(Schema.brand("EvalRuleId"))
+export type EvalRuleId = typeof EvalRuleId.Type
+
+const strict = { parseOptions: { onExcessProperty: "error" } } as const
+
+/** A metadata value a filter can require: a JSON scalar, compared for equality. */
+const MetadataValue = Schema.Union(Schema.String.pipe(Schema.maxLength(1000)), Schema.Number.pipe(Schema.finite()), Schema.Boolean, Schema.Null)
+
+/** Which terminal traces a rule applies to (strict; every given condition must hold). */
+export const EvalRuleFilter = Schema.Struct({
+  project_id: Schema.optional(ProjectId),
+  /** Glob over the trace name: `*` any run of characters, `?` one character; a trace without a name never matches. */
+  name_pattern: Schema.optional(Text(500).pipe(Schema.minLength(1))),
+  status: Schema.optional(Schema.Literal("completed", "failed")),
+  metadata: Schema.optional(
+    Schema.Record({ key: Text(200).pipe(Schema.minLength(1)), value: MetadataValue }).pipe(
+      Schema.filter((m) => Object.keys(m).length <= 20 || "at most 20 metadata conditions")
+    )
+  ),
+  /** The trace's total cost (USD) must be at least this. */
+  min_cost: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)))
+}).annotations({ identifier: "EvalRuleFilter", ...strict })
+export type EvalRuleFilter = typeof EvalRuleFilter.Type
+
+/** Why a webhook URL is refused before any address check, or undefined when it is an acceptable https URL. */
+export const webhookUrlProblem = (text: string): string | undefined => {
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    return "must be an absolute URL"
+  }
+  if (url.protocol !== "https:") return "must be an https URL"
+  if (url.username !== "" || url.password !== "") return "must not carry credentials"
+  if (url.hostname === "") return "must name a host"
+  if (url.hash !== "") return "must not have a fragment"
+  return undefined
+}
+
+export const WebhookUrl = Schema.String.pipe(
+  Schema.maxLength(2048),
+  Schema.filter((s) => {
+    const problem = webhookUrlProblem(s)
+    return problem === undefined || problem
+  })
+).annotations({ description: "An https URL (no credentials, no fragment); private and internal addresses are refused" })
+
+/** Body of POST /api/v1/eval-rules (strict). */
+export const CreateEvalRuleRequest = Schema.Struct({
+  evaluation_id: Schema.UUID,
+  name: Schema.optional(Text(500)),
+  filter: Schema.optionalWith(EvalRuleFilter, { default: () => ({}) }),
+  sampling_rate: Schema.optionalWith(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)), { default: () => 1 }),
+  webhook_url: Schema.optional(WebhookUrl),
+  enabled: Schema.optionalWith(Schema.Boolean, { default: () => true })
+}).annotations({ identifier: "CreateEvalRuleRequest", ...strict })
+export type CreateEvalRuleRequest = typeof CreateEvalRuleRequest.Type
+
+/** An eval rule in responses (camelCase). `webhookSecret` appears once, in the answer to its creation. */
+export const EvalRule = Schema.Struct({
+  id: EvalRuleId,
+  evaluationId: Schema.UUID,
+  name: Schema.NullOr(Schema.String),
+  filter: EvalRuleFilter,
+  samplingRate: Schema.Number,
+  webhookUrl: Schema.NullOr(Schema.String),
+  enabled: Schema.Boolean,
+  createdAt: Schema.String,
+  updatedAt: Schema.String,
+  webhookSecret: Schema.optional(Schema.String)
+}).annotations({ identifier: "EvalRule" })
+export type EvalRule = typeof EvalRule.Type
+
+export const EvalRuleList = Schema.Struct({
+  items: Schema.Array(EvalRule),
+  total: Schema.Int,
+  limit: Schema.Int,
+  offset: Schema.Int
+}).annotations({ identifier: "EvalRuleList" })
+
+export const ListEvalRulesParams = Schema.Struct({ ...pageParams }).annotations(strict)
+export const EvalRulePath = Schema.Struct({ id: EvalRuleId })
+
+/** One attempt to deliver a webhook (the delivery log). */
+export const WebhookDeliveryAttempt = Schema.Struct({
+  id: Schema.UUID,
+  deliveryId: Schema.UUID,
+  ruleId: EvalRuleId,
+  traceId: Schema.UUID,
+  event: Schema.String,
+  attempt: Schema.Int,
+  outcome: Schema.Literal("succeeded", "failed", "blocked", "gave_up"),
+  statusCode: Schema.NullOr(Schema.Int),
+  error: Schema.NullOr(Schema.String),
+  durationMs: Schema.NullOr(Schema.Number),
+  nextAttemptAt: Schema.NullOr(Schema.String),
+  createdAt: Schema.String
+}).annotations({ identifier: "WebhookDeliveryAttempt" })
+export type WebhookDeliveryAttempt = typeof WebhookDeliveryAttempt.Type
+
+export const WebhookDeliveryList = Schema.Struct({
+  items: Schema.Array(WebhookDeliveryAttempt),
+  total: Schema.Int,
+  limit: Schema.Int,
+  offset: Schema.Int
+}).annotations({ identifier: "WebhookDeliveryList" })
+
+/** What a filter is matched against: the terminal trace as stored. */
+export interface RuleSubject {
+  readonly projectId: string | null
+  readonly name: string | null
+  readonly status: "completed" | "failed"
+  readonly metadata: Readonly<Record<string, unknown>> | null
+  /** numeric, as the database returns it */
+  readonly totalCost: string
+}
+
+/** Whether a terminal trace satisfies every condition of a filter (an empty filter matches every trace). */
+export const matchesFilter = (filter: EvalRuleFilter, trace: RuleSubject): boolean => {
+  if (filter.project_id !== undefined && trace.projectId?.toLowerCase() !== filter.project_id.toLowerCase()) return false
+  if (filter.status !== undefined && trace.status !== filter.status) return false
+  if (filter.name_pattern !== undefined && (trace.name === null || !globMatch(filter.name_pattern, trace.name))) {
+    return false
+  }
+  if (filter.min_cost !== undefined && !(Number(trace.totalCost) >= filter.min_cost)) return false
+  if (filter.metadata !== undefined) {
+    for (const [key, expected] of Object.entries(filter.metadata)) {
+      const metadata = trace.metadata ?? {}
+      if (!Object.hasOwn(metadata, key)) return false
+      if (metadata[key] !== expected) return false
+    }
+  }
+  return true
+}
+
+/** cyrb53: a fast 53-bit string hash with good dispersion (public domain, bryc). */
+const hash53 = (text: string) => {
+  let h1 = 0xdeadbeef
+  let h2 = 0x41c6ce57
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i)
+    h1 = Math.imul(h1 ^ ch, 2654435761)
+    h2 = Math.imul(h2 ^ ch, 1597334677)
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
+  return 4294967296 * (2097151 & h2) + (h1 >>> 0)
+}
+
+/** A point in [0, 1) fixed by the rule and the trace: the same pair always draws the same point. */
+export const samplePoint = (ruleId: string, traceId: string) =>
+  hash53(`${ruleId.toLowerCase()}:${traceId.toLowerCase()}`) / 2 ** 53
+
+/** Deterministic sampling: rate 0 never, rate 1 always, otherwise about `rate` of the traces. */
+export const isSampled = (rate: number, ruleId: string, traceId: string) => samplePoint(ruleId, traceId) < rate
+
+export class EvalRuleNotFound extends Schema.TaggedError<EvalRuleNotFound>()("EvalRuleNotFound", { ruleId: Schema.String }) {}
+/** The rule names an evaluation that is missing, deleted, or neither owned nor public. */
+export class RuleEvaluationNotFound
+  extends Schema.TaggedError<RuleEvaluationNotFound>()("RuleEvaluationNotFound", { evaluationId: Schema.String })
+{}
+/** The webhook URL names a host or address deliveries would refuse. */
+export class WebhookUrlRefused extends Schema.TaggedError<WebhookUrlRefused>()("WebhookUrlRefused", { reason: Schema.String }) {}

@@ -1,0 +1,64 @@
+import { Schema } from "effect"
+import { ProjectId } from "./Ids.ts"
+import { Instant } from "./Instant.ts"
+import { Span, SpanType } from "./Span.ts"
+import { TraceStatus } from "./Trace.ts"
+
+const strict = { parseOptions: { onExcessProperty: "error" } } as const
+
+/** Filters of a search (strict): every one given narrows the result. */
+export const SearchFilters = Schema.Struct({
+  project_id: Schema.optional(ProjectId).annotations({ description: "Spans of the project's traces" }),
+  model: Schema.optional(Schema.String.pipe(Schema.maxLength(100))).annotations({ description: "The span's model, exactly" }),
+  span_type: Schema.optional(SpanType),
+  status: Schema.optional(TraceStatus).annotations({ description: "The status of the span's trace" }),
+  date_from: Schema.optional(Instant).annotations({ description: "Spans that started at or after this instant" }),
+  date_to: Schema.optional(Instant).annotations({ description: "Spans that started at or before this instant" }),
+  min_cost: Schema.optional(Schema.Number.pipe(Schema.finite())).annotations({ description: "Spans whose cost is at least this (USD)" }),
+  min_duration_ms: Schema.optional(Schema.Int).annotations({
+    description: "Spans that lasted at least this long: duration_ms, or ended_at − started_at when duration_ms is absent"
+  })
+}).annotations({ identifier: "SearchFilters", ...strict })
+export type SearchFilters = typeof SearchFilters.Type
+
+/** Body of POST /api/v1/search (strict). */
+export const SearchRequest = Schema.Struct({
+  query: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000)),
+  filters: Schema.optional(SearchFilters),
+  limit: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 100)), { default: () => 20 }),
+  offset: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 100_000)), { default: () => 0 })
+}).annotations({ identifier: "SearchRequest", ...strict })
+export type SearchRequest = typeof SearchRequest.Type
+
+/** A span as GET /api/v1/traces/{id} renders it, plus its trace and the cosine similarity to the query. */
+export const SearchHit = Schema.extend(
+  Span,
+  Schema.Struct({
+    trace_id: Schema.optional(Schema.String),
+    similarity: Schema.optional(Schema.Number.pipe(Schema.between(-1, 1)))
+  })
+).annotations({ identifier: "SearchHit" })
+
+/** Response of POST /api/v1/search (strict): best first. */
+export const SearchResult = Schema.Struct({
+  spans: Schema.Array(SearchHit)
+}).annotations({ identifier: "SearchResult", ...strict })
+
+/** GET /api/v1/diagnostics: how search is set up on this instance. */
+export const Diagnostics = Schema.Struct({
+  search: Schema.Struct({
+    embedder: Schema.String,
+    embedder_kind: Schema.Literal("offline", "openai-compatible"),
+    dimensions: Schema.NullOr(Schema.Int),
+    index_mode: Schema.Literal("pgvector-hnsw", "exact-fallback"),
+    pending_jobs: Schema.Int,
+    indexed_spans: Schema.Int,
+    stale_spans: Schema.Int
+  })
+}).annotations({ identifier: "Diagnostics" })
+export type Diagnostics = typeof Diagnostics.Type
+
+/** The configured embedder could not embed (a remote provider down, misconfigured, timing out). */
+export class EmbedderUnavailable extends Schema.TaggedError<EmbedderUnavailable>()("EmbedderUnavailable", {
+  reason: Schema.String
+}) {}

@@ -1,0 +1,15 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { Search } from "#layers/search/Search"
+import { TapedeckApi } from "../api/Api.ts"
+import { CurrentPrincipal } from "../api/Security.ts"
+
+export const DiagnosticsHttpLive = HttpApiBuilder.group(TapedeckApi, "diagnostics", (handlers) =>
+  Effect.gen(function*() {
+    const search = yield* Search
+    return handlers.handle("get", () =>
+      Effect.gen(function*() {
+        const { accountId } = yield* CurrentPrincipal
+        return yield* search.diagnostics(accountId)
+      }))
+  }))

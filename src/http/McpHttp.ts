@@ -1,0 +1,142 @@
+import { FileSystem, HttpApiBuilder, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
+import { Effect, Option, Redacted, Runtime } from "effect"
+import { z } from "zod"
+import { Credentials, type Principal } from "#layers/auth/Credentials"
+import { makeDocsIndex } from "#layers/mcp/DocsIndex"
+import { type ProductServices, registerProductTools, type Runner } from "#layers/mcp/ProductTools"
+import { TapedeckApi } from "../api/Api.ts"
+import pkg from "../../package.json" with { type: "json" }
+
+const errorBody = (status: number, error: string, code: string, headers: Record<string, string> = {}) =>
+  HttpServerResponse.unsafeJson({ error, code, retryable: status >= 500 }, { status, headers })
+
+/** The caller of /mcp: `x-service-key`, or `Authorization: Bearer` (API key or JWT), as on every API route. */
+const authenticate = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) => {
+  const key = request.headers["x-service-key"]
+  if (key) return credentials.serviceKey(Redacted.make(key)).pipe(Effect.option)
+  const authorization = request.headers.authorization ?? ""
+  if (/^bearer /i.test(authorization)) return credentials.bearer(Redacted.make(authorization.slice(7))).pipe(Effect.option)
+  return Effect.succeed(Option.none<Principal>())
+}
+
+/**
+ * One MCP exchange in stateless mode: a fresh server and transport per HTTP request (any instance can answer
+ * any request; nothing is kept between requests), JSON responses rather than SSE streams.
+ */
+const exchange = (request: HttpServerRequest.HttpServerRequest, name: string, configure: (server: McpServer) => void) =>
+  Effect.gen(function*() {
+    const web = yield* HttpServerRequest.toWeb(request)
+    const response = yield* Effect.promise(async () => {
+      const server = new McpServer({ name, version: pkg.version })
+      configure(server)
+      const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true }) // no sessionIdGenerator: stateless
+      await server.connect(transport)
+      try {
+        return await transport.handleRequest(web)
+      } finally {
+        await server.close()
+      }
+    })
+    return HttpServerResponse.fromWeb(response)
+  })
+
+const onlyPost = (request: HttpServerRequest.HttpServerRequest) =>
+  request.method === "POST"
+    ? Option.none()
+    : Option.some(errorBody(405, "this MCP endpoint is stateless: send JSON-RPC messages with POST", "method_not_allowed", { allow: "POST" }))
+
+/**
+ * POST /mcp: the product MCP endpoint (Streamable HTTP), authenticated like the API; its tools act for the
+ * caller's account through the same services as the REST routes. POST /mcp/docs: the public documentation
+ * MCP endpoint over the OpenAPI document and README.md.
+ */
+export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function*() {
+    const credentials = yield* Credentials
+    const runtime = yield* Effect.runtime<ProductServices>()
+    const run: Runner = (effect) => Runtime.runPromiseExit(runtime)(effect)
+
+    const fs = yield* Effect.serviceOption(FileSystem.FileSystem)
+    const readmePath = new URL("../../README.md", import.meta.url).pathname
+    const readme = Option.isNone(fs) ? "" : yield* fs.value.readFileString(readmePath).pipe(
+      Effect.tapError(() => Effect.logWarning("README.md not found: /mcp/docs serves the OpenAPI reference only")),
+      Effect.orElseSucceed(() => "")
+    )
+    const docs = makeDocsIndex(OpenApi.fromApi(TapedeckApi), readme)
+
+    const product = Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const principal = yield* authenticate(credentials, request)
+      if (Option.isNone(principal)) {
+        const host = request.headers.host ?? "localhost"
+        return errorBody(401, "missing or invalid credentials", "unauthorized", {
+          "www-authenticate": `Bearer resource_metadata="http://${host}/.well-known/oauth-protected-resource"`
+        })
+      }
+      const refused = onlyPost(request)
+      if (Option.isSome(refused)) return refused.value
+      return yield* exchange(request, "tapedeck", (server) => registerProductTools(server, run, principal.value))
+    })
+
+    const documentation = Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const refused = onlyPost(request)
+      if (Option.isSome(refused)) return refused.value
+      return yield* exchange(request, "tapedeck-docs", (server) => {
+        server.registerTool("search_docs", {
+          title: "Search the Tapedeck API reference",
+          description: "Full-text search over the API's operations (from the OpenAPI document), its schemas and the README's guide sections. Returns ids to read with read_doc.",
+          inputSchema: z.object({
+            query: z.string().min(1).max(500),
+            limit: z.number().int().min(1).max(50).optional().describe("default 8")
+          }).strict(),
+          annotations: { readOnlyHint: true }
+        }, async (args) => ({
+          content: [{ type: "text", text: JSON.stringify(docs.search(args.query, args.limit ?? 8), null, 2) }]
+        }))
+        server.registerTool("read_doc", {
+          title: "Read a part of the Tapedeck API reference",
+          description: "One entry by id (\"GET /api/v1/traces\", \"schema:CreateTraceRequest\", \"readme:live-span-stream\"), by path (\"/api/v1/traces\": every method) or by section title.",
+          inputSchema: z.object({ id: z.string().min(1).max(500) }).strict(),
+          annotations: { readOnlyHint: true }
+        }, async (args) => {
+          const found = docs.read(args.id)
+          if (found.length === 0) {
+            const suggestions = docs.search(args.id, 5).map((s) => s.id)
+            return {
+              isError: true,
+              content: [{ type: "text", text: JSON.stringify({ error: `no documentation entry ${JSON.stringify(args.id)}`, code: "not_found", retryable: false, suggestions }) }]
+            }
+          }
+          return { content: [{ type: "text", text: found.map((e) => e.text).join("\n\n").slice(0, 100_000) }] }
+        })
+        server.registerTool("list_docs", {
+          title: "Table of contents",
+          description: "Every operation and guide section (ids and titles); schemas are listed by name.",
+          inputSchema: z.object({}).strict(),
+          annotations: { readOnlyHint: true }
+        }, async () => ({
+          content: [{
+            type: "text",
+            text: JSON.stringify({
+              operations: docs.entries.filter((e) => e.kind === "operation").map((e) => e.title),
+              guides: docs.entries.filter((e) => e.kind === "guide").map((e) => ({ id: e.id, title: e.title })),
+              schemas: docs.entries.filter((e) => e.kind === "schema").map((e) => e.id)
+            }, null, 2)
+          }]
+        }))
+      })
+    })
+
+    const guarded = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+      effect.pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logError("MCP request failed", cause).pipe(Effect.as(errorBody(500, "internal error", "internal")))
+        )
+      )
+    yield* router.all("/mcp", guarded(product))
+    yield* router.all("/mcp/docs", guarded(documentation))
+  })
+)

@@ -1,0 +1,23 @@
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { Search } from "#layers/search/Search"
+import { UsageCounters } from "#layers/usage/UsageCounters"
+import { Unavailable } from "../api/ApiErrors.ts"
+import { TapedeckApi } from "../api/Api.ts"
+import { CurrentPrincipal } from "../api/Security.ts"
+
+export const SearchHttpLive = HttpApiBuilder.group(TapedeckApi, "search", (handlers) =>
+  Effect.gen(function*() {
+    const search = yield* Search
+    const usage = yield* UsageCounters
+    return handlers.handle("search", ({ payload }) =>
+      Effect.gen(function*() {
+        const { accountId } = yield* CurrentPrincipal
+        // Spans are rendered as GET /api/v1/traces/{id} renders them (extras as sent): no re-encoding.
+        const result = yield* search.search(accountId, payload)
+        yield* usage.increment(accountId, "search_queries") // usage: one upsert per answered search; never fails it
+        return HttpServerResponse.unsafeJson(result)
+      }).pipe(Effect.catchTags({
+        EmbedderUnavailable: (e) => new Unavailable({ message: `the search embedder is unavailable: ${e.reason}` })
+      })))
+  }))

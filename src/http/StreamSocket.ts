@@ -1,0 +1,266 @@
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, Option, Queue, Redacted, Schedule, Schema } from "effect"
+import { Credentials, type Principal } from "#layers/auth/Credentials"
+import { AppConfig } from "#layers/config/AppConfig"
+import { StreamHub, type Subscriber } from "#layers/stream/StreamHub"
+import type { AccountId } from "#src/domain/Ids"
+import { EventIdParam, StreamClientMessage, StreamCloseCode } from "#src/domain/StreamEvent"
+
+const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(StreamClientMessage))
+const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.NumberFromString, EventIdParam))
+
+/** Past this many bytes buffered in the socket, the writer waits for the client to read. */
+const HIGH_WATER_BYTES = 1024 * 1024
+
+const unauthorized = HttpServerResponse.unsafeJson(
+  { error: "missing or invalid credentials", code: "unauthorized", retryable: false },
+  { status: 401 }
+)
+const badRequest = (error: string) =>
+  HttpServerResponse.unsafeJson({ error, code: "validation_failed", retryable: false }, { status: 400 })
+
+/** The part of Bun's ServerWebSocket this route uses. */
+interface RawSocket {
+  sendText(data: string): number
+  /** Runs `callback` with the socket's writes batched into one system call. */
+  cork?<T>(callback: (ws: RawSocket) => T): T
+  close(code?: number, reason?: string): void
+  getBufferedAmount(): number
+  readonly readyState: number
+}
+
+interface RawConnection {
+  readonly ws: RawSocket
+  readonly inbox: Queue.Queue<string | Uint8Array>
+  readonly closed: Deferred.Deferred<void>
+}
+
+/**
+ * Upgrades to a WebSocket and returns Bun's socket itself. Effect's `Socket` hides how much is buffered
+ * for a client, so a slow consumer could only be buffered without bound; this speaks the same handshake
+ * with Bun's server that `@effect/platform-bun` uses (its `open`, `message` and `close` handlers read
+ * `ws.data.deferred`, `ws.data.run` and `ws.data.closeDeferred`). Undefined on another runtime.
+ */
+const upgradeRaw = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function*() {
+    const bun = request as unknown as { source?: unknown; bunServer?: { upgrade: (req: unknown, options: unknown) => boolean } }
+    if (!bun.bunServer || !bun.source) return Option.none<RawConnection>()
+    const opened = yield* Deferred.make<RawSocket>()
+    const closeDeferred = yield* Deferred.make<void, Socket.SocketError>()
+    const inbox = yield* Queue.unbounded<string | Uint8Array>()
+    const ok = bun.bunServer.upgrade(bun.source, {
+      data: {
+        deferred: opened,
+        closeDeferred,
+        buffer: [],
+        run: (message: string | Uint8Array) => Queue.unsafeOffer(inbox, message)
+      }
+    })
+    if (!ok) return Option.none<RawConnection>()
+    const ws = yield* Deferred.await(opened)
+    const closed = yield* Deferred.make<void>()
+    yield* Deferred.await(closeDeferred).pipe(
+      Effect.exit,
+      Effect.zipRight(Deferred.succeed(closed, undefined)),
+      Effect.forkDaemon
+    )
+    return Option.some<RawConnection>({ ws, inbox, closed })
+  })
+
+const fromHeaders = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) => {
+  const key = request.headers["x-service-key"]
+  if (key) return Option.some(credentials.serviceKey(Redacted.make(key)))
+  const authorization = request.headers.authorization ?? ""
+  if (/^bearer /i.test(authorization)) return Option.some(credentials.bearer(Redacted.make(authorization.slice(7))))
+  return Option.none()
+}
+
+/**
+ * GET /ws/v1/stream: the live span stream. Authenticated by header, by `?token=`, or by a first
+ * `{"type":"auth","token"}` message; a client subscribes with filters and receives its account's span and
+ * trace events as JSON text frames (README "Live span stream").
+ */
+export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function*() {
+    const credentials = yield* Credentials
+    const hub = yield* StreamHub
+    const config = yield* AppConfig
+
+    const connection = (raw: RawConnection, preset: Option.Option<Principal>, presetToken: Option.Option<string>, queryLastEventId: number | undefined) =>
+      Effect.gen(function*() {
+        const { ws, inbox, closed } = raw
+        const sendNow = (message: unknown) => Effect.sync(() => void ws.sendText(JSON.stringify(message)))
+        const close = (code: number, reason: string) => Effect.sync(() => ws.close(code, reason))
+
+        // Authentication: the header's principal, else ?token=, else the first message (within the timeout).
+        let principal = preset
+        if (Option.isNone(principal)) {
+          const token = Option.isSome(presetToken)
+            ? Option.some(presetToken.value)
+            : yield* Queue.take(inbox).pipe(
+              Effect.map((frame) => {
+                const message = decodeMessage(typeof frame === "string" ? frame : new TextDecoder().decode(frame))
+                return Either.isRight(message) && message.right.type === "auth" ? Option.some(message.right.token) : Option.none<string>()
+              }),
+              Effect.timeoutTo({ duration: Duration.millis(config.streamAuthTimeoutMs), onSuccess: (t) => t, onTimeout: () => Option.none<string>() }),
+              Effect.raceFirst(Deferred.await(closed).pipe(Effect.as(Option.none<string>())))
+            )
+          if (Option.isSome(token)) {
+            principal = yield* credentials.bearer(Redacted.make(token.value)).pipe(Effect.option)
+          }
+          if (Option.isNone(principal)) {
+            yield* sendNow({ type: "error", code: "unauthorized", message: "missing or invalid credentials" })
+            return yield* close(StreamCloseCode.unauthorized, "unauthorized")
+          }
+        }
+        const accountId: AccountId = principal.value.accountId
+
+        // Events are written at once while the client keeps up; only while more than HIGH_WATER_BYTES are unread
+        // do they wait in `backlog`, and a backlog over the bound closes the connection (4008).
+        const backlog: Array<string> = []
+        const wake = yield* Queue.sliding<void>(1)
+        const slow = yield* Deferred.make<void>()
+        const behind = () => ws.getBufferedAmount() > HIGH_WATER_BYTES && ws.readyState === 1
+        const offerAll = (texts: ReadonlyArray<string>) => {
+          let i = 0
+          if (backlog.length === 0 && !behind()) {
+            const sendSome = () => {
+              while (i < texts.length && !behind()) ws.sendText(texts[i++]!)
+            }
+            if (ws.cork) ws.cork(sendSome)
+            else sendSome()
+          }
+          if (i === texts.length) return true
+          if (backlog.length + texts.length - i > config.streamQueueMax) return false
+          const wasEmpty = backlog.length === 0
+          for (; i < texts.length; i++) backlog.push(texts[i]!)
+          if (wasEmpty) Queue.unsafeOffer(wake, undefined)
+          return true
+        }
+        const offer = (text: string) => offerAll([text])
+        const subscriber: Subscriber = {
+          accountId,
+          filters: undefined,
+          pending: undefined,
+          push: (events) => offerAll(events.map((e) => e.json)),
+          overflow: () => void Deferred.unsafeDone(slow, Exit.void)
+        }
+
+        // Waits while the client has not read what was sent (the socket's buffer is over the high water).
+        const drained = Effect.suspend(() => (behind() ? Effect.fail("full" as const) : Effect.void)).pipe(
+          Effect.retry(Schedule.spaced("5 millis"))
+        )
+        const sendPaced = (text: string) => drained.pipe(Effect.zipRight(Effect.sync(() => void ws.sendText(text))))
+        const enqueue = (message: unknown) =>
+          Effect.sync(() => {
+            if (!offer(JSON.stringify(message))) subscriber.overflow()
+          })
+
+        const writer = Queue.take(wake).pipe(
+          Effect.zipRight(Effect.whileLoop({
+            while: () => backlog.length > 0,
+            body: () => drained.pipe(Effect.zipRight(Effect.sync(() => {
+              // Send what fits under the high water in one go.
+              let n = 0
+              const sendSome = () => {
+                while (n < backlog.length && !behind()) ws.sendText(backlog[n++]!)
+              }
+              if (ws.cork) ws.cork(sendSome)
+              else sendSome()
+              backlog.splice(0, n)
+            }))),
+            step: () => {}
+          })),
+          Effect.forever
+        )
+        const heartbeat = Effect.suspend(() => enqueue({ type: "ping", time: new Date().toISOString() })).pipe(
+          Effect.delay(Duration.seconds(config.streamPingSeconds)),
+          Effect.forever
+        )
+
+        let firstSubscribe = true
+        const handle = (frame: string | Uint8Array) =>
+          Effect.gen(function*() {
+            const text = typeof frame === "string" ? frame : new TextDecoder().decode(frame)
+            const decoded = decodeMessage(text)
+            if (Either.isLeft(decoded)) {
+              return yield* enqueue({ type: "error", code: "validation_failed", message: `not a stream message: ${decoded.left.message.slice(0, 500)}` })
+            }
+            const message = decoded.right
+            switch (message.type) {
+              case "ping":
+                return yield* enqueue({ type: "pong" })
+              case "pong":
+              case "auth":
+                return
+              case "unsubscribe":
+                subscriber.filters = undefined
+                return yield* enqueue({ type: "unsubscribed" })
+              case "subscribe": {
+                const lastEventId = message.last_event_id ?? (firstSubscribe ? queryLastEventId : undefined)
+                firstSubscribe = false
+                const replay = yield* hub.subscribe(subscriber, message.filters, lastEventId)
+                for (const event of replay.events) yield* sendPaced(event.json)
+                yield* sendPaced(JSON.stringify({
+                  type: "subscribed",
+                  filters: message.filters,
+                  ...(lastEventId === undefined ? {} : { replayed: replay.events.length, replay_complete: replay.complete })
+                }))
+                if (lastEventId !== undefined) yield* hub.endReplay(subscriber, replay.replayedRows)
+              }
+            }
+          })
+        const reader = Queue.take(inbox).pipe(Effect.flatMap(handle), Effect.forever)
+
+        yield* hub.register(subscriber)
+        yield* sendNow({ type: "authenticated", heartbeat_seconds: config.streamPingSeconds, queue_max: config.streamQueueMax })
+        const fibers = yield* Effect.all([Effect.fork(writer), Effect.fork(heartbeat), Effect.fork(reader)])
+        const outcome = yield* Effect.raceAll([
+          Deferred.await(closed).pipe(Effect.as("closed" as const)),
+          Deferred.await(slow).pipe(Effect.as("slow" as const)),
+          ...fibers.map((f) => Fiber.join(f).pipe(Effect.as("failed" as const)))
+        ])
+        yield* hub.unregister(subscriber)
+        yield* Effect.forEach(fibers, Fiber.interrupt, { discard: true })
+        if (outcome === "slow") {
+          yield* close(StreamCloseCode.slowConsumer, `slow consumer: more than ${config.streamQueueMax} events pending`)
+        } else if (outcome === "failed") {
+          yield* close(1011, "internal error")
+        }
+      }).pipe(
+        Effect.onInterrupt(() => Effect.sync(() => raw.ws.close(StreamCloseCode.normal, "server shutting down")))
+      )
+
+    yield* router.get(
+      "/ws/v1/stream",
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const params = new URL(request.url, "http://localhost").searchParams
+        const lastEventParam = params.get("last_event_id")
+        const lastEventId = lastEventParam === null ? Option.none<number>() : decodeEventId(lastEventParam)
+        if (lastEventParam !== null && Option.isNone(lastEventId)) {
+          return badRequest("last_event_id must be a non-negative integer")
+        }
+        // Credentials sent as headers are checked before the upgrade: a bad one is a plain 401.
+        const fromHeader = fromHeaders(credentials, request)
+        let preset = Option.none<Principal>()
+        if (Option.isSome(fromHeader)) {
+          preset = yield* fromHeader.value.pipe(Effect.option)
+          if (Option.isNone(preset)) return unauthorized
+        }
+        const raw = yield* upgradeRaw(request)
+        if (Option.isNone(raw)) {
+          return HttpServerResponse.unsafeJson(
+            { error: "a WebSocket upgrade is required", code: "validation_failed", retryable: false },
+            { status: 400 }
+          )
+        }
+        const token = Option.fromNullable(params.get("token")).pipe(Option.filter((t) => t !== ""))
+        yield* connection(raw.value, preset, token, Option.getOrUndefined(lastEventId)).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning("stream connection failed", cause))
+        )
+        return HttpServerResponse.empty()
+      })
+    )
+  })
+)

@@ -1,0 +1,152 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+
+const KEY_C = "svc_test_key_capped_0003"
+
+let server: TestServer
+beforeAll(async () => {
+  server = await startTestServer({ TAPEDECK_API_KEYS: `acme=${KEY_A},globex=${KEY_B},capped=${KEY_C}` })
+})
+afterAll(() => server.stop())
+
+const create = async (body: unknown, key: string = KEY_A, target: TestServer = server) => {
+  const response = await target.post("/api/v1/api-keys", body, key)
+  return { response, status: response.status, body: (await response.clone().json()) as any }
+}
+const list = async (key: string = KEY_A) => ((await (await server.get("/api/v1/api-keys", key)).json()) as any).items as Array<any>
+const revoke = (id: string, key: string = KEY_A, target: TestServer = server) =>
+  target.request("DELETE", `/api/v1/api-keys/${id}`, { key })
+
+describe("API keys", () => {
+  test("create shows the full key once; it works at once with either header; listings never show it", async () => {
+    const { response, status, body } = await create({ name: "ci" })
+    expect(status).toBe(200)
+    expect(response.headers.get("cache-control")).toBe("no-store")
+    expect(body.key).toMatch(/^svc_[A-Za-z0-9_-]{43}$/)
+    expect(body).toMatchObject({ name: "ci", prefix: body.key.slice(0, 12), lastUsedAt: null })
+    expect(Object.keys(body).sort()).toEqual(["createdAt", "id", "key", "lastUsedAt", "name", "prefix"])
+    expect(Date.parse(body.createdAt)).toBeGreaterThan(Date.now() - 60_000)
+
+    expect((await server.get("/api/v1/traces", body.key)).status).toBe(200)
+    expect((await server.request("GET", "/api/v1/traces", { key: null, headers: { authorization: `Bearer ${body.key}` } })).status).toBe(200)
+
+    const listed = await list()
+    const mine = listed.find((k) => k.id === body.id)
+    expect(Object.keys(mine).sort()).toEqual(["createdAt", "id", "lastUsedAt", "name", "prefix"])
+    expect(mine).toMatchObject({ name: "ci", prefix: body.key.slice(0, 12), createdAt: body.createdAt })
+    expect(JSON.stringify(listed)).not.toContain(body.key)
+    expect(JSON.stringify(listed)).not.toContain(KEY_A)
+    // Usage time is recorded (off the request path, at most once a minute per key).
+    let lastUsedAt: string | null = null
+    for (let i = 0; i < 50 && lastUsedAt === null; i++) {
+      lastUsedAt = (await list()).find((k) => k.id === body.id)?.lastUsedAt ?? null
+      if (lastUsedAt === null) await Bun.sleep(20)
+    }
+    expect(lastUsedAt).not.toBeNull()
+  })
+
+  test("the body is strict and the name required: 1 to 100 characters", async () => {
+    for (const body of [{}, { name: "" }, { name: "   " }, { name: "x".repeat(101) }, { name: 7 }, { name: null }, { name: "ok", scope: "all" }, "not json", []]) {
+      const { status, body: error } = await create(body)
+      expect({ body, status }).toEqual({ body, status: 400 })
+      expect(error).toMatchObject({ code: "validation_failed", retryable: false })
+    }
+    expect((await create({ name: "x".repeat(100) })).status).toBe(200)
+    expect((await server.post("/api/v1/api-keys", { name: "anon" }, null)).status).toBe(401)
+  })
+
+  test("revoke: refused from the very next request; a second revoke, a foreign or unknown id is 404", async () => {
+    const { body: key } = await create({ name: "temp" })
+    expect((await server.get("/api/v1/traces", key.key)).status).toBe(200)
+
+    // Another account cannot revoke it (nor learn that it exists).
+    const foreign = await revoke(key.id, KEY_B)
+    expect(foreign.status).toBe(404)
+    expect(await foreign.json()).toMatchObject({ code: "not_found" })
+    expect((await list(KEY_B)).map((k) => k.id)).not.toContain(key.id)
+    expect((await server.get("/api/v1/traces", key.key)).status).toBe(200)
+
+    const revoked = await revoke(key.id)
+    expect(revoked.status).toBe(200)
+    expect(await revoked.json()).toEqual({ id: key.id, revoked: true })
+    const refused = await server.get("/api/v1/traces", key.key)
+    expect(refused.status).toBe(401)
+    expect(await refused.json()).toMatchObject({ code: "unauthorized" })
+    expect((await server.request("GET", "/api/v1/traces", { key: null, headers: { authorization: `Bearer ${key.key}` } })).status).toBe(401)
+    expect((await list()).map((k) => k.id)).not.toContain(key.id)
+    expect((await revoke(key.id)).status).toBe(404)
+    expect((await revoke(crypto.randomUUID())).status).toBe(404)
+    expect((await revoke("not-a-uuid")).status).toBe(400)
+  })
+
+  test("a key may revoke itself; the account's other keys keep working", async () => {
+    const { body: key } = await create({ name: "self" })
+    expect((await revoke(key.id, key.key)).status).toBe(200)
+    expect((await server.get("/api/v1/api-keys", key.key)).status).toBe(401)
+    expect((await server.get("/api/v1/api-keys", KEY_A)).status).toBe(200)
+  })
+
+  test("an account holds at most 100 live keys: more is a 409 until one is revoked", async () => {
+    const existing = (await list(KEY_C)).length
+    const ids: Array<string> = []
+    for (let i = existing; i < 100; i++) {
+      const { status, body } = await create({ name: `k${i}` }, KEY_C)
+      expect(status).toBe(200)
+      ids.push(body.id)
+    }
+    const over = await create({ name: "one too many" }, KEY_C)
+    expect(over.status).toBe(409)
+    expect(over.body).toMatchObject({ code: "conflict" })
+    expect((await list(KEY_C)).length).toBe(100)
+    expect((await revoke(ids[0]!, KEY_C)).status).toBe(200)
+    expect((await create({ name: "room again" }, KEY_C)).status).toBe(200)
+  })
+})
+
+// Several instances on one PostgreSQL: a revocation on one is seen by the next request on the other.
+describe.if(Boolean(process.env.TEST_DATABASE_URL))("API key revocation across instances", () => {
+  test("revoked on A, refused on B at once", async () => {
+    const b = await startTestServer({ DATABASE_URL: server.env.DATABASE_URL!, TAPEDECK_API_KEYS: "" })
+    try {
+      const { body: key } = await create({ name: "shared" })
+      expect((await b.get("/api/v1/traces", key.key)).status).toBe(200)
+      expect((await revoke(key.id)).status).toBe(200)
+      expect((await b.get("/api/v1/traces", key.key)).status).toBe(401)
+      // And the other way round.
+      const { body: other } = await create({ name: "shared-2" }, KEY_A, b)
+      expect((await server.get("/api/v1/traces", other.key)).status).toBe(200)
+      expect((await revoke(other.id, KEY_A, b)).status).toBe(200)
+      expect((await server.get("/api/v1/traces", other.key)).status).toBe(401)
+    } finally {
+      await b.stop()
+    }
+  }, 60_000)
+
+  test("a database outage right after a revocation does not let the revoked key back in on any instance", async () => {
+    const { startTcpProxy } = await import("../support/TcpProxy.ts")
+    const url = new URL(server.env.DATABASE_URL!)
+    const proxy = await startTcpProxy({ hostname: url.hostname, port: Number(url.port || 5432) })
+    url.port = String(proxy.port)
+    const b = await startTestServer({ DATABASE_URL: url.toString(), TAPEDECK_API_KEYS: "", TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "300" })
+    try {
+      const { body: doomed } = await create({ name: "doomed" })
+      const { body: kept } = await create({ name: "kept" })
+      const check = (key: string) => b.post("/api/v1/enforcement/check", { run_id: crypto.randomUUID() }, key)
+      // Both verified on B: B's outage cache now knows both.
+      expect((await check(doomed.key)).status).toBe(200)
+      expect((await check(kept.key)).status).toBe(200)
+      expect((await revoke(doomed.id)).status).toBe(200) // on A; B hears it through NOTIFY
+      await Bun.sleep(500)
+      proxy.cut()
+      // The live key still authenticates from the cache (and the check fails closed); the revoked one does not.
+      const during = await check(kept.key)
+      expect(during.status).toBe(200)
+      expect(((await during.json()) as any).verdict).toBe("block")
+      expect((await check(doomed.key)).status).not.toBe(200)
+      proxy.restore()
+    } finally {
+      await b.stop()
+      proxy.stop()
+    }
+  }, 60_000)
+})

@@ -1,0 +1,142 @@
+import { afterEach, describe, expect, test } from "bun:test"
+import { ConfigProvider, Effect, Layer } from "effect"
+import { CRITERION_CONCURRENCY, Judge, type JudgeCriterion, type JudgeOutcome } from "#layers/evaluations/Judge"
+import { RETRY_NOTE } from "#layers/evaluations/JudgePrompt"
+import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
+import { costOf, DEFAULT_PRICES, ModelPrices } from "#layers/llm/Prices"
+import { type FakeOpenAi, type FakeReply, type RecordedRequest, startFakeOpenAi } from "../support/FakeOpenAi.ts"
+
+const fakes: Array<FakeOpenAi> = []
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((fake) => fake.stop()))
+})
+
+/** The criterion a judge request is about (the rubric prompt names it on its own line). */
+const criterionOf = (request: RecordedRequest) =>
+  /^Criterion: (.*)$/m.exec(request.body.messages[1].content)?.[1] ?? ""
+
+const answer = (score: number, reason = `scored ${score}`): FakeReply => ({ content: JSON.stringify({ score, reason }) })
+
+const judgeWith = (
+  env: Record<string, string>,
+  criteria: ReadonlyArray<JudgeCriterion>,
+  model = "gpt-4o-mini"
+): Promise<JudgeOutcome> =>
+  Effect.runPromise(
+    Effect.flatMap(Judge, (judge) => judge.judge(criteria, trace, model)).pipe(
+      Effect.provide(Judge.Default.pipe(
+        Layer.provide([LlmClientLive, ModelPrices.Default]),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+      ))
+    )
+  )
+
+const provider = (reply: (criterion: string, request: RecordedRequest, call: number) => FakeReply | Promise<FakeReply>) => {
+  const fake = startFakeOpenAi((request, call) => reply(criterionOf(request), request, call))
+  fakes.push(fake)
+  return {
+    fake,
+    env: { TAPEDECK_LLM_BASE_URL: fake.baseUrl, TAPEDECK_LLM_API_KEY: "sk-x", TAPEDECK_LLM_RETRY_BASE_MS: "1", TAPEDECK_LLM_MAX_RETRIES: "0" }
+  }
+}
+
+const trace = {
+  id: "11111111-1111-4111-8111-111111111111",
+  status: "completed",
+  name: "travel",
+  input: "Book a flight to Lisbon",
+  output: "Booked TP123",
+  startedAt: "2026-01-01T00:00:00.000Z",
+  spans: [{ id: "22222222-2222-4222-8222-222222222222", parent_id: null, span_type: "tool_call", name: "book_flight", started_at: "2026-01-01T00:00:00.000Z", output: "TP123" }]
+} as const as any
+
+const criteria: ReadonlyArray<JudgeCriterion> = [
+  { name: "correct", description: "the booking matches the request", weight: 3 },
+  { name: "polite", description: "the answer is polite", weight: 1 },
+  { name: "fast", description: "few steps", weight: 0 }
+]
+const scores: Record<string, number> = { correct: 1, polite: 0.2, fast: 0 }
+
+describe("Judge", () => {
+  test("asks once per criterion with the rubric prompt as JSON; the score is the weight-normalised mean", async () => {
+    const { fake, env } = provider((c) => answer(scores[c]!))
+    const outcome = await judgeWith(env, criteria)
+    expect(outcome._tag).toBe("Judged")
+    if (outcome._tag !== "Judged") return
+    expect(outcome.score).toBeCloseTo((3 * 1 + 1 * 0.2) / 4, 12)
+    expect(outcome.criterionScores).toEqual([
+      { name: "correct", weight: 3, score: 1, reason: "scored 1" },
+      { name: "polite", weight: 1, score: 0.2, reason: "scored 0.2" },
+      { name: "fast", weight: 0, score: 0, reason: "scored 0" }
+    ])
+    expect(outcome.reasoning).toContain("polite (0.2): scored 0.2")
+    expect(outcome.inputTokens).toBe(30)
+    expect(outcome.outputTokens).toBe(15)
+    expect(outcome.costUsd).toBe(costOf(DEFAULT_PRICES, "gpt-4o-mini", 30, 15)!)
+    expect(fake.requests).toHaveLength(3)
+    const body = fake.requests[0]!.body
+    expect(body).toMatchObject({ model: "gpt-4o-mini", temperature: 0, response_format: { type: "json_object" } })
+    expect(body.messages[1].content).toContain("Book a flight to Lisbon")
+    expect(body.messages[1].content).toContain("[tool_call] book_flight")
+  })
+
+  test("a malformed answer is asked again once, with the bad answer and a correction", async () => {
+    let politeCalls = 0
+    const { fake, env } = provider((c) => (c === "polite" && ++politeCalls === 1 ? { content: "sure! 0.9" } : answer(scores[c]!)))
+    const outcome = await judgeWith(env, criteria)
+    expect(outcome._tag).toBe("Judged")
+    const polite = fake.requests.filter((r) => criterionOf(r) === "polite")
+    expect(polite).toHaveLength(2)
+    expect(polite[1]!.body.messages.at(-2)).toEqual({ role: "assistant", content: "sure! 0.9" })
+    expect(polite[1]!.body.messages.at(-1)).toEqual({ role: "user", content: RETRY_NOTE })
+    expect(outcome.inputTokens).toBe(40) // the retry's tokens count too
+  })
+
+  test("two malformed answers fail the run with the reason; no third call; no score is invented", async () => {
+    const { fake, env } = provider((c) => (c === "correct" ? { content: "{\"score\": 7, \"reason\": \"great\"}" } : answer(scores[c]!)))
+    const outcome = await judgeWith(env, criteria)
+    expect(outcome._tag).toBe("NotJudged")
+    if (outcome._tag !== "NotJudged") return
+    expect(outcome.error).toContain("criterion \"correct\": malformed answer twice")
+    expect(outcome.error).toContain("score")
+    expect("score" in outcome).toBe(false)
+    expect(fake.requests.filter((r) => criterionOf(r) === "correct")).toHaveLength(2)
+    expect(outcome.criterionScores.map((c) => c.name)).toEqual(["polite", "fast"])
+  })
+
+  test("a provider error or an unreachable provider fails the run with a clear error", async () => {
+    const { env } = provider(() => ({ status: 503, errorMessage: "overloaded" }))
+    const down = await judgeWith(env, criteria)
+    expect(down).toMatchObject({ _tag: "NotJudged" })
+    expect((down as any).error).toContain("HTTP 503: overloaded")
+
+    const gone = startFakeOpenAi()
+    await gone.stop()
+    const unreachable = await judgeWith({ ...env, TAPEDECK_LLM_BASE_URL: gone.baseUrl }, criteria)
+    expect(unreachable).toMatchObject({ _tag: "NotJudged" })
+    expect((unreachable as any).error).toContain("could not reach the LLM provider")
+  })
+
+  test("no provider configured: not judged, nothing asked", async () => {
+    const outcome = await judgeWith({}, criteria)
+    expect(outcome).toMatchObject({ _tag: "NotJudged", inputTokens: 0 })
+    expect((outcome as any).error).toContain("no LLM provider is configured")
+  })
+
+  test("criteria are asked concurrently, at most CRITERION_CONCURRENCY at once; an unpriced model costs null", async () => {
+    let inFlight = 0
+    let most = 0
+    const { fake, env } = provider(async () => {
+      most = Math.max(most, ++inFlight)
+      await Bun.sleep(40)
+      inFlight--
+      return answer(0.5)
+    })
+    const many = Array.from({ length: 10 }, (_, i) => ({ name: `c${i}`, description: "", weight: 1 }))
+    const outcome = await judgeWith(env, many, "my-local-model")
+    expect(outcome).toMatchObject({ _tag: "Judged", score: 0.5, costUsd: null })
+    expect(fake.requests).toHaveLength(10)
+    expect(most).toBeGreaterThan(1)
+    expect(most).toBeLessThanOrEqual(CRITERION_CONCURRENCY)
+  })
+})
