@@ -431,5 +431,5 @@ describe("tapedeck gate (CLI)", () => {
     expect(missing.stderr).toContain("404")
     expect((await cli(["--evaluation", e.id, "--traces", a], { TAPEDECK_API_KEY: "svc_wrong" })).code).toBe(2)
     expect((await cli(["--evaluation", e.id, "--traces", a], { TAPEDECK_URL: "http://127.0.0.1:1" })).code).toBe(2)
-  })
+  }, 60_000)
 })
