@@ -115,6 +115,16 @@ describe("secrets never reach the logs", () => {
     const secret = (rule.body.webhookSecret ?? rule.body.webhook_secret) as string
     expect(typeof secret).toBe("string")
 
+    // Browsers authenticate the live stream with ?token=: the query must not reach an access log either.
+    for (const token of [SECRETS.apiKey, SECRETS.wrongKey]) {
+      const socket = new WebSocket(`${url.replace(/^http/, "ws")}/ws/v1/stream?token=${token}`)
+      await new Promise<void>((resolve) => {
+        socket.addEventListener("close", () => resolve())
+        socket.addEventListener("error", () => resolve())
+        socket.addEventListener("open", () => setTimeout(() => socket.close(), 100))
+      })
+    }
+
     await Bun.sleep(300)
     expect(output).toContain("Listening on")
     for (const value of [...Object.values(SECRETS), jwt, forged, secret, newKey]) {

@@ -1,6 +1,7 @@
 import { Effect, Layer, Runtime } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { Embedder } from "./Embedder.ts"
+import { conceptText } from "./Thesaurus.ts"
 import { loadWordVectors, SOURCE_VOCABULARY, type WordVectors } from "./WordVectors.ts"
 
 /** Dimensions taken by hashed lexical features (whole words, identifiers, character n-grams of unknown words). */
@@ -66,6 +67,7 @@ const commonComponent = (wv: WordVectors) => {
  * The offline embedding of a text: a SIF-weighted average of GloVe vectors (the common component removed)
  * beside hashed lexical features (known words at half weight, identifiers, and character 3- and 4-grams of
  * unknown words, so "ETIMEDOUT" and "timed out" share something), each part normalised, the whole unit-length.
+ * The text is first extended with the thesaurus heads of its words (Thesaurus.ts).
  */
 export const makeOfflineEmbedding = (wv: WordVectors) => {
   const dims = wv.dims + HASH_DIMS
@@ -73,7 +75,8 @@ export const makeOfflineEmbedding = (wv: WordVectors) => {
   const weights = new Float64Array(wv.count)
   for (let row = 0; row < wv.count; row++) weights[row] = A / (A + probability(wv.ranks[row]!))
 
-  return (text: string): Float32Array => {
+  return (input: string): Float32Array => {
+    const text = `${input}\n${conceptText(input)}`
     const semantic = new Float64Array(wv.dims)
     const lexical = new Float64Array(HASH_DIMS)
     const feature = (key: string, weight: number) => {

@@ -5,6 +5,7 @@ import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
 import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
+import { conceptText } from "./Thesaurus.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
 
@@ -49,20 +50,22 @@ const vectorText = (mode: IndexMode, v: Float32Array) => {
 }
 
 /** Words of a query for the OR-ed full-text query: alphanumerics only, identifiers split, so it always parses. */
-export const orQueryText = (query: string) => {
+export const orQueryText = (input: string) => {
+  const query = `${input.slice(0, 2000)} ${conceptText(input.slice(0, 2000))}`
   const words = new Set<string>()
   for (const raw of query.matchAll(/[\p{L}\p{N}]+/gu)) {
     for (const part of raw[0].matchAll(/\p{Lu}+(?!\p{Ll})|\p{Lu}?\p{Ll}+|\p{N}+|\p{L}+/gu)) {
       const w = part[0].toLowerCase()
       if (/^[a-z0-9]+$/.test(w) && w.length <= 64) words.add(w)
     }
-    if (words.size >= 32) break
+    if (words.size >= 48) break
   }
   return [...words].join(" | ")
 }
 
-/** The text the full-text vector is built from: the span's text, with identifiers also split into words. */
-const ftsText = (text: string) => `${text}\n${text.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")}`
+/** The text the full-text vector is built from: the span's text, identifiers split into words, thesaurus heads. */
+const ftsText = (text: string) =>
+  `${text}\n${text.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")}\n${conceptText(text)}`
 
 /**
  * The span-embedding store and its searches: pgvector HNSW (iterative scans keep filtered queries complete, and
@@ -201,13 +204,15 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         readonly filters: SearchFilters | undefined
         readonly limit: number
         readonly offset: number
+        /** Skips the HNSW index (tests compare both paths). */
+        readonly exact?: boolean
       }) {
         const { iterative, mode } = yield* setup
         const dims = input.vector.length
         const depth = input.offset + input.limit
         const k = Math.max(MIN_CANDIDATES, 2 * depth)
         const where = filterSql(input.accountId, input.filters)
-        const hnsw = mode === "pgvector-hnsw" && dims <= HNSW_MAX_DIMS && depth <= MAX_HNSW_DEPTH
+        const hnsw = mode === "pgvector-hnsw" && dims <= HNSW_MAX_DIMS && depth <= MAX_HNSW_DEPTH && input.exact !== true
         const q = vectorText(mode, input.vector)
         const orQuery = orQueryText(input.query)
         const embedder = input.embedder

@@ -177,8 +177,13 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
  * a temporary file and renamed into place (atomic); a lock file keeps two processes from compacting at once
  * (the second waits for the first's result; a lock older than two minutes is taken over).
  */
-export const loadWordVectors = async (dataDir: string, log: (message: string) => void = () => {}): Promise<WordVectors> => {
-  const candidates = cacheDirs(dataDir)
+export const loadWordVectors = async (
+  dataDir: string,
+  log: (message: string) => void = () => {},
+  options: { readonly source?: string; readonly dirs?: ReadonlyArray<string> } = {}
+): Promise<WordVectors> => {
+  const source = options.source ?? sourcePath()
+  const candidates = options.dirs ?? cacheDirs(dataDir)
   for (const dir of candidates) {
     const file = join(dir, COMPACT_FILE)
     if (existsSync(file)) {
@@ -192,7 +197,7 @@ export const loadWordVectors = async (dataDir: string, log: (message: string) =>
   const dir = candidates.find(writable)
   if (dir === undefined) {
     log("no writable cache directory for the compacted word vectors: compacting in memory at every start")
-    return decode(await compact())
+    return decode(await compact(source))
   }
   const file = join(dir, COMPACT_FILE)
   const lock = `${file}.lock`
@@ -221,7 +226,7 @@ export const loadWordVectors = async (dataDir: string, log: (message: string) =>
     if (existsSync(file)) return decode(readFileSync(file))
     const started = Date.now()
     log(`compacting the offline embedder's word vectors (${PACKAGE}, once) into ${file}`)
-    const bytes = await compact()
+    const bytes = await compact(source)
     const temp = `${file}.${process.pid}.tmp`
     writeFileSync(temp, bytes)
     renameSync(temp, file)

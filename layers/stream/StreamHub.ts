@@ -1,3 +1,4 @@
+import { Reactivity } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Option, PubSub, Queue, Schedule, Stream } from "effect"
@@ -64,10 +65,17 @@ const uuidArray = (ids: Iterable<string>) => `{${[...ids].join(",")}}`
  */
 export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub", {
   scoped: Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const events = yield* StreamEvents
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    // Delivery reads through two connections of its own: under write load the shared pool is full of write
+    // transactions, and waiting behind them would add their latency to every event.
+    const sql: SqlClient.SqlClient = Option.isSome(pg) && Option.isSome(config.databaseUrl)
+      ? yield* PgClient.make({ url: config.databaseUrl.value, maxConnections: 2, applicationName: "tapedeck-stream" }).pipe(
+        Effect.provide(Reactivity.layer),
+        Effect.orDie
+      )
+      : yield* SqlClient.SqlClient
     const subscribers = new Map<string, Set<Subscriber>>()
 
     /** Reads the data of these event rows (in the given order) and builds their events. */

@@ -7,7 +7,8 @@ const BATCH_PATH_PREFIX = "/api/v1/"
 const ORIGIN = "http://batch.invalid"
 
 /**
- * The path and query an operation addresses once normalised as a URL would be (`..`, `%2e`, backslashes), or
+ * The path and query an operation addresses once normalised as a URL would be (`..`, `%2e`, backslashes, and
+ * percent-decoding as the router does), or
  * undefined when it leaves /api/v1/, names another origin, or targets the batch route itself (no recursion).
  */
 export const batchTarget = (path: string): string | undefined => {
@@ -18,8 +19,16 @@ export const batchTarget = (path: string): string | undefined => {
   } catch {
     return undefined
   }
-  if (url.origin !== ORIGIN || url.hash !== "" || !url.pathname.startsWith(BATCH_PATH_PREFIX)) return undefined
-  if (url.pathname.toLowerCase().startsWith("/api/v1/batch")) return undefined
+  // The router matches the percent-decoded path (`/api/v1/%62atch` is the batch route): check that one too.
+  let decoded: string
+  try {
+    decoded = decodeURI(url.pathname)
+  } catch {
+    return undefined
+  }
+  if (url.origin !== ORIGIN || url.hash !== "") return undefined
+  if (!url.pathname.startsWith(BATCH_PATH_PREFIX) || !decoded.startsWith(BATCH_PATH_PREFIX)) return undefined
+  if (decoded.toLowerCase().startsWith("/api/v1/batch")) return undefined
   return url.pathname + url.search
 }
 

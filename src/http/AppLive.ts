@@ -21,6 +21,7 @@ import { RetentionLive } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
 import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
+import { accessLog } from "./AccessLog.ts"
 import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRouteLive } from "./HttpLive.ts"
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
 import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "./BatchHttp.ts"
@@ -66,8 +67,9 @@ const StartupLive = Layer.mergeAll(
  * The application on an HttpServer: the API, its docs, key bootstrap and the background workers, over a
  * migrated `SqlClient` and `AppConfig` that the caller provides (main: `StorageLive`; tests share theirs).
  */
-export const AppLive = HttpApiBuilder.serve(HttpMiddleware.logger).pipe(
-  HttpMiddleware.withTracerDisabledWhen((request) => request.url === "/health"),
+export const AppLive = HttpApiBuilder.serve(accessLog).pipe(
+  // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=.
+  HttpMiddleware.withTracerDisabledWhen((request) => request.url === "/health" || request.url.startsWith("/ws/")),
   Layer.provide(DocsLive),
   Layer.provide(ReplaySocketRouteLive),
   Layer.provide(StreamSocketRouteLive),

@@ -32,6 +32,9 @@ export const SelfAppInstallLive = Layer.effectDiscard(
   })
 ).pipe(Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer, SelfAppLive]))
 
+/** Set while an operation runs: a batch reached from inside a batch (however its path was spelled) is refused. */
+class InsideBatch extends Context.Tag("tapedeck/InsideBatch")<InsideBatch, true>() {}
+
 /** Bodies kept per operation of a background batch (results live in the job row). */
 const MAX_KEPT_BODY_CHARS = 1_000_000
 
@@ -62,7 +65,9 @@ const runOperation = (
 ): Effect.Effect<BatchOperationResult & { readonly text: string }> =>
   Effect.gen(function*() {
     const target = batchTarget(op.path)
-    if (target === undefined) return { status: 400, body: null, text: "" }
+    if (target === undefined) {
+      return { status: 400, body: { error: "path: not an /api/v1/ route", code: "validation_failed", retryable: false }, text: "" }
+    }
     const requestHeaders = new Headers(headers)
     let body: string | undefined
     if (op.body !== undefined) {
@@ -79,6 +84,7 @@ const runOperation = (
     )
     const run = app.pipe(
       Effect.provideService(HttpServerRequest.HttpServerRequest, request),
+      Effect.provideService(InsideBatch, true),
       Effect.provide(services),
       Effect.scoped,
       // Response hooks an operation sets (Retry-After) belong to its own answer, not to the batch's.
@@ -99,6 +105,9 @@ const runOperation = (
   )
 
 const CREDENTIAL_HEADERS = ["x-service-key", "authorization"] as const
+
+/** The route path an operation reaches, as the router sees it (percent-decoded, no trailing slash). */
+const routeOf = (op: BatchOperation) => decodeURI((batchTarget(op.path) ?? "").split("?")[0]!).replace(/\/+$/, "")
 const NO_STORE = { "cache-control": "no-store" }
 
 export const BatchHttpLive = HttpApiBuilder.group(TapedeckApi, "batch", (handlers) =>
@@ -109,10 +118,13 @@ export const BatchHttpLive = HttpApiBuilder.group(TapedeckApi, "batch", (handler
     return handlers.handle("run", ({ payload, request }) =>
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
+        if (Option.isSome(yield* Effect.serviceOption(InsideBatch))) {
+          return yield* new ValidationFailed({ message: "a batch cannot run a batch" })
+        }
         if (payload.async) {
           // Results of a background batch are stored: a new API key must never be among them.
           const createsKey = payload.operations.findIndex((op) =>
-            op.method === "POST" && (batchTarget(op.path) ?? "").split("?")[0]!.replace(/\/+$/, "") === "/api/v1/api-keys"
+            op.method === "POST" && routeOf(op) === "/api/v1/api-keys"
           )
           if (createsKey >= 0) {
             return yield* new ValidationFailed({

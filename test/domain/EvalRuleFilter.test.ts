@@ -32,6 +32,16 @@ describe("eval rule filters", () => {
     expect(matchesFilter({ status: "failed", min_cost: 0.76 }, subject)).toBe(false)
   })
 
+  test("name_pattern is user input: matching stays linear even for patterns built to backtrack", () => {
+    // A regex translation (`^.*a.*a…b$`) takes hours on such a pair and freezes the instance running the job.
+    const pattern = `${"*a".repeat(249)}*b`
+    expect(pattern.length).toBe(500)
+    expect(Schema.is(CreateEvalRuleRequest)({ evaluation_id: crypto.randomUUID(), filter: { name_pattern: pattern }, sampling_rate: 1, enabled: true })).toBe(true)
+    expect(matchesFilter({ name_pattern: pattern }, { ...subject, name: "a".repeat(500) })).toBe(false)
+    expect(matchesFilter({ name_pattern: pattern }, { ...subject, name: `${"a".repeat(499)}b` })).toBe(true)
+    expect(matchesFilter({ name_pattern: "*a*a*a*a*a*a*a*a*b" }, { ...subject, name: "a".repeat(60) })).toBe(false)
+  })
+
   test("the request is strict and validates the webhook URL", () => {
     const decode = Schema.decodeUnknownEither(CreateEvalRuleRequest)
     const evaluation_id = crypto.randomUUID()

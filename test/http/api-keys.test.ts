@@ -6,7 +6,7 @@ const KEY_C = "svc_test_key_capped_0003"
 let server: TestServer
 beforeAll(async () => {
   server = await startTestServer({ TAPEDECK_API_KEYS: `acme=${KEY_A},globex=${KEY_B},capped=${KEY_C}` })
-})
+}, 60_000)
 afterAll(() => server.stop())
 
 const create = async (body: unknown, key: string = KEY_A, target: TestServer = server) => {

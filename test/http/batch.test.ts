@@ -8,7 +8,7 @@ import { span, trace, uuid } from "../support/Fixtures.ts"
 let server: TestServer
 beforeAll(async () => {
   server = await startTestServer()
-})
+}, 60_000)
 afterAll(() => server.stop())
 
 const batch = async (body: unknown, key: string = KEY_A) => {
@@ -84,6 +84,9 @@ describe("POST /api/v1/batch", () => {
       { operations: [{ method: "GET", path: "/api/v1/%2e%2e/%2e%2e/health" }] },
       { operations: [{ method: "POST", path: "/api/v1/batch", body: { operations: [op] } }] },
       { operations: [{ method: "POST", path: "/api/v1/traces/../batch", body: { operations: [op] } }] },
+      { operations: [{ method: "POST", path: "/api/v1/%62atch", body: { operations: [op] } }] },
+      { operations: [{ method: "POST", path: "/api/v1/%42ATCH", body: { operations: [op] } }] },
+      { operations: [{ method: "GET", path: "/api/v1/%E0%A4%A" }] },
       { operations: [{ method: "GET", path: "/api/v1/traces", body: {} }] },
       { operations: [{ ...op, extra: 1 }] },
       { operations: [op], colour: "red" },
@@ -136,9 +139,11 @@ describe("POST /api/v1/batch", () => {
   })
 
   test("an async batch may not create API keys (its results are stored); a synchronous one may, uncached", async () => {
-    const refused = await batch({ async: true, operations: [{ method: "POST", path: "/api/v1/api-keys/", body: { name: "x" } }] })
-    expect(refused.status).toBe(400)
-    expect(refused.body.error).toContain("cannot create API keys")
+    for (const path of ["/api/v1/api-keys", "/api/v1/api-keys/", "/api/v1/%61pi-keys"]) {
+      const refused = await batch({ async: true, operations: [{ method: "GET", path: "/api/v1/usage" }, { method: "POST", path, body: { name: "x" } }] })
+      expect(refused.status).toBe(400)
+      expect(refused.body.error).toContain("operations.1: an async batch cannot create API keys")
+    }
     const response = await server.post("/api/v1/batch", { operations: [{ method: "POST", path: "/api/v1/api-keys", body: { name: "via batch" } }] })
     expect(response.status).toBe(200)
     expect(response.headers.get("cache-control")).toBe("no-store")
@@ -180,18 +185,19 @@ describe("POST /api/v1/batch", () => {
     } finally {
       await limited.stop()
     }
-  })
+  }, 60_000)
 
   test("property: an accepted path never leaves /api/v1/ nor reaches the batch route, however it is spelled", () => {
-    const segment = fc.constantFrom("api", "v1", "API", "batch", "Batch", "..", ".", "%2e%2e", "%2E.", "", "traces", "%2f", "\\", "?x=1", "#f", "//")
+    const segment = fc.constantFrom("api", "v1", "API", "batch", "Batch", "%62atch", "%62%61tch", "%2562atch", "..", ".", "%2e%2e", "%2E.", "", "traces", "%2f", "\\", "?x=1", "#f", "//")
     const path = fc.array(segment, { maxLength: 8 }).map((parts) => `/api/v1/${parts.join("/")}`)
     fc.assert(
       fc.property(fc.oneof(path, fc.string()), (candidate) => {
         const target = batchTarget(candidate)
         if (target === undefined) return true
         const pathname = new URL(target, "http://x.invalid").pathname
-        return pathname === target.split("?")[0] && pathname.startsWith("/api/v1/") &&
-          !pathname.toLowerCase().startsWith("/api/v1/batch") && !pathname.split("/").includes("..")
+        const decoded = decodeURI(pathname)
+        return pathname === target.split("?")[0] && decoded.startsWith("/api/v1/") &&
+          !decoded.toLowerCase().startsWith("/api/v1/batch") && !decoded.split("/").includes("..")
       }),
       { numRuns: 2000 }
     )

@@ -4,7 +4,7 @@ import { startTestServer, type TestServer } from "../support/TestServer.ts"
 let server: TestServer
 beforeAll(async () => {
   server = await startTestServer()
-})
+}, 60_000)
 afterAll(() => server.stop())
 
 const get = async (target: TestServer, path: string, headers: Record<string, string> = {}) => {
@@ -89,5 +89,5 @@ describe("OAuth discovery metadata", () => {
     } finally {
       await self.stop()
     }
-  })
+  }, 120_000)
 })

@@ -34,7 +34,7 @@ afterAll(async () => {
   await judge.stop()
   receiver.stop()
   tls.cleanup()
-})
+}, 60_000)
 
 const until = async <A>(probe: () => Promise<A | undefined>, what: string, timeoutMs = 30_000): Promise<A> => {
   const deadline = Date.now() + timeoutMs
@@ -109,7 +109,7 @@ describe("webhook delivery", () => {
     // The run in the payload is the evaluation's run of this trace.
     const detail = (await (await server.get(`/api/v1/evaluations/${evaluationId}`)).json()) as any
     expect(detail.runs.map((r: any) => r.id)).toContain(JSON.parse(requests[0]!.body).runs[0].id)
-  })
+  }, 60_000)
 
   test("gives up after TAPEDECK_WEBHOOK_MAX_ATTEMPTS", async () => {
     const { rule } = await setup("/down", () => new Response("down", { status: 500 }))
@@ -118,7 +118,7 @@ describe("webhook delivery", () => {
     expect(items[2].error).toBe("the endpoint answered 500; giving up after 3 attempts")
     await Bun.sleep(1500)
     expect(receiver.received.filter((r) => r.path === "/down").length).toBe(3)
-  })
+  }, 60_000)
 
   test("a redirect to a private address is refused (and not retried), even with the loopback switch on", async () => {
     const { rule } = await setup("/redirect", () => new Response(null, { status: 307, headers: { location: "https://10.0.0.1/steal" } }))
@@ -129,7 +129,7 @@ describe("webhook delivery", () => {
     expect(items[0]).toMatchObject({ attempt: 1, outcome: "blocked", statusCode: null })
     expect(items[0].error).toContain("10.0.0.1 is a private address")
     expect((await server.get(`/api/v1/eval-rules/${rule.id}/deliveries`, KEY_B)).status).toBe(404)
-  })
+  }, 60_000)
 
   test("deleting the rule stops its pending retries", async () => {
     const { rule } = await setup("/gone", () => new Response("no", { status: 500 }))
@@ -150,5 +150,5 @@ describe("webhook delivery", () => {
       expect(rows[0]).toEqual({ outcome: "gave_up", error: "the eval rule was deleted" })
     }
     expect((await server.get(`/api/v1/eval-rules/${rule.id}/deliveries`)).status).toBe(404)
-  })
+  }, 60_000)
 })

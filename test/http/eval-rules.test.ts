@@ -12,7 +12,7 @@ beforeAll(async () => {
     TAPEDECK_WEBHOOK_SECRET_KEY: "a-test-key-for-sealing-secrets"
   })
 }, 120_000)
-afterAll(() => server.stop())
+afterAll(() => server.stop(), 60_000)
 
 const query = <A extends object>(text: string, ...params: Array<unknown>) =>
   server.run(Effect.gen(function*() {
@@ -87,7 +87,7 @@ describe("POST /api/v1/eval-rules", () => {
     const plain = await createRule({ evaluation_id: evaluationId })
     expect(plain.webhookSecret).toBeUndefined()
     expect(plain.webhookUrl).toBeNull()
-  })
+  }, 60_000)
 
   test("https only, and addresses deliveries would refuse are a 400", async () => {
     const evaluationId = await evaluation()
@@ -112,7 +112,7 @@ describe("POST /api/v1/eval-rules", () => {
       expect(body).toMatchObject({ code: "validation_failed", retryable: false })
       expect(body.error).toContain("webhook_url")
     }
-  })
+  }, 60_000)
 
   test("strict body and limits", async () => {
     const evaluation_id = await evaluation()
@@ -134,7 +134,7 @@ describe("POST /api/v1/eval-rules", () => {
       expect(((await response.json()) as any).code).toBe("validation_failed")
     }
     expect((await server.request("POST", "/api/v1/eval-rules", { body: "{not json" })).status).toBe(400)
-  })
+  }, 60_000)
 
   test("the evaluation must be visible: missing, deleted or another account's private one is a 404; a public one is fine", async () => {
     expect((await server.post("/api/v1/eval-rules", { evaluation_id: uuid() })).status).toBe(404)
@@ -147,7 +147,7 @@ describe("POST /api/v1/eval-rules", () => {
     const deleted = await evaluation()
     expect((await server.request("DELETE", `/api/v1/evaluations/${deleted}`)).status).toBe(200)
     expect((await server.post("/api/v1/eval-rules", { evaluation_id: deleted })).status).toBe(404)
-  })
+  }, 60_000)
 })
 
 describe("reading and deleting rules", () => {
@@ -179,7 +179,7 @@ describe("reading and deleting rules", () => {
     expect((await server.request("DELETE", `/api/v1/eval-rules/${a.id}`)).status).toBe(404)
     const after = (await (await server.get("/api/v1/eval-rules?limit=100")).json()) as any
     expect(after.items.map((r: any) => r.id)).not.toContain(a.id)
-  })
+  }, 60_000)
 })
 
 describe("rules on terminal traces", () => {
@@ -222,7 +222,7 @@ describe("rules on terminal traces", () => {
     await Bun.sleep(100)
     await drained()
     expect((await runsOf(matching.id)).length).toBe(1)
-  })
+  }, 60_000)
 
   test("a webhook to a name that resolves to loopback is refused at delivery and logged as blocked", async () => {
     const evaluationId = await evaluation()
@@ -250,5 +250,5 @@ describe("rules on terminal traces", () => {
     expect(log.items[0].error).toMatch(/localhost resolves to (127\.0\.0\.1|::1)/)
     // Another account sees neither the rule nor its log.
     expect((await server.get(`/api/v1/eval-rules/${rule.id}/deliveries`, KEY_B)).status).toBe(404)
-  })
+  }, 60_000)
 })

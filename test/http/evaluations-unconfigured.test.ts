@@ -7,7 +7,7 @@ let server: TestServer
 beforeAll(async () => {
   server = await startTestServer()
 }, 120_000)
-afterAll(() => server.stop())
+afterAll(() => server.stop(), 60_000)
 
 const recordTrace = async () => {
   const t = trace({ name: "agent", status: "completed", output: "done", spans: [span()] })
@@ -38,5 +38,5 @@ describe("evaluations without a model provider", () => {
     expect(gate.reasons).toEqual(["1 of 1 traces could not be judged"])
     expect(gate.runs[0]).toMatchObject({ traceId: t, status: "failed", score: null, reused: false })
     expect(gate.runs[0].error).toContain("no LLM provider is configured")
-  })
+  }, 60_000)
 })

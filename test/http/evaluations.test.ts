@@ -36,7 +36,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.stop()
   await fake.stop()
-})
+}, 60_000)
 
 const CRITERIA = [
   { name: "correct", description: "the answer is correct", weight: 3 },
@@ -117,7 +117,7 @@ describe("evaluations CRUD", () => {
     await expectNotFound(await server.request("DELETE", `/api/v1/evaluations/${created.id}`))
     const listed = (await (await server.get("/api/v1/evaluations?limit=100")).json()) as any
     expect(listed.items.map((e: any) => e.id)).not.toContain(created.id)
-  })
+  }, 60_000)
 
   test("list: newest first, limit and offset, exact total", async () => {
     const ids = [] as Array<string>
@@ -134,7 +134,7 @@ describe("evaluations CRUD", () => {
     for (const q of ["limit=0", "limit=101", "offset=-1", "limit=abc", "colour=red"]) {
       await expectValidation(await server.get(`/api/v1/evaluations?${q}`))
     }
-  })
+  }, 60_000)
 
   test("requests are strict and limited; every bad input is a 400 with the error body", async () => {
     const c = { name: "n", description: "d" }
@@ -182,7 +182,7 @@ describe("evaluations CRUD", () => {
     await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], threshold: -0.1 }))
     await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], judge_model: "x" }))
     await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], baseline_run_ids: ["x"] }))
-  })
+  }, 60_000)
 })
 
 test("GET /openapi.json documents the evaluation routes", async () => {
@@ -191,7 +191,7 @@ test("GET /openapi.json documents the evaluation routes", async () => {
     expect(spec.paths[path]).toBeDefined()
   }
   expect(Object.keys(spec.paths["/api/v1/evaluations/{evaluationId}"]).sort()).toEqual(["delete", "get"])
-})
+}, 60_000)
 
 describe("runs", () => {
   test("one queued run per owned trace, strict answer; the job judges it to completed with score, tokens and cost", async () => {
@@ -224,7 +224,7 @@ describe("runs", () => {
       "completedAt", "costUsd", "createdAt", "criterionScores", "error", "id", "inputTokens", "judgeModel", "outputTokens",
       "reasoning", "score", "status", "traceId"
     ])
-  })
+  }, 60_000)
 
   test("no owned trace → 404; a judge_model override is used and recorded; the history is newest first", async () => {
     const e = await createEvaluation()
@@ -241,7 +241,7 @@ describe("runs", () => {
     expect(runs.map((r: any) => r.id)).toEqual([second.runs[0].id, first.runs[0].id])
     expect(runs[0]).toMatchObject({ judgeModel: "gpt-4o", status: "completed", score: 0.6 })
     expect(callsFor("q:0.6").every((r) => r.body.model === "gpt-4o")).toBe(true)
-  })
+  }, 60_000)
 
   test("a malformed judge answer is asked again once, then the run fails with the reason and no score", async () => {
     const e = await createEvaluation()
@@ -252,7 +252,7 @@ describe("runs", () => {
     expect(run.error).toContain("criterion \"polite\": malformed answer twice")
     expect(callsFor("malformed").filter((r) => criterionOf(r) === "polite")).toHaveLength(2)
     expect(run.inputTokens).toBe(40)
-  })
+  }, 60_000)
 
   test("a provider that is down fails the run with a clear error", async () => {
     const e = await createEvaluation()
@@ -261,7 +261,7 @@ describe("runs", () => {
     const [run] = await settledRuns(e.id, 1)
     expect(run).toMatchObject({ status: "failed", score: null })
     expect(run.error).toContain("HTTP 500: judge is down")
-  })
+  }, 60_000)
 })
 
 describe("visibility", () => {
@@ -274,7 +274,7 @@ describe("visibility", () => {
     await expectNotFound(await server.request("DELETE", `/api/v1/evaluations/${e.id}`, { key: KEY_B }))
     const listed = (await (await server.get("/api/v1/evaluations?limit=100", KEY_B)).json()) as any
     expect(listed.items.map((x: any) => x.id)).not.toContain(e.id)
-  })
+  }, 60_000)
 
   test("a public evaluation is listed, read, run and gated by everyone; runs stay with the account that made them", async () => {
     const e = await createEvaluation({ is_public: true, name: "shared" })
@@ -296,7 +296,7 @@ describe("visibility", () => {
     await expectNotFound(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [mine], baseline_run_ids: [runs[0].id] }))
     await expectNotFound(await server.request("DELETE", `/api/v1/evaluations/${e.id}`, { key: KEY_B }))
     expect((await server.get(`/api/v1/evaluations/${e.id}`, KEY_B)).status).toBe(200)
-  })
+  }, 60_000)
 })
 
 describe("gate", () => {
@@ -324,7 +324,7 @@ describe("gate", () => {
     expect(history.map((r: any) => r.id).sort()).toEqual(pass.body.runs.map((r: any) => r.id).sort())
     // Default threshold 0.7.
     expect(((await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [lo] })).json()) as any)).toMatchObject({ passed: true, threshold: 0.7 })
-  })
+  }, 60_000)
 
   test("a trace that changed since its run is judged again", async () => {
     const e = await createEvaluation()
@@ -334,7 +334,7 @@ describe("gate", () => {
     const second = (await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t] })).json()) as any
     expect(second.runs[0].reused).toBe(false)
     expect(second.runs[0].id).not.toBe(first.runs[0].id)
-  })
+  }, 60_000)
 
   test("every trace must be owned: a foreign or missing trace is a 404 and nothing is judged", async () => {
     const e = await createEvaluation()
@@ -345,7 +345,7 @@ describe("gate", () => {
     await expectNotFound(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [mine, uuid()] }))
     await expectNotFound(await server.post(`/api/v1/evaluations/${uuid()}/gate`, { trace_ids: [mine] }))
     expect(fake.requests.length).toBe(before)
-  })
+  }, 60_000)
 
   test("fails closed: a trace the judge cannot score fails the gate, with the reason in its run", async () => {
     const e = await createEvaluation()
@@ -362,7 +362,7 @@ describe("gate", () => {
     const before = callsFor("down").length
     await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [down] })
     expect(callsFor("down").length).toBeGreaterThan(before)
-  })
+  }, 60_000)
 
   test("regression against baseline runs: more than 0.05 below their mean; fail_on_regression decides", async () => {
     const e = await createEvaluation()
@@ -390,7 +390,7 @@ describe("gate", () => {
     const down = await recordTrace("down")
     const failed = (await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [down] })).json()) as any
     await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [same], baseline_run_ids: [failed.runs[0].id] }))
-  })
+  }, 60_000)
 })
 
 describe("tapedeck gate (CLI)", () => {

@@ -12,7 +12,7 @@ beforeAll(async () => {
     TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000"
   })
 }, 120_000)
-afterAll(() => server.stop())
+afterAll(() => server.stop(), 60_000)
 
 const query = <A extends object>(text: string, ...params: Array<unknown>) =>
   server.run(Effect.gen(function*() {
@@ -81,7 +81,7 @@ describe("detection on terminal traces", () => {
     await terminalJobsDone()
     expect((await insightsOf(running.id)).total).toBe(0)
     expect((await insightsOf(completed.id)).items.map((i: any) => i.severity)).toEqual(["medium"])
-  })
+  }, 60_000)
 
   test("tool loops: the same tool with the same arguments (in any key order) repeated 3 times or more", async () => {
     const call = (input: unknown, name = "search") => span({ span_type: "tool_call", name, input })
@@ -108,7 +108,7 @@ describe("detection on terminal traces", () => {
       details: { tool: "search", count: 3 }
     })
     expect(body.items[0].details.spanIds).toHaveLength(3)
-  })
+  }, 60_000)
 
   test("token blow-ups: far above the trace's median, or above the absolute cap", async () => {
     const llm = (input_tokens: number, output_tokens = 0) => span({ span_type: "llm_call", name: `call-${input_tokens}`, input_tokens, output_tokens })
@@ -122,7 +122,7 @@ describe("detection on terminal traces", () => {
       expect.arrayContaining([[huge.id, "medium", 5000], [capped.id, "high", 250_000]])
     )
     expect(body.total).toBe(2)
-  })
+  }, 60_000)
 
   test("cost and latency far above the account's recent baseline, only with enough history", async () => {
     // Account "baseline" is used only here, so its history is exactly these traces.
@@ -149,7 +149,7 @@ describe("detection on terminal traces", () => {
     expect(cost.details.baselineMedian).toBeCloseTo(0.01065, 8)
     expect(cost.message).toBe("cost $0.5 is 46.9× the median $0.01065 of the account's last 12 terminal traces")
     expect((byKind.get("latency_anomaly") as any).details).toMatchObject({ value: 60_000, baselineMedian: 1000, sample: 12 })
-  })
+  }, 60_000)
 
   test("idempotent: running the terminal-trace job again for a trace adds no insight", async () => {
     const t = trace({
@@ -171,7 +171,7 @@ describe("detection on terminal traces", () => {
     await terminalJobsDone()
     const after = await insightsOf(t.id)
     expect(after.items.map((i: any) => i.id).sort()).toEqual(before.items.map((i: any) => i.id).sort())
-  })
+  }, 60_000)
 })
 
 describe("GET /api/v1/insights", () => {
@@ -198,5 +198,5 @@ describe("GET /api/v1/insights", () => {
     expect((await server.get("/api/v1/insights", null)).status).toBe(401)
     expect((await server.request("DELETE", `/api/v1/traces/${t.id}`)).status).toBe(200)
     expect((await insightsOf(t.id)).total).toBe(0)
-  })
+  }, 60_000)
 })

@@ -6,7 +6,7 @@ import { chatAttributes, exportBody, hex, otlpSpan } from "../support/Otlp.ts"
 let server: TestServer
 beforeAll(async () => {
   server = await startTestServer()
-})
+}, 60_000)
 afterAll(() => server.stop())
 
 const json = async (path: string, key: string = KEY_A) => {

@@ -15,7 +15,7 @@ beforeAll(async () => {
     TAPEDECK_LLM_API_KEY: "sk-fake",
     TAPEDECK_REPLAY_MONTHLY_ALLOWANCE: "7"
   })
-})
+}, 60_000)
 afterAll(async () => {
   await server.stop()
   await fake.stop()

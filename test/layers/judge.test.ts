@@ -78,7 +78,7 @@ describe("Judge", () => {
     expect(body).toMatchObject({ model: "gpt-4o-mini", temperature: 0, response_format: { type: "json_object" } })
     expect(body.messages[1].content).toContain("Book a flight to Lisbon")
     expect(body.messages[1].content).toContain("[tool_call] book_flight")
-  })
+  }, 60_000)
 
   test("a malformed answer is asked again once, with the bad answer and a correction", async () => {
     let politeCalls = 0
@@ -90,7 +90,7 @@ describe("Judge", () => {
     expect(polite[1]!.body.messages.at(-2)).toEqual({ role: "assistant", content: "sure! 0.9" })
     expect(polite[1]!.body.messages.at(-1)).toEqual({ role: "user", content: RETRY_NOTE })
     expect(outcome.inputTokens).toBe(40) // the retry's tokens count too
-  })
+  }, 60_000)
 
   test("two malformed answers fail the run with the reason; no third call; no score is invented", async () => {
     const { fake, env } = provider((c) => (c === "correct" ? { content: "{\"score\": 7, \"reason\": \"great\"}" } : answer(scores[c]!)))
@@ -102,7 +102,7 @@ describe("Judge", () => {
     expect("score" in outcome).toBe(false)
     expect(fake.requests.filter((r) => criterionOf(r) === "correct")).toHaveLength(2)
     expect(outcome.criterionScores.map((c) => c.name)).toEqual(["polite", "fast"])
-  })
+  }, 60_000)
 
   test("a provider error or an unreachable provider fails the run with a clear error", async () => {
     const { env } = provider(() => ({ status: 503, errorMessage: "overloaded" }))
@@ -115,13 +115,13 @@ describe("Judge", () => {
     const unreachable = await judgeWith({ ...env, TAPEDECK_LLM_BASE_URL: gone.baseUrl }, criteria)
     expect(unreachable).toMatchObject({ _tag: "NotJudged" })
     expect((unreachable as any).error).toContain("could not reach the LLM provider")
-  })
+  }, 60_000)
 
   test("no provider configured: not judged, nothing asked", async () => {
     const outcome = await judgeWith({}, criteria)
     expect(outcome).toMatchObject({ _tag: "NotJudged", inputTokens: 0 })
     expect((outcome as any).error).toContain("no LLM provider is configured")
-  })
+  }, 60_000)
 
   test("criteria are asked concurrently, at most CRITERION_CONCURRENCY at once; an unpriced model costs null", async () => {
     let inFlight = 0
@@ -138,5 +138,5 @@ describe("Judge", () => {
     expect(fake.requests).toHaveLength(10)
     expect(most).toBeGreaterThan(1)
     expect(most).toBeLessThanOrEqual(CRITERION_CONCURRENCY)
-  })
+  }, 60_000)
 })

@@ -27,13 +27,13 @@ beforeAll(() => {
     return undefined
   })
   otherReceiver = startReceiver(otherName)
-})
+}, 60_000)
 afterAll(() => {
   receiver.stop()
   otherReceiver.stop()
   tls.cleanup()
   otherName.cleanup()
-})
+}, 60_000)
 
 /** A resolver that answers from a table and counts its lookups. */
 const table = (entries: Record<string, ReadonlyArray<string>>) => {
@@ -75,7 +75,7 @@ describe("safePost", () => {
     expect(last.headers.host).toBe(`hooks.test:${receiver.port}`)
     expect(last.headers["tapedeck-event"]).toBe("test")
     expect(calls).toEqual(["hooks.test"])
-  })
+  }, 60_000)
 
   test("a name resolving to a private address is refused before any connection", async () => {
     const before = receiver.received.length
@@ -89,14 +89,14 @@ describe("safePost", () => {
     expect(e).toBeInstanceOf(AddressBlocked)
     expect((e as Error).message).toContain("v6.test resolves to ::ffff:127.0.0.1")
     expect(receiver.received.length).toBe(before)
-  })
+  }, 60_000)
 
   test("the system resolver: localhost resolves to loopback and is refused without the test switch", async () => {
     const { systemResolver } = await import("#layers/webhooks/AddressGuard")
     const e = await refusal(post(`https://localhost:${receiver.port}/ok`, options(systemResolver, false)))
     expect(e).toBeInstanceOf(AddressBlocked)
     expect((e as Error).message).toMatch(/localhost resolves to (127\.0\.0\.1|::1)/)
-  })
+  }, 60_000)
 
   test("redirects: each hop is resolved and checked again; private targets, http downgrades and loops are refused", async () => {
     const { resolver } = table({ "hooks.test": ["127.0.0.1"] })
@@ -112,7 +112,7 @@ describe("safePost", () => {
     expect((toHttp as Error).message).toContain("https only")
     const loop = await refusal(post(`https://hooks.test:${receiver.port}/loop`, options(resolver)))
     expect((loop as Error).message).toContain("more than 3 redirects")
-  })
+  }, 60_000)
 
   test("the certificate must match the URL's host name, not just the address", async () => {
     const { resolver } = table({ "hooks.test": ["127.0.0.1"] })
@@ -121,7 +121,7 @@ describe("safePost", () => {
     expect((e as Error).message.toLowerCase()).toMatch(/altname|hostname|certificate|ip/)
     const untrusted = await refusal(post(`https://hooks.test:${receiver.port}/ok`, { ...options(resolver), extraCa: undefined }))
     expect((untrusted as Error).message.toLowerCase()).toContain("certificate")
-  })
+  }, 60_000)
 
   test("times out, and never buffers a large response body", async () => {
     const { resolver } = table({ "hooks.test": ["127.0.0.1"] })
@@ -131,7 +131,7 @@ describe("safePost", () => {
     expect(Date.now() - started).toBeLessThan(2000)
     const big = await post(`https://hooks.test:${receiver.port}/big`, options(resolver))
     expect(big.status).toBe(201)
-  })
+  }, 60_000)
 })
 
 describe("signing", () => {
@@ -149,7 +149,7 @@ describe("signing", () => {
       }),
       { numRuns: 50 }
     )
-  })
+  }, 60_000)
 
   test("secrets: sealed with AES-GCM when a key is configured, never in clear; a wrong key cannot open them", async () => {
     const box = makeSecretBox(Option.some(Redacted.make("k1")))
@@ -162,11 +162,11 @@ describe("signing", () => {
     await expect(makeSecretBox(Option.none()).open(sealed)).rejects.toThrow("TAPEDECK_WEBHOOK_SECRET_KEY")
     const plain = makeSecretBox(Option.none())
     expect(await plain.open(await plain.seal(secret))).toBe(secret)
-  })
+  }, 60_000)
 
   test("the retry schedule grows exponentially and is capped at an hour", () => {
     expect([1, 2, 3, 4, 5].map((n) => webhookBackoffMs(10_000, n))).toEqual([10_000, 40_000, 160_000, 640_000, 2_560_000])
     expect(webhookBackoffMs(10_000, 6)).toBe(3_600_000)
     expect(webhookBackoffMs(10_000, 1000)).toBe(3_600_000)
-  })
+  }, 60_000)
 })

@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { BunContext } from "@effect/platform-bun"
+import { SqlClient } from "@effect/sql"
+import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+import { Embedder } from "#layers/search/Embedder"
+import { SearchDependenciesLive } from "#layers/search/SearchLive"
+import { SpanIndex } from "#layers/search/SpanIndex"
+import { StorageLive } from "#layers/storage/Sql"
+import { KINDS, relevanceSpans } from "../fixtures/search/relevance.ts"
+import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
+import { uuid } from "../support/Fixtures.ts"
+
+/** Migrated storage with the search layers, configured by `env`. */
+const open = async (env: Record<string, string>) => {
+  const runtime = ManagedRuntime.make(SearchDependenciesLive.pipe(
+    Layer.provideMerge(StorageLive),
+    Layer.provide(BunContext.layer),
+    Layer.provide(Logger.minimumLogLevel(LogLevel.Error)),
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+  ))
+  await runtime.runPromise(runtime.runtimeEffect)
+  return runtime
+}
+type Runtime = Awaited<ReturnType<typeof open>>
+
+const spans = relevanceSpans()
+const ACCOUNT = uuid() as AccountId
+const TRACE = uuid()
+
+/** The relevance spans in one trace of one account, embedded and stored as the index job does it. */
+const load = (runtime: Runtime) =>
+  runtime.runPromise(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const index = yield* SpanIndex
+    const embedder = yield* Embedder
+    yield* sql`INSERT INTO accounts (id, name) VALUES (${ACCOUNT}, ${`search-${ACCOUNT}`})`
+    yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${TRACE}, ${ACCOUNT}, 'completed', now())`
+    for (const { span } of spans) {
+      yield* sql`
+        INSERT INTO spans (trace_id, id, account_id, span_type, name, model, input, output, error, started_at, cost, duration_ms)
+        VALUES (${TRACE}, ${span.id as string}, ${ACCOUNT}, ${span.span_type as string}, ${span.name as string},
+                ${(span.model as string) ?? null}, ${span.input === undefined ? null : JSON.stringify(span.input)}::jsonb,
+                ${span.output === undefined ? null : JSON.stringify(span.output)}::jsonb, ${(span.error as string) ?? null},
+                ${span.started_at as string}, ${span.cost as number}, ${span.duration_ms as number})`
+    }
+    const pending = yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)
+    expect(pending.length).toBe(spans.length)
+    yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
+    // Indexing again finds nothing to do: the texts did not change.
+    expect((yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).length).toBe(0)
+  }).pipe(Effect.orDie))
+
+const top = (runtime: Runtime, query: string, options: { exact?: boolean; filters?: any; limit?: number } = {}) =>
+  runtime.runPromise(Effect.gen(function*() {
+    const index = yield* SpanIndex
+    const embedder = yield* Embedder
+    const [vector] = yield* embedder.embed([query])
+    const hits = yield* index.search({
+      accountId: ACCOUNT,
+      embedder: embedder.id,
+      query,
+      vector: vector!,
+      filters: options.filters,
+      limit: options.limit ?? 10,
+      offset: 0,
+      exact: options.exact ?? false
+    })
+    return hits.map((h) => ({ id: h.span.id as string, similarity: h.span.similarity }))
+  }).pipe(Effect.orDie))
+
+const expectSame = (a: ReadonlyArray<{ id: string; similarity: number }>, b: ReadonlyArray<{ id: string; similarity: number }>) => {
+  expect(a.map((h) => h.id)).toEqual(b.map((h) => h.id))
+  a.forEach((h, i) => expect(Math.abs(h.similarity - b[i]!.similarity)).toBeLessThan(1e-4))
+}
+
+let pglite: Runtime
+let postgres: Runtime | undefined
+let database: TestDatabase | undefined
+beforeAll(async () => {
+  pglite = await open({ TAPEDECK_DATA_DIR: "memory://" })
+  await load(pglite)
+  if (process.env.TEST_DATABASE_URL) {
+    database = await createTestDatabase()
+    postgres = await open(database.env)
+    await load(postgres)
+  }
+}, 120_000)
+afterAll(async () => {
+  await pglite.dispose()
+  await postgres?.dispose()
+  await database?.drop()
+})
+
+describe("index paths", () => {
+  test("PGlite uses pgvector with HNSW; PostgreSQL without pgvector the exact fallback", async () => {
+    expect(await pglite.runPromise(Effect.flatMap(SpanIndex, (i) => i.mode))).toBe("pgvector-hnsw")
+    const indexes = await pglite.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ indexdef: string }>`SELECT indexdef FROM pg_indexes WHERE tablename = 'span_embeddings'`).pipe(Effect.orDie))
+    expect(indexes.some((i) => i.indexdef.includes("hnsw") && i.indexdef.includes("vector_cosine_ops"))).toBe(true)
+    if (postgres) expect(await postgres.runPromise(Effect.flatMap(SpanIndex, (i) => i.mode))).toBe("exact-fallback")
+  })
+
+  test("HNSW and the exact scan give the same top results (with and without filters)", async () => {
+    for (const kind of KINDS) {
+      expectSame(await top(pglite, kind.query), await top(pglite, kind.query, { exact: true }))
+    }
+    const filters = { span_type: "tool_call", min_cost: 0.02 }
+    for (const kind of KINDS.slice(0, 12)) {
+      expectSame(await top(pglite, kind.query, { filters }), await top(pglite, kind.query, { filters, exact: true }))
+    }
+  }, 60_000)
+
+  test("PGlite (pgvector) and PostgreSQL (exact fallback) give the same top results on the same data", async () => {
+    if (!postgres) {
+      console.log("index paths: set TEST_DATABASE_URL to compare with a PostgreSQL without pgvector")
+      return
+    }
+    for (const kind of KINDS) {
+      expectSame(await top(pglite, kind.query), await top(postgres, kind.query))
+      expectSame(await top(pglite, kind.paraphrase, { filters: { model: "claude-haiku" } }),
+        await top(postgres, kind.paraphrase, { filters: { model: "claude-haiku" } }))
+    }
+  }, 60_000)
+
+  test("a selective filter still returns every match through HNSW (no results lost to the index scan)", async () => {
+    const filters = { model: "llama-3-8b", min_cost: 0.09 }
+    const matching = spans.filter((s) => s.span.model === "llama-3-8b" && (s.span.cost as number) >= 0.09).map((s) => s.span.id)
+    expect(matching.length).toBeGreaterThan(0)
+    const hits = await top(pglite, "weather in Berlin", { filters, limit: 100 })
+    expect(hits.map((h) => h.id).sort()).toEqual([...matching].sort() as Array<string>)
+  })
+})
