@@ -273,6 +273,15 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
       Effect.catchTags({ SqlError: Effect.die })
     )
 
+    /** The database's current time (run start times compare with trace times written by other instances). */
+    const now = Effect.fn("EvaluationRepo.now")(
+      function*() {
+        const rows = yield* sql<{ now: Date }>`SELECT now() AS now`
+        return rows[0]!.now
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
     /** Stores a run the gate judged synchronously, finished; returns it as shown. */
     const insertFinished = Effect.fn("EvaluationRepo.insertFinished")(
       function*(run: {
@@ -347,6 +356,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
       insertQueued,
       claimRun,
       finishRun,
+      now,
       insertFinished,
       reusableRuns,
       findRuns

@@ -79,6 +79,8 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
     const jobs = yield* JobQueue
     const judge = yield* Judge
     const config = yield* AppConfig
+    // Shared by every gate request of this instance, so concurrent gates cannot multiply the load on the provider.
+    const gateSlots = yield* Effect.makeSemaphore(config.evalGateConcurrency)
 
     const create = Effect.fn("Evaluations.create")(function*(accountId: AccountId, request: CreateEvaluationRequest) {
       return yield* repo.insert(accountId, {
@@ -129,7 +131,7 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
       function*(accountId: AccountId, evaluationId: EvaluationId, request: RunEvaluationRequest) {
         const runs = yield* queueRuns(accountId, evaluationId, request.trace_ids, request.judge_model)
         if (runs.length === 0) return yield* new NoOwnedTraces()
-        return { evaluation_id: evaluationId, runs, status: "running" } satisfies RunEvaluationResult
+        return { evaluation_id: evaluationId.toLowerCase(), runs, status: "running" } satisfies RunEvaluationResult
       }
     )
 
@@ -170,7 +172,8 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
      * and every baseline run one of the caller's completed runs of this evaluation (`EvaluationRunNotFound`,
      * `BaselineRunUnscored`). Each trace reuses the latest completed run of the same evaluation, judge model and
      * rubric version made after the trace last changed, or is judged now (TAPEDECK_EVAL_GATE_CONCURRENCY traces at
-     * once) and its run stored. Fails closed: a trace that could not be judged fails the gate.
+     * once on this instance, across all gate requests) and its run stored. Fails closed: a trace that could not be
+     * judged fails the gate.
      */
     const gate = Effect.fn("Evaluations.gate")(
       function*(accountId: AccountId, evaluationId: EvaluationId, request: EvaluationGateRequest) {
@@ -198,7 +201,8 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
           const previous = reusable.get(traceId)
           if (previous !== undefined) return Effect.succeed<GateRun>({ ...previous, reused: true })
           return Effect.gen(function*() {
-            const startedAt = new Date()
+            // The database's clock, as the trace's updated_at that reuse compares it with.
+            const startedAt = yield* repo.now()
             const outcome = yield* judgeTrace(accountId, traceId, evaluation.criteria, model)
             const run = yield* repo.insertFinished({
               id: EvaluationRunId.make(crypto.randomUUID()),
@@ -211,7 +215,7 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
               outcome
             })
             return { ...run, reused: false } satisfies GateRun
-          })
+          }).pipe(gateSlots.withPermits(1))
         }, { concurrency: config.evalGateConcurrency })
 
         const verdict = gateVerdict({

@@ -24,7 +24,7 @@ export interface SafeResponse {
   readonly redirects: number
 }
 
-/** Most bytes read of a response: its status line and headers. The body is never read. */
+/** Most bytes read of a response: its status lines and headers (interim ones included). The body is never read. */
 const MAX_HEAD_BYTES = 16 * 1024
 
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/
@@ -98,17 +98,18 @@ const exchange = (
     socket.on("data", (chunk: Buffer) => {
       chunks.push(chunk)
       size += chunk.byteLength
-      const text = Buffer.concat(chunks).toString("latin1")
-      const end = text.indexOf("\r\n\r\n")
-      if (end >= 0) {
-        try {
-          finish(undefined, parseHead(text.slice(0, end)))
-        } catch (e) {
-          finish(e as Error)
+      let text = Buffer.concat(chunks).toString("latin1")
+      try {
+        for (let end = text.indexOf("\r\n\r\n"); end >= 0; end = text.indexOf("\r\n\r\n")) {
+          const head = parseHead(text.slice(0, end))
+          // An interim answer (100 Continue, 103 Early Hints) precedes the final one: read on.
+          if (head.status >= 200 || head.status === 101) return finish(undefined, head)
+          text = text.slice(end + 4)
         }
-      } else if (size > MAX_HEAD_BYTES) {
-        finish(new Error(`the response head exceeds ${MAX_HEAD_BYTES} bytes`))
+      } catch (e) {
+        return finish(e as Error)
       }
+      if (size > MAX_HEAD_BYTES) finish(new Error(`the response head exceeds ${MAX_HEAD_BYTES} bytes`))
     })
     socket.on("error", (e) => finish(new Error(e.message)))
     socket.on("close", () => finish(new Error("the connection closed before a response")))

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { SqlClient } from "@effect/sql"
 import { DateTime, Effect, Option, Schema } from "effect"
@@ -35,11 +36,22 @@ type Outcome = "succeeded" | "failed" | "blocked" | "gave_up"
 
 const MAX_REDIRECTS = 3
 
+/** A UUID (version 8, RFC 9562) fixed by one step of one delivery: its attempt and how many waits preceded it. */
+export const stepJobId = (payload: Pick<WebhookJobPayload, "deliveryId" | "attempt" | "polls">) => {
+  const hex = createHash("sha256")
+    .update(`${WEBHOOK_DELIVER_JOB}:${payload.deliveryId.toLowerCase()}:${payload.attempt}:${payload.polls}`)
+    .digest("hex")
+  const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`
+}
+
 /**
  * Eval-rule webhooks on the durable job queue. A `webhook.deliver` job waits (re-scheduling itself) until the
  * rule's evaluation runs are finished, then POSTs the signed payload through `safePost`. Every attempt is
  * recorded in `webhook_deliveries`; a failed attempt schedules the next one after `webhookBackoffMs`, in the
  * same transaction as its record, up to TAPEDECK_WEBHOOK_MAX_ATTEMPTS. A refused address is not retried.
+ * A step whose job runs again (the job queue is at-least-once) finds its attempt recorded and does nothing; only
+ * a worker dying between the POST and its record repeats a POST, with the same Tapedeck-Delivery id.
  */
 export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck/WebhookDelivery", {
   effect: Effect.gen(function*() {
@@ -57,13 +69,18 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
     }
     const extraCa = Option.isSome(config.webhookCaFile) ? readFileSync(config.webhookCaFile.value, "utf8") : undefined
 
-    /** Inserts a `webhook.deliver` job due after `delayMs` (in the caller's transaction, if any). */
+    /**
+     * Inserts the `webhook.deliver` job of one step of a delivery, due after `delayMs` (in the caller's transaction,
+     * if any). The job id is a function of (delivery, attempt, poll), so a step whose job runs twice (its worker
+     * died before the job was recorded done) schedules its successor once.
+     */
     const schedule = Effect.fn("WebhookDelivery.schedule")(
       function*(accountId: AccountId, payload: WebhookJobPayload, delayMs: number) {
         yield* sql`
           INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts, run_at)
-          VALUES (${crypto.randomUUID()}, ${accountId}, ${WEBHOOK_DELIVER_JOB}, ${JSON.stringify(payload)}::jsonb,
-                  'queued', ${config.jobMaxAttempts}, now() + make_interval(secs => ${delayMs / 1000}))`
+          VALUES (${stepJobId(payload)}, ${accountId}, ${WEBHOOK_DELIVER_JOB}, ${JSON.stringify(payload)}::jsonb,
+                  'queued', ${config.jobMaxAttempts}, now() + make_interval(secs => ${delayMs / 1000}))
+          ON CONFLICT (id) DO NOTHING`
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -87,6 +104,11 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
     const deliver = Effect.fn("WebhookDelivery.deliver")(
       function*(accountId: AccountId, job: WebhookJobPayload) {
         yield* Effect.annotateCurrentSpan({ "webhook.delivery_id": job.deliveryId, "webhook.attempt": job.attempt })
+        // A job run again after its attempt was recorded (and its successor scheduled with it) has nothing to do.
+        const recorded = yield* sql`
+          SELECT 1 FROM webhook_deliveries
+          WHERE delivery_id = ${job.deliveryId} AND attempt = ${job.attempt} AND account_id = ${accountId} LIMIT 1`
+        if (recorded.length > 0) return
         const rules = yield* sql<RuleRow>`
           SELECT webhook_url, webhook_secret, deleted_at IS NOT NULL AS deleted
           FROM eval_rules WHERE id = ${job.ruleId} AND account_id = ${accountId}`

@@ -12,6 +12,12 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 /** A metadata value a filter can require: a JSON scalar, compared for equality. */
 const MetadataValue = Schema.Union(Schema.String.pipe(Schema.maxLength(1000)), Schema.Number.pipe(Schema.finite()), Schema.Boolean, Schema.Null)
 
+/** A metadata key a filter can name; `__proto__` would vanish in decoding (silently widening the filter). */
+const MetadataKey = Text(200).pipe(
+  Schema.minLength(1),
+  Schema.filter((k) => k !== "__proto__" || "__proto__ cannot be a metadata key")
+)
+
 /** Which terminal traces a rule applies to (strict; every given condition must hold). */
 export const EvalRuleFilter = Schema.Struct({
   project_id: Schema.optional(ProjectId),
@@ -19,7 +25,7 @@ export const EvalRuleFilter = Schema.Struct({
   name_pattern: Schema.optional(Text(500).pipe(Schema.minLength(1))),
   status: Schema.optional(Schema.Literal("completed", "failed")),
   metadata: Schema.optional(
-    Schema.Record({ key: Text(200).pipe(Schema.minLength(1)), value: MetadataValue }).pipe(
+    Schema.Record({ key: MetadataKey, value: MetadataValue }).pipe(
       Schema.filter((m) => Object.keys(m).length <= 20 || "at most 20 metadata conditions")
     )
   ),

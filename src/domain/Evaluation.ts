@@ -51,7 +51,7 @@ const Criteria = Schema.Array(EvaluationCriterion).pipe(
 const TraceIds = Schema.Array(TraceId).pipe(
   Schema.minItems(1),
   Schema.maxItems(MAX_TRACES_PER_RUN),
-  Schema.filter(uniqueBy((id: string) => id.toLowerCase(), "trace id"))
+  Schema.filter(uniqueBy((id: string) => id.toLowerCase(), "trace id"), { jsonSchema: { uniqueItems: true } })
 )
 
 const JudgeModel = Name(100)
@@ -169,14 +169,16 @@ export const GateRun = Schema.Struct({
 }).annotations({ identifier: "GateRun" })
 export type GateRun = typeof GateRun.Encoded
 
+const Fraction = Schema.Number.pipe(Schema.between(0, 1))
+
 /** Answer of POST …/gate. */
 export const EvaluationGateResult = Schema.Struct({
   passed: Schema.Boolean,
-  score: Schema.Number,
-  threshold: Schema.Number,
+  score: Fraction,
+  threshold: Fraction,
   regression: Schema.Boolean,
   runs: Schema.Array(GateRun),
-  baseline_score: Schema.optional(Schema.Number),
+  baseline_score: Schema.optional(Fraction),
   regression_tolerance: Schema.Number,
   judge_model: Schema.String,
   reasons: Schema.Array(Schema.String)

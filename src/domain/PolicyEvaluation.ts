@@ -61,18 +61,35 @@ export interface Evaluation {
  */
 export const MAX_RECENT = 5000
 
-const escape = (s: string) => s.replace(/[.+^${}()|[\]\\]/g, "\\$&")
-const globCache = new Map<string, RegExp>()
-
-/** Glob match: `*` any run of characters, `?` one character, everything else literal; case-sensitive. */
+/**
+ * Glob match: `*` any run of characters, `?` one character (code point), everything else literal; case-sensitive.
+ * Patterns are user input, so this is the linear-backtracking wildcard matcher (O(pattern × value) at worst),
+ * never a RegExp: `^.*a.*a….*b$` backtracks exponentially and would freeze the event loop.
+ */
 export const globMatch = (pattern: string, value: string) => {
-  let re = globCache.get(pattern)
-  if (re === undefined) {
-    re = new RegExp(`^${pattern.split("*").map((part) => part.split("?").map(escape).join(".")).join(".*")}$`, "su")
-    if (globCache.size > 10_000) globCache.clear()
-    globCache.set(pattern, re)
+  const p = Array.from(pattern)
+  const v = Array.from(value)
+  let i = 0
+  let j = 0
+  let star = -1
+  let resume = 0
+  while (j < v.length) {
+    if (i < p.length && p[i] !== "*" && (p[i] === "?" || p[i] === v[j])) {
+      i++
+      j++
+    } else if (i < p.length && p[i] === "*") {
+      star = i++
+      resume = j
+    } else if (star >= 0) {
+      // Let the last `*` absorb one more character and retry from just after it.
+      i = star + 1
+      j = ++resume
+    } else {
+      return false
+    }
   }
-  return re.test(value)
+  while (i < p.length && p[i] === "*") i++
+  return i === p.length
 }
 
 const anyMatch = (patterns: unknown, value: string) =>

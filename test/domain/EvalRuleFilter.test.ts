@@ -57,6 +57,8 @@ describe("eval rule filters", () => {
       { evaluation_id, filter: { unknown: 1 } },
       { evaluation_id, filter: { metadata: { k: { nested: true } } } },
       { evaluation_id, filter: { min_cost: -1 } },
+      // JSON.parse makes "__proto__" an own key; decoding would drop it silently and widen the filter.
+      JSON.parse(`{"evaluation_id":"${evaluation_id}","filter":{"metadata":{"__proto__":"x","env":"prod"}}}`),
       { evaluation_id, webhook_url: "http://hooks.example.com/x" },
       { evaluation_id, webhook_url: "ftp://hooks.example.com/x" },
       { evaluation_id, webhook_url: "https://user:pw@hooks.example.com/x" },

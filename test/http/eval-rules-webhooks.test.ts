@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import { startFakeOpenAi, type FakeOpenAi } from "../support/FakeOpenAi.ts"
 import { trace, uuid } from "../support/Fixtures.ts"
 import { KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { sqlOn, until } from "../support/Until.ts"
 import { type Receiver, selfSigned, type SelfSigned, startReceiver, verifySignature } from "../support/WebhookReceiver.ts"
 
 // Deliveries to a loopback https receiver need the test-only switch; every other blocked range stays blocked.
@@ -35,16 +36,6 @@ afterAll(async () => {
   receiver.stop()
   tls.cleanup()
 }, 60_000)
-
-const until = async <A>(probe: () => Promise<A | undefined>, what: string, timeoutMs = 30_000): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(50)
-  }
-}
 
 const setup = async (path: string, answer: (index: number) => Response | undefined) => {
   script.set(path, answer)
@@ -109,6 +100,32 @@ describe("webhook delivery", () => {
     // The run in the payload is the evaluation's run of this trace.
     const detail = (await (await server.get(`/api/v1/evaluations/${evaluationId}`)).json()) as any
     expect(detail.runs.map((r: any) => r.id)).toContain(JSON.parse(requests[0]!.body).runs[0].id)
+  }, 60_000)
+
+  test("a delivery job that runs again (its worker died before recording the job done) repeats no attempt and forks no retry chain", async () => {
+    const { rule } = await setup("/replayed", (i) => (i === 0 ? new Response("no", { status: 500 }) : undefined))
+    const first = await log(rule.id, (items) => items.some((i) => i.outcome === "succeeded"))
+    expect(first.map((i) => [i.attempt, i.outcome])).toEqual([[1, "failed"], [2, "succeeded"]])
+    const deliveryId = first[0].deliveryId as string
+    const sql = sqlOn(server)
+    const jobsOf = () =>
+      sql<{ id: string; status: string }>(
+        `SELECT id, status FROM jobs WHERE kind = 'webhook.deliver' AND payload->>'deliveryId' = $1`,
+        deliveryId
+      )
+    const jobs = await jobsOf()
+    // Every job of the delivery (the waits for the run and both attempts) is claimed and run once more.
+    await sql(
+      `UPDATE jobs SET status = 'queued', run_at = now(), locked_until = NULL
+       WHERE kind = 'webhook.deliver' AND payload->>'deliveryId' = $1`,
+      deliveryId
+    )
+    await until(async () => ((await jobsOf()).every((j) => j.status === "completed") ? true : undefined), "the replayed jobs")
+    await Bun.sleep(500)
+    expect((await jobsOf()).map((j) => j.id).sort()).toEqual(jobs.map((j) => j.id).sort())
+    expect(receiver.received.filter((r) => r.path === "/replayed").length).toBe(2)
+    const after = (await (await server.get(`/api/v1/eval-rules/${rule.id}/deliveries`)).json()) as any
+    expect(after.total).toBe(2)
   }, 60_000)
 
   test("gives up after TAPEDECK_WEBHOOK_MAX_ATTEMPTS", async () => {

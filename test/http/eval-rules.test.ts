@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { sqlOn, until } from "../support/Until.ts"
 import { trace, uuid } from "../support/Fixtures.ts"
 
 // Webhooks here run with the address block fully on (no test-only switch): loopback is refused.
@@ -14,21 +13,7 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(() => server.stop(), 60_000)
 
-const query = <A extends object>(text: string, ...params: Array<unknown>) =>
-  server.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    return yield* sql.unsafe<A>(text, params as Array<any>)
-  }).pipe(Effect.orDie))
-
-const until = async <A>(probe: () => Promise<A | undefined>, what: string, timeoutMs = 15_000): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(50)
-  }
-}
+const query = <A extends object>(text: string, ...params: Array<unknown>) => sqlOn(server)<A>(text, ...params)
 
 /** Waits until no job of the account's kinds below is queued or running. */
 const drained = () =>

@@ -3,6 +3,7 @@ import { costOf, DEFAULT_PRICES } from "#layers/llm/Prices"
 import { startFakeOpenAi, type FakeOpenAi, type FakeReply, type RecordedRequest } from "../support/FakeOpenAi.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { sqlOn, until } from "../support/Until.ts"
 
 /**
  * The fake judge answers by the trace's name: "q:<score>" scores every criterion <score>; "mix" scores
@@ -191,6 +192,28 @@ test("GET /openapi.json documents the evaluation routes", async () => {
     expect(spec.paths[path]).toBeDefined()
   }
   expect(Object.keys(spec.paths["/api/v1/evaluations/{evaluationId}"]).sort()).toEqual(["delete", "get"])
+  const schemas = spec.components.schemas
+  expect(schemas.RunEvaluationResult).toMatchObject({ required: ["evaluation_id", "runs", "status"], additionalProperties: false })
+  expect(schemas.RunEvaluationResult.properties.status.enum).toEqual(["running"])
+  expect(schemas.RunEvaluationResult.properties.runs.items).toMatchObject({ required: ["id", "traceId", "status"], additionalProperties: false })
+  expect(schemas.EvaluationCriterion).toMatchObject({ required: ["name", "description"], additionalProperties: false })
+  expect(schemas.EvaluationCriterion.properties).toMatchObject({
+    name: { maxLength: 100 }, description: { maxLength: 1000 }, weight: { minimum: 0, maximum: 10 }
+  })
+  expect(schemas.CreateEvaluationRequest).toMatchObject({ required: ["name", "criteria"], additionalProperties: false })
+  expect(schemas.CreateEvaluationRequest.properties).toMatchObject({
+    name: { maxLength: 500 }, criteria: { minItems: 1, maxItems: 10 }, judge_model: { maxLength: 100 }
+  })
+  for (const name of ["RunEvaluationRequest", "EvaluationGateRequest"]) {
+    expect(schemas[name]).toMatchObject({ required: ["trace_ids"], additionalProperties: false })
+    expect(schemas[name].properties.trace_ids).toMatchObject({ minItems: 1, maxItems: 50, uniqueItems: true })
+  }
+  expect(schemas.EvaluationGateRequest.properties.threshold).toMatchObject({ minimum: 0, maximum: 1 })
+  expect(schemas.EvaluationGateResult.required).toEqual(expect.arrayContaining(["passed", "score", "threshold", "regression", "runs"]))
+  expect(schemas.EvaluationGateResult.properties).toMatchObject({ score: { minimum: 0, maximum: 1 }, threshold: { minimum: 0, maximum: 1 } })
+  for (const path of ["/api/v1/eval-rules", "/api/v1/eval-rules/{id}", "/api/v1/eval-rules/{id}/deliveries", "/api/v1/insights"]) {
+    expect(spec.paths[path]).toBeDefined()
+  }
 }, 60_000)
 
 describe("runs", () => {
@@ -198,7 +221,8 @@ describe("runs", () => {
     const e = await createEvaluation()
     const mine = await recordTrace("mix")
     const foreign = await recordTrace("mix", KEY_B)
-    const { status, body } = await json(await server.post(`/api/v1/evaluations/${e.id}/run`, { trace_ids: [mine, foreign, uuid()] }))
+    // An upper-case id in the path names the same evaluation; the answer carries it as stored.
+    const { status, body } = await json(await server.post(`/api/v1/evaluations/${e.id.toUpperCase()}/run`, { trace_ids: [mine, foreign, uuid()] }))
     expect(status).toBe(200)
     expect(Object.keys(body).sort()).toEqual(["evaluation_id", "runs", "status"])
     expect(body.evaluation_id).toBe(e.id)
@@ -241,6 +265,38 @@ describe("runs", () => {
     expect(runs.map((r: any) => r.id)).toEqual([second.runs[0].id, first.runs[0].id])
     expect(runs[0]).toMatchObject({ judgeModel: "gpt-4o", status: "completed", score: 0.6 })
     expect(callsFor("q:0.6").every((r) => r.body.model === "gpt-4o")).toBe(true)
+  }, 60_000)
+
+  test("the run job is idempotent: run again after it finished it changes nothing; a run its dead worker left running is judged once more", async () => {
+    const e = await createEvaluation()
+    const t = await recordTrace("q:0.35")
+    const queued = (await (await server.post(`/api/v1/evaluations/${e.id}/run`, { trace_ids: [t] })).json()) as any
+    const runId = queued.runs[0].id as string
+    const [done] = await settledRuns(e.id, 1)
+    const calls = callsFor("q:0.35").length
+    const sql = sqlOn(server)
+    const requeue = async (runStatus?: string) => {
+      if (runStatus !== undefined) await sql(`UPDATE evaluation_runs SET status = $1, score = NULL WHERE id = $2`, runStatus, runId)
+      await sql(
+        `UPDATE jobs SET status = 'queued', run_at = now(), locked_until = NULL WHERE kind = 'evaluation.run' AND payload->>'runId' = $1`,
+        runId
+      )
+    }
+    const jobDone = () =>
+      until(async () => {
+        const rows = await sql<{ status: string }>(`SELECT status FROM jobs WHERE kind = 'evaluation.run' AND payload->>'runId' = $1`, runId)
+        return rows.length === 1 && rows[0]!.status === "completed" ? true : undefined
+      }, "the run's job to run again")
+    await requeue()
+    await jobDone()
+    expect(await settledRuns(e.id, 1)).toEqual([done])
+    expect(callsFor("q:0.35").length).toBe(calls)
+
+    await requeue("running")
+    await jobDone()
+    const [again] = await settledRuns(e.id, 1)
+    expect(again).toMatchObject({ id: runId, status: "completed", score: 0.35 })
+    expect(callsFor("q:0.35").length).toBe(2 * calls)
   }, 60_000)
 
   test("a malformed judge answer is asked again once, then the run fails with the reason and no score", async () => {
@@ -392,6 +448,32 @@ describe("gate", () => {
     await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [same], baseline_run_ids: [failed.runs[0].id] }))
   }, 60_000)
 })
+
+test("the gate's bound holds for the instance: concurrent gates share TAPEDECK_EVAL_GATE_CONCURRENCY", async () => {
+  let inFlight = 0
+  let most = 0
+  const slow = startFakeOpenAi(async () => {
+    most = Math.max(most, ++inFlight)
+    await Bun.sleep(100)
+    inFlight--
+    return { content: JSON.stringify({ score: 1, reason: "ok" }) }
+  })
+  const one = await startTestServer({ TAPEDECK_LLM_BASE_URL: slow.baseUrl, TAPEDECK_EVAL_GATE_CONCURRENCY: "1" })
+  try {
+    const e = (await (await one.post("/api/v1/evaluations", { name: "one", criteria: [{ name: "c", description: "d" }] })).json()) as any
+    const traces = Array.from({ length: 4 }, () => trace({ status: "completed" }))
+    for (const t of traces) expect((await one.post("/api/v1/traces", t)).status).toBe(200)
+    const gates = await Promise.all([0, 2].map((i) =>
+      one.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [traces[i]!.id, traces[i + 1]!.id] })
+    ))
+    for (const g of gates) expect(((await g.json()) as any).passed).toBe(true)
+    expect(slow.requests.length).toBe(4)
+    expect(most).toBe(1)
+  } finally {
+    await one.stop()
+    await slow.stop()
+  }
+}, 60_000)
 
 describe("tapedeck gate (CLI)", () => {
   const cli = async (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {

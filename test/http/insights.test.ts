@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { sqlOn, until } from "../support/Until.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 
 const KEY_C = "svc_test_key_baseline_0003"
@@ -14,21 +13,7 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(() => server.stop(), 60_000)
 
-const query = <A extends object>(text: string, ...params: Array<unknown>) =>
-  server.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    return yield* sql.unsafe<A>(text, params as Array<any>)
-  }).pipe(Effect.orDie))
-
-const until = async <A>(probe: () => Promise<A | undefined>, what: string, timeoutMs = 20_000): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(50)
-  }
-}
+const query = <A extends object>(text: string, ...params: Array<unknown>) => sqlOn(server)<A>(text, ...params)
 
 const terminalJobsDone = () =>
   until(async () => {

@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import * as nodeTls from "node:tls"
 import { FastCheck as fc } from "effect"
 import { AddressBlocked, type Resolver } from "#layers/webhooks/AddressGuard"
 import { safePost, type SafeFetchOptions } from "#layers/webhooks/SafeFetch"
 import { newWebhookSecret, sign } from "#layers/webhooks/Signing"
 import { makeSecretBox } from "#layers/webhooks/SecretBox"
-import { Option, Redacted } from "effect"
+import { Option, Redacted, Schema } from "effect"
+import { stepJobId } from "#layers/webhooks/WebhookDelivery"
 import { parseSignatureHeader, webhookBackoffMs } from "#src/domain/Webhook"
 import { type Receiver, selfSigned, type SelfSigned, startReceiver, verifySignature } from "../support/WebhookReceiver.ts"
 
@@ -75,6 +77,22 @@ describe("safePost", () => {
     expect(last.headers.host).toBe(`hooks.test:${receiver.port}`)
     expect(last.headers["tapedeck-event"]).toBe("test")
     expect(calls).toEqual(["hooks.test"])
+  }, 60_000)
+
+  test("interim 1xx answers (100 Continue, 103 Early Hints) are skipped: the final status decides", async () => {
+    const raw = nodeTls.createServer({ cert: tls.cert, key: tls.key }, (socket) => {
+      socket.once("data", () => {
+        socket.end("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
+      })
+    })
+    await new Promise<void>((resolve) => raw.listen(0, "127.0.0.1", resolve))
+    try {
+      const port = (raw.address() as { port: number }).port
+      const { resolver } = table({ "hooks.test": ["127.0.0.1"] })
+      expect((await post(`https://hooks.test:${port}/interim`, options(resolver))).status).toBe(204)
+    } finally {
+      raw.close()
+    }
   }, 60_000)
 
   test("a name resolving to a private address is refused before any connection", async () => {
@@ -169,4 +187,15 @@ describe("signing", () => {
     expect(webhookBackoffMs(10_000, 6)).toBe(3_600_000)
     expect(webhookBackoffMs(10_000, 1000)).toBe(3_600_000)
   }, 60_000)
+
+  test("property: a delivery step's job id is a UUID fixed by (delivery, attempt, wait) and differs between steps", () => {
+    const step = fc.record({ deliveryId: fc.uuid(), attempt: fc.integer({ min: 1, max: 20 }), polls: fc.integer({ min: 0, max: 50 }) })
+    fc.assert(fc.property(step, step, (a, b) => {
+      const id = stepJobId(a)
+      expect(Schema.is(Schema.UUID)(id)).toBe(true)
+      expect(stepJobId({ ...a, deliveryId: a.deliveryId.toUpperCase() })).toBe(id)
+      const same = a.deliveryId.toLowerCase() === b.deliveryId.toLowerCase() && a.attempt === b.attempt && a.polls === b.polls
+      expect(stepJobId(b) === id).toBe(same)
+    }))
+  })
 })
