@@ -1,5 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { Text } from "../domain/Json.ts"
 import { EnforcementCheckRequest, EnforcementDecision } from "../domain/Enforcement.ts"
 import { CreateGuardrailRequest, UpdateGuardrailRequest } from "../domain/Guardrail.ts"
 import { DeleteResult } from "../domain/Trace.ts"
@@ -22,7 +23,7 @@ export const Guardrail = Schema.Struct({
 const Free = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 const IdPath = Schema.Struct({ id: Schema.UUID })
 const HoldPath = Schema.Struct({ holdId: Schema.UUID })
-const HoldDecision = Schema.Struct({ reason: Schema.optional(Schema.String.pipe(Schema.maxLength(2000))) })
+const HoldDecision = Schema.Struct({ reason: Schema.optional(Text(2000)) })
   .annotations({ identifier: "HoldDecision", ...strict })
 
 export class EnforcementApi extends HttpApiGroup.make("enforcement")

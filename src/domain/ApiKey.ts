@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { isStorableText } from "./Json.ts"
 
 export const KEY_PREFIX = "svc_"
 
@@ -27,7 +28,8 @@ export const CreateApiKeyRequest = Schema.Struct({
   name: Schema.String.pipe(
     Schema.filter((s) => s.trim().length > 0 && s.length <= 100, {
       message: () => "name must be 1 to 100 characters, not only spaces"
-    })
+    }),
+    Schema.filter((s) => isStorableText(s) || "name must not contain NUL characters or unpaired surrogates")
   )
 }).annotations({ identifier: "CreateApiKeyRequest", parseOptions: { onExcessProperty: "error" } })
 export type CreateApiKeyRequest = typeof CreateApiKeyRequest.Type
@@ -56,6 +58,3 @@ export const RevokedApiKey = Schema.Struct({
   id: Schema.UUID,
   revoked: Schema.Literal(true)
 }).annotations({ identifier: "RevokedApiKey" })
-
-export class ApiKeyNotFound extends Schema.TaggedError<ApiKeyNotFound>()("ApiKeyNotFound", { keyId: Schema.String }) {}
-export class TooManyApiKeys extends Schema.TaggedError<TooManyApiKeys>()("TooManyApiKeys", { max: Schema.Number }) {}

@@ -48,6 +48,25 @@ const rewriteFailure = (e: unknown): Option.Option<Rewritten> => {
   return Option.none()
 }
 
+/** The SQLSTATE of a statement error, as node-postgres and PGlite both report it in `code`; undefined otherwise. */
+const sqlState = (e: SqlError.SqlError) => {
+  const code = (e.cause as { code?: unknown } | undefined)?.code
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined
+}
+
+/** SQLSTATE class 22 (data exception). */
+const isDataException = (e: SqlError.SqlError) => sqlState(e)?.startsWith("22") === true
+
+/**
+ * The database is away or shedding load, so retrying may succeed: no SQLSTATE (the connection failed or timed
+ * out), class 08 (connection exception), 40 (serialization failure, deadlock), 53 (insufficient resources),
+ * 57 (operator intervention: shutdown, statement timeout). Anything else is a bug of ours, not an outage.
+ */
+const isTransient = (e: SqlError.SqlError) => {
+  const state = sqlState(e)
+  return state === undefined || ["08", "40", "53", "57"].includes(state.slice(0, 2))
+}
+
 const rewriteDefect = (defect: unknown): Rewritten => {
   // A body that is not JSON (or is too large) reaches us as a defect of the framework, not as a decode error.
   if (defect instanceof Multipart.MultipartError) {
@@ -60,8 +79,17 @@ const rewriteDefect = (defect: unknown): Rewritten => {
         : "request body is not valid JSON"
     }))
   }
+  // A value PostgreSQL refuses to store or compare (SQLSTATE class 22, "data exception": a NUL character in a
+  // string, an unpaired surrogate, an out-of-range number) came from the request: a 400, not an outage.
+  if (defect instanceof SqlError.SqlError && isDataException(defect)) {
+    return Effect.logInfo("request refused by the database as invalid data", Cause.die(defect)).pipe(
+      Effect.zipRight(Effect.fail(new ValidationFailed({
+        message: "the request contains a value that cannot be stored (for example a NUL character or an unpaired surrogate)"
+      })))
+    )
+  }
   // The database is out of reach: a retryable 503, not a bug (enforcement checks answer block instead).
-  if (defect instanceof SqlError.SqlError) {
+  if (defect instanceof SqlError.SqlError && isTransient(defect)) {
     return Effect.logWarning("database unavailable", Cause.die(defect)).pipe(
       Effect.zipRight(setRetryAfter(1)),
       Effect.zipRight(Effect.fail(new Unavailable({ message: "the database cannot be reached; retry shortly" })))

@@ -12,6 +12,11 @@ const unauthorized = HttpServerResponse.unsafeJson(
   { status: 401 }
 )
 
+const upgradeRequired = HttpServerResponse.unsafeJson(
+  { error: "a WebSocket upgrade is required", code: "validation_failed", retryable: false },
+  { status: 400 }
+)
+
 /** The socket's principal: `x-service-key`, `Authorization: Bearer`, or (for browsers) `?token=`. */
 const authenticate = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) => {
   const key = request.headers["x-service-key"]
@@ -38,7 +43,10 @@ export const ReplaySocketLive = HttpApiBuilder.Router.use((router) =>
         const principal = yield* authenticate(credentials, request).pipe(Effect.option)
         if (Option.isNone(principal)) return unauthorized
         const accountId: AccountId = principal.value.accountId
-        const socket = yield* request.upgrade
+        // A plain HTTP request (no upgrade, or a broken handshake) fails the upgrade: a 400 with the error body.
+        const upgraded = yield* request.upgrade.pipe(Effect.option)
+        if (Option.isNone(upgraded)) return upgradeRequired
+        const socket = upgraded.value
         const write = yield* socket.writer
         const send = (message: unknown) => write(JSON.stringify(message)).pipe(Effect.ignore)
         const connectionId = crypto.randomUUID()
