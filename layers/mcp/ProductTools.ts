@@ -16,9 +16,10 @@ import { Evaluations } from "../evaluations/Evaluations.ts"
 import { Forks } from "../replay/Forks.ts"
 import { Search } from "../search/Search.ts"
 import { Traces } from "../traces/Traces.ts"
+import { UsageCounters } from "../usage/UsageCounters.ts"
 
 /** The services the product tools act through. */
-export type ProductServices = Traces | Forks | Enforcement | GuardrailRepo | Evaluations | Search
+export type ProductServices = Traces | Forks | Enforcement | GuardrailRepo | Evaluations | Search | UsageCounters
 
 /** Runs an effect on the server's runtime. */
 export type Runner = <A, E>(effect: Effect.Effect<A, E, ProductServices>) => Promise<Exit.Exit<A, E>>
@@ -41,7 +42,7 @@ const errorResult = (error: string, code: string, retryable = false): CallToolRe
 })
 
 /** Domain errors as the API's error bodies (same messages and codes as the REST routes). */
-const describeFailure = (e: unknown): CallToolResult => {
+export const describeFailure = (e: unknown): CallToolResult => {
   if (ParseResult.isParseError(e)) return errorResult(e.message.slice(0, 2000), "validation_failed")
   const err = e as Record<string, any> & { _tag?: string }
   switch (err._tag) {
@@ -69,8 +70,11 @@ const describeFailure = (e: unknown): CallToolResult => {
       return errorResult(`baseline run ${err.runId} is ${err.status}, not scored`, "validation_failed")
     case "InvalidCursor":
       return errorResult("cursor: not a cursor this service issued", "validation_failed")
+    case "EmbedderUnavailable":
+      return errorResult(`the search embedder is unavailable: ${err.reason}`, "unavailable", true)
     default:
-      return errorResult(typeof err._tag === "string" ? err._tag : "the request failed", "validation_failed")
+      // A failure no REST route answers as a client error: not the caller's fault.
+      return errorResult("internal error", "internal", true)
   }
 }
 
@@ -158,6 +162,13 @@ export const renderTrace = (
 const decode = <A, I>(schema: Schema.Schema<A, I>, input: unknown) =>
   Schema.decodeUnknown(schema, { onExcessProperty: "error" })(input)
 
+/** The evaluation a tool names (its path id in the REST route), and the rest of the arguments as that route's body. */
+const evaluationCall = <A, I>(schema: Schema.Schema<A, I>, args: { readonly evaluation_id: string }) =>
+  Effect.gen(function*() {
+    const { evaluation_id, ...body } = args
+    return { evaluationId: yield* decode(EvaluationId, evaluation_id), request: yield* decode(schema, body) }
+  })
+
 /**
  * Registers the product tools on a (per-request) MCP server. Each tool validates its input twice: the zod
  * schema the client sees (the API's limits), then the API's own effect Schema; then calls the service layer
@@ -237,7 +248,9 @@ export const registerProductTools = (server: McpServer, run: Runner, caller: Cal
   }, (args) =>
     answer(run, Effect.gen(function*() {
       const request = yield* decode(SearchRequest, args)
-      return yield* Effect.flatMap(Search, (search) => search.search(accountId, request))
+      const result = yield* Effect.flatMap(Search, (search) => search.search(accountId, request))
+      yield* Effect.flatMap(UsageCounters, (usage) => usage.increment(accountId, "search_queries")) // as POST /api/v1/search
+      return result
     })))
 
   server.registerTool("create_fork", {
@@ -280,9 +293,7 @@ export const registerProductTools = (server: McpServer, run: Runner, caller: Cal
     annotations: { readOnlyHint: false, openWorldHint: true }
   }, (args) =>
     answer(run, Effect.gen(function*() {
-      const evaluationId = yield* decode(EvaluationId, args.evaluation_id)
-      const { evaluation_id: _, ...body } = args
-      const request = yield* decode(RunEvaluationRequest, body)
+      const { evaluationId, request } = yield* evaluationCall(RunEvaluationRequest, args)
       return yield* Effect.flatMap(Evaluations, (evaluations) => evaluations.run(accountId, evaluationId, request))
     })))
 
@@ -299,9 +310,7 @@ export const registerProductTools = (server: McpServer, run: Runner, caller: Cal
     annotations: { readOnlyHint: false, openWorldHint: true }
   }, (args) =>
     answer(run, Effect.gen(function*() {
-      const evaluationId = yield* decode(EvaluationId, args.evaluation_id)
-      const { evaluation_id: _, ...body } = args
-      const request = yield* decode(EvaluationGateRequest, body)
+      const { evaluationId, request } = yield* evaluationCall(EvaluationGateRequest, args)
       return yield* Effect.flatMap(Evaluations, (evaluations) => evaluations.gate(accountId, evaluationId, request))
     })))
 

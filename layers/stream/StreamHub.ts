@@ -33,6 +33,12 @@ export interface Subscriber {
   readonly overflow: () => void
 }
 
+interface Audience {
+  readonly filters: StreamFilters
+  readonly members: Array<Subscriber>
+  readonly events: Array<Delivered>
+}
+
 interface EventRow {
   readonly id: number
   readonly account_id: string
@@ -84,9 +90,10 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
         const traceIds = new Set<string>()
         for (const row of rows) for (const group of row.groups) traceIds.add(group.t)
         if (traceIds.size === 0) return []
-        const traceRows = yield* sql<TraceRow & { account_id: string }>`
-          SELECT account_id, ${sql.literal(TRACE_SELECT)} FROM traces
-          WHERE id = ANY(${uuidArray(traceIds)}::uuid[]) AND deleted_at IS NULL`
+        // Deleted traces are read too, for their `deleted` event (their other events are no longer delivered).
+        const traceRows = yield* sql<TraceRow & { account_id: string; is_deleted: boolean }>`
+          SELECT account_id, deleted_at IS NOT NULL AS is_deleted, ${sql.literal(TRACE_SELECT)} FROM traces
+          WHERE id = ANY(${uuidArray(traceIds)}::uuid[])`
         const traces = new Map(traceRows.map((r) => [r.id, r]))
         const pairs: Array<{ p_t: string; p_s: string }> = []
         const accepted = new Set<string>()
@@ -97,7 +104,7 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
             const facts = { accountId: row.account_id, projectId: trace.project_id, sessionId: trace.session_id }
             if (!wanted(row.account_id, group.t, facts)) continue
             accepted.add(`${row.id}/${group.t}`)
-            for (const [spanId] of group.s) pairs.push({ p_t: group.t, p_s: spanId })
+            if (!trace.is_deleted) for (const [spanId] of group.s) pairs.push({ p_t: group.t, p_s: spanId })
           }
         }
         const spans = new Map<string, SpanRow>()
@@ -114,7 +121,8 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
           for (const group of row.groups) {
             const base = row.id * EVENT_ID_STRIDE
             const trace = traces.get(group.t)
-            const ok = accepted.has(`${row.id}/${group.t}`) && trace !== undefined
+            const accept = accepted.has(`${row.id}/${group.t}`) && trace !== undefined
+            const ok = accept && !trace.is_deleted
             const common = {
               rowId: row.id,
               accountId: row.account_id,
@@ -127,7 +135,13 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
               id,
               kind: "trace",
               spanType: undefined,
-              json: JSON.stringify({ type: "trace", event, id, trace_id: group.t, data: toTrace(trace!) })
+              json: JSON.stringify({
+                type: "trace",
+                event,
+                id,
+                trace_id: group.t,
+                data: event === "deleted" ? { id: group.t } : toTrace(trace!)
+              })
             })
             if (group.b) {
               if (ok) out.push(traceEvent(group.b, base + position))
@@ -148,7 +162,7 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
               position++
             }
             if (group.a) {
-              if (ok) out.push(traceEvent(group.a, base + position))
+              if (group.a === "deleted" ? accept : ok) out.push(traceEvent(group.a, base + position))
               position++
             }
           }
@@ -158,8 +172,9 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
 
     const deliver = (subscriber: Subscriber, events: ReadonlyArray<Delivered>) => {
       if (subscriber.pending) {
-        subscriber.pending.push(...events)
-        if (subscriber.pending.length > config.streamQueueMax) subscriber.overflow()
+        // Checked before copying: a replaying client never holds more than the bound.
+        if (subscriber.pending.length + events.length > config.streamQueueMax) subscriber.overflow()
+        else for (const event of events) subscriber.pending.push(event)
       } else if (!subscriber.push(events)) subscriber.overflow()
     }
 
@@ -180,16 +195,34 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
         // Commit order (the order of the notices), not id order: ids are taken before commit.
         const byId = new Map(rows.map((r) => [r.id, r]))
         const ordered = ids.flatMap((id) => byId.get(id) ?? [])
-        const batches = new Map<Subscriber, Array<Delivered>>()
+        // Subscribers with the same filters form one audience: each event is matched once per audience, and its
+        // members share one list of the already serialised events.
+        const audiences = new Map<string, Array<Audience>>()
+        const audiencesOf = (accountId: string) => {
+          const known = audiences.get(accountId)
+          if (known) return known
+          const byFilters = new Map<string, Audience>()
+          for (const s of subscribers.get(accountId) ?? []) {
+            if (!s.filters) continue
+            const key = JSON.stringify(s.filters)
+            const audience = byFilters.get(key)
+            if (audience) audience.members.push(s)
+            else byFilters.set(key, { filters: s.filters, members: [s], events: [] })
+          }
+          const list = [...byFilters.values()]
+          audiences.set(accountId, list)
+          return list
+        }
         for (const event of yield* load(ordered, wantedLive)) {
-          for (const s of subscribers.get(event.accountId) ?? []) {
-            if (!s.filters || !matches(s.filters, event)) continue
-            const batch = batches.get(s)
-            if (batch) batch.push(event)
-            else batches.set(s, [event])
+          for (const audience of audiencesOf(event.accountId)) {
+            if (matches(audience.filters, event)) audience.events.push(event)
           }
         }
-        for (const [s, events] of batches) deliver(s, events)
+        for (const list of audiences.values()) {
+          for (const { members, events } of list) {
+            if (events.length > 0) for (const s of members) deliver(s, events)
+          }
+        }
       })
 
     const inbox = yield* Queue.unbounded<StreamNotice>()

@@ -152,9 +152,14 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       } satisfies TraceListWire
     })
 
-    const remove = Effect.fn("Traces.remove")(function*(accountId: AccountId, traceId: TraceId) {
-      yield* repo.softDelete(accountId, traceId)
-    })
+    const remove = Effect.fn("Traces.remove")(
+      function*(accountId: AccountId, traceId: TraceId) {
+        yield* repo.softDelete(accountId, traceId)
+        yield* stream.record(accountId, [{ t: traceId, s: [], a: "deleted" }])
+      },
+      (effect) => sql.withTransaction(effect),
+      Effect.catchTags({ SqlError: Effect.die })
+    )
 
     return { create, finish, appendSpans, get, list, remove } as const
   }),

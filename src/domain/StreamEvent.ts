@@ -3,7 +3,7 @@ import { ProjectId, TraceId } from "./Ids.ts"
 import { SpanType } from "./Span.ts"
 
 /** What happened to a span or a trace in one write. */
-export const StreamEventKind = Schema.Literal("created", "updated", "terminal")
+export const StreamEventKind = Schema.Literal("created", "updated", "terminal", "deleted")
 export type StreamEventKind = typeof StreamEventKind.Type
 
 /** Compact span event codes as stored in `stream_events.groups`. */
@@ -11,7 +11,7 @@ export type SpanEventCode = "c" | "u" | "t"
 
 /**
  * The changes of one trace in one write transaction, in delivery order: the trace event that comes first
- * (`created`), the span events, then the trace event that comes last (`updated` or `terminal`).
+ * (`created`), the span events, then the trace event that comes last (`updated`, `terminal` or `deleted`).
  */
 export interface StreamGroup {
   /** trace id */
@@ -21,7 +21,7 @@ export interface StreamGroup {
   /** span events: [span id, code] */
   readonly s: ReadonlyArray<readonly [string, SpanEventCode]>
   /** trace event after the spans */
-  readonly a?: "updated" | "terminal"
+  readonly a?: "updated" | "terminal" | "deleted"
 }
 
 /** Events of one group: its position-ordered list (trace before, spans, trace after). */

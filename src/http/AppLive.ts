@@ -1,4 +1,4 @@
-import { HttpApiBuilder, HttpMiddleware } from "@effect/platform"
+import { HttpApiBuilder, HttpMiddleware, HttpRouter } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { bootstrapKeys } from "#layers/auth/KeyBootstrap"
 import { AppConfig } from "#layers/config/AppConfig"
@@ -77,5 +77,8 @@ export const AppLive = HttpApiBuilder.serve(accessLog).pipe(
   Layer.provide(SelfAppInstallLive), // the API's own HttpApp, for batch operations (needs ApiLive below)
   Layer.provide(ApiLive),
   Layer.provide(StartupLive),
-  Layer.provide(TracingLive)
+  Layer.provide(TracingLive),
+  // The router refuses a path parameter over 100 characters as "no route" (a 404) before any validation; let
+  // the routes' own schemas judge it (a 101-character session id is a 400).
+  Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 2048 }))
 )

@@ -18,14 +18,17 @@ const requestBase = (request: HttpServerRequest.HttpServerRequest) => {
   return `${scheme}://${HOST.test(host) ? host : "localhost"}`
 }
 
+/** The base URL this server is reached at: TAPEDECK_PUBLIC_URL, else the one the request names (see requestBase). */
+export const publicBase = (config: AppConfig, request: HttpServerRequest.HttpServerRequest) =>
+  Option.getOrElse(config.publicUrl, () => requestBase(request))
+
 /** Metadata only (no cache beyond an hour): keys and tokens are issued as the README's Authentication says. */
 const json = (body: unknown) => HttpServerResponse.unsafeJson(body, { headers: { "cache-control": "public, max-age=3600" } })
 
 export const DiscoveryHttpLive = HttpApiBuilder.group(TapedeckApi, "discovery", (handlers) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const base = Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
-      Option.getOrElse(config.publicUrl, () => requestBase(request)))
+    const base = Effect.map(HttpServerRequest.HttpServerRequest, (request) => publicBase(config, request))
     const authUrl = (self: string) => Option.getOrElse(config.authUrl, () => self)
     return handlers
       .handle("protectedResource", () =>

@@ -69,6 +69,7 @@ export const StreamSocketRouteLive = StreamSocketLive.pipe(Layer.provide([Creden
 /** The MCP endpoints, raw routes: /mcp (authenticated by the handler, tools over the services) and /mcp/docs. */
 export const McpRouteLive = McpHttpLive.pipe(
   Layer.provide([Credentials.Default, Traces.Default, Forks.Default, Enforcement.Default, Evaluations.Default, GuardrailRepo.Default, SearchLive]),
+  Layer.provide(UsageCounters.Default),
   Layer.provide(SqlPolicyStoreLive),
   Layer.provide([LlmClientLive, ModelPrices.Default])
 )

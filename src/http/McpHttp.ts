@@ -1,31 +1,40 @@
+import { RateLimiter } from "@effect/experimental"
 import { FileSystem, HttpApiBuilder, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
-import { Effect, Option, Redacted, Runtime } from "effect"
+import { Effect, Either, Layer, Option, Runtime } from "effect"
 import { z } from "zod"
 import { Credentials, type Principal } from "#layers/auth/Credentials"
+import { AppConfig } from "#layers/config/AppConfig"
 import { makeDocsIndex } from "#layers/mcp/DocsIndex"
 import { type ProductServices, registerProductTools, type Runner } from "#layers/mcp/ProductTools"
 import { TapedeckApi } from "../api/Api.ts"
+import { BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
+import { publicBase } from "./DiscoveryHttp.ts"
+import { headerCredential } from "./HeaderCredentials.ts"
+import { retryAfterSeconds } from "./RateLimitLive.ts"
 import pkg from "../../package.json" with { type: "json" }
 
 const errorBody = (status: number, error: string, code: string, headers: Record<string, string> = {}) =>
-  HttpServerResponse.unsafeJson({ error, code, retryable: status >= 500 }, { status, headers })
+  HttpServerResponse.unsafeJson({ error, code, retryable: status >= 500 || status === 429 }, { status, headers })
 
 /** The caller of /mcp: `x-service-key`, or `Authorization: Bearer` (API key or JWT), as on every API route. */
-const authenticate = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) => {
-  const key = request.headers["x-service-key"]
-  if (key) return credentials.serviceKey(Redacted.make(key)).pipe(Effect.option)
-  const authorization = request.headers.authorization ?? ""
-  if (/^bearer /i.test(authorization)) return credentials.bearer(Redacted.make(authorization.slice(7))).pipe(Effect.option)
-  return Effect.succeed(Option.none<Principal>())
-}
+const authenticate = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) =>
+  Option.match(headerCredential(credentials, request), {
+    onNone: () => Effect.succeed(Option.none<Principal>()),
+    onSome: Effect.option
+  })
 
 /**
  * One MCP exchange in stateless mode: a fresh server and transport per HTTP request (any instance can answer
  * any request; nothing is kept between requests), JSON responses rather than SSE streams.
  */
-const exchange = (request: HttpServerRequest.HttpServerRequest, name: string, configure: (server: McpServer) => void) =>
+const exchange = (
+  request: HttpServerRequest.HttpServerRequest,
+  name: string,
+  configure: (server: McpServer) => void,
+  parsedBody?: unknown
+) =>
   Effect.gen(function*() {
     const web = yield* HttpServerRequest.toWeb(request)
     const response = yield* Effect.promise(async () => {
@@ -34,13 +43,34 @@ const exchange = (request: HttpServerRequest.HttpServerRequest, name: string, co
       const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true }) // no sessionIdGenerator: stateless
       await server.connect(transport)
       try {
-        return await transport.handleRequest(web)
+        return await transport.handleRequest(web, parsedBody === undefined ? undefined : { parsedBody })
       } finally {
         await server.close()
       }
     })
     return HttpServerResponse.fromWeb(response)
   })
+
+/**
+ * The JSON-RPC body of a /mcp request, read under the API's body limits (size, nesting): the parsed messages,
+ * or the 400 the API would answer.
+ */
+const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
+  limitBody(request, maxBytes).pipe(
+    Effect.flatMap((limited) => limited.json),
+    Effect.mapError((e) =>
+      errorBody(
+        400,
+        e._tag === "ValidationFailed"
+          ? e.message
+          : e.cause instanceof BodyTooLarge || e.cause instanceof BodyTooDeep
+          ? e.cause.message
+          : "request body is not valid JSON",
+        "validation_failed"
+      )
+    ),
+    Effect.either
+  )
 
 const onlyPost = (request: HttpServerRequest.HttpServerRequest) =>
   request.method === "POST"
@@ -55,6 +85,9 @@ const onlyPost = (request: HttpServerRequest.HttpServerRequest) =>
 export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
     const credentials = yield* Credentials
+    const limiter = yield* RateLimiter.RateLimiter
+    const config = yield* AppConfig
+    const { maxBodyBytes, rateLimitPerMinute } = config
     const runtime = yield* Effect.runtime<ProductServices>()
     const run: Runner = (effect) => Runtime.runPromiseExit(runtime)(effect)
 
@@ -70,14 +103,32 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
       const request = yield* HttpServerRequest.HttpServerRequest
       const principal = yield* authenticate(credentials, request)
       if (Option.isNone(principal)) {
-        const host = request.headers.host ?? "localhost"
         return errorBody(401, "missing or invalid credentials", "unauthorized", {
-          "www-authenticate": `Bearer resource_metadata="http://${host}/.well-known/oauth-protected-resource"`
+          "www-authenticate": `Bearer resource_metadata="${publicBase(config, request)}/.well-known/oauth-protected-resource"`
         })
       }
       const refused = onlyPost(request)
       if (Option.isSome(refused)) return refused.value
-      return yield* exchange(request, "tapedeck", (server) => registerProductTools(server, run, principal.value))
+      const body = yield* readBody(request, maxBodyBytes)
+      if (Either.isLeft(body)) return body.left
+      // The API's per-credential, per-route limit; each message of a JSON-RPC batch counts (a batch of more
+      // messages than the limit can never pass).
+      const exceeded = yield* limiter.consume({
+        key: `${principal.value.credentialId}:POST /mcp`,
+        limit: rateLimitPerMinute,
+        window: "1 minute",
+        onExceeded: "fail",
+        tokens: Array.isArray(body.right) ? Math.max(1, body.right.length) : 1
+      }).pipe(
+        Effect.as(Option.none<number>()),
+        Effect.catchTag("RateLimiterError", (e) =>
+          Effect.succeed(Option.some(e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1)))
+      )
+      if (Option.isSome(exceeded)) {
+        const seconds = exceeded.value
+        return errorBody(429, `rate limit exceeded; retry after ${seconds} s`, "rate_limited", { "retry-after": String(seconds) })
+      }
+      return yield* exchange(request, "tapedeck", (server) => registerProductTools(server, run, principal.value), body.right)
     })
 
     const documentation = Effect.gen(function*() {
@@ -139,4 +190,4 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
     yield* router.all("/mcp", guarded(product))
     yield* router.all("/mcp/docs", guarded(documentation))
   })
-)
+).pipe(Layer.provide(RateLimiter.layer), Layer.provide(RateLimiter.layerStoreMemory))

@@ -1,10 +1,11 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
-import { Deferred, Duration, Effect, Either, Exit, Fiber, Option, Queue, Redacted, Schedule, Schema } from "effect"
-import { Credentials, type Principal } from "#layers/auth/Credentials"
+import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, Option, Queue, Redacted, Schedule, Schema } from "effect"
+import { Credentials, type InvalidCredential, type Principal } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
 import { StreamHub, type Subscriber } from "#layers/stream/StreamHub"
 import type { AccountId } from "#src/domain/Ids"
 import { EventIdParam, StreamClientMessage, StreamCloseCode } from "#src/domain/StreamEvent"
+import { headerCredential } from "./HeaderCredentials.ts"
 
 const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(StreamClientMessage))
 const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.NumberFromString, EventIdParam))
@@ -67,13 +68,14 @@ const upgradeRaw = (request: HttpServerRequest.HttpServerRequest) =>
     return Option.some<RawConnection>({ ws, inbox, closed })
   })
 
-const fromHeaders = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) => {
-  const key = request.headers["x-service-key"]
-  if (key) return Option.some(credentials.serviceKey(Redacted.make(key)))
-  const authorization = request.headers.authorization ?? ""
-  if (/^bearer /i.test(authorization)) return Option.some(credentials.bearer(Redacted.make(authorization.slice(7))))
-  return Option.none()
+/** A connection's principal, and the lookup that produced it (run again to see the credential is still good). */
+interface Authenticated {
+  readonly principal: Principal
+  readonly check: Effect.Effect<Principal, InvalidCredential>
 }
+
+const authenticate = (check: Effect.Effect<Principal, InvalidCredential>) =>
+  check.pipe(Effect.map((principal): Authenticated => ({ principal, check })), Effect.option)
 
 /**
  * GET /ws/v1/stream: the live span stream. Authenticated by header, by `?token=`, or by a first
@@ -86,15 +88,20 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
     const hub = yield* StreamHub
     const config = yield* AppConfig
 
-    const connection = (raw: RawConnection, preset: Option.Option<Principal>, presetToken: Option.Option<string>, queryLastEventId: number | undefined) =>
+    const connection = (
+      raw: RawConnection,
+      preset: Option.Option<Authenticated>,
+      presetToken: Option.Option<string>,
+      queryLastEventId: number | undefined
+    ) =>
       Effect.gen(function*() {
         const { ws, inbox, closed } = raw
         const sendNow = (message: unknown) => Effect.sync(() => void ws.sendText(JSON.stringify(message)))
         const close = (code: number, reason: string) => Effect.sync(() => ws.close(code, reason))
 
         // Authentication: the header's principal, else ?token=, else the first message (within the timeout).
-        let principal = preset
-        if (Option.isNone(principal)) {
+        let authenticated = preset
+        if (Option.isNone(authenticated)) {
           const token = Option.isSome(presetToken)
             ? Option.some(presetToken.value)
             : yield* Queue.take(inbox).pipe(
@@ -106,14 +113,15 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
               Effect.raceFirst(Deferred.await(closed).pipe(Effect.as(Option.none<string>())))
             )
           if (Option.isSome(token)) {
-            principal = yield* credentials.bearer(Redacted.make(token.value)).pipe(Effect.option)
+            authenticated = yield* authenticate(credentials.bearer(Redacted.make(token.value)))
           }
-          if (Option.isNone(principal)) {
+          if (Option.isNone(authenticated)) {
             yield* sendNow({ type: "error", code: "unauthorized", message: "missing or invalid credentials" })
             return yield* close(StreamCloseCode.unauthorized, "unauthorized")
           }
         }
-        const accountId: AccountId = principal.value.accountId
+        const { check, principal } = authenticated.value
+        const accountId: AccountId = principal.accountId
 
         // Events are written at once while the client keeps up; only while more than HIGH_WATER_BYTES are unread
         // do they wait in `backlog`, and a backlog over the bound closes the connection (4008).
@@ -121,28 +129,29 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
         const wake = yield* Queue.sliding<void>(1)
         const slow = yield* Deferred.make<void>()
         const behind = () => ws.getBufferedAmount() > HIGH_WATER_BYTES && ws.readyState === 1
-        const offerAll = (texts: ReadonlyArray<string>) => {
+        // `messages` may be shared with other subscribers: read, never changed.
+        const offerAll = (messages: ReadonlyArray<{ readonly json: string }>) => {
           let i = 0
           if (backlog.length === 0 && !behind()) {
             const sendSome = () => {
-              while (i < texts.length && !behind()) ws.sendText(texts[i++]!)
+              while (i < messages.length && !behind()) ws.sendText(messages[i++]!.json)
             }
             if (ws.cork) ws.cork(sendSome)
             else sendSome()
           }
-          if (i === texts.length) return true
-          if (backlog.length + texts.length - i > config.streamQueueMax) return false
+          if (i === messages.length) return true
+          if (backlog.length + messages.length - i > config.streamQueueMax) return false
           const wasEmpty = backlog.length === 0
-          for (; i < texts.length; i++) backlog.push(texts[i]!)
+          for (; i < messages.length; i++) backlog.push(messages[i]!.json)
           if (wasEmpty) Queue.unsafeOffer(wake, undefined)
           return true
         }
-        const offer = (text: string) => offerAll([text])
+        const offer = (text: string) => offerAll([{ json: text }])
         const subscriber: Subscriber = {
           accountId,
           filters: undefined,
           pending: undefined,
-          push: (events) => offerAll(events.map((e) => e.json)),
+          push: offerAll,
           overflow: () => void Deferred.unsafeDone(slow, Exit.void)
         }
 
@@ -211,19 +220,35 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
             }
           })
         const reader = Queue.take(inbox).pipe(Effect.flatMap(handle), Effect.forever)
+        // The credential is checked again every heartbeat interval: a revoked key or an expired JWT ends the stream.
+        // Only a refusal counts (a database outage is not a reason to drop clients).
+        const revoked = yield* Deferred.make<void>()
+        const recheck = check.pipe(
+          Effect.exit,
+          Effect.flatMap((exit) =>
+            Exit.isFailure(exit) && Option.isSome(Cause.failureOption(exit.cause))
+              ? Deferred.succeed(revoked, undefined)
+              : Effect.void
+          ),
+          Effect.delay(Duration.seconds(config.streamPingSeconds)),
+          Effect.forever
+        )
 
         yield* hub.register(subscriber)
         yield* sendNow({ type: "authenticated", heartbeat_seconds: config.streamPingSeconds, queue_max: config.streamQueueMax })
-        const fibers = yield* Effect.all([Effect.fork(writer), Effect.fork(heartbeat), Effect.fork(reader)])
+        const fibers = yield* Effect.all([Effect.fork(writer), Effect.fork(heartbeat), Effect.fork(reader), Effect.fork(recheck)])
         const outcome = yield* Effect.raceAll([
           Deferred.await(closed).pipe(Effect.as("closed" as const)),
           Deferred.await(slow).pipe(Effect.as("slow" as const)),
+          Deferred.await(revoked).pipe(Effect.as("revoked" as const)),
           ...fibers.map((f) => Fiber.join(f).pipe(Effect.as("failed" as const)))
         ])
         yield* hub.unregister(subscriber)
         yield* Effect.forEach(fibers, Fiber.interrupt, { discard: true })
         if (outcome === "slow") {
           yield* close(StreamCloseCode.slowConsumer, `slow consumer: more than ${config.streamQueueMax} events pending`)
+        } else if (outcome === "revoked") {
+          yield* close(StreamCloseCode.unauthorized, "credentials revoked or expired")
         } else if (outcome === "failed") {
           yield* close(1011, "internal error")
         }
@@ -236,17 +261,17 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const params = new URL(request.url, "http://localhost").searchParams
+        // Credentials sent as headers are checked first (before validation and the upgrade): a bad one is a plain 401.
+        const fromHeader = headerCredential(credentials, request)
+        let preset = Option.none<Authenticated>()
+        if (Option.isSome(fromHeader)) {
+          preset = yield* authenticate(fromHeader.value)
+          if (Option.isNone(preset)) return unauthorized
+        }
         const lastEventParam = params.get("last_event_id")
         const lastEventId = lastEventParam === null ? Option.none<number>() : decodeEventId(lastEventParam)
         if (lastEventParam !== null && Option.isNone(lastEventId)) {
           return badRequest("last_event_id must be a non-negative integer")
-        }
-        // Credentials sent as headers are checked before the upgrade: a bad one is a plain 401.
-        const fromHeader = fromHeaders(credentials, request)
-        let preset = Option.none<Principal>()
-        if (Option.isSome(fromHeader)) {
-          preset = yield* fromHeader.value.pipe(Effect.option)
-          if (Option.isNone(preset)) return unauthorized
         }
         const raw = yield* upgradeRaw(request)
         if (Option.isNone(raw)) {

@@ -7,7 +7,7 @@ let server: TestServer
 beforeAll(async () => {
   server = await startTestServer({ TAPEDECK_API_KEYS: `acme=${KEY_A},globex=${KEY_B},capped=${KEY_C}` })
 }, 60_000)
-afterAll(() => server.stop())
+afterAll(() => server.stop(), 60_000)
 
 const create = async (body: unknown, key: string = KEY_A, target: TestServer = server) => {
   const response = await target.post("/api/v1/api-keys", body, key)
@@ -43,7 +43,7 @@ describe("API keys", () => {
       if (lastUsedAt === null) await Bun.sleep(20)
     }
     expect(lastUsedAt).not.toBeNull()
-  })
+  }, 60_000)
 
   test("the body is strict and the name required: 1 to 100 characters", async () => {
     for (const body of [{}, { name: "" }, { name: "   " }, { name: "x".repeat(101) }, { name: 7 }, { name: null }, { name: "ok", scope: "all" }, "not json", []]) {
@@ -53,7 +53,7 @@ describe("API keys", () => {
     }
     expect((await create({ name: "x".repeat(100) })).status).toBe(200)
     expect((await server.post("/api/v1/api-keys", { name: "anon" }, null)).status).toBe(401)
-  })
+  }, 60_000)
 
   test("revoke: refused from the very next request; a second revoke, a foreign or unknown id is 404", async () => {
     const { body: key } = await create({ name: "temp" })
@@ -77,14 +77,14 @@ describe("API keys", () => {
     expect((await revoke(key.id)).status).toBe(404)
     expect((await revoke(crypto.randomUUID())).status).toBe(404)
     expect((await revoke("not-a-uuid")).status).toBe(400)
-  })
+  }, 60_000)
 
   test("a key may revoke itself; the account's other keys keep working", async () => {
     const { body: key } = await create({ name: "self" })
     expect((await revoke(key.id, key.key)).status).toBe(200)
     expect((await server.get("/api/v1/api-keys", key.key)).status).toBe(401)
     expect((await server.get("/api/v1/api-keys", KEY_A)).status).toBe(200)
-  })
+  }, 60_000)
 
   test("an account holds at most 100 live keys: more is a 409 until one is revoked", async () => {
     const existing = (await list(KEY_C)).length
@@ -100,7 +100,7 @@ describe("API keys", () => {
     expect((await list(KEY_C)).length).toBe(100)
     expect((await revoke(ids[0]!, KEY_C)).status).toBe(200)
     expect((await create({ name: "room again" }, KEY_C)).status).toBe(200)
-  })
+  }, 60_000)
 })
 
 // Several instances on one PostgreSQL: a revocation on one is seen by the next request on the other.

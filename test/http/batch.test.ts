@@ -9,7 +9,7 @@ let server: TestServer
 beforeAll(async () => {
   server = await startTestServer()
 }, 60_000)
-afterAll(() => server.stop())
+afterAll(() => server.stop(), 60_000)
 
 const batch = async (body: unknown, key: string = KEY_A) => {
   const response = await server.post("/api/v1/batch", body, key)
@@ -55,7 +55,7 @@ describe("POST /api/v1/batch", () => {
     expect(results[8]!.body).toEqual({ deleted: true })
     // The other account's trace is untouched and still its own.
     expect((await server.get(`/api/v1/traces/${foreign.id}`, KEY_B)).status).toBe(200)
-  })
+  }, 60_000)
 
   test("every operation authenticates with the caller's credentials: Bearer works too", async () => {
     const t = trace()
@@ -68,7 +68,7 @@ describe("POST /api/v1/batch", () => {
     expect(((await response.json()) as any).results[0].status).toBe(200)
     expect((await server.get(`/api/v1/traces/${t.id}`, KEY_B)).status).toBe(200)
     expect((await server.get(`/api/v1/traces/${t.id}`, KEY_A)).status).toBe(404)
-  })
+  }, 60_000)
 
   test("the envelope is validated: count, methods, paths, recursion, unknown fields, GET bodies", async () => {
     const op = { method: "GET", path: "/api/v1/traces" }
@@ -99,7 +99,7 @@ describe("POST /api/v1/batch", () => {
     }
     expect((await server.post("/api/v1/batch", { operations: [op] }, null)).status).toBe(401)
     expect((await server.post("/api/v1/batch", { operations: [op] }, "svc_unknown_key_123")).status).toBe(401)
-  })
+  }, 60_000)
 
   test("async: returns a job at once; the job reports progress and per-operation results", async () => {
     const t = trace({ name: "later" })
@@ -136,7 +136,7 @@ describe("POST /api/v1/batch", () => {
     )
     expect(JSON.stringify(rows[0]!.payload)).not.toContain(KEY_A)
     expect(JSON.stringify(rows[0]!.payload)).toContain("credentialId")
-  })
+  }, 60_000)
 
   test("an async batch may not create API keys (its results are stored); a synchronous one may, uncached", async () => {
     for (const path of ["/api/v1/api-keys", "/api/v1/api-keys/", "/api/v1/%61pi-keys"]) {
@@ -151,7 +151,7 @@ describe("POST /api/v1/batch", () => {
     expect(created.status).toBe(200)
     expect(created.body.key).toStartWith("svc_")
     expect((await server.get("/api/v1/traces", created.body.key)).status).toBe(200)
-  })
+  }, 60_000)
 
   test("a background batch stops acting once the API key that submitted it is revoked", async () => {
     const created = (await (await server.post("/api/v1/api-keys", { name: "short-lived" })).json()) as any
@@ -170,7 +170,7 @@ describe("POST /api/v1/batch", () => {
       { status: 401, body: expect.objectContaining({ code: "unauthorized" }) }
     ])
     expect((await server.get(`/api/v1/traces/${t.id}`)).status).toBe(404)
-  })
+  }, 60_000)
 
   test("rate limits apply per operation", async () => {
     const limited = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "3" })
@@ -201,7 +201,7 @@ describe("POST /api/v1/batch", () => {
       }),
       { numRuns: 2000 }
     )
-  })
+  }, 60_000)
 
   test("property: no batch body, however malformed, is answered with a 5xx", async () => {
     const op = fc.record({
@@ -218,5 +218,5 @@ describe("POST /api/v1/batch", () => {
       }),
       { numRuns: 40 }
     )
-  })
+  }, 60_000)
 })

@@ -5,7 +5,7 @@ let server: TestServer
 beforeAll(async () => {
   server = await startTestServer()
 }, 60_000)
-afterAll(() => server.stop())
+afterAll(() => server.stop(), 60_000)
 
 const get = async (target: TestServer, path: string, headers: Record<string, string> = {}) => {
   const response = await target.request("GET", path, { key: null, headers })
@@ -30,7 +30,7 @@ describe("OAuth discovery metadata", () => {
     expect(behindProxy.body.resource).toBe(server.url.replace("http:", "https:"))
     // Credentials are not needed, and bad ones are not refused either.
     expect((await server.get("/.well-known/oauth-protected-resource", "svc_not_a_real_key")).status).toBe(200)
-  })
+  }, 60_000)
 
   test("authorization server metadata (RFC 8414) at the auth URL, which defaults to this server", async () => {
     const { status, body } = await get(server, "/.well-known/oauth-authorization-server")
@@ -46,7 +46,7 @@ describe("OAuth discovery metadata", () => {
     })
     // The issuer is the protected resource's authorization server.
     expect((await get(server, "/.well-known/oauth-protected-resource")).body.authorization_servers).toEqual([body.issuer])
-  })
+  }, 60_000)
 
   test("both documents are in the OpenAPI document, without security", async () => {
     const spec = (await (await server.get("/openapi.json", null)).json()) as any
@@ -58,7 +58,7 @@ describe("OAuth discovery metadata", () => {
     expect(spec.paths["/api/v1/sessions/{sessionId}/graph"]?.get).toBeDefined()
     expect(spec.paths["/api/v1/usage"]?.get).toBeDefined()
     expect(spec.paths["/api/v1/batch"]?.post?.responses?.["202"]).toBeDefined()
-  })
+  }, 60_000)
 
   test("TAPEDECK_PUBLIC_URL and TAPEDECK_AUTH_URL: an external authorization server publishes its own metadata", async () => {
     const configured = await startTestServer({

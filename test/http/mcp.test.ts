@@ -4,6 +4,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { startFakeOpenAi, type FakeOpenAi } from "../support/FakeOpenAi.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { describeFailure } from "#layers/mcp/ProductTools"
+import { EmbedderUnavailable } from "#src/domain/Search"
 
 let fake: FakeOpenAi
 let server: TestServer
@@ -12,12 +14,12 @@ const clients: Array<Client> = []
 beforeAll(async () => {
   fake = startFakeOpenAi(() => ({ content: JSON.stringify({ score: 0.9, reason: "fine" }) }))
   server = await startTestServer({ TAPEDECK_LLM_BASE_URL: fake.baseUrl, TAPEDECK_LLM_API_KEY: "sk-fake", TAPEDECK_LLM_MAX_RETRIES: "0" })
-})
+}, 60_000)
 afterAll(async () => {
   for (const c of clients) await c.close().catch(() => {})
   await server.stop()
   await fake.stop()
-})
+}, 60_000)
 
 const connect = async (path: string, headers: Record<string, string> = {}) => {
   const client = new Client({ name: "tapedeck-test", version: "1.0.0" })
@@ -60,14 +62,29 @@ describe("/mcp: authentication and transport", () => {
       expect(response.headers.get("www-authenticate")).toContain("oauth-protected-resource")
     }
     await expect(connect("/mcp")).rejects.toThrow()
-  })
+  }, 60_000)
+
+  test("a body that is not JSON, or nests too deeply, is a 400 with the API's error body", async () => {
+    const send = (body: string) =>
+      fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "x-service-key": KEY_A },
+        body
+      })
+    const notJson = await send("{nope")
+    expect(notJson.status).toBe(400)
+    expect(await notJson.json()).toEqual({ error: "request body is not valid JSON", code: "validation_failed", retryable: false })
+    const deep = await send("[".repeat(200) + "]".repeat(200))
+    expect(deep.status).toBe(400)
+    expect(((await deep.json()) as any).error).toContain("nests deeper")
+  }, 60_000)
 
   test("Bearer works too; GET (no server-initiated stream in stateless mode) is 405", async () => {
     const client = await connect("/mcp", { authorization: `Bearer ${KEY_A}` })
     expect((await client.listTools()).tools.length).toBeGreaterThan(0)
     const get = await fetch(`${server.url}/mcp`, { headers: { "x-service-key": KEY_A, accept: "text/event-stream" } })
     expect(get.status).toBe(405)
-  })
+  }, 60_000)
 
   test("tools are listed with input schemas mirroring the API's limits", async () => {
     const { tools } = await (await product()).listTools()
@@ -81,7 +98,7 @@ describe("/mcp: authentication and transport", () => {
     expect(check.inputSchema.required).toEqual(["run_id"])
     expect((check.inputSchema.properties as any).run_id).toMatchObject({ minLength: 1, maxLength: 200 })
     expect((tools.find((t) => t.name === "run_evaluation")!.inputSchema.properties as any).trace_ids).toMatchObject({ minItems: 1, maxItems: 50 })
-  })
+  }, 60_000)
 })
 
 describe("/mcp: tools", () => {
@@ -108,7 +125,7 @@ describe("/mcp: tools", () => {
     const clipped = await call(client, "get_trace", { trace_id: t.id, max_spans: 1, payload_chars: 3 })
     expect(clipped.text).toContain("… 2 more spans")
     expect(clipped.text).toContain("Boo… (3 more chars)")
-  })
+  }, 60_000)
 
   test("search_spans finds the account's spans only, with the API's filters", async () => {
     const word = `zebracorn${uuid().slice(0, 8)}`
@@ -122,11 +139,15 @@ describe("/mcp: tools", () => {
       await Bun.sleep(100)
     }
     expect(hits.spans.some((h: any) => h.trace_id === t.id && h.name === "lookup")).toBe(true)
+    const searches = async () => ((await (await server.get("/api/v1/usage", KEY_B)).json()) as any).search.queries
+    const before = await searches()
     const foreign = await callJson(b, "search_spans", { query: `${word} catalogue`, limit: 100 })
     expect(foreign.spans.some((h: any) => h.trace_id === t.id)).toBe(false)
+    // Counted in usage like a POST /api/v1/search.
+    expect(await searches()).toBe(before + 1)
     const bad = await call(a, "search_spans", { query: "x", filters: { span_type: "nope" } })
     expect(bad.isError).toBe(true)
-  })
+  }, 60_000)
 
   test("create_fork then replay_fork act like the REST routes", async () => {
     const client = await product()
@@ -141,7 +162,7 @@ describe("/mcp: tools", () => {
     const missing = await call(client, "create_fork", { trace_id: t.id, fork_point_span_id: uuid(), modified_input: null })
     expect(missing.isError).toBe(true)
     expect(JSON.parse(missing.text)).toMatchObject({ code: "validation_failed" })
-  })
+  }, 60_000)
 
   test("run_evaluation and gate use the evaluation services", async () => {
     const client = await product()
@@ -155,7 +176,7 @@ describe("/mcp: tools", () => {
     const unknown = await call(client, "gate", { evaluation_id: uuid(), trace_ids: [t.id] })
     expect(unknown.isError).toBe(true)
     expect(JSON.parse(unknown.text).code).toBe("not_found")
-  })
+  }, 60_000)
 
   test("check_enforcement, list_holds and approve_hold: a held action is allowed once approved", async () => {
     const client = await product()
@@ -177,7 +198,7 @@ describe("/mcp: tools", () => {
     expect((await callJson(client, "check_enforcement", { run_id: run, tool_name: tool })).verdict).toBe("allow")
     const again = await call(client, "approve_hold", { hold_id: held.hold_id })
     expect(JSON.parse(again.text).code).toBe("conflict")
-  })
+  }, 60_000)
 })
 
 describe("/mcp: validation and isolation", () => {
@@ -209,7 +230,15 @@ describe("/mcp: validation and isolation", () => {
     expect(duplicate.isError).toBe(true)
     const cursor = await call(client, "list_traces", { cursor: "forged" })
     expect(JSON.parse(cursor.text).code).toBe("validation_failed")
-  })
+  }, 60_000)
+
+  test("failures carry the REST route's code: an embedder outage is retryable `unavailable`, never a client error", () => {
+    const body = (e: unknown) => JSON.parse((describeFailure(e).content[0] as { text: string }).text)
+    expect(body(new EmbedderUnavailable({ reason: "connection refused" }))).toEqual({
+      error: "the search embedder is unavailable: connection refused", code: "unavailable", retryable: true
+    })
+    expect(body({ _tag: "SomethingUnforeseen" })).toEqual({ error: "internal error", code: "internal", retryable: true })
+  }, 60_000)
 
   test("another account's trace, fork and evaluation are not found; listings never include them", async () => {
     const { trace: t, plan } = await recorded(KEY_A)
@@ -232,7 +261,7 @@ describe("/mcp: validation and isolation", () => {
     await callJson(b, "check_enforcement", { run_id: uuid(), trace_id: t.id })
     const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
     expect(detail.spans).toHaveLength(3)
-  })
+  }, 60_000)
 })
 
 describe("/mcp/docs", () => {
@@ -261,5 +290,48 @@ describe("/mcp/docs", () => {
     expect(toc.operations.length).toBeGreaterThan(10)
     const bad = await call(client, "search_docs", { query: "" })
     expect(bad.isError).toBe(true)
-  })
+  }, 60_000)
+})
+
+describe("/mcp: rate limit", () => {
+  let limited: TestServer
+  beforeAll(async () => {
+    limited = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "3", TAPEDECK_PUBLIC_URL: "https://tapedeck.example.com" })
+  }, 60_000)
+  afterAll(() => limited.stop(), 60_000)
+
+  const post = (body: unknown, key = KEY_A) =>
+    fetch(`${limited.url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "x-service-key": key },
+      body: JSON.stringify(body)
+    })
+  const listTools = (id: number) => ({ jsonrpc: "2.0", id, method: "tools/list" })
+
+  test("per credential like every API route: the 4th message within a limit of 3 is a 429 with Retry-After", async () => {
+    for (let i = 1; i <= 3; i++) expect((await post(listTools(i))).status).toBe(200)
+    const refused = await post(listTools(4))
+    expect(refused.status).toBe(429)
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    const body = await refused.json() as any
+    expect(body).toMatchObject({ code: "rate_limited", retryable: true })
+    expect(body.error).toContain("retry after")
+    // Another credential has its own budget; the REST routes keep theirs.
+    expect((await post(listTools(5), KEY_B)).status).toBe(200)
+    expect((await limited.get("/api/v1/traces")).status).toBe(200)
+  }, 60_000)
+
+  test("a 401 points at the protected-resource metadata of the public URL, like the discovery document", async () => {
+    const refused = await post(listTools(1), "svc_nobody_here")
+    expect(refused.status).toBe(401)
+    expect(refused.headers.get("www-authenticate")).toBe(
+      'Bearer resource_metadata="https://tapedeck.example.com/.well-known/oauth-protected-resource"'
+    )
+  }, 60_000)
+
+  test("a JSON-RPC batch counts one per message, so batching does not get around the limit", async () => {
+    const refused = await post([listTools(1), listTools(2), listTools(3), listTools(4)], KEY_B)
+    expect(refused.status).toBe(429)
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+  }, 60_000)
 })

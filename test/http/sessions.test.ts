@@ -7,7 +7,7 @@ let server: TestServer
 beforeAll(async () => {
   server = await startTestServer()
 }, 60_000)
-afterAll(() => server.stop())
+afterAll(() => server.stop(), 60_000)
 
 const json = async (path: string, key: string = KEY_A) => {
   const response = await server.get(path, key)
@@ -86,7 +86,7 @@ describe("sessions", () => {
     // Traces without a session are not sessions; the other account sees none of these.
     const other = await json("/api/v1/sessions?limit=100", KEY_B)
     expect(other.body.items.map((s: any) => s.id)).not.toContain(newer)
-  })
+  }, 60_000)
 
   test("get: the summary and the session's traces, oldest first, by URL-encoded id", async () => {
     const id = `chat/α 1 ${uuid()}`
@@ -98,7 +98,7 @@ describe("sessions", () => {
     expect(body.traces[0]).toMatchObject({ name: "first", sessionId: id, status: "completed" })
     const paged = await json(`/api/v1/sessions/${enc(id)}?limit=1&offset=1`)
     expect(paged.body.traces.map((t: any) => t.id)).toEqual([t2.id])
-  })
+  }, 60_000)
 
   test("graph: agents as nodes (root for spans without one), parent → agent edges with call counts", async () => {
     const id = `graph-${uuid()}`
@@ -123,7 +123,7 @@ describe("sessions", () => {
       { parent_agent_id: "planner", agent_id: "researcher", calls: 2 },
       { parent_agent_id: "planner", agent_id: "writer", calls: 2 }
     ])
-  })
+  }, 60_000)
 
   test("a parent agent with no span of its own still appears as a node", async () => {
     const id = `orphan-${uuid()}`
@@ -134,7 +134,7 @@ describe("sessions", () => {
     expect(body.nodes[0]).toMatchObject({ root: true, span_count: 0, first_seen: null })
     expect(body.nodes[2]).toMatchObject({ span_count: 0, first_seen: null, last_seen: null })
     expect(body.edges).toEqual([{ parent_agent_id: "remote-boss", agent_id: "worker", calls: 1 }])
-  })
+  }, 60_000)
 
   test("unknown, foreign and deleted sessions are 404; bad ids and parameters are 400", async () => {
     const id = `private-${uuid()}`
@@ -163,11 +163,17 @@ describe("sessions", () => {
       expect({ path, status }).toEqual({ path, status: 400 })
       expect(body).toMatchObject({ code: "validation_failed" })
     }
-    // No session id is longer than 100 characters (the trace limit); the router answers such a path 404 itself.
+    // A session id is at most 100 characters (the trace limit): a longer one is malformed, not missing.
     expect((await json(`/api/v1/sessions/${"x".repeat(100)}`)).status).toBe(404)
-    expect((await json(`/api/v1/sessions/${"x".repeat(101)}/graph`)).body).toMatchObject({ code: "not_found" })
+    for (const path of [`/api/v1/sessions/${"x".repeat(101)}`, `/api/v1/sessions/${"x".repeat(101)}/graph`, `/api/v1/sessions/${enc("é".repeat(101))}`]) {
+      const { status, body } = await json(path)
+      expect({ path, status }).toEqual({ path, status: 400 })
+      expect(body).toMatchObject({ code: "validation_failed", error: "sessionId: a session id is 1 to 100 characters" })
+    }
+    // 100 characters that are longer once URL-encoded are a valid id.
+    expect((await json(`/api/v1/sessions/${enc("é".repeat(100))}/graph`)).status).toBe(404)
     expect((await server.get("/api/v1/sessions", null)).status).toBe(401)
-  })
+  }, 60_000)
 
   test("sandbox traces (fork results) are apart unless env=sandbox", async () => {
     const id = `sandbox-${uuid()}`
@@ -175,7 +181,7 @@ describe("sessions", () => {
     expect((await server.post("/api/v1/traces", t)).status).toBe(200)
     expect((await json(`/api/v1/sessions/${enc(id)}`)).status).toBe(404)
     expect((await json(`/api/v1/sessions/${enc(id)}?env=sandbox`)).body).toMatchObject({ id, traceCount: 1 })
-  })
+  }, 60_000)
 
   test("graph of OTLP GenAI agents: identities inherited from invoke_agent spans", async () => {
     const id = `otlp-${uuid()}`
@@ -195,5 +201,5 @@ describe("sessions", () => {
       { parent_agent_id: null, agent_id: "planner", calls: 1 },
       { parent_agent_id: "planner", agent_id: "researcher", calls: 1 }
     ])
-  })
+  }, 60_000)
 })

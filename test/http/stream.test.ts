@@ -15,8 +15,8 @@ beforeAll(async () => {
     TAPEDECK_STREAM_QUEUE_MAX: "200"
   })
   url = wsUrl(server.url)
-})
-afterAll(() => server.stop())
+}, 60_000)
+afterAll(() => server.stop(), 60_000)
 
 const ok = async (response: Response | Promise<Response>) => {
   const r = await response
@@ -54,7 +54,30 @@ describe("live span stream: delivery", () => {
     const ids = events.map((e) => e.id)
     expect(ids.every((id, i) => i === 0 || id > ids[i - 1])).toBe(true)
     client.close()
-  })
+  }, 60_000)
+
+  test("a deletion is a trace event `deleted`; a replay after it no longer shows the trace's data", async () => {
+    const project = uuid()
+    const client = await subscribed(url, KEY_A, { project_id: project })
+    const spanFiltered = await subscribed(url, KEY_A, { span_type: "tool_call" })
+    const other = await subscribed(url, KEY_B)
+    const t = trace({ project_id: project, spans: [span({ name: "doomed" })] })
+    await ok(server.post("/api/v1/traces", t))
+    expect((await server.request("DELETE", `/api/v1/traces/${t.id}`, { key: KEY_B })).status).toBe(404)
+    await ok(server.request("DELETE", `/api/v1/traces/${t.id}`))
+    await client.waitFor(() => client.events().some((e) => e.event === "deleted"))
+    const events = client.events().filter((e) => e.trace_id === t.id)
+    expect(events.map((e) => `${e.type}:${e.event}`)).toEqual(["trace:created", "span:created", "trace:deleted"])
+    expect(events[2].data).toEqual({ id: t.id })
+    expect(events[2].id).toBeGreaterThan(events[1].id)
+    // Replay from before the write: the deleted trace's created and span events are gone, its deletion is not.
+    const replay = await subscribed(url, KEY_A, { project_id: project }, { last_event_id: events[0].id - 1 })
+    expect(replay.events().map((e) => `${e.type}:${e.event}:${e.trace_id}`)).toEqual([`trace:deleted:${t.id}`])
+    await Bun.sleep(200)
+    expect(spanFiltered.events().some((e) => e.trace_id === t.id)).toBe(false)
+    expect(other.events().some((e) => e.trace_id === t.id)).toBe(false)
+    for (const c of [client, spanFiltered, other, replay]) c.close()
+  }, 60_000)
 
   test("a trace created completed: created, its spans, then terminal", async () => {
     const client = await subscribed(url, KEY_A)
@@ -67,7 +90,7 @@ describe("live span stream: delivery", () => {
       "trace:terminal"
     ])
     client.close()
-  })
+  }, 60_000)
 
   test("OTLP writes arrive: trace created, mapped spans, trace terminal when the root ends", async () => {
     const client = await subscribed(url, KEY_A)
@@ -92,7 +115,7 @@ describe("live span stream: delivery", () => {
     expect(mine.filter((e) => e.type === "span").map((e) => e.data.span_type).sort()).toEqual(["action", "llm_call"].sort())
     expect(events.length).toBeGreaterThan(0)
     client.close()
-  })
+  }, 60_000)
 
   test("filters: trace_id, project_id, session_id and span_type each narrow the events", async () => {
     const project = uuid()
@@ -113,7 +136,7 @@ describe("live span stream: delivery", () => {
     expect(ours(bySession.events()).map((e) => e.trace_id)).toEqual([b.id, b.id])
     expect(ours(byType.events()).map((e) => `${e.type}:${e.data.name}`)).toEqual(["span:t"])
     for (const c of [byTrace, byProject, bySession, byType, all]) c.close()
-  })
+  }, 60_000)
 
   test("a subscription can be replaced and removed", async () => {
     const client = await subscribed(url, KEY_A, { session_id: "nothing-matches" })
@@ -131,7 +154,7 @@ describe("live span stream: delivery", () => {
     await Bun.sleep(200)
     expect(client.events().map((e) => e.trace_id)).toEqual([t2.id])
     client.close()
-  })
+  }, 60_000)
 
   test("heartbeats: the server pings at the configured interval and answers a client ping", async () => {
     const client = await subscribed(url, KEY_A)
@@ -139,7 +162,7 @@ describe("live span stream: delivery", () => {
     client.send({ type: "ping" })
     await client.waitFor((m) => m.some((x) => x.type === "pong"))
     client.close()
-  })
+  }, 60_000)
 })
 
 describe("live span stream: validation and authentication", () => {
@@ -162,7 +185,7 @@ describe("live span stream: validation and authentication", () => {
     client.send({ type: "subscribe", filters: { span_type: "llm_call" } })
     await client.waitFor((m) => m.some((x) => x.type === "subscribed"))
     client.close()
-  })
+  }, 60_000)
 
   test("credentials: header, Bearer, ?token= and a first auth message all work", async () => {
     const ways = [
@@ -183,7 +206,33 @@ describe("live span stream: validation and authentication", () => {
       await client.waitFor(() => client.events().some((e) => e.trace_id === t.id))
       client.close()
     }
-  })
+  }, 60_000)
+
+  test("revoking the API key closes its open streams (4401), whichever way it authenticated", async () => {
+    const created = await ok(server.post("/api/v1/api-keys", { name: "stream-revoke" }))
+    const ways = [
+      await connectStream(url, { headers: { "x-service-key": created.key } }),
+      await connectStream(`${url}?token=${created.key}`),
+      await connectStream(url)
+    ]
+    ways[2]!.send({ type: "auth", token: created.key })
+    const survivor = await subscribed(url, KEY_A)
+    for (const client of ways) {
+      await client.waitFor((m) => m.some((x) => x.type === "authenticated"))
+      client.send({ type: "subscribe" })
+      await client.waitFor((m) => m.some((x) => x.type === "subscribed"))
+    }
+    await ok(server.request("DELETE", `/api/v1/api-keys/${created.id}`))
+    for (const client of ways) {
+      expect(await client.closed).toEqual({ code: 4401, reason: "credentials revoked or expired" })
+    }
+    // Nothing written after the revocation reached them; the account's other streams go on.
+    const t = trace()
+    await ok(server.post("/api/v1/traces", t))
+    await survivor.waitFor(() => survivor.events().some((e) => e.trace_id === t.id))
+    for (const client of ways) expect(client.events().some((e) => e.trace_id === t.id)).toBe(false)
+    survivor.close()
+  }, 60_000)
 
   test("a bad header credential is a plain 401 before the upgrade", async () => {
     const response = await fetch(`${server.url}/ws/v1/stream`, {
@@ -193,7 +242,7 @@ describe("live span stream: validation and authentication", () => {
     expect(await response.json()).toEqual({ error: "missing or invalid credentials", code: "unauthorized", retryable: false })
     const badId = await fetch(`${server.url}/ws/v1/stream?last_event_id=abc`, { headers: { "x-service-key": KEY_A } })
     expect(badId.status).toBe(400)
-  })
+  }, 60_000)
 
   test("a bad ?token=, a bad auth message, or none within the timeout: closed with 4401", async () => {
     const badToken = await connectStream(`${url}?token=svc_nope`)
@@ -208,7 +257,7 @@ describe("live span stream: validation and authentication", () => {
     const subscribeFirst = await connectStream(url)
     subscribeFirst.send({ type: "subscribe" })
     expect((await subscribeFirst.closed).code).toBe(4401)
-  })
+  }, 60_000)
 })
 
 describe("live span stream: isolation", () => {
@@ -255,7 +304,7 @@ describe("live span stream: isolation", () => {
     for (const id of seenB) expect(expected.a.has(id) || id === probeA.id).toBe(false)
     a.close()
     b.close()
-  })
+  }, 60_000)
 
   test("last_event_id cannot replay another account's events", async () => {
     const a = await subscribed(url, KEY_A)
@@ -268,7 +317,7 @@ describe("live span stream: isolation", () => {
     expect(b.events()).toEqual([])
     a.close()
     b.close()
-  })
+  }, 60_000)
 })
 
 describe("live span stream: replay and slow consumers", () => {
@@ -303,7 +352,7 @@ describe("live span stream: replay and slow consumers", () => {
     const fromMiddle = await subscribed(url, KEY_A, { trace_id: t2.id }, { last_event_id: middle })
     expect(fromMiddle.events().map((e) => e.id)).toEqual(viaMessage.events().slice(2).map((e) => e.id))
     for (const c of [viaQuery, viaMessage, fromMiddle]) c.close()
-  })
+  }, 60_000)
 
   test("a client that stops reading is closed with 4008 instead of being buffered without bound", async () => {
     const socket = tcpConnect(Number(new URL(server.url).port), "127.0.0.1")
@@ -380,8 +429,8 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("live span stream across two
   let other: TestServer
   beforeAll(async () => {
     other = await startTestServer({ DATABASE_URL: server.env.DATABASE_URL! })
-  })
-  afterAll(() => other.stop())
+  }, 60_000)
+  afterAll(() => other.stop(), 60_000)
 
   test("a write on one instance reaches subscribers of both; OTLP too; never the other account", async () => {
     const onOther = await subscribed(wsUrl(other.url), KEY_A)
@@ -408,5 +457,5 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("live span stream across two
     await Bun.sleep(200)
     expect(foreign.events()).toEqual([])
     for (const c of [onOther, onSame, foreign, replayed]) c.close()
-  })
+  }, 60_000)
 })

@@ -19,7 +19,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.stop()
   await fake.stop()
-})
+}, 60_000)
 
 const usage = async (query = "", key: string = KEY_A) => {
   const response = await server.get(`/api/v1/usage${query}`, key)
@@ -44,7 +44,7 @@ describe("GET /api/v1/usage", () => {
       evaluations: { runs: 0, judgeTokens: 0, judgeCost: "0" },
       search: { queries: 0 }
     })
-  })
+  }, 60_000)
 
   test("counts traces, spans, OTLP exports, replays and evaluation runs of the account in the month", async () => {
     const before = (await usage()).body
@@ -118,7 +118,7 @@ describe("GET /api/v1/usage", () => {
       traces: { recorded: 0, spans: 0 }, otlp: { requests: 0 }, replays: { used: 0, remaining: 7 }
     })
     expect((await usage("?month=2026-12")).body.periodEnd).toBe("2027-01-01T00:00:00.000Z")
-  })
+  }, 60_000)
 
   test("a malformed month or unknown parameter is a 400; no credentials is a 401", async () => {
     for (const query of ["?month=2026-13", "?month=2026-00", "?month=2026-1", "?month=26-01", "?month=abc", "?month=1969-12", "?month=", "?colour=red"]) {
@@ -127,5 +127,5 @@ describe("GET /api/v1/usage", () => {
       expect(body).toMatchObject({ code: "validation_failed", retryable: false })
     }
     expect((await server.get("/api/v1/usage", null)).status).toBe(401)
-  })
+  }, 60_000)
 })
