@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
@@ -15,6 +15,8 @@ export const HNSW_MAX_DIMS = 2000
 export const TEXT_BOOST = 0.6
 /** Vector candidates fetched at least, before the hybrid re-rank and the page cut. */
 const MIN_CANDIDATES = 100
+/** Vectors written per statement where HNSW maintains the index (PGlite inserts ~500/s into it). */
+const STORE_CHUNK_HNSW = 32
 /** Past this offset + limit, a search is exact (HNSW's ef_search stays bounded). */
 const MAX_HNSW_DEPTH = 1000
 
@@ -153,6 +155,24 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         const { mode } = yield* setup
         const dims = vectors[0]!.length
         yield* ensureIndex(embedder, dims)
+        // HNSW inserts are slow on embedded PGlite (one shared connection): small statements keep other work
+        // (an enforcement check, a request) from waiting long behind an indexing batch.
+        const chunk = mode === "pgvector-hnsw" ? STORE_CHUNK_HNSW : spans.length
+        for (let at = 0; at < spans.length; at += chunk) {
+          yield* storeChunk(mode, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
+        }
+      },
+      Effect.orDie
+    )
+
+    const storeChunk = (
+      mode: IndexMode,
+      embedder: string,
+      dims: number,
+      spans: ReadonlyArray<PendingSpan>,
+      vectors: ReadonlyArray<Float32Array>
+    ) =>
+      Effect.gen(function*() {
         const records = JSON.stringify(spans.map((s, i) => ({
           trace_id: s.traceId,
           span_id: s.spanId,
@@ -171,9 +191,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           ON CONFLICT (trace_id, span_id) DO UPDATE SET
             account_id = EXCLUDED.account_id, embedder = EXCLUDED.embedder, dims = EXCLUDED.dims,
             embedding = EXCLUDED.embedding, text_hash = EXCLUDED.text_hash, tsv = EXCLUDED.tsv, updated_at = now()`
-      },
-      Effect.orDie
-    )
+      })
 
     const filterSql = (accountId: AccountId, f: SearchFilters | undefined) => {
       const parts = [sql`t.account_id = ${accountId} AND t.deleted_at IS NULL`]
@@ -221,22 +239,53 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           ? sql`(e.embedding::vector(${sql.literal(String(dims))}) <=> ${q}::vector(${sql.literal(String(dims))}))`
           : sql`(1 - (SELECT sum(a::float8 * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)))`
 
-        const run = (exact: boolean) =>
-          sql<SpanRow & { trace_id: string; distance: number; text_rank: number; candidates: number }>`
-            WITH v AS (
+        // Exact: filter first, then order the matching rows by distance (cheap when filters are selective).
+        // HNSW: the nearest vectors of the account through the index (iterative scans skip other accounts'),
+        // over-fetched when filters apply, then filtered; too few left to fill the page means go exact.
+        // Row lookups by primary key (LATERAL … LIMIT 1): the planner must not hash-join a few hundred candidates
+        // against every span of the table.
+        const spanOf = (alias: "a" | "c" | "e") =>
+          sql`SELECT * FROM spans s WHERE s.trace_id = ${sql.literal(alias)}.trace_id AND s.id = ${sql.literal(alias)}.span_id LIMIT 1`
+        const traceOf = (alias: "a" | "c" | "e") =>
+          sql`SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = ${sql.literal(alias)}.trace_id LIMIT 1`
+        const filtered = input.filters !== undefined && Object.keys(input.filters).length > 0
+        // Over-fetch for filters so that, most often, k filtered candidates remain: the same candidate pool as the
+        // exact path, hence the same hybrid ranking (HNSW's cost grows with ef_search = this number).
+        const nearest = Math.min(MAX_HNSW_DEPTH, filtered ? 4 * k : k)
+        const vectorCandidates = (exact: boolean) =>
+          exact
+            ? sql`
               SELECT e.trace_id, e.span_id
               FROM span_embeddings e
               JOIN spans s ON s.trace_id = e.trace_id AND s.id = e.span_id
               JOIN traces t ON t.id = e.trace_id
-              WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(embedder))}
-                AND e.dims = ${dims} AND ${where}
-              ORDER BY ${distance}${exact && mode === "pgvector-hnsw" ? sql` + 0` : sql``}
-              LIMIT ${k}
+              WHERE e.account_id = ${input.accountId} AND e.embedder = ${embedder} AND e.dims = ${dims} AND ${where}
+              ORDER BY ${distance}${mode === "pgvector-hnsw" ? sql` + 0` : sql``}
+              LIMIT ${k}`
+            : sql`
+              SELECT a.trace_id, a.span_id
+              FROM (
+                SELECT e.trace_id, e.span_id, ${distance} AS distance
+                FROM span_embeddings e
+                WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(embedder))}
+                  AND e.dims = ${dims}
+                ORDER BY ${distance}
+                LIMIT ${nearest}
+              ) a
+              JOIN LATERAL (${spanOf("a")}) s ON true
+              JOIN LATERAL (${traceOf("a")}) t ON true
+              WHERE ${where}
+              ORDER BY a.distance
+              LIMIT ${k}`
+
+        const run = (exact: boolean) =>
+          sql<SpanRow & { trace_id: string; distance: number; text_rank: number; candidates: number }>`
+            WITH v AS MATERIALIZED (${vectorCandidates(exact)}
             ), f AS (
               SELECT e.trace_id, e.span_id
               FROM span_embeddings e
-              JOIN spans s ON s.trace_id = e.trace_id AND s.id = e.span_id
-              JOIN traces t ON t.id = e.trace_id
+              JOIN LATERAL (${spanOf("e")}) s ON true
+              JOIN LATERAL (${traceOf("e")}) t ON true
               WHERE e.account_id = ${input.accountId} AND e.embedder = ${embedder} AND e.dims = ${dims}
                 AND e.tsv @@ plainto_tsquery('english', ${input.query}) AND ${where}
               LIMIT ${k}
@@ -247,8 +296,10 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
                      CASE WHEN ${orQuery} = '' THEN 0
                           ELSE ts_rank_cd(e.tsv, to_tsquery('english', ${orQuery}), 32) END AS text_rank
               FROM c
-              JOIN span_embeddings e ON e.trace_id = c.trace_id AND e.span_id = c.span_id
-              JOIN spans s ON s.trace_id = c.trace_id AND s.id = c.span_id
+              JOIN LATERAL (
+                SELECT * FROM span_embeddings e WHERE e.trace_id = c.trace_id AND e.span_id = c.span_id LIMIT 1
+              ) e ON true
+              JOIN LATERAL (${spanOf("c")}) s ON true
             )
             SELECT ranked.*, (SELECT count(*)::int FROM v) AS candidates FROM ranked
             ORDER BY (1 - distance) + ${TEXT_BOOST} * text_rank DESC, trace_id, id
@@ -257,15 +308,16 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         const inTransaction = (exact: boolean) =>
           sql.withTransaction(Effect.gen(function*() {
             if (hnsw && !exact) {
-              yield* sql.unsafe(`SET LOCAL hnsw.ef_search = ${Math.min(1000, Math.max(40, k))}`)
+              yield* sql.unsafe(`SET LOCAL hnsw.ef_search = ${Math.min(1000, Math.max(40, nearest))}`)
               if (iterative) yield* sql.unsafe(`SET LOCAL hnsw.iterative_scan = relaxed_order`)
             }
             return yield* run(exact)
           }))
 
         let rows = yield* inTransaction(!hnsw)
-        // An index scan that found fewer candidates than asked for may have missed filtered rows: go exact.
-        if (hnsw && (rows[0]?.candidates ?? 0) < k) rows = yield* inTransaction(true)
+        // Fewer filtered neighbours than the page needs: matching rows may lie beyond them, so go exact.
+        // (With at least `depth` of them, the page's best matches are among them: nothing is lost.)
+        if (hnsw && (rows[0]?.candidates ?? 0) < depth) rows = yield* inTransaction(true)
         return rows.map((row): Hit => {
           // A query with no word in it embeds to the zero vector: its cosine is undefined, reported as 0.
           const cosine = 1 - Number(row.distance)
@@ -305,8 +357,6 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     )
 
     const mode = setup.pipe(Effect.map((s) => s.mode))
-    const describe = setup.pipe(Effect.map((s) => Option.some(s)))
-
-    return { mode, describe, ensureIndex, pendingOfTraces, pendingOfAccount, store, search, stats, accountsWithStale } as const
+    return { mode, ensureIndex, pendingOfTraces, pendingOfAccount, store, search, stats, accountsWithStale } as const
   })
 }) {}
