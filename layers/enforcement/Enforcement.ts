@@ -4,7 +4,7 @@ import { type EnforcementCheckRequest, type EnforcementDecision, PolicyStateUnav
 import { type AccountId, SpanId } from "#src/domain/Ids"
 import type { ProposedAction } from "#src/domain/PolicyEvaluation"
 import { AppConfig } from "../config/AppConfig.ts"
-import { TraceRepo } from "../traces/TraceRepo.ts"
+import { Traces } from "../traces/Traces.ts"
 import { PolicyStore } from "./PolicyStore.ts"
 
 const toAction = (request: EnforcementCheckRequest): ProposedAction => ({
@@ -27,7 +27,7 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
     const store = yield* PolicyStore
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
-    const traces = yield* TraceRepo
+    const traces = yield* Traces
 
     /** Decides, or fails with PolicyStateUnavailable (a store error or a timeout). */
     const decide = Effect.fn("Enforcement.decide")(function*(
@@ -85,8 +85,6 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
       Effect.gen(function*() {
         const traceId = request.trace_id
         if (traceId === undefined || decision.verdict === "allow") return
-        const owned = yield* traces.findTrace(accountId, traceId).pipe(Effect.option)
-        if (owned._tag === "None") return
         const now = DateTime.unsafeMake(Date.now())
         const span = {
           id: SpanId.make(crypto.randomUUID()),
@@ -99,8 +97,8 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
           started_at: now,
           ended_at: now
         }
-        yield* traces.upsertSpans(accountId, traceId, [span])
-        yield* traces.recomputeTotals(traceId)
+        // A trace the account does not own is not an error of the check: nothing is added to it.
+        yield* traces.annotate(accountId, traceId, span).pipe(Effect.catchTag("TraceNotFound", () => Effect.void))
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("could not add an enforcement span to the trace", cause)),
         Effect.forkDaemon
@@ -127,5 +125,5 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
 
     return { decide, check } as const
   }),
-  dependencies: [AppConfig.Default, TraceRepo.Default]
+  dependencies: [AppConfig.Default, Traces.Default]
 }) {}

@@ -161,7 +161,23 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { create, finish, appendSpans, get, list, remove } as const
+    /**
+     * A span the service itself adds to an owned trace, whatever its status (an enforcement block or hold): stored,
+     * totalled, indexed for search and streamed like any other. `TraceNotFound` when the trace is not the account's.
+     */
+    const annotate = Effect.fn("Traces.annotate")(
+      function*(accountId: AccountId, traceId: TraceId, span: Span) {
+        yield* repo.lockForUpdate(accountId, traceId)
+        yield* repo.upsertSpans(accountId, traceId, [span])
+        yield* repo.recomputeTotals(traceId)
+        yield* jobs.enqueue(accountId, SEARCH_INDEX_JOB, { traceId })
+        yield* stream.record(accountId, [{ t: traceId, s: [[span.id, "c"] as const], a: "updated" }])
+      },
+      (effect) => sql.withTransaction(effect),
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return { create, finish, appendSpans, annotate, get, list, remove } as const
   }),
   dependencies: [TraceRepo.Default, JobQueue.Default, AppConfig.Default, StreamEvents.Default]
 }) {}

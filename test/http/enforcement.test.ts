@@ -154,6 +154,16 @@ describe("the check", () => {
     const root = span()
     const t = trace({ spans: [root] })
     await server.post("/api/v1/traces", t)
+    // The trace's own indexing is done before the check, so the block's span must be indexed on its own.
+    const indexed = (spanType: string) => async () => {
+      for (let i = 0; i < 100; i++) {
+        if (i > 0) await Bun.sleep(100)
+        const result = (await (await server.post("/api/v1/search", { query: "enforcement block step", filters: { span_type: spanType } })).json()) as any
+        if (result.spans.some((s: any) => s.trace_id === t.id)) return true
+      }
+      return false
+    }
+    expect(await indexed("llm_call")()).toBe(true)
     const run = uuid()
     await check({ run_id: run, project_id: p, trace_id: t.id, tool_name: "danger", step_index: 3 })
     await check({ run_id: run, project_id: p, tool_name: "safe" })
@@ -166,7 +176,9 @@ describe("the check", () => {
     expect(items.find((d) => d.verdict === "block")).toMatchObject({ trace_id: t.id, step_index: 3, policy_type: "tool_denylist" })
     const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
     expect(detail.spans.some((s: any) => s.name === "enforcement: block")).toBe(true)
-  })
+    // Like any span, it is indexed for search.
+    expect(await indexed("action")()).toBe(true)
+  }, 60_000)
 })
 
 describe("guardrails CRUD and isolation", () => {

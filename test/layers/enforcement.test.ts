@@ -5,7 +5,7 @@ import { Enforcement } from "#layers/enforcement/Enforcement"
 import { PolicyStore } from "#layers/enforcement/PolicyStore"
 import { SqlPolicyStoreLive } from "#layers/enforcement/SqlPolicyStore"
 import { AccountRepo } from "#layers/storage/AccountRepo"
-import { TraceRepo } from "#layers/traces/TraceRepo"
+import { Traces } from "#layers/traces/Traces"
 import { PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { AccountId } from "#src/domain/Ids"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
@@ -20,7 +20,7 @@ beforeAll(async () => {
 afterAll(() => storage.stop())
 
 const withStore = <R>(store: Layer.Layer<PolicyStore, never, R>) =>
-  Enforcement.DefaultWithoutDependencies.pipe(Layer.provide(store), Layer.provide([AppConfig.Default, TraceRepo.Default]))
+  Enforcement.DefaultWithoutDependencies.pipe(Layer.provide(store), Layer.provide([AppConfig.Default, Traces.Default]))
 
 const failing = Layer.succeed(PolicyStore, PolicyStore.of({
   policies: () => Effect.fail(new PolicyStateUnavailable({ reason: "connection refused" })),
