@@ -4,6 +4,7 @@ import type { AccountId } from "#src/domain/Ids"
 import type { Diagnostics, SearchRequest } from "#src/domain/Search"
 import { AppConfig } from "../config/AppConfig.ts"
 import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { yieldToForeground } from "../jobs/Foreground.ts"
 import { Embedder } from "./Embedder.ts"
 import { type PendingSpan, SpanIndex } from "./SpanIndex.ts"
 
@@ -23,15 +24,31 @@ const decodeIndexPayload = Schema.decodeUnknownOption(IndexPayload)
 const REEMBED_SLICE_MS = 60_000
 const REEMBED_BATCH = 256
 
-/** Embeds and stores pending spans in the embedder's batch size; each batch commits on its own. */
+/** Under a load that never pauses, indexing still takes one batch per this many milliseconds. */
+const MAX_YIELD_MS = 1000
+
+/**
+ * One indexing batch at a time in this process, whichever job it belongs to: the job worker runs many jobs at once,
+ * and each waiting for a gap on its own would together take the event loop.
+ */
+const indexingTurn = Effect.unsafeMakeSemaphore(1)
+
+/**
+ * Embeds and stores pending spans in the embedder's batch size; each batch commits on its own. Each batch waits for
+ * its turn, then for the requests in flight here to finish (up to MAX_YIELD_MS): embedding is CPU on the event
+ * loop, and ingestion comes first.
+ */
 const embedAndStore = (pending: ReadonlyArray<PendingSpan>) =>
   Effect.gen(function*() {
     const embedder = yield* Embedder
     const index = yield* SpanIndex
     for (let i = 0; i < pending.length; i += embedder.maxBatch) {
       const batch = pending.slice(i, i + embedder.maxBatch)
-      const vectors = yield* embedder.embed(batch.map((p) => p.text))
-      yield* index.store(embedder.id, batch, vectors)
+      yield* Effect.gen(function*() {
+        yield* yieldToForeground(MAX_YIELD_MS)
+        const vectors = yield* embedder.embed(batch.map((p) => p.text))
+        yield* index.store(embedder.id, batch, vectors)
+      }).pipe(indexingTurn.withPermits(1))
     }
   })
 

@@ -1,5 +1,6 @@
 import { type HttpApp, HttpServerError, HttpServerRequest } from "@effect/platform"
 import { Context, Effect } from "effect"
+import { enterForeground, leaveForeground } from "#layers/jobs/Foreground"
 
 /** Query parameters that may carry a credential (the live stream's `?token=` for browsers, and common aliases). */
 const SECRET_PARAMS = /^(token|access_token|api_key|apikey|key|x-service-key|secret|password)$/i
@@ -21,7 +22,7 @@ export const loggableUrl = (url: string) => {
 
 /**
  * One log line per answered request, like `HttpMiddleware.logger`, but the URL never carries a credential into
- * the logs.
+ * the logs. It also counts the requests in flight, which background work yields to (layers/jobs/Foreground.ts).
  */
 let counter = 0
 
@@ -29,8 +30,9 @@ export const accessLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, 
   Effect.withFiberRuntime((fiber) => {
     const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
     const annotations = (status: number) => ({ "http.method": request.method, "http.url": loggableUrl(request.url), "http.status": status })
+    enterForeground()
     return Effect.withLogSpan(
-      Effect.flatMap(Effect.exit(app), (exit) => {
+      Effect.flatMap(Effect.exit(Effect.ensuring(app, Effect.sync(leaveForeground))), (exit) => {
         if (exit._tag === "Failure") {
           const [response, cause] = HttpServerError.causeResponseStripped(exit.cause)
           return Effect.zipRight(
