@@ -52,6 +52,8 @@ describe("weightedScore", () => {
 
   test("property: scaling every weight by the same factor changes nothing", () => {
     fc.assert(fc.property(criteria, fc.double({ min: 0.1, max: 1, noNaN: true }), (cs, k) => {
+      // Only while scaling keeps every positive weight positive: 5e-324 × 0.1 underflows to a weight of 0.
+      fc.pre(cs.every((c) => (c.weight > 0) === (c.weight * k > 0)))
       expect(weightedScore(cs.map((c) => ({ ...c, weight: c.weight * k })))).toBeCloseTo(weightedScore(cs), 9)
     }), { numRuns: 200 })
   })
