@@ -61,6 +61,9 @@ export const matches = (filters: StreamFilters, event: Delivered) =>
   traceLevelMatch(filters, event.traceId, event) &&
   (filters.span_type === undefined || (event.kind === "span" && event.spanType === filters.span_type))
 
+/** Write batches an instance may have heard of but not yet delivered. */
+const INBOX_MAX_NOTICES = 10_000
+
 const uuidArray = (ids: Iterable<string>) => `{${[...ids].join(",")}}`
 
 /**
@@ -225,12 +228,22 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
         }
       })
 
-    const inbox = yield* Queue.unbounded<StreamNotice>()
+    // Bounded: an instance that falls this far behind drops the notice and closes every live subscriber as a slow
+    // consumer (4008), who resumes with last_event_id from the durable event log, rather than buffering without end.
+    const inbox = yield* Queue.dropping<StreamNotice>(INBOX_MAX_NOTICES)
+    const enqueue = (notice: StreamNotice) =>
+      Queue.offer(inbox, notice).pipe(
+        Effect.flatMap((accepted) =>
+          accepted ? Effect.void : Effect.sync(() => {
+            for (const set of subscribers.values()) for (const s of set) s.overflow()
+          })
+        )
+      )
     if (Option.isSome(pg)) {
       yield* pg.value.listen(STREAM_CHANNEL).pipe(
         Stream.runForEach((payload) => {
           const notice = parseNotice(payload)
-          return notice ? Queue.offer(inbox, notice) : Effect.void
+          return notice ? enqueue(notice) : Effect.void
         }),
         Effect.tapErrorCause((cause) => Effect.logWarning("stream listener stopped; reconnecting", cause)),
         Effect.retry(Schedule.spaced("1 second")),
@@ -238,7 +251,7 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
       )
     } else {
       const local = yield* PubSub.subscribe(events.local)
-      yield* Queue.take(local).pipe(Effect.flatMap((n) => Queue.offer(inbox, n)), Effect.forever, Effect.forkScoped)
+      yield* Queue.take(local).pipe(Effect.flatMap(enqueue), Effect.forever, Effect.forkScoped)
     }
 
     yield* Queue.takeBetween(inbox, 1, 1000).pipe(
