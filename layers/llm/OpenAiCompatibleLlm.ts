@@ -14,6 +14,7 @@ import {
   Schema
 } from "effect"
 import { type ChatRequest, type ChatResponse, LlmClient, LlmUnavailable } from "./LlmClient.ts"
+import { optionalBaseUrl } from "../config/BaseUrl.ts"
 
 /** The longest wait between attempts: a larger Retry-After is cut to this, and so is the backoff. */
 export const MAX_RETRY_DELAY_MS = 30_000
@@ -63,16 +64,7 @@ const nonBlank = (name: string) =>
   Config.option(Config.string(name)).pipe(Config.map(Option.filter((s) => s.trim() !== "")))
 
 const LlmSettings = Config.all({
-  // Validated first: a validation after Config.map or Config.option loses the variable's name in the error.
-  baseUrl: Config.string("TAPEDECK_LLM_BASE_URL").pipe(
-    Config.validate({
-      message: "must be an http(s) URL such as http://host:port/v1",
-      validation: (raw) => raw.trim() === "" || /^https?:$/.test(URL.parse(raw.trim())?.protocol ?? "")
-    }),
-    Config.map((url) => url.trim().replace(/\/+$/, "")),
-    Config.option,
-    Config.map(Option.filter((url) => url !== ""))
-  ),
+  baseUrl: optionalBaseUrl("TAPEDECK_LLM_BASE_URL"),
   apiKey: Config.option(Config.redacted("TAPEDECK_LLM_API_KEY")).pipe(
     Config.map(Option.filter((key) => Redacted.value(key) !== ""))
   ),

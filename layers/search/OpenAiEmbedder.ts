@@ -2,20 +2,13 @@ import { Config, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } f
 import { EmbedderUnavailable } from "#src/domain/Search"
 import { Embedder, type EmbedderShape } from "./Embedder.ts"
 import { OfflineEmbedderLive } from "./OfflineEmbedder.ts"
+import { optionalBaseUrl } from "../config/BaseUrl.ts"
 
 /** Characters of one text sent at most (≈ 2k tokens: every common embedding model takes that). */
 export const MAX_INPUT_CHARS = 8000
 
 export const EmbeddingsSettings = Config.all({
-  baseUrl: Config.string("TAPEDECK_EMBEDDINGS_BASE_URL").pipe(
-    Config.validate({
-      message: "must be an http(s) URL such as http://host:port/v1",
-      validation: (raw) => raw.trim() === "" || /^https?:$/.test(URL.parse(raw.trim())?.protocol ?? "")
-    }),
-    Config.map((url) => url.trim().replace(/\/+$/, "")),
-    Config.option,
-    Config.map(Option.filter((url) => url !== ""))
-  ),
+  baseUrl: optionalBaseUrl("TAPEDECK_EMBEDDINGS_BASE_URL"),
   model: Config.string("TAPEDECK_EMBEDDINGS_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
   apiKey: Config.option(Config.redacted("TAPEDECK_EMBEDDINGS_API_KEY")).pipe(
     Config.map(Option.filter((key) => Redacted.value(key) !== ""))
