@@ -36,6 +36,9 @@ interface RawConnection {
   readonly closed: Deferred.Deferred<void>
 }
 
+/** Client messages received but not yet handled, per connection. */
+const MAX_PENDING_CLIENT_MESSAGES = 64
+
 /**
  * Upgrades to a WebSocket and returns Bun's socket itself. Effect's `Socket` hides how much is buffered
  * for a client, so a slow consumer could only be buffered without bound; this speaks the same handshake
@@ -48,17 +51,22 @@ const upgradeRaw = (request: HttpServerRequest.HttpServerRequest) =>
     if (!bun.bunServer || !bun.source) return Option.none<RawConnection>()
     const opened = yield* Deferred.make<RawSocket>()
     const closeDeferred = yield* Deferred.make<void, Socket.SocketError>()
-    const inbox = yield* Queue.unbounded<string | Uint8Array>()
+    // A client sends an auth and a few subscribe messages; one that floods is closed rather than buffered.
+    const inbox = yield* Queue.dropping<string | Uint8Array>(MAX_PENDING_CLIENT_MESSAGES)
+    let socket: RawSocket | undefined
     const ok = bun.bunServer.upgrade(bun.source, {
       data: {
         deferred: opened,
         closeDeferred,
         buffer: [],
-        run: (message: string | Uint8Array) => Queue.unsafeOffer(inbox, message)
+        run: (message: string | Uint8Array) => {
+          if (!Queue.unsafeOffer(inbox, message)) socket?.close(1008, "too many messages")
+        }
       }
     })
     if (!ok) return Option.none<RawConnection>()
     const ws = yield* Deferred.await(opened)
+    socket = ws
     const closed = yield* Deferred.make<void>()
     yield* Deferred.await(closeDeferred).pipe(
       Effect.exit,
