@@ -1,8 +1,9 @@
 import { HttpServer } from "@effect/platform"
 import { BunContext, BunHttpServer, BunRuntime } from "@effect/platform-bun"
-import { Config, Effect, Layer, Logger, LogLevel } from "effect"
+import { Config, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { StorageLive } from "#layers/storage/Sql"
 import { AppLive } from "./http/AppLive.ts"
+import { superviseWorkers, WORKER_INDEX_ENV } from "./Supervisor.ts"
 
 const ServerLive = BunHttpServer.layerConfig(
   Config.all({
@@ -11,7 +12,9 @@ const ServerLive = BunHttpServer.layerConfig(
     // Bun's own limit would answer an empty 413 before our handler runs; the API refuses bodies over
     // TAPEDECK_MAX_BODY_BYTES itself (by Content-Length, or while a chunked body streams in) with a 400.
     maxRequestBodySize: Config.succeed(Number.MAX_SAFE_INTEGER),
-    idleTimeout: Config.succeed(120)
+    idleTimeout: Config.succeed(120),
+    // Several worker processes (TAPEDECK_WORKERS) share the port; the kernel spreads connections over them.
+    reusePort: Config.succeed(process.env[WORKER_INDEX_ENV] !== undefined)
   })
 )
 
@@ -26,12 +29,43 @@ const LoggingLive = Layer.unwrapEffect(
   })
 )
 
-AppLive.pipe(
+const serve = AppLive.pipe(
   HttpServer.withLogAddress,
   Layer.provide(StorageLive),
   Layer.provide(ServerLive),
   Layer.provide(BunContext.layer),
   Layer.provide(LoggingLive),
-  Layer.launch,
-  BunRuntime.runMain({ disablePrettyLogger: true })
+  Layer.launch
 )
+
+/**
+ * TAPEDECK_WORKERS > 1 (with DATABASE_URL): this process supervises that many API processes on one port.
+ * Embedded PGlite lives inside one process, so it always runs one.
+ */
+const main = Effect.gen(function*() {
+  const workers = yield* Config.integer("TAPEDECK_WORKERS").pipe(Config.withDefault(1))
+  const databaseUrl = yield* Config.option(Config.string("DATABASE_URL"))
+  if (process.env[WORKER_INDEX_ENV] !== undefined) {
+    // A worker whose supervisor died (SIGKILL, a crash) is reparented: it stops instead of serving unsupervised.
+    const parent = process.ppid
+    yield* Effect.sync(() => process.ppid !== parent && process.kill(process.pid, "SIGTERM")).pipe(
+      Effect.repeat(Schedule.spaced("1 second")),
+      Effect.forkDaemon
+    )
+    return yield* serve
+  }
+  if (workers <= 1) return yield* serve
+  if (databaseUrl._tag === "None" || databaseUrl.value === "") {
+    yield* Effect.logWarning("TAPEDECK_WORKERS needs DATABASE_URL (the embedded database is one process): running one")
+    return yield* serve
+  }
+  const code = yield* superviseWorkers({
+    workers: Math.min(workers, 64),
+    port: yield* Config.integer("PORT").pipe(Config.withDefault(8080)),
+    host: yield* Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
+    command: [process.execPath, ...process.execArgv, Bun.main]
+  })
+  process.exit(code)
+})
+
+main.pipe(Effect.provide(LoggingLive), BunRuntime.runMain({ disablePrettyLogger: true }))

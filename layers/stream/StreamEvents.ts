@@ -54,6 +54,13 @@ export const packRows = (groups: ReadonlyArray<StreamGroup>) => {
   return rows
 }
 
+/** What a statement using `inStatement` selects (evaluating the NOTIFY), and its row's shape. */
+export const STREAM_RESULT_COLUMNS = `(SELECT array_agg(id::float8 ORDER BY id) FROM stream_rows) AS stream_row_ids,
+  (SELECT count(*) FROM stream_notice)::int AS stream_notified`
+export interface StreamResultColumns {
+  readonly stream_row_ids: ReadonlyArray<number | string> | null
+}
+
 /**
  * The write side of the live span stream. `record` runs inside the writer's transaction: one INSERT of the
  * changed ids, and (PostgreSQL) one NOTIFY in the same statement, which PostgreSQL delivers only on commit.
@@ -94,6 +101,29 @@ export class StreamEvents extends Effect.Service<StreamEvents>()("tapedeck/Strea
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { record, local, distributed: Option.isSome(pg) } as const
+    /**
+     * For a writer that folds its stream rows into its own single statement (atomic without a transaction):
+     * CTEs that insert the rows only when the CTE named `gate` has a row, and NOTIFY their ids. The statement
+     * must select `STREAM_RESULT_COLUMNS`; hand the row to `published` once the statement has run.
+     */
+    const inStatement = (accountId: AccountId, groups: ReadonlyArray<StreamGroup>, gate: string) =>
+      sql`, stream_rows AS (
+          INSERT INTO stream_events (account_id, groups, events)
+          SELECT ${accountId}::uuid, e.value->'groups', (e.value->>'events')::int
+          FROM ${sql.literal(gate)}, jsonb_array_elements(${JSON.stringify(packRows(groups))}::jsonb) WITH ORDINALITY AS e(value, ord)
+          ORDER BY e.ord
+          RETURNING id
+        ), stream_notice AS (
+          SELECT pg_notify(${STREAM_CHANNEL}, ${accountId}::text || ':' || string_agg(id::text, ',' ORDER BY id)) AS sent
+          FROM stream_rows HAVING count(*) > 0
+        )`
+
+    /** Embedded PGlite has no other instance to tell: the notice of a committed `inStatement` write goes in process. */
+    const published = (accountId: AccountId, row: StreamResultColumns) =>
+      Option.isSome(pg) || row.stream_row_ids === null || row.stream_row_ids.length === 0
+        ? Effect.void
+        : PubSub.publish(local, { accountId, rowIds: row.stream_row_ids.map(Number) })
+
+    return { record, inStatement, published, local, distributed: Option.isSome(pg) } as const
   })
 }) {}

@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { DateTime, Effect, Option } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { CreateTraceRequest, FinishTraceRequest, TraceStatus, TraceWire } from "#src/domain/Trace"
@@ -96,9 +96,16 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
      * derived from the spans. When `terminalJobId` is given the terminal-trace job is inserted with them.
      */
     const insert = Effect.fn("TraceRepo.insert")(
-      function*(accountId: AccountId, request: CreateTraceRequest, terminalJobId: string | null, maxAttempts: number) {
+      function*(
+        accountId: AccountId,
+        request: CreateTraceRequest,
+        terminalJobId: string | null,
+        maxAttempts: number,
+        /** The live stream's CTEs (StreamEvents.inStatement, gated on `t`): its rows land in this same statement. */
+        stream?: { readonly ctes: Statement.Fragment; readonly columns: string }
+      ) {
         const environment = request.metadata?.environment === "sandbox" ? "sandbox" : "production"
-        const rows = yield* sql<{ id: string }>`
+        const rows = yield* sql<{ id: string; stream_row_ids?: ReadonlyArray<number | string> | null }>`
           WITH x AS (
             SELECT * FROM jsonb_to_recordset(${toRecordsJson(request.spans)}::jsonb) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ), agg AS (
@@ -139,9 +146,11 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
             SELECT gen_random_uuid(), ${accountId}::uuid, 'search.index', jsonb_build_object('traceId', t.id), 'queued',
                    ${maxAttempts}::int
             FROM t WHERE EXISTS (SELECT 1 FROM x)
-          )
-          SELECT id FROM t`
-        if (rows.length === 0) return yield* new TraceIdTaken({ traceId: request.id })
+          )${stream?.ctes ?? sql``}
+          SELECT id${sql.literal(stream === undefined ? "" : `, ${stream.columns}`)} FROM t`
+        const row = rows[0]
+        if (row === undefined) return yield* new TraceIdTaken({ traceId: request.id })
+        return row
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

@@ -19,7 +19,7 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { SEARCH_INDEX_JOB } from "../search/Search.ts"
-import { StreamEvents } from "../stream/StreamEvents.ts"
+import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 import { rewrittenSpanCode } from "#src/domain/StreamEvent"
 
@@ -62,18 +62,18 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       const problem = batchProblem(request.spans)
       if (problem) return yield* new SpansRejected({ reason: problem })
       const jobId = isTerminal(request.status) ? crypto.randomUUID() : null
-      const created = yield* repo.insert(accountId, request, jobId, config.jobMaxAttempts).pipe(
-        // The live stream's event row is written in the same transaction as the trace.
-        Effect.tap(() =>
-          stream.record(accountId, [{
-            t: request.id,
-            b: "created",
-            s: request.spans.map((span) => [span.id, "c"] as const),
-            ...(isTerminal(request.status) ? { a: "terminal" as const } : {})
-          }])
-        ),
-        sql.withTransaction,
-        Effect.catchTags({ SqlError: Effect.die }),
+      // One statement writes the trace, its spans, its jobs and the live stream's row (atomic, no transaction).
+      const events = stream.inStatement(accountId, [{
+        t: request.id,
+        b: "created",
+        s: request.spans.map((span) => [span.id, "c"] as const),
+        ...(isTerminal(request.status) ? { a: "terminal" as const } : {})
+      }], "t")
+      const created = yield* repo.insert(accountId, request, jobId, config.jobMaxAttempts, {
+        ctes: events,
+        columns: STREAM_RESULT_COLUMNS
+      }).pipe(
+        Effect.tap((row) => stream.published(accountId, { stream_row_ids: row.stream_row_ids ?? null })),
         Effect.as(true),
         // A repeated create of a finished fork result (an SDK resuming after a crash) is not a conflict.
         Effect.catchTag("TraceIdTaken", (e) =>

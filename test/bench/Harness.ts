@@ -24,6 +24,8 @@ export const numberEnv = (name: string, fallback: number) => {
 export const ADMIN_URL = env.BENCH_DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test"
 /** BENCH_CPU_PROF: a directory the server writes its CPU profile to on exit, or undefined for no profiling. */
 export const CPU_PROF = env.BENCH_CPU_PROF || undefined
+/** TAPEDECK_WORKERS of the server under test: API processes sharing its port (1 = a single process). */
+export const SERVER_WORKERS = Math.max(1, Math.floor(Number(env.BENCH_SERVER_WORKERS ?? "1")) || 1)
 /** The repository root, the server's working directory. */
 export const ROOT = resolve(import.meta.dir, "../..")
 /** The service key the server is started with. */
@@ -137,6 +139,26 @@ export const processCpuSeconds = (pid: number | string) => {
   }
 }
 
+/** CPU seconds of a process and its live children (the API's worker processes under TAPEDECK_WORKERS). */
+export const processTreeCpuSeconds = (pid: number) => {
+  let total = processCpuSeconds(pid)
+  try {
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+        const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+        if (ppid === pid) total += processCpuSeconds(entry)
+      } catch {
+        // exited meanwhile
+      }
+    }
+  } catch {
+    // no /proc
+  }
+  return total
+}
+
 interface PostgresProcess {
   /** Its own user + system CPU seconds. */
   readonly cpu: number
@@ -228,7 +250,7 @@ export const cpuMeter = (mode: PostgresCpu) => {
     return {
       at: performance.now(),
       machine: machineBusySeconds(),
-      server: processCpuSeconds(serverPid),
+      server: processTreeCpuSeconds(serverPid),
       postgres: postgresProcesses(),
       client: (usage.user + usage.system) / 1e6
     }
@@ -384,6 +406,7 @@ export const startServer = async (
       HOST: "127.0.0.1",
       TAPEDECK_API_KEYS: `bench=${KEY}`,
       TAPEDECK_RATE_LIMIT_PER_MINUTE: "100000000",
+      TAPEDECK_WORKERS: String(SERVER_WORKERS),
       TAPEDECK_LOG_LEVEL: "warn", // Effect reads the label (WARN), case-insensitively; "Warning" is refused
       ...options.extraEnv
     },
