@@ -7,6 +7,8 @@ import type { Span } from "#src/domain/Span"
 import {
   fromRow,
   SPAN_COLUMNS,
+  SPAN_JSON_SELECT,
+  type SpanJsonRow,
   SPAN_RECORD_COLUMNS,
   SPAN_RECORD_VALUES,
   SPAN_SELECT,
@@ -274,6 +276,14 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
+    /** The trace's spans as JSON text (SpanRecords.SPAN_JSON_SELECT), for answers that pass them through unparsed. */
+    const listSpansJson = Effect.fn("TraceRepo.listSpansJson")(
+      function*(traceId: TraceId) {
+        return yield* sql<SpanJsonRow>`SELECT ${sql.literal(SPAN_JSON_SELECT)} FROM spans WHERE trace_id = ${traceId}`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
     /** A page of the account's traces, newest first (start time, then id), plus the exact total. */
     const list = Effect.fn("TraceRepo.list")(
       function*(accountId: AccountId, query: ListQuery) {
@@ -347,6 +357,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       upsertSpans,
       findTrace,
       listSpans,
+      listSpansJson,
       list,
       softDelete,
       purgeDeleted

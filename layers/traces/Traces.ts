@@ -4,7 +4,7 @@ import { decodeCursor, encodeCursor } from "#src/domain/Cursor"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { Span, SpanWire } from "#src/domain/Span"
 import { batchProblem } from "#src/domain/SpanBatch"
-import { layOut } from "#src/domain/CausalOrder"
+import { layOut, type SpanTiming } from "#src/domain/CausalOrder"
 import {
   type CreateTraceRequest,
   type FinishTraceRequest,
@@ -13,13 +13,15 @@ import {
   SpansRejected,
   TraceNotRunning,
   type TraceDetailWire,
-  type TraceListWire
+  type TraceListWire,
+  type TraceWire
 } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
 import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { SEARCH_INDEX_JOB } from "../search/Search.ts"
 import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
+import { spanJson, type SpanJsonRow } from "./SpanRecords.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 import { rewrittenSpanCode } from "#src/domain/StreamEvent"
 
@@ -34,16 +36,39 @@ const timing = (span: SpanWire) => {
 
 /** Orders spans by start time, then causal position, and lays out the trace's causal metadata. */
 export const detailOf = (spans: ReadonlyArray<SpanWire>) => {
-  const timings = spans.map(timing)
+  const { order, layout } = detailOrder(spans.map(timing))
+  return {
+    spans: order.map((i) => spans[i]!),
+    causalOrder: layout.causalOrder,
+    concurrentGroups: layout.concurrentGroups
+  }
+}
+
+/** The detail's span order (indices into `timings`: start time, then causal position) and causal layout. */
+const detailOrder = (timings: ReadonlyArray<SpanTiming>) => {
   const layout = layOut(timings)
   const position = new Map(layout.causalOrder.map((id, i) => [id, i]))
   const order = timings.map((t, i) => ({ i, startMs: t.startMs, position: position.get(t.id)! }))
   order.sort((a, b) => a.startMs - b.startMs || a.position - b.position)
-  return {
-    spans: order.map(({ i }) => spans[i]!),
-    causalOrder: layout.causalOrder,
-    concurrentGroups: layout.concurrentGroups
-  }
+  return { order: order.map(({ i }) => i), layout }
+}
+
+/**
+ * The detail as JSON text, the spans' payloads passed through as PostgreSQL printed them: the same document
+ * as `JSON.stringify({ ...trace, ...detailOf(spans) })` without parsing and re-serialising every payload.
+ */
+export const detailJson = (trace: TraceWire, spans: ReadonlyArray<SpanJsonRow>) => {
+  const { order, layout } = detailOrder(spans.map((s) => ({
+    id: s.id,
+    parentId: s.parent_id,
+    startMs: s.start_ms,
+    endMs: s.end_ms ?? s.start_ms + (s.duration_ms ?? 0)
+  })))
+  const head = JSON.stringify(trace)
+  const parts: Array<string> = [head.length > 2 ? `${head.slice(0, -1)},"spans":[` : `{"spans":[`]
+  order.forEach((i, n) => parts.push(n === 0 ? spanJson(spans[i]!) : `,${spanJson(spans[i]!)}`))
+  parts.push(`],"causalOrder":${JSON.stringify(layout.causalOrder)},"concurrentGroups":${JSON.stringify(layout.concurrentGroups)}}`)
+  return parts.join("")
 }
 
 /**
@@ -130,6 +155,13 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       return { ...trace, ...detailOf(spans) } satisfies TraceDetailWire
     })
 
+    /** `get` as the JSON text of the TraceDetail (the HTTP route's body). */
+    const getJson = Effect.fn("Traces.getJson")(function*(accountId: AccountId, traceId: TraceId) {
+      const trace = yield* repo.findTrace(accountId, traceId)
+      const spans = yield* repo.listSpansJson(traceId)
+      return detailJson(trace, spans)
+    })
+
     const list = Effect.fn("Traces.list")(function*(accountId: AccountId, params: ListTracesParams) {
       const after = params.cursor === undefined ? Option.none() : decodeCursor(params.cursor)
       if (params.cursor !== undefined && Option.isNone(after)) return yield* new InvalidCursor()
@@ -177,7 +209,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { create, finish, appendSpans, annotate, get, list, remove } as const
+    return { create, finish, appendSpans, annotate, get, getJson, list, remove } as const
   }),
   dependencies: [TraceRepo.Default, JobQueue.Default, AppConfig.Default, StreamEvents.Default]
 }) {}
