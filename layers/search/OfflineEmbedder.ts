@@ -1,7 +1,8 @@
 import { Effect, Layer, Runtime } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { Embedder } from "./Embedder.ts"
-import { conceptText } from "./Thesaurus.ts"
+import { conceptsOf } from "./Thesaurus.ts"
+import { chunkMemo, chunkWords } from "./Tokenize.ts"
 import { loadWordVectors, SOURCE_VOCABULARY, type WordVectors } from "./WordVectors.ts"
 
 /** Dimensions taken by hashed lexical features (whole words, identifiers, character n-grams of unknown words). */
@@ -18,27 +19,7 @@ const HARMONIC = Math.log(SOURCE_VOCABULARY) + 0.5772
 /** Zipf estimate of a word's probability from its frequency rank (0 = most frequent). */
 const probability = (rank: number) => 1 / ((rank + 1) * HARMONIC)
 
-const RAW = /[\p{L}\p{N}_]+/gu
-const PART = /\p{Lu}+(?!\p{Ll})|\p{Lu}?\p{Ll}+|\p{N}+|\p{L}+/gu
-
-/**
- * Words of a text, lowercased: identifiers are split at underscores and case changes ("getUserById" → get,
- * user, by, id; "ETIMEDOUT_ERR" → etimedout, err), and the whole identifier is kept as a lexical feature.
- */
-export const tokenize = (text: string, onPart: (word: string) => void, onIdentifier: (identifier: string) => void) => {
-  for (const raw of text.matchAll(RAW)) {
-    const token = raw[0]
-    let parts = 0
-    for (const piece of token.split("_")) {
-      if (piece === "") continue
-      for (const part of piece.matchAll(PART)) {
-        onPart(part[0].toLowerCase())
-        parts++
-      }
-    }
-    if (parts > 1) onIdentifier(token.toLowerCase())
-  }
-}
+export { tokenize } from "./Tokenize.ts"
 
 /** FNV-1a, 32-bit. */
 const hash = (s: string, seed = 0x811c9dc5) => {
@@ -64,33 +45,59 @@ const commonComponent = (wv: WordVectors) => {
 }
 
 /**
+ * `Math.hypot(...xs)`, the same number, without spreading a typed array into arguments (which goes through its
+ * iterator: about 10 µs for the two norms of an embedding, against 1–2 µs this way).
+ */
+const hypot = (xs: Float64Array): number => Reflect.apply(Math.hypot, undefined, xs)
+
+const NONE: ReadonlyArray<never> = []
+
+/** What one chunk of text (Tokenize.ts) adds to an embedding, in the order the words come. */
+interface ChunkFeatures {
+  /** Vocabulary rows of its known words. */
+  readonly rows: ReadonlyArray<number>
+  /** Its hashed lexical features: dimension and signed weight. */
+  readonly lexicalDims: ReadonlyArray<number>
+  readonly lexicalWeights: ReadonlyArray<number>
+  /** The thesaurus heads of its words (possibly repeated). */
+  readonly heads: ReadonlyArray<string>
+}
+
+/**
  * The offline embedding of a text: a SIF-weighted average of GloVe vectors (the common component removed)
  * beside hashed lexical features (known words at half weight, identifiers, and character 3- and 4-grams of
  * unknown words, so "ETIMEDOUT" and "timed out" share something), each part normalised, the whole unit-length.
  * The text is first extended with the thesaurus heads of its words (Thesaurus.ts).
+ *
+ * What a chunk of text contributes is computed once and kept in a bounded memo (the words of agent spans repeat
+ * a lot); it is added in the original order, so the result is exactly that of embedding word by word.
  */
 export const makeOfflineEmbedding = (wv: WordVectors) => {
   const dims = wv.dims + HASH_DIMS
   const common = commonComponent(wv)
   const weights = new Float64Array(wv.count)
   for (let row = 0; row < wv.count; row++) weights[row] = A / (A + probability(wv.ranks[row]!))
+  const rowWeights = new Float64Array(wv.count)
+  for (let row = 0; row < wv.count; row++) rowWeights[row] = weights[row]! * wv.scales[row]!
 
-  return (input: string): Float32Array => {
-    const text = `${input}\n${conceptText(input)}`
-    const semantic = new Float64Array(wv.dims)
-    const lexical = new Float64Array(HASH_DIMS)
+  const chunkFeatures = (chunk: string, ascii: boolean): ChunkFeatures => {
+    const rows: Array<number> = []
+    const featureDims: Array<number> = []
+    const featureWeights: Array<number> = []
+    const heads: Array<string> = []
     const feature = (key: string, weight: number) => {
       const h = hash(key)
-      lexical[(h >>> 1) % HASH_DIMS]! += h & 1 ? weight : -weight
+      featureDims.push((h >>> 1) % HASH_DIMS)
+      featureWeights.push(h & 1 ? weight : -weight)
     }
-    tokenize(
-      text,
+    chunkWords(
+      chunk,
+      ascii,
       (word) => {
+        for (const head of conceptsOf(word)) heads.push(head)
         const row = wv.index.get(word)
         if (row !== undefined) {
-          const w = weights[row]! * wv.scales[row]!
-          const base = row * wv.dims
-          for (let d = 0; d < wv.dims; d++) semantic[d]! += w * wv.vectors[base + d]!
+          rows.push(row)
           feature(word, KNOWN_WORD_LEXICAL * weights[row]!)
           return
         }
@@ -104,11 +111,48 @@ export const makeOfflineEmbedding = (wv: WordVectors) => {
       },
       (identifier) => feature(identifier, 1)
     )
+    // Most chunks are one word: empty lists are shared, to keep the memo small.
+    const kept = <A>(xs: Array<A>): ReadonlyArray<A> => xs.length === 0 ? NONE : xs
+    return { rows: kept(rows), lexicalDims: kept(featureDims), lexicalWeights: kept(featureWeights), heads: kept(heads) }
+  }
+  const features = chunkMemo(16_384, 48, chunkFeatures)
+  const wordDims = wv.dims
+  const unrolled = wordDims - (wordDims % 4)
+  const vectors = wv.vectors
+
+  return (input: string): Float32Array => {
+    const semantic = new Float64Array(wv.dims)
+    const lexical = new Float64Array(HASH_DIMS)
+    const add = (f: ChunkFeatures) => {
+      for (let k = 0; k < f.rows.length; k++) {
+        const row = f.rows[k]!
+        const w = rowWeights[row]!
+        const base = row * wordDims
+        // Unrolled by four (each dimension still sums in word order): the hottest loop of the embedder.
+        let d = 0
+        for (; d < unrolled; d += 4) {
+          semantic[d]! += w * vectors[base + d]!
+          semantic[d + 1]! += w * vectors[base + d + 1]!
+          semantic[d + 2]! += w * vectors[base + d + 2]!
+          semantic[d + 3]! += w * vectors[base + d + 3]!
+        }
+        for (; d < wordDims; d++) semantic[d]! += w * vectors[base + d]!
+      }
+      for (let k = 0; k < f.lexicalDims.length; k++) lexical[f.lexicalDims[k]!]! += f.lexicalWeights[k]!
+    }
+    // The words of the input, then those of its concept text (`conceptText(input)`, as if appended on a new line).
+    const heads = new Set<string>()
+    features(input, (f) => {
+      add(f)
+      for (let i = 0; i < f.heads.length; i++) heads.add(f.heads[i]!)
+    })
+    if (heads.size > 0) features([...heads].join(" "), add)
+
     let dot = 0
     for (let d = 0; d < wv.dims; d++) dot += semantic[d]! * common[d]!
     for (let d = 0; d < wv.dims; d++) semantic[d]! -= dot * common[d]!
-    const sNorm = Math.hypot(...semantic)
-    const lNorm = Math.hypot(...lexical)
+    const sNorm = hypot(semantic)
+    const lNorm = hypot(lexical)
     const sWeight = sNorm === 0 ? 0 : (lNorm === 0 ? 1 : SEMANTIC) / sNorm
     const lWeight = lNorm === 0 ? 0 : (sNorm === 0 ? 1 : LEXICAL) / lNorm
     const out = new Float32Array(dims)

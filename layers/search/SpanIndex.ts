@@ -6,6 +6,7 @@ import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
 import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
 import { conceptText } from "./Thesaurus.ts"
+import { vectorLiteral } from "./VectorText.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
 
@@ -45,11 +46,9 @@ export interface Hit {
 const uuidArray = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
 /** An SQL string literal (the embedder id is ours, but a configured model name may contain anything). */
 const literal = (s: string) => `'${s.replaceAll("'", "''")}'`
-const round = (x: number) => Math.round(x * 1e7) / 1e7
-const vectorText = (mode: IndexMode, v: Float32Array) => {
-  const body = Array.from(v, round).join(",")
-  return mode === "pgvector-hnsw" ? `[${body}]` : `{${body}}`
-}
+/** The vector as SQL text, components rounded to 7 decimals (VectorText.ts). */
+const vectorText = (mode: IndexMode, v: Float32Array) =>
+  mode === "pgvector-hnsw" ? vectorLiteral(v, "[", "]") : vectorLiteral(v, "{", "}")
 
 /** Words of a query for the OR-ed full-text query: alphanumerics only, identifiers split, so it always parses. */
 export const orQueryText = (input: string) => {

@@ -1,3 +1,5 @@
+import { chunkMemo, chunkWords } from "./Tokenize.ts"
+
 /**
  * A small thesaurus of how agent runs talk about the same thing in different words (operations, errors, auth,
  * payments, bookings, messaging, code, data). General-purpose word vectors place many of these apart ("book"
@@ -5,7 +7,7 @@
  * to the embedding and to the full-text vector alike, on the query side and the span side. Words are matched
  * lowercased and whole (after identifiers are split), or by the listed prefix when they end with "*".
  */
-const GROUPS: ReadonlyArray<ReadonlyArray<string>> = [
+export const GROUPS: ReadonlyArray<ReadonlyArray<string>> = [
   ["timeout", "timeouts", "timed", "etimedout", "deadline", "deadlines", "slow", "latency", "hang", "hung", "unresponsive", "stalled"],
   ["giveup", "gave", "giving", "abandon*", "aborted", "abort", "quit", "stopped", "cancelled", "canceled"],
   ["retry", "retries", "retried", "retrying", "attempt", "attempts", "backoff", "reattempt"],
@@ -61,20 +63,43 @@ for (const group of GROUPS) {
   }
 }
 
+/** The prefixes by their first char (in their order), so that most words are checked against none. */
+const prefixesByFirst = new Map<number, Array<[string, string]>>()
+for (const entry of prefixes) {
+  const first = entry[0].charCodeAt(0)
+  prefixesByFirst.set(first, [...(prefixesByFirst.get(first) ?? []), entry])
+}
+
+const NONE: ReadonlyArray<string> = []
+
 /** The group heads a lowercased word belongs to (empty for most words). */
 export const conceptsOf = (word: string): ReadonlyArray<string> => {
-  const found = exact.get(word) ?? []
-  const more = prefixes.filter(([p]) => word.startsWith(p)).map(([, head]) => head)
-  return more.length === 0 ? found : [...new Set([...found, ...more])]
+  const found = exact.get(word) ?? NONE
+  const candidates = prefixesByFirst.get(word.charCodeAt(0))
+  if (candidates === undefined) return found
+  let more: Array<string> | undefined
+  for (const [prefix, head] of candidates) {
+    if (word.startsWith(prefix)) (more ??= []).push(head)
+  }
+  return more === undefined ? found : [...new Set([...found, ...more])]
 }
+
+/** The heads of the words of one chunk of text (see Tokenize.ts), in order, possibly repeated. */
+export const chunkConcepts = (chunk: string, ascii: boolean): ReadonlyArray<string> => {
+  let heads: Array<string> | undefined
+  chunkWords(chunk, ascii, (word) => {
+    for (const head of conceptsOf(word)) (heads ??= []).push(head)
+  }, () => {})
+  return heads ?? NONE
+}
+
+const conceptsOfChunks = chunkMemo(16_384, 48, chunkConcepts)
 
 /** The heads of the groups a text's words belong to, each once, space-separated ("" when none). */
 export const conceptText = (text: string) => {
   const heads = new Set<string>()
-  for (const raw of text.matchAll(/[\p{L}\p{N}]+/gu)) {
-    for (const part of raw[0].matchAll(/\p{Lu}+(?!\p{Ll})|\p{Lu}?\p{Ll}+|\p{N}+|\p{L}+/gu)) {
-      for (const head of conceptsOf(part[0].toLowerCase())) heads.add(head)
-    }
-  }
+  conceptsOfChunks(text, (found) => {
+    for (let i = 0; i < found.length; i++) heads.add(found[i]!)
+  })
   return [...heads].join(" ")
 }

@@ -1,0 +1,72 @@
+/**
+ * The SQL text of a vector: its components rounded to 7 decimals, comma-separated, between `open` and `close`
+ * ("[…]" for pgvector, "{…}" for real[]). The same string as
+ * `open + Array.from(v, (x) => Math.round(x * 1e7) / 1e7).join(",") + close`, written digit by digit into a
+ * byte buffer instead of formatting 256 doubles (test/layers/tokenize.test.ts compares the two).
+ *
+ * Why the digits are those of `String(k / 1e7)` for an integer k with |k| ≤ 1e7: k·10⁻⁷ has at most 8
+ * significant digits, so it is the shortest decimal that reads back as the double k / 1e7, which is what
+ * `String` prints: "0" for 0, "d.ddddddd" without trailing zeros, and exponent notation below 1e-6
+ * ("3e-7" for k = 3). Anything else (|x| > 1, NaN, infinities) is formatted by `String` itself.
+ */
+let buffer = new Uint8Array(4096)
+const decoder = new TextDecoder()
+
+const ZERO = 48
+const MINUS = 45
+const DOT = 46
+
+export const vectorLiteral = (v: ArrayLike<number>, open: string, close: string): string => {
+  // At most 11 bytes a component on the fast path ("-0.1234567,"); a slow one is measured when written.
+  if (buffer.length < v.length * 12 + 16) buffer = new Uint8Array(v.length * 24 + 16)
+  let at = 0
+  for (let i = 0; i < v.length; i++) {
+    if (i > 0) buffer[at++] = 44 // ","
+    const k = Math.round(v[i]! * 1e7)
+    if (k === 0) {
+      buffer[at++] = ZERO
+      continue
+    }
+    if (!(k >= -1e7 && k <= 1e7)) {
+      const s = String(k / 1e7)
+      if (buffer.length < at + s.length + v.length * 12 + 16) {
+        const larger = new Uint8Array((at + s.length + v.length * 12 + 16) * 2)
+        larger.set(buffer.subarray(0, at))
+        buffer = larger
+      }
+      for (let c = 0; c < s.length; c++) buffer[at++] = s.charCodeAt(c)
+      continue
+    }
+    // An integer of at most 8 digits from here on: int32 arithmetic.
+    let n = k | 0
+    if (n < 0) {
+      buffer[at++] = MINUS
+      n = -n
+    }
+    if (n === 10_000_000) {
+      buffer[at++] = ZERO + 1
+    } else if (n < 10) {
+      buffer[at++] = ZERO + n
+      buffer[at++] = 101 // "e"
+      buffer[at++] = MINUS
+      buffer[at++] = ZERO + 7
+    } else {
+      buffer[at++] = ZERO
+      buffer[at++] = DOT
+      let width = 7
+      let q = (n / 10) | 0
+      while (n === q * 10) {
+        n = q
+        q = (n / 10) | 0
+        width--
+      }
+      for (let p = at + width - 1; p >= at; p--) {
+        q = (n / 10) | 0
+        buffer[p] = ZERO + n - q * 10
+        n = q
+      }
+      at += width
+    }
+  }
+  return open + decoder.decode(buffer.subarray(0, at)) + close
+}
