@@ -8,6 +8,8 @@
  * 3. Ceiling: bare PostgreSQL `COPY ... FROM STDIN` of as many spans of the same shape and payload sizes into
  *    `spans_copy (LIKE spans INCLUDING ALL)` (same columns, primary key and index, no foreign key) over
  *    BENCH_CONCURRENCY connections, one COPY of BENCH_SPANS rows per trace the API took.
+ * 3b. SQL ceiling: the server's own span statement (`INSERT … SELECT … FROM jsonb_to_recordset`) of the same rows
+ *    into `spans_insert (LIKE spans INCLUDING ALL)`, one statement of BENCH_SPANS rows per trace, same connections.
  * 4. Detail: GET /api/v1/traces/{id} of a BENCH_DETAIL_SPANS-span trace, BENCH_DETAIL_REQUESTS sequential
  *    requests, beside a bare `SELECT * FROM spans WHERE trace_id = $1` of the same rows.
  * 5. Prints a markdown table; drops the database and stops the server (also on error or Ctrl-C).
@@ -18,10 +20,13 @@
  */
 import { availableParallelism } from "node:os"
 import pg from "pg"
+import { SPAN_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } from "#layers/traces/SpanRecords"
 import { copyCeiling, copyText } from "./Copy.ts"
 import {
   commandLine,
   connect,
+  connectMany,
+  type CoresBusy,
   cpuMeter,
   filler,
   fmtCores,
@@ -160,6 +165,10 @@ const copyRows = (accountId: string, spanCount: number) => {
 
 // ---------------------------------------------------------------------------------------------- phases
 
+/** Microseconds of CPU per span, from cores busy at a rate of spans/s: "server / postgres / client". */
+const perSpan = (cpu: CoresBusy, spansPerSecond: number) =>
+  [cpu.server, cpu.postgres, cpu.client].map((cores) => ((cores / spansPerSecond) * 1e6).toFixed(0)).join(" / ")
+
 interface Throughput {
   readonly traces: number
   readonly seconds: number
@@ -228,6 +237,36 @@ const copyCeilingOf = (
     concurrency,
     batch: () => copyRows(accountId, spanCount)
   })
+
+/**
+ * The SQL ceiling: the server's own span INSERT (`INSERT … SELECT … FROM jsonb_to_recordset`, SpanRecords.ts) of
+ * the same rows, `batches` statements of `spanCount` spans over `concurrency` connections, straight from pg.
+ */
+const insertCeiling = async (databaseUrl: string, serverPid: number, accountId: string, batches: number, concurrency: number, spanCount: number) => {
+  const clients = await connectMany(databaseUrl, concurrency)
+  const text = `INSERT INTO spans_insert (trace_id, account_id, ${SPAN_COLUMNS})
+    SELECT $1::uuid, $2::uuid, ${SPAN_RECORD_VALUES} FROM jsonb_to_recordset($3::jsonb) AS x(${SPAN_RECORD_COLUMNS})`
+  const run = (client: pg.Client) =>
+    client.query(text, [crypto.randomUUID(), accountId, toRecordsJson(makeSpans(spanCount, (clock += 60_000)) as never)])
+  try {
+    await Promise.all(clients.map(run))
+    let next = 0
+    let rows = 0
+    const cpu0 = CPU.snapshot(serverPid)
+    const start = performance.now()
+    await Promise.all(clients.map(async (client) => {
+      while (next < batches) {
+        next++
+        const result = await run(client)
+        rows += result.rowCount ?? 0
+      }
+    }))
+    const seconds = (performance.now() - start) / 1000
+    return { rows, seconds, cpu: CPU.busy(cpu0, CPU.snapshot(serverPid)) }
+  } finally {
+    await Promise.all(clients.map((c) => c.end().catch(() => {})))
+  }
+}
 
 const detail = async (url: string, databaseUrl: string, serverPid: number, spanCount: number, requests: number) => {
   const body = makeTraceBody(spanCount)
@@ -314,6 +353,11 @@ const main = async () => {
   const copySpansPerSecond = copy.rows / copy.seconds
   const copyBatchesPerSecond = copy.batches / copy.seconds
   const copyLatency = latencyStats(copy.latencies)
+  await db.query("CREATE TABLE spans_insert (LIKE spans INCLUDING ALL)")
+  await db.query("CHECKPOINT")
+  log(`ceiling: ${api.traces} INSERT … jsonb_to_recordset statements of ${SPANS} rows into spans_insert over ${CONCURRENCY} connections`)
+  const insert = await insertCeiling(databaseUrl, server.pid, accountId, api.traces, CONCURRENCY, SPANS)
+  const insertSpansPerSecond = insert.rows / insert.seconds
 
   log(`detail: GET /api/v1/traces/{id} of a ${DETAIL_SPANS}-span trace, ${DETAIL_REQUESTS} sequential requests`)
   const read = await detail(server.url, databaseUrl, server.pid, DETAIL_SPANS, DETAIL_REQUESTS)
@@ -355,6 +399,13 @@ const main = async () => {
       "—",
       fmtRatio(spansRatio)
     ],
+    [
+      "Bare INSERT … jsonb_to_recordset (the server's span statement) spans/s",
+      `${fmtInt(insertSpansPerSecond)} spans/s`,
+      "—",
+      `${fmtInt(copySpansPerSecond)} spans/s (COPY)`,
+      fmtRatio(insertSpansPerSecond / copySpansPerSecond)
+    ],
     ["POST /api/v1/traces latency p50", fmtMs(apiLatency.p50), "—", `${fmtMs(copyLatency.p50)} (COPY)`, fmtRatio(copyLatency.p50 / apiLatency.p50)],
     ["POST /api/v1/traces latency p99", fmtMs(apiLatency.p99), "—", `${fmtMs(copyLatency.p99)} (COPY)`, fmtRatio(copyLatency.p99 / apiLatency.p99)],
     [
@@ -383,9 +434,10 @@ const main = async () => {
     `- Ceiling: the same number of spans, same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY.`,
     `- Detail: ${DETAIL_REQUESTS} sequential GETs after 20 warm-up ones, ${(read.responseBytes / 1024).toFixed(0)} KiB responses; ceiling \`SELECT * FROM spans WHERE trace_id = $1\` through pg.`,
     `- CPU, average cores busy of ${availableParallelism()} (server process / all postgres processes / this client / anything else): ` +
-    ([["ingest", ingestCpu], ["COPY", copy.cpu], ["GET detail", read.cpu]] as const)
+    ([["ingest", ingestCpu], ["COPY", copy.cpu], ["INSERT", insert.cpu], ["GET detail", read.cpu]] as const)
       .map(([name, cpu]) => `${name} ${fmtCores(cpu)}`)
       .join("; ") + ".",
+    `- CPU per span written (server / PostgreSQL / client, µs): API ${perSpan(ingestCpu, apiSpansPerSecond)}; bare INSERT ${perSpan(insert.cpu, insertSpansPerSecond)}; COPY ${perSpan(copy.cpu, copySpansPerSecond)}.`,
     "- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value)."
   ]
   console.log(lines.join("\n"))
