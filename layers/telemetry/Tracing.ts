@@ -12,7 +12,7 @@ export const TracingLive = Layer.unwrapEffect(
     const endpoint = yield* Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT"))
     const serviceName = yield* Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("tapedeck"))
     return Option.match(endpoint, {
-      onNone: () => Layer.empty,
+      onNone: () => Layer.setTracerEnabled(false),
       onSome: (baseUrl) =>
         Otlp.layerJson({ baseUrl, resource: { serviceName, serviceVersion: pkg.version } }).pipe(
           Layer.provide(FetchHttpClient.layer)

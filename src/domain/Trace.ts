@@ -4,7 +4,7 @@ import { ProjectId, TraceId } from "./Ids.ts"
 import { Instant } from "./Instant.ts"
 import { Amount, Count, JsonObject, JsonValue, Text } from "./Json.ts"
 import { Span } from "./Span.ts"
-import { SpanPayload } from "./SpanDecoding.ts"
+import { spanBatchPayload } from "./SpanDecoding.ts"
 
 export const TraceStatus = Schema.Literal("running", "completed", "failed")
 export type TraceStatus = typeof TraceStatus.Type
@@ -15,7 +15,7 @@ export const MAX_SPANS_PER_REQUEST = 1000
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
-export const SpanBatch = Schema.Array(SpanPayload).pipe(Schema.maxItems(MAX_SPANS_PER_REQUEST))
+export const SpanBatch = spanBatchPayload(MAX_SPANS_PER_REQUEST)
 
 /** Body of POST /api/v1/traces (strict: unknown fields are refused). */
 export const CreateTraceRequest = Schema.Struct({
