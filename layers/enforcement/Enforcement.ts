@@ -1,11 +1,10 @@
-import { SqlClient } from "@effect/sql"
-import { DateTime, Effect } from "effect"
+import { DateTime, Effect, Runtime, Schedule } from "effect"
 import { type EnforcementCheckRequest, type EnforcementDecision, PolicyStateUnavailable } from "#src/domain/Enforcement"
-import { type AccountId, SpanId } from "#src/domain/Ids"
-import type { ProposedAction } from "#src/domain/PolicyEvaluation"
+import { type AccountId, SpanId, type TraceId } from "#src/domain/Ids"
+import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
 import { AppConfig } from "../config/AppConfig.ts"
 import { Traces } from "../traces/Traces.ts"
-import { PolicyStore } from "./PolicyStore.ts"
+import { type DecisionAudit, PolicyStore } from "./PolicyStore.ts"
 
 const toAction = (request: EnforcementCheckRequest): ProposedAction => ({
   runId: request.run_id,
@@ -18,73 +17,116 @@ const toAction = (request: EnforcementCheckRequest): ProposedAction => ({
   stepIndex: request.step_index
 })
 
+const toDecision = (evaluation: Evaluation): EnforcementDecision =>
+  evaluation.holdId
+    ? {
+      verdict: evaluation.verdict,
+      policy_id: evaluation.policy?.id ?? null,
+      policy_type: evaluation.policy?.type ?? null,
+      reason: evaluation.reason,
+      hold_id: evaluation.holdId
+    }
+    : {
+      verdict: evaluation.verdict,
+      policy_id: evaluation.policy?.id ?? null,
+      policy_type: evaluation.policy?.type ?? null,
+      reason: evaluation.reason
+    }
+
+const newAudit = (request: EnforcementCheckRequest): DecisionAudit => ({
+  decisionId: crypto.randomUUID(),
+  traceId: request.trace_id,
+  startedAt: performance.now(),
+  abandoned: false
+})
+
+/**
+ * How a fail-closed block is recorded when the store is (still) unreachable: again and again, at most 5 s apart,
+ * for up to an hour; the record is idempotent. Past MAX_PENDING_RECORDS waiting at once, a block is logged instead.
+ */
+const RECORD_RETRY = Schedule.exponential("50 millis").pipe(
+  Schedule.union(Schedule.spaced("5 seconds")),
+  Schedule.upTo("1 hour")
+)
+const MAX_PENDING_RECORDS = 100_000
+
 /**
  * Pre-call enforcement. `decide` either decides or fails with PolicyStateUnavailable: it never guesses.
  * `check` is the one place that turns that error into a verdict, and the verdict is block.
+ *
+ * The hot path stays lean on purpose (no span per call, one fiber for the store's work): a check is meant to cost
+ * well under a millisecond of this process's time.
  */
 export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforcement", {
   effect: Effect.gen(function*() {
     const store = yield* PolicyStore
-    const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const traces = yield* Traces
-
-    /** Decides, or fails with PolicyStateUnavailable (a store error or a timeout). */
-    const decide = Effect.fn("Enforcement.decide")(function*(
-      accountId: AccountId,
-      request: EnforcementCheckRequest,
-      startedAt: number = performance.now(),
-      decisionId: string = crypto.randomUUID()
-    ) {
-      const action = toAction(request)
-      const audit = { decisionId, traceId: request.trace_id, startedAt }
-      const evaluation = yield* store.policies(accountId).pipe(
-        Effect.flatMap((policies) => store.decideAtomically(accountId, action, policies, audit)),
-        // The deadline must hold even when stopping the work is slow (cancelling a pg query needs another pool
-        // connection): the interruption finishes in the background.
-        Effect.disconnect,
-        Effect.timeoutFail({
-          duration: `${config.enforcementTimeoutMs} millis`,
-          onTimeout: () => new PolicyStateUnavailable({ reason: `no answer within ${config.enforcementTimeoutMs} ms` })
-        })
-      )
-      return {
-        verdict: evaluation.verdict,
-        policy_id: evaluation.policy?.id ?? null,
-        policy_type: evaluation.policy?.type ?? null,
-        reason: evaluation.reason,
-        ...(evaluation.holdId ? { hold_id: evaluation.holdId } : {})
-      } satisfies EnforcementDecision
-    })
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const timeoutMs = config.enforcementTimeoutMs
 
     /**
-     * A fail-closed block, recorded off the hot path (the store may be the thing that is down). A decision the store
-     * finished after the deadline has the same id: the block replaces it, since the block is what was answered.
+     * The store's work for one check, against the deadline. The work runs in a fiber of its own and is never
+     * interrupted: past the deadline the caller is answered and the work goes on to its end in the background
+     * (stopping a query would need `pg_cancel_backend`, which can hit whatever that connection runs next). The
+     * `abandoned` flag tells the work to start no further attempt; `recordFailClosed` settles what it did.
      */
-    const recordFailClosed = (
-      accountId: AccountId,
-      request: EnforcementCheckRequest,
-      decisionId: string,
-      decision: EnforcementDecision,
-      latencyMs: number
-    ) =>
-      sql`
-        INSERT INTO enforcement_decisions (id, account_id, run_id, trace_id, step_index, tool_name, model, verdict,
-                                           policy_id, policy_type, hold_id, reason, latency_ms)
-        VALUES (${decisionId}, ${accountId}, ${request.run_id}, ${request.trace_id ?? null},
-                ${request.step_index ?? null}, ${request.tool_name ?? null}, ${request.model ?? null},
-                ${decision.verdict}, null, null, null, ${decision.reason}, ${latencyMs})
-        ON CONFLICT (id) DO UPDATE SET verdict = EXCLUDED.verdict, policy_id = NULL, policy_type = NULL, hold_id = NULL,
-                                       reason = EXCLUDED.reason, latency_ms = EXCLUDED.latency_ms`.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("could not record an enforcement decision", cause)),
+    const withinDeadline = (accountId: AccountId, action: ProposedAction, audit: DecisionAudit) =>
+      Effect.async<Evaluation, PolicyStateUnavailable>((resume) => {
+        let settled = false
+        const timer = setTimeout(() => {
+          if (settled) return
+          settled = true
+          audit.abandoned = true
+          resume(Effect.fail(new PolicyStateUnavailable({ reason: `no answer within ${timeoutMs} ms` })))
+        }, timeoutMs)
+        runFork(Effect.flatMap(store.policies(accountId), (policies) => store.decideAtomically(accountId, action, policies, audit)))
+          .addObserver((exit) => {
+            if (settled) return
+            settled = true
+            clearTimeout(timer)
+            resume(exit)
+          })
+        // An interrupted check (the client went away) was not answered: its work may still record what it decides.
+        return Effect.sync(() => {
+          settled = true
+          clearTimeout(timer)
+        })
+      })
+
+    /** Decides, or fails with PolicyStateUnavailable (a store error or a timeout). */
+    const decide = (accountId: AccountId, request: EnforcementCheckRequest, audit: DecisionAudit = newAudit(request)) =>
+      Effect.map(withinDeadline(accountId, toAction(request), audit), toDecision)
+
+    let pendingRecords = 0
+    /**
+     * A fail-closed block, recorded off the hot path (the store may be the thing that is down) and retried until it
+     * is stored: every answered check has its record. The record takes over the decision's id, so whatever the
+     * timed-out work stored meanwhile is replaced (and an allow's counters taken back).
+     */
+    const recordFailClosed = (accountId: AccountId, request: EnforcementCheckRequest, audit: DecisionAudit, reason: string) => {
+      const latencyMs = performance.now() - audit.startedAt
+      if (pendingRecords >= MAX_PENDING_RECORDS) {
+        return Effect.logError("too many fail-closed decisions waiting to be recorded: one is dropped").pipe(
+          Effect.annotateLogs({ decisionId: audit.decisionId, runId: request.run_id })
+        )
+      }
+      pendingRecords++
+      return store.recordFailClosed(accountId, toAction(request), audit, reason, latencyMs).pipe(
+        Effect.retry(RECORD_RETRY),
+        Effect.catchAllCause((cause) =>
+          Effect.logError("could not record a fail-closed enforcement decision", cause).pipe(
+            Effect.annotateLogs({ decisionId: audit.decisionId, runId: request.run_id })
+          )
+        ),
+        Effect.ensuring(Effect.sync(() => pendingRecords--)),
         Effect.forkDaemon
       )
+    }
 
     /** The trace a check names tells the whole story: a block or hold becomes an action span of it (if owned). */
-    const traceDecision = (accountId: AccountId, request: EnforcementCheckRequest, decision: EnforcementDecision) =>
+    const traceDecision = (accountId: AccountId, request: EnforcementCheckRequest, decision: EnforcementDecision, traceId: TraceId) =>
       Effect.gen(function*() {
-        const traceId = request.trace_id
-        if (traceId === undefined || decision.verdict === "allow") return
         const now = DateTime.unsafeMake(Date.now())
         const span = {
           id: SpanId.make(crypto.randomUUID()),
@@ -104,24 +146,29 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
         Effect.forkDaemon
       )
 
+    const answered = (accountId: AccountId, request: EnforcementCheckRequest, decision: EnforcementDecision) =>
+      request.trace_id === undefined || decision.verdict === "allow"
+        ? Effect.succeed(decision)
+        : Effect.as(traceDecision(accountId, request, decision, request.trace_id), decision)
+
     /** Fail-closed: the one place where PolicyStateUnavailable becomes a verdict. */
-    const check = Effect.fn("Enforcement.check")(function*(accountId: AccountId, request: EnforcementCheckRequest) {
-      const started = performance.now()
-      const decisionId = crypto.randomUUID()
-      const decision = yield* decide(accountId, request, started, decisionId).pipe(
-        Effect.catchTag("PolicyStateUnavailable", (e) => {
-          const block: EnforcementDecision = {
-            verdict: "block",
-            policy_id: null,
-            policy_type: null,
-            reason: `policy state unavailable: ${e.reason}`
+    const check = (accountId: AccountId, request: EnforcementCheckRequest) =>
+      Effect.suspend(() => {
+        const audit = newAudit(request)
+        return Effect.matchEffect(decide(accountId, request, audit), {
+          onSuccess: (decision) => answered(accountId, request, decision),
+          onFailure: (e) => {
+            audit.abandoned = true
+            const block: EnforcementDecision = {
+              verdict: "block",
+              policy_id: null,
+              policy_type: null,
+              reason: `policy state unavailable: ${e.reason}`
+            }
+            return Effect.zipRight(recordFailClosed(accountId, request, audit, block.reason), answered(accountId, request, block))
           }
-          return Effect.as(recordFailClosed(accountId, request, decisionId, block, performance.now() - started), block)
         })
-      )
-      yield* traceDecision(accountId, request, decision)
-      return decision
-    })
+      })
 
     return { decide, check } as const
   }),

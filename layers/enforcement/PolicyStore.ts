@@ -11,6 +11,11 @@ export interface DecisionAudit {
   readonly traceId: string | undefined
   /** `performance.now()` when the check began: the record's latency runs from there to the write. */
   readonly startedAt: number
+  /**
+   * Set by the caller once it has answered without waiting for this decision (a fail-closed block): the store
+   * then starts no further attempt, so that nothing it writes later can disagree with the answer.
+   */
+  abandoned: boolean
 }
 
 /**
@@ -30,6 +35,19 @@ export class PolicyStore extends Context.Tag("tapedeck/PolicyStore")<PolicyStore
     policies: ReadonlyArray<Policy>,
     audit: DecisionAudit
   ) => Effect.Effect<Evaluation, PolicyStateUnavailable>
+  /**
+   * Records a fail-closed block as the decision `audit.decisionId`, whatever became of the attempt to decide it:
+   * if that attempt stored an allow after all, the allow is replaced and its counters are taken back, and no
+   * attempt still under way can store anything afterwards. Idempotent: the caller retries it until it succeeds.
+   */
+  readonly recordFailClosed: (
+    accountId: AccountId,
+    action: ProposedAction,
+    audit: DecisionAudit,
+    reason: string,
+    /** From the check's start to the answer (the record keeps the latency of the answer given). */
+    latencyMs: number
+  ) => Effect.Effect<void, PolicyStateUnavailable>
   /** Forgets the cached policies of the account here and on the other instances. */
   readonly invalidate: (accountId: AccountId) => Effect.Effect<void>
 }>() {}

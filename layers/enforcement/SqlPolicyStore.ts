@@ -5,10 +5,12 @@ import { PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { Policy, PolicyType } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import {
+  type ActionRecord,
   EMPTY_RUN,
   evaluate,
   type Evaluation,
   type HoldState,
+  MAX_RECENT,
   needsApproval,
   type ProposedAction,
   type RunState
@@ -18,6 +20,13 @@ import { type DecisionAudit, PolicyStore } from "./PolicyStore.ts"
 const CHANNEL = "tapedeck_guardrails"
 /** A safety net for a missed notification: cached policies are reloaded at least this often. */
 const CACHE_TTL_MS = 30_000
+/** Runs whose last known state this instance keeps (least recently used out first), and their recent actions in all. */
+const MAX_CACHED_RUNS = 10_000
+const MAX_CACHED_RECENT = 200_000
+/** Optimistic attempts before a run this contended takes the lock instead. */
+const OPTIMISTIC_ATTEMPTS = 4
+
+const NO_HOLDS: ReadonlyMap<string, HoldState> = new Map()
 
 const unavailable = (e: unknown) =>
   new PolicyStateUnavailable({ reason: e instanceof Error ? e.message.slice(0, 200) : "the policy store failed" })
@@ -28,7 +37,7 @@ const unavailable = (e: unknown) =>
  */
 const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, PolicyStateUnavailable, R> =>
   effect.pipe(
-    Effect.mapError(unavailable),
+    Effect.mapError((e) => (e instanceof PolicyStateUnavailable ? e : unavailable(e))),
     Effect.catchAllDefect((defect) => (defect instanceof SqlError.SqlError ? Effect.fail(unavailable(defect)) : Effect.die(defect)))
   )
 
@@ -41,18 +50,104 @@ interface PolicyRow {
   readonly created_at: Date
 }
 
-/** Policy state in PostgreSQL: policies cached per account, run counters locked per run. */
+/** A run as this instance last saw it: its counters and the row version (`xmin`) they belong to. */
+interface KnownRun {
+  readonly run: RunState
+  readonly version: string
+}
+
+/**
+ * What a check's statement answers: `written` with the row's new counters and version; or not written, with the
+ * row as it is now (no row at all: not written and the run does not exist yet).
+ */
+interface WriteResult {
+  readonly written: boolean
+  readonly spent_usd: number | null
+  readonly tokens: number | null
+  readonly recent: ReadonlyArray<ActionRecord> | null
+  readonly version: string | null
+}
+
+// ---------------------------------------------------------------------------------------------- statements
+//
+// One statement per check attempt, with `$n` parameters. $1…$13 are the decision's record; the statement kinds add their own after it. Each
+// statement also answers the run's current row when it did not write, so a retry needs no read of its own.
+
+const DECISION_COLUMNS =
+  "(id, account_id, run_id, trace_id, step_index, tool_name, model, verdict, policy_id, policy_type, hold_id, reason, latency_ms)"
+/**
+ * The latency recorded: from the check's start to its statement being sent ($13), plus the statement's own time in
+ * PostgreSQL up to this row. Waiting for a free connection in this process and the commit are not in it.
+ */
+const DECISION_VALUES = `$3::uuid, $1::uuid, $2::text, $4::uuid, $5::bigint, $6::text, $7::text, $8::text, $9::uuid,
+  $10::text, $11::uuid, $12::text,
+  $13::float8 + 1000 * extract(epoch FROM clock_timestamp() - statement_timestamp())::float8`
+const CURRENT = `cur AS (
+  SELECT spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, recent, xmin::text AS version
+  FROM enforcement_runs WHERE account_id = $1::uuid AND run_id = $2::text)`
+const WRITTEN = "spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, xmin::text AS version"
+const ANSWER = `SELECT true AS written, spent_usd, tokens, NULL::jsonb AS recent, version FROM w
+  UNION ALL
+  SELECT false, spent_usd, tokens, recent, version FROM cur WHERE NOT EXISTS (SELECT 1 FROM w)`
+/** `recent` with one more action, keeping the last MAX_RECENT (as `evaluate` does). */
+const APPENDED = `CASE WHEN jsonb_array_length(recent) < ${MAX_RECENT} THEN recent
+  ELSE jsonb_path_query_array(recent, '$[last - ${MAX_RECENT - 2} to last]') END || $17::text::jsonb`
+
+/** Allow on a run at version $14: the counters advance only if the row is still that version, with the record. */
+const ALLOW_EXISTING = `WITH ${CURRENT},
+w AS (
+  UPDATE enforcement_runs SET spent_usd = spent_usd + $15::numeric, tokens = tokens + $16::bigint,
+         recent = ${APPENDED}, updated_at = now()
+  WHERE account_id = $1::uuid AND run_id = $2::text AND xmin::text = $14::text
+  RETURNING ${WRITTEN}),
+d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${DECISION_VALUES} FROM w ON CONFLICT (id) DO NOTHING)
+${ANSWER}`
+
+/** Allow on a run not seen yet: its row is created with the counters, with the record, unless it exists by now. */
+const ALLOW_NEW = `WITH ${CURRENT},
+w AS (
+  INSERT INTO enforcement_runs (account_id, run_id, spent_usd, tokens, recent)
+  VALUES ($1::uuid, $2::text, $14::numeric, $15::bigint, $16::text::jsonb)
+  ON CONFLICT (account_id, run_id) DO NOTHING
+  RETURNING ${WRITTEN}),
+d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${DECISION_VALUES} FROM w ON CONFLICT (id) DO NOTHING)
+${ANSWER}`
+
+/** Block: only the record, and only if the run is still the version evaluated ($14, NULL for no row yet). */
+const BLOCK = `WITH ${CURRENT},
+w AS (
+  INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${DECISION_VALUES}
+  WHERE CASE WHEN $14::text IS NULL THEN NOT EXISTS (SELECT 1 FROM cur)
+             ELSE EXISTS (SELECT 1 FROM cur WHERE version = $14::text) END
+  ON CONFLICT (id) DO NOTHING
+  RETURNING NULL::float8 AS spent_usd, NULL::float8 AS tokens, NULL::text AS version)
+${ANSWER}`
+
+/** A statement runner: `$n` parameters in, rows out, every failure PolicyStateUnavailable. */
+type Run = <A>(text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, PolicyStateUnavailable>
+
+/** Policy state in PostgreSQL: policies cached per account, run counters written optimistically per run. */
 export const SqlPolicyStoreLive = Layer.scoped(
   PolicyStore,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    const run: Run = (text, params) => orUnavailable(sql.unsafe<any>(text, params))
+
+    // ------------------------------------------------------------------------------------------ policies
+
     const cache = new Map<string, { readonly policies: ReadonlyArray<Policy>; readonly loadedAt: number }>()
+    /** Bumped by every invalidation: a load that began before one is not kept (it may predate the change). */
+    let generation = 0
+    const forget = (accountId: string) => {
+      generation++
+      cache.delete(accountId)
+    }
 
     // Several instances: a change anywhere clears this instance's copy (PGlite is one process: no need).
     if (Option.isSome(pg)) {
       yield* pg.value.listen(CHANNEL).pipe(
-        Stream.runForEach((accountId) => Effect.sync(() => cache.delete(accountId))),
+        Stream.runForEach((accountId) => Effect.sync(() => forget(accountId))),
         Effect.catchAllCause((cause) => Effect.logWarning("guardrail invalidation listener stopped", cause)),
         Effect.forkScoped
       )
@@ -75,20 +170,111 @@ export const SqlPolicyStoreLive = Layer.scoped(
         )
       )
 
-    const policies = (accountId: AccountId) =>
-      Effect.gen(function*() {
-        const cached = cache.get(accountId)
-        if (cached && Date.now() - cached.loadedAt < CACHE_TTL_MS) return cached.policies
-        const loaded = yield* load(accountId)
-        cache.set(accountId, { policies: loaded, loadedAt: Date.now() })
-        return loaded
+    const policies = (accountId: AccountId): Effect.Effect<ReadonlyArray<Policy>, PolicyStateUnavailable> => {
+      const cached = cache.get(accountId)
+      if (cached !== undefined && Date.now() - cached.loadedAt < CACHE_TTL_MS) return Effect.succeed(cached.policies)
+      return Effect.suspend(() => {
+        const startedIn = generation
+        return load(accountId).pipe(
+          Effect.tap((loaded) => {
+            if (generation === startedIn) cache.set(accountId, { policies: loaded, loadedAt: Date.now() })
+          })
+        )
       }).pipe(orUnavailable)
+    }
 
     const invalidate = (accountId: AccountId) =>
-      Effect.sync(() => cache.delete(accountId)).pipe(
+      Effect.sync(() => forget(accountId)).pipe(
         Effect.zipRight(Option.isSome(pg) ? Effect.asVoid(sql`SELECT pg_notify(${CHANNEL}, ${accountId})`) : Effect.void),
         Effect.ignore
       )
+
+    // ------------------------------------------------------------------------------------------ runs
+
+    // The last state seen of recent runs. Only a guess: every write is conditional on the row's version, so a stale
+    // entry (another instance wrote since) costs one more statement, never a wrong count.
+    const runs = new Map<string, KnownRun>()
+    let cachedRecent = 0
+    const runKey = (accountId: AccountId, runId: string) => `${accountId}\u0000${runId}`
+    const remember = (key: string, known: KnownRun | undefined) => {
+      const old = runs.get(key)
+      if (old !== undefined) {
+        runs.delete(key)
+        cachedRecent -= old.run.recent.length
+      }
+      if (known === undefined) return
+      runs.set(key, known)
+      cachedRecent += known.run.recent.length
+      while (runs.size > MAX_CACHED_RUNS || cachedRecent > MAX_CACHED_RECENT) {
+        const [oldestKey, oldest] = runs.entries().next().value!
+        runs.delete(oldestKey)
+        cachedRecent -= oldest.run.recent.length
+      }
+    }
+
+    const decisionParams = (
+      accountId: AccountId,
+      action: ProposedAction,
+      audit: DecisionAudit,
+      evaluation: Pick<Evaluation, "verdict" | "policy" | "reason" | "holdId">,
+      latencyMs: number = performance.now() - audit.startedAt
+    ) => [
+      accountId,
+      action.runId,
+      audit.decisionId,
+      audit.traceId ?? null,
+      action.stepIndex ?? null,
+      action.toolName ?? null,
+      action.model ?? null,
+      evaluation.verdict,
+      evaluation.policy?.id ?? null,
+      evaluation.policy?.type ?? null,
+      evaluation.holdId ?? null,
+      evaluation.reason,
+      latencyMs
+    ]
+
+    const lastRecord = (next: RunState) => JSON.stringify(next.recent.slice(-1))
+
+    /**
+     * Optimistic path, for checks that no approval policy concerns: evaluate against the run as last seen, then one
+     * statement writes the decision (and on allow the counters) only if the row is still that version. When it is
+     * not, the statement answers the row as it is, and the next attempt evaluates against that.
+     */
+    const decideOptimistically = (accountId: AccountId, action: ProposedAction, list: ReadonlyArray<Policy>, audit: DecisionAudit) =>
+      Effect.gen(function*() {
+        const key = runKey(accountId, action.runId)
+        let known = runs.get(key)
+        for (let attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
+          if (audit.abandoned) return yield* new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
+          const evaluation = evaluate(list, action, known?.run ?? EMPTY_RUN, NO_HOLDS, Date.now())
+          const params = decisionParams(accountId, action, audit, evaluation)
+          const next = evaluation.verdict === "allow" ? evaluation.next : undefined
+          let text: string
+          if (next === undefined) {
+            text = BLOCK
+            params.push(known?.version ?? null)
+          } else if (known === undefined) {
+            text = ALLOW_NEW
+            params.push(String(action.proposedUsd ?? 0), action.proposedTokens ?? 0, JSON.stringify(next.recent))
+          } else {
+            text = ALLOW_EXISTING
+            params.push(known.version, String(action.proposedUsd ?? 0), action.proposedTokens ?? 0, lastRecord(next))
+          }
+          const row = (yield* run<WriteResult>(text, params))[0]
+          if (row?.written) {
+            if (next !== undefined) {
+              remember(key, { run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: next.recent }, version: row.version! })
+            }
+            return evaluation
+          }
+          known = row === undefined
+            ? undefined
+            : { run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] }, version: row.version! }
+          remember(key, known)
+        }
+        return undefined
+      })
 
     const holdsFor = (accountId: AccountId, action: ProposedAction) =>
       sql<{ id: string; policy_id: string; status: HoldState["status"]; reason: string | null; expires_at: Date | null; consumed: boolean }>`
@@ -111,71 +297,13 @@ export const SqlPolicyStoreLive = Layer.scoped(
         )
       )
 
-    /** The decision's row, as parameters cast for an `INSERT … SELECT` (where a bare parameter would be text). */
-    const decisionRow = (accountId: AccountId, action: ProposedAction, audit: DecisionAudit, evaluation: Evaluation) =>
-      sql`SELECT ${audit.decisionId}::uuid, ${accountId}::uuid, ${action.runId}::text, ${audit.traceId ?? null}::uuid,
-                 ${action.stepIndex ?? null}::bigint, ${action.toolName ?? null}::text, ${action.model ?? null}::text,
-                 ${evaluation.verdict}::text, ${evaluation.policy?.id ?? null}::uuid, ${evaluation.policy?.type ?? null}::text,
-                 ${evaluation.holdId ?? null}::uuid, ${evaluation.reason}::text,
-                 ${performance.now() - audit.startedAt}::float8`
-
-    const DECISION_COLUMNS = sql.literal(
-      "(id, account_id, run_id, trace_id, step_index, tool_name, model, verdict, policy_id, policy_type, hold_id, reason, latency_ms)"
-    )
-
-    const recordDecision = (accountId: AccountId, action: ProposedAction, audit: DecisionAudit, evaluation: Evaluation) =>
-      sql`INSERT INTO enforcement_decisions ${DECISION_COLUMNS} ${decisionRow(accountId, action, audit, evaluation)}
-          ON CONFLICT (id) DO NOTHING`
-
-    const counters = (action: ProposedAction, next: RunState) => ({
-      usd: String(action.proposedUsd ?? 0),
-      tokens: action.proposedTokens ?? 0,
-      recent: JSON.stringify(next.recent)
-    })
-
     /**
-     * Optimistic path, for checks that no approval policy concerns: read the run (no lock), evaluate, then write the
-     * counters only if the row is still the version read (its `xmin`), together with the decision, in one statement.
-     * Two round trips and no transaction; `undefined` when another check of the run got in between (read again).
+     * Locked path: the run's row lock held for the transaction (holds to read, open or consume). The record is
+     * written last; if a fail-closed block took this decision's id meanwhile, the whole transaction is undone.
      */
-    const decideOptimistically = (accountId: AccountId, action: ProposedAction, list: ReadonlyArray<Policy>, audit: DecisionAudit) =>
-      Effect.gen(function*() {
-        const rows = yield* sql<{ spent_usd: number; tokens: number; recent: RunState["recent"]; version: string }>`
-          SELECT spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, recent, xmin::text AS version
-          FROM enforcement_runs WHERE account_id = ${accountId} AND run_id = ${action.runId}`
-        const row = rows[0]
-        const run: RunState = row ? { spentUsd: row.spent_usd, tokens: row.tokens, recent: row.recent } : EMPTY_RUN
-        const evaluation = evaluate(list, action, run, new Map(), Date.now())
-        if (evaluation.verdict !== "allow" || !evaluation.next) {
-          yield* recordDecision(accountId, action, audit, evaluation)
-          return evaluation
-        }
-        const c = counters(action, evaluation.next)
-        const written = row
-          ? yield* sql`
-              WITH w AS (
-                UPDATE enforcement_runs SET spent_usd = spent_usd + ${c.usd}::numeric, tokens = tokens + ${c.tokens},
-                       recent = ${c.recent}::jsonb, updated_at = now()
-                WHERE account_id = ${accountId} AND run_id = ${action.runId} AND xmin = ${row.version}::xid
-                RETURNING 1),
-              d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS}
-                    ${decisionRow(accountId, action, audit, evaluation)} FROM w ON CONFLICT (id) DO NOTHING)
-              SELECT 1 FROM w`
-          : yield* sql`
-              WITH w AS (
-                INSERT INTO enforcement_runs (account_id, run_id, spent_usd, tokens, recent)
-                VALUES (${accountId}, ${action.runId}, ${c.usd}::numeric, ${c.tokens}, ${c.recent}::jsonb)
-                ON CONFLICT (account_id, run_id) DO NOTHING
-                RETURNING 1),
-              d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS}
-                    ${decisionRow(accountId, action, audit, evaluation)} FROM w ON CONFLICT (id) DO NOTHING)
-              SELECT 1 FROM w`
-        return written.length === 1 ? evaluation : undefined
-      })
-
-    /** Locked path: the run's row lock held for the transaction (holds to read, open or consume). */
     const decideLocked = (accountId: AccountId, action: ProposedAction, list: ReadonlyArray<Policy>, audit: DecisionAudit) =>
       Effect.gen(function*() {
+        remember(runKey(accountId, action.runId), undefined)
         // The upsert takes the run's row lock for the transaction: concurrent checks of a run queue here.
         const rows = yield* sql<{ spent_usd: number; tokens: number; recent: RunState["recent"] }>`
           INSERT INTO enforcement_runs (account_id, run_id) VALUES (${accountId}, ${action.runId})
@@ -184,14 +312,13 @@ export const SqlPolicyStoreLive = Layer.scoped(
         const row = rows[0]
         const run: RunState = row ? { spentUsd: row.spent_usd, tokens: row.tokens, recent: row.recent } : EMPTY_RUN
         const needsHolds = list.some((p) => needsApproval(p, action))
-        const holds = needsHolds ? yield* holdsFor(accountId, action) : new Map<string, HoldState>()
+        const holds = needsHolds ? yield* holdsFor(accountId, action) : NO_HOLDS
         const now = Date.now()
         let evaluation = evaluate(list, action, run, holds, now)
         if (evaluation.verdict === "allow" && evaluation.next) {
-          const c = counters(action, evaluation.next)
           yield* sql`
-            UPDATE enforcement_runs SET spent_usd = spent_usd + ${c.usd}::numeric, tokens = tokens + ${c.tokens},
-                   recent = ${c.recent}::jsonb
+            UPDATE enforcement_runs SET spent_usd = spent_usd + ${String(action.proposedUsd ?? 0)}::numeric,
+                   tokens = tokens + ${action.proposedTokens ?? 0}, recent = ${JSON.stringify(evaluation.next.recent)}::jsonb
             WHERE account_id = ${accountId} AND run_id = ${action.runId}`
           if (evaluation.consumeHolds) {
             yield* sql`UPDATE enforcement_holds SET consumed = true WHERE id IN ${sql.in(evaluation.consumeHolds)}`
@@ -206,24 +333,60 @@ export const SqlPolicyStoreLive = Layer.scoped(
                     ${expires === null ? null : new Date(now + expires * 1000).toISOString()}::timestamptz)`
           evaluation = { ...evaluation, holdId: id }
         }
-        yield* recordDecision(accountId, action, audit, evaluation)
+        const recorded = yield* sql.unsafe(
+          `INSERT INTO enforcement_decisions ${DECISION_COLUMNS} VALUES (${DECISION_VALUES}) ON CONFLICT (id) DO NOTHING RETURNING id`,
+          decisionParams(accountId, action, audit, evaluation)
+        )
+        if (recorded.length === 0) return yield* new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
         return evaluation
       }).pipe(sql.withTransaction)
 
-    /** Optimistic attempts before a run this contended takes the lock instead. */
-    const OPTIMISTIC_ATTEMPTS = 4
-
     const decideAtomically = (accountId: AccountId, action: ProposedAction, list: ReadonlyArray<Policy>, audit: DecisionAudit) =>
-      Effect.gen(function*() {
-        if (!list.some((p) => needsApproval(p, action))) {
-          for (let attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
-            const evaluation = yield* decideOptimistically(accountId, action, list, audit)
-            if (evaluation) return evaluation
-          }
-        }
-        return yield* decideLocked(accountId, action, list, audit)
-      }).pipe(orUnavailable)
+      list.some((p) => needsApproval(p, action))
+        ? orUnavailable(decideLocked(accountId, action, list, audit))
+        : Effect.flatMap(
+          decideOptimistically(accountId, action, list, audit),
+          (evaluation) => evaluation ? Effect.succeed(evaluation) : orUnavailable(decideLocked(accountId, action, list, audit))
+        )
 
-    return PolicyStore.of({ policies, decideAtomically, invalidate })
+    /** `recent` without the last action that matches this one (the one an allow being taken back added). */
+    const withoutAction = (recent: ReadonlyArray<ActionRecord>, action: ProposedAction) => {
+      for (let i = recent.length - 1; i >= 0; i--) {
+        const r = recent[i]!
+        if (r.tool === (action.toolName ?? null) && r.args === (action.toolArgsHash ?? null) && r.step === (action.stepIndex ?? null)) {
+          return [...recent.slice(0, i), ...recent.slice(i + 1)]
+        }
+      }
+      return recent
+    }
+
+    /**
+     * The run's row lock first: an attempt still under way for this decision either committed before it (and is
+     * seen, and taken back) or finds the row at a newer version afterwards and writes nothing.
+     */
+    const recordFailClosed = (accountId: AccountId, action: ProposedAction, audit: DecisionAudit, reason: string, latencyMs: number) =>
+      Effect.gen(function*() {
+        remember(runKey(accountId, action.runId), undefined)
+        const locked = yield* sql<{ recent: RunState["recent"] }>`
+          INSERT INTO enforcement_runs (account_id, run_id) VALUES (${accountId}, ${action.runId})
+          ON CONFLICT (account_id, run_id) DO UPDATE SET updated_at = now()
+          RETURNING recent`
+        const previous = yield* sql<{ verdict: string }>`SELECT verdict FROM enforcement_decisions WHERE id = ${audit.decisionId}`
+        if (previous[0]?.verdict === "allow") {
+          yield* sql`
+            UPDATE enforcement_runs SET spent_usd = spent_usd - ${String(action.proposedUsd ?? 0)}::numeric,
+                   tokens = tokens - ${action.proposedTokens ?? 0},
+                   recent = ${JSON.stringify(withoutAction(locked[0]?.recent ?? [], action))}::jsonb
+            WHERE account_id = ${accountId} AND run_id = ${action.runId}`
+        }
+        yield* sql.unsafe(
+          `INSERT INTO enforcement_decisions ${DECISION_COLUMNS} VALUES (${DECISION_VALUES})
+           ON CONFLICT (id) DO UPDATE SET verdict = EXCLUDED.verdict, policy_id = NULL, policy_type = NULL, hold_id = NULL,
+                                          reason = EXCLUDED.reason, latency_ms = EXCLUDED.latency_ms`,
+          decisionParams(accountId, action, audit, { verdict: "block", policy: null, reason }, latencyMs)
+        )
+      }).pipe(sql.withTransaction, orUnavailable)
+
+    return PolicyStore.of({ policies, decideAtomically, recordFailClosed, invalidate })
   })
 )

@@ -61,14 +61,20 @@ export interface Evaluation {
  */
 export const MAX_RECENT = 5000
 
+const WILDCARD = /[*?]/
+const SURROGATE = /[\uD800-\uDFFF]/
+
 /**
  * Glob match: `*` any run of characters, `?` one character (code point), everything else literal; case-sensitive.
  * Patterns are user input, so this is the linear-backtracking wildcard matcher (O(pattern × value) at worst),
  * never a RegExp: `^.*a.*a….*b$` backtracks exponentially and would freeze the event loop.
  */
 export const globMatch = (pattern: string, value: string) => {
-  const p = Array.from(pattern)
-  const v = Array.from(value)
+  // Checks match tools and models against every pattern of every policy: skip the work where it cannot matter.
+  if (!WILDCARD.test(pattern)) return pattern === value
+  // Without surrogate pairs a code unit is a code point: index the strings as they are.
+  const p = SURROGATE.test(pattern) ? Array.from(pattern) : pattern
+  const v = SURROGATE.test(value) ? Array.from(value) : value
   let i = 0
   let j = 0
   let star = -1

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Enforcement } from "#layers/enforcement/Enforcement"
@@ -25,12 +26,14 @@ const withStore = <R>(store: Layer.Layer<PolicyStore, never, R>) =>
 const failing = Layer.succeed(PolicyStore, PolicyStore.of({
   policies: () => Effect.fail(new PolicyStateUnavailable({ reason: "connection refused" })),
   decideAtomically: () => Effect.fail(new PolicyStateUnavailable({ reason: "connection refused" })),
+  recordFailClosed: () => Effect.void,
   invalidate: () => Effect.void
 }))
 
 const hanging = Layer.succeed(PolicyStore, PolicyStore.of({
   policies: () => Effect.never,
   decideAtomically: () => Effect.never,
+  recordFailClosed: () => Effect.void,
   invalidate: () => Effect.void
 }))
 
@@ -63,4 +66,126 @@ describe("fail-closed enforcement", () => {
     )
     expect(decision.verdict).toBe("allow")
   })
+})
+
+// A check answered block after its deadline has exactly one record, the block, whatever its late work did; the run's
+// counters count only what was answered allow (issue 7: 9,403 records for 9,414 answered checks under overload).
+describe("a fail-closed answer and the work it overtook", () => {
+  /** The real store, with the decision's work slowed down before it starts or after it has stored its allow. */
+  const slowed = (where: "before" | "after", ms: number, failRecords = 0) =>
+    Layer.effect(PolicyStore, Effect.gen(function*() {
+      const real = yield* PolicyStore
+      let failures = 0
+      return PolicyStore.of({
+        ...real,
+        decideAtomically: (...args) =>
+          where === "before"
+            ? Effect.zipRight(Effect.sleep(ms), real.decideAtomically(...args))
+            : Effect.tap(real.decideAtomically(...args), () => Effect.sleep(ms)),
+        // The first attempts to record the block fail, as when the pool cannot hand out a connection in time.
+        recordFailClosed: (...args) =>
+          Effect.suspend(() =>
+            failures++ < failRecords
+              ? Effect.fail(new PolicyStateUnavailable({ reason: "timeout exceeded when trying to connect" }))
+              : real.recordFailClosed(...args)
+          )
+      })
+    })).pipe(Layer.provide(SqlPolicyStoreLive))
+
+  const sql = (text: string, params: ReadonlyArray<unknown> = []) =>
+    storage.run(Effect.flatMap(SqlClient.SqlClient, (s) => s.unsafe<any>(text, params)))
+  const settled = async (runId: string) => {
+    for (let i = 0; i < 100; i++) {
+      const rows = await sql("SELECT verdict, policy_id, reason FROM enforcement_decisions WHERE account_id = $1 AND run_id = $2", [account, runId])
+      if (rows.length > 0 && rows.every((r: any) => r.verdict === "block")) return rows
+      await Bun.sleep(20)
+    }
+    return sql("SELECT verdict, policy_id, reason FROM enforcement_decisions WHERE account_id = $1 AND run_id = $2", [account, runId])
+  }
+  const counters = async (runId: string) =>
+    (await sql("SELECT spent_usd::float8 AS usd, tokens::float8 AS tokens, jsonb_array_length(recent) AS recent FROM enforcement_runs WHERE account_id = $1 AND run_id = $2", [account, runId]))[0]
+
+  const checkWith = (store: Layer.Layer<PolicyStore, never, any>, body: Record<string, unknown>) =>
+    storage.run(Effect.flatMap(Enforcement, (e) => e.check(account, body as any)).pipe(Effect.provide(withStore(store))))
+
+  test("an allow stored after the deadline is replaced by the block, and its counters are taken back", async () => {
+    const runId = crypto.randomUUID()
+    const decision = await checkWith(slowed("after", 300), { run_id: runId, proposed_usd: 0.25, proposed_tokens: 40, tool_name: "t" })
+    expect(decision).toMatchObject({ verdict: "block", policy_id: null })
+    await Bun.sleep(400) // the late work ends, then the block takes its record over
+    const rows = await settled(runId)
+    expect(rows).toEqual([{ verdict: "block", policy_id: null, reason: decision.reason }])
+    expect(await counters(runId)).toEqual({ usd: 0, tokens: 0, recent: 0 })
+  })
+
+  test("work that had not started by the deadline stores nothing: the block is the only record", async () => {
+    const runId = crypto.randomUUID()
+    const decision = await checkWith(slowed("before", 200), { run_id: runId, proposed_usd: 0.5 })
+    expect(decision.verdict).toBe("block")
+    await Bun.sleep(400)
+    expect(await settled(runId)).toEqual([{ verdict: "block", policy_id: null, reason: decision.reason }])
+    expect((await counters(runId))?.usd ?? 0).toBe(0)
+  })
+
+  test("a late hold (the locked path) is undone entirely when the block took its record first", async () => {
+    const runId = crypto.randomUUID()
+    const project = crypto.randomUUID()
+    await sql(
+      `INSERT INTO guardrails (id, account_id, project_id, type, name, enabled, params)
+       VALUES ($1, $2, $3, 'require_approval', NULL, true, '{"tool_patterns":["wire_*"]}'::jsonb)`,
+      [crypto.randomUUID(), account, project]
+    )
+    const decision = await checkWith(slowed("before", 200), { run_id: runId, project_id: project, tool_name: "wire_money" })
+    expect(decision).toMatchObject({ verdict: "block", policy_id: null })
+    await Bun.sleep(400)
+    expect(await settled(runId)).toEqual([{ verdict: "block", policy_id: null, reason: decision.reason }])
+    expect(await sql("SELECT id FROM enforcement_holds WHERE account_id = $1 AND run_id = $2", [account, runId])).toEqual([])
+  })
+
+  test("a block whose recording fails at first is recorded once the store answers again", async () => {
+    const runId = crypto.randomUUID()
+    const decision = await checkWith(slowed("before", 200, 2), { run_id: runId })
+    expect(decision.verdict).toBe("block")
+    expect(await settled(runId)).toEqual([{ verdict: "block", policy_id: null, reason: decision.reason }])
+  })
+
+  test("under deadlines that many checks miss, every answer has its record and the budget counts exactly the allows", async () => {
+    const runIds = Array.from({ length: 4 }, () => crypto.randomUUID())
+    // Half of the checks' work is held past the 100 ms deadline (at random, before or after its write).
+    const jittered = Layer.effect(PolicyStore, Effect.gen(function*() {
+      const real = yield* PolicyStore
+      return PolicyStore.of({
+        ...real,
+        decideAtomically: (...args) => {
+          const r = Math.random()
+          return r < 0.25
+            ? Effect.zipRight(Effect.sleep(130), real.decideAtomically(...args))
+            : r < 0.5
+            ? Effect.tap(real.decideAtomically(...args), () => Effect.sleep(130))
+            : real.decideAtomically(...args)
+        }
+      })
+    })).pipe(Layer.provide(SqlPolicyStoreLive))
+    const answers = await storage.run(Effect.flatMap(Enforcement, (e) =>
+      Effect.forEach(
+        Array.from({ length: 60 }, (_, i) => ({ run_id: runIds[i % runIds.length]!, proposed_usd: 0.01, proposed_tokens: 1, step_index: i })),
+        (body) => Effect.map(e.check(account, body), (d) => ({ body, d })),
+        { concurrency: 16 }
+      )).pipe(Effect.provide(withStore(jittered))))
+    expect(answers.some(({ d }) => d.policy_id === null && d.verdict === "block")).toBe(true)
+    await Bun.sleep(500)
+    for (const runId of runIds) {
+      const mine = answers.filter(({ body }) => body.run_id === runId)
+      let rows: ReadonlyArray<any> = []
+      for (let i = 0; i < 100; i++) {
+        rows = await sql("SELECT verdict FROM enforcement_decisions WHERE account_id = $1 AND run_id = $2", [account, runId])
+        if (rows.length === mine.length) break
+        await Bun.sleep(20)
+      }
+      expect(rows.map((r) => r.verdict).sort()).toEqual(mine.map(({ d }) => d.verdict).sort())
+      const allowed = mine.filter(({ d }) => d.verdict === "allow").length
+      const run = await counters(runId)
+      expect({ usd: Math.round((run?.usd ?? 0) * 100), tokens: run?.tokens ?? 0, recent: run?.recent ?? 0 }).toEqual({ usd: allowed, tokens: allowed, recent: allowed })
+    }
+  }, 30_000)
 })
