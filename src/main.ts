@@ -3,6 +3,7 @@ import { BunContext, BunHttpServer, BunRuntime } from "@effect/platform-bun"
 import { Config, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { StorageLive } from "#layers/storage/Sql"
 import { AppLive } from "./http/AppLive.ts"
+import { healthBody, healthBuild } from "./http/SystemHttp.ts"
 import { superviseWorkers, WORKER_INDEX_ENV } from "./Supervisor.ts"
 
 const ServerLive = BunHttpServer.layerConfig(
@@ -14,7 +15,24 @@ const ServerLive = BunHttpServer.layerConfig(
     maxRequestBodySize: Config.succeed(Number.MAX_SAFE_INTEGER),
     idleTimeout: Config.succeed(120),
     // Several worker processes (TAPEDECK_WORKERS) share the port; the kernel spreads connections over them.
-    reusePort: Config.succeed(process.env[WORKER_INDEX_ENV] !== undefined)
+    reusePort: Config.succeed(process.env[WORKER_INDEX_ENV] !== undefined),
+    // /health is answered by Bun's router, ahead of the Effect app: a health probe costs microseconds and does not
+    // queue behind the app's work when it is overloaded (SystemHttp's handler answers the same body elsewhere).
+    routes: Config.all({
+      commit: Config.option(Config.string("TAPEDECK_COMMIT")),
+      buildTime: Config.option(Config.string("TAPEDECK_BUILD_TIME")),
+      deploymentId: Config.option(Config.string("TAPEDECK_DEPLOYMENT_ID"))
+    }).pipe(Config.map((facts) => {
+      const build = healthBuild(facts)
+      return {
+        "/health": {
+          GET: () =>
+            serving
+              ? Response.json(healthBody(build, Date.now()))
+              : Response.json({ error: "starting", code: "unavailable", retryable: true }, { status: 503 })
+        }
+      }
+    }))
   })
 )
 
@@ -29,8 +47,12 @@ const LoggingLive = Layer.unwrapEffect(
   })
 )
 
+/** Whether the app is served (migrations run, routes mounted): until then /health answers 503. */
+let serving = false
+
 const serve = AppLive.pipe(
   HttpServer.withLogAddress,
+  Layer.tap(() => Effect.sync(() => void (serving = true))),
   Layer.provide(StorageLive),
   Layer.provide(ServerLive),
   Layer.provide(BunContext.layer),

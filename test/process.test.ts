@@ -1,4 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test"
+import { Schema } from "effect"
+import { Health } from "#src/domain/Health"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -64,6 +66,12 @@ describe("bun run start (embedded) and bun run tapedeck", () => {
     const key = /\b(svc_[A-Za-z0-9_-]{43})\b/.exec(first.output())?.[1]
     expect(key).toBeDefined()
     expect(first.output()).toContain("x-service-key")
+    // /health of the running process (Bun's router answers it) is the declared Health document, strictly.
+    const health = await fetch(`${first.url}/health`)
+    expect(health.status).toBe(200)
+    const body = (await health.json()) as { timestamp: string }
+    expect(Schema.decodeUnknownSync(Health)(body, { onExcessProperty: "error" })).toBeDefined()
+    expect(Math.abs(Date.parse(body.timestamp) - Date.now())).toBeLessThan(60_000)
     const id = crypto.randomUUID()
     const created = await fetch(`${first.url}/api/v1/traces`, {
       method: "POST",
