@@ -62,6 +62,8 @@ export const searchIndexHandler = Effect.gen(function*() {
       const traceIds = "traceIds" in payload.value ? payload.value.traceIds : [payload.value.traceId]
       const pending = yield* index.pendingOfTraces(job.accountId, traceIds, embedder.id)
       yield* embedAndStore(pending)
+      // Spans whose text did not change keep their vector; their filterable fields may have.
+      yield* index.syncFilters(job.accountId, traceIds)
     }).pipe(
       Effect.provideService(Embedder, embedder),
       Effect.provideService(SpanIndex, index),

@@ -20,6 +20,11 @@ const MIN_CANDIDATES = 100
 const STORE_CHUNK_HNSW = 32
 /** Past this offset + limit, a search is exact (HNSW's ef_search stays bounded). */
 const MAX_HNSW_DEPTH = 1000
+/**
+ * When at most this many rows pass the filters, the search is exact: reading them through the filters' indexes
+ * costs about what an HNSW scan costs to find k of them among the rows that fail.
+ */
+const EXACT_MAX_ROWS = 1000
 
 /** A span as the index job reads it: what its text is built from, and the vector it has now, if any. */
 interface SourceRow extends SpanTextSource {
@@ -42,6 +47,11 @@ export interface PendingSpan {
 export interface Hit {
   readonly span: SpanWire & { readonly trace_id: string; readonly similarity: number }
 }
+
+/** span_embeddings' copies of the span fields that search filters on (migration 0013), and their values from `s`. */
+const FILTER_COLUMNS = "span_type, model, started_at, cost, duration_ms"
+const FILTER_VALUES = `s.span_type, s.model, s.started_at, s.cost,
+  COALESCE(s.duration_ms::float8, EXTRACT(EPOCH FROM (s.ended_at - s.started_at)) * 1000) AS duration_ms`
 
 const uuidArray = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
 /** An SQL string literal (the embedder id is ours, but a configured model name may contain anything). */
@@ -147,6 +157,27 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       Effect.orDie
     )
 
+    /**
+     * Copies the filterable fields of these traces' spans onto their vectors where they changed without the text
+     * (a cost promoted by a later export, say): the index job runs it with every write's traces.
+     */
+    const syncFilters = Effect.fn("SpanIndex.syncFilters")(
+      function*(accountId: AccountId, traceIds: ReadonlyArray<string>) {
+        if (traceIds.length === 0) return
+        yield* sql`
+          UPDATE span_embeddings e SET
+            span_type = x.span_type, model = x.model, started_at = x.started_at, cost = x.cost, duration_ms = x.duration_ms
+          FROM (
+            SELECT s.trace_id, s.id, ${sql.literal(FILTER_VALUES)} FROM spans s
+            WHERE s.trace_id = ANY(${uuidArray(traceIds)}::uuid[]) AND s.account_id = ${accountId}
+          ) x
+          WHERE e.trace_id = x.trace_id AND e.span_id = x.id
+            AND (e.span_type, e.model, e.started_at, e.cost, e.duration_ms)
+                IS DISTINCT FROM (x.span_type, x.model, x.started_at, x.cost, x.duration_ms)`
+      },
+      Effect.orDie
+    )
+
     /** Writes vectors (replacing a span's previous one), with the full-text vector of the same text. */
     const store = Effect.fn("SpanIndex.store")(
       function*(embedder: string, spans: ReadonlyArray<PendingSpan>, vectors: ReadonlyArray<Float32Array>) {
@@ -181,30 +212,50 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           embedding: vectorText(mode, vectors[i]!)
         })))
         const cast = mode === "pgvector-hnsw" ? "vector" : "real[]"
+        // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored).
         yield* sql`
-          INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, text_hash, tsv, updated_at)
+          INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, text_hash, tsv, updated_at,
+                                       ${sql.literal(FILTER_COLUMNS)})
           SELECT x.trace_id, x.span_id, x.account_id, ${embedder}, ${dims}, x.embedding::${sql.literal(cast)},
-                 x.text_hash, to_tsvector('english', x.body), now()
+                 x.text_hash, to_tsvector('english', x.body), now(), ${sql.literal(FILTER_VALUES)}
           FROM jsonb_to_recordset(${records}::jsonb)
             AS x(trace_id uuid, span_id uuid, account_id uuid, text_hash text, body text, embedding text)
+          JOIN spans s ON s.trace_id = x.trace_id AND s.id = x.span_id
           ON CONFLICT (trace_id, span_id) DO UPDATE SET
             account_id = EXCLUDED.account_id, embedder = EXCLUDED.embedder, dims = EXCLUDED.dims,
-            embedding = EXCLUDED.embedding, text_hash = EXCLUDED.text_hash, tsv = EXCLUDED.tsv, updated_at = now()`
+            embedding = EXCLUDED.embedding, text_hash = EXCLUDED.text_hash, tsv = EXCLUDED.tsv, updated_at = now(),
+            span_type = EXCLUDED.span_type, model = EXCLUDED.model, started_at = EXCLUDED.started_at,
+            cost = EXCLUDED.cost, duration_ms = EXCLUDED.duration_ms`
       })
 
-    const filterSql = (accountId: AccountId, f: SearchFilters | undefined) => {
-      const parts = [sql`t.account_id = ${accountId} AND t.deleted_at IS NULL`]
+    /**
+     * The rows of span_embeddings (alias e, joined with its trace t) a search may return: the account's live spans
+     * under this embedder that pass the filters. Span-level filters read e's own copies of the span's fields (the
+     * HNSW scan filters as it goes, a selective filter finds its rows through their indexes); trace-level ones
+     * (status, project, deletion) read the trace, which is where they change.
+     */
+    const candidateWhere = (
+      accountId: AccountId,
+      embedder: string,
+      dims: number,
+      f: SearchFilters | undefined
+    ) => {
+      const parts = [
+        sql`e.account_id = ${accountId}`,
+        // A literal: the planner matches it against the partial HNSW index's predicate.
+        sql`e.embedder = ${sql.literal(literal(embedder))}`,
+        sql`e.dims = ${dims}`,
+        sql`t.account_id = ${accountId}`,
+        sql`t.deleted_at IS NULL`
+      ]
       if (f?.project_id !== undefined) parts.push(sql`t.project_id = ${f.project_id}`)
       if (f?.status !== undefined) parts.push(sql`t.status = ${f.status}`)
-      if (f?.model !== undefined) parts.push(sql`s.model = ${f.model}`)
-      if (f?.span_type !== undefined) parts.push(sql`s.span_type = ${f.span_type}`)
-      if (f?.date_from !== undefined) parts.push(sql`s.started_at >= ${new Date(f.date_from.epochMillis)}`)
-      if (f?.date_to !== undefined) parts.push(sql`s.started_at <= ${new Date(f.date_to.epochMillis)}`)
-      if (f?.min_cost !== undefined) parts.push(sql`s.cost >= ${f.min_cost}`)
-      if (f?.min_duration_ms !== undefined) {
-        parts.push(sql`COALESCE(s.duration_ms::float8,
-          EXTRACT(EPOCH FROM (s.ended_at - s.started_at)) * 1000) >= ${f.min_duration_ms}`)
-      }
+      if (f?.model !== undefined) parts.push(sql`e.model = ${f.model}`)
+      if (f?.span_type !== undefined) parts.push(sql`e.span_type = ${f.span_type}`)
+      if (f?.date_from !== undefined) parts.push(sql`e.started_at >= ${new Date(f.date_from.epochMillis)}`)
+      if (f?.date_to !== undefined) parts.push(sql`e.started_at <= ${new Date(f.date_to.epochMillis)}`)
+      if (f?.min_cost !== undefined) parts.push(sql`e.cost >= ${f.min_cost}`)
+      if (f?.min_duration_ms !== undefined) parts.push(sql`e.duration_ms >= ${f.min_duration_ms}`)
       return sql.and(parts)
     }
 
@@ -221,72 +272,44 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         readonly filters: SearchFilters | undefined
         readonly limit: number
         readonly offset: number
-        /** Skips the HNSW index (tests compare both paths). */
-        readonly exact?: boolean
+        /**
+         * Tests compare the paths: "exact" skips the HNSW index; "hnsw" answers from the HNSW scan alone (no
+         * selectivity probe, no exact retry when it comes back short).
+         */
+        readonly path?: "exact" | "hnsw"
       }) {
         const { iterative, mode } = yield* setup
         const dims = input.vector.length
         const depth = input.offset + input.limit
         const k = Math.max(MIN_CANDIDATES, 2 * depth)
-        const where = filterSql(input.accountId, input.filters)
-        const hnsw = mode === "pgvector-hnsw" && dims <= HNSW_MAX_DIMS && depth <= MAX_HNSW_DEPTH && input.exact !== true
+        const where = candidateWhere(input.accountId, input.embedder, dims, input.filters)
         const q = vectorText(mode, input.vector)
         const orQuery = orQueryText(input.query)
-        const embedder = input.embedder
 
         const distance = mode === "pgvector-hnsw"
           ? sql`(e.embedding::vector(${sql.literal(String(dims))}) <=> ${q}::vector(${sql.literal(String(dims))}))`
           : sql`(1 - (SELECT sum(a::float8 * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)))`
 
-        // Exact: filter first, then order the matching rows by distance (cheap when filters are selective).
-        // HNSW: the nearest vectors of the account through the index (iterative scans skip other accounts'),
-        // over-fetched when filters apply, then filtered; too few left to fill the page means go exact.
+        // The k nearest rows that pass the filters. Exact: the matching rows (found through the filters' indexes
+        // when selective), ordered by distance. HNSW: the index scan in distance order, filtering as it goes;
+        // iterative scans continue past ef_search until k rows pass (or hnsw.max_scan_tuples were scanned).
+        const vectorCandidates = (exact: boolean) =>
+          sql`
+            SELECT e.trace_id, e.span_id
+            FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
+            WHERE ${where}
+            ORDER BY ${distance}${exact && mode === "pgvector-hnsw" ? sql` + 0` : sql``}
+            LIMIT ${k}`
+
         // Row lookups by primary key (LATERAL … LIMIT 1): the planner must not hash-join a few hundred candidates
         // against every span of the table.
-        const spanOf = (alias: "a" | "c" | "e") =>
-          sql`SELECT * FROM spans s WHERE s.trace_id = ${sql.literal(alias)}.trace_id AND s.id = ${sql.literal(alias)}.span_id LIMIT 1`
-        const traceOf = (alias: "a" | "c" | "e") =>
-          sql`SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = ${sql.literal(alias)}.trace_id LIMIT 1`
-        const filtered = input.filters !== undefined && Object.keys(input.filters).length > 0
-        // Over-fetch for filters so that, most often, k filtered candidates remain: the same candidate pool as the
-        // exact path, hence the same hybrid ranking (HNSW's cost grows with ef_search = this number).
-        const nearest = Math.min(MAX_HNSW_DEPTH, filtered ? 4 * k : k)
-        const vectorCandidates = (exact: boolean) =>
-          exact
-            ? sql`
-              SELECT e.trace_id, e.span_id
-              FROM span_embeddings e
-              JOIN spans s ON s.trace_id = e.trace_id AND s.id = e.span_id
-              JOIN traces t ON t.id = e.trace_id
-              WHERE e.account_id = ${input.accountId} AND e.embedder = ${embedder} AND e.dims = ${dims} AND ${where}
-              ORDER BY ${distance}${mode === "pgvector-hnsw" ? sql` + 0` : sql``}
-              LIMIT ${k}`
-            : sql`
-              SELECT a.trace_id, a.span_id
-              FROM (
-                SELECT e.trace_id, e.span_id, ${distance} AS distance
-                FROM span_embeddings e
-                WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(embedder))}
-                  AND e.dims = ${dims}
-                ORDER BY ${distance}
-                LIMIT ${nearest}
-              ) a
-              JOIN LATERAL (${spanOf("a")}) s ON true
-              JOIN LATERAL (${traceOf("a")}) t ON true
-              WHERE ${where}
-              ORDER BY a.distance
-              LIMIT ${k}`
-
         const run = (exact: boolean) =>
           sql<SpanRow & { trace_id: string; distance: number; text_rank: number; candidates: number }>`
             WITH v AS MATERIALIZED (${vectorCandidates(exact)}
             ), f AS (
               SELECT e.trace_id, e.span_id
-              FROM span_embeddings e
-              JOIN LATERAL (${spanOf("e")}) s ON true
-              JOIN LATERAL (${traceOf("e")}) t ON true
-              WHERE e.account_id = ${input.accountId} AND e.embedder = ${embedder} AND e.dims = ${dims}
-                AND e.tsv @@ plainto_tsquery('english', ${input.query}) AND ${where}
+              FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
+              WHERE ${where} AND e.tsv @@ plainto_tsquery('english', ${input.query})
               LIMIT ${k}
             ), c AS (
               SELECT trace_id, span_id FROM v UNION SELECT trace_id, span_id FROM f
@@ -296,33 +319,57 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
                           ELSE ts_rank_cd(e.tsv, to_tsquery('english', ${orQuery}), 32) END AS text_rank
               FROM c
               JOIN LATERAL (
-                SELECT * FROM span_embeddings e WHERE e.trace_id = c.trace_id AND e.span_id = c.span_id LIMIT 1
+                SELECT e.embedding, e.tsv FROM span_embeddings e WHERE e.trace_id = c.trace_id AND e.span_id = c.span_id LIMIT 1
               ) e ON true
-              JOIN LATERAL (${spanOf("c")}) s ON true
+              JOIN LATERAL (
+                SELECT * FROM spans s WHERE s.trace_id = c.trace_id AND s.id = c.span_id LIMIT 1
+              ) s ON true
             )
             SELECT ranked.*, (SELECT count(*)::int FROM v) AS candidates FROM ranked
             ORDER BY (1 - distance) + ${TEXT_BOOST} * text_rank DESC, trace_id, id
             LIMIT ${input.limit} OFFSET ${input.offset}`
 
+        const toHits = (rows: ReadonlyArray<SpanRow & { trace_id: string; distance: number }>) =>
+          rows.map((row): Hit => {
+            // A query with no word in it embeds to the zero vector: its cosine is undefined, reported as 0.
+            const cosine = 1 - Number(row.distance)
+            const similarity = Number.isFinite(cosine) ? Math.max(-1, Math.min(1, cosine)) : 0
+            return { span: { ...fromRow(row), trace_id: row.trace_id, similarity } }
+          })
+
         const inTransaction = (exact: boolean) =>
           sql.withTransaction(Effect.gen(function*() {
-            if (hnsw && !exact) {
-              yield* sql.unsafe(`SET LOCAL hnsw.ef_search = ${Math.min(1000, Math.max(40, nearest))}`)
+            if (!exact) {
+              yield* sql.unsafe(`SET LOCAL hnsw.ef_search = ${Math.min(1000, Math.max(40, k))}`)
               if (iterative) yield* sql.unsafe(`SET LOCAL hnsw.iterative_scan = relaxed_order`)
+              // The ordered HNSW scan is the plan: a filter the planner thinks selective must not turn it into a
+              // scan of every matching row and a sort (a selective filter took the exact path already).
+              yield* sql.unsafe(`SET LOCAL enable_seqscan = off`)
+              yield* sql.unsafe(`SET LOCAL enable_sort = off`)
             }
             return yield* run(exact)
           }))
 
+        const hnswable = mode === "pgvector-hnsw" && dims <= HNSW_MAX_DIMS && depth <= MAX_HNSW_DEPTH &&
+          input.path !== "exact"
+        if (hnswable && input.path === "hnsw") return toHits(yield* inTransaction(false))
+        // A filter few rows pass: the exact scan reads just those (through the filters' indexes), where an HNSW
+        // scan would walk past the many that fail before it found k that pass, or come back short. The probe
+        // counts at most EXACT_MAX_ROWS + 1 of them (deleted traces included: it is an estimate). Without
+        // filters, HNSW first; a short answer (a small account) retries exactly below.
+        const filtered = input.filters !== undefined && Object.values(input.filters).some((v) => v !== undefined)
+        const selective = hnswable && filtered && (yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM (
+            SELECT 1 FROM span_embeddings e JOIN traces t ON t.id = e.trace_id WHERE ${where}
+            LIMIT ${EXACT_MAX_ROWS + 1}
+          ) x`)[0]!.n <= EXACT_MAX_ROWS
+        const hnsw = hnswable && !selective
+
         let rows = yield* inTransaction(!hnsw)
-        // Fewer filtered neighbours than the page needs: matching rows may lie beyond them, so go exact.
-        // (With at least `depth` of them, the page's best matches are among them: nothing is lost.)
-        if (hnsw && (rows[0]?.candidates ?? 0) < depth) rows = yield* inTransaction(true)
-        return rows.map((row): Hit => {
-          // A query with no word in it embeds to the zero vector: its cosine is undefined, reported as 0.
-          const cosine = 1 - Number(row.distance)
-          const similarity = Number.isFinite(cosine) ? Math.max(-1, Math.min(1, cosine)) : 0
-          return { span: { ...fromRow(row), trace_id: row.trace_id, similarity } }
-        })
+        // Fewer than k rows passed the filters in the HNSW scan: it stopped at hnsw.max_scan_tuples (or without
+        // iterative scans, at ef_search), and matching rows may lie beyond, so go exact.
+        if (hnsw && (rows[0]?.candidates ?? 0) < k) rows = yield* inTransaction(true)
+        return toHits(rows)
       },
       Effect.orDie
     )
@@ -356,6 +403,16 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     )
 
     const mode = setup.pipe(Effect.map((s) => s.mode))
-    return { mode, ensureIndex, pendingOfTraces, pendingOfAccount, store, search, stats, accountsWithStale } as const
+    return {
+      mode,
+      ensureIndex,
+      pendingOfTraces,
+      pendingOfAccount,
+      syncFilters,
+      store,
+      search,
+      stats,
+      accountsWithStale
+    } as const
   })
 }) {}

@@ -51,7 +51,8 @@ const load = (runtime: Runtime) =>
     expect((yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).length).toBe(0)
   }).pipe(Effect.orDie))
 
-const top = (runtime: Runtime, query: string, options: { exact?: boolean; filters?: any; limit?: number } = {}) =>
+type Path = "exact" | "hnsw" | undefined
+const top = (runtime: Runtime, query: string, options: { path?: Path; filters?: any; limit?: number } = {}) =>
   runtime.runPromise(Effect.gen(function*() {
     const index = yield* SpanIndex
     const embedder = yield* Embedder
@@ -64,7 +65,7 @@ const top = (runtime: Runtime, query: string, options: { exact?: boolean; filter
       filters: options.filters,
       limit: options.limit ?? 10,
       offset: 0,
-      exact: options.exact ?? false
+      ...(options.path === undefined ? {} : { path: options.path })
     })
     return hits.map((h) => ({ id: h.span.id as string, similarity: h.span.similarity }))
   }).pipe(Effect.orDie))
@@ -103,11 +104,43 @@ describe("index paths", () => {
 
   test("HNSW and the exact scan give the same top results (with and without filters)", async () => {
     for (const kind of KINDS) {
-      expectSame(await top(pglite, kind.query), await top(pglite, kind.query, { exact: true }))
+      expectSame(await top(pglite, kind.query, { path: "hnsw" }), await top(pglite, kind.query, { path: "exact" }))
+      // The chosen path (the exact one here: a small account) agrees too.
+      expectSame(await top(pglite, kind.query), await top(pglite, kind.query, { path: "exact" }))
     }
     const filters = { span_type: "tool_call", min_cost: 0.02 }
     for (const kind of KINDS.slice(0, 12)) {
-      expectSame(await top(pglite, kind.query, { filters }), await top(pglite, kind.query, { filters, exact: true }))
+      expectSame(await top(pglite, kind.query, { filters, path: "hnsw" }),
+        await top(pglite, kind.query, { filters, path: "exact" }))
+    }
+  }, 60_000)
+
+  test("the filtered HNSW scan alone equals the exact scan, for broad and selective filters of every kind", async () => {
+    const match = (f: Record<string, unknown>) =>
+      spans.filter(({ span }) =>
+        (f.span_type === undefined || span.span_type === f.span_type) &&
+        (f.model === undefined || span.model === f.model) &&
+        (f.min_cost === undefined || (span.cost as number) >= (f.min_cost as number)) &&
+        (f.min_duration_ms === undefined || (span.duration_ms as number) >= (f.min_duration_ms as number))
+      ).length
+    const filterSets: Array<Record<string, unknown>> = [
+      { status: "completed" }, // every span
+      { span_type: "llm_call" }, // broad
+      { min_cost: 0.01 },
+      { model: "claude-haiku" },
+      { span_type: "error" },
+      { model: "llama-3-8b", min_cost: 0.09 }, // selective
+      { min_duration_ms: 9_000 },
+      { span_type: "tool_call", min_cost: 0.05, min_duration_ms: 2_000 }
+    ]
+    for (const filters of filterSets) {
+      const expected = filters.status === undefined ? match(filters) : spans.length
+      for (const kind of KINDS.slice(0, 6)) {
+        const hnsw = await top(pglite, kind.query, { filters, path: "hnsw", limit: 100 })
+        const exact = await top(pglite, kind.query, { filters, path: "exact", limit: 100 })
+        expectSame(hnsw, exact)
+        expect(hnsw.length).toBe(Math.min(100, expected))
+      }
     }
   }, 60_000)
 
@@ -127,7 +160,35 @@ describe("index paths", () => {
     const filters = { model: "llama-3-8b", min_cost: 0.09 }
     const matching = spans.filter((s) => s.span.model === "llama-3-8b" && (s.span.cost as number) >= 0.09).map((s) => s.span.id)
     expect(matching.length).toBeGreaterThan(0)
-    const hits = await top(pglite, "weather in Berlin", { filters, limit: 100 })
-    expect(hits.map((h) => h.id).sort()).toEqual([...matching].sort() as Array<string>)
+    for (const path of [undefined, "hnsw", "exact"] as const) {
+      const hits = await top(pglite, "weather in Berlin", { filters, limit: 100, path })
+      expect(hits.map((h) => h.id).sort()).toEqual([...matching].sort() as Array<string>)
+    }
+  })
+
+  test("a span's filterable fields changed without its text reach the index with the next index job", async () => {
+    for (const runtime of [pglite, ...(postgres ? [postgres] : [])]) {
+      const target = spans.find(({ span }) => (span.cost as number) < 0.05)!.span
+      const filters = { min_cost: 5, span_type: target.span_type }
+      expect(await top(runtime, "anything", { filters })).toEqual([])
+      await runtime.runPromise(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const index = yield* SpanIndex
+        const embedder = yield* Embedder
+        yield* sql`UPDATE spans SET cost = 7 WHERE trace_id = ${TRACE} AND id = ${target.id as string}`
+        // The text did not change: nothing to re-embed, only the copy of the cost to sync.
+        expect((yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).length).toBe(0)
+        yield* index.syncFilters(ACCOUNT, [TRACE])
+      }).pipe(Effect.orDie))
+      for (const path of [undefined, "exact"] as const) {
+        expect((await top(runtime, "anything", { filters, path })).map((h) => h.id)).toEqual([target.id as string])
+      }
+      await runtime.runPromise(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`UPDATE spans SET cost = ${target.cost as number} WHERE trace_id = ${TRACE} AND id = ${target.id as string}`
+        yield* (yield* SpanIndex).syncFilters(ACCOUNT, [TRACE])
+      }).pipe(Effect.orDie))
+      expect(await top(runtime, "anything", { filters })).toEqual([])
+    }
   })
 })
