@@ -10,12 +10,13 @@
  *    BENCH_CONCURRENCY connections, one COPY of BENCH_SPANS rows per trace the API took.
  * 3b. SQL ceiling: the server's own span statement (`INSERT … SELECT … FROM jsonb_to_recordset`) of the same rows
  *    into `spans_insert (LIKE spans INCLUDING ALL)`, one statement of BENCH_SPANS rows per trace, same connections.
- * 4. Detail: GET /api/v1/traces/{id} of a BENCH_DETAIL_SPANS-span trace, BENCH_DETAIL_REQUESTS sequential
+ * 4. Detail, once the job queue has drained (up to BENCH_JOB_DRAIN_SECONDS): GET /api/v1/traces/{id} of a
+ *    BENCH_DETAIL_SPANS-span trace, BENCH_DETAIL_REQUESTS sequential
  *    requests, beside a bare `SELECT * FROM spans WHERE trace_id = $1` of the same rows.
  * 5. Prints a markdown table; drops the database and stops the server (also on error or Ctrl-C).
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONCURRENCY, BENCH_SPANS,
- * BENCH_DETAIL_SPANS, BENCH_DETAIL_REQUESTS, BENCH_CPU_PROF (a directory: the server runs under
+ * BENCH_DETAIL_SPANS, BENCH_DETAIL_REQUESTS, BENCH_JOB_DRAIN_SECONDS, BENCH_CPU_PROF (a directory: the server runs under
  * `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit).
  */
 import { availableParallelism } from "node:os"
@@ -40,6 +41,7 @@ import {
   mark,
   numberEnv,
   runBench,
+  sleep,
   startServer,
   SYSTEM_PROMPT,
   tableLines
@@ -53,6 +55,7 @@ const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 8))
 const SPANS = Math.floor(numberEnv("BENCH_SPANS", 100))
 const DETAIL_SPANS = Math.floor(numberEnv("BENCH_DETAIL_SPANS", 1000))
 const DETAIL_REQUESTS = Math.floor(numberEnv("BENCH_DETAIL_REQUESTS", 200))
+const JOB_DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 120)
 
 const TARGET_SPANS_PER_SECOND = 25_000
 const TARGET_COPY_RATIO = 0.5
@@ -60,7 +63,7 @@ const TARGET_DETAIL_P50_MS = 15
 
 const KNOBS = [
   "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENCY", "BENCH_SPANS",
-  "BENCH_DETAIL_SPANS", "BENCH_DETAIL_REQUESTS", "BENCH_CPU_PROF"
+  "BENCH_DETAIL_SPANS", "BENCH_DETAIL_REQUESTS", "BENCH_JOB_DRAIN_SECONDS", "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/traces.ts")
 
@@ -268,6 +271,21 @@ const insertCeiling = async (databaseUrl: string, serverPid: number, accountId: 
   }
 }
 
+const pendingJobs = async (db: pg.Client) =>
+  Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status IN ('queued', 'running')")).rows[0]!.n)
+
+/** Waits (up to `seconds`) for the job queue to empty; what was pending, what is left and how long it took. */
+const drainJobs = async (db: pg.Client, seconds: number) => {
+  const start = performance.now()
+  const before = await pendingJobs(db)
+  let left = before
+  while (left > 0 && performance.now() - start < seconds * 1000) {
+    await sleep(250)
+    left = await pendingJobs(db)
+  }
+  return { before, left, seconds: (performance.now() - start) / 1000 }
+}
+
 const detail = async (url: string, databaseUrl: string, serverPid: number, spanCount: number, requests: number) => {
   const body = makeTraceBody(spanCount)
   const traceId = (JSON.parse(body) as { id: string }).id
@@ -359,6 +377,8 @@ const main = async () => {
   const insert = await insertCeiling(databaseUrl, server.pid, accountId, api.traces, CONCURRENCY, SPANS)
   const insertSpansPerSecond = insert.rows / insert.seconds
 
+  // The detail is read in steady state: first the search-index jobs of everything written above catch up.
+  const drain = await drainJobs(db, JOB_DRAIN_SECONDS)
   log(`detail: GET /api/v1/traces/{id} of a ${DETAIL_SPANS}-span trace, ${DETAIL_REQUESTS} sequential requests`)
   const read = await detail(server.url, databaseUrl, server.pid, DETAIL_SPANS, DETAIL_REQUESTS)
   const getLatency = latencyStats(read.latencies)
@@ -432,6 +452,7 @@ const main = async () => {
     `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; server \`bun src/main.ts\` in its own process on a fresh database.`,
     `- Ingest: ${fmtInt(api.traces)} traces (${fmtInt(api.traces * SPANS)} spans, ${(api.bodyBytes / api.traces / 1024).toFixed(1)} KiB bodies, spans ~${Math.round(spanBytes)} B of JSON) in ${api.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up; 0 errors; every acknowledged span verified stored.`,
     `- Ceiling: the same number of spans, same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY.`,
+    `- Before the detail, the job queue drained for ${drain.seconds.toFixed(1)} s (${fmtInt(drain.before)} search-index and terminal-trace jobs pending, ${fmtInt(drain.left)} left): the read is measured in steady state.`,
     `- Detail: ${DETAIL_REQUESTS} sequential GETs after 20 warm-up ones, ${(read.responseBytes / 1024).toFixed(0)} KiB responses; ceiling \`SELECT * FROM spans WHERE trace_id = $1\` through pg.`,
     `- CPU, average cores busy of ${availableParallelism()} (server process / all postgres processes / this client / anything else): ` +
     ([["ingest", ingestCpu], ["COPY", copy.cpu], ["INSERT", insert.cpu], ["GET detail", read.cpu]] as const)
