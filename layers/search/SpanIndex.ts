@@ -328,7 +328,10 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             WITH v AS MATERIALIZED (${vectorCandidates(exact)}
             ), f AS (
               SELECT e.trace_id, e.span_id
-              FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
+              FROM span_embeddings e
+              JOIN LATERAL (
+                SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = e.trace_id LIMIT 1
+              ) t ON true
               WHERE ${where} AND e.tsv @@ plainto_tsquery('english', ${input.query})
               LIMIT ${k}
             ), c AS (
