@@ -470,3 +470,19 @@ export const tableLines = (header: ReadonlyArray<string>, rows: ReadonlyArray<Re
   `|${header.map(() => "---").join("|")}|`,
   ...rows.map((r) => `| ${r.join(" | ")} |`)
 ]
+
+/** Jobs queued or running on the database under test. */
+export const pendingJobs = async (db: pg.Client) =>
+  Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status IN ('queued', 'running')")).rows[0]!.n)
+
+/** Waits (up to `seconds`) for the job queue to drain; what was pending, what is left and how long it took. */
+export const drainJobs = async (db: pg.Client, seconds: number) => {
+  const start = performance.now()
+  const before = await pendingJobs(db)
+  let left = before
+  while (left > 0 && performance.now() - start < seconds * 1000) {
+    await sleep(250)
+    left = await pendingJobs(db)
+  }
+  return { before, left, seconds: (performance.now() - start) / 1000 }
+}

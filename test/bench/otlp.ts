@@ -36,6 +36,7 @@ import {
   commandLine,
   connect,
   cpuMeter,
+  drainJobs,
   filler,
   fmtCores,
   fmtInt,
@@ -49,7 +50,6 @@ import {
   numberEnv,
   percentile,
   runBench,
-  sleep,
   startServer,
   SYSTEM_PROMPT,
   tableLines
@@ -457,21 +457,6 @@ const load = async (url: string, seconds: number, concurrency: number): Promise<
 }
 
 /** Jobs not finished yet (the terminal-trace jobs ingestion enqueues, run by the server's worker). */
-const pendingJobs = async (db: pg.Client) =>
-  Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status IN ('queued', 'running')")).rows[0]!.n)
-
-/** Waits up to `seconds` for the job queue to drain, so the server is idle during the next phase. */
-const drainJobs = async (db: pg.Client, seconds: number) => {
-  const start = performance.now()
-  const before = await pendingJobs(db)
-  let left = before
-  while (left > 0 && performance.now() - start < seconds * 1000) {
-    await sleep(250)
-    left = await pendingJobs(db)
-  }
-  return { before, left, seconds: (performance.now() - start) / 1000 }
-}
-
 /** decodeOtlpProtobuf on fresh bodies in this process (one core), for `seconds` after a warm-up. */
 const decodeOnly = (seconds: number) => {
   const bodies = Array.from({ length: 8 }, makeBody)

@@ -29,6 +29,7 @@ import {
   connectMany,
   type CoresBusy,
   cpuMeter,
+  drainJobs,
   filler,
   fmtCores,
   fmtInt,
@@ -41,7 +42,6 @@ import {
   mark,
   numberEnv,
   runBench,
-  sleep,
   startServer,
   SYSTEM_PROMPT,
   tableLines
@@ -269,21 +269,6 @@ const insertCeiling = async (databaseUrl: string, serverPid: number, accountId: 
   } finally {
     await Promise.all(clients.map((c) => c.end().catch(() => {})))
   }
-}
-
-const pendingJobs = async (db: pg.Client) =>
-  Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status IN ('queued', 'running')")).rows[0]!.n)
-
-/** Waits (up to `seconds`) for the job queue to empty; what was pending, what is left and how long it took. */
-const drainJobs = async (db: pg.Client, seconds: number) => {
-  const start = performance.now()
-  const before = await pendingJobs(db)
-  let left = before
-  while (left > 0 && performance.now() - start < seconds * 1000) {
-    await sleep(250)
-    left = await pendingJobs(db)
-  }
-  return { before, left, seconds: (performance.now() - start) / 1000 }
 }
 
 const detail = async (url: string, databaseUrl: string, serverPid: number, spanCount: number, requests: number) => {
