@@ -15,6 +15,9 @@ export interface SupervisorOptions {
 const log = (level: "info" | "warn" | "error", msg: string) =>
   Effect.sync(() => console.error(`level=${level} msg=${JSON.stringify(`supervisor: ${msg}`)}`))
 
+/** How long a worker may take to stop after SIGTERM before it is killed. */
+const STOP_GRACE_MS = 10_000
+
 /** A worker restarted more often than this within a minute means something is wrong: give up. */
 const MAX_RESTARTS_PER_MINUTE = 10
 
@@ -23,7 +26,7 @@ const MAX_RESTARTS_PER_MINUTE = 10
  * connections over them), so one machine's cores all serve requests. Each worker is a full instance: it
  * shares nothing with the others but PostgreSQL, exactly as separate machines would. The first worker starts
  * alone (it runs the migrations); the others follow once it answers /health. A worker that dies is started
- * again; SIGTERM or SIGINT stops them all and waits for them.
+ * again; SIGTERM or SIGINT stops them all and waits for them (SIGKILL after STOP_GRACE_MS).
  */
 export const superviseWorkers = (options: SupervisorOptions) =>
   Effect.gen(function*() {
@@ -77,11 +80,17 @@ export const superviseWorkers = (options: SupervisorOptions) =>
       if (res.status !== 200) throw new Error(`status ${res.status}`)
     })
 
+    // A worker gets STOP_GRACE_MS to stop by itself (a worker still starting may not get there): then SIGKILL.
     const stopAll = Effect.promise(async () => {
       stopping = true
       const all = [...children.values()]
       for (const child of all) child.kill("SIGTERM")
-      await Promise.all(all.map((c) => c.exited))
+      const exited = Promise.all(all.map((c) => c.exited))
+      const grace = new Promise<"late">((resolve) => setTimeout(() => resolve("late"), STOP_GRACE_MS).unref())
+      if ((await Promise.race([exited, grace])) === "late") {
+        for (const child of all) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+        await exited
+      }
     })
 
     // SIGTERM/SIGINT interrupt this fiber (BunRuntime.runMain): the finalizer stops the workers and waits.

@@ -70,7 +70,12 @@ const main = Effect.gen(function*() {
   if (process.env[WORKER_INDEX_ENV] !== undefined) {
     // A worker whose supervisor died (SIGKILL, a crash) is reparented: it stops instead of serving unsupervised.
     const parent = process.ppid
-    yield* Effect.sync(() => process.ppid !== parent && process.kill(process.pid, "SIGTERM")).pipe(
+    yield* Effect.sync(() => {
+      if (process.ppid === parent) return
+      process.kill(process.pid, "SIGTERM")
+      // Nobody is left to kill it: a graceful stop that hangs must not leave it serving unsupervised.
+      setTimeout(() => process.exit(1), 10_000).unref()
+    }).pipe(
       Effect.repeat(Schedule.spaced("1 second")),
       Effect.forkDaemon
     )
