@@ -73,34 +73,6 @@ export class StreamEvents extends Effect.Service<StreamEvents>()("tapedeck/Strea
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
     const local = yield* PubSub.unbounded<StreamNotice>()
 
-    const record = Effect.fn("StreamEvents.record")(
-      function*(accountId: AccountId, groups: ReadonlyArray<StreamGroup>) {
-        const rows = packRows(groups)
-        if (rows.length === 0) return
-        const json = JSON.stringify(rows)
-        if (Option.isSome(pg)) {
-          yield* sql`
-            WITH r AS (
-              INSERT INTO stream_events (account_id, groups, events)
-              SELECT ${accountId}::uuid, e.value->'groups', (e.value->>'events')::int
-              FROM jsonb_array_elements(${json}::jsonb) WITH ORDINALITY AS e(value, ord)
-              ORDER BY e.ord
-              RETURNING id
-            )
-            SELECT pg_notify(${STREAM_CHANNEL}, ${accountId}::text || ':' || string_agg(id::text, ',' ORDER BY id)) FROM r`
-          return
-        }
-        const inserted = yield* sql<{ id: number }>`
-          INSERT INTO stream_events (account_id, groups, events)
-          SELECT ${accountId}::uuid, e.value->'groups', (e.value->>'events')::int
-          FROM jsonb_array_elements(${json}::jsonb) WITH ORDINALITY AS e(value, ord)
-          ORDER BY e.ord
-          RETURNING id::float8 AS id`
-        yield* PubSub.publish(local, { accountId, rowIds: inserted.map((r) => r.id).sort((a, b) => a - b) })
-      },
-      Effect.catchTags({ SqlError: Effect.die })
-    )
-
     /**
      * For a writer that folds its stream rows into its own single statement (atomic without a transaction):
      * CTEs that insert the rows only when the CTE named `gate` has a row, and NOTIFY their ids. The statement
@@ -123,6 +95,18 @@ export class StreamEvents extends Effect.Service<StreamEvents>()("tapedeck/Strea
       Option.isSome(pg) || row.stream_row_ids === null || row.stream_row_ids.length === 0
         ? Effect.void
         : PubSub.publish(local, { accountId, rowIds: row.stream_row_ids.map(Number) })
+
+    /** The rows of one write, as a statement of their own (inside the writer's transaction). */
+    const record = Effect.fn("StreamEvents.record")(
+      function*(accountId: AccountId, groups: ReadonlyArray<StreamGroup>) {
+        if (packRows(groups).length === 0) return
+        const rows = yield* sql<StreamResultColumns>`
+          WITH stream_gate AS (SELECT 1)${inStatement(accountId, groups, "stream_gate")}
+          SELECT ${sql.literal(STREAM_RESULT_COLUMNS)}`
+        yield* published(accountId, rows[0]!)
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
 
     return { record, inStatement, published, local, distributed: Option.isSome(pg) } as const
   })
