@@ -94,6 +94,20 @@ export const superviseWorkers = (options: SupervisorOptions) =>
     })
 
     // SIGTERM/SIGINT interrupt this fiber (BunRuntime.runMain): the finalizer stops the workers and waits.
+    // runMain listens for the first signal only; a second one (`bun run` forwarding it, a repeated Ctrl-C) would
+    // kill this process mid-stop and orphan the workers, so later signals are absorbed (SIGKILL still ends it).
+    const absorb = () => {}
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        process.on("SIGTERM", absorb)
+        process.on("SIGINT", absorb)
+      }),
+      () =>
+        Effect.sync(() => {
+          process.off("SIGTERM", absorb)
+          process.off("SIGINT", absorb)
+        })
+    )
     yield* Effect.addFinalizer(() =>
       log("info", "stopping the workers").pipe(Effect.zipRight(stopAll))
     )

@@ -10,16 +10,22 @@ afterAll(async () => {
   for (const db of dbs) await db.drop()
 })
 
-/** The pids of a process's live children (Linux /proc). */
+/** The fields of /proc/PID/stat after the command name (state, ppid, …), or undefined once the process is gone. */
+const statOf = (pid: number | string) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  } catch {
+    return undefined
+  }
+}
+
+/** The pids of a process's children (Linux /proc). */
 const childrenOf = (pid: number) =>
-  readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((e) => {
-    try {
-      const stat = readFileSync(`/proc/${e}/stat`, "utf8")
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid ? [Number(e)] : []
-    } catch {
-      return []
-    }
-  })
+  readdirSync("/proc").filter((e) => /^\d+$/.test(e) && Number(statOf(e)?.[1]) === pid).map(Number)
+
+/** A process's state letter (R, S, Z…), or "gone". */
+const stateOf = (pid: number) => statOf(pid)?.[0] ?? "gone"
 
 /** Polls `probe` every 100 ms until it returns a value; fails with `what()` (it can include the output so far). */
 const until = async <A>(
@@ -100,17 +106,14 @@ describe("TAPEDECK_WORKERS", () => {
       const supervisor = childrenOf(child.pid)[0]
       const all = supervisor === undefined ? [] : childrenOf(supervisor)
       child.kill("SIGTERM")
-      if (supervisor !== undefined) process.kill(supervisor, "SIGTERM")
+      // Twice, as `bun run` forwarding the signal does: the second must not cut the supervisor's stop short.
+      if (supervisor !== undefined) for (let i = 0; i < 2; i++) process.kill(supervisor, "SIGTERM")
       await child.exited
-      // No worker outlives the supervisor.
-      await until(() => all.every((pid) => {
-        try {
-          process.kill(pid, 0)
-          return false
-        } catch {
-          return true
-        }
-      }) || undefined, { timeoutMs: 30_000, what: () => `the workers to stop:\n${output()}` })
+      // No worker outlives the supervisor (an exited process not yet reaped, state Z, has stopped).
+      await until(() => all.every((pid) => ["gone", "Z"].includes(stateOf(pid))) || undefined, {
+        timeoutMs: 30_000,
+        what: () => `the workers to stop (${all.map((pid) => `${pid}: ${stateOf(pid)}`).join(", ")}):\n${output()}`
+      })
     }
   }, 180_000)
 
