@@ -24,3 +24,6 @@ export const yieldToForeground = (maxWaitMs: number) =>
     const deadline = Date.now() + maxWaitMs
     while (inFlight > 0 && Date.now() < deadline) yield* Effect.sleep("5 millis")
   })
+
+/** The requests this process is answering now that background work waits for. */
+export const requestsInFlight = () => inFlight

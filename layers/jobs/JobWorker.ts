@@ -1,20 +1,23 @@
-import { Cause, Effect, Layer, Option } from "effect"
+import { Cause, Effect, FiberSet, Layer, Option, Queue } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { JobFailed, JobHandlers } from "./JobHandlers.ts"
 import { yieldToForeground } from "./Foreground.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
-// A batch is never larger than what runs at once: every claimed job starts at once, so its lease (and the
-// attempt timeout inside it) is measured from the claim.
-const BATCH = 32
-/** Under requests that never pause, the worker still claims a batch this often (it waits for gaps otherwise). */
+/**
+ * How many jobs one instance runs at once. A job is claimed only into a free slot and starts at once, so its
+ * lease (and the attempt timeout inside it) is measured from the claim.
+ */
+const SLOTS = 32
+/** Under requests that never pause, the worker still claims this often (it waits for gaps otherwise). */
 const MAX_YIELD_MS = 1000
 
 /**
- * Runs due jobs in the background of every instance. A full batch is followed at once by the next claim,
- * so the queue drains at the rate jobs finish; an empty or partial one waits TAPEDECK_JOB_POLL_MS.
- * Successes are recorded together, one statement a batch. A handler's failure, defect or timeout counts as
- * a failed attempt; claiming errors (the database is away) are logged and retried at the next poll. Requests come
+ * Runs due jobs in the background of every instance, up to SLOTS at once. Each slot is refilled as soon as its
+ * job ends, so one slow job (a webhook to a slow receiver, a judge call, the embedder's first load) never holds
+ * the others back; the queue drains at the rate jobs finish, and an idle worker polls every TAPEDECK_JOB_POLL_MS.
+ * Successes are recorded together, one statement per wake-up. A handler's failure, defect or timeout counts as a
+ * failed attempt; claiming errors (the database is away) are logged and retried at the next poll. Requests come
  * first: a claim waits while this process answers requests (at most MAX_YIELD_MS), so a burst of ingestion is not
  * slowed by the terminal-trace and indexing work it causes; that work catches up in the gaps.
  */
@@ -23,6 +26,11 @@ export const JobWorkerLive = Layer.scopedDiscard(
     const queue = yield* JobQueue
     const handlers = yield* JobHandlers
     const config = yield* AppConfig
+    const running = yield* FiberSet.make()
+    let active = 0
+    // A job ending wakes the loop: to record it, and to refill its slot.
+    const ended = yield* Queue.sliding<void>(1)
+    const succeeded: Array<ClaimedJob> = []
 
     const runOne = (job: ClaimedJob) => {
       const handler = handlers.get(job.kind)
@@ -52,21 +60,45 @@ export const JobWorkerLive = Layer.scopedDiscard(
       )
     }
 
-    /** Runs one batch; whether it was full (more may be due). */
-    const runBatch = Effect.gen(function*() {
+    const start = (job: ClaimedJob) => {
+      active++
+      return FiberSet.run(
+        running,
+        runOne(job).pipe(
+          Effect.tap((done) => Effect.sync(() => Option.isSome(done) && succeeded.push(done.value))),
+          Effect.ensuring(Effect.suspend(() => {
+            active--
+            return Queue.offer(ended, undefined)
+          }))
+        )
+      )
+    }
+
+    /** Records the successes so far, then fills the free slots; whether every slot is taken (more may be due). */
+    const refill = Effect.gen(function*() {
+      if (succeeded.length > 0) {
+        const done = succeeded.slice()
+        yield* queue.completeAll(done)
+        succeeded.splice(0, done.length) // only once recorded: a failed statement is retried at the next wake-up
+      }
+      const free = SLOTS - active
+      if (free === 0) return true
       // Background work shares the event loop with the requests: it waits for a gap in them.
       yield* yieldToForeground(MAX_YIELD_MS)
-      const jobs = yield* queue.claim(BATCH)
-      const done = yield* Effect.forEach(jobs, runOne, { concurrency: "unbounded" })
-      yield* queue.completeAll(done.flatMap((job) => Option.toArray(job)))
-      return jobs.length === BATCH
+      const jobs = yield* queue.claim(free)
+      yield* Effect.forEach(jobs, start, { discard: true })
+      return jobs.length === free
     }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("job poll failed", cause).pipe(Effect.as(false)))
     )
 
-    yield* runBatch.pipe(
-      Effect.repeat({ while: (full) => full }),
-      Effect.zipRight(Effect.sleep(`${config.jobPollMs} millis`)),
+    yield* refill.pipe(
+      // Saturated: wait for a job to end. Otherwise: wait for the poll interval, or a job ending to record.
+      Effect.flatMap((saturated) =>
+        saturated
+          ? Queue.take(ended)
+          : Queue.take(ended).pipe(Effect.timeout(`${config.jobPollMs} millis`), Effect.ignore)
+      ),
       Effect.forever,
       Effect.forkScoped
     )

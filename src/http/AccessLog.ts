@@ -30,9 +30,12 @@ export const accessLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, 
   Effect.withFiberRuntime((fiber) => {
     const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
     const annotations = (status: number) => ({ "http.method": request.method, "http.url": loggableUrl(request.url), "http.status": status })
-    enterForeground()
+    // A WebSocket or an event stream is open for hours: counted, it would hold background work back all along.
+    const longLived = request.headers["upgrade"] !== undefined || (request.headers["accept"] ?? "").includes("text/event-stream")
+    if (!longLived) enterForeground()
+    const answered = longLived ? app : Effect.ensuring(app, Effect.sync(leaveForeground))
     return Effect.withLogSpan(
-      Effect.flatMap(Effect.exit(Effect.ensuring(app, Effect.sync(leaveForeground))), (exit) => {
+      Effect.flatMap(Effect.exit(answered), (exit) => {
         if (exit._tag === "Failure") {
           const [response, cause] = HttpServerError.causeResponseStripped(exit.cause)
           return Effect.zipRight(

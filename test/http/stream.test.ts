@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { connect as tcpConnect } from "node:net"
+import { requestsInFlight } from "#layers/jobs/Foreground"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import { chatAttributes, exportBody, hex, otlpSpan } from "../support/Otlp.ts"
@@ -154,6 +155,12 @@ describe("live span stream: delivery", () => {
     await Bun.sleep(200)
     expect(client.events().map((e) => e.trace_id)).toEqual([t2.id])
     client.close()
+  }, 60_000)
+
+  test("an open stream does not hold background work back: it is not a request in flight", async () => {
+    const clients = await Promise.all([subscribed(url, KEY_A), subscribed(url, KEY_B)])
+    expect(requestsInFlight()).toBe(0)
+    for (const client of clients) client.close()
   }, 60_000)
 
   test("heartbeats: the server pings at the configured interval and answers a client ping", async () => {

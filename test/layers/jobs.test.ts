@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Ref } from "effect"
+import { Deferred, Effect, Layer, Ref } from "effect"
 import { JobFailed, JobHandlers } from "#layers/jobs/JobHandlers"
 import { backoffMs, JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
@@ -57,6 +57,29 @@ describe("JobQueue", () => {
       })
     ))
     expect(job).toMatchObject({ status: "completed", attempts: 1, error: null })
+  })
+
+  test("a slow job holds only its own slot: jobs queued after it complete while it still runs", async () => {
+    const result = await storage.run(Effect.gen(function*() {
+      const release = yield* Deferred.make<void>()
+      return yield* withWorker(
+        new Map([["slow", () => Deferred.await(release)], ["quick", () => Effect.void]]),
+        Effect.gen(function*() {
+          const queue = yield* JobQueue
+          const slow = yield* queue.enqueue(account, "slow", {})
+          yield* waitFor(queue.get(account, slow), (j) => j.status === "running")
+          const quick = yield* Effect.forEach([1, 2, 3], () => queue.enqueue(account, "quick", {}))
+          const quickJobs = yield* Effect.forEach(quick, (id) => waitFor(queue.get(account, id), (j) => j.status === "completed"))
+          const slowMeanwhile = yield* queue.get(account, slow)
+          yield* Deferred.succeed(release, undefined)
+          const slowAfter = yield* waitFor(queue.get(account, slow), (j) => j.status === "completed")
+          return { quickJobs, slowMeanwhile, slowAfter }
+        })
+      )
+    }))
+    expect(result.quickJobs.map((j) => j.status)).toEqual(["completed", "completed", "completed"])
+    expect(result.slowMeanwhile.status).toBe("running")
+    expect(result.slowAfter).toMatchObject({ status: "completed", attempts: 1 })
   })
 
   test("a failing job is retried with backoff and dead-lettered after the last attempt", async () => {
