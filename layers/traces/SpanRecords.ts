@@ -31,62 +31,36 @@ export const spanSelect = (payloadsWhen = "true") => `id, parent_id, span_type, 
 
 export const SPAN_SELECT = spanSelect()
 
+/** A timestamptz as `Date.prototype.toISOString` prints it (milliseconds, truncated; years 1970–9999 only). */
+const isoText = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+
 /**
- * A stored span for answers that pass its JSON payloads through as text (`spanJson`): jsonb as PostgreSQL
- * prints it, never parsed here; times as epoch milliseconds.
+ * A stored span as the JSON text `JSON.stringify(fromRow(row))` gives for it, written by PostgreSQL: the same keys
+ * in the same order and the same values once parsed (payloads as jsonb prints them, never parsed here). Beside
+ * it, what the causal order needs: ids and times as epoch milliseconds.
  */
-export const SPAN_JSON_SELECT = `id, parent_id, span_type, name, model, input::text AS input, output::text AS output,
-  input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens, cost::float8 AS cost,
-  duration_ms::float8 AS duration_ms, metadata::text AS metadata, agent_id, parent_agent_id, agent_role,
-  floor(EXTRACT(EPOCH FROM started_at) * 1000)::float8 AS start_ms,
-  floor(EXTRACT(EPOCH FROM ended_at) * 1000)::float8 AS end_ms, error, extra::text AS extra`
+export const SPAN_JSON_SELECT = `id, parent_id, floor(EXTRACT(EPOCH FROM started_at) * 1000)::float8 AS start_ms,
+  floor(EXTRACT(EPOCH FROM ended_at) * 1000)::float8 AS end_ms, duration_ms::float8 AS duration_ms,
+  concat('{',
+    CASE WHEN extra IS NOT NULL AND extra <> '{}'::jsonb THEN substr(extra::text, 2, length(extra::text) - 2) || ',' END,
+    '"id":"', id, '","parent_id":', COALESCE('"' || parent_id || '"', 'null'),
+    ',"span_type":', to_json(span_type), ',"name":', to_json(name), ',"model":' || to_json(model)::text,
+    ',"input":' || input::text, ',"output":' || output::text,
+    ',"input_tokens":' || input_tokens, ',"output_tokens":' || output_tokens, ',"cost":' || cost::float8,
+    ',"duration_ms":' || duration_ms, ',"metadata":' || metadata::text,
+    ',"agent_id":' || to_json(agent_id)::text, ',"parent_agent_id":' || to_json(parent_agent_id)::text,
+    ',"agent_role":' || to_json(agent_role)::text,
+    ',"started_at":"', ${isoText("started_at")}, '"', ',"ended_at":"' || ${isoText("ended_at")} || '"',
+    ',"error":' || to_json(error)::text,
+  '}') AS json`
 
 export interface SpanJsonRow {
   readonly id: string
   readonly parent_id: string | null
-  readonly span_type: string
-  readonly name: string
-  readonly model: string | null
-  readonly input: string | null
-  readonly output: string | null
-  readonly input_tokens: number | null
-  readonly output_tokens: number | null
-  readonly cost: number | null
-  readonly duration_ms: number | null
-  readonly metadata: string | null
-  readonly agent_id: string | null
-  readonly parent_agent_id: string | null
-  readonly agent_role: string | null
   readonly start_ms: number
   readonly end_ms: number | null
-  readonly error: string | null
-  readonly extra: string | null
-}
-
-/**
- * The JSON text `JSON.stringify(fromRow(row))` gives for the same span: the same keys in the same order and
- * the same values, the payloads as PostgreSQL printed them (equal once parsed).
- */
-export const spanJson = (row: SpanJsonRow) => {
-  const q = JSON.stringify
-  let out = "{"
-  if (row.extra !== null && row.extra !== "{}") out += `${row.extra.slice(1, -1)},`
-  out += `"id":${q(row.id)},"parent_id":${q(row.parent_id)},"span_type":${q(row.span_type)},"name":${q(row.name)}`
-  if (row.model !== null) out += `,"model":${q(row.model)}`
-  if (row.input !== null) out += `,"input":${row.input}`
-  if (row.output !== null) out += `,"output":${row.output}`
-  if (row.input_tokens !== null) out += `,"input_tokens":${row.input_tokens}`
-  if (row.output_tokens !== null) out += `,"output_tokens":${row.output_tokens}`
-  if (row.cost !== null) out += `,"cost":${q(row.cost)}`
-  if (row.duration_ms !== null) out += `,"duration_ms":${row.duration_ms}`
-  if (row.metadata !== null) out += `,"metadata":${row.metadata}`
-  if (row.agent_id !== null) out += `,"agent_id":${q(row.agent_id)}`
-  if (row.parent_agent_id !== null) out += `,"parent_agent_id":${q(row.parent_agent_id)}`
-  if (row.agent_role !== null) out += `,"agent_role":${q(row.agent_role)}`
-  out += `,"started_at":"${new Date(row.start_ms).toISOString()}"`
-  if (row.end_ms !== null) out += `,"ended_at":"${new Date(row.end_ms).toISOString()}"`
-  if (row.error !== null) out += `,"error":${q(row.error)}`
-  return `${out}}`
+  readonly duration_ms: number | null
+  readonly json: string
 }
 
 /** A jsonb value read as `jsonb_build_array(v)`: SQL NULL (absent) is undefined, JSON null stays null. */

@@ -21,7 +21,7 @@ import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { SEARCH_INDEX_JOB } from "../search/Search.ts"
 import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
-import { spanJson, type SpanJsonRow } from "./SpanRecords.ts"
+import type { SpanJsonRow } from "./SpanRecords.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 import { rewrittenSpanCode } from "#src/domain/StreamEvent"
 
@@ -66,7 +66,7 @@ export const detailJson = (trace: TraceWire, spans: ReadonlyArray<SpanJsonRow>) 
   })))
   const head = JSON.stringify(trace)
   const parts: Array<string> = [head.length > 2 ? `${head.slice(0, -1)},"spans":[` : `{"spans":[`]
-  order.forEach((i, n) => parts.push(n === 0 ? spanJson(spans[i]!) : `,${spanJson(spans[i]!)}`))
+  order.forEach((i, n) => parts.push(n === 0 ? spans[i]!.json : `,${spans[i]!.json}`))
   parts.push(`],"causalOrder":${JSON.stringify(layout.causalOrder)},"concurrentGroups":${JSON.stringify(layout.concurrentGroups)}}`)
   return parts.join("")
 }

@@ -53,3 +53,39 @@ test("the detail's JSON text equals the document built from parsed rows, for arb
     { numRuns: 40 }
   )
 }, 120_000)
+
+test("control characters anywhere in a span come back intact", async () => {
+  const odd = "a\u0001b\u0002c\u001fd\u007fe"
+  const spans = [{
+    id: crypto.randomUUID(),
+    parent_id: null,
+    span_type: "tool_call",
+    name: `tool${odd}`,
+    input: { [`key${odd}`]: [odd, { nested: odd }] },
+    output: odd,
+    metadata: { note: odd },
+    error: odd,
+    [`custom${odd}`]: { [odd]: odd },
+    started_at: "2026-11-23T10:00:00.123Z",
+    ended_at: "2026-11-23T10:00:01.456Z"
+  }, {
+    id: crypto.randomUUID(),
+    parent_id: null,
+    span_type: "llm_call",
+    name: "second",
+    started_at: "2026-11-23T10:00:02Z"
+  }]
+  const { fromRows, text } = await storage.run(Effect.gen(function*() {
+    const traces = yield* Traces
+    const accountId = yield* (yield* AccountRepo).ensure("detail-json-control")
+    const request = Schema.decodeUnknownSync(CreateTraceRequest)(trace({ spans }))
+    yield* traces.create(accountId, request)
+    const fromRows = yield* traces.get(accountId, request.id as TraceId)
+    return { fromRows: JSON.parse(JSON.stringify(fromRows)), text: yield* traces.getJson(accountId, request.id as TraceId) }
+  }).pipe(Effect.provide([Traces.Default, TraceRepo.Default, AccountRepo.Default])))
+  const parsed = JSON.parse(text)
+  expect(parsed).toEqual(fromRows)
+  expect(parsed.spans).toHaveLength(2)
+  const first = parsed.spans.find((s: { span_type: string }) => s.span_type === "tool_call")
+  expect(first).toMatchObject({ name: `tool${odd}`, output: odd, error: odd, [`custom${odd}`]: { [odd]: odd } })
+}, 60_000)
