@@ -61,7 +61,9 @@ export const AuthMessage = Schema.Struct({
 export const SubscribeMessage = Schema.Struct({
   type: Schema.Literal("subscribe"),
   filters: Schema.optionalWith(StreamFilters, { default: () => ({}) }),
-  last_event_id: Schema.optional(EventIdParam)
+  last_event_id: Schema.optional(EventIdParam),
+  /** Events come as `{"type":"batch","count":n,"events":[…]}` frames, one per write batch, instead of a frame each. */
+  batch: Schema.optional(Schema.Boolean)
 }).annotations(strict)
 
 export const UnsubscribeMessage = Schema.Struct({ type: Schema.Literal("unsubscribe") }).annotations(strict)

@@ -36,6 +36,24 @@ interface RawConnection {
   readonly closed: Deferred.Deferred<void>
 }
 
+/**
+ * Events, already serialised, as one frame for a batching subscriber. The hub hands every member of an audience the
+ * same array, so the frame is built once per audience, not once per subscriber.
+ */
+const frames = new WeakMap<ReadonlyArray<{ readonly json: string }>, string>()
+const batchFrame = (events: ReadonlyArray<{ readonly json: string }>) => {
+  const known = frames.get(events)
+  if (known !== undefined) return known
+  let frame = `{"type":"batch","count":${events.length},"events":[`
+  for (let i = 0; i < events.length; i++) frame += i === 0 ? events[i]!.json : `,${events[i]!.json}`
+  frame += "]}"
+  frames.set(events, frame)
+  return frame
+}
+
+/** Replayed events per frame for a batching subscriber. */
+const REPLAY_BATCH = 500
+
 /** Client messages received but not yet handled, per connection. */
 const MAX_PENDING_CLIENT_MESSAGES = 64
 
@@ -132,29 +150,44 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
         const accountId: AccountId = principal.accountId
 
         // Events are written at once while the client keeps up; only while more than HIGH_WATER_BYTES are unread
-        // do they wait in `backlog`, and a backlog over the bound closes the connection (4008).
+        // do they wait in `backlog`, and more than the bound of events waiting closes the connection (4008).
+        // A batching subscriber gets each push (one write batch) as one frame.
+        let batched = false
         const backlog: Array<string> = []
+        let backlogEvents = 0
+        const backlogCounts: Array<number> = []
         const wake = yield* Queue.sliding<void>(1)
         const slow = yield* Deferred.make<void>()
         const behind = () => ws.getBufferedAmount() > HIGH_WATER_BYTES && ws.readyState === 1
-        // `messages` may be shared with other subscribers: read, never changed.
-        const offerAll = (messages: ReadonlyArray<{ readonly json: string }>) => {
+        /** Sends frames (each holding `counts[i]` events) at once or queues them; false when over the bound. */
+        const offerFrames = (frames: ReadonlyArray<string>, counts: ReadonlyArray<number>) => {
           let i = 0
           if (backlog.length === 0 && !behind()) {
             const sendSome = () => {
-              while (i < messages.length && !behind()) ws.sendText(messages[i++]!.json)
+              while (i < frames.length && !behind()) ws.sendText(frames[i++]!)
             }
             if (ws.cork) ws.cork(sendSome)
             else sendSome()
           }
-          if (i === messages.length) return true
-          if (backlog.length + messages.length - i > config.streamQueueMax) return false
+          if (i === frames.length) return true
+          let waiting = 0
+          for (let j = i; j < frames.length; j++) waiting += counts[j]!
+          if (backlogEvents + waiting > config.streamQueueMax) return false
           const wasEmpty = backlog.length === 0
-          for (; i < messages.length; i++) backlog.push(messages[i]!.json)
+          for (; i < frames.length; i++) {
+            backlog.push(frames[i]!)
+            backlogCounts.push(counts[i]!)
+          }
+          backlogEvents += waiting
           if (wasEmpty) Queue.unsafeOffer(wake, undefined)
           return true
         }
-        const offer = (text: string) => offerAll([{ json: text }])
+        // `messages` may be shared with other subscribers: read, never changed.
+        const offerAll = (messages: ReadonlyArray<{ readonly json: string }>) =>
+          batched
+            ? messages.length === 0 || offerFrames([batchFrame(messages)], [messages.length])
+            : offerFrames(messages.map((m) => m.json), messages.map(() => 1))
+        const offer = (text: string) => offerFrames([text], [1])
         const subscriber: Subscriber = {
           accountId,
           filters: undefined,
@@ -180,11 +213,15 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
               // Send what fits under the high water in one go.
               let n = 0
               const sendSome = () => {
-                while (n < backlog.length && !behind()) ws.sendText(backlog[n++]!)
+                while (n < backlog.length && !behind()) {
+                  ws.sendText(backlog[n]!)
+                  backlogEvents -= backlogCounts[n++]!
+                }
               }
               if (ws.cork) ws.cork(sendSome)
               else sendSome()
               backlog.splice(0, n)
+              backlogCounts.splice(0, n)
             }))),
             step: () => {}
           })),
@@ -216,11 +253,19 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
               case "subscribe": {
                 const lastEventId = message.last_event_id ?? (firstSubscribe ? queryLastEventId : undefined)
                 firstSubscribe = false
+                batched = message.batch === true
                 const replay = yield* hub.subscribe(subscriber, message.filters, lastEventId)
-                for (const event of replay.events) yield* sendPaced(event.json)
+                if (batched) {
+                  for (let i = 0; i < replay.events.length; i += REPLAY_BATCH) {
+                    yield* sendPaced(batchFrame(replay.events.slice(i, i + REPLAY_BATCH)))
+                  }
+                } else {
+                  for (const event of replay.events) yield* sendPaced(event.json)
+                }
                 yield* sendPaced(JSON.stringify({
                   type: "subscribed",
                   filters: message.filters,
+                  ...(batched ? { batch: true } : {}),
                   ...(lastEventId === undefined ? {} : { replayed: replay.events.length, replay_complete: replay.complete })
                 }))
                 if (lastEventId !== undefined) yield* hub.endReplay(subscriber, replay.replayedRows)

@@ -3,7 +3,8 @@
  *
  * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/main.ts`) on it as
  *    a separate process (so LISTEN/NOTIFY carries the events, as with several instances).
- * 2. Connects BENCH_SUBSCRIBERS WebSocket subscribers to /ws/v1/stream (one account, no filters).
+ * 2. Connects BENCH_SUBSCRIBERS WebSocket subscribers to /ws/v1/stream (one account, no filters), asking for batch
+ *    frames (a write batch's events in one frame) unless BENCH_STREAM_BATCH=0.
  * 3. Open loop: every 1/BENCH_REQUESTS_PER_SECOND s a POST /api/v1/traces with BENCH_SPANS_PER_TRACE spans
  *    (~5,000 spans/s by default) for BENCH_SECONDS after BENCH_WARMUP_SECONDS of warm-up.
  * 4. Per subscriber and span event: delivery latency from the moment the write was sent, and from the moment its
@@ -12,7 +13,7 @@
  * 5. Prints a markdown table; drops the database and stops the server (also on error or Ctrl-C).
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_SUBSCRIBERS, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_REQUESTS_PER_SECOND,
- * BENCH_SPANS_PER_TRACE, BENCH_CPU_PROF.
+ * BENCH_SPANS_PER_TRACE, BENCH_STREAM_BATCH, BENCH_CPU_PROF.
  */
 import { readFileSync } from "node:fs"
 import {
@@ -38,12 +39,14 @@ const SECONDS = numberEnv("BENCH_SECONDS", 15)
 const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 3)
 const REQUESTS_PER_SECOND = numberEnv("BENCH_REQUESTS_PER_SECOND", 100)
 const SPANS_PER_TRACE = Math.floor(numberEnv("BENCH_SPANS_PER_TRACE", 50))
+/** 1: subscribers ask for batch frames (a write's events in one frame); 0: a frame per event. */
+const BATCH = (process.env.BENCH_STREAM_BATCH ?? "1") !== "0"
 const TARGET_P99_MS = 100
 const MAX_INFLIGHT = 64
 
 const KNOBS = [
   "BENCH_DATABASE_URL", "BENCH_SUBSCRIBERS", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_REQUESTS_PER_SECOND",
-  "BENCH_SPANS_PER_TRACE", "BENCH_CPU_PROF"
+  "BENCH_SPANS_PER_TRACE", "BENCH_STREAM_BATCH", "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/stream.ts")
 const CPU = cpuMeter("reaped")
@@ -76,26 +79,31 @@ const main = async () => {
     const ws = new WebSocket(wsUrl, { headers: { "x-service-key": KEY } } as never)
     let subscribed: () => void = () => {}
     const ready = new Promise<void>((resolve) => (subscribed = resolve))
+    // Cheap: only span events are measured, found by their opening (inside strings a quote is escaped, so user
+    // data cannot look like one); the trace id follows at a fixed key. A batch frame holds several.
+    const spanEvent = (text: string, from: number, now: number) => {
+      received++
+      const at = text.indexOf('"trace_id":"', from) + 12
+      const traceId = text.slice(at, at + 36)
+      if (measured.has(traceId)) {
+        fromSend.push(now - sentAt.get(traceId)!)
+        const ack = ackAt.get(traceId)
+        fromAck.push(ack === undefined ? 0 : Math.max(0, now - ack))
+      }
+    }
     ws.addEventListener("message", (e) => {
       const text = String(e.data)
-      // Cheap: only span events are measured, found by prefix; the trace id sits at a fixed key.
-      if (text.startsWith('{"type":"span"')) {
-        const now = performance.now()
-        received++
-        const at = text.indexOf('"trace_id":"') + 12
-        const traceId = text.slice(at, at + 36)
-        if (measured.has(traceId)) {
-          fromSend.push(now - sentAt.get(traceId)!)
-          const ack = ackAt.get(traceId)
-          fromAck.push(ack === undefined ? 0 : Math.max(0, now - ack))
-        }
-      } else if (text.includes('"subscribed"')) subscribed()
+      const now = performance.now()
+      if (text.startsWith('{"type":"batch"')) {
+        for (let at = text.indexOf('{"type":"span"'); at >= 0; at = text.indexOf('{"type":"span"', at + 14)) spanEvent(text, at, now)
+      } else if (text.startsWith('{"type":"span"')) spanEvent(text, 0, now)
+      else if (text.includes('"subscribed"')) subscribed()
     })
     ws.addEventListener("close", (e) => {
       if (e.code !== 1000 && e.code !== 1005) log(`subscriber closed: ${e.code} ${e.reason}`)
     })
     await new Promise((resolve) => ws.addEventListener("open", resolve))
-    ws.send(JSON.stringify({ type: "subscribe" }))
+    ws.send(JSON.stringify({ type: "subscribe", ...(BATCH ? { batch: true } : {}) }))
     await ready
     return ws
   }))
@@ -184,7 +192,7 @@ const main = async () => {
   const a = latencyStats(fromAck)
   const spansPerSecond = (sentMeasured * SPANS_PER_TRACE) / writeSeconds
   const rows = [
-    ["subscribers", fmtInt(SUBSCRIBERS), "100", ""],
+    ["subscribers", `${fmtInt(SUBSCRIBERS)} (${BATCH ? "batch frames" : "a frame per event"})`, "100", ""],
     ["spans written/s (measured phase)", fmtInt(spansPerSecond), "≈ 5,000", `${fmtInt(sentMeasured)} writes, ${failed} failed, ${skipped} not sent (64 in flight)`],
     ["span events delivered/s (all subscribers)", fmtInt((received - receivedBefore) / writeSeconds), "", ""],
     ["events delivered / expected (measured writes)", `${fmtInt(fromSend.length)} / ${fmtInt(expected)}`, "all", mark(fromSend.length === expected)],

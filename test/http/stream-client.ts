@@ -37,7 +37,8 @@ export const connectStream = async (
   return {
     socket,
     messages,
-    events: () => messages.filter((m) => m.type === "span" || m.type === "trace"),
+    // A batching subscriber's frames hold several events each.
+    events: () => messages.flatMap((m) => (m.type === "batch" ? m.events : [m])).filter((m) => m.type === "span" || m.type === "trace"),
     closed,
     send: (message) => socket.send(typeof message === "string" ? message : JSON.stringify(message)),
     waitFor,

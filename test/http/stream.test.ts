@@ -157,6 +157,34 @@ describe("live span stream: delivery", () => {
     client.close()
   }, 60_000)
 
+  test("batch: a write's events come in one frame with their count, the same events in the same order", async () => {
+    const plain = await subscribed(url, KEY_A)
+    const batching = await subscribed(url, KEY_A, {}, { batch: true })
+    expect(batching.messages.find((m) => m.type === "subscribed")).toMatchObject({ batch: true })
+    const root = span({ name: "root" })
+    const t = trace({ spans: [root, span({ parent_id: root.id }), span({ parent_id: root.id })] })
+    await ok(server.post("/api/v1/traces", t))
+    await ok(server.post(`/api/v1/traces/${t.id}/spans`, { spans: [span({ parent_id: root.id })] }))
+    await ok(server.request("PATCH", `/api/v1/traces/${t.id}`, { body: { status: "completed" } }))
+    const ofTrace = (c: typeof plain) => c.events().filter((e) => e.trace_id === t.id)
+    await plain.waitFor(() => ofTrace(plain).length >= 7)
+    await batching.waitFor(() => ofTrace(batching).length >= 7)
+    expect(ofTrace(batching)).toEqual(ofTrace(plain))
+    const frames = batching.messages.filter((m) => m.type !== "authenticated" && m.type !== "subscribed" && m.type !== "ping")
+    expect(frames.every((m) => m.type === "batch" && m.count === m.events.length && m.count > 0)).toBe(true)
+    // The create's trace event and its three spans were one write: one frame.
+    expect(frames[0].events.map((e: { type: string }) => e.type)).toEqual(["trace", "span", "span", "span"])
+
+    // A replay comes batched too.
+    const replayed = await subscribed(url, KEY_A, { trace_id: t.id }, { batch: true, last_event_id: ofTrace(plain)[0].id })
+    expect(replayed.messages.find((m) => m.type === "subscribed")).toMatchObject({ batch: true, replayed: 6 })
+    // (A replay reads the rows as they are now: the same events, the trace's data current.)
+    const shape = (e: { type: string; event: string; id: number }) => `${e.type}:${e.event}:${e.id}`
+    expect(replayed.events().map(shape)).toEqual(ofTrace(plain).slice(1).map(shape))
+    expect(replayed.messages.filter((m) => m.type === "span" || m.type === "trace")).toEqual([])
+    for (const c of [plain, batching, replayed]) c.close()
+  }, 60_000)
+
   test("an open stream does not hold background work back: it is not a request in flight", async () => {
     const clients = await Promise.all([subscribed(url, KEY_A), subscribed(url, KEY_B)])
     expect(requestsInFlight()).toBe(0)
