@@ -17,21 +17,13 @@ const toAction = (request: EnforcementCheckRequest): ProposedAction => ({
   stepIndex: request.step_index
 })
 
-const toDecision = (evaluation: Evaluation): EnforcementDecision =>
-  evaluation.holdId
-    ? {
-      verdict: evaluation.verdict,
-      policy_id: evaluation.policy?.id ?? null,
-      policy_type: evaluation.policy?.type ?? null,
-      reason: evaluation.reason,
-      hold_id: evaluation.holdId
-    }
-    : {
-      verdict: evaluation.verdict,
-      policy_id: evaluation.policy?.id ?? null,
-      policy_type: evaluation.policy?.type ?? null,
-      reason: evaluation.reason
-    }
+const toDecision = (evaluation: Evaluation): EnforcementDecision => ({
+  verdict: evaluation.verdict,
+  policy_id: evaluation.policy?.id ?? null,
+  policy_type: evaluation.policy?.type ?? null,
+  reason: evaluation.reason,
+  ...(evaluation.holdId ? { hold_id: evaluation.holdId } : {})
+})
 
 const newAudit = (request: EnforcementCheckRequest): DecisionAudit => ({
   decisionId: crypto.randomUUID(),
