@@ -17,11 +17,18 @@ export class InvalidCredential extends Schema.TaggedError<InvalidCredential>()("
 export interface Principal {
   readonly accountId: AccountId
   readonly credentialId: string
+  /**
+   * Set when the principal came from this instance's cache of recently verified API keys instead of a lookup
+   * just now: the key's digest, which the request's own statement must find still live (see `cachedServiceKey`).
+   */
+  readonly liveKey?: string
 }
 
 const MAX_CREDENTIAL_LENGTH = 8192
 /** How long a credential verified before a database outage stays usable during it. */
 const OUTAGE_GRACE_MS = 5 * 60_000
+/** How long an API key verified here may stand in for a lookup, for routes whose statement re-checks it. */
+const CACHED_KEY_MS = 60_000
 
 /** Turns an API key or a web-session JWT into the account it acts for. */
 export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credentials", {
@@ -108,10 +115,39 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
       return token.startsWith(KEY_PREFIX) ? apiKey(token) : jwt(token)
     }
 
+    /**
+     * An API key verified here in the last minute and not revoked since as far as this instance heard (revocations
+     * reach every instance by NOTIFY, but a notice can be late): the principal carries the key's digest as
+     * `liveKey`, and the caller must make its one statement refuse to act if the key is no longer live
+     * (`tapedeck_require_live_key`). Anything else is looked up as usual.
+     */
+    const cachedApiKey = (key: string) =>
+      Effect.gen(function*() {
+        if (!key.startsWith(KEY_PREFIX) || key.length > MAX_CREDENTIAL_LENGTH) return yield* apiKey(key)
+        const keyHash = yield* hashKey(key)
+        const hit = recent.get(`key:${keyHash}`)
+        if (hit === undefined || Date.now() - hit.at > CACHED_KEY_MS) return yield* apiKey(key)
+        const found = hit.value as Option.Option<{ readonly accountId: AccountId; readonly keyId: string }>
+        if (Option.isNone(found)) return yield* apiKey(key)
+        return { accountId: found.value.accountId, credentialId: `key:${found.value.keyId}`, liveKey: keyHash } satisfies Principal
+      })
+
+    /** `x-service-key`, for a route that re-checks the key in its own statement: see `cachedApiKey`. */
+    const cachedServiceKey = (credential: Redacted.Redacted<string>) => {
+      const key = Redacted.value(credential)
+      return key === "" ? Effect.fail(new InvalidCredential({ reason: "missing credentials" })) : cachedApiKey(key)
+    }
+
+    /** `Authorization: Bearer`, for a route that re-checks an API key in its own statement (a JWT is verified as usual). */
+    const cachedBearer = (credential: Redacted.Redacted<string>) => {
+      const token = Redacted.value(credential)
+      return token.startsWith(KEY_PREFIX) ? cachedApiKey(token) : bearer(credential)
+    }
+
     /** Drops a revoked key (by digest) from this instance's outage cache. */
     const forgetKey = (keyHash: string) => Effect.sync(() => void recent.delete(`key:${keyHash}`))
 
-    return { serviceKey, bearer, forgetKey } as const
+    return { serviceKey, bearer, cachedServiceKey, cachedBearer, forgetKey } as const
   }),
   dependencies: [AccountRepo.Default, ApiKeyRepo.Default, AppConfig.Default]
 }) {}

@@ -1,5 +1,10 @@
 import { DateTime, Effect, Runtime, Schedule } from "effect"
-import { type EnforcementCheckRequest, type EnforcementDecision, PolicyStateUnavailable } from "#src/domain/Enforcement"
+import {
+  type CredentialRevoked,
+  type EnforcementCheckRequest,
+  type EnforcementDecision,
+  PolicyStateUnavailable
+} from "#src/domain/Enforcement"
 import { type AccountId, SpanId, type TraceId } from "#src/domain/Ids"
 import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -63,8 +68,8 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
      * (stopping a query would need `pg_cancel_backend`, which can hit whatever that connection runs next). The
      * `abandoned` flag tells the work to start no further attempt; `recordFailClosed` settles what it did.
      */
-    const withinDeadline = (accountId: AccountId, action: ProposedAction, audit: DecisionAudit) =>
-      Effect.async<Evaluation, PolicyStateUnavailable>((resume) => {
+    const withinDeadline = (accountId: AccountId, action: ProposedAction, audit: DecisionAudit, liveKey: string | null) =>
+      Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => {
         let settled = false
         const timer = setTimeout(() => {
           if (settled) return
@@ -72,7 +77,7 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
           audit.abandoned = true
           resume(Effect.fail(new PolicyStateUnavailable({ reason: `no answer within ${timeoutMs} ms` })))
         }, timeoutMs)
-        runFork(Effect.flatMap(store.policies(accountId), (policies) => store.decideAtomically(accountId, action, policies, audit)))
+        runFork(Effect.flatMap(store.policies(accountId), (policies) => store.decideAtomically(accountId, action, policies, audit, liveKey)))
           .addObserver((exit) => {
             if (settled) return
             settled = true
@@ -86,9 +91,16 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
         })
       })
 
-    /** Decides, or fails with PolicyStateUnavailable (a store error or a timeout). */
-    const decide = (accountId: AccountId, request: EnforcementCheckRequest, audit: DecisionAudit = newAudit(request)) =>
-      Effect.map(withinDeadline(accountId, toAction(request), audit), toDecision)
+    /**
+     * Decides, or fails with PolicyStateUnavailable (a store error or a timeout), or with CredentialRevoked when
+     * `liveKey` (the caller's API key, verified from a cache) turned out revoked: then nothing was decided.
+     */
+    const decide = (
+      accountId: AccountId,
+      request: EnforcementCheckRequest,
+      audit: DecisionAudit = newAudit(request),
+      liveKey: string | null = null
+    ) => Effect.map(withinDeadline(accountId, toAction(request), audit, liveKey), toDecision)
 
     let pendingRecords = 0
     /**
@@ -143,13 +155,17 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
         ? Effect.succeed(decision)
         : Effect.as(traceDecision(accountId, request, decision, request.trace_id), decision)
 
-    /** Fail-closed: the one place where PolicyStateUnavailable becomes a verdict. */
-    const check = (accountId: AccountId, request: EnforcementCheckRequest) =>
+    /**
+     * Fail-closed: the one place where PolicyStateUnavailable becomes a verdict. `liveKey`: see `decide`; a revoked
+     * key is not a verdict but the caller's failure (401).
+     */
+    const check = (accountId: AccountId, request: EnforcementCheckRequest, liveKey: string | null = null) =>
       Effect.suspend(() => {
         const audit = newAudit(request)
-        return Effect.matchEffect(decide(accountId, request, audit), {
+        return Effect.matchEffect(decide(accountId, request, audit, liveKey), {
           onSuccess: (decision) => answered(accountId, request, decision),
-          onFailure: (e) => {
+          onFailure: (e): Effect.Effect<EnforcementDecision, CredentialRevoked> => {
+            if (e._tag === "CredentialRevoked") return Effect.fail(e)
             audit.abandoned = true
             const block: EnforcementDecision = {
               verdict: "block",

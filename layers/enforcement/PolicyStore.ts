@@ -1,5 +1,5 @@
 import { Context, type Effect } from "effect"
-import type { PolicyStateUnavailable } from "#src/domain/Enforcement"
+import type { CredentialRevoked, PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { Policy } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
@@ -27,14 +27,17 @@ export class PolicyStore extends Context.Tag("tapedeck/PolicyStore")<PolicyStore
   readonly policies: (accountId: AccountId) => Effect.Effect<ReadonlyArray<Policy>, PolicyStateUnavailable>
   /**
    * Evaluates the action against the run's counters and stores the outcome atomically with the decision's
-   * record: counters advance only on allow, a hold is opened or consumed as the evaluation says.
+   * record: counters advance only on allow, a hold is opened or consumed as the evaluation says. `liveKey`: the
+   * digest of the API key the caller was verified with from a cache (null: verified just now); if that key has been
+   * revoked since, nothing is stored and the result is CredentialRevoked.
    */
   readonly decideAtomically: (
     accountId: AccountId,
     action: ProposedAction,
     policies: ReadonlyArray<Policy>,
-    audit: DecisionAudit
-  ) => Effect.Effect<Evaluation, PolicyStateUnavailable>
+    audit: DecisionAudit,
+    liveKey: string | null
+  ) => Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>
   /**
    * Records a fail-closed block as the decision `audit.decisionId`, whatever became of the attempt to decide it:
    * if that attempt stored an allow after all, the allow is replaced and its counters are taken back, and no

@@ -1,7 +1,7 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Stream } from "effect"
-import { PolicyStateUnavailable } from "#src/domain/Enforcement"
+import { CredentialRevoked, KEY_REVOKED_SQLSTATE, PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { Policy, PolicyType } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import {
@@ -39,6 +39,24 @@ const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A
   effect.pipe(
     Effect.mapError((e) => (e instanceof PolicyStateUnavailable ? e : unavailable(e))),
     Effect.catchAllDefect((defect) => (defect instanceof SqlError.SqlError ? Effect.fail(unavailable(defect)) : Effect.die(defect)))
+  )
+
+const isKeyRevoked = (e: unknown) =>
+  e instanceof SqlError.SqlError && (e.cause as { readonly code?: unknown } | undefined)?.code === KEY_REVOKED_SQLSTATE
+
+/** As `orUnavailable`, but a statement that found the caller's API key revoked (migration 0014) is CredentialRevoked. */
+const orUnavailableOrRevoked = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, PolicyStateUnavailable | CredentialRevoked, R> =>
+  effect.pipe(
+    Effect.mapError((e): PolicyStateUnavailable | CredentialRevoked =>
+      e instanceof PolicyStateUnavailable || e instanceof CredentialRevoked ? e : isKeyRevoked(e) ? new CredentialRevoked() : unavailable(e)
+    ),
+    Effect.catchAllDefect((defect): Effect.Effect<never, PolicyStateUnavailable | CredentialRevoked> =>
+      isKeyRevoked(defect)
+        ? Effect.fail(new CredentialRevoked())
+        : defect instanceof SqlError.SqlError
+        ? Effect.fail(unavailable(defect))
+        : Effect.die(defect)
+    )
   )
 
 interface PolicyRow {
@@ -86,7 +104,13 @@ const CURRENT = `cur AS (
   SELECT spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, recent, xmin::text AS version
   FROM enforcement_runs WHERE account_id = $1::uuid AND run_id = $2::text)`
 const WRITTEN = "spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, xmin::text AS version"
-const ANSWER = `SELECT true AS written, spent_usd, tokens, NULL::jsonb AS recent, version FROM w
+/**
+ * The answer: the written row, else the current one. `$key` is the API key the caller was verified with from a
+ * cache (NULL: verified just now): when something was written, `tapedeck_require_live_key` runs on it, and a key
+ * revoked meanwhile undoes the whole statement (SQLSTATE TD401).
+ */
+const answer = (key: number) => `SELECT true AS written, spent_usd, tokens, NULL::jsonb AS recent, version FROM w
+  WHERE tapedeck_require_live_key($${key}::text)
   UNION ALL
   SELECT false, spent_usd, tokens, recent, version FROM cur WHERE NOT EXISTS (SELECT 1 FROM w)`
 /** `recent` with one more action, keeping the last MAX_RECENT (as `evaluate` does). */
@@ -101,7 +125,7 @@ w AS (
   WHERE account_id = $1::uuid AND run_id = $2::text AND xmin::text = $14::text
   RETURNING ${WRITTEN}),
 d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${DECISION_VALUES} FROM w ON CONFLICT (id) DO NOTHING)
-${ANSWER}`
+${answer(18)}`
 
 /** Allow on a run not seen yet: its row is created with the counters, with the record, unless it exists by now. */
 const ALLOW_NEW = `WITH ${CURRENT},
@@ -111,7 +135,7 @@ w AS (
   ON CONFLICT (account_id, run_id) DO NOTHING
   RETURNING ${WRITTEN}),
 d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${DECISION_VALUES} FROM w ON CONFLICT (id) DO NOTHING)
-${ANSWER}`
+${answer(17)}`
 
 /** Block: only the record, and only if the run is still the version evaluated ($14, NULL for no row yet). */
 const BLOCK = `WITH ${CURRENT},
@@ -121,10 +145,13 @@ w AS (
              ELSE EXISTS (SELECT 1 FROM cur WHERE version = $14::text) END
   ON CONFLICT (id) DO NOTHING
   RETURNING NULL::float8 AS spent_usd, NULL::float8 AS tokens, NULL::text AS version)
-${ANSWER}`
+${answer(15)}`
 
-/** A statement runner: `$n` parameters in, rows out, every failure PolicyStateUnavailable. */
-type Run = <A>(text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, PolicyStateUnavailable>
+/** A statement runner: `$n` parameters in, rows out, every failure PolicyStateUnavailable (or CredentialRevoked). */
+type Run = <A>(
+  text: string,
+  params: ReadonlyArray<unknown>
+) => Effect.Effect<ReadonlyArray<A>, PolicyStateUnavailable | CredentialRevoked>
 
 /** Policy state in PostgreSQL: policies cached per account, run counters written optimistically per run. */
 export const SqlPolicyStoreLive = Layer.scoped(
@@ -132,7 +159,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
-    const run: Run = (text, params) => orUnavailable(sql.unsafe<any>(text, params))
+    const run: Run = (text, params) => orUnavailableOrRevoked(sql.unsafe<any>(text, params))
 
     // ------------------------------------------------------------------------------------------ policies
 
@@ -241,7 +268,13 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * statement writes the decision (and on allow the counters) only if the row is still that version. When it is
      * not, the statement answers the row as it is, and the next attempt evaluates against that.
      */
-    const decideOptimistically = (accountId: AccountId, action: ProposedAction, list: ReadonlyArray<Policy>, audit: DecisionAudit) =>
+    const decideOptimistically = (
+      accountId: AccountId,
+      action: ProposedAction,
+      list: ReadonlyArray<Policy>,
+      audit: DecisionAudit,
+      liveKey: string | null
+    ) =>
       Effect.gen(function*() {
         const key = runKey(accountId, action.runId)
         let known = runs.get(key)
@@ -261,6 +294,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
             text = ALLOW_EXISTING
             params.push(known.version, String(action.proposedUsd ?? 0), action.proposedTokens ?? 0, lastRecord(next))
           }
+          params.push(liveKey)
           const row = (yield* run<WriteResult>(text, params))[0]
           if (row?.written) {
             if (next !== undefined) {
@@ -301,7 +335,13 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * Locked path: the run's row lock held for the transaction (holds to read, open or consume). The record is
      * written last; if a fail-closed block took this decision's id meanwhile, the whole transaction is undone.
      */
-    const decideLocked = (accountId: AccountId, action: ProposedAction, list: ReadonlyArray<Policy>, audit: DecisionAudit) =>
+    const decideLocked = (
+      accountId: AccountId,
+      action: ProposedAction,
+      list: ReadonlyArray<Policy>,
+      audit: DecisionAudit,
+      liveKey: string | null
+    ) =>
       Effect.gen(function*() {
         remember(runKey(accountId, action.runId), undefined)
         // The upsert takes the run's row lock for the transaction: concurrent checks of a run queue here.
@@ -333,20 +373,29 @@ export const SqlPolicyStoreLive = Layer.scoped(
                     ${expires === null ? null : new Date(now + expires * 1000).toISOString()}::timestamptz)`
           evaluation = { ...evaluation, holdId: id }
         }
+        // Last, so that a key revoked meanwhile (see `answer`) undoes the whole transaction.
         const recorded = yield* sql.unsafe(
-          `INSERT INTO enforcement_decisions ${DECISION_COLUMNS} VALUES (${DECISION_VALUES}) ON CONFLICT (id) DO NOTHING RETURNING id`,
-          decisionParams(accountId, action, audit, evaluation)
+          `INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${DECISION_VALUES}
+           WHERE tapedeck_require_live_key($14::text) ON CONFLICT (id) DO NOTHING RETURNING id`,
+          [...decisionParams(accountId, action, audit, evaluation), liveKey]
         )
         if (recorded.length === 0) return yield* new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
         return evaluation
       }).pipe(sql.withTransaction)
 
-    const decideAtomically = (accountId: AccountId, action: ProposedAction, list: ReadonlyArray<Policy>, audit: DecisionAudit) =>
+    const decideAtomically = (
+      accountId: AccountId,
+      action: ProposedAction,
+      list: ReadonlyArray<Policy>,
+      audit: DecisionAudit,
+      liveKey: string | null
+    ) =>
       list.some((p) => needsApproval(p, action))
-        ? orUnavailable(decideLocked(accountId, action, list, audit))
+        ? orUnavailableOrRevoked(decideLocked(accountId, action, list, audit, liveKey))
         : Effect.flatMap(
-          decideOptimistically(accountId, action, list, audit),
-          (evaluation) => evaluation ? Effect.succeed(evaluation) : orUnavailable(decideLocked(accountId, action, list, audit))
+          decideOptimistically(accountId, action, list, audit, liveKey),
+          (evaluation) =>
+            evaluation ? Effect.succeed(evaluation) : orUnavailableOrRevoked(decideLocked(accountId, action, list, audit, liveKey))
         )
 
     /** `recent` without the last action that matches this one (the one an allow being taken back added). */

@@ -12,6 +12,7 @@ import m0011 from "./migrations/0011_usage_and_keys.ts"
 import m0012 from "./migrations/0012_stream_events.ts"
 import m0010 from "./migrations/0010_search.ts"
 import m0013 from "./migrations/0013_search_filters.ts"
+import m0014 from "./migrations/0014_live_key_guard.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
@@ -28,6 +29,7 @@ export const MigrationsLive = PgMigrator.layer({
     "0010_search": m0010,
     "0011_usage_and_keys": m0011,
     "0012_stream_events": m0012,
-    "0013_search_filters": m0013
+    "0013_search_filters": m0013,
+    "0014_live_key_guard": m0014
   })
 })

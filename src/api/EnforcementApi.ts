@@ -26,6 +26,9 @@ const HoldPath = Schema.Struct({ holdId: Schema.UUID })
 const HoldDecision = Schema.Struct({ reason: Schema.optional(Text(2000)) })
   .annotations({ identifier: "HoldDecision", ...strict })
 
+/** The check's full path (the group is mounted under /api/v1). */
+export const ENFORCEMENT_CHECK_PATH = "/api/v1/enforcement/check"
+
 export class EnforcementApi extends HttpApiGroup.make("enforcement")
   .add(
     HttpApiEndpoint.post("check", "/enforcement/check")

@@ -6,7 +6,12 @@ import { RateLimitedWire, UnauthorizedWire } from "./ApiErrors.ts"
 /** Who is calling: the account every read and write is scoped to, and the credential used. */
 export class CurrentPrincipal extends Context.Tag("tapedeck/CurrentPrincipal")<
   CurrentPrincipal,
-  { readonly accountId: AccountId; readonly credentialId: string }
+  {
+    readonly accountId: AccountId
+    readonly credentialId: string
+    /** Only on POST /api/v1/enforcement/check: an API key taken from the cache, to be re-checked by its statement. */
+    readonly liveKey?: string
+  }
 >() {}
 
 /** Either scheme suffices: `x-service-key: svc_…`, or `Authorization: Bearer <API key | JWT>`. */

@@ -3,9 +3,17 @@ import { Effect, Layer, Option } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { Unauthorized } from "../api/ApiErrors.ts"
+import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
 import { Authentication } from "../api/Security.ts"
 
 const refuse = (e: { readonly reason: string }) => new Unauthorized({ message: e.reason })
+
+/**
+ * The enforcement check is the one route that may act for an API key verified from this instance's recent
+ * lookups: its single statement re-checks the key (a check costs one round trip). Every other route looks it up.
+ */
+const mayUseCachedKey = (request: HttpServerRequest.HttpServerRequest) =>
+  request.method === "POST" && request.url.split("?")[0] === ENFORCEMENT_CHECK_PATH
 
 /** Only authenticates: both scheme handlers resolve the credential to an account or refuse with 401. */
 export const AuthenticationLive = Layer.effect(
@@ -17,7 +25,11 @@ export const AuthenticationLive = Layer.effect(
       serviceKey: (key) =>
         Effect.serviceOption(InternalIdentity).pipe(Effect.flatMap(Option.match({
           onSome: Effect.succeed,
-          onNone: () => credentials.serviceKey(key).pipe(Effect.mapError(refuse))
+          onNone: () =>
+            Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+              (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(
+                Effect.mapError(refuse)
+              ))
         }))),
       bearer: (token) =>
         Effect.gen(function*() {
@@ -26,7 +38,9 @@ export const AuthenticationLive = Layer.effect(
           if (!/^bearer /i.test(request.headers.authorization ?? "")) {
             return yield* new Unauthorized({ message: "missing or invalid credentials" })
           }
-          return yield* credentials.bearer(token).pipe(Effect.mapError(refuse))
+          return yield* (mayUseCachedKey(request) ? credentials.cachedBearer(token) : credentials.bearer(token)).pipe(
+            Effect.mapError(refuse)
+          )
         })
     })
   })

@@ -3,7 +3,7 @@ import { Effect, Either, Schema } from "effect"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
 import { PolicyParams } from "#src/domain/Guardrail"
-import { Conflict, NotFound, ValidationFailed } from "../api/ApiErrors.ts"
+import { Conflict, NotFound, Unauthorized, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 
@@ -18,7 +18,11 @@ export const EnforcementHttpLive = HttpApiBuilder.group(TapedeckApi, "enforcemen
     const repo = yield* GuardrailRepo
     return handlers
       // The hot route: no generator, no span of its own (see Enforcement).
-      .handle("check", ({ payload }) => Effect.flatMap(CurrentPrincipal, ({ accountId }) => enforcement.check(accountId, payload)))
+      .handle("check", ({ payload }) =>
+        Effect.flatMap(CurrentPrincipal, ({ accountId, liveKey }) =>
+          enforcement.check(accountId, payload, liveKey ?? null).pipe(
+            Effect.catchTag("CredentialRevoked", () => Effect.fail(new Unauthorized({ message: "invalid or revoked API key" })))
+          )))
       .handle("createGuardrail", ({ payload }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { sqlOn } from "../support/Until.ts"
 
 const KEY_C = "svc_test_key_capped_0003"
 
@@ -78,6 +79,28 @@ describe("API keys", () => {
     expect((await revoke(crypto.randomUUID())).status).toBe(404)
     expect((await revoke("not-a-uuid")).status).toBe(400)
   }, 60_000)
+
+  test("a key revoked where this instance did not hear of it is refused by the enforcement check's own statement", async () => {
+    // The check may act for a key this instance verified in the last minute, without a lookup of its own; its one
+    // statement re-checks the key. A revocation this instance has not heard of (the notice is late, or it came
+    // through SQL, as here) still refuses the very next check, and stores nothing for it.
+    const { body } = await create({ name: "enforcer" })
+    const runId = `cached-key-${crypto.randomUUID()}`
+    const check = (headers: Record<string, string>) =>
+      server.request("POST", "/api/v1/enforcement/check", { key: null, headers, body: { run_id: runId, proposed_usd: 0.25 } })
+    expect((await check({ "x-service-key": body.key })).status).toBe(200)
+    expect((await check({ authorization: `Bearer ${body.key}` })).status).toBe(200)
+    await sqlOn(server)("UPDATE api_keys SET revoked_at = now() WHERE id = $1", body.id)
+    for (const headers of [{ "x-service-key": body.key }, { authorization: `Bearer ${body.key}` }]) {
+      const refused = await check(headers)
+      expect(refused.status).toBe(401)
+      expect(await refused.json()).toEqual({ error: "invalid or revoked API key", code: "unauthorized", retryable: false })
+    }
+    const decisions = (await (await server.get(`/api/v1/enforcement/decisions?run_id=${runId}`)).json()) as any
+    expect(decisions.items).toHaveLength(2)
+    // Every other route looks the key up.
+    expect((await server.get("/api/v1/traces", body.key)).status).toBe(401)
+  })
 
   test("a key may revoke itself; the account's other keys keep working", async () => {
     const { body: key } = await create({ name: "self" })

@@ -7,7 +7,7 @@ import { PolicyStore } from "#layers/enforcement/PolicyStore"
 import { SqlPolicyStoreLive } from "#layers/enforcement/SqlPolicyStore"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import { Traces } from "#layers/traces/Traces"
-import { PolicyStateUnavailable } from "#src/domain/Enforcement"
+import { CredentialRevoked, PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { AccountId } from "#src/domain/Ids"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 
@@ -188,4 +188,70 @@ describe("a fail-closed answer and the work it overtook", () => {
       expect({ usd: Math.round((run?.usd ?? 0) * 100), tokens: run?.tokens ?? 0, recent: run?.recent ?? 0 }).toEqual({ usd: allowed, tokens: allowed, recent: allowed })
     }
   }, 30_000)
+})
+
+describe("a check acting for an API key verified from the cache", () => {
+  // The check's statement re-checks the key (tapedeck_require_live_key): a key revoked since this instance verified
+  // it, with the notice not heard yet, gets nothing decided and nothing stored, on every path a check can take.
+  test("a revoked key: CredentialRevoked and nothing stored (new run, known run, block, hold); a live key decides", async () => {
+    const result = await storage.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const owner = yield* Effect.flatMap(AccountRepo, (r) => r.ensure("enforcement-cached-keys"))
+      const live = `hash-live-${crypto.randomUUID()}`
+      const revoked = `hash-revoked-${crypto.randomUUID()}`
+      for (const [hash, at] of [[live, null], [revoked, new Date().toISOString()]] as const) {
+        yield* sql`INSERT INTO api_keys (id, account_id, prefix, key_hash, revoked_at)
+                   VALUES (${crypto.randomUUID()}, ${owner}, 'svc_test', ${hash}, ${at}::timestamptz)`
+      }
+      const enforcement = yield* Enforcement
+      const store = yield* PolicyStore
+      const stored = Effect.map(
+        sql<{ decisions: number; runs: number; spent: number | null; holds: number }>`
+          SELECT (SELECT count(*)::int FROM enforcement_decisions WHERE account_id = ${owner}) AS decisions,
+                 (SELECT count(*)::int FROM enforcement_runs WHERE account_id = ${owner}) AS runs,
+                 (SELECT sum(spent_usd)::float8 FROM enforcement_runs WHERE account_id = ${owner}) AS spent,
+                 (SELECT count(*)::int FROM enforcement_holds WHERE account_id = ${owner}) AS holds`,
+        (rows) => rows[0]!
+      )
+      const check = (key: string, body: Record<string, unknown>) =>
+        enforcement.check(owner, { run_id: "run-cached", proposed_usd: 0.5, ...body }, key).pipe(Effect.either)
+      const policy = (type: string, params: unknown) =>
+        sql`INSERT INTO guardrails (id, account_id, type, enabled, params)
+            VALUES (${crypto.randomUUID()}, ${owner}, ${type}, true, ${JSON.stringify(params)}::jsonb)`.pipe(
+          Effect.zipRight(store.invalidate(owner))
+        )
+
+      const newRun = yield* check(revoked, {})
+      const afterNewRun = yield* stored
+      const allowed = yield* check(live, {})
+      const knownRun = yield* check(revoked, {})
+      const afterKnownRun = yield* stored
+      yield* policy("tool_denylist", { patterns: ["rm_*"] })
+      const block = yield* check(revoked, { tool_name: "rm_rf" })
+      const afterBlock = yield* stored
+      yield* policy("require_approval", { tool_patterns: ["deploy"] })
+      const hold = yield* check(revoked, { tool_name: "deploy" })
+      const afterHold = yield* stored
+      const liveHold = yield* check(live, { tool_name: "deploy" })
+      return { newRun, afterNewRun, allowed, knownRun, afterKnownRun, block, afterBlock, hold, afterHold, liveHold, final: yield* stored }
+    }).pipe(
+      // The same store as the check's, so that invalidating its policy cache is seen.
+      Effect.provide(Enforcement.DefaultWithoutDependencies.pipe(
+        Layer.provideMerge(SqlPolicyStoreLive),
+        Layer.provide([AppConfig.Default, Traces.Default])
+      )),
+      Effect.provide(AccountRepo.Default)
+    ))
+    for (const attempt of [result.newRun, result.knownRun, result.block, result.hold]) {
+      expect(attempt._tag).toBe("Left")
+      if (attempt._tag === "Left") expect(attempt.left).toBeInstanceOf(CredentialRevoked)
+    }
+    expect(result.afterNewRun).toEqual({ decisions: 0, runs: 0, spent: null, holds: 0 })
+    expect(result.allowed).toMatchObject({ _tag: "Right", right: { verdict: "allow" } })
+    expect(result.afterKnownRun).toEqual({ decisions: 1, runs: 1, spent: 0.5, holds: 0 })
+    expect(result.afterBlock).toEqual(result.afterKnownRun)
+    expect(result.afterHold).toEqual(result.afterKnownRun)
+    expect(result.liveHold).toMatchObject({ _tag: "Right", right: { verdict: "hold" } })
+    expect(result.final).toMatchObject({ decisions: 2, holds: 1 })
+  })
 })
