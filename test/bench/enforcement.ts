@@ -366,14 +366,17 @@ const main = async () => {
   log(`closed loop: concurrency ${CONCURRENCY} for ${SECONDS} s`)
   const closed = account(await closedLoop(enforcement, server.pid, source, closedPhase, CONCURRENCY, SECONDS))
 
-  // Every check was recorded (off the hot path): wait for the last inserts, then read the server's latencies.
-  const deadline = Date.now() + 30_000
+  // Every check was recorded (fail-closed blocks off the hot path, a few at a time): wait for the last ones, then
+  // read the server's latencies.
+  const drainStart = performance.now()
+  const deadline = Date.now() + 180_000
   let recorded = 0
   for (;;) {
     recorded = Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM enforcement_decisions")).rows[0]!.n)
     if (recorded >= sent || Date.now() > deadline) break
     await sleep(200)
   }
+  const recordDrainSeconds = (performance.now() - drainStart) / 1000
   if (recorded !== sent) throw new Error(`${recorded} decisions recorded for ${sent} checks`)
   const serverSide = new Map<number, Array<number>>()
   for (const row of (await db.query<{ phase: number; ms: number }>(
@@ -476,7 +479,7 @@ const main = async () => {
     "",
     `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; server \`bun src/main.ts\` in its own process on a fresh database (pool ${process.env.TAPEDECK_DB_POOL_MAX ?? "default 10"}); this client, the server, PostgreSQL and the bare server share the machine.`,
     `- Policies: ${POLICIES.length} account-wide, all nine types (budget_usd, token_budget, max_steps, tool_denylist ×3, tool_allowlist ×2, model_allowlist ×2, loop_breaker ×2, rate ×2, require_approval ×3 for tools/models never used), so no check needs the run's lock: each is one statement that records the decision and, on allow, advances the run's counters if the run is still the version evaluated.`,
-    `- Checks: ${fmtInt(sent)} over ${fmtInt(RUNS)} runs round-robin (${fmtInt(runRows)} run rows), each with a tool, model, proposed_usd, proposed_tokens, a fresh tool_args_hash and its run's next step_index; one in ${DENIED_EVERY} names \`${DENIED_TOOL}\` (blocked by the first tool_denylist). Every one answered 200 with a verdict: ${verdicts}; ${total.unexpected === 0 ? "all as expected" : `${fmtInt(total.unexpected)} unexpected, first: ${total.firstUnexpected}`}; ${fmtInt(recorded)} decisions recorded.`,
+    `- Checks: ${fmtInt(sent)} over ${fmtInt(RUNS)} runs round-robin (${fmtInt(runRows)} run rows), each with a tool, model, proposed_usd, proposed_tokens, a fresh tool_args_hash and its run's next step_index; one in ${DENIED_EVERY} names \`${DENIED_TOOL}\` (blocked by the first tool_denylist). Every one answered 200 with a verdict: ${verdicts}; ${total.unexpected === 0 ? "all as expected" : `${fmtInt(total.unexpected)} unexpected, first: ${total.firstUnexpected}`}; ${fmtInt(recorded)} decisions recorded (the last ${recordDrainSeconds.toFixed(1)} s after the closed loop ended: fail-closed blocks are recorded a few at a time).`,
     `- Latency: server-side = the \`latency_ms\` the server records with each decision (from the check's start through cached policies and evaluation to its statement's run in PostgreSQL; not a wait for a free connection, the commit, HTTP parsing, authentication or writing the answer). Client-observed = from the check's scheduled send time to its parsed answer in this client (open loop; includes loopback, HTTP and this client's own scheduling lag, p99 ${open.map((o) => `${fmtInt(o.rate)}/s ${fmtMs(o.result.lagP99 ?? NaN)}`).join(", ")}); closed loop from send to answer.`,
     `- Phases: ${WARMUP_SECONDS} s warm-up (concurrency 8), then open loop at ${RATES.map(fmtInt).join(", ")} checks/s for ${PHASE_SECONDS} s each, then closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s. Open-loop achieved rates: ${open.map((o) => `${fmtInt(o.rate)} → ${fmtInt(rate(o.result))}`).join(", ")} checks/s.`,
     `- Ceiling: a bare \`Bun.serve\` (\`bun -e\`, its own process, started after the service stopped) that reads the same POST and answers a constant allow JSON, driven by the same client: closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s (${fmtInt(bareClosed.sent)} requests) and open loop at ${fmtInt(TARGET_RATE)} req/s for ${BARE_OPEN_SECONDS} s.`,
