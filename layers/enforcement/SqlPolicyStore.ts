@@ -153,6 +153,15 @@ type Run = <A>(
   params: ReadonlyArray<unknown>
 ) => Effect.Effect<ReadonlyArray<A>, PolicyStateUnavailable | CredentialRevoked>
 
+/** What a decision is made of (see PolicyStore.decideAtomically). */
+type DecisionArgs = [
+  accountId: AccountId,
+  action: ProposedAction,
+  list: ReadonlyArray<Policy>,
+  audit: DecisionAudit,
+  liveKey: string | null
+]
+
 /** Policy state in PostgreSQL: policies cached per account, run counters written optimistically per run. */
 export const SqlPolicyStoreLive = Layer.scoped(
   PolicyStore,
@@ -268,13 +277,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * statement writes the decision (and on allow the counters) only if the row is still that version. When it is
      * not, the statement answers the row as it is, and the next attempt evaluates against that.
      */
-    const decideOptimistically = (
-      accountId: AccountId,
-      action: ProposedAction,
-      list: ReadonlyArray<Policy>,
-      audit: DecisionAudit,
-      liveKey: string | null
-    ) =>
+    const decideOptimistically = (...[accountId, action, list, audit, liveKey]: DecisionArgs) =>
       Effect.gen(function*() {
         const key = runKey(accountId, action.runId)
         let known = runs.get(key)
@@ -335,13 +338,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * Locked path: the run's row lock held for the transaction (holds to read, open or consume). The record is
      * written last; if a fail-closed block took this decision's id meanwhile, the whole transaction is undone.
      */
-    const decideLocked = (
-      accountId: AccountId,
-      action: ProposedAction,
-      list: ReadonlyArray<Policy>,
-      audit: DecisionAudit,
-      liveKey: string | null
-    ) =>
+    const decideLocked = (...[accountId, action, list, audit, liveKey]: DecisionArgs) =>
       Effect.gen(function*() {
         remember(runKey(accountId, action.runId), undefined)
         // The upsert takes the run's row lock for the transaction: concurrent checks of a run queue here.
@@ -383,13 +380,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
         return evaluation
       }).pipe(sql.withTransaction)
 
-    const decideAtomically = (
-      accountId: AccountId,
-      action: ProposedAction,
-      list: ReadonlyArray<Policy>,
-      audit: DecisionAudit,
-      liveKey: string | null
-    ) =>
+    const decideAtomically = (...[accountId, action, list, audit, liveKey]: DecisionArgs) =>
       list.some((p) => needsApproval(p, action))
         ? orUnavailableOrRevoked(decideLocked(accountId, action, list, audit, liveKey))
         : Effect.flatMap(
