@@ -21,6 +21,7 @@ import type { AccountId, TraceId } from "#src/domain/Ids"
 import { TraceNotFound } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
 import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import type { ClaimedJob } from "../jobs/JobQueue.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { Traces } from "../traces/Traces.ts"
 import { EvaluationRepo, type RunOutcome } from "./EvaluationRepo.ts"
@@ -249,6 +250,17 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
  * not the job's; an unexpected error fails the attempt (retried with backoff), and on the last attempt the run is
  * marked failed so it never stays running.
  */
+/** For an `evaluation.run` job dead-lettered because its worker died on every attempt: the run is failed, not left running. */
+export const evaluationRunLostHandler = Effect.gen(function*() {
+  const evaluations = yield* Evaluations
+  return (job: ClaimedJob) =>
+    Schema.decodeUnknown(RunJobPayload)(job.payload).pipe(
+      Effect.flatMap(({ runId }) =>
+        evaluations.abandonRun(runId, "internal error: the worker running it stopped on every attempt")
+      )
+    )
+})
+
 export const evaluationRunHandler = Effect.gen(function*() {
   const evaluations = yield* Evaluations
   const handler: JobHandler = (job) =>

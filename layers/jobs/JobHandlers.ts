@@ -8,3 +8,12 @@ export type JobHandler = (job: ClaimedJob) => Effect.Effect<void, JobFailed>
 
 /** What runs each job kind. A kind with no handler here fails its attempts (another instance may know it). */
 export class JobHandlers extends Context.Tag("tapedeck/JobHandlers")<JobHandlers, ReadonlyMap<string, JobHandler>>() {}
+
+/**
+ * Optional, per job kind: what settles a job dead-lettered because its lease expired on its last attempt (the
+ * process running it died every time, so no handler saw its last failure), e.g. marking the run it was judging failed.
+ */
+export class LostJobHandlers extends Context.Tag("tapedeck/LostJobHandlers")<
+  LostJobHandlers,
+  ReadonlyMap<string, (job: ClaimedJob) => Effect.Effect<void, unknown>>
+>() {}

@@ -91,18 +91,18 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
     )
 
     /**
-     * Leases up to `max` due jobs (queued and due, or running with an expired lease). A job whose lease
-     * expired on its last attempt (its worker died every time) is dead-lettered instead of run again.
+     * Leases up to `max` due jobs (queued and due, or running with an expired lease), as `jobs`. A job whose lease
+     * expired on its last attempt (its worker died every time) is dead-lettered instead of run again, and returned
+     * as `lost`, so that what it was doing can be settled (see LostJobHandlers).
      */
-    const claim = Effect.fn("JobQueue.claim")(
+    const claimWithLost = Effect.fn("JobQueue.claimWithLost")(
       function*(max: number) {
-        yield* sql`
+        const lost = yield* sql<ClaimedJob>`
           UPDATE jobs SET status = 'dead_letter', locked_until = NULL, updated_at = now(),
                           error = COALESCE(error, 'the last attempt did not finish within its lease')
-          WHERE status = 'running' AND locked_until < now() AND attempts >= max_attempts`
-        const rows = yield* sql<
-          { id: JobId; accountId: AccountId; kind: string; payload: unknown; attempts: number; maxAttempts: number }
-        >`
+          WHERE status = 'running' AND locked_until < now() AND attempts >= max_attempts
+          RETURNING id, account_id AS "accountId", kind, payload, attempts, max_attempts AS "maxAttempts"`
+        const rows = yield* sql<ClaimedJob>`
           UPDATE jobs SET status = 'running', attempts = attempts + 1, updated_at = now(),
                           locked_until = now() + make_interval(secs => ${config.jobLeaseSeconds})
           WHERE id IN (
@@ -112,10 +112,13 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
             LIMIT ${max}
             FOR UPDATE SKIP LOCKED)
           RETURNING id, account_id AS "accountId", kind, payload, attempts, max_attempts AS "maxAttempts"`
-        return rows satisfies ReadonlyArray<ClaimedJob>
+        return { jobs: rows, lost }
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
+
+    /** The jobs of `claimWithLost`, for a caller that has nothing to settle. */
+    const claim = (max: number) => Effect.map(claimWithLost(max), ({ jobs }) => jobs)
 
     /**
      * Marks leased jobs completed, in one statement. Each update names the attempt it finishes, so a worker
@@ -147,7 +150,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { enqueue, enqueueMany, get, claim, completeAll, fail } as const
+    return { enqueue, enqueueMany, get, claim, claimWithLost, completeAll, fail } as const
   }),
   dependencies: [AppConfig.Default]
 }) {}

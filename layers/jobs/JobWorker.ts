@@ -1,6 +1,6 @@
 import { Cause, Effect, FiberSet, Layer, Option, Queue } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { JobFailed, JobHandlers } from "./JobHandlers.ts"
+import { JobFailed, JobHandlers, LostJobHandlers } from "./JobHandlers.ts"
 import { yieldToForeground } from "./Foreground.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
@@ -25,6 +25,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const queue = yield* JobQueue
     const handlers = yield* JobHandlers
+    const lostHandlers = yield* Effect.serviceOption(LostJobHandlers)
     const config = yield* AppConfig
     const running = yield* FiberSet.make()
     let active = 0
@@ -60,6 +61,16 @@ export const JobWorkerLive = Layer.scopedDiscard(
       )
     }
 
+    /** A job dead-lettered with no handler having seen its end: its kind's LostJobHandlers entry settles it. */
+    const settleLost = (job: ClaimedJob) => {
+      const settle = Option.flatMap(lostHandlers, (map) => Option.fromNullable(map.get(job.kind)))
+      return Effect.logWarning("a job was dead-lettered: its last attempt did not finish within its lease").pipe(
+        Effect.zipRight(Option.match(settle, { onNone: () => Effect.void, onSome: (f) => f(job) })),
+        Effect.catchAllCause((cause) => Effect.logError("could not settle a dead-lettered job", cause)),
+        Effect.annotateLogs({ jobId: job.id, kind: job.kind, attempt: job.attempts })
+      )
+    }
+
     const start = (job: ClaimedJob) => {
       active++
       return FiberSet.run(
@@ -85,7 +96,8 @@ export const JobWorkerLive = Layer.scopedDiscard(
       if (free === 0) return true
       // Background work shares the event loop with the requests: it waits for a gap in them.
       yield* yieldToForeground(MAX_YIELD_MS)
-      const jobs = yield* queue.claim(free)
+      const { jobs, lost } = yield* queue.claimWithLost(free)
+      yield* Effect.forEach(lost, settleLost, { discard: true })
       yield* Effect.forEach(jobs, start, { discard: true })
       return jobs.length === free
     }).pipe(

@@ -2,12 +2,12 @@ import { HttpApiBuilder, HttpMiddleware, HttpRouter } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { bootstrapKeys } from "#layers/auth/KeyBootstrap"
 import { AppConfig } from "#layers/config/AppConfig"
-import { EVALUATION_RUN_JOB, Evaluations, evaluationRunHandler } from "#layers/evaluations/Evaluations"
+import { EVALUATION_RUN_JOB, Evaluations, evaluationRunHandler, evaluationRunLostHandler } from "#layers/evaluations/Evaluations"
 import { terminalTraceHandler, TERMINAL_TRACE_JOB } from "#layers/events/TerminalTraceHook"
 import { TerminalTraceConsumersLive } from "#layers/evaluations/DetectionConsumers"
 import { WebhookDelivery } from "#layers/webhooks/WebhookDelivery"
 import { WEBHOOK_DELIVER_JOB } from "#src/domain/Webhook"
-import { JobHandlers } from "#layers/jobs/JobHandlers"
+import { JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
 import { FORK_REPLAY_JOB, Forks, forkReplayHandler } from "#layers/replay/Forks"
@@ -26,19 +26,24 @@ import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRou
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
 import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "./BatchHttp.ts"
 
-const JobHandlersLive = Layer.effect(
-  JobHandlers,
-  Effect.gen(function*() {
-    return new Map([
-      [TERMINAL_TRACE_JOB, yield* terminalTraceHandler],
-      [FORK_REPLAY_JOB, yield* forkReplayHandler],
-      [EVALUATION_RUN_JOB, yield* evaluationRunHandler],
-      [WEBHOOK_DELIVER_JOB, (yield* WebhookDelivery).handler],
-      [BATCH_JOB, yield* batchJobHandler],
-      [SEARCH_INDEX_JOB, yield* searchIndexHandler],
-      [SEARCH_REEMBED_JOB, yield* searchReembedHandler]
-    ])
-  })
+const JobHandlersLive = Layer.merge(
+  Layer.effect(
+    JobHandlers,
+    Effect.gen(function*() {
+      return new Map([
+        [TERMINAL_TRACE_JOB, yield* terminalTraceHandler],
+        [FORK_REPLAY_JOB, yield* forkReplayHandler],
+        [EVALUATION_RUN_JOB, yield* evaluationRunHandler],
+        [WEBHOOK_DELIVER_JOB, (yield* WebhookDelivery).handler],
+        [BATCH_JOB, yield* batchJobHandler],
+        [SEARCH_INDEX_JOB, yield* searchIndexHandler],
+        [SEARCH_REEMBED_JOB, yield* searchReembedHandler]
+      ])
+    })
+  ),
+  // A fork replay left `replaying` is taken over by the next replay (ForkRepo.abandonStale); a batch's record is its
+  // job. An evaluation run would stay running: it is failed.
+  Layer.effect(LostJobHandlers, Effect.map(evaluationRunLostHandler, (settle) => new Map([[EVALUATION_RUN_JOB, settle]])))
 ).pipe(
   Layer.provide(BatchJobDependencies),
   Layer.provide(SearchDependenciesLive),

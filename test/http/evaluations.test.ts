@@ -267,6 +267,29 @@ describe("runs", () => {
     expect(callsFor("q:0.6").every((r) => r.body.model === "gpt-4o")).toBe(true)
   }, 60_000)
 
+  test("a run whose worker died on every attempt is failed when its job is dead-lettered, not left running", async () => {
+    const e = await createEvaluation()
+    const t = await recordTrace("q:0.6")
+    const queued = (await (await server.post(`/api/v1/evaluations/${e.id}/run`, { trace_ids: [t] })).json()) as any
+    const runId = queued.runs[0].id as string
+    await settledRuns(e.id, 1)
+    const sql = sqlOn(server)
+    const jobStatus = async () =>
+      (await sql<{ status: string }>(`SELECT status FROM jobs WHERE kind = 'evaluation.run' AND payload->>'runId' = $1`, runId))
+        .map((j) => j.status)
+    await until(async () => ((await jobStatus()).join() === "completed" ? true : undefined), "the run's job to complete")
+    // As a process dying mid-run on its last attempt leaves them: the run running, the job's lease run out.
+    await sql(`UPDATE evaluation_runs SET status = 'running', score = NULL, completed_at = NULL WHERE id = $1`, runId)
+    await sql(
+      `UPDATE jobs SET status = 'running', attempts = max_attempts, locked_until = now() - interval '1 second'
+       WHERE kind = 'evaluation.run' AND payload->>'runId' = $1`,
+      runId
+    )
+    const [run] = await settledRuns(e.id, 1)
+    expect(run).toMatchObject({ id: runId, status: "failed", score: null, error: "internal error: the worker running it stopped on every attempt" })
+    expect(await jobStatus()).toEqual(["dead_letter"])
+  }, 60_000)
+
   test("the run job is idempotent: run again after it finished it changes nothing; a run its dead worker left running is judged once more", async () => {
     const e = await createEvaluation()
     const t = await recordTrace("q:0.35")

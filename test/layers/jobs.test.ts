@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Deferred, Effect, Layer, Ref } from "effect"
-import { JobFailed, JobHandlers } from "#layers/jobs/JobHandlers"
-import { backoffMs, JobQueue } from "#layers/jobs/JobQueue"
+import { JobFailed, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import { backoffMs, type ClaimedJob, JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import type { AccountId, JobId } from "#src/domain/Ids"
@@ -162,6 +162,33 @@ describe("JobQueue", () => {
     }).pipe(Effect.provide(JobQueue.Default)))
     expect(job.claimed).toEqual([])
     expect(job.job).toMatchObject({ status: "dead_letter", attempts: 3 })
+  })
+
+  test("a job dead-lettered by its lease is handed to its kind's LostJobHandlers entry (once), never run again", async () => {
+    const result = await storage.run(Effect.gen(function*() {
+      const settled = yield* Ref.make<Array<string>>([])
+      const ran = yield* Ref.make(0)
+      const queue = yield* JobQueue
+      const sql = yield* SqlClient.SqlClient
+      const id: JobId = yield* queue.enqueue(account, "doomed", { what: "a run" })
+      yield* sql`UPDATE jobs SET status = 'running', attempts = max_attempts, locked_until = now() - interval '1 second' WHERE id = ${id}`
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* Layer.buildWithScope(
+          JobWorkerLive.pipe(
+            Layer.provide(Layer.succeed(JobHandlers, new Map([["doomed", () => Ref.update(ran, (n) => n + 1)]]))),
+            Layer.provide(Layer.succeed(LostJobHandlers, new Map([["doomed", (job: ClaimedJob) => Ref.update(settled, (l) => [...l, `${job.id} ${JSON.stringify(job.payload)}`])]]))),
+            Layer.provide(JobQueue.Default)
+          ),
+          yield* Effect.scope
+        )
+        yield* waitFor(Ref.get(settled), (l) => l.length > 0)
+        yield* Effect.sleep("200 millis") // a few more polls: it is settled once
+      }))
+      return { settled: yield* Ref.get(settled), ran: yield* Ref.get(ran), job: yield* queue.get(account, id) }
+    }).pipe(Effect.provide(JobQueue.Default)))
+    expect(result.settled).toEqual([`${result.job.id} {"what":"a run"}`])
+    expect(result.ran).toBe(0)
+    expect(result.job).toMatchObject({ status: "dead_letter", error: "the last attempt did not finish within its lease" })
   })
 
   test("a worker whose lease expired cannot complete or fail the newer attempt", async () => {
