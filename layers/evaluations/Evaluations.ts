@@ -21,8 +21,7 @@ import type { AccountId, TraceId } from "#src/domain/Ids"
 import { TraceNotFound } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
 import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
-import type { ClaimedJob } from "../jobs/JobQueue.ts"
-import { JobQueue } from "../jobs/JobQueue.ts"
+import { type ClaimedJob, JobQueue } from "../jobs/JobQueue.ts"
 import { Traces } from "../traces/Traces.ts"
 import { EvaluationRepo, type RunOutcome } from "./EvaluationRepo.ts"
 import { Judge, type JudgeCriterion, type JudgeOutcome } from "./Judge.ts"
@@ -245,11 +244,6 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
   dependencies: [EvaluationRepo.Default, Judge.Default, Traces.Default, JobQueue.Default, AppConfig.Default]
 }) {}
 
-/**
- * The job handler for `evaluation.run`. Failures of the judge are the run's outcome (failed, with the reason),
- * not the job's; an unexpected error fails the attempt (retried with backoff), and on the last attempt the run is
- * marked failed so it never stays running.
- */
 /** For an `evaluation.run` job dead-lettered because its worker died on every attempt: the run is failed, not left running. */
 export const evaluationRunLostHandler = Effect.gen(function*() {
   const evaluations = yield* Evaluations
@@ -261,6 +255,11 @@ export const evaluationRunLostHandler = Effect.gen(function*() {
     )
 })
 
+/**
+ * The job handler for `evaluation.run`. Failures of the judge are the run's outcome (failed, with the reason),
+ * not the job's; an unexpected error fails the attempt (retried with backoff), and on the last attempt the run is
+ * marked failed so it never stays running.
+ */
 export const evaluationRunHandler = Effect.gen(function*() {
   const evaluations = yield* Evaluations
   const handler: JobHandler = (job) =>

@@ -95,7 +95,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
      * expired on its last attempt (its worker died every time) is dead-lettered instead of run again, and returned
      * as `lost`, so that what it was doing can be settled (see LostJobHandlers).
      */
-    const claimWithLost = Effect.fn("JobQueue.claimWithLost")(
+    const claim = Effect.fn("JobQueue.claim")(
       function*(max: number) {
         const lost = yield* sql<ClaimedJob>`
           UPDATE jobs SET status = 'dead_letter', locked_until = NULL, updated_at = now(),
@@ -116,9 +116,6 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
-
-    /** The jobs of `claimWithLost`, for a caller that has nothing to settle. */
-    const claim = (max: number) => Effect.map(claimWithLost(max), ({ jobs }) => jobs)
 
     /**
      * Marks leased jobs completed, in one statement. Each update names the attempt it finishes, so a worker
@@ -150,7 +147,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { enqueue, enqueueMany, get, claim, claimWithLost, completeAll, fail } as const
+    return { enqueue, enqueueMany, get, claim, completeAll, fail } as const
   }),
   dependencies: [AppConfig.Default]
 }) {}

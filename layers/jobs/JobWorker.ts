@@ -96,7 +96,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
       if (free === 0) return true
       // Background work shares the event loop with the requests: it waits for a gap in them.
       yield* yieldToForeground(MAX_YIELD_MS)
-      const { jobs, lost } = yield* queue.claimWithLost(free)
+      const { jobs, lost } = yield* queue.claim(free)
       yield* Effect.forEach(lost, settleLost, { discard: true })
       yield* Effect.forEach(jobs, start, { discard: true })
       return jobs.length === free

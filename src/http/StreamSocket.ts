@@ -40,14 +40,14 @@ interface RawConnection {
  * Events, already serialised, as one frame for a batching subscriber. The hub hands every member of an audience the
  * same array, so the frame is built once per audience, not once per subscriber.
  */
-const frames = new WeakMap<ReadonlyArray<{ readonly json: string }>, string>()
+const builtFrames = new WeakMap<ReadonlyArray<{ readonly json: string }>, string>()
 const batchFrame = (events: ReadonlyArray<{ readonly json: string }>) => {
-  const known = frames.get(events)
+  const known = builtFrames.get(events)
   if (known !== undefined) return known
   let frame = `{"type":"batch","count":${events.length},"events":[`
   for (let i = 0; i < events.length; i++) frame += i === 0 ? events[i]!.json : `,${events[i]!.json}`
   frame += "]}"
-  frames.set(events, frame)
+  builtFrames.set(events, frame)
   return frame
 }
 
@@ -159,35 +159,34 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
         const wake = yield* Queue.sliding<void>(1)
         const slow = yield* Deferred.make<void>()
         const behind = () => ws.getBufferedAmount() > HIGH_WATER_BYTES && ws.readyState === 1
-        /** Sends frames (each holding `counts[i]` events) at once or queues them; false when over the bound. */
-        const offerFrames = (frames: ReadonlyArray<string>, counts: ReadonlyArray<number>) => {
+        /**
+         * Sends frames at once or queues them; false when over the bound. A frame holds one event, or `eventsEach`
+         * (a batch frame). `messages` may be shared with other subscribers: read, never changed.
+         */
+        const offerFrames = (messages: ReadonlyArray<{ readonly json: string }>, eventsEach = 1) => {
           let i = 0
           if (backlog.length === 0 && !behind()) {
             const sendSome = () => {
-              while (i < frames.length && !behind()) ws.sendText(frames[i++]!)
+              while (i < messages.length && !behind()) ws.sendText(messages[i++]!.json)
             }
             if (ws.cork) ws.cork(sendSome)
             else sendSome()
           }
-          if (i === frames.length) return true
-          let waiting = 0
-          for (let j = i; j < frames.length; j++) waiting += counts[j]!
+          if (i === messages.length) return true
+          const waiting = (messages.length - i) * eventsEach
           if (backlogEvents + waiting > config.streamQueueMax) return false
           const wasEmpty = backlog.length === 0
-          for (; i < frames.length; i++) {
-            backlog.push(frames[i]!)
-            backlogCounts.push(counts[i]!)
+          for (; i < messages.length; i++) {
+            backlog.push(messages[i]!.json)
+            backlogCounts.push(eventsEach)
           }
           backlogEvents += waiting
           if (wasEmpty) Queue.unsafeOffer(wake, undefined)
           return true
         }
-        // `messages` may be shared with other subscribers: read, never changed.
         const offerAll = (messages: ReadonlyArray<{ readonly json: string }>) =>
-          batched
-            ? messages.length === 0 || offerFrames([batchFrame(messages)], [messages.length])
-            : offerFrames(messages.map((m) => m.json), messages.map(() => 1))
-        const offer = (text: string) => offerFrames([text], [1])
+          !batched ? offerFrames(messages) : messages.length === 0 || offerFrames([{ json: batchFrame(messages) }], messages.length)
+        const offer = (text: string) => offerFrames([{ json: text }])
         const subscriber: Subscriber = {
           accountId,
           filters: undefined,

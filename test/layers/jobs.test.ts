@@ -126,7 +126,7 @@ describe("JobQueue", () => {
     const claimed = await storage.run(Effect.gen(function*() {
       const queue = yield* JobQueue
       const ids = yield* Effect.forEach(Array.from({ length: 40 }), () => queue.enqueue(account, "race", {}))
-      const batches = yield* Effect.all(Array.from({ length: 8 }, () => queue.claim(10)), { concurrency: "unbounded" })
+      const batches = yield* Effect.all(Array.from({ length: 8 }, () => Effect.map(queue.claim(10), (c) => c.jobs)), { concurrency: "unbounded" })
       const all = batches.flat().filter((j) => ids.includes(j.id))
       return { ids, all }
     }).pipe(Effect.provide(JobQueue.Default)))
@@ -141,9 +141,9 @@ describe("JobQueue", () => {
       const sql = yield* SqlClient.SqlClient
       const id: JobId = yield* queue.enqueue(account, "lease", {})
       yield* sql`UPDATE jobs SET run_at = now() - interval '1 hour' WHERE id = ${id}`
-      const first = (yield* queue.claim(100)).filter((j) => j.id === id)
+      const first = (yield* queue.claim(100)).jobs.filter((j) => j.id === id)
       yield* sql`UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = ${id}`
-      const second = (yield* queue.claim(100)).filter((j) => j.id === id)
+      const second = (yield* queue.claim(100)).jobs.filter((j) => j.id === id)
       return { first, second }
     }).pipe(Effect.provide(JobQueue.Default)))
     expect(again.first.length).toBe(1)
@@ -157,10 +157,11 @@ describe("JobQueue", () => {
       const sql = yield* SqlClient.SqlClient
       const id: JobId = yield* queue.enqueue(account, "lost", {})
       yield* sql`UPDATE jobs SET status = 'running', attempts = max_attempts, locked_until = now() - interval '1 second' WHERE id = ${id}`
-      const claimed = (yield* queue.claim(100)).filter((j) => j.id === id)
-      return { claimed, job: yield* queue.get(account, id) }
+      const { jobs, lost } = yield* queue.claim(100)
+      return { claimed: jobs.filter((j) => j.id === id), lost: lost.filter((j) => j.id === id), job: yield* queue.get(account, id) }
     }).pipe(Effect.provide(JobQueue.Default)))
     expect(job.claimed).toEqual([])
+    expect(job.lost.map((j) => j.kind)).toEqual(["lost"])
     expect(job.job).toMatchObject({ status: "dead_letter", attempts: 3 })
   })
 
@@ -197,9 +198,9 @@ describe("JobQueue", () => {
       const sql = yield* SqlClient.SqlClient
       const id: JobId = yield* queue.enqueue(account, "stale", {})
       yield* sql`UPDATE jobs SET run_at = now() - interval '1 hour' WHERE id = ${id}`
-      const stale = (yield* queue.claim(100)).find((j) => j.id === id)!
+      const stale = (yield* queue.claim(100)).jobs.find((j) => j.id === id)!
       yield* sql`UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = ${id}`
-      const fresh = (yield* queue.claim(100)).find((j) => j.id === id)!
+      const fresh = (yield* queue.claim(100)).jobs.find((j) => j.id === id)!
       yield* queue.completeAll([stale])
       yield* queue.fail(stale, "stale worker")
       const afterStale = yield* queue.get(account, id)
