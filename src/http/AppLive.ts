@@ -11,6 +11,7 @@ import { JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
 import { FORK_REPLAY_JOB, Forks, forkReplayHandler } from "#layers/replay/Forks"
+import { IngestGate } from "#layers/ingest/IngestGate"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
@@ -22,6 +23,7 @@ import { TraceRepo } from "#layers/traces/TraceRepo"
 import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
 import { accessLog } from "./AccessLog.ts"
+import { isExport, refuseWhileSaturated } from "./IngestGateMiddleware.ts"
 import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRouteLive } from "./HttpLive.ts"
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
 import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "./BatchHttp.ts"
@@ -72,9 +74,18 @@ const StartupLive = Layer.mergeAll(
  * The application on an HttpServer: the API, its docs, key bootstrap and the background workers, over a
  * migrated `SqlClient` and `AppConfig` that the caller provides (main: `StorageLive`; tests share theirs).
  */
-export const AppLive = HttpApiBuilder.serve(accessLog).pipe(
-  // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=.
-  HttpMiddleware.withTracerDisabledWhen((request) => request.url === "/health" || request.url.startsWith("/ws/")),
+export const AppLive = Layer.unwrapEffect(Effect.map(IngestGate, (gate) => {
+  const refuseFast = refuseWhileSaturated(gate)
+  return HttpApiBuilder.serve((app) => refuseFast(accessLog(app))).pipe(
+    // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=; an export
+    // refused by the fast path is counted by the gate.
+    HttpMiddleware.withTracerDisabledWhen((request) =>
+      request.url === "/health" || request.url.startsWith("/ws/") || (gate.saturated() && isExport(request))
+    )
+  )
+})).pipe(
+  // The same gate instance as the API middleware's (IngestGate.Default is one layer value, built once).
+  Layer.provide(IngestGate.Default),
   Layer.provide(DocsLive),
   Layer.provide(ReplaySocketRouteLive),
   Layer.provide(StreamSocketRouteLive),

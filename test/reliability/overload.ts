@@ -1,7 +1,7 @@
 /**
  * Overload: OTLP exporters far past the ingest capacity (RELIABILITY_OVERLOAD_CLIENTS in flight, each re-sending at
  * once after a 503, no backoff) for RELIABILITY_OVERLOAD_SECONDS (default 60; RELIABILITY_LONG=1 → 300), while a
- * prober calls /health and the enforcement check every 100 ms. Run it with `bun test/reliability/overload.ts`.
+ * prober in its own thread (overload-prober.ts) calls /health and the enforcement check every 100 ms. Run it with `bun test/reliability/overload.ts`.
  *
  * Checked (exit 1 otherwise): every refusal is a 503 `ingest_backpressure` with Retry-After ≥ 1 and `retryable`,
  * nothing else fails; every accepted export is stored; server RSS stays flat (peak ≤ 1.5 × the peak of the first
@@ -62,28 +62,12 @@ const main = async () => {
     }
   }
 
-  const health: Array<number> = []
-  const enforcement: Array<number> = []
-  let probeFailures = 0
-  const prober = async () => {
-    while (running) {
-      for (const [samples, path, init] of [
-        [health, "/health", {}],
-        [enforcement, "/api/v1/enforcement/check", { method: "POST", headers, body: JSON.stringify({ run_id: "overload", tool_name: "t" }) }]
-      ] as const) {
-        const t0 = performance.now()
-        try {
-          const res = await fetch(`${server.url}${path}`, init)
-          await res.arrayBuffer()
-          if (res.status !== 200) probeFailures++
-        } catch {
-          probeFailures++
-        }
-        samples.push(performance.now() - t0)
-      }
-      await sleep(100)
-    }
-  }
+  // The prober runs in its own thread: timed here, the exporters' body building would delay its own callbacks.
+  const prober = new Worker(new URL("./overload-prober.ts", import.meta.url).href)
+  const probes = new Promise<{ health: Array<number>; enforcement: Array<number>; failures: number }>((resolve) => {
+    prober.onmessage = (event) => resolve(event.data)
+  })
+  prober.postMessage({ url: server.url, key: KEY })
 
   const rss: Array<number> = []
   const sampler = (async () => {
@@ -95,10 +79,12 @@ const main = async () => {
 
   log(`overload: ${CLIENTS} exporters of ${SPANS}-span exports for ${SECONDS} s`)
   const t0 = performance.now()
-  const work = [...Array.from({ length: CLIENTS }, exporter), prober()]
+  const work = Array.from({ length: CLIENTS }, exporter)
   await sleep(SECONDS * 1000)
   running = false
-  await Promise.all([...work, sampler])
+  prober.postMessage("stop")
+  const [{ enforcement, failures: probeFailures, health }] = await Promise.all([probes, ...work, sampler])
+  prober.terminate()
   const elapsed = (performance.now() - t0) / 1000
 
   const account = (await db.query<{ id: string }>("SELECT id FROM accounts WHERE name = 'bench'")).rows[0]!.id
