@@ -87,7 +87,8 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
         const traceIds = [...new Set(own.map((m) => m.traceId))]
         // Finalize before writing: the spans of this request get their final agent fields and usage in the
         // one INSERT, and only spans stored earlier that the pass changes are updated.
-        const stored = yield* store.spansOf(traceIds)
+        // A trace created by this request has no stored spans yet (nobody else can write it before we commit).
+        const stored = yield* store.spansOf(traceIds.filter((id) => !created.has(id)))
         const incoming = new Map<string, Map<string, MappedSpan>>()
         for (const m of own) {
           const byId = incoming.get(m.traceId) ?? new Map<string, MappedSpan>()

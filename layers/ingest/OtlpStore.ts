@@ -36,12 +36,14 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
     const sql = yield* SqlClient.SqlClient
 
     /**
-     * Creates the traces that do not exist yet (running, named later by the finalize pass), then locks every
-     * trace of the request for the transaction; the ids of the created ones and every trace's current row.
+     * Creates the traces that do not exist yet (running, named later by the finalize pass) and locks every trace
+     * of the request for the transaction; the ids of the created ones and every trace's current row. A created
+     * trace is locked by its insert; only the others are read back, locked in id order after the inserts (which
+     * also run in id order), so two requests never wait on each other in a cycle.
      */
     const createAndLock = Effect.fn("OtlpStore.createAndLock")(
       function*(accountId: AccountId, traces: ReadonlyArray<{ id: string; startedAt: string; otelTraceId: string }>) {
-        const created = yield* sql<{ id: string }>`
+        const inserted = yield* sql<{ id: string }>`
           INSERT INTO traces (id, account_id, status, started_at, metadata)
           SELECT x.id, ${accountId}::uuid, 'running', x.started_at, jsonb_build_object('otel', jsonb_build_object('trace_id', x.otel_trace_id))
           FROM jsonb_to_recordset(${JSON.stringify(traces.map((t) => ({ id: t.id, started_at: t.startedAt, otel_trace_id: t.otelTraceId })))}::jsonb)
@@ -49,12 +51,19 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
           ORDER BY x.id
           ON CONFLICT (id) DO NOTHING
           RETURNING id`
-        const locked = yield* sql<LockedTrace>`
-          SELECT id, account_id AS "accountId", status, deleted_at IS NOT NULL AS deleted
-          FROM traces WHERE id = ANY(${uuidArray(traces.map((t) => t.id))}::uuid[])
-          ORDER BY id
-          FOR UPDATE`
-        return { created: new Set(created.map((r) => r.id)), locked: new Map(locked.map((r) => [r.id, r])) }
+        const created = new Set(inserted.map((r) => r.id))
+        const locked = new Map<string, LockedTrace>()
+        for (const id of created) locked.set(id, { id, accountId, status: "running", deleted: false })
+        const existing = traces.filter((t) => !created.has(t.id)).map((t) => t.id)
+        if (existing.length > 0) {
+          const rows = yield* sql<LockedTrace>`
+            SELECT id, account_id AS "accountId", status, deleted_at IS NOT NULL AS deleted
+            FROM traces WHERE id = ANY(${uuidArray(existing)}::uuid[])
+            ORDER BY id
+            FOR UPDATE`
+          for (const row of rows) locked.set(row.id, row)
+        }
+        return { created, locked }
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -115,7 +124,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    /** Writes the derived trace fields, then recomputes span counts and totals from the spans. */
+    /** Writes the derived trace fields and, in the same statement, the span count and totals recomputed from the spans. */
     const applyTraces = Effect.fn("OtlpStore.applyTraces")(
       function*(traces: ReadonlyArray<{ id: string; trace: TraceFinalization["trace"] }>) {
         if (traces.length === 0) return
@@ -135,21 +144,20 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
           UPDATE traces t SET
             name = x.name, status = x.status, input = x.input->0, output = x.output->0, session_id = x.session_id,
             started_at = x.started_at, ended_at = x.ended_at, metadata = x.metadata, environment = x.environment,
-            updated_at = now()
+            updated_at = now(),
+            span_count = COALESCE(agg.n, t.span_count), total_tokens = COALESCE(agg.tokens, t.total_tokens),
+            total_cost = COALESCE(agg.cost, t.total_cost),
+            total_duration_ms = CASE WHEN agg.trace_id IS NULL THEN t.total_duration_ms
+              ELSE GREATEST(0, floor(EXTRACT(EPOCH FROM (
+                COALESCE(x.ended_at, agg.last_end, x.started_at) - x.started_at)) * 1000))::bigint END
           FROM jsonb_to_recordset(${JSON.stringify(records)}::jsonb)
             AS x(id uuid, name text, status text, input jsonb, output jsonb, session_id text,
                  started_at timestamptz, ended_at timestamptz, metadata jsonb, environment text)
-          WHERE t.id = x.id`
-        yield* sql`
-          UPDATE traces t SET
-            span_count = agg.n, total_tokens = agg.tokens, total_cost = agg.cost,
-            total_duration_ms = GREATEST(0, floor(EXTRACT(EPOCH FROM (
-              COALESCE(t.ended_at, agg.last_end, t.started_at) - t.started_at)) * 1000))::bigint
-          FROM (
+          LEFT JOIN (
             SELECT trace_id, ${sql.literal(SPAN_TOTALS)} FROM spans WHERE trace_id = ANY(${uuidArray(traces.map((t) => t.id))}::uuid[])
             GROUP BY trace_id
-          ) agg
-          WHERE t.id = agg.trace_id`
+          ) agg ON agg.trace_id = x.id
+          WHERE t.id = x.id`
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

@@ -109,6 +109,32 @@ describe("POST /v1/traces", () => {
     expect(jobs[0]!.n).toBe(1)
   })
 
+  test("a trace written over several exports, each beside a new trace: counts and totals follow its spans", async () => {
+    const traceId = hex(16)
+    const rootSpanId = hex(8)
+    const costly = { ...chatAttributes, "llm.cost.total": 0.1 }
+    const parts = [
+      [otlpSpan({ traceId, parentSpanId: rootSpanId, startMs: 100, endMs: 700, attributes: costly })],
+      [otlpSpan({ traceId, parentSpanId: rootSpanId, startMs: 800, endMs: 4200, attributes: { ...costly, "llm.cost.total": 0.2 } })],
+      [otlpSpan({ traceId, spanId: rootSpanId, name: "workflow", startMs: 0, endMs: 5000 })]
+    ]
+    const expected = [
+      { status: "running", spanCount: 1, totalTokens: 17, totalCost: 0.1, totalDurationMs: 600 },
+      { status: "running", spanCount: 2, totalTokens: 34, totalCost: 0.3, totalDurationMs: 4100 },
+      { status: "completed", spanCount: 3, totalTokens: 34, totalCost: 0.3, totalDurationMs: 5000 }
+    ]
+    for (const [i, spans] of parts.entries()) {
+      const other = hex(16)
+      const beside = otlpSpan({ traceId: other, startMs: 0, endMs: 250, attributes: costly })
+      expect(await result(await send(exportBody([beside, ...spans])))).toMatchObject({ traces_created: i === 0 ? 2 : 1, spans_ingested: 2 })
+      const trace = await traceOf(traceId)
+      const want = expected[i]!
+      expect({ ...trace, totalCost: Number(trace.totalCost) }).toMatchObject(want)
+      expect(trace.spans).toHaveLength(want.spanCount)
+      expect(await traceOf(other)).toMatchObject({ status: "completed", spanCount: 1, totalTokens: 17, totalDurationMs: 250 })
+    }
+  })
+
   test("the same W3C trace id in two accounts makes two unrelated traces", async () => {
     const traceId = hex(16)
     const span = otlpSpan({ traceId, attributes: chatAttributes })
