@@ -81,6 +81,12 @@ const main = Effect.gen(function*() {
     )
     return yield* serve
   }
+  if (process.env.MIMALLOC_PURGE_DELAY === undefined) {
+    yield* Effect.logInfo(
+      "MIMALLOC_PURGE_DELAY is unset: the allocator hands freed memory back to the OS at once, which on some VMs costs " +
+        "a third of the server's CPU under load; `bun run start` and the Docker image set it to -1 (README, Configuration)"
+    )
+  }
   if (workers <= 1) return yield* serve
   if (databaseUrl._tag === "None" || databaseUrl.value === "") {
     yield* Effect.logWarning("TAPEDECK_WORKERS needs DATABASE_URL (the embedded database is one process): running one")
