@@ -9,10 +9,11 @@
  *    with `chat` and `execute_tool` children carrying message JSON), fresh trace ids in every request,
  *    BENCH_CONCURRENCY requests in flight, for BENCH_SECONDS (after a warm-up). Counts the `spans_ingested`
  *    of 200 responses only; 503s are counted apart. Reports spans/s and request latency.
- * 3. Ceiling: bare PostgreSQL `COPY ... FROM STDIN` of as many rows into `spans_copy (LIKE spans INCLUDING
- *    ALL)` (same columns, primary key and index), in batches of one request's span count over
- *    BENCH_CONCURRENCY connections. The rows are a sample of what the API stored (the spans of BENCH_TRACES
- *    whole traces, so span types keep their proportions), byte for byte, with fresh trace and span ids.
+ * 3. Ceiling, before the ingest, once the warm-up's jobs have run (the quiet service): bare PostgreSQL
+ *    `COPY ... FROM STDIN` of BENCH_CEILING_ROWS rows into `spans_copy (LIKE spans INCLUDING ALL)` (same columns,
+ *    primary key and index), in batches of one request's span count over BENCH_CONCURRENCY connections. The rows
+ *    are a sample of what the warm-up stored (the spans of BENCH_TRACES whole traces, so span types keep their
+ *    proportions), byte for byte, with fresh trace and span ids.
  * 4. Decode only: `decodeOtlpProtobuf` on the same bodies in this process (one core), spans/s.
  * 5. Overload: BENCH_OVERLOAD_CONCURRENCY requests in flight for BENCH_OVERLOAD_SECONDS against the default
  *    TAPEDECK_INGEST_MAX_INFLIGHT (8); clients resend at once after a 503 (no backoff: the harsh case).
@@ -23,7 +24,7 @@
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONCURRENCY, BENCH_TRACES,
  * BENCH_SPANS_PER_TRACE, BENCH_DECODE_SECONDS, BENCH_OVERLOAD_SECONDS, BENCH_OVERLOAD_CONCURRENCY,
- * BENCH_JOB_DRAIN_SECONDS, BENCH_ANALYZE (default on: ANALYZE after the warm-up; "off" keeps a fresh database's
+ * BENCH_JOB_DRAIN_SECONDS, BENCH_CEILING_ROWS, BENCH_ANALYZE (default on: ANALYZE after the warm-up; "off" keeps a fresh database's
  * missing statistics), BENCH_CPU_PROF (a directory: the server runs under `bun --cpu-prof --cpu-prof-md`
  * and writes its profile there on exit).
  */
@@ -66,6 +67,8 @@ const DECODE_SECONDS = numberEnv("BENCH_DECODE_SECONDS", 3)
 const OVERLOAD_SECONDS = numberEnv("BENCH_OVERLOAD_SECONDS", 10)
 const OVERLOAD_CONCURRENCY = Math.floor(numberEnv("BENCH_OVERLOAD_CONCURRENCY", 32))
 const JOB_DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 30)
+/** Rows the COPY ceiling writes (about as many as the API takes in 20 s). */
+const CEILING_ROWS = Math.floor(numberEnv("BENCH_CEILING_ROWS", 200_000))
 /**
  * ANALYZE after the warm-up (default): planner statistics as autovacuum keeps them in a running system. A fresh
  * database has none, and autovacuum's first pass (autovacuum_naptime, 1 min by default) comes after this
@@ -93,7 +96,7 @@ const DATABASE_PREFIX = "tapedeck_bench_otlp_"
 const KNOBS = [
   "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENCY", "BENCH_TRACES",
   "BENCH_SPANS_PER_TRACE", "BENCH_DECODE_SECONDS", "BENCH_OVERLOAD_SECONDS", "BENCH_OVERLOAD_CONCURRENCY",
-  "BENCH_JOB_DRAIN_SECONDS", "BENCH_ANALYZE", "BENCH_CPU_PROF"
+  "BENCH_JOB_DRAIN_SECONDS", "BENCH_CEILING_ROWS", "BENCH_ANALYZE", "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/otlp.ts")
 
@@ -516,6 +519,17 @@ const main = async () => {
   if (ANALYZE) await db.query("ANALYZE")
   await db.query("CHECKPOINT")
 
+  // The ceiling runs on the quiet service (the warm-up's jobs done), before the ingest: the server's background
+  // work would otherwise share the machine with it and lower it by a varying amount.
+  const sample = await sampleRows(db, TRACES)
+  await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
+  await db.query("CHECKPOINT")
+  log(`ceiling: COPY of ${fmtInt(CEILING_ROWS)} rows (sampled from spans) into spans_copy, ${sample.count} a batch over ${CONCURRENCY} connections`)
+  const copy = await copyCeilingOf(databaseUrl, server.pid, sample, CEILING_ROWS, CONCURRENCY)
+  const copySpansPerSecond = copy.rows / copy.seconds
+  const copyLatency = latencyStats(copy.latencies)
+
+  await db.query("CHECKPOINT")
   log(`ingest: ${SECONDS} s of ${phase} at concurrency ${CONCURRENCY}`)
   const ingestCpu0 = CPU.snapshot(server.pid)
   const api = await loadWithRss(server.url, server.pid, SECONDS, CONCURRENCY)
@@ -529,14 +543,6 @@ const main = async () => {
 
   const jobs = await drainJobs(db, JOB_DRAIN_SECONDS)
   log(`job queue: ${jobs.before} pending after ingest, ${jobs.left} after ${jobs.seconds.toFixed(1)} s`)
-
-  const sample = await sampleRows(db, TRACES)
-  await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
-  await db.query("CHECKPOINT")
-  log(`ceiling: COPY of ${fmtInt(api.spans)} rows (sampled from spans) into spans_copy, ${sample.count} a batch over ${CONCURRENCY} connections`)
-  const copy = await copyCeilingOf(databaseUrl, server.pid, sample, api.spans, CONCURRENCY)
-  const copySpansPerSecond = copy.rows / copy.seconds
-  const copyLatency = latencyStats(copy.latencies)
 
   log(`decode only: decodeOtlpProtobuf in-process for ${DECODE_SECONDS} s`)
   const decode = decodeOnly(DECODE_SECONDS)
@@ -665,8 +671,8 @@ const main = async () => {
     "",
     `- Machine: ${cores} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion} (autovacuum ${autovacuum}; ${ANALYZE ? "ANALYZE after the warm-up, the statistics autovacuum keeps in a running system" : "BENCH_ANALYZE=off: no planner statistics, as in a fresh database"}); server \`bun src/main.ts\` in its own process on a fresh database, TAPEDECK_INGEST_MAX_INFLIGHT at its default (${DEFAULT_MAX_INFLIGHT}); client and server share the machine.`,
     `- Ingest: ${fmtInt(api.accepted)} exports answered 200 (${fmtInt(api.spans)} spans acknowledged by \`spans_ingested\`, ${fmtInt(api.tracesCreated)} traces created, 0 refused) in ${api.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up; ${fmtInt(api.unavailable)} answered 503. Bodies ~${bodyKiB.toFixed(0)} KiB of protobuf: per trace one \`invoke_agent\` root, ${Math.ceil((SPANS_PER_TRACE - 1) / 2)} \`chat\` spans (tokens, input/output messages as JSON strings of ~460/~350 B) and ${Math.floor((SPANS_PER_TRACE - 1) / 2)} \`execute_tool\` spans (arguments/result JSON strings of ~110/~280 B); fresh trace ids every request. Every acknowledged span of every phase verified stored (${fmtInt(expectedSpans)} spans, ${fmtInt(expectedTraces)} traces).`,
-    `- Terminal-trace jobs (one per finished trace, run by the server's own worker): ${fmtInt(jobs.before)} pending when ingest ended, so the worker ran ~${fmtInt((jobsBeforeIngest + api.tracesCreated - jobs.before) / api.seconds)} a second during ingest against ${fmtInt(api.tracesCreated / api.seconds)} enqueued; ${jobs.left === 0 ? `drained in ${jobs.seconds.toFixed(1)} s before the ceiling ran` : `${fmtInt(jobs.left)} still pending after ${jobs.seconds.toFixed(1)} s (the server's worker was busy during the ceiling)`}.`,
-    `- Ceiling: \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key) of ${fmtInt(copy.rows)} rows, ${sample.count} a COPY over ${CONCURRENCY} connections, in ${copy.seconds.toFixed(1)} s. The rows are the stored spans of ${TRACES} whole traces (\`${SAMPLE_SQL.replace("$1", String(TRACES))}\`: ${sample.mix}), ~${Math.round(sample.avgBytes)} B of COPY text each, with fresh ids. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY. The API also writes traces, reads the spans back to finalize each trace, updates them and enqueues a job per finished trace; COPY does none of that.`,
+    `- Terminal-trace jobs (one per finished trace, run by the server's own worker): ${fmtInt(jobs.before)} pending when ingest ended, so the worker ran ~${fmtInt((jobsBeforeIngest + api.tracesCreated - jobs.before) / api.seconds)} a second during ingest against ${fmtInt(api.tracesCreated / api.seconds)} enqueued; ${jobs.left === 0 ? `drained in ${jobs.seconds.toFixed(1)} s` : `${fmtInt(jobs.left)} still pending after ${jobs.seconds.toFixed(1)} s`}.`,
+    `- Ceiling, measured before the ingest on the quiet service (${jobsBeforeIngest === 0 ? "the warm-up's jobs all run" : `${fmtInt(jobsBeforeIngest)} of the warm-up's jobs still pending`}): \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key) of ${fmtInt(copy.rows)} rows, ${sample.count} a COPY over ${CONCURRENCY} connections, in ${copy.seconds.toFixed(1)} s. The rows are the stored spans of ${TRACES} whole traces (\`${SAMPLE_SQL.replace("$1", String(TRACES))}\`: ${sample.mix}), ~${Math.round(sample.avgBytes)} B of COPY text each, with fresh ids. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY. The API also writes the traces (reading back the stored spans of traces that existed before the request, to finalize them), enqueues a job per finished trace and a search-indexing job per request, and its worker indexes every span for search meanwhile; COPY does none of that.`,
     `- Decode only: ${decode.runs} runs of \`decodeOtlpProtobuf\` on ${SPANS}-span bodies, median ${fmtMs(decode.median)}, best ${fmtMs(decode.best)}: ${decodeMsPerKSpans.toFixed(1)} ms of CPU per 1000 spans, against ${serverMsPerKSpans.toFixed(1)} ms of server CPU per 1000 spans ingested (${fmtPercent(decodeMsPerKSpans / serverMsPerKSpans)} of it).`,
     `- Overload: ${OVERLOAD_CONCURRENCY} clients for ${over.seconds.toFixed(1)} s, each resending at once after a 503 (no backoff); ${fmtInt(over.accepted)} exports accepted (${fmtInt(over.spans)} spans), ${fmtInt(over.unavailable)} answered 503, ${fmtInt(over.errors)} other failures${over.firstError ? ` (first: ${over.firstError.slice(0, 200)})` : ""}. Server RSS (VmRSS, MiB) every 500 ms under overload: ${over.rss.map((k) => (k / 1024).toFixed(0)).join(" ")}; under the step-1 load: ${api.rss.map((k) => (k / 1024).toFixed(0)).join(" ")}.`,
     `- CPU, average cores busy of ${cores} (server process / all postgres processes / this client / anything else): ` +

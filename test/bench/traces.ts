@@ -5,14 +5,15 @@
  *    as a separate process, so this client never shares the server's event loop.
  * 2. Ingest: POST /api/v1/traces, each with BENCH_SPANS spans of ~1 KB JSON, BENCH_CONCURRENCY requests in
  *    flight, for BENCH_SECONDS (after a warm-up). Reports traces/s, spans/s and request latency.
- * 3. Ceiling: bare PostgreSQL `COPY ... FROM STDIN` of as many spans of the same shape and payload sizes into
- *    `spans_copy (LIKE spans INCLUDING ALL)` (same columns, primary key and index, no foreign key) over
- *    BENCH_CONCURRENCY connections, one COPY of BENCH_SPANS rows per trace the API took.
+ * 3. Ceiling, before the ingest, once the warm-up's jobs have run (the quiet service): bare PostgreSQL
+ *    `COPY ... FROM STDIN` of spans of the same shape and payload sizes into `spans_copy (LIKE spans INCLUDING ALL)`
+ *    (same columns, primary key and index, no foreign key) over BENCH_CONCURRENCY connections, one COPY of
+ *    BENCH_SPANS rows per trace, BENCH_CEILING_TRACES of them.
  * 3b. SQL ceiling: the server's own span statement (`INSERT … SELECT … FROM jsonb_to_recordset`) of the same rows
  *    into `spans_insert (LIKE spans INCLUDING ALL)`, one statement of BENCH_SPANS rows per trace, same connections.
  * 4. Detail, first of all (on the quiet service), once the trace's own jobs have run (up to BENCH_JOB_DRAIN_SECONDS):
  *    GET /api/v1/traces/{id} of a BENCH_DETAIL_SPANS-span trace, BENCH_DETAIL_REQUESTS sequential requests, beside
- *    a bare `SELECT * FROM spans WHERE trace_id = $1` of the same rows. (Steps 2–3 run after it.)
+ *    a bare `SELECT * FROM spans WHERE trace_id = $1` of the same rows. (Then the warm-up, step 3, and step 2.)
  * 5. Prints a markdown table; drops the database and stops the server (also on error or Ctrl-C).
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONCURRENCY, BENCH_SPANS,
@@ -56,6 +57,8 @@ const SPANS = Math.floor(numberEnv("BENCH_SPANS", 100))
 const DETAIL_SPANS = Math.floor(numberEnv("BENCH_DETAIL_SPANS", 1000))
 const DETAIL_REQUESTS = Math.floor(numberEnv("BENCH_DETAIL_REQUESTS", 200))
 const JOB_DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 120)
+/** Traces of BENCH_SPANS rows each that the COPY and INSERT ceilings write (about as many as the API takes in 20 s). */
+const CEILING_TRACES = Math.floor(numberEnv("BENCH_CEILING_TRACES", 2500))
 
 const TARGET_SPANS_PER_SECOND = 25_000
 const TARGET_COPY_RATIO = 0.5
@@ -63,7 +66,7 @@ const TARGET_DETAIL_P50_MS = 15
 
 const KNOBS = [
   "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENCY", "BENCH_SPANS",
-  "BENCH_DETAIL_SPANS", "BENCH_DETAIL_REQUESTS", "BENCH_JOB_DRAIN_SECONDS", "BENCH_CPU_PROF"
+  "BENCH_DETAIL_SPANS", "BENCH_DETAIL_REQUESTS", "BENCH_JOB_DRAIN_SECONDS", "BENCH_CEILING_TRACES", "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/traces.ts")
 
@@ -346,6 +349,24 @@ const main = async () => {
   const warm = await ingest(server.url, WARMUP_SECONDS, CONCURRENCY, SPANS)
   if (warm.errors > 0) throw new Error(`warm-up failed: ${warm.firstError}\nserver output:\n${server.output()}`)
 
+  // The ceilings run on the quiet service (the warm-up's search indexing done), as the detail did: the server's
+  // background work would otherwise share the machine with them and lower the ceiling by a varying amount.
+  const warmJobs = await drainJobs(db, JOB_DRAIN_SECONDS)
+  const accountId = (await db.query<{ account_id: string }>("SELECT account_id FROM traces LIMIT 1")).rows[0]?.account_id
+  if (!accountId) throw new Error("no trace was stored")
+  await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
+  await db.query("CHECKPOINT")
+  log(`ceiling: ${CEILING_TRACES} COPYs of ${SPANS} rows into spans_copy over ${CONCURRENCY} connections`)
+  const copy = await copyCeilingOf(databaseUrl, server.pid, accountId, CEILING_TRACES, CONCURRENCY, SPANS)
+  const copySpansPerSecond = copy.rows / copy.seconds
+  const copyBatchesPerSecond = copy.batches / copy.seconds
+  const copyLatency = latencyStats(copy.latencies)
+  await db.query("CREATE TABLE spans_insert (LIKE spans INCLUDING ALL)")
+  await db.query("CHECKPOINT")
+  log(`ceiling: ${CEILING_TRACES} INSERT … jsonb_to_recordset statements of ${SPANS} rows into spans_insert over ${CONCURRENCY} connections`)
+  const insert = await insertCeiling(databaseUrl, server.pid, accountId, CEILING_TRACES, CONCURRENCY, SPANS)
+  const insertSpansPerSecond = insert.rows / insert.seconds
+
   await db.query("CHECKPOINT")
   log(`ingest: ${SECONDS} s of POST /api/v1/traces (${SPANS} spans, ~${Math.round(spanBytes)} B each) at concurrency ${CONCURRENCY}`)
   const ingestCpu0 = CPU.snapshot(server.pid)
@@ -355,21 +376,6 @@ const main = async () => {
   const apiTracesPerSecond = api.traces / api.seconds
   const apiSpansPerSecond = apiTracesPerSecond * SPANS
   const apiLatency = latencyStats(api.latencies)
-
-  const accountId = (await db.query<{ account_id: string }>("SELECT account_id FROM traces LIMIT 1")).rows[0]?.account_id
-  if (!accountId) throw new Error("no trace was stored")
-  await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
-  await db.query("CHECKPOINT")
-  log(`ceiling: ${api.traces} COPYs of ${SPANS} rows into spans_copy over ${CONCURRENCY} connections`)
-  const copy = await copyCeilingOf(databaseUrl, server.pid, accountId, api.traces, CONCURRENCY, SPANS)
-  const copySpansPerSecond = copy.rows / copy.seconds
-  const copyBatchesPerSecond = copy.batches / copy.seconds
-  const copyLatency = latencyStats(copy.latencies)
-  await db.query("CREATE TABLE spans_insert (LIKE spans INCLUDING ALL)")
-  await db.query("CHECKPOINT")
-  log(`ceiling: ${api.traces} INSERT … jsonb_to_recordset statements of ${SPANS} rows into spans_insert over ${CONCURRENCY} connections`)
-  const insert = await insertCeiling(databaseUrl, server.pid, accountId, api.traces, CONCURRENCY, SPANS)
-  const insertSpansPerSecond = insert.rows / insert.seconds
 
   // Everything the API acknowledged is stored.
   const stored = (await db.query<{ traces: string; spans: string; api_row: string; copy_row: string }>(
@@ -438,7 +444,7 @@ const main = async () => {
     "",
     `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; server \`bun src/main.ts\` in its own process on a fresh database.`,
     `- Ingest: ${fmtInt(api.traces)} traces (${fmtInt(api.traces * SPANS)} spans, ${(api.bodyBytes / api.traces / 1024).toFixed(1)} KiB bodies, spans ~${Math.round(spanBytes)} B of JSON) in ${api.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up; 0 errors; every acknowledged span verified stored.`,
-    `- Ceiling: the same number of spans, same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY.`,
+    `- Ceiling, measured before the ingest on the quiet service (the warm-up's ${fmtInt(warmJobs.before)} jobs run, ${fmtInt(warmJobs.left)} left after ${warmJobs.seconds.toFixed(1)} s): spans of the same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY.`,
     `- Detail, measured first on the quiet service (before the ingest, whose search indexing would otherwise share the server for minutes): ${DETAIL_REQUESTS} sequential GETs after 20 warm-up ones, ${(read.responseBytes / 1024).toFixed(0)} KiB responses, once the trace's own jobs had run (${fmtInt(read.drain.before)} pending, ${fmtInt(read.drain.left)} left after ${read.drain.seconds.toFixed(1)} s); ceiling \`SELECT * FROM spans WHERE trace_id = $1\` through pg.`,
     `- CPU, average cores busy of ${availableParallelism()} (server process / all postgres processes / this client / anything else): ` +
     ([["ingest", ingestCpu], ["COPY", copy.cpu], ["INSERT", insert.cpu], ["GET detail", read.cpu]] as const)
