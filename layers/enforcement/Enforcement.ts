@@ -9,7 +9,7 @@ import { type AccountId, SpanId, type TraceId } from "#src/domain/Ids"
 import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
 import { AppConfig } from "../config/AppConfig.ts"
 import { Traces } from "../traces/Traces.ts"
-import { type DecisionAudit, PolicyStore } from "./PolicyStore.ts"
+import { type DecisionAudit, type FailClosedRecord, PolicyStore } from "./PolicyStore.ts"
 
 const toAction = (request: EnforcementCheckRequest): ProposedAction => ({
   runId: request.run_id,
@@ -46,6 +46,8 @@ const RECORD_RETRY = Schedule.exponential("50 millis").pipe(
   Schedule.upTo("1 hour")
 )
 const MAX_PENDING_RECORDS = 100_000
+/** Fail-closed blocks recorded per transaction. */
+const RECORD_BATCH = 500
 
 /**
  * Pre-call enforcement. `decide` either decides or fails with PolicyStateUnavailable: it never guesses.
@@ -102,31 +104,46 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
       liveKey: string | null = null
     ) => Effect.map(withinDeadline(accountId, toAction(request), audit, liveKey), toDecision)
 
-    let pendingRecords = 0
     /**
-     * A fail-closed block, recorded off the hot path (the store may be the thing that is down) and retried until it
-     * is stored: every answered check has its record. The record takes over the decision's id, so whatever the
-     * timed-out work stored meanwhile is replaced (and an allow's counters taken back).
+     * Fail-closed blocks waiting to be recorded, written off the hot path by one fiber in batches of up to
+     * RECORD_BATCH (the store may be the thing that is down): under overload a record per transaction took a pooled
+     * connection each and kept the checks from theirs. A batch is retried until stored, so every answered check has
+     * its record; a record takes over the decision's id, so whatever the timed-out work stored meanwhile is replaced
+     * (and an allow's counters taken back).
      */
-    const recordFailClosed = (accountId: AccountId, request: EnforcementCheckRequest, audit: DecisionAudit, reason: string) => {
-      const latencyMs = performance.now() - audit.startedAt
-      if (pendingRecords >= MAX_PENDING_RECORDS) {
-        return Effect.logError("too many fail-closed decisions waiting to be recorded: one is dropped").pipe(
-          Effect.annotateLogs({ decisionId: audit.decisionId, runId: request.run_id })
-        )
+    const pendingRecords: Array<FailClosedRecord> = []
+    let recording = false
+    const recordPending: Effect.Effect<void> = Effect.suspend(() => {
+      if (pendingRecords.length === 0) {
+        recording = false
+        return Effect.void
       }
-      pendingRecords++
-      return store.recordFailClosed(accountId, toAction(request), audit, reason, latencyMs).pipe(
+      const batch = pendingRecords.splice(0, RECORD_BATCH)
+      return store.recordFailClosed(batch).pipe(
         Effect.retry(RECORD_RETRY),
         Effect.catchAllCause((cause) =>
-          Effect.logError("could not record a fail-closed enforcement decision", cause).pipe(
-            Effect.annotateLogs({ decisionId: audit.decisionId, runId: request.run_id })
+          Effect.logError(`could not record ${batch.length} fail-closed enforcement decisions`, cause).pipe(
+            Effect.annotateLogs({ decisionIds: batch.map((r) => r.audit.decisionId).join(",") })
           )
         ),
-        Effect.ensuring(Effect.sync(() => pendingRecords--)),
-        Effect.forkDaemon
+        Effect.zipRight(recordPending)
       )
-    }
+    })
+
+    const recordFailClosed = (accountId: AccountId, request: EnforcementCheckRequest, audit: DecisionAudit, reason: string) =>
+      Effect.suspend(() => {
+        if (pendingRecords.length >= MAX_PENDING_RECORDS) {
+          return Effect.logError("too many fail-closed decisions waiting to be recorded: one is dropped").pipe(
+            Effect.annotateLogs({ decisionId: audit.decisionId, runId: request.run_id })
+          )
+        }
+        pendingRecords.push({ accountId, action: toAction(request), audit, reason, latencyMs: performance.now() - audit.startedAt })
+        if (!recording) {
+          recording = true
+          runFork(recordPending)
+        }
+        return Effect.void
+      })
 
     /** The trace a check names tells the whole story: a block or hold becomes an action span of it (if owned). */
     const traceDecision = (accountId: AccountId, request: EnforcementCheckRequest, decision: EnforcementDecision, traceId: TraceId) =>

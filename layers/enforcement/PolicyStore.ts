@@ -18,6 +18,16 @@ export interface DecisionAudit {
   abandoned: boolean
 }
 
+/** A check answered block because its decision could not be made in time, to be recorded as such. */
+export interface FailClosedRecord {
+  readonly accountId: AccountId
+  readonly action: ProposedAction
+  readonly audit: DecisionAudit
+  readonly reason: string
+  /** From the check's start to the answer (the record keeps the latency of the answer given). */
+  readonly latencyMs: number
+}
+
 /**
  * Where policy state lives: the account's policies and each run's counters and holds. Every failure to
  * reach that state is a `PolicyStateUnavailable` (never a default): the caller fails closed.
@@ -39,18 +49,12 @@ export class PolicyStore extends Context.Tag("tapedeck/PolicyStore")<PolicyStore
     liveKey: string | null
   ) => Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>
   /**
-   * Records a fail-closed block as the decision `audit.decisionId`, whatever became of the attempt to decide it:
-   * if that attempt stored an allow after all, the allow is replaced and its counters are taken back, and no
-   * attempt still under way can store anything afterwards. Idempotent: the caller retries it until it succeeds.
+   * Records fail-closed blocks, each as the decision `audit.decisionId`, whatever became of the attempt to decide
+   * it: if that attempt stored an allow after all, the allow is replaced and its counters are taken back, and no
+   * attempt still under way can store anything afterwards. All or none; idempotent: the caller retries until it
+   * succeeds.
    */
-  readonly recordFailClosed: (
-    accountId: AccountId,
-    action: ProposedAction,
-    audit: DecisionAudit,
-    reason: string,
-    /** From the check's start to the answer (the record keeps the latency of the answer given). */
-    latencyMs: number
-  ) => Effect.Effect<void, PolicyStateUnavailable>
+  readonly recordFailClosed: (records: ReadonlyArray<FailClosedRecord>) => Effect.Effect<void, PolicyStateUnavailable>
   /** Forgets the cached policies of the account here and on the other instances. */
   readonly invalidate: (accountId: AccountId) => Effect.Effect<void>
 }>() {}

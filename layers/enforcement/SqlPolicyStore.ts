@@ -15,7 +15,7 @@ import {
   type ProposedAction,
   type RunState
 } from "#src/domain/PolicyEvaluation"
-import { type DecisionAudit, PolicyStore } from "./PolicyStore.ts"
+import { type DecisionAudit, type FailClosedRecord, PolicyStore } from "./PolicyStore.ts"
 
 const CHANNEL = "tapedeck_guardrails"
 /** A safety net for a missed notification: cached policies are reloaded at least this often. */
@@ -401,30 +401,68 @@ export const SqlPolicyStoreLive = Layer.scoped(
     }
 
     /**
-     * The run's row lock first: an attempt still under way for this decision either committed before it (and is
-     * seen, and taken back) or finds the row at a newer version afterwards and writes nothing.
+     * The runs' row locks first (in key order, as every batch takes them): an attempt still under way for one of
+     * these decisions either committed before (and is seen, and taken back) or finds its run at a newer version
+     * afterwards and writes nothing. Then one statement each: the allows to take back, the counters, the records.
      */
-    const recordFailClosed = (accountId: AccountId, action: ProposedAction, audit: DecisionAudit, reason: string, latencyMs: number) =>
+    const recordFailClosed = (records: ReadonlyArray<FailClosedRecord>) =>
       Effect.gen(function*() {
-        remember(runKey(accountId, action.runId), undefined)
-        const locked = yield* sql<{ recent: RunState["recent"] }>`
-          INSERT INTO enforcement_runs (account_id, run_id) VALUES (${accountId}, ${action.runId})
-          ON CONFLICT (account_id, run_id) DO UPDATE SET updated_at = now()
-          RETURNING recent`
-        const previous = yield* sql<{ verdict: string }>`SELECT verdict FROM enforcement_decisions WHERE id = ${audit.decisionId}`
-        if (previous[0]?.verdict === "allow") {
-          yield* sql`
-            UPDATE enforcement_runs SET spent_usd = spent_usd - ${String(action.proposedUsd ?? 0)}::numeric,
-                   tokens = tokens - ${action.proposedTokens ?? 0},
-                   recent = ${JSON.stringify(withoutAction(locked[0]?.recent ?? [], action))}::jsonb
-            WHERE account_id = ${accountId} AND run_id = ${action.runId}`
+        const byId = new Map(records.map((r) => [r.audit.decisionId, r]))
+        const runs = new Map<string, { account_id: AccountId; run_id: string }>()
+        for (const r of byId.values()) {
+          const key = runKey(r.accountId, r.action.runId)
+          remember(key, undefined)
+          runs.set(key, { account_id: r.accountId, run_id: r.action.runId })
         }
-        yield* sql.unsafe(
-          `INSERT INTO enforcement_decisions ${DECISION_COLUMNS} VALUES (${DECISION_VALUES})
-           ON CONFLICT (id) DO UPDATE SET verdict = EXCLUDED.verdict, policy_id = NULL, policy_type = NULL, hold_id = NULL,
-                                          reason = EXCLUDED.reason, latency_ms = EXCLUDED.latency_ms`,
-          decisionParams(accountId, action, audit, { verdict: "block", policy: null, reason }, latencyMs)
-        )
+        const locked = yield* sql<{ account_id: string; run_id: string; recent: RunState["recent"] }>`
+          INSERT INTO enforcement_runs (account_id, run_id)
+          SELECT x.account_id, x.run_id FROM jsonb_to_recordset(${JSON.stringify([...runs.values()])}::jsonb)
+            AS x(account_id uuid, run_id text)
+          ORDER BY x.account_id, x.run_id
+          ON CONFLICT (account_id, run_id) DO UPDATE SET updated_at = now()
+          RETURNING account_id, run_id, recent`
+        const allowed = yield* sql<{ id: string }>`
+          SELECT id FROM enforcement_decisions WHERE id = ANY(${`{${[...byId.keys()].join(",")}}`}::uuid[]) AND verdict = 'allow'`
+        if (allowed.length > 0) {
+          const recentOf = new Map(locked.map((r) => [runKey(r.account_id as AccountId, r.run_id), r.recent]))
+          const takenBack = new Map<string, { account_id: string; run_id: string; usd: Array<string>; tokens: number; recent: ReadonlyArray<ActionRecord> }>()
+          for (const { id } of allowed) {
+            const { accountId, action } = byId.get(id)!
+            const key = runKey(accountId, action.runId)
+            const run = takenBack.get(key) ?? { account_id: accountId, run_id: action.runId, usd: [], tokens: 0, recent: recentOf.get(key) ?? [] }
+            run.usd.push(String(action.proposedUsd ?? 0))
+            run.tokens += action.proposedTokens ?? 0
+            run.recent = withoutAction(run.recent, action)
+            takenBack.set(key, run)
+          }
+          yield* sql`
+            UPDATE enforcement_runs e SET
+              spent_usd = e.spent_usd - (SELECT COALESCE(sum(v::numeric), 0) FROM jsonb_array_elements_text(x.usd) v),
+              tokens = e.tokens - x.tokens, recent = x.recent
+            FROM jsonb_to_recordset(${JSON.stringify([...takenBack.values()])}::jsonb)
+              AS x(account_id uuid, run_id text, usd jsonb, tokens bigint, recent jsonb)
+            WHERE e.account_id = x.account_id AND e.run_id = x.run_id`
+        }
+        const rows = [...byId.values()].map((r) => ({
+          id: r.audit.decisionId,
+          account_id: r.accountId,
+          run_id: r.action.runId,
+          trace_id: r.audit.traceId ?? null,
+          step_index: r.action.stepIndex ?? null,
+          tool_name: r.action.toolName ?? null,
+          model: r.action.model ?? null,
+          reason: r.reason,
+          latency_ms: r.latencyMs
+        }))
+        yield* sql`
+          INSERT INTO enforcement_decisions ${sql.literal(DECISION_COLUMNS)}
+          SELECT x.id, x.account_id, x.run_id, x.trace_id, x.step_index, x.tool_name, x.model, 'block', NULL, NULL, NULL,
+                 x.reason, x.latency_ms + 1000 * extract(epoch FROM clock_timestamp() - statement_timestamp())::float8
+          FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+            AS x(id uuid, account_id uuid, run_id text, trace_id uuid, step_index bigint, tool_name text, model text,
+                 reason text, latency_ms float8)
+          ON CONFLICT (id) DO UPDATE SET verdict = EXCLUDED.verdict, policy_id = NULL, policy_type = NULL, hold_id = NULL,
+                                         reason = EXCLUDED.reason, latency_ms = EXCLUDED.latency_ms`
       }).pipe(sql.withTransaction, orUnavailable)
 
     return PolicyStore.of({ policies, decideAtomically, recordFailClosed, invalidate })

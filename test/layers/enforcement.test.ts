@@ -149,6 +149,35 @@ describe("a fail-closed answer and the work it overtook", () => {
     expect(await settled(runId)).toEqual([{ verdict: "block", policy_id: null, reason: decision.reason }])
   })
 
+  test("one batch of records: allows of several runs taken back, a decision never stored, a record sent twice", async () => {
+    const [a, b] = [crypto.randomUUID(), crypto.randomUUID()]
+    const action = (runId: string, i: number) => ({ runId, proposedUsd: [0.1, 0.2, 0.3][i] ?? 1, proposedTokens: 10 * (i + 1), toolName: `tool-${i}`, stepIndex: i })
+    const audit = () => ({ decisionId: crypto.randomUUID(), traceId: undefined, startedAt: performance.now(), abandoned: false })
+    const records = await storage.run(Effect.gen(function*() {
+      const store = yield* PolicyStore
+      const stored = [action(a, 0), action(a, 1), action(a, 2), action(b, 0)]
+      const made: Array<{ accountId: AccountId; action: ReturnType<typeof action>; audit: ReturnType<typeof audit>; reason: string; latencyMs: number }> = []
+      for (const act of stored) {
+        const au = audit()
+        expect((yield* store.decideAtomically(account, act, [], au, null)).verdict).toBe("allow")
+        made.push({ accountId: account, action: act, audit: au, reason: "late", latencyMs: 300 })
+      }
+      // Take back the first two allows of run a and the one of b; the third of a stays; one decision was never stored.
+      const batch = [made[0]!, made[1]!, made[3]!, made[0]!, { accountId: account, action: action(b, 5), audit: audit(), reason: "late", latencyMs: 300 }]
+      yield* store.recordFailClosed(batch)
+      yield* store.recordFailClosed(batch) // idempotent
+      return { batch, kept: made[2]! }
+    }).pipe(Effect.provide(SqlPolicyStoreLive)))
+    const rows = await sql("SELECT id, verdict, latency_ms FROM enforcement_decisions WHERE account_id = $1 AND run_id = ANY($2) ORDER BY id", [account, [a, b]])
+    const blocked = new Set(records.batch.map((r) => r.audit.decisionId))
+    expect(rows).toHaveLength(5)
+    for (const row of rows) expect(row.verdict).toBe(blocked.has(row.id) ? "block" : "allow")
+    expect(rows.find((r: any) => r.id === records.kept.audit.decisionId).verdict).toBe("allow")
+    expect(rows.filter((r: any) => blocked.has(r.id)).every((r: any) => r.latency_ms >= 300)).toBe(true)
+    expect(await counters(a)).toEqual({ usd: 0.3, tokens: 30, recent: 1 })
+    expect(await counters(b)).toEqual({ usd: 0, tokens: 0, recent: 0 })
+  })
+
   test("under deadlines that many checks miss, every answer has its record and the budget counts exactly the allows", async () => {
     const runIds = Array.from({ length: 4 }, () => crypto.randomUUID())
     // Half of the checks' work is held past the 100 ms deadline (at random, before or after its write).
