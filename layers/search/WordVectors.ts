@@ -135,8 +135,9 @@ export const decode = (bytes: Uint8Array): WordVectors => {
   for (let i = 0; i < count; i++, at += 4) ranks[i] = view.getUint32(at, true)
   const scales = new Float32Array(count)
   for (let i = 0; i < count; i++, at += 4) scales[i] = view.getFloat32(at, true)
-  const vectors = new Int8Array(count * dims)
-  vectors.set(new Int8Array(bytes.buffer, bytes.byteOffset + at, count * dims))
+  // A view, not a copy: the vectors are most of the file, and a copy would double the embedder's peak memory (which
+  // the allocator keeps for reuse under MIMALLOC_PURGE_DELAY=-1).
+  const vectors = new Int8Array(bytes.buffer, bytes.byteOffset + at, count * dims)
   const words = new TextDecoder().decode(bytes.subarray(at + count * dims)).split("\n")
   if (words.length !== count) throw new Error("corrupt compacted word-vector file")
   return { count, dims, index: new Map(words.map((w, i) => [w, i])), ranks, scales, vectors }
