@@ -89,7 +89,8 @@ interface WriteResult {
 // ---------------------------------------------------------------------------------------------- statements
 //
 // One statement per check attempt, with `$n` parameters. $1…$13 are the decision's record; the statement kinds add their own after it. Each
-// statement also answers the run's current row when it did not write, so a retry needs no read of its own.
+// statement also answers the run's current row when it did not write, so a retry needs no read of its own. The
+// optimistic ones are functions (migration 0015), so PostgreSQL plans them once per connection, not per check.
 
 const DECISION_COLUMNS =
   "(id, account_id, run_id, trace_id, step_index, tool_name, model, verdict, policy_id, policy_type, hold_id, reason, latency_ms)"
@@ -100,52 +101,23 @@ const DECISION_COLUMNS =
 const DECISION_VALUES = `$3::uuid, $1::uuid, $2::text, $4::uuid, $5::bigint, $6::text, $7::text, $8::text, $9::uuid,
   $10::text, $11::uuid, $12::text,
   $13::float8 + 1000 * extract(epoch FROM clock_timestamp() - statement_timestamp())::float8`
-const CURRENT = `cur AS (
-  SELECT spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, recent, xmin::text AS version
-  FROM enforcement_runs WHERE account_id = $1::uuid AND run_id = $2::text)`
-const WRITTEN = "spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, xmin::text AS version"
-/**
- * The answer: the written row, else the current one. `$key` is the API key the caller was verified with from a
- * cache (NULL: verified just now): when something was written, `tapedeck_require_live_key` runs on it, and a key
- * revoked meanwhile undoes the whole statement (SQLSTATE TD401).
- */
-const answer = (key: number) => `SELECT true AS written, spent_usd, tokens, NULL::jsonb AS recent, version FROM w
-  WHERE tapedeck_require_live_key($${key}::text)
-  UNION ALL
-  SELECT false, spent_usd, tokens, recent, version FROM cur WHERE NOT EXISTS (SELECT 1 FROM w)`
-/** `recent` with one more action, keeping the last MAX_RECENT (as `evaluate` does). */
-const APPENDED = `CASE WHEN jsonb_array_length(recent) < ${MAX_RECENT} THEN recent
-  ELSE jsonb_path_query_array(recent, '$[last - ${MAX_RECENT - 2} to last]') END || $17::text::jsonb`
+const RECORD_ARGS = `$1::uuid, $2::text, $3::uuid, $4::uuid, $5::bigint, $6::text, $7::text, $8::text, $9::uuid, $10::text,
+  $11::uuid, $12::text, $13::float8`
 
-/** Allow on a run at version $14: the counters advance only if the row is still that version, with the record. */
-const ALLOW_EXISTING = `WITH ${CURRENT},
-w AS (
-  UPDATE enforcement_runs SET spent_usd = spent_usd + $15::numeric, tokens = tokens + $16::bigint,
-         recent = ${APPENDED}, updated_at = now()
-  WHERE account_id = $1::uuid AND run_id = $2::text AND xmin::text = $14::text
-  RETURNING ${WRITTEN}),
-d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${DECISION_VALUES} FROM w ON CONFLICT (id) DO NOTHING)
-${answer(18)}`
+/**
+ * Allow on a run at version $14: the counters advance only if the row is still that version, with the record; `recent`
+ * gets $17 and keeps its last MAX_RECENT entries (as `evaluate` does). $18 (and the last parameter of the other two) is
+ * the API key the caller was verified with from a cache (NULL: verified just now): when something was written,
+ * `tapedeck_require_live_key` runs on it, and a key revoked meanwhile undoes the whole statement (SQLSTATE TD401).
+ */
+const ALLOW_EXISTING = `SELECT * FROM tapedeck_check_allow_existing(${RECORD_ARGS},
+  $14::text, $15::numeric, $16::bigint, $17::text::jsonb, $18::text, ${MAX_RECENT})`
 
 /** Allow on a run not seen yet: its row is created with the counters, with the record, unless it exists by now. */
-const ALLOW_NEW = `WITH ${CURRENT},
-w AS (
-  INSERT INTO enforcement_runs (account_id, run_id, spent_usd, tokens, recent)
-  VALUES ($1::uuid, $2::text, $14::numeric, $15::bigint, $16::text::jsonb)
-  ON CONFLICT (account_id, run_id) DO NOTHING
-  RETURNING ${WRITTEN}),
-d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${DECISION_VALUES} FROM w ON CONFLICT (id) DO NOTHING)
-${answer(17)}`
+const ALLOW_NEW = `SELECT * FROM tapedeck_check_allow_new(${RECORD_ARGS}, $14::numeric, $15::bigint, $16::text::jsonb, $17::text)`
 
 /** Block: only the record, and only if the run is still the version evaluated ($14, NULL for no row yet). */
-const BLOCK = `WITH ${CURRENT},
-w AS (
-  INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${DECISION_VALUES}
-  WHERE CASE WHEN $14::text IS NULL THEN NOT EXISTS (SELECT 1 FROM cur)
-             ELSE EXISTS (SELECT 1 FROM cur WHERE version = $14::text) END
-  ON CONFLICT (id) DO NOTHING
-  RETURNING NULL::float8 AS spent_usd, NULL::float8 AS tokens, NULL::text AS version)
-${answer(15)}`
+const BLOCK = `SELECT * FROM tapedeck_check_block(${RECORD_ARGS}, $14::text, $15::text)`
 
 /** A statement runner: `$n` parameters in, rows out, every failure PolicyStateUnavailable (or CredentialRevoked). */
 type Run = <A>(
