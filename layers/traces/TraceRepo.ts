@@ -276,10 +276,14 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    /** The trace's spans as JSON text (SpanRecords.SPAN_JSON_SELECT), for answers that pass them through unparsed. */
+    /**
+     * The account's spans of the trace as JSON text (SpanRecords.SPAN_JSON_SELECT), for answers that pass them through
+     * unparsed. Scoped to the account, so it may run beside the trace's own lookup.
+     */
     const listSpansJson = Effect.fn("TraceRepo.listSpansJson")(
-      function*(traceId: TraceId) {
-        return yield* sql<SpanJsonRow>`SELECT ${sql.literal(SPAN_JSON_SELECT)} FROM spans WHERE trace_id = ${traceId}`
+      function*(accountId: AccountId, traceId: TraceId) {
+        return yield* sql<SpanJsonRow>`
+          SELECT ${sql.literal(SPAN_JSON_SELECT)} FROM spans WHERE trace_id = ${traceId} AND account_id = ${accountId}`
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
