@@ -7,6 +7,9 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       port: yield* Config.integer("PORT").pipe(Config.withDefault(8080)),
       databaseUrl: yield* Config.option(Config.redacted("DATABASE_URL")),
       dataDir: yield* Config.string("TAPEDECK_DATA_DIR").pipe(Config.withDefault("./.tapedeck")),
+      pgliteSharedBuffers: yield* Config.option(Config.string("TAPEDECK_PGLITE_SHARED_BUFFERS").pipe(
+        Config.validate({ message: "must be a size such as 256MB, 1GB or 65536kB", validation: (s) => /^[1-9][0-9]*(kB|MB|GB)$/.test(s) })
+      )),
       dbPoolMax: yield* Config.integer("TAPEDECK_DB_POOL_MAX").pipe(Config.withDefault(10)),
       dbConnectTimeoutMs: yield* Config.integer("TAPEDECK_DB_CONNECT_TIMEOUT_MS").pipe(Config.withDefault(5000)),
       apiKeys: yield* Config.redacted("TAPEDECK_API_KEYS").pipe(Config.withDefault(Redacted.make(""))),

@@ -24,7 +24,7 @@ export const SqlLive = Layer.unwrapEffect(
           connectTimeout: `${config.dbConnectTimeoutMs} millis`,
           applicationName: "tapedeck"
         }),
-      onNone: () => PgliteClient.layer({ dataDir: config.dataDir })
+      onNone: () => PgliteClient.layer({ dataDir: config.dataDir, sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers) })
     })
   })
 ).pipe((client) => Layer.provideMerge(MigratedLive, client))

@@ -13,9 +13,10 @@
  * 4. Measures the offline embedder's resident memory in a child process (RSS after loading and embedding,
  *    minus the same process before loading).
  * Prints a markdown table. Knobs: BENCH_DATABASE_URL, BENCH_SEARCH_SPANS, BENCH_SEARCH_QUERIES, BENCH_SEARCH_BACKENDS
- * (comma-separated: postgresql,pglite).
+ * (comma-separated: postgresql,pglite), BENCH_SEARCH_PGLITE_DIR (a directory kept for the PGlite database: the first
+ * run writes and indexes the spans there, later runs only query them; the indexing rate is then not measured).
  */
-import { mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { BunContext } from "@effect/platform-bun"
@@ -81,32 +82,41 @@ const open = async (env: Record<string, string>) => {
   return runtime
 }
 
-const measure = async (backend: string, env: Record<string, string>) => {
+/** An indexed PGlite directory kept by an earlier run (BENCH_SEARCH_PGLITE_DIR): its account, to query again. */
+const keptAccount = (dir: string | undefined): AccountId | undefined => {
+  const marker = dir === undefined ? undefined : join(dir, "bench-search.json")
+  return marker !== undefined && existsSync(marker) ? JSON.parse(readFileSync(marker, "utf8")).account : undefined
+}
+
+const measure = async (backend: string, env: Record<string, string>, keepDir?: string) => {
   const runtime = await open(env)
-  const account = crypto.randomUUID() as AccountId
+  const kept = keptAccount(keepDir)
+  const account = kept ?? crypto.randomUUID() as AccountId
   const traceIds: Array<string> = []
   const run = <A>(effect: Effect.Effect<A, unknown, SqlClient.SqlClient | SpanIndex | Embedder>) =>
     runtime.runPromise(Effect.orDie(effect))
 
-  log(`${backend}: writing ${fmtInt(SPANS)} spans`)
-  await run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`bench-${account}`})`
-    for (let written = 0; written < SPANS; written += TRACE_SIZE) {
-      const traceId = crypto.randomUUID()
-      traceIds.push(traceId)
-      const spans = Array.from({ length: Math.min(TRACE_SIZE, SPANS - written) }, (_, i) => makeSpan(written + i))
-      yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${traceId}, ${account}, ${pick(["completed", "failed", "running"])}, now())`
-      yield* sql`
-        INSERT INTO spans (trace_id, id, account_id, span_type, name, model, input, output, error, started_at, cost, duration_ms)
-        SELECT ${traceId}::uuid, x.id, ${account}::uuid, x.span_type, x.name, x.model, x.input::jsonb, x.output::jsonb,
-               x.error, x.started_at, x.cost, x.duration_ms
-        FROM jsonb_to_recordset(${JSON.stringify(spans)}::jsonb) AS x(id uuid, span_type text, name text, model text,
-          input text, output text, error text, started_at timestamptz, cost numeric, duration_ms bigint)`
-    }
-  }))
-
-  log(`${backend}: indexing`)
+  if (kept !== undefined) log(`${backend}: reusing the spans indexed in ${keepDir} (account ${kept})`)
+  else log(`${backend}: writing ${fmtInt(SPANS)} spans`)
+  if (kept === undefined) {
+    await run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`bench-${account}`})`
+      for (let written = 0; written < SPANS; written += TRACE_SIZE) {
+        const traceId = crypto.randomUUID()
+        traceIds.push(traceId)
+        const spans = Array.from({ length: Math.min(TRACE_SIZE, SPANS - written) }, (_, i) => makeSpan(written + i))
+        yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${traceId}, ${account}, ${pick(["completed", "failed", "running"])}, now())`
+        yield* sql`
+          INSERT INTO spans (trace_id, id, account_id, span_type, name, model, input, output, error, started_at, cost, duration_ms)
+          SELECT ${traceId}::uuid, x.id, ${account}::uuid, x.span_type, x.name, x.model, x.input::jsonb, x.output::jsonb,
+                 x.error, x.started_at, x.cost, x.duration_ms
+          FROM jsonb_to_recordset(${JSON.stringify(spans)}::jsonb) AS x(id uuid, span_type text, name text, model text,
+            input text, output text, error text, started_at timestamptz, cost numeric, duration_ms bigint)`
+      }
+    }))
+    log(`${backend}: indexing`)
+  }
   let embedMs = 0
   const started = performance.now()
   for (const [i, traceId] of traceIds.entries()) {
@@ -125,6 +135,7 @@ const measure = async (backend: string, env: Record<string, string>) => {
     if ((i + 1) % 20 === 0) log(`${backend}: indexed ${fmtInt((i + 1) * TRACE_SIZE)}`)
   }
   const indexSeconds = (performance.now() - started) / 1000
+  if (keepDir !== undefined && kept === undefined) writeFileSync(join(keepDir, "bench-search.json"), JSON.stringify({ account }))
   if (backend === "postgresql") {
     await run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`VACUUM ANALYZE span_embeddings`))
   } else {
@@ -171,7 +182,7 @@ const measure = async (backend: string, env: Record<string, string>) => {
     log(`${backend}: ${label}: p50 ${fmtMs(latencies[label]!.p50)} p95 ${fmtMs(latencies[label]!.p95)}`)
   }
   await runtime.dispose()
-  return { backend, mode, indexRate: SPANS / indexSeconds, embedRate: SPANS / (embedMs / 1000), latencies, counts }
+  return { backend, mode, indexRate: kept === undefined ? SPANS / indexSeconds : Number.NaN, embedRate: kept === undefined ? SPANS / (embedMs / 1000) : Number.NaN, latencies, counts }
 }
 
 
@@ -200,9 +211,10 @@ runBench(async () => {
       const { databaseUrl } = await freshDatabase("tapedeck_bench_search_")
       results.push(await measure(backend, { DATABASE_URL: databaseUrl, TAPEDECK_DATA_DIR: join(ROOT, ".tapedeck") }))
     } else if (backend === "pglite") {
-      const dir = mkdtempSync(join(tmpdir(), "tapedeck-bench-search-"))
-      onCleanup(async () => rmSync(dir, { recursive: true, force: true }))
-      results.push(await measure(backend, { TAPEDECK_DATA_DIR: dir }))
+      const keep = process.env.BENCH_SEARCH_PGLITE_DIR
+      const dir = keep ?? mkdtempSync(join(tmpdir(), "tapedeck-bench-search-"))
+      if (keep === undefined) onCleanup(async () => rmSync(dir, { recursive: true, force: true }))
+      results.push(await measure(backend, { TAPEDECK_DATA_DIR: dir }, keep))
     } else throw new Error(`unknown backend ${backend}`)
   }
   const rss = await embedderRss()
@@ -212,11 +224,11 @@ runBench(async () => {
   console.log("|---|---|---|---|---|---|---|---|")
   for (const r of results) {
     for (const [label, l] of Object.entries(r.latencies)) {
-      console.log(`| ${r.backend} | ${r.mode} | ${fmtInt(r.indexRate)} | ${label} | ${fmtMs(l.p50)} | ${fmtMs(l.p95)} | ${fmtMs(l.p99)} | ${r.counts[label]!.toFixed(1)} |`)
+      console.log(`| ${r.backend} | ${r.mode} | ${Number.isFinite(r.indexRate) ? fmtInt(r.indexRate) : "— (kept)"} | ${label} | ${fmtMs(l.p50)} | ${fmtMs(l.p95)} | ${fmtMs(l.p99)} | ${r.counts[label]!.toFixed(1)} |`)
     }
   }
   const embedRate = results.map((r) => fmtInt(r.embedRate)).join(" / ")
   console.log(`\nOffline embedder alone: ${embedRate} spans/s (per backend run); resident memory of the embedder: ` +
     `${((rss.after - rss.before) / 1e6).toFixed(0)} MB (process RSS ${((rss.after) / 1e6).toFixed(0)} MB with the Bun runtime)`)
-  console.log(`\nCommand: ${commandLine(["BENCH_DATABASE_URL", "BENCH_SEARCH_SPANS", "BENCH_SEARCH_QUERIES", "BENCH_SEARCH_FALLBACK_QUERIES", "BENCH_SEARCH_BACKENDS"], "test/bench/search.ts")}`)
+  console.log(`\nCommand: ${commandLine(["BENCH_DATABASE_URL", "BENCH_SEARCH_SPANS", "BENCH_SEARCH_QUERIES", "BENCH_SEARCH_FALLBACK_QUERIES", "BENCH_SEARCH_BACKENDS", "BENCH_SEARCH_PGLITE_DIR"], "test/bench/search.ts")}`)
 })
