@@ -278,7 +278,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /**
      * The account's spans of the trace as JSON text (SpanRecords.SPAN_JSON_SELECT), for answers that pass them through
-     * unparsed. Scoped to the account, so it may run beside the trace's own lookup.
+     * unparsed. Scoped to the account as well as the trace, whose lookup checks ownership first.
      */
     const listSpansJson = Effect.fn("TraceRepo.listSpansJson")(
       function*(accountId: AccountId, traceId: TraceId) {

@@ -157,10 +157,8 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
 
     /** `get` as the JSON text of the TraceDetail (the HTTP route's body). */
     const getJson = Effect.fn("Traces.getJson")(function*(accountId: AccountId, traceId: TraceId) {
-      // Two connections at once: the span read does not wait for the trace's lookup (a round trip saved).
-      const [trace, spans] = yield* Effect.all([repo.findTrace(accountId, traceId), repo.listSpansJson(accountId, traceId)], {
-        concurrency: 2
-      })
+      const trace = yield* repo.findTrace(accountId, traceId)
+      const spans = yield* repo.listSpansJson(accountId, traceId)
       return detailJson(trace, spans)
     })
 
