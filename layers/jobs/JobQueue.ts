@@ -107,7 +107,10 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
                           locked_until = now() + make_interval(secs => ${config.jobLeaseSeconds})
           WHERE id IN (
             SELECT id FROM jobs
-            WHERE (status = 'queued' AND run_at <= now()) OR (status = 'running' AND locked_until < now())
+            -- A lease that ran out on the last attempt is the first statement's to dead-letter (next cycle, if it ran
+            -- out between the two), never another attempt.
+            WHERE (status = 'queued' AND run_at <= now())
+               OR (status = 'running' AND locked_until < now() AND attempts < max_attempts)
             ORDER BY run_at
             LIMIT ${max}
             FOR UPDATE SKIP LOCKED)
