@@ -16,6 +16,7 @@ import {
   type RunState
 } from "#src/domain/PolicyEvaluation"
 import { type DecisionAudit, type FailClosedRecord, PolicyStore } from "./PolicyStore.ts"
+import { uuidArray } from "../storage/SqlArrays.ts"
 
 const CHANNEL = "tapedeck_guardrails"
 /** A safety net for a missed notification: cached policies are reloaded at least this often. */
@@ -394,7 +395,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
           ON CONFLICT (account_id, run_id) DO UPDATE SET updated_at = now()
           RETURNING account_id, run_id, recent`
         const allowed = yield* sql<{ id: string }>`
-          SELECT id FROM enforcement_decisions WHERE id = ANY(${`{${[...byId.keys()].join(",")}}`}::uuid[]) AND verdict = 'allow'`
+          SELECT id FROM enforcement_decisions WHERE id = ANY(${uuidArray([...byId.keys()])}::uuid[]) AND verdict = 'allow'`
         if (allowed.length > 0) {
           const recentOf = new Map(locked.map((r) => [runKey(r.account_id as AccountId, r.run_id), r.recent]))
           const takenBack = new Map<string, { account_id: string; run_id: string; usd: Array<string>; tokens: number; recent: ReadonlyArray<ActionRecord> }>()

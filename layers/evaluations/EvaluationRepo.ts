@@ -10,6 +10,7 @@ import {
   type EvaluationRunId,
   type RunStatus
 } from "#src/domain/Evaluation"
+import { uuidArray } from "../storage/SqlArrays.ts"
 
 const EVALUATION_SELECT = `id, account_id, project_id, name, description, judge_model, criteria, is_public, created_at`
 
@@ -121,9 +122,6 @@ export interface RunOutcome {
   readonly costUsd: number | null
   readonly error: string | null
 }
-
-/** A PostgreSQL uuid[] literal of validated uuids. */
-const uuidArray = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
 
 /**
  * Evaluations and their runs. An evaluation is visible to its owner and, when public, to every account; only

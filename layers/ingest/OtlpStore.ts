@@ -15,13 +15,12 @@ import {
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
 import type { TraceFinalization } from "./TraceFinalize.ts"
+import { uuidArray } from "../storage/SqlArrays.ts"
 
 // The finalize pass reads payloads of roots, local roots and model calls only.
 const FINALIZE_SELECT = spanSelect(
   "parent_id IS NULL OR span_type = 'llm_call' OR metadata->'otel'->>'local_root' = 'true'"
 )
-
-const uuidArray = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
 
 export interface LockedTrace {
   readonly id: string

@@ -3,6 +3,7 @@ import { Effect, Option, Schedule } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { ReplayCommand } from "#src/domain/ReplayProtocol"
 import { AppConfig } from "../config/AppConfig.ts"
+import { uuidArray } from "../storage/SqlArrays.ts"
 
 /** How long a connection may go without a heartbeat before it counts as gone. */
 const STALE_SECONDS = 15
@@ -89,7 +90,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
         if (executionIds.length === 0) return
         yield* sql`
           UPDATE replay_generations SET connection_id = ${connectionId}
-          WHERE execution_id = ANY(${`{${executionIds.join(",")}}`}::uuid[]) AND account_id = ${accountId}
+          WHERE execution_id = ANY(${uuidArray(executionIds)}::uuid[]) AND account_id = ${accountId}
             AND status = 'replaying' AND mode = 'sdk'`
       },
       Effect.catchTags({ SqlError: Effect.die })
@@ -133,7 +134,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
     let tick = 0
     const deliver = Effect.gen(function*() {
       if (sockets.size === 0) return
-      const ids = `{${[...sockets.keys()].join(",")}}`
+      const ids = uuidArray(sockets.keys())
       if (tick++ % HEARTBEAT_TICKS === 0) {
         yield* sql`UPDATE sdk_connections SET last_seen_at = now() WHERE id = ANY(${ids}::uuid[])`
       }

@@ -7,6 +7,7 @@ import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
 import { yieldToForeground } from "../jobs/Foreground.ts"
 import { Embedder } from "./Embedder.ts"
 import { type PendingSpan, SpanIndex } from "./SpanIndex.ts"
+import { uuidArray } from "../storage/SqlArrays.ts"
 
 /** Embeds the spans of the traces a write touched: payload `{ traceIds }` (or `{ traceId }`). */
 export const SEARCH_INDEX_JOB = "search.index"
@@ -120,7 +121,7 @@ export const SearchStartupLive = Layer.effectDiscard(
     yield* sql`
       INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
       SELECT gen_random_uuid(), a.id, ${SEARCH_REEMBED_JOB}, '{}'::jsonb, 'queued', ${config.jobMaxAttempts}::int
-      FROM unnest(${`{${accounts.join(",")}}`}::uuid[]) AS a(id)
+      FROM unnest(${uuidArray(accounts)}::uuid[]) AS a(id)
       WHERE NOT EXISTS (
         SELECT 1 FROM jobs j
         WHERE j.account_id = a.id AND j.kind = ${SEARCH_REEMBED_JOB} AND j.status IN ('queued', 'running'))`

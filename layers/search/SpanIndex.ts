@@ -7,6 +7,7 @@ import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords
 import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
 import { conceptText } from "./Thesaurus.ts"
 import { vectorLiteral } from "./VectorText.ts"
+import { uuidArray } from "../storage/SqlArrays.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
 
@@ -53,7 +54,6 @@ const FILTER_COLUMNS = "span_type, model, started_at, cost, duration_ms"
 const FILTER_VALUES = `s.span_type, s.model, s.started_at, s.cost,
   COALESCE(s.duration_ms::float8, EXTRACT(EPOCH FROM (s.ended_at - s.started_at)) * 1000) AS duration_ms`
 
-const uuidArray = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
 /** An SQL string literal (the embedder id is ours, but a configured model name may contain anything). */
 const literal = (s: string) => `'${s.replaceAll("'", "''")}'`
 /** The vector as SQL text, components rounded to 7 decimals (VectorText.ts). */

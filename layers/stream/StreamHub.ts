@@ -8,6 +8,7 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { fromRow, SPAN_SELECT, type SpanRow } from "../traces/SpanRecords.ts"
 import { toTrace, TRACE_SELECT, type TraceRow } from "../traces/TraceRepo.ts"
 import { parseNotice, STREAM_CHANNEL, StreamEvents, type StreamNotice } from "./StreamEvents.ts"
+import { uuidArray } from "../storage/SqlArrays.ts"
 
 /** One event ready to send: what filters look at, and its JSON text (serialised once for every subscriber). */
 export interface Delivered {
@@ -63,8 +64,6 @@ export const matches = (filters: StreamFilters, event: Delivered) =>
 
 /** Write batches an instance may have heard of but not yet delivered. */
 const INBOX_MAX_NOTICES = 10_000
-
-const uuidArray = (ids: Iterable<string>) => `{${[...ids].join(",")}}`
 
 /**
  * The read side of the live span stream, one per instance: it learns of committed writes (PostgreSQL

@@ -19,6 +19,7 @@ import { AddressBlocked, type GuardOptions, systemResolver } from "./AddressGuar
 import { safePost } from "./SafeFetch.ts"
 import { makeSecretBox } from "./SecretBox.ts"
 import { sign } from "./Signing.ts"
+import { uuidArray } from "../storage/SqlArrays.ts"
 
 interface RuleRow {
   readonly webhook_url: string | null
@@ -119,7 +120,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
         }
         const runs = job.runIds.length === 0 ? [] : yield* sql<RunRow>`
           SELECT id, status, score FROM evaluation_runs
-          WHERE id = ANY(${`{${job.runIds.join(",")}}`}::uuid[]) AND account_id = ${accountId}`
+          WHERE id = ANY(${uuidArray(job.runIds)}::uuid[]) AND account_id = ${accountId}`
         const byId = new Map(runs.map((r) => [r.id, r]))
         const finished = job.runIds.every((id) => {
           const run = byId.get(id)
