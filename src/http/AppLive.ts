@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpMiddleware, HttpRouter } from "@effect/platform"
-import { Config, Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { bootstrapKeys } from "#layers/auth/KeyBootstrap"
 import { AppConfig } from "#layers/config/AppConfig"
 import { EVALUATION_RUN_JOB, Evaluations, evaluationRunHandler, evaluationRunLostHandler } from "#layers/evaluations/Evaluations"
@@ -17,7 +17,7 @@ import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
 import { describeStorage } from "#layers/storage/Sql"
-import { TracingLive } from "#layers/telemetry/Tracing"
+import { selfTelemetryEndpoint, TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
 import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
@@ -79,7 +79,7 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   const refuseFast = refuseWhileSaturated(gate)
   // Without an exporter (TracingLive) a request's span goes nowhere, but building it still costs the request: its
   // URL parsed, headers redacted, the peer's address asked of the socket (about 40 µs in Bun alone).
-  const exporting = Option.isSome(yield* Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")))
+  const exporting = Option.isSome(yield* selfTelemetryEndpoint)
   return HttpApiBuilder.serve((app) => refuseFast(accessLog(app))).pipe(
     // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=; an export
     // refused by the fast path is counted by the gate.
