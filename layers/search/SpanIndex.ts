@@ -22,10 +22,27 @@ const STORE_CHUNK_HNSW = 32
 /** Past this offset + limit, a search is exact (HNSW's ef_search stays bounded). */
 const MAX_HNSW_DEPTH = 1000
 /**
- * When at most this many rows pass the filters, the search is exact: reading them through the filters' indexes
- * costs about what an HNSW scan costs to find k of them among the rows that fail.
+ * When the planner expects at most this many rows to pass the filters, the search is exact: reading them through
+ * the filters' indexes costs less than an HNSW scan that must skip the many rows failing the filters, and far less
+ * when the filter and the query pull apart (a question about tool errors, filtered to one model's calls, walks the
+ * graph a long way before it meets a match). On PGlite at 100k spans: 2,636 matching rows exact 13 ms at p50 and
+ * HNSW 28 ms (204 ms at p95); 29,684 rows exact 92 ms, HNSW 8 ms.
  */
-const EXACT_MAX_ROWS = 1000
+const EXACT_MAX_ROWS = 5000
+
+/** "Plan Rows" of an `EXPLAIN (FORMAT JSON)` result (parsed or as text); Infinity when it cannot be read. */
+export const planRows = (plan: unknown): number => {
+  let parsed = plan
+  if (typeof plan === "string") {
+    try {
+      parsed = JSON.parse(plan)
+    } catch {
+      return Number.POSITIVE_INFINITY
+    }
+  }
+  const rows = Array.isArray(parsed) ? (parsed[0] as { Plan?: { "Plan Rows"?: unknown } })?.Plan?.["Plan Rows"] : undefined
+  return typeof rows === "number" && Number.isFinite(rows) ? rows : Number.POSITIVE_INFINITY
+}
 
 /** A span as the index job reads it: what its text is built from, and the vector it has now, if any. */
 interface SourceRow extends SpanTextSource {
@@ -259,6 +276,13 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       return sql.and(parts)
     }
 
+    /** The planner's estimate of the rows `where` lets through (EXPLAIN: planned, not run). */
+    const estimatedRows = (where: ReturnType<typeof candidateWhere>) =>
+      sql<{ "QUERY PLAN": unknown }>`
+        EXPLAIN (FORMAT JSON) SELECT 1 FROM span_embeddings e JOIN traces t ON t.id = e.trace_id WHERE ${where}`.pipe(
+        Effect.map((rows) => planRows(rows[0]?.["QUERY PLAN"]))
+      )
+
     /**
      * One page of the account's spans, best first: candidates are the nearest vectors (and the spans matching
      * every query word in full text), ranked by cosine + TEXT_BOOST · full-text rank; `similarity` is the cosine.
@@ -380,14 +404,11 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           input.path !== "exact"
         if (hnswable && input.path === "hnsw") return toHits(yield* inTransaction(false))
         // A filter few rows pass: the exact scan reads just those (through the filters' indexes), where an HNSW
-        // scan would walk past the many that fail before it found k that pass, or come back short. The probe
-        // counts at most EXACT_MAX_ROWS + 1 of them (deleted traces included: it is an estimate). Without
-        // filters, HNSW first; a short answer (a small account) retries exactly below.
-        const selective = hnswable && filtered && (yield* sql<{ n: number }>`
-          SELECT count(*)::int AS n FROM (
-            SELECT 1 FROM span_embeddings e JOIN traces t ON t.id = e.trace_id WHERE ${where}
-            LIMIT ${EXACT_MAX_ROWS + 1}
-          ) x`)[0]!.n <= EXACT_MAX_ROWS
+        // scan would walk past the many that fail before it found k that pass, or come back short. The planner's
+        // estimate decides (statistics kept by autovacuum, on PGlite by EmbeddedMaintenance): counting the rows
+        // would cost about what the exact scan does. Without filters, HNSW first; a short answer (a small
+        // account) retries exactly below.
+        const selective = hnswable && filtered && (yield* estimatedRows(where)) <= EXACT_MAX_ROWS
         const hnsw = hnswable && !selective
 
         let rows = yield* inTransaction(!hnsw)

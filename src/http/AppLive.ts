@@ -16,6 +16,7 @@ import { JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
+import { EmbeddedMaintenanceLive } from "#layers/storage/EmbeddedMaintenance"
 import { describeStorage } from "#layers/storage/Sql"
 import { selfTelemetryEndpoint, TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
@@ -67,6 +68,7 @@ const StartupLive = Layer.mergeAll(
   ).pipe(Layer.provide([AccountRepo.Default, ApiKeyRepo.Default])),
   JobWorkerLive.pipe(Layer.provide([JobQueue.Default, JobHandlersLive])),
   RetentionLive.pipe(Layer.provide(TraceRepo.Default)),
+  EmbeddedMaintenanceLive,
   SearchStartupLive.pipe(Layer.provide(SearchDependenciesLive))
 )
 
