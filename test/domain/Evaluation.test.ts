@@ -52,8 +52,10 @@ describe("weightedScore", () => {
 
   test("property: scaling every weight by the same factor changes nothing", () => {
     fc.assert(fc.property(criteria, fc.double({ min: 0.1, max: 1, noNaN: true }), (cs, k) => {
-      // Only while scaling keeps every positive weight positive: 5e-324 × 0.1 underflows to a weight of 0.
-      fc.pre(cs.every((c) => (c.weight > 0) === (c.weight * k > 0)))
+      // Only for weights that stay normal numbers when scaled: a subnormal weight loses precision in the scaling
+      // itself (2.5e-323 × 0.1 rounds to 5e-324, twice its share), before weightedScore sees it.
+      const normal = (w: number) => w === 0 || w >= 2.2250738585072014e-308
+      fc.pre(cs.every((c) => normal(c.weight) && normal(c.weight * k)))
       expect(weightedScore(cs.map((c) => ({ ...c, weight: c.weight * k })))).toBeCloseTo(weightedScore(cs), 9)
     }), { numRuns: 200 })
   })
