@@ -98,8 +98,8 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
     runtime.runPromise(Effect.orDie(effect))
 
   if (kept !== undefined) log(`${backend}: reusing the spans indexed in ${keepDir} (account ${kept})`)
-  else log(`${backend}: writing ${fmtInt(SPANS)} spans`)
-  if (kept === undefined) {
+  else {
+    log(`${backend}: writing ${fmtInt(SPANS)} spans`)
     await run(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`bench-${account}`})`

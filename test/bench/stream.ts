@@ -151,9 +151,10 @@ const main = async () => {
         body
       })
       await res.arrayBuffer()
-      ackAt.set(id, performance.now())
-      if (measure) writeLatencies.push(ackAt.get(id)! - sentAt.get(id)!)
+      const acked = performance.now()
+      ackAt.set(id, acked)
       if (res.status !== 200) failed++
+      else if (measure) writeLatencies.push(acked - sentAt.get(id)!)
     } catch {
       failed++
     } finally {
