@@ -117,7 +117,8 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
           }
           traces.push({ id, trace: finalized.trace })
         }
-        yield* store.upsertSpans(accountId, finalOwn)
+        yield* store.insertNewSpans(accountId, finalOwn.filter((m) => created.has(m.traceId)))
+        yield* store.upsertSpans(accountId, finalOwn.filter((m) => !created.has(m.traceId)))
         yield* store.applySpanUpdates(updates)
         yield* store.applyTraces(traces)
         // The live stream's events, in the same transaction: one row for the whole request.

@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { TraceStatus } from "#src/domain/Trace"
 import {
@@ -15,12 +15,36 @@ import {
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
 import type { TraceFinalization } from "./TraceFinalize.ts"
+import { copyInTransaction, copyText } from "../storage/PgCopy.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 // The finalize pass reads payloads of roots, local roots and model calls only.
 const FINALIZE_SELECT = spanSelect(
   "parent_id IS NULL OR span_type = 'llm_call' OR metadata->'otel'->>'local_root' = 'true'"
 )
+
+/** Below this many spans, COPY's extra round trip costs more than it saves. */
+const COPY_MIN_SPANS = 100
+
+const COPY_SPANS = `COPY spans (trace_id, account_id, ${SPAN_COLUMNS}) FROM STDIN`
+
+/** The spans as COPY text rows, in COPY_SPANS's column order, holding what the upsert's records hold. */
+export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) => {
+  let rows = ""
+  for (const m of spans) {
+    const r = toRecord(m.span as never)
+    rows += `${m.traceId}\t${accountId}\t${r.id}\t${copyText(r.parent_id)}\t${copyText(r.span_type)}\t${copyText(r.name)}\t${
+      copyText(r.model)
+    }\t${r.input === undefined ? "\\N" : copyText(JSON.stringify(r.input[0]))}\t${
+      r.output === undefined ? "\\N" : copyText(JSON.stringify(r.output[0]))
+    }\t${copyText(r.input_tokens)}\t${copyText(r.output_tokens)}\t${copyText(r.cost)}\t${copyText(r.duration_ms)}\t${
+      copyText(r.metadata)
+    }\t${copyText(r.agent_id)}\t${copyText(r.parent_agent_id)}\t${copyText(r.agent_role)}\t${copyText(r.started_at)}\t${
+      copyText(r.ended_at)
+    }\t${copyText(r.error)}\t${copyText(r.extra)}\n`
+  }
+  return rows
+}
 
 export interface LockedTrace {
   readonly id: string
@@ -77,6 +101,25 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
           SELECT x.trace_id, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
           FROM jsonb_to_recordset(${records}::jsonb) AS x(trace_id uuid, ${sql.literal(SPAN_RECORD_COLUMNS)})
           ${sql.literal(SPAN_UPSERT)}`
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /**
+     * COPY of spans that cannot be stored yet (their traces were created by this transaction): whether it ran, which
+     * needs a transaction on a node-postgres connection (not PGlite).
+     */
+    const copySpans = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) =>
+      Effect.map(copyInTransaction(COPY_SPANS, () => spanCopyRows(accountId, spans)), Option.isSome)
+
+    /**
+     * Writes the spans of traces this transaction created. On PostgreSQL they go in by COPY, which costs PostgreSQL
+     * about half the CPU per span of the upsert's jsonb_to_recordset; elsewhere, or for a few spans, by the upsert.
+     */
+    const insertNewSpans = Effect.fn("OtlpStore.insertNewSpans")(
+      function*(accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
+        const copied = spans.length >= COPY_MIN_SPANS && (yield* copySpans(accountId, spans))
+        if (!copied) yield* upsertSpans(accountId, spans)
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -161,6 +204,6 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { createAndLock, upsertSpans, spansOf, applySpanUpdates, applyTraces } as const
+    return { createAndLock, upsertSpans, copySpans, insertNewSpans, spansOf, applySpanUpdates, applyTraces } as const
   })
 }) {}

@@ -32,7 +32,8 @@ import { readFileSync } from "node:fs"
 import { availableParallelism } from "node:os"
 import pg from "pg"
 import { decodeOtlpProtobuf, otlpProtoRoot } from "#layers/ingest/OtlpDecode"
-import { copyCeiling, copyText } from "./Copy.ts"
+import { copyText } from "#layers/storage/PgCopy"
+import { copyCeiling } from "./Copy.ts"
 import {
   commandLine,
   connect,

@@ -23,7 +23,8 @@
 import { availableParallelism } from "node:os"
 import pg from "pg"
 import { SPAN_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } from "#layers/traces/SpanRecords"
-import { copyCeiling, copyText } from "./Copy.ts"
+import { copyText } from "#layers/storage/PgCopy"
+import { copyCeiling } from "./Copy.ts"
 import {
   commandLine,
   connect,

@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, expect, test } from "bun:test"
+import { SqlClient } from "@effect/sql"
+import { Arbitrary, Effect, FastCheck as fc, Schema } from "effect"
+import type { MappedSpan } from "#layers/ingest/GenAiMapping"
+import { OtlpStore } from "#layers/ingest/OtlpStore"
+import { AccountRepo } from "#layers/storage/AccountRepo"
+import { SPAN_JSON_SELECT } from "#layers/traces/SpanRecords"
+import { Span } from "#src/domain/Span"
+import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
+
+// OTLP spans of traces an export creates go in by COPY on PostgreSQL (OtlpStore.insertNewSpans). What COPY stores must
+// be exactly what the upsert stores, for any span: both are read back as the detail's JSON text and compared.
+const backend = process.env.TEST_DATABASE_URL ? "postgresql" : "pglite"
+let storage: TestStorage
+beforeAll(async () => {
+  storage = await startTestStorage()
+})
+afterAll(() => storage.stop())
+
+const encodedSpan = Arbitrary.make(Span).map((span) => JSON.parse(JSON.stringify(Schema.encodeSync(Span)(span))))
+
+/** Text that COPY's text format must escape, or could mistake for its own markers. */
+const HOSTILE = ["\\N", "\\", "a\tb", "line\nbreak\r\n", "back\\slash\\n", "quote\"d", "\\.", "ünïcødé ✓ 🙂"]
+
+const hostileSpan = (i: number) => ({
+  id: crypto.randomUUID(),
+  parent_id: null,
+  span_type: "llm_call" as const,
+  name: HOSTILE[i % HOSTILE.length]!,
+  model: HOSTILE[(i + 1) % HOSTILE.length]!,
+  input: { text: HOSTILE[(i + 2) % HOSTILE.length], list: HOSTILE },
+  output: null,
+  input_tokens: i,
+  cost: 0.000001 * i,
+  metadata: { [HOSTILE[i % HOSTILE.length]!]: HOSTILE[(i + 3) % HOSTILE.length] },
+  error: HOSTILE[(i + 4) % HOSTILE.length],
+  started_at: "2026-01-02T03:04:05.678Z"
+})
+
+/** Writes `spans` into a fresh trace by the upsert and into another by COPY; both as the detail's JSON texts by span id. */
+const writeBothWays = (spans: ReadonlyArray<MappedSpan["span"]>) =>
+  storage.run(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const store = yield* OtlpStore
+    const accountId = yield* (yield* AccountRepo).ensure("otlp-copy")
+    const upserted = crypto.randomUUID()
+    const copied = crypto.randomUUID()
+    const mapped = (traceId: string) => spans.map((span): MappedSpan => ({ traceId, otelTraceId: "0".repeat(32), span }) as MappedSpan)
+    yield* store.upsertSpans(accountId, mapped(upserted))
+    const ran = yield* store.copySpans(accountId, mapped(copied)).pipe(sql.withTransaction)
+    const read = (traceId: string) =>
+      Effect.map(
+        sql<{ id: string; json: string; account_id: string }>`
+          SELECT account_id, ${sql.literal(SPAN_JSON_SELECT)} FROM spans WHERE trace_id = ${traceId}::uuid`,
+        (rows) => new Map(rows.map((r) => [r.id, { json: r.json, account: r.account_id }]))
+      )
+    return { ran, accountId, upserted: yield* read(upserted), copied: yield* read(copied) }
+  }).pipe(Effect.provide([OtlpStore.Default, AccountRepo.Default]), Effect.orDie))
+
+test("COPY stores exactly what the upsert stores, for arbitrary spans", async () => {
+  await fc.assert(
+    fc.asyncProperty(fc.array(encodedSpan, { minLength: 1, maxLength: 10 }), async (generated) => {
+      const spans = generated.map((s) => ({ ...s, id: crypto.randomUUID(), parent_id: null }))
+      const { ran, upserted, copied } = await writeBothWays(spans)
+      if (backend === "pglite") {
+        expect(ran).toBe(false) // no node-postgres connection: nothing copied, the caller upserts
+        expect(copied.size).toBe(0)
+        return
+      }
+      expect(ran).toBe(true)
+      expect(copied).toEqual(upserted)
+      expect(copied.size).toBe(spans.length)
+    }),
+    { numRuns: backend === "pglite" ? 3 : 60 }
+  )
+}, 120_000)
+
+test("COPY keeps text that its own format escapes: backslashes, tabs, newlines, \\N, \\.", async () => {
+  const spans = Array.from({ length: 24 }, (_, i) => hostileSpan(i))
+  const { ran, accountId, upserted, copied } = await writeBothWays(spans)
+  if (backend === "pglite") return expect(ran).toBe(false)
+  expect(ran).toBe(true)
+  expect(copied).toEqual(upserted)
+  for (const span of spans) {
+    const stored = JSON.parse(copied.get(span.id)!.json)
+    expect(copied.get(span.id)!.account).toBe(accountId)
+    expect(stored.name).toBe(span.name)
+    expect(stored.model).toBe(span.model)
+    expect(stored.input).toEqual(span.input)
+    expect(stored.output).toBeNull()
+    expect(stored.metadata).toEqual(span.metadata)
+    expect(stored.error).toBe(span.error)
+  }
+})
