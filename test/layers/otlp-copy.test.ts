@@ -28,12 +28,12 @@ const hostileSpan = (i: number) => ({
   span_type: "llm_call" as const,
   name: HOSTILE[i % HOSTILE.length]!,
   model: HOSTILE[(i + 1) % HOSTILE.length]!,
-  input: { text: HOSTILE[(i + 2) % HOSTILE.length], list: HOSTILE },
+  input: { text: HOSTILE[(i + 2) % HOSTILE.length]!, list: HOSTILE },
   output: null,
   input_tokens: i,
   cost: 0.000001 * i,
-  metadata: { [HOSTILE[i % HOSTILE.length]!]: HOSTILE[(i + 3) % HOSTILE.length] },
-  error: HOSTILE[(i + 4) % HOSTILE.length],
+  metadata: { [HOSTILE[i % HOSTILE.length]!]: HOSTILE[(i + 3) % HOSTILE.length]! },
+  error: HOSTILE[(i + 4) % HOSTILE.length]!,
   started_at: "2026-01-02T03:04:05.678Z"
 })
 
