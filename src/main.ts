@@ -3,38 +3,30 @@ import { BunContext, BunHttpServer, BunRuntime } from "@effect/platform-bun"
 import { Config, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { StorageLive } from "#layers/storage/Sql"
 import { AppLive } from "./http/AppLive.ts"
-import { healthBody, healthBuild } from "./http/SystemHttp.ts"
+import { makeStartupRoutes } from "./http/StartupRoutes.ts"
+import { healthBuild } from "./http/SystemHttp.ts"
 import { superviseWorkers, WORKER_INDEX_ENV } from "./Supervisor.ts"
 
-const ServerLive = BunHttpServer.layerConfig(
-  Config.all({
-    port: Config.integer("PORT").pipe(Config.withDefault(8080)),
-    hostname: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
-    // Bun's own limit would answer an empty 413 before our handler runs; the API refuses bodies over
-    // TAPEDECK_MAX_BODY_BYTES itself (by Content-Length, or while a chunked body streams in) with a 400.
-    maxRequestBodySize: Config.succeed(Number.MAX_SAFE_INTEGER),
-    idleTimeout: Config.succeed(120),
-    // Several worker processes (TAPEDECK_WORKERS) share the port; the kernel spreads connections over them.
-    reusePort: Config.succeed(process.env[WORKER_INDEX_ENV] !== undefined),
-    // /health is answered by Bun's router, ahead of the Effect app: a health probe costs microseconds and does not
-    // queue behind the app's work when it is overloaded (SystemHttp's handler answers the same body elsewhere).
-    routes: Config.all({
-      commit: Config.option(Config.string("TAPEDECK_COMMIT")),
-      buildTime: Config.option(Config.string("TAPEDECK_BUILD_TIME")),
-      deploymentId: Config.option(Config.string("TAPEDECK_DEPLOYMENT_ID"))
-    }).pipe(Config.map((facts) => {
-      const build = healthBuild(facts)
-      return {
-        "/health": {
-          GET: () =>
-            serving
-              ? Response.json(healthBody(build, Date.now()))
-              : Response.json({ error: "starting", code: "unavailable", retryable: true }, { status: 503 })
-        }
-      }
-    }))
-  })
-)
+const healthFacts = Config.all({
+  commit: Config.option(Config.string("TAPEDECK_COMMIT")),
+  buildTime: Config.option(Config.string("TAPEDECK_BUILD_TIME")),
+  deploymentId: Config.option(Config.string("TAPEDECK_DEPLOYMENT_ID"))
+})
+
+const serverLive = (routes: ReturnType<typeof makeStartupRoutes>["routes"]) =>
+  BunHttpServer.layerConfig(
+    Config.all({
+      port: Config.integer("PORT").pipe(Config.withDefault(8080)),
+      hostname: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
+      // Bun's own limit would answer an empty 413 before our handler runs; the API refuses bodies over
+      // TAPEDECK_MAX_BODY_BYTES itself (by Content-Length, or while a chunked body streams in) with a 400.
+      maxRequestBodySize: Config.succeed(Number.MAX_SAFE_INTEGER),
+      idleTimeout: Config.succeed(120),
+      // Several worker processes (TAPEDECK_WORKERS) share the port; the kernel spreads connections over them.
+      reusePort: Config.succeed(process.env[WORKER_INDEX_ENV] !== undefined),
+      routes: Config.succeed(routes)
+    })
+  )
 
 const LoggingLive = Layer.unwrapEffect(
   Effect.gen(function*() {
@@ -47,18 +39,19 @@ const LoggingLive = Layer.unwrapEffect(
   })
 )
 
-/** Whether the app is served (migrations run, routes mounted): until then /health answers 503. */
-let serving = false
-
-const serve = AppLive.pipe(
-  HttpServer.withLogAddress,
-  Layer.tap(() => Effect.sync(() => void (serving = true))),
-  Layer.provide(StorageLive),
-  Layer.provide(ServerLive),
-  Layer.provide(BunContext.layer),
-  Layer.provide(LoggingLive),
-  Layer.launch
-)
+/** The service until it stops; the port opens first and answers 503 until the app is served (StartupRoutes). */
+const serve = Effect.gen(function*() {
+  const startup = makeStartupRoutes(healthBuild(yield* healthFacts))
+  return yield* AppLive.pipe(
+    HttpServer.withLogAddress,
+    Layer.tap(() => startup.served),
+    Layer.provide(StorageLive),
+    Layer.provide(serverLive(startup.routes)),
+    Layer.provide(BunContext.layer),
+    Layer.provide(LoggingLive),
+    Layer.launch
+  )
+})
 
 /**
  * TAPEDECK_WORKERS > 1 (with DATABASE_URL): this process supervises that many API processes on one port.
