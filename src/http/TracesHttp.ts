@@ -34,7 +34,7 @@ export const TracesHttpLive = HttpApiBuilder.group(TapedeckApi, "traces", (handl
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
-          return HttpServerResponse.text(yield* traces.getJson(accountId, path.traceId), { contentType: "application/json" })
+          return HttpServerResponse.raw(yield* traces.getJson(accountId, path.traceId), { contentType: "application/json" })
         }).pipe(Effect.catchTags({ TraceNotFound: notFound })))
       .handle("finish", ({ path, payload }) =>
         Effect.gen(function*() {
