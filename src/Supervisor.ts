@@ -1,5 +1,6 @@
 import type { Subprocess } from "bun"
 import { Effect, Schedule } from "effect"
+import { DRAIN_SECONDS } from "./http/LifecycleRoutes.ts"
 
 /** Set in a worker's environment: its index (0-based). The worker listens with SO_REUSEPORT. */
 export const WORKER_INDEX_ENV = "TAPEDECK_WORKER_INDEX"
@@ -15,8 +16,8 @@ export interface SupervisorOptions {
 const log = (level: "info" | "warn" | "error", msg: string) =>
   Effect.sync(() => console.error(`level=${level} msg=${JSON.stringify(`supervisor: ${msg}`)}`))
 
-/** How long a worker may take to stop after SIGTERM before it is killed. */
-const STOP_GRACE_MS = 10_000
+/** How long a worker may take to stop after SIGTERM before it is killed: its drain, and time to close after it. */
+const STOP_GRACE_MS = (DRAIN_SECONDS + 5) * 1000
 
 /** A worker restarted more often than this within a minute means something is wrong: give up. */
 const MAX_RESTARTS_PER_MINUTE = 10

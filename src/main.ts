@@ -3,7 +3,7 @@ import { BunContext, BunHttpServer, BunRuntime } from "@effect/platform-bun"
 import { Config, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { StorageLive } from "#layers/storage/Sql"
 import { AppLive } from "./http/AppLive.ts"
-import { makeStartupRoutes } from "./http/StartupRoutes.ts"
+import { makeLifecycleRoutes } from "./http/LifecycleRoutes.ts"
 import { healthBuild } from "./http/SystemHttp.ts"
 import { superviseWorkers, WORKER_INDEX_ENV } from "./Supervisor.ts"
 
@@ -13,7 +13,7 @@ const healthFacts = Config.all({
   deploymentId: Config.option(Config.string("TAPEDECK_DEPLOYMENT_ID"))
 })
 
-const serverLive = (routes: ReturnType<typeof makeStartupRoutes>["routes"]) =>
+const serverLive = (routes: ReturnType<typeof makeLifecycleRoutes>["routes"]) =>
   BunHttpServer.layerConfig(
     Config.all({
       port: Config.integer("PORT").pipe(Config.withDefault(8080)),
@@ -39,14 +39,14 @@ const LoggingLive = Layer.unwrapEffect(
   })
 )
 
-/** The service until it stops; the port opens first and answers 503 until the app is served (StartupRoutes). */
+/** The service until it stops; the port opens first and answers 503 while the app is not served (LifecycleRoutes). */
 const serve = Effect.gen(function*() {
-  const startup = makeStartupRoutes(healthBuild(yield* healthFacts))
-  return yield* AppLive.pipe(
-    HttpServer.withLogAddress,
-    Layer.tap(() => startup.served),
+  const lifecycle = makeLifecycleRoutes(healthBuild(yield* healthFacts))
+  return yield* Layer.scopedDiscard(lifecycle.lifecycle).pipe(
+    // The lifecycle is acquired once the app is served, and released first, while the app still answers.
+    Layer.provideMerge(AppLive.pipe(HttpServer.withLogAddress)),
     Layer.provide(StorageLive),
-    Layer.provide(serverLive(startup.routes)),
+    Layer.provide(serverLive(lifecycle.routes)),
     Layer.provide(BunContext.layer),
     Layer.provide(LoggingLive),
     Layer.launch
