@@ -31,36 +31,73 @@ export const spanSelect = (payloadsWhen = "true") => `id, parent_id, span_type, 
 
 export const SPAN_SELECT = spanSelect()
 
-/** A timestamptz as `Date.prototype.toISOString` prints it (milliseconds, truncated; years 1970–9999 only). */
-const isoText = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
-
 /**
- * A stored span as the JSON text `JSON.stringify(fromRow(row))` gives for it, written by PostgreSQL: the same keys
- * in the same order and the same values once parsed (payloads as jsonb prints them, never parsed here). Beside
- * it, what the causal order needs: ids and times as epoch milliseconds.
+ * What the detail's JSON text of a stored span is built from (`spanJsonRow`): the jsonb columns as the text PostgreSQL
+ * prints for them (passed through, never parsed here), times as epoch milliseconds (truncated, as `toISOString`
+ * prints them), numbers as float8.
  */
-export const SPAN_JSON_SELECT = `id, parent_id, floor(EXTRACT(EPOCH FROM started_at) * 1000)::float8 AS start_ms,
-  floor(EXTRACT(EPOCH FROM ended_at) * 1000)::float8 AS end_ms, duration_ms::float8 AS duration_ms,
-  concat('{',
-    CASE WHEN extra IS NOT NULL AND extra <> '{}'::jsonb THEN substr(extra::text, 2, length(extra::text) - 2) || ',' END,
-    '"id":"', id, '","parent_id":', COALESCE('"' || parent_id || '"', 'null'),
-    ',"span_type":', to_json(span_type), ',"name":', to_json(name), ',"model":' || to_json(model)::text,
-    ',"input":' || input::text, ',"output":' || output::text,
-    ',"input_tokens":' || input_tokens, ',"output_tokens":' || output_tokens, ',"cost":' || cost::float8,
-    ',"duration_ms":' || duration_ms, ',"metadata":' || metadata::text,
-    ',"agent_id":' || to_json(agent_id)::text, ',"parent_agent_id":' || to_json(parent_agent_id)::text,
-    ',"agent_role":' || to_json(agent_role)::text,
-    ',"started_at":"', ${isoText("started_at")}, '"', ',"ended_at":"' || ${isoText("ended_at")} || '"',
-    ',"error":' || to_json(error)::text,
-  '}') AS json`
+export const SPAN_PARTS_SELECT = `id, parent_id, floor(EXTRACT(EPOCH FROM started_at) * 1000)::float8 AS start_ms,
+  floor(EXTRACT(EPOCH FROM ended_at) * 1000)::float8 AS end_ms, duration_ms::float8 AS duration_ms, span_type, name,
+  model, input::text AS input, output::text AS output, input_tokens::text AS input_tokens,
+  output_tokens::text AS output_tokens, cost::float8 AS cost, metadata::text AS metadata, agent_id, parent_agent_id,
+  agent_role, error, extra::text AS extra`
 
+export interface SpanPartsRow {
+  readonly id: string
+  readonly parent_id: string | null
+  readonly start_ms: number
+  readonly end_ms: number | null
+  readonly duration_ms: number | null
+  readonly span_type: string
+  readonly name: string
+  readonly model: string | null
+  readonly input: string | null
+  readonly output: string | null
+  readonly input_tokens: string | null
+  readonly output_tokens: string | null
+  readonly cost: number | null
+  readonly metadata: string | null
+  readonly agent_id: string | null
+  readonly parent_agent_id: string | null
+  readonly agent_role: string | null
+  readonly error: string | null
+  readonly extra: string | null
+}
+
+/** A stored span and, beside it, what the causal order needs: ids and times as epoch milliseconds. */
 export interface SpanJsonRow {
   readonly id: string
   readonly parent_id: string | null
   readonly start_ms: number
   readonly end_ms: number | null
   readonly duration_ms: number | null
+  /** The span as the JSON text `JSON.stringify(fromRow(row))` gives: the same keys in the same order, the same values once parsed. */
   readonly json: string
+}
+
+const isoMillis = (ms: number) => new Date(ms).toISOString()
+
+/** The JSON text of a span read by SPAN_PARTS_SELECT (extras first, as `fromRow` spreads them; absent fields left out). */
+export const spanJsonRow = (r: SpanPartsRow): SpanJsonRow => {
+  let json = r.extra !== null && r.extra !== "{}" ? `{${r.extra.slice(1, -1)},` : "{"
+  json += `"id":"${r.id}","parent_id":${r.parent_id === null ? "null" : `"${r.parent_id}"`},"span_type":${
+    JSON.stringify(r.span_type)
+  },"name":${JSON.stringify(r.name)}`
+  if (r.model !== null) json += `,"model":${JSON.stringify(r.model)}`
+  if (r.input !== null) json += `,"input":${r.input}`
+  if (r.output !== null) json += `,"output":${r.output}`
+  if (r.input_tokens !== null) json += `,"input_tokens":${r.input_tokens}`
+  if (r.output_tokens !== null) json += `,"output_tokens":${r.output_tokens}`
+  if (r.cost !== null) json += `,"cost":${r.cost}`
+  if (r.duration_ms !== null) json += `,"duration_ms":${r.duration_ms}`
+  if (r.metadata !== null) json += `,"metadata":${r.metadata}`
+  if (r.agent_id !== null) json += `,"agent_id":${JSON.stringify(r.agent_id)}`
+  if (r.parent_agent_id !== null) json += `,"parent_agent_id":${JSON.stringify(r.parent_agent_id)}`
+  if (r.agent_role !== null) json += `,"agent_role":${JSON.stringify(r.agent_role)}`
+  json += `,"started_at":"${isoMillis(r.start_ms)}"`
+  if (r.end_ms !== null) json += `,"ended_at":"${isoMillis(r.end_ms)}"`
+  if (r.error !== null) json += `,"error":${JSON.stringify(r.error)}`
+  return { id: r.id, parent_id: r.parent_id, start_ms: r.start_ms, end_ms: r.end_ms, duration_ms: r.duration_ms, json: `${json}}` }
 }
 
 /** A jsonb value read as `jsonb_build_array(v)`: SQL NULL (absent) is undefined, JSON null stays null. */

@@ -7,8 +7,9 @@ import type { Span } from "#src/domain/Span"
 import {
   fromRow,
   SPAN_COLUMNS,
-  SPAN_JSON_SELECT,
-  type SpanJsonRow,
+  SPAN_PARTS_SELECT,
+  spanJsonRow,
+  type SpanPartsRow,
   SPAN_RECORD_COLUMNS,
   SPAN_RECORD_VALUES,
   SPAN_SELECT,
@@ -277,13 +278,14 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
     )
 
     /**
-     * The account's spans of the trace as JSON text (SpanRecords.SPAN_JSON_SELECT), for answers that pass them through
+     * The account's spans of the trace as JSON text (SpanRecords.spanJsonRow), for answers that pass them through
      * unparsed. Scoped to the account as well as the trace, whose lookup checks ownership first.
      */
     const listSpansJson = Effect.fn("TraceRepo.listSpansJson")(
       function*(accountId: AccountId, traceId: TraceId) {
-        return yield* sql<SpanJsonRow>`
-          SELECT ${sql.literal(SPAN_JSON_SELECT)} FROM spans WHERE trace_id = ${traceId} AND account_id = ${accountId}`
+        const rows = yield* sql<SpanPartsRow>`
+          SELECT ${sql.literal(SPAN_PARTS_SELECT)} FROM spans WHERE trace_id = ${traceId} AND account_id = ${accountId}`
+        return rows.map(spanJsonRow)
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

@@ -4,7 +4,7 @@ import { Arbitrary, Effect, FastCheck as fc, Schema } from "effect"
 import type { MappedSpan } from "#layers/ingest/GenAiMapping"
 import { OtlpStore } from "#layers/ingest/OtlpStore"
 import { AccountRepo } from "#layers/storage/AccountRepo"
-import { SPAN_JSON_SELECT } from "#layers/traces/SpanRecords"
+import { SPAN_PARTS_SELECT, spanJsonRow, type SpanPartsRow } from "#layers/traces/SpanRecords"
 import { Span } from "#src/domain/Span"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 
@@ -50,9 +50,9 @@ const writeBothWays = (spans: ReadonlyArray<MappedSpan["span"]>) =>
     const ran = yield* store.copySpans(accountId, mapped(copied)).pipe(sql.withTransaction)
     const read = (traceId: string) =>
       Effect.map(
-        sql<{ id: string; json: string; account_id: string }>`
-          SELECT account_id, ${sql.literal(SPAN_JSON_SELECT)} FROM spans WHERE trace_id = ${traceId}::uuid`,
-        (rows) => new Map(rows.map((r) => [r.id, { json: r.json, account: r.account_id }]))
+        sql<SpanPartsRow & { account_id: string }>`
+          SELECT account_id, ${sql.literal(SPAN_PARTS_SELECT)} FROM spans WHERE trace_id = ${traceId}::uuid`,
+        (rows) => new Map(rows.map((r) => [r.id, { json: spanJsonRow(r).json, account: r.account_id }]))
       )
     return { ran, accountId, upserted: yield* read(upserted), copied: yield* read(copied) }
   }).pipe(Effect.provide([OtlpStore.Default, AccountRepo.Default]), Effect.orDie))

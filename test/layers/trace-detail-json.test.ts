@@ -9,7 +9,7 @@ import { CreateTraceRequest } from "#src/domain/Trace"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 import { trace } from "../support/Fixtures.ts"
 
-// GET /api/v1/traces/{id} answers with JSON text that PostgreSQL writes for each span (SpanRecords.SPAN_JSON);
+// GET /api/v1/traces/{id} answers with JSON text built around the payloads PostgreSQL prints (SpanRecords.spanJsonRow);
 // it must be the same document as the one built from parsed rows (`Traces.get`), for any span.
 let storage: TestStorage
 beforeAll(async () => {
