@@ -5,7 +5,7 @@ import { Effect, Option, PubSub, Queue, Schedule, Stream } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import { EVENT_ID_STRIDE, spanCode, type StreamFilters, type StreamGroup } from "#src/domain/StreamEvent"
 import { AppConfig } from "../config/AppConfig.ts"
-import { fromRow, SPAN_SELECT, type SpanRow } from "../traces/SpanRecords.ts"
+import { SPAN_PARTS_SELECT, spanJsonRow, type SpanPartsRow } from "../traces/SpanRecords.ts"
 import { toTrace, TRACE_SELECT, type TraceRow } from "../traces/TraceRepo.ts"
 import { parseNotice, STREAM_CHANNEL, StreamEvents, type StreamNotice } from "./StreamEvents.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
@@ -109,10 +109,11 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
             if (!trace.is_deleted) for (const [spanId] of group.s) pairs.push({ p_t: group.t, p_s: spanId })
           }
         }
-        const spans = new Map<string, SpanRow>()
+        const spans = new Map<string, SpanPartsRow>()
         if (pairs.length > 0) {
-          const spanRows = yield* sql<SpanRow & { trace_id: string }>`
-            SELECT trace_id, ${sql.literal(SPAN_SELECT)} FROM spans
+          // Payloads as PostgreSQL prints them, passed into each event's JSON unparsed (one text per span, sent to every subscriber).
+          const spanRows = yield* sql<SpanPartsRow & { trace_id: string }>`
+            SELECT trace_id, ${sql.literal(SPAN_PARTS_SELECT)} FROM spans
             WHERE (trace_id, id) IN (
               SELECT p_t, p_s FROM jsonb_to_recordset(${JSON.stringify(pairs)}::jsonb) AS p(p_t uuid, p_s uuid))`
           for (const r of spanRows) spans.set(`${r.trace_id}/${r.id}`, r)
@@ -158,7 +159,9 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
                   id,
                   kind: "span",
                   spanType: span.span_type,
-                  json: JSON.stringify({ type: "span", event: spanCode(code), id, trace_id: group.t, data: fromRow(span) })
+                  json: `{"type":"span","event":${JSON.stringify(spanCode(code))},"id":${id},"trace_id":"${group.t}","data":${
+                    spanJsonRow(span).json
+                  }}`
                 })
               }
               position++

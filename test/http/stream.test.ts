@@ -57,6 +57,39 @@ describe("live span stream: delivery", () => {
     client.close()
   }, 60_000)
 
+  test("a span event's data is the stored span exactly as the trace's detail shows it", async () => {
+    const client = await subscribed(url, KEY_A)
+    const root = span({ name: "root \"quoted\" \\ back", span_type: "action" })
+    const full = span({
+      name: "model\tcall\n",
+      parent_id: root.id,
+      model: "gpt-4o-mini",
+      input: { messages: [{ role: "user", content: "héllo ✓ \u0001" }], n: [1, 2.5, null, true] },
+      output: null,
+      input_tokens: 120,
+      output_tokens: 7,
+      cost: 0.000125,
+      duration_ms: 1500,
+      metadata: { nested: { deep: ["x"] }, empty: {} },
+      agent_id: "agent-1",
+      agent_role: "planner",
+      error: "timeout after 30 s",
+      ended_at: "2026-01-01T00:00:01.500Z",
+      custom_extra: { kept: true }
+    })
+    const t = trace({ name: "exact", spans: [root, full] })
+    await ok(server.post("/api/v1/traces", t))
+    await client.waitFor(() => client.events().filter((e) => e.trace_id === t.id && e.type === "span").length >= 2)
+    const detail = await ok(server.get(`/api/v1/traces/${t.id}`))
+    for (const event of client.events().filter((e) => e.trace_id === t.id && e.type === "span")) {
+      const stored = detail.spans.find((s: { id: string }) => s.id === event.data.id)
+      expect(event.data).toEqual(stored)
+      expect(Object.keys(event.data)).toEqual(Object.keys(stored))
+      expect(event.data).toEqual(event.data.id === full.id ? full : root) // as written, extras and nulls included
+    }
+    client.close()
+  }, 60_000)
+
   test("a deletion is a trace event `deleted`; a replay after it no longer shows the trace's data", async () => {
     const project = uuid()
     const client = await subscribed(url, KEY_A, { project_id: project })
