@@ -1,6 +1,5 @@
 import type { Subprocess } from "bun"
 import { Effect, Schedule } from "effect"
-import { DRAIN_SECONDS } from "./http/LifecycleRoutes.ts"
 
 /** Set in a worker's environment: its index (0-based). The worker listens with SO_REUSEPORT. */
 export const WORKER_INDEX_ENV = "TAPEDECK_WORKER_INDEX"
@@ -11,13 +10,13 @@ export interface SupervisorOptions {
   readonly host: string
   /** The command that starts one worker (this same entry point). */
   readonly command: ReadonlyArray<string>
+  /** A worker's drain on SIGTERM (TAPEDECK_DRAIN_SECONDS): it gets 5 s more than that to stop before SIGKILL. */
+  readonly drainSeconds: number
 }
 
 const log = (level: "info" | "warn" | "error", msg: string) =>
   Effect.sync(() => console.error(`level=${level} msg=${JSON.stringify(`supervisor: ${msg}`)}`))
 
-/** How long a worker may take to stop after SIGTERM before it is killed: its drain, and time to close after it. */
-const STOP_GRACE_MS = (DRAIN_SECONDS + 5) * 1000
 
 /** A worker restarted more often than this within a minute means something is wrong: give up. */
 const MAX_RESTARTS_PER_MINUTE = 10
@@ -27,7 +26,7 @@ const MAX_RESTARTS_PER_MINUTE = 10
  * connections over them), so one machine's cores all serve requests. Each worker is a full instance: it
  * shares nothing with the others but PostgreSQL, exactly as separate machines would. The first worker starts
  * alone (it runs the migrations); the others follow once it answers /health. A worker that dies is started
- * again; SIGTERM or SIGINT stops them all and waits for them (SIGKILL after STOP_GRACE_MS).
+ * again; SIGTERM or SIGINT stops them all and waits for them (SIGKILL 5 s after their drain time).
  */
 export const superviseWorkers = (options: SupervisorOptions) =>
   Effect.gen(function*() {
@@ -81,13 +80,13 @@ export const superviseWorkers = (options: SupervisorOptions) =>
       if (res.status !== 200) throw new Error(`status ${res.status}`)
     })
 
-    // A worker gets STOP_GRACE_MS to stop by itself (a worker still starting may not get there): then SIGKILL.
+    // A worker gets its drain time and 5 s to stop by itself (a worker still starting may not get there): then SIGKILL.
     const stopAll = Effect.promise(async () => {
       stopping = true
       const all = [...children.values()]
       for (const child of all) child.kill("SIGTERM")
       const exited = Promise.all(all.map((c) => c.exited))
-      const grace = new Promise<"late">((resolve) => setTimeout(() => resolve("late"), STOP_GRACE_MS).unref())
+      const grace = new Promise<"late">((resolve) => setTimeout(() => resolve("late"), (options.drainSeconds + 5) * 1000).unref())
       if ((await Promise.race([exited, grace])) === "late") {
         for (const child of all) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
         await exited

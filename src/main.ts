@@ -3,7 +3,7 @@ import { BunContext, BunHttpServer, BunRuntime } from "@effect/platform-bun"
 import { Config, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { StorageLive } from "#layers/storage/Sql"
 import { AppLive } from "./http/AppLive.ts"
-import { makeLifecycleRoutes } from "./http/LifecycleRoutes.ts"
+import { drainSecondsConfig, makeLifecycleRoutes } from "./http/LifecycleRoutes.ts"
 import { healthBuild } from "./http/SystemHttp.ts"
 import { superviseWorkers, WORKER_INDEX_ENV } from "./Supervisor.ts"
 
@@ -41,7 +41,7 @@ const LoggingLive = Layer.unwrapEffect(
 
 /** The service until it stops; the port opens first and answers 503 while the app is not served (LifecycleRoutes). */
 const serve = Effect.gen(function*() {
-  const lifecycle = makeLifecycleRoutes(healthBuild(yield* healthFacts))
+  const lifecycle = makeLifecycleRoutes(healthBuild(yield* healthFacts), yield* drainSecondsConfig)
   return yield* Layer.scopedDiscard(lifecycle.lifecycle).pipe(
     // The lifecycle is acquired once the app is served, and released first, while the app still answers.
     Layer.provideMerge(AppLive.pipe(HttpServer.withLogAddress)),
@@ -89,7 +89,8 @@ const main = Effect.gen(function*() {
     workers: Math.min(workers, 64),
     port: yield* Config.integer("PORT").pipe(Config.withDefault(8080)),
     host: yield* Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
-    command: [process.execPath, ...process.execArgv, Bun.main]
+    command: [process.execPath, ...process.execArgv, Bun.main],
+    drainSeconds: yield* drainSecondsConfig
   })
   process.exit(code)
 })

@@ -1,10 +1,13 @@
 import { HttpServer } from "@effect/platform"
-import { Effect } from "effect"
+import { Config, Effect } from "effect"
 import { requestsInFlight } from "#layers/jobs/Foreground"
 import { healthBody, type healthBuild } from "./SystemHttp.ts"
 
-/** How long a stopping instance lets the requests in flight finish before the app closes under them. */
-export const DRAIN_SECONDS = 10
+/** TAPEDECK_DRAIN_SECONDS: how long a stopping instance lets the requests in flight finish before the app closes under them. */
+export const drainSecondsConfig = Config.number("TAPEDECK_DRAIN_SECONDS").pipe(
+  Config.withDefault(10),
+  Config.validate({ message: "TAPEDECK_DRAIN_SECONDS must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
+)
 /** A stopping instance closes once no request has come for this long (the ones sent before the SIGTERM are answered). */
 const QUIET_MS = 100
 
@@ -17,7 +20,7 @@ type State = "starting" | "serving" | "stopping"
  * a SIGTERM), every path answers 503 `unavailable` with Retry-After: Bun's own answer then is a bare 404, which an
  * OTLP exporter takes as final and drops its batch.
  */
-export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>) => {
+export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>, drainSeconds: number) => {
   let state: State = "starting"
   // Route handlers are the only place Bun hands its server out; the hand-offs need it to reload the routes.
   let server: Bun.Server<unknown> | undefined
@@ -66,7 +69,7 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>) => {
 
   /**
    * Stopping (the app's scope is closing): new requests are refused with 503 at once; the ones in flight get up to
-   * DRAIN_SECONDS to finish, and requests already sent but not yet read (they queue while the event loop is busy)
+   * `drainSeconds` to finish, and requests already sent but not yet read (they queue while the event loop is busy)
    * are read and refused, until none has come for QUIET_MS. Then the listener closes, and the app, its pools and its
    * request fibers after it.
    */
@@ -74,12 +77,12 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>) => {
     state = "stopping"
     refusedAt = Date.now()
     if (server !== undefined) server.reload({ routes } as Bun.ServeOptions)
-    const deadline = Date.now() + DRAIN_SECONDS * 1000
+    const deadline = Date.now() + drainSeconds * 1000
     while ((requestsInFlight() > 0 || Date.now() - refusedAt < QUIET_MS) && Date.now() < deadline) {
       yield* Effect.sleep("10 millis")
     }
     if (requestsInFlight() > 0) {
-      yield* Effect.logWarning(`stopping with ${requestsInFlight()} requests still in flight after ${DRAIN_SECONDS} s`)
+      yield* Effect.logWarning(`stopping with ${requestsInFlight()} requests still in flight after ${drainSeconds} s`)
     }
     if (server !== undefined) {
       const stopped = server.stop(false)
