@@ -17,7 +17,6 @@ export interface SupervisorOptions {
 const log = (level: "info" | "warn" | "error", msg: string) =>
   Effect.sync(() => console.error(`level=${level} msg=${JSON.stringify(`supervisor: ${msg}`)}`))
 
-
 /** A worker restarted more often than this within a minute means something is wrong: give up. */
 const MAX_RESTARTS_PER_MINUTE = 10
 

@@ -61,7 +61,13 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>, drain
           : address.hostname.includes(":")
           ? `[${address.hostname}]`
           : address.hostname
-        yield* Effect.promise(() => fetch(`http://${host}:${address.port}/health`).then((r) => r.arrayBuffer()).catch(() => undefined))
+        // Bounded by the fetch itself: this runs uninterruptibly (an acquire), where Effect.timeout could not stop it,
+        // and a probe that hung would hold a SIGTERM up with it.
+        yield* Effect.promise(() =>
+          fetch(`http://${host}:${address.port}/health`, { signal: AbortSignal.timeout(2000) })
+            .then((r) => r.arrayBuffer())
+            .catch(() => undefined)
+        )
       }
     }
     if (server !== undefined) server.reload({ routes: health } as Bun.ServeOptions)
