@@ -91,8 +91,10 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>, drain
       yield* Effect.logWarning(`stopping with ${requestsInFlight()} requests still in flight after ${drainSeconds} s`)
     }
     if (server !== undefined) {
+      // Bounded by a timer of its own: a release runs uninterruptibly, where Effect.timeout could not stop the wait.
       const stopped = server.stop(false)
-      yield* Effect.promise(() => stopped).pipe(Effect.timeout(Math.max(100, deadline - Date.now())), Effect.ignore)
+      const ms = Math.max(100, deadline - Date.now())
+      yield* Effect.promise(() => Promise.race([stopped, new Promise<void>((resolve) => setTimeout(resolve, ms).unref())]))
     }
   })
 
