@@ -19,7 +19,14 @@ export const TEXT_BOOST = 0.6
 const MIN_CANDIDATES = 100
 /** Vectors written per statement where HNSW maintains the index (PGlite inserts ~500/s into it). */
 const STORE_CHUNK_HNSW = 32
-/** Past this offset + limit, a search is exact (HNSW's ef_search stays bounded). */
+/**
+ * HNSW's candidate list per scan: pgvector's maximum. Agent spans repeat themselves (the same tool call with other
+ * arguments), and the graph over such clusters of near-twins is hard to walk: at 100k generated spans on PGlite the
+ * top 20 held 65 % of the exact answer with ef_search = 100 (89 % with 1000; filtered to one span type 64 → 81 %),
+ * for about 6 ms more per query (test/bench/search.ts, column "top 20 as exact").
+ */
+const HNSW_EF_SEARCH = 1000
+/** Past this offset + limit, a search is exact (HNSW's work stays bounded). */
 const MAX_HNSW_DEPTH = 1000
 /**
  * When the planner expects at most this many rows to pass the filters, the search is exact: reading them through
@@ -387,7 +394,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         const inTransaction = (exact: boolean) =>
           sql.withTransaction(Effect.gen(function*() {
             if (!exact) {
-              yield* sql.unsafe(`SET LOCAL hnsw.ef_search = ${Math.min(1000, Math.max(40, k))}`)
+              yield* sql.unsafe(`SET LOCAL hnsw.ef_search = ${HNSW_EF_SEARCH}`)
               if (iterative) yield* sql.unsafe(`SET LOCAL hnsw.iterative_scan = relaxed_order`)
               // The ordered HNSW scan is the plan: a filter the planner thinks selective must not turn it into a
               // scan of every matching row and a sort (a selective filter took the exact path already). Unfiltered,

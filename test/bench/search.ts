@@ -9,7 +9,9 @@
  * 2. Indexes them as the `search.index` job does (read a trace's spans, build texts, embed, store vectors and
  *    full-text vectors, the HNSW index already in place): spans/s embedded and stored.
  * 3. Runs BENCH_SEARCH_QUERIES queries (the relevance set's queries and paraphrases, round-robin) without filters,
- *    then with filters (span_type; model + date range; min_cost), sequentially: p50/p95/p99 per kind.
+ *    then with filters (span_type; model + date range; min_cost), sequentially: p50/p95/p99 per kind. With HNSW,
+ *    also how much of the exact path's answer the service's answer holds (each distinct query once, compared by
+ *    similarity, since generated spans with the same text tie).
  * 4. Measures the offline embedder's resident memory in a child process (RSS after loading and embedding,
  *    minus the same process before loading).
  * Prints a markdown table. Knobs: BENCH_DATABASE_URL, BENCH_SEARCH_SPANS, BENCH_SEARCH_QUERIES, BENCH_SEARCH_BACKENDS
@@ -155,37 +157,61 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
   }
   const latencies: Record<string, ReturnType<typeof latencyStats>> = {}
   const counts: Record<string, number> = {}
+  const agreement: Record<string, number> = {}
   const queryCount = mode === "exact-fallback" ? Math.min(QUERIES, FALLBACK_QUERIES) : QUERIES
+  const search = (query: string, filters: unknown, path?: "exact") =>
+    run(Effect.gen(function*() {
+      const index = yield* SpanIndex
+      const embedder = yield* Embedder
+      const [vector] = yield* embedder.embed([query])
+      return yield* index.search({
+        accountId: account,
+        embedder: embedder.id,
+        query,
+        vector: vector!,
+        // Filters are passed decoded (dates as DateTime), as the HTTP layer hands them over.
+        filters: filters === undefined ? undefined : Schema.decodeUnknownSync(SearchFilters)(filters),
+        limit: 20,
+        offset: 0,
+        ...(path === undefined ? {} : { path })
+      })
+    }))
   for (const [label, filters] of Object.entries(filterSets)) {
     const samples: Array<number> = []
     let returned = 0
     for (let i = 0; i < queryCount; i++) {
-      const query = queries[i % queries.length]!
       const t0 = performance.now()
-      const hits = await run(Effect.gen(function*() {
-        const index = yield* SpanIndex
-        const embedder = yield* Embedder
-        const [vector] = yield* embedder.embed([query])
-        return yield* index.search({
-          accountId: account,
-          embedder: embedder.id,
-          query,
-          vector: vector!,
-          // Filters are passed decoded (dates as DateTime), as the HTTP layer hands them over.
-          filters: filters === undefined ? undefined : Schema.decodeUnknownSync(SearchFilters)(filters),
-          limit: 20,
-          offset: 0
-        })
-      }))
+      const hits = await search(queries[i % queries.length]!, filters)
       samples.push(performance.now() - t0)
       returned += hits.length
     }
     latencies[label] = latencyStats(samples)
     counts[label] = returned / queryCount
     log(`${backend}: ${label}: p50 ${fmtMs(latencies[label]!.p50)} p95 ${fmtMs(latencies[label]!.p95)}`)
+    if (mode !== "exact-fallback") {
+      // What the approximate index costs in quality: each distinct query once, the service's answer against the
+      // exact path's. Spans with identical vectors tie (the generated texts repeat), so a hit counts by its
+      // similarity: the share of the exact answer's similarities the service's answer also holds.
+      let matched = 0
+      let expected = 0
+      for (const query of queries) {
+        const served = (await search(query, filters)).map((h) => h.span.similarity.toFixed(6))
+        const exact = (await search(query, filters, "exact")).map((h) => h.span.similarity.toFixed(6))
+        for (const similarity of exact) {
+          const at = served.indexOf(similarity)
+          if (at >= 0) {
+            served.splice(at, 1)
+            matched++
+          }
+        }
+        expected += exact.length
+      }
+      agreement[label] = expected === 0 ? 1 : matched / expected
+      log(`${backend}: ${label}: agreement with the exact path ${agreement[label]!.toFixed(3)}`)
+    }
   }
   await runtime.dispose()
-  return { backend, mode, indexRate: kept === undefined ? SPANS / indexSeconds : Number.NaN, embedRate: kept === undefined ? SPANS / (embedMs / 1000) : Number.NaN, latencies, counts }
+  return { backend, mode, indexRate: kept === undefined ? SPANS / indexSeconds : Number.NaN, embedRate: kept === undefined ? SPANS / (embedMs / 1000) : Number.NaN, latencies, counts, agreement }
 }
 
 
@@ -223,11 +249,12 @@ runBench(async () => {
   const rss = await embedderRss()
 
   console.log(`\n### Search: ${fmtInt(SPANS)} spans in one account, ${fmtInt(QUERIES)} queries per row (${fmtInt(FALLBACK_QUERIES)} on the exact fallback), limit 20\n`)
-  console.log("| backend | index | indexing (spans/s embedded + stored) | filter | p50 | p95 | p99 | hits/query |")
-  console.log("|---|---|---|---|---|---|---|---|")
+  console.log("| backend | index | indexing (spans/s embedded + stored) | filter | p50 | p95 | p99 | hits/query | top 20 as exact |")
+  console.log("|---|---|---|---|---|---|---|---|---|")
   for (const r of results) {
     for (const [label, l] of Object.entries(r.latencies)) {
-      console.log(`| ${r.backend} | ${r.mode} | ${Number.isFinite(r.indexRate) ? fmtInt(r.indexRate) : "— (kept)"} | ${label} | ${fmtMs(l.p50)} | ${fmtMs(l.p95)} | ${fmtMs(l.p99)} | ${r.counts[label]!.toFixed(1)} |`)
+      const agreement = r.agreement[label]
+      console.log(`| ${r.backend} | ${r.mode} | ${Number.isFinite(r.indexRate) ? fmtInt(r.indexRate) : "— (kept)"} | ${label} | ${fmtMs(l.p50)} | ${fmtMs(l.p95)} | ${fmtMs(l.p99)} | ${r.counts[label]!.toFixed(1)} | ${agreement === undefined ? "exact" : agreement.toFixed(3)} |`)
     }
   }
   const embedRate = results.map((r) => fmtInt(r.embedRate)).join(" / ")
