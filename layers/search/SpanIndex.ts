@@ -394,15 +394,14 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         const inTransaction = (exact: boolean) =>
           sql.withTransaction(Effect.gen(function*() {
             if (!exact) {
-              yield* sql.unsafe(`SET LOCAL hnsw.ef_search = ${HNSW_EF_SEARCH}`)
-              if (iterative) yield* sql.unsafe(`SET LOCAL hnsw.iterative_scan = relaxed_order`)
               // The ordered HNSW scan is the plan: a filter the planner thinks selective must not turn it into a
               // scan of every matching row and a sort (a selective filter took the exact path already). Unfiltered,
-              // the scan stands alone and the full-text candidates keep their own plan.
-              if (filtered) {
-                yield* sql.unsafe(`SET LOCAL enable_seqscan = off`)
-                yield* sql.unsafe(`SET LOCAL enable_sort = off`)
-              }
+              // the scan stands alone and the full-text candidates keep their own plan. One statement (SET LOCAL
+              // each would be a round trip of its own).
+              const settings: Array<readonly [string, string]> = [["hnsw.ef_search", String(HNSW_EF_SEARCH)]]
+              if (iterative) settings.push(["hnsw.iterative_scan", "relaxed_order"])
+              if (filtered) settings.push(["enable_seqscan", "off"], ["enable_sort", "off"])
+              yield* sql.unsafe(`SELECT ${settings.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(", ")}`)
             }
             return yield* run(exact)
           }))
