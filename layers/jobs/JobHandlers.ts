@@ -6,6 +6,9 @@ export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { re
 
 export type JobHandler = (job: ClaimedJob) => Effect.Effect<void, JobFailed>
 
+/** How long one attempt may run: its lease less a margin for recording the outcome (at least one second). */
+export const attemptTimeoutMs = (leaseSeconds: number) => Math.max(1, leaseSeconds - 5) * 1000
+
 /** What runs each job kind. A kind with no handler here fails its attempts (another instance may know it). */
 export class JobHandlers extends Context.Tag("tapedeck/JobHandlers")<JobHandlers, ReadonlyMap<string, JobHandler>>() {}
 

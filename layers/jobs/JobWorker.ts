@@ -1,6 +1,6 @@
 import { Cause, Effect, FiberSet, Layer, Option, Queue } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { JobFailed, JobHandlers, JobKindLimits, LostJobHandlers } from "./JobHandlers.ts"
+import { attemptTimeoutMs, JobFailed, JobHandlers, JobKindLimits, LostJobHandlers } from "./JobHandlers.ts"
 import { yieldToForeground } from "./Foreground.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
@@ -44,7 +44,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
         : Effect.fail(new JobFailed({ reason: `no handler for job kind '${job.kind}'` }))
       return attempt.pipe(
         Effect.timeoutFail({
-          duration: `${Math.max(1, config.jobLeaseSeconds - 5)} seconds`,
+          duration: `${attemptTimeoutMs(config.jobLeaseSeconds)} millis`,
           onTimeout: () => new JobFailed({ reason: "attempt timed out" })
         }),
         Effect.matchCauseEffect({

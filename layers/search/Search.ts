@@ -3,7 +3,7 @@ import { Effect, Layer, Schema } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { Diagnostics, SearchRequest } from "#src/domain/Search"
 import { AppConfig } from "../config/AppConfig.ts"
-import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { attemptTimeoutMs, JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
 import { yieldToForeground } from "../jobs/Foreground.ts"
 import { Embedder } from "./Embedder.ts"
 import { type PendingSpan, SpanIndex } from "./SpanIndex.ts"
@@ -27,8 +27,12 @@ const IndexPayload = Schema.Union(
 )
 const decodeIndexPayload = Schema.decodeUnknownOption(IndexPayload)
 
-/** A re-embed job runs this long before it hands the rest over to a new job (well inside its lease). */
-const REEMBED_SLICE_MS = 60_000
+/**
+ * A re-embed job runs this long before it hands the rest over to a new job: a minute, or a quarter of its attempt's
+ * time when the lease is short (under steady writes there is always more to embed, and an attempt cut off by its
+ * timeout counts as failed: five of them dead-letter the job).
+ */
+const reembedSliceMs = (leaseSeconds: number) => Math.min(60_000, attemptTimeoutMs(leaseSeconds) / 4)
 const REEMBED_BATCH = 256
 
 /** Under a load that never pauses, indexing still takes one batch per this many milliseconds. */
@@ -87,11 +91,12 @@ export const searchReembedHandler = Effect.gen(function*() {
   const handler: JobHandler = (job) =>
     Effect.gen(function*() {
       const started = Date.now()
+      const sliceMs = reembedSliceMs(config.jobLeaseSeconds)
       for (;;) {
         const pending = yield* index.pendingOfAccount(job.accountId, embedder.id, REEMBED_BATCH)
         if (pending.length === 0) return
         yield* embedAndStore(pending)
-        if (Date.now() - started > REEMBED_SLICE_MS) {
+        if (Date.now() - started > sliceMs) {
           // Progress is committed batch by batch; the rest continues in a fresh job (a fresh lease).
           yield* sql`
             INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)

@@ -149,8 +149,13 @@ const main = async () => {
     await sleep(250)
   }
   if (open !== 0) problems.push(`${open} jobs still queued or running 60 s after the last restart`)
-  const dead = Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status = 'dead_letter'")).rows[0]!.n)
-  if (dead !== 0) problems.push(`${dead} jobs dead-lettered`)
+  const deadJobs = (await db.query<{ kind: string; attempts: number; error: string | null }>(
+    "SELECT kind, attempts, error FROM jobs WHERE status = 'dead_letter'"
+  )).rows
+  const dead = deadJobs.length
+  if (dead !== 0) {
+    problems.push(`${dead} jobs dead-lettered, e.g. ${deadJobs[0]!.kind} after ${deadJobs[0]!.attempts} attempts: ${deadJobs[0]!.error}`)
+  }
   const terminal = await db.query<{ trace_id: string; n: string }>(
     `SELECT t.id AS trace_id, count(j.id) AS n FROM traces t
      LEFT JOIN jobs j ON j.kind = 'trace.terminal' AND j.status = 'completed' AND (j.payload->>'traceId')::uuid = t.id
