@@ -1,7 +1,7 @@
 import { Cause, Effect, FiberSet, Layer, Option, Queue } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { attemptTimeoutMs, JobFailed, JobHandlers, JobKindLimits, LostJobHandlers } from "./JobHandlers.ts"
-import { requestsInFlight, yieldToForeground } from "./Foreground.ts"
+import { yieldToForeground } from "./Foreground.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
 /**
@@ -11,8 +11,6 @@ import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 const SLOTS = 32
 /** Under requests that never pause, the worker still claims this often (it waits for gaps otherwise). */
 const MAX_YIELD_MS = 1000
-/** Jobs in flight at most while requests never pause: background work goes on, without taking the database's time. */
-const BUSY_SLOTS = 8
 
 /**
  * Runs due jobs in the background of every instance, up to SLOTS at once. Each slot is refilled as soon as its
@@ -120,11 +118,10 @@ export const JobWorkerLive = Layer.scopedDiscard(
         yield* queue.completeAll(done)
         succeeded.splice(0, done.length) // only once recorded: a failed statement is retried at the next wake-up
       }
-      if (active === SLOTS) return true
+      const free = SLOTS - active
+      if (free === 0) return true
       // Background work shares the event loop with the requests: it waits for a gap in them.
       yield* yieldToForeground(MAX_YIELD_MS)
-      const free = (requestsInFlight() > 0 ? BUSY_SLOTS : SLOTS) - active
-      if (free <= 0) return false
       const { jobs, lost } = yield* claimInto(free)
       yield* Effect.forEach(lost, settleLost, { discard: true })
       yield* Effect.forEach(jobs, start, { discard: true })
