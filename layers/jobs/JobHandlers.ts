@@ -20,10 +20,3 @@ export class LostJobHandlers extends Context.Tag("tapedeck/LostJobHandlers")<
   LostJobHandlers,
   ReadonlyMap<string, (job: ClaimedJob) => Effect.Effect<void, unknown>>
 >() {}
-
-/**
- * Optional, per job kind: at most this many of its jobs run at once in one instance; the other kinds keep the rest of
- * the worker's slots. For kinds whose jobs queue behind one another inside the process anyway (search indexing runs
- * one batch at a time), where more slots would only hold jobs of every other kind back.
- */
-export class JobKindLimits extends Context.Tag("tapedeck/JobKindLimits")<JobKindLimits, ReadonlyMap<string, number>>() {}

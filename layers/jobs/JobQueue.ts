@@ -4,7 +4,6 @@ import { AccountId, JobId } from "#src/domain/Ids"
 import { InstantFromDate } from "#src/domain/Instant"
 import { type Job, JobNotFound, JobStatus } from "#src/domain/Job"
 import { AppConfig } from "../config/AppConfig.ts"
-import { textArray } from "../storage/SqlArrays.ts"
 
 const JobRow = Schema.Struct({
   id: JobId,
@@ -28,9 +27,6 @@ export interface ClaimedJob {
   readonly attempts: number
   readonly maxAttempts: number
 }
-
-/** Which kinds a claim may lease: one kind, or every kind but these. */
-export type ClaimKinds = { readonly only: string } | { readonly except: ReadonlyArray<string> }
 
 /** Delay before attempt n+1 after n failed attempts: base · 2^(n-1), capped at one hour. */
 export const backoffMs = (base: number, attempts: number) =>
@@ -95,20 +91,12 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
     )
 
     /**
-     * Leases up to `max` due jobs (queued and due, or running with an expired lease), as `jobs`: of one kind
-     * (`{ only }`), of any kind but some (`{ except }`), or of any kind. A job whose lease expired on its last attempt
-     * (its worker died every time) is dead-lettered instead of run again, and returned as `lost`, so that what it
-     * was doing can be settled (see LostJobHandlers).
+     * Leases up to `max` due jobs (queued and due, or running with an expired lease), as `jobs`. A job whose lease
+     * expired on its last attempt (its worker died every time) is dead-lettered instead of run again, and returned
+     * as `lost`, so that what it was doing can be settled (see LostJobHandlers).
      */
     const claim = Effect.fn("JobQueue.claim")(
-      function*(max: number, kinds?: ClaimKinds) {
-        const kindFilter = kinds === undefined
-          ? sql``
-          : "only" in kinds
-          ? sql`AND kind = ${kinds.only}`
-          : kinds.except.length === 0
-          ? sql``
-          : sql`AND kind <> ALL(${textArray(kinds.except)}::text[])`
+      function*(max: number) {
         const lost = yield* sql<ClaimedJob>`
           UPDATE jobs SET status = 'dead_letter', locked_until = NULL, updated_at = now(),
                           error = COALESCE(error, 'the last attempt did not finish within its lease')
@@ -121,8 +109,8 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
             SELECT id FROM jobs
             -- A lease that ran out on the last attempt is the first statement's to dead-letter (next cycle, if it ran
             -- out between the two), never another attempt.
-            WHERE ((status = 'queued' AND run_at <= now())
-               OR (status = 'running' AND locked_until < now() AND attempts < max_attempts)) ${kindFilter}
+            WHERE (status = 'queued' AND run_at <= now())
+               OR (status = 'running' AND locked_until < now() AND attempts < max_attempts)
             ORDER BY run_at
             LIMIT ${max}
             FOR UPDATE SKIP LOCKED)

@@ -1,6 +1,6 @@
 import { Cause, Effect, FiberSet, Layer, Option, Queue } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { attemptTimeoutMs, JobFailed, JobHandlers, JobKindLimits, LostJobHandlers } from "./JobHandlers.ts"
+import { attemptTimeoutMs, JobFailed, JobHandlers, LostJobHandlers } from "./JobHandlers.ts"
 import { yieldToForeground } from "./Foreground.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
@@ -16,7 +16,6 @@ const MAX_YIELD_MS = 1000
  * Runs due jobs in the background of every instance, up to SLOTS at once. Each slot is refilled as soon as its
  * job ends, so one slow job (a webhook to a slow receiver, a judge call, the embedder's first load) never holds
  * the others back; the queue drains at the rate jobs finish, and an idle worker polls every TAPEDECK_JOB_POLL_MS.
- * A kind with a limit (JobKindLimits) holds at most that many slots, so a backlog of it leaves the others theirs.
  * Successes are recorded together, one statement per wake-up. A handler's failure, defect or timeout counts as a
  * failed attempt; claiming errors (the database is away) are logged and retried at the next poll. Requests come
  * first: a claim waits while this process answers requests (at most MAX_YIELD_MS), so a burst of ingestion is not
@@ -27,12 +26,9 @@ export const JobWorkerLive = Layer.scopedDiscard(
     const queue = yield* JobQueue
     const handlers = yield* JobHandlers
     const lostHandlers = yield* Effect.serviceOption(LostJobHandlers)
-    const limits = Option.getOrElse(yield* Effect.serviceOption(JobKindLimits), () => new Map<string, number>())
-    const limitedKinds = [...limits.keys()]
     const config = yield* AppConfig
     const running = yield* FiberSet.make()
     let active = 0
-    const activeOfKind = new Map<string, number>()
     // A job ending wakes the loop: to record it, and to refill its slot.
     const ended = yield* Queue.sliding<void>(1)
     const succeeded: Array<ClaimedJob> = []
@@ -77,39 +73,17 @@ export const JobWorkerLive = Layer.scopedDiscard(
 
     const start = (job: ClaimedJob) => {
       active++
-      activeOfKind.set(job.kind, (activeOfKind.get(job.kind) ?? 0) + 1)
       return FiberSet.run(
         running,
         runOne(job).pipe(
           Effect.tap((done) => Effect.sync(() => Option.isSome(done) && succeeded.push(done.value))),
           Effect.ensuring(Effect.suspend(() => {
             active--
-            activeOfKind.set(job.kind, activeOfKind.get(job.kind)! - 1)
             return Queue.offer(ended, undefined)
           }))
         )
       )
     }
-
-    /** Claims into `free` slots: each limited kind up to its room, then any other kind. */
-    const claimInto = (free: number) =>
-      Effect.gen(function*() {
-        const claimed: Array<ClaimedJob> = []
-        const lost: Array<ClaimedJob> = []
-        for (const [kind, limit] of limits) {
-          const room = Math.min(free - claimed.length, limit - (activeOfKind.get(kind) ?? 0))
-          if (room <= 0) continue
-          const batch = yield* queue.claim(room, { only: kind })
-          claimed.push(...batch.jobs)
-          lost.push(...batch.lost)
-        }
-        if (claimed.length < free) {
-          const batch = yield* queue.claim(free - claimed.length, { except: limitedKinds })
-          claimed.push(...batch.jobs)
-          lost.push(...batch.lost)
-        }
-        return { jobs: claimed, lost }
-      })
 
     /** Records the successes so far, then fills the free slots; whether every slot is taken (more may be due). */
     const refill = Effect.gen(function*() {
@@ -122,10 +96,10 @@ export const JobWorkerLive = Layer.scopedDiscard(
       if (free === 0) return true
       // Background work shares the event loop with the requests: it waits for a gap in them.
       yield* yieldToForeground(MAX_YIELD_MS)
-      const { jobs, lost } = yield* claimInto(free)
+      const { jobs, lost } = yield* queue.claim(free)
       yield* Effect.forEach(lost, settleLost, { discard: true })
       yield* Effect.forEach(jobs, start, { discard: true })
-      return active === SLOTS
+      return jobs.length === free
     }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("job poll failed", cause).pipe(Effect.as(false)))
     )

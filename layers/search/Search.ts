@@ -14,12 +14,6 @@ export const SEARCH_INDEX_JOB = "search.index"
 /** Embeds every span of the account that has no vector from the current embedder, in resumable batches. */
 export const SEARCH_REEMBED_JOB = "search.reembed"
 export const SEARCH_JOB_KINDS = [SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB] as const
-/**
- * Worker slots the search jobs may hold (JobKindLimits). Their batches take turns (indexingTurn), so more would only
- * wait; two index jobs let one read its spans while the other embeds. Without a limit, a backlog of index jobs filled
- * 30 of the 32 slots while thousands of terminal-trace jobs waited (seen under the OTLP benchmark's load).
- */
-export const SEARCH_JOB_LIMITS: ReadonlyMap<string, number> = new Map([[SEARCH_INDEX_JOB, 2], [SEARCH_REEMBED_JOB, 1]])
 
 const IndexPayload = Schema.Union(
   Schema.Struct({ traceIds: Schema.Array(Schema.UUID) }),

@@ -7,7 +7,7 @@ import { terminalTraceHandler, TERMINAL_TRACE_JOB } from "#layers/events/Termina
 import { TerminalTraceConsumersLive } from "#layers/evaluations/DetectionConsumers"
 import { WebhookDelivery } from "#layers/webhooks/WebhookDelivery"
 import { WEBHOOK_DELIVER_JOB } from "#src/domain/Webhook"
-import { JobHandlers, JobKindLimits, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import { JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
 import { FORK_REPLAY_JOB, Forks, forkReplayHandler } from "#layers/replay/Forks"
@@ -21,14 +21,7 @@ import { describeStorage } from "#layers/storage/Sql"
 import { selfTelemetryEndpoint, TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
-import {
-  SEARCH_INDEX_JOB,
-  SEARCH_JOB_LIMITS,
-  SEARCH_REEMBED_JOB,
-  SearchStartupLive,
-  searchIndexHandler,
-  searchReembedHandler
-} from "#layers/search/Search"
+import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
 import { accessLog } from "./AccessLog.ts"
 import { isExport, refuseWhileSaturated } from "./IngestGateMiddleware.ts"
@@ -36,7 +29,7 @@ import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRou
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
 import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "./BatchHttp.ts"
 
-const JobHandlersLive = Layer.mergeAll(
+const JobHandlersLive = Layer.merge(
   Layer.effect(
     JobHandlers,
     Effect.gen(function*() {
@@ -53,8 +46,7 @@ const JobHandlersLive = Layer.mergeAll(
   ),
   // A fork replay left `replaying` is taken over by the next replay (ForkRepo.abandonStale); a batch's record is its
   // job. An evaluation run would stay running: it is failed.
-  Layer.effect(LostJobHandlers, Effect.map(evaluationRunLostHandler, (settle) => new Map([[EVALUATION_RUN_JOB, settle]]))),
-  Layer.succeed(JobKindLimits, SEARCH_JOB_LIMITS)
+  Layer.effect(LostJobHandlers, Effect.map(evaluationRunLostHandler, (settle) => new Map([[EVALUATION_RUN_JOB, settle]])))
 ).pipe(
   Layer.provide(BatchJobDependencies),
   Layer.provide(SearchDependenciesLive),

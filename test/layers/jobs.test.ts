@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Deferred, Effect, Layer, Ref } from "effect"
-import { JobFailed, JobHandlers, JobKindLimits, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import { JobFailed, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
 import { backoffMs, type ClaimedJob, JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
@@ -80,43 +80,6 @@ describe("JobQueue", () => {
     expect(result.quickJobs.map((j) => j.status)).toEqual(["completed", "completed", "completed"])
     expect(result.slowMeanwhile.status).toBe("running")
     expect(result.slowAfter).toMatchObject({ status: "completed", attempts: 1 })
-  })
-
-  test("a kind with a slot limit holds at most that many slots: a backlog of it leaves the other kinds theirs", async () => {
-    const result = await storage.run(Effect.gen(function*() {
-      const release = yield* Deferred.make<void>()
-      const running = yield* Ref.make(0)
-      const mostAtOnce = yield* Ref.make(0)
-      const held = Effect.acquireUseRelease(
-        Ref.updateAndGet(running, (n) => n + 1).pipe(Effect.flatMap((n) => Ref.update(mostAtOnce, (m) => Math.max(m, n)))),
-        () => Deferred.await(release),
-        () => Ref.update(running, (n) => n - 1)
-      )
-      const queue = yield* JobQueue
-      return yield* Effect.scoped(Effect.gen(function*() {
-        // More of the limited kind than the worker has slots, queued before the others.
-        const backlog = yield* Effect.forEach(Array.from({ length: 40 }), () => queue.enqueue(account, "backlog", {}))
-        const others = yield* Effect.forEach([1, 2, 3, 4, 5], () => queue.enqueue(account, "other", {}))
-        yield* Layer.buildWithScope(
-          JobWorkerLive.pipe(
-            Layer.provide(Layer.succeed(JobHandlers, new Map([["backlog", () => held], ["other", () => Effect.void]]))),
-            Layer.provide(Layer.succeed(JobKindLimits, new Map([["backlog", 2]]))),
-            Layer.provide(JobQueue.Default)
-          ),
-          yield* Effect.scope
-        )
-        const othersDone = yield* Effect.forEach(others, (id) => waitFor(queue.get(account, id), (j) => j.status === "completed"))
-        const backlogMeanwhile = yield* Effect.forEach(backlog, (id) => queue.get(account, id))
-        yield* Deferred.succeed(release, undefined)
-        const backlogDone = yield* Effect.forEach(backlog, (id) => waitFor(queue.get(account, id), (j) => j.status === "completed"))
-        return { othersDone, backlogMeanwhile, backlogDone, mostAtOnce: yield* Ref.get(mostAtOnce) }
-      }))
-    }).pipe(Effect.provide(JobQueue.Default)))
-    expect(result.othersDone.map((j) => j.status)).toEqual(Array(5).fill("completed"))
-    expect(result.backlogMeanwhile.filter((j) => j.status === "running").length).toBe(2)
-    expect(result.backlogMeanwhile.filter((j) => j.status === "queued").length).toBe(38)
-    expect(result.mostAtOnce).toBe(2)
-    expect(result.backlogDone.map((j) => j.status)).toEqual(Array(40).fill("completed"))
   })
 
   test("a failing job is retried with backoff and dead-lettered after the last attempt", async () => {
