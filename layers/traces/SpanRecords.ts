@@ -65,12 +65,7 @@ export interface SpanPartsRow {
 }
 
 /** A stored span and, beside it, what the causal order needs: ids and times as epoch milliseconds. */
-export interface SpanJsonRow {
-  readonly id: string
-  readonly parent_id: string | null
-  readonly start_ms: number
-  readonly end_ms: number | null
-  readonly duration_ms: number | null
+export interface SpanJsonRow extends Pick<SpanPartsRow, "id" | "parent_id" | "start_ms" | "end_ms" | "duration_ms"> {
   /** The span as the JSON text `JSON.stringify(fromRow(row))` gives: the same keys in the same order, the same values once parsed. */
   readonly json: string
 }
