@@ -65,10 +65,10 @@ export const searchIndexHandler = Effect.gen(function*() {
       const payload = decodeIndexPayload(job.payload)
       if (payload._tag === "None") return // not ours to fix: a malformed payload would fail forever
       const traceIds = "traceIds" in payload.value ? payload.value.traceIds : [payload.value.traceId]
-      const pending = yield* index.pendingOfTraces(job.accountId, traceIds, embedder.id)
+      const { filtersStale, pending } = yield* index.pendingOfTraces(job.accountId, traceIds, embedder.id)
       yield* embedAndStore(pending)
       // Spans whose text did not change keep their vector; their filterable fields may have.
-      yield* index.syncFilters(job.accountId, traceIds)
+      yield* index.syncFilters(job.accountId, filtersStale)
     }).pipe(
       Effect.provideService(Embedder, embedder),
       Effect.provideService(SpanIndex, index),

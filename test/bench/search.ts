@@ -126,7 +126,7 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
     await run(Effect.gen(function*() {
       const index = yield* SpanIndex
       const embedder = yield* Embedder
-      const pending = yield* index.pendingOfTraces(account, [traceId], embedder.id)
+      const { pending } = yield* index.pendingOfTraces(account, [traceId], embedder.id)
       for (let j = 0; j < pending.length; j += embedder.maxBatch) {
         const batch = pending.slice(j, j + embedder.maxBatch)
         const t0 = performance.now()

@@ -194,7 +194,9 @@ const main = async () => {
   const expected = sentMeasured * SPANS_PER_TRACE * SUBSCRIBERS
   for (let i = 0; i < 100 && fromSend.length < expected; i++) await sleep(100)
   const cores = CPU.busy(cpuBefore, CPU.snapshot(server.pid))
+  const cpuDrain = CPU.snapshot(server.pid)
   const jobs = await drainJobs(db, 120)
+  const drainCores = CPU.busy(cpuDrain, CPU.snapshot(server.pid))
   clearInterval(rssTimer)
   const rssEnd = rssMiB(server.pid)
   for (const ws of sockets) ws.close()
@@ -211,7 +213,7 @@ const main = async () => {
     ["delivery latency from the write's send: p50 / p95 / p99", `${fmtMs(s.p50)} / ${fmtMs(s.p95)} / ${fmtMs(s.p99)}`, `p99 ≤ ${TARGET_P99_MS} ms${mark(s.p99 <= TARGET_P99_MS)}`, ""],
     ["delivery latency after the write's 200: p50 / p95 / p99", `${fmtMs(a.p50)} / ${fmtMs(a.p95)} / ${fmtMs(a.p99)}`, "", ""],
     ["the writes themselves (send → 200): p50 / p95 / p99", `${fmtMs(w.p50)} / ${fmtMs(w.p95)} / ${fmtMs(w.p99)}`, "", ""],
-    ["background jobs pending when the writes ended → drained in", `${fmtInt(jobs.before)} → ${jobs.left === 0 ? `${jobs.seconds.toFixed(1)} s` : `${fmtInt(jobs.left)} left after ${jobs.seconds.toFixed(0)} s`}`, "", "terminal-trace and search-indexing jobs the writes queued"],
+    ["background jobs pending when the writes ended → drained in", `${fmtInt(jobs.before)} → ${jobs.left === 0 ? `${jobs.seconds.toFixed(1)} s` : `${fmtInt(jobs.left)} left after ${jobs.seconds.toFixed(0)} s`}`, "", `terminal-trace and search-indexing jobs the writes queued; cores busy while draining: ${fmtCores(drainCores)}`],
     ["server RSS start / peak / end", `${rssStart.toFixed(0)} / ${rssPeak.toFixed(0)} / ${rssEnd.toFixed(0)} MiB`, "", ""],
     ["cores busy: server / postgres / bench client / other", fmtCores(cores), "", ""]
   ]

@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { BunContext } from "@effect/platform-bun"
 import { SqlClient } from "@effect/sql"
-import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { ConfigProvider, Effect, FastCheck as fc, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import { Embedder } from "#layers/search/Embedder"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
-import { SpanIndex } from "#layers/search/SpanIndex"
+import { ftsText, SpanIndex } from "#layers/search/SpanIndex"
+import { spanText } from "#layers/search/SpanText"
+import { conceptText } from "#layers/search/Thesaurus"
 import { StorageLive } from "#layers/storage/Sql"
 import { KINDS, relevanceSpans } from "../fixtures/search/relevance.ts"
 import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
@@ -44,11 +46,12 @@ const load = (runtime: Runtime) =>
                 ${span.output === undefined ? null : JSON.stringify(span.output)}::jsonb, ${(span.error as string) ?? null},
                 ${span.started_at as string}, ${span.cost as number}, ${span.duration_ms as number})`
     }
-    const pending = yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)
+    const { filtersStale, pending } = yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)
     expect(pending.length).toBe(spans.length)
+    expect(filtersStale).toEqual([])
     yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
-    // Indexing again finds nothing to do: the texts did not change.
-    expect((yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).length).toBe(0)
+    // Indexing again finds nothing to do: the texts did not change, and the vectors copied the filterable fields.
+    expect(yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).toEqual({ pending: [], filtersStale: [] })
   }).pipe(Effect.orDie))
 
 type Path = "exact" | "hnsw" | undefined
@@ -177,8 +180,11 @@ describe("index paths", () => {
         const embedder = yield* Embedder
         yield* sql`UPDATE spans SET cost = 7 WHERE trace_id = ${TRACE} AND id = ${target.id as string}`
         // The text did not change: nothing to re-embed, only the copy of the cost to sync.
-        expect((yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).length).toBe(0)
-        yield* index.syncFilters(ACCOUNT, [TRACE])
+        const { filtersStale, pending } = yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)
+        expect(pending).toEqual([])
+        expect(filtersStale).toEqual([{ traceId: TRACE, spanId: target.id as string }])
+        yield* index.syncFilters(ACCOUNT, filtersStale)
+        expect((yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).filtersStale).toEqual([])
       }).pipe(Effect.orDie))
       for (const path of [undefined, "exact"] as const) {
         expect((await top(runtime, "anything", { filters, path })).map((h) => h.id)).toEqual([target.id as string])
@@ -186,9 +192,64 @@ describe("index paths", () => {
       await runtime.runPromise(Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* sql`UPDATE spans SET cost = ${target.cost as number} WHERE trace_id = ${TRACE} AND id = ${target.id as string}`
-        yield* (yield* SpanIndex).syncFilters(ACCOUNT, [TRACE])
+        const index = yield* SpanIndex
+        yield* index.syncFilters(ACCOUNT, (yield* index.pendingOfTraces(ACCOUNT, [TRACE], (yield* Embedder).id)).filtersStale)
       }).pipe(Effect.orDie))
       expect(await top(runtime, "anything", { filters })).toEqual([])
     }
   })
+})
+
+describe("full-text input", () => {
+  /** What the full-text vector was built from before identifiers were split on their own: the text twice. */
+  const textTwice = (text: string) =>
+    `${text}\n${text.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")}\n${conceptText(text)}`
+
+  const texts = [
+    ...spans.map(({ span }) => spanText({
+      name: span.name as string,
+      span_type: span.span_type as string,
+      model: (span.model as string) ?? null,
+      error: (span.error as string) ?? null,
+      input: span.input ?? null,
+      output: span.output ?? null
+    })),
+    "getUserById failed: GET /api/v1/users/42 → 429 rate-limited by api.example.com (retry_after=30s)",
+    "snake_case.module:func CamelCaseHTTPServer x-request-id user@example.com v1.2.3 ../a/b_c.py\tTAB\nnew_line",
+    "plain words only, nothing to split"
+  ]
+  const lexemes = (runtime: Runtime, text: string) =>
+    runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ l: Array<string> }>`SELECT tsvector_to_array(to_tsvector('english', ${text})) AS l`).pipe(
+        Effect.map((rows) => rows[0]!.l),
+        Effect.orDie
+      ))
+
+  test("indexes the same lexemes as the text followed by a copy with its identifiers split, from less text", async () => {
+    for (const runtime of [pglite, ...(postgres ? [postgres] : [])]) {
+      for (const text of texts) {
+        expect(await lexemes(runtime, ftsText(text))).toEqual(await lexemes(runtime, textTwice(text)))
+        if (/[_.:/-]|\p{Ll}\p{Lu}/u.test(text)) expect(ftsText(text).length).toBeLessThan(textTwice(text).length)
+      }
+    }
+  })
+
+  test("so does any text of words, identifiers, punctuation and whitespace", async () => {
+    const piece = fc.oneof(
+      fc.constantFrom("error", "Timeout", "getUserById", "snake_case", "api.example.com", "/v1/x-y", "a:b", "HTTPServer",
+        "rate-limited", "user@example.com", "v1.2.3", "naïve_Ünïcode", "x", "_", ".", "--", "::", "É"),
+      fc.stringMatching(/^[A-Za-z0-9_.:\/-]{1,12}$/)
+    )
+    const separator = fc.constantFrom(" ", "  ", "\n", "\t", ", ", "; ")
+    const text = fc.array(fc.tuple(piece, separator), { minLength: 1, maxLength: 30 })
+      .map((parts) => parts.map(([p, s]) => p + s).join(""))
+    for (const runtime of [pglite, ...(postgres ? [postgres] : [])]) {
+      await fc.assert(
+        fc.asyncProperty(text, async (t) => {
+          expect(await lexemes(runtime, ftsText(t))).toEqual(await lexemes(runtime, textTwice(t)))
+        }),
+        { numRuns: 150 }
+      )
+    }
+  }, 60_000)
 })
