@@ -3,8 +3,11 @@ import { Effect } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import { type Baseline, detect, type DetectionSettings, type SpanFacts } from "#src/domain/Insight"
 import { AppConfig } from "../config/AppConfig.ts"
+import { uuidArray } from "../storage/SqlArrays.ts"
 
 interface TraceFactsRow {
+  readonly id: TraceId
+  readonly account_id: AccountId
   readonly status: "running" | "completed" | "failed"
   readonly environment: string
   readonly started_at: Date
@@ -13,6 +16,7 @@ interface TraceFactsRow {
 }
 
 interface SpanFactsRow {
+  readonly trace_id: string
   readonly id: string
   readonly span_type: string
   readonly name: string
@@ -23,14 +27,15 @@ interface SpanFactsRow {
 }
 
 interface BaselineRow {
+  readonly trace_id: string
   readonly sample: number
   readonly median_cost: number | null
   readonly median_latency_ms: number | null
 }
 
-// A trace's latency: its total duration, or its wall time when no duration was recorded.
-const LATENCY = `CASE WHEN total_duration_ms > 0 THEN total_duration_ms::float8
-  ELSE GREATEST(0, COALESCE(EXTRACT(EPOCH FROM (ended_at - started_at)) * 1000, 0))::float8 END`
+// A trace's latency (`t`: the traces row's alias): its total duration, or its wall time when no duration was recorded.
+const latency = (t: string) => `CASE WHEN ${t}.total_duration_ms > 0 THEN ${t}.total_duration_ms::float8
+  ELSE GREATEST(0, COALESCE(EXTRACT(EPOCH FROM (${t}.ended_at - ${t}.started_at)) * 1000, 0))::float8 END`
 
 /**
  * Detection on terminal traces: failed spans, tool-call loops, cost and latency far above the account's
@@ -49,74 +54,93 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
       tokenCap: config.insightTokenCap
     }
 
-    /** Detects and stores the insights of one terminal trace; how many new ones were stored. */
-    const run = Effect.fn("Detection.run")(
-      function*(accountId: AccountId, traceId: TraceId) {
-        yield* Effect.annotateCurrentSpan({ traceId })
-        const traces = yield* sql<TraceFactsRow>`
-          SELECT status, environment, started_at, total_cost::float8 AS total_cost, ${sql.unsafe(LATENCY)} AS latency_ms
-          FROM traces WHERE id = ${traceId} AND account_id = ${accountId} AND deleted_at IS NULL`
-        const trace = traces[0]
-        if (trace === undefined || trace.status === "running") return 0
+    /**
+     * Detects and stores the insights of terminal traces (each of the given account; others, running ones and
+     * deleted ones are skipped): a few statements for the whole batch. How many new insights were stored.
+     */
+    const runMany = Effect.fn("Detection.runMany")(
+      function*(traces: ReadonlyArray<{ readonly accountId: AccountId; readonly traceId: TraceId }>) {
+        if (traces.length === 0) return 0
+        const ids = uuidArray(traces.map((t) => t.traceId))
+        const owners = uuidArray(traces.map((t) => t.accountId))
+        const found = yield* sql<TraceFactsRow>`
+          SELECT t.id, t.account_id, t.status, t.environment, t.started_at, t.total_cost::float8 AS total_cost,
+                 ${sql.unsafe(latency("t"))} AS latency_ms
+          FROM unnest(${ids}::uuid[], ${owners}::uuid[]) AS k(id, account_id)
+          JOIN traces t ON t.id = k.id AND t.account_id = k.account_id
+          WHERE t.deleted_at IS NULL AND t.status <> 'running'`
+        if (found.length === 0) return 0
+        const foundIds = uuidArray(found.map((t) => t.id))
         // jsonb text is canonical (keys sorted, whitespace normalised), so equal arguments hash equally.
         const spans = yield* sql<SpanFactsRow>`
-          SELECT id, span_type, name,
-                 (span_type = 'error' OR error IS NOT NULL
-                   OR lower(metadata->>'status') IN ('failed', 'error')) AS failed,
-                 left(error, 1000) AS error,
-                 (COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0))::float8 AS tokens,
-                 CASE WHEN span_type = 'tool_call' THEN md5(COALESCE(input::text, 'null')) END AS args_hash
-          FROM spans WHERE trace_id = ${traceId} AND account_id = ${accountId}
-          ORDER BY started_at, id`
-        // The account's last N terminal traces started before this one, in the same environment.
+          SELECT s.trace_id, s.id, s.span_type, s.name,
+                 (s.span_type = 'error' OR s.error IS NOT NULL
+                   OR lower(s.metadata->>'status') IN ('failed', 'error')) AS failed,
+                 left(s.error, 1000) AS error,
+                 (COALESCE(s.input_tokens, 0) + COALESCE(s.output_tokens, 0))::float8 AS tokens,
+                 CASE WHEN s.span_type = 'tool_call' THEN md5(COALESCE(s.input::text, 'null')) END AS args_hash
+          FROM traces t JOIN spans s ON s.trace_id = t.id AND s.account_id = t.account_id
+          WHERE t.id = ANY(${foundIds}::uuid[])
+          ORDER BY s.trace_id, s.started_at, s.id`
+        // Per trace: the account's last N terminal traces started before it, in the same environment.
         const baselines = yield* sql<BaselineRow>`
-          SELECT count(*)::int AS sample,
-                 percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) AS median_cost,
-                 percentile_cont(0.5) WITHIN GROUP (ORDER BY latency) AS median_latency_ms
-          FROM (
-            SELECT total_cost::float8 AS cost, ${sql.unsafe(LATENCY)} AS latency
-            FROM traces
-            WHERE account_id = ${accountId} AND environment = ${trace.environment} AND deleted_at IS NULL
-              AND status IN ('completed', 'failed') AND id <> ${traceId}
-              AND (started_at, id) < (${trace.started_at.toISOString()}::timestamptz, ${traceId}::uuid)
-            ORDER BY started_at DESC, id DESC
-            LIMIT ${config.insightBaselineWindow}
-          ) recent`
-        const b = baselines[0]
-        const baseline: Baseline = {
-          sample: b?.sample ?? 0,
-          medianCost: b?.median_cost ?? null,
-          medianLatencyMs: b?.median_latency_ms ?? null
-        }
-        const facts: Array<SpanFacts> = spans.map((s) => ({
-          id: s.id,
-          spanType: s.span_type,
-          name: s.name,
-          failed: s.failed,
-          error: s.error,
-          tokens: Number(s.tokens),
-          argsHash: s.args_hash
-        }))
-        const findings = detect(
-          { status: trace.status, totalCost: Number(trace.total_cost), latencyMs: Number(trace.latency_ms) },
-          facts,
-          baseline,
-          settings
-        )
-        if (findings.length === 0) return 0
-        const rows = findings.map((f) => ({
-          id: crypto.randomUUID(),
-          kind: f.kind,
-          key: f.key,
-          severity: f.severity,
-          message: f.message,
-          details: f.details
-        }))
+          SELECT t.id AS trace_id, b.sample, b.median_cost, b.median_latency_ms
+          FROM traces t CROSS JOIN LATERAL (
+            SELECT count(*)::int AS sample,
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) AS median_cost,
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY latency) AS median_latency_ms
+            FROM (
+              SELECT r.total_cost::float8 AS cost, ${sql.unsafe(latency("r"))} AS latency
+              FROM traces r
+              WHERE r.account_id = t.account_id AND r.environment = t.environment AND r.deleted_at IS NULL
+                AND r.status IN ('completed', 'failed') AND r.id <> t.id
+                AND (r.started_at, r.id) < (t.started_at, t.id)
+              ORDER BY r.started_at DESC, r.id DESC
+              LIMIT ${config.insightBaselineWindow}
+            ) recent
+          ) b
+          WHERE t.id = ANY(${foundIds}::uuid[])`
+        const spansOf = Map.groupBy(spans, (s) => s.trace_id)
+        const baselineOf = new Map(baselines.map((b) => [b.trace_id, b]))
+        const rows = found.flatMap((trace) => {
+          const b = baselineOf.get(trace.id)
+          const baseline: Baseline = {
+            sample: b?.sample ?? 0,
+            medianCost: b?.median_cost ?? null,
+            medianLatencyMs: b?.median_latency_ms ?? null
+          }
+          const facts = (spansOf.get(trace.id) ?? []).map((s): SpanFacts => ({
+            id: s.id,
+            spanType: s.span_type,
+            name: s.name,
+            failed: s.failed,
+            error: s.error,
+            tokens: Number(s.tokens),
+            argsHash: s.args_hash
+          }))
+          const findings = detect(
+            { status: trace.status as Exclude<TraceFactsRow["status"], "running">, totalCost: Number(trace.total_cost), latencyMs: Number(trace.latency_ms) },
+            facts,
+            baseline,
+            settings
+          )
+          return findings.map((f) => ({
+            id: crypto.randomUUID(),
+            account_id: trace.account_id,
+            trace_id: trace.id,
+            kind: f.kind,
+            key: f.key,
+            severity: f.severity,
+            message: f.message,
+            details: f.details
+          }))
+        })
+        if (rows.length === 0) return 0
         const inserted = yield* sql<{ id: string }>`
           INSERT INTO insights (id, account_id, trace_id, kind, key, severity, message, details)
-          SELECT x.id, ${accountId}::uuid, ${traceId}::uuid, x.kind, x.key, x.severity, x.message, x.details
+          SELECT x.id, x.account_id, x.trace_id, x.kind, x.key, x.severity, x.message, x.details
           FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-            AS x(id uuid, kind text, key text, severity text, message text, details jsonb)
+            AS x(id uuid, account_id uuid, trace_id uuid, kind text, key text, severity text, message text, details jsonb)
           ON CONFLICT (trace_id, kind, key) DO NOTHING
           RETURNING id`
         return inserted.length
@@ -124,7 +148,10 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { run, settings } as const
+    /** Detects and stores the insights of one terminal trace; how many new ones were stored. */
+    const run = (accountId: AccountId, traceId: TraceId) => runMany([{ accountId, traceId }])
+
+    return { run, runMany, settings } as const
   }),
   dependencies: [AppConfig.Default]
 }) {}

@@ -13,8 +13,8 @@ export const TerminalTraceConsumersLive = Layer.effect(
     const detection = yield* Detection
     const rules = yield* EvalRules
     return [
-      (trace) => detection.run(trace.accountId, trace.traceId).pipe(Effect.asVoid),
-      (trace) => rules.apply(trace)
+      (traces) => detection.runMany(traces).pipe(Effect.asVoid),
+      (traces) => rules.applyMany(traces)
     ]
   })
 ).pipe(Layer.provide([Detection.Default, EvalRules.Default]))

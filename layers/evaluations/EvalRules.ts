@@ -19,6 +19,7 @@ import type { TerminalTrace } from "../events/TerminalTraceHook.ts"
 import { classifyAddress, hostNameProblem, isIpLiteral } from "../webhooks/AddressGuard.ts"
 import { newWebhookSecret } from "../webhooks/Signing.ts"
 import { WebhookDelivery } from "../webhooks/WebhookDelivery.ts"
+import { uuidArray } from "../storage/SqlArrays.ts"
 import { Evaluations } from "./Evaluations.ts"
 
 interface RuleRow {
@@ -252,7 +253,24 @@ export class EvalRules extends Effect.Service<EvalRules>()("tapedeck/EvalRules",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { create, list, get, remove, deliveries, apply } as const
+    /**
+     * `apply` for many terminal traces: one statement finds the accounts that have enabled rules, and only their
+     * traces are applied (most accounts have none, and a burst of terminal traces then costs one statement).
+     */
+    const applyMany = Effect.fn("EvalRules.applyMany")(
+      function*(traces: ReadonlyArray<TerminalTrace>) {
+        if (traces.length === 0) return
+        const accounts = [...new Set(traces.map((t) => t.accountId))]
+        const withRules = yield* sql<{ account_id: string }>`
+          SELECT DISTINCT account_id FROM eval_rules
+          WHERE account_id = ANY(${uuidArray(accounts)}::uuid[]) AND deleted_at IS NULL AND enabled`
+        const ruled = new Set(withRules.map((r) => r.account_id))
+        for (const trace of traces) if (ruled.has(trace.accountId)) yield* apply(trace)
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return { create, list, get, remove, deliveries, apply, applyMany } as const
   }),
   dependencies: [Evaluations.Default, WebhookDelivery.Default]
 }) {}

@@ -1,7 +1,8 @@
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Either, Layer, Schema } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { TraceStatus } from "#src/domain/Trace"
-import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { type JobBatchHandler, JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import type { ClaimedJob } from "../jobs/JobQueue.ts"
 
 export const TERMINAL_TRACE_JOB = "trace.terminal"
 
@@ -16,29 +17,37 @@ export interface TerminalTrace {
   readonly status: Exclude<TraceStatus, "running">
 }
 
-/** What runs when a trace becomes terminal (detection, evaluation rules); each consumer must be idempotent. */
+/**
+ * What runs when traces become terminal (detection, evaluation rules), given a batch of them (one or many); each
+ * consumer must be idempotent.
+ */
 export class TerminalTraceConsumers extends Context.Tag("tapedeck/TerminalTraceConsumers")<
   TerminalTraceConsumers,
-  ReadonlyArray<(trace: TerminalTrace) => Effect.Effect<void, JobFailed>>
+  ReadonlyArray<(traces: ReadonlyArray<TerminalTrace>) => Effect.Effect<void, JobFailed>>
 >() {}
 
 /** No consumers yet: detection and evaluation rules plug in here. */
 export const TerminalTraceConsumersNone = Layer.succeed(TerminalTraceConsumers, [])
 
-/** The job handler for `trace.terminal`: runs every consumer, in order. */
-export const terminalTraceHandler = Effect.gen(function*() {
+const decodePayload = Schema.decodeUnknownEither(TerminalTracePayload)
+
+/** The terminal trace a job names, or JobFailed for a malformed payload. */
+const terminalTrace = (job: ClaimedJob) =>
+  Either.match(decodePayload(job.payload), {
+    onLeft: () => Effect.fail(new JobFailed({ reason: "malformed trace.terminal payload" })),
+    onRight: (payload) =>
+      Effect.succeed<TerminalTrace>({ accountId: job.accountId, traceId: payload.traceId as TraceId, status: payload.status })
+  })
+
+/**
+ * The job handlers for `trace.terminal`: one job, or a batch of them at once (every consumer runs once for the whole
+ * batch, so a burst of terminal traces costs a few statements per batch instead of several per trace).
+ */
+export const terminalTraceHandlers = Effect.gen(function*() {
   const consumers = yield* TerminalTraceConsumers
-  const handler: JobHandler = (job) =>
-    Schema.decodeUnknown(TerminalTracePayload)(job.payload).pipe(
-      Effect.mapError(() => new JobFailed({ reason: "malformed trace.terminal payload" })),
-      Effect.flatMap((payload) => {
-        const trace = {
-          accountId: job.accountId,
-          traceId: payload.traceId as TraceId,
-          status: payload.status
-        } satisfies TerminalTrace
-        return Effect.forEach(consumers, (consume) => consume(trace), { discard: true })
-      })
-    )
-  return handler
+  const consume = (traces: ReadonlyArray<TerminalTrace>) =>
+    Effect.forEach(consumers, (consumer) => consumer(traces), { discard: true })
+  const single: JobHandler = (job) => Effect.flatMap(terminalTrace(job), (trace) => consume([trace]))
+  const batch: JobBatchHandler = (jobs) => Effect.flatMap(Effect.forEach(jobs, terminalTrace), consume)
+  return { single, batch } as const
 })

@@ -6,11 +6,20 @@ export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { re
 
 export type JobHandler = (job: ClaimedJob) => Effect.Effect<void, JobFailed>
 
+/**
+ * Runs many claimed jobs of one kind at once (all succeed, or the batch fails: the worker then runs each job on its
+ * own with the kind's JobHandler, so one bad job fails alone). Only for idempotent kinds.
+ */
+export type JobBatchHandler = (jobs: ReadonlyArray<ClaimedJob>) => Effect.Effect<void, JobFailed>
+
 /** How long one attempt may run: its lease less a margin for recording the outcome (at least one second). */
 export const attemptTimeoutMs = (leaseSeconds: number) => Math.max(1, leaseSeconds - 5) * 1000
 
 /** What runs each job kind. A kind with no handler here fails its attempts (another instance may know it). */
 export class JobHandlers extends Context.Tag("tapedeck/JobHandlers")<JobHandlers, ReadonlyMap<string, JobHandler>>() {}
+
+/** Optional, per job kind: its JobBatchHandler, used when several jobs of the kind are claimed together. */
+export class JobBatchHandlers extends Context.Tag("tapedeck/JobBatchHandlers")<JobBatchHandlers, ReadonlyMap<string, JobBatchHandler>>() {}
 
 /**
  * Optional, per job kind: what settles a job dead-lettered because its lease expired on its last attempt (the

@@ -4,6 +4,7 @@ import { AccountId, JobId } from "#src/domain/Ids"
 import { InstantFromDate } from "#src/domain/Instant"
 import { type Job, JobNotFound, JobStatus } from "#src/domain/Job"
 import { AppConfig } from "../config/AppConfig.ts"
+import { textArray } from "../storage/SqlArrays.ts"
 
 const JobRow = Schema.Struct({
   id: JobId,
@@ -95,8 +96,12 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
      * expired on its last attempt (its worker died every time) is dead-lettered instead of run again, and returned
      * as `lost`, so that what it was doing can be settled (see LostJobHandlers).
      */
+    /**
+     * Claims up to `max` due jobs (and dead-letters those whose lease ran out on their last attempt), but no first
+     * attempt of `laneKinds`: the worker's lanes claim those in batches (`claimFirstAttempts`).
+     */
     const claim = Effect.fn("JobQueue.claim")(
-      function*(max: number) {
+      function*(max: number, laneKinds: ReadonlyArray<string> = []) {
         const lost = yield* sql<ClaimedJob>`
           UPDATE jobs SET status = 'dead_letter', locked_until = NULL, updated_at = now(),
                           error = COALESCE(error, 'the last attempt did not finish within its lease')
@@ -109,13 +114,31 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
             SELECT id FROM jobs
             -- A lease that ran out on the last attempt is the first statement's to dead-letter (next cycle, if it ran
             -- out between the two), never another attempt.
-            WHERE (status = 'queued' AND run_at <= now())
+            WHERE (status = 'queued' AND run_at <= now() AND NOT (attempts = 0 AND kind = ANY(${textArray(laneKinds)}::text[])))
                OR (status = 'running' AND locked_until < now() AND attempts < max_attempts)
             ORDER BY run_at
             LIMIT ${max}
             FOR UPDATE SKIP LOCKED)
           RETURNING id, account_id AS "accountId", kind, payload, attempts, max_attempts AS "maxAttempts"`
         return { jobs: rows, lost }
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /** Claims up to `max` due jobs of `kind` that no attempt has run yet (a lane's batch; retried jobs run alone). */
+    const claimFirstAttempts = Effect.fn("JobQueue.claimFirstAttempts")(
+      function*(kind: string, max: number) {
+        if (max <= 0) return []
+        return yield* sql<ClaimedJob>`
+          UPDATE jobs SET status = 'running', attempts = attempts + 1, updated_at = now(),
+                          locked_until = now() + make_interval(secs => ${config.jobLeaseSeconds})
+          WHERE id IN (
+            SELECT id FROM jobs
+            WHERE status = 'queued' AND run_at <= now() AND kind = ${kind} AND attempts = 0
+            ORDER BY run_at
+            LIMIT ${max}
+            FOR UPDATE SKIP LOCKED)
+          RETURNING id, account_id AS "accountId", kind, payload, attempts, max_attempts AS "maxAttempts"`
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -150,7 +173,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { enqueue, enqueueMany, get, claim, completeAll, fail } as const
+    return { enqueue, enqueueMany, get, claim, claimFirstAttempts, completeAll, fail } as const
   }),
   dependencies: [AppConfig.Default]
 }) {}

@@ -1,6 +1,6 @@
 import { Cause, Effect, FiberSet, Layer, Option, Queue } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { attemptTimeoutMs, JobFailed, JobHandlers, LostJobHandlers } from "./JobHandlers.ts"
+import { attemptTimeoutMs, type JobBatchHandler, JobBatchHandlers, JobFailed, JobHandlers, LostJobHandlers } from "./JobHandlers.ts"
 import { yieldToForeground } from "./Foreground.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
@@ -9,6 +9,8 @@ import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
  * lease (and the attempt timeout inside it) is measured from the claim.
  */
 const SLOTS = 32
+/** Most jobs one batch of a kind with a JobBatchHandler takes. */
+const BATCH_MAX = 100
 /** Under requests that never pause, the worker still claims this often (it waits for gaps otherwise). */
 const MAX_YIELD_MS = 1000
 
@@ -26,6 +28,10 @@ export const JobWorkerLive = Layer.scopedDiscard(
     const queue = yield* JobQueue
     const handlers = yield* JobHandlers
     const lostHandlers = yield* Effect.serviceOption(LostJobHandlers)
+    const batchHandlers: ReadonlyMap<string, JobBatchHandler> = Option.getOrElse(
+      yield* Effect.serviceOption(JobBatchHandlers),
+      () => new Map()
+    )
     const config = yield* AppConfig
     const running = yield* FiberSet.make()
     let active = 0
@@ -33,30 +39,31 @@ export const JobWorkerLive = Layer.scopedDiscard(
     const ended = yield* Queue.sliding<void>(1)
     const succeeded: Array<ClaimedJob> = []
 
+    const withinAttemptTime = <A, R>(attempt: Effect.Effect<A, JobFailed, R>) =>
+      Effect.timeoutFail(attempt, {
+        duration: `${attemptTimeoutMs(config.jobLeaseSeconds)} millis`,
+        onTimeout: () => new JobFailed({ reason: "attempt timed out" })
+      })
+
+    /** Records a failed attempt of each job (retried with backoff, or dead-lettered on its last attempt). */
+    const failed = (jobs: ReadonlyArray<ClaimedJob>, cause: Cause.Cause<JobFailed>) => {
+      const reason = Option.match(Cause.failureOption(cause), { onNone: () => "internal error", onSome: (e) => e.reason })
+      return Effect.forEach(jobs, (job) =>
+        queue.fail(job, reason).pipe(
+          Effect.zipRight(Effect.logWarning("job attempt failed", cause)),
+          Effect.annotateLogs({ jobId: job.id, kind: job.kind, attempt: job.attempts })
+        ), { discard: true }).pipe(Effect.as([] as ReadonlyArray<ClaimedJob>))
+    }
+
+    /** One attempt of a job: the job when it succeeded, nothing when it failed (recorded). */
     const runOne = (job: ClaimedJob) => {
       const handler = handlers.get(job.kind)
       const attempt = handler
         ? handler(job)
         : Effect.fail(new JobFailed({ reason: `no handler for job kind '${job.kind}'` }))
       return attempt.pipe(
-        Effect.timeoutFail({
-          duration: `${attemptTimeoutMs(config.jobLeaseSeconds)} millis`,
-          onTimeout: () => new JobFailed({ reason: "attempt timed out" })
-        }),
-        Effect.matchCauseEffect({
-          onSuccess: () => Effect.succeed(Option.some(job)),
-          onFailure: (cause) => {
-            const reason = Option.match(Cause.failureOption(cause), {
-              onNone: () => "internal error",
-              onSome: (e) => e.reason
-            })
-            return queue.fail(job, reason).pipe(
-              Effect.zipRight(Effect.logWarning("job attempt failed", cause)),
-              Effect.annotateLogs({ jobId: job.id, kind: job.kind, attempt: job.attempts }),
-              Effect.as(Option.none<ClaimedJob>())
-            )
-          }
-        }),
+        withinAttemptTime,
+        Effect.matchCauseEffect({ onSuccess: () => Effect.succeed([job]), onFailure: (cause) => failed([job], cause) }),
         Effect.withSpan("JobWorker.run", { attributes: { "job.kind": job.kind, "job.id": job.id } })
       )
     }
@@ -71,44 +78,83 @@ export const JobWorkerLive = Layer.scopedDiscard(
       )
     }
 
-    const start = (job: ClaimedJob) => {
-      active++
-      return FiberSet.run(
+    /**
+     * First attempts of one kind with a batch handler, claimed together: one attempt for all (each keeps its own
+     * slot and lease). If it fails, each job's attempt failed; its retries run alone, so a job that fails by itself
+     * cannot take its batch with it more than once.
+     */
+    const runBatch = (jobs: ReadonlyArray<ClaimedJob>) =>
+      batchHandlers.get(jobs[0]!.kind)!(jobs).pipe(
+        withinAttemptTime,
+        Effect.matchCauseEffect({ onSuccess: () => Effect.succeed(jobs), onFailure: (cause) => failed(jobs, cause) }),
+        Effect.withSpan("JobWorker.runBatch", { attributes: { "job.kind": jobs[0]!.kind, "job.count": jobs.length } })
+      )
+
+    /** Runs `work` (a job, or a lane's batch); what it completed is recorded at the next wake-up. */
+    const track = (work: Effect.Effect<ReadonlyArray<ClaimedJob>>, settle: () => void) =>
+      FiberSet.run(
         running,
-        runOne(job).pipe(
-          Effect.tap((done) => Effect.sync(() => Option.isSome(done) && succeeded.push(done.value))),
+        work.pipe(
+          Effect.tap((done) => Effect.sync(() => succeeded.push(...done))),
           Effect.ensuring(Effect.suspend(() => {
-            active--
+            settle()
             return Queue.offer(ended, undefined)
           }))
         )
       )
+
+    const startInSlot = (job: ClaimedJob) => {
+      active++
+      return track(runOne(job), () => active--)
     }
 
-    /** Records the successes so far, then fills the free slots; whether every slot is taken (more may be due). */
+    /**
+     * The lanes: each kind with a batch handler runs its first attempts in batches of up to BATCH_MAX, one batch at
+     * a time, beside the slots (which run its retries, alone). A burst of such jobs (an export finishing a hundred
+     * traces) then drains a batch at a time even while slow jobs of other kinds hold every slot.
+     */
+    const laneBusy = new Set<string>()
+    const batchKinds = [...batchHandlers.keys()]
+    const fillLanes = Effect.forEach(batchKinds, (kind) =>
+      laneBusy.has(kind)
+        ? Effect.void
+        : Effect.flatMap(queue.claimFirstAttempts(kind, BATCH_MAX), (batch) => {
+          if (batch.length === 0) return Effect.void
+          laneBusy.add(kind)
+          return track(batch.length === 1 ? runOne(batch[0]!) : runBatch(batch), () => laneBusy.delete(kind))
+        }), { discard: true })
+
+    /**
+     * Records the successes so far, then fills the idle lanes and the free slots. What next: "full" (every slot and
+     * lane taken), "more" (a claim found as many jobs as it asked for) or "idle".
+     */
     const refill = Effect.gen(function*() {
       if (succeeded.length > 0) {
         const done = succeeded.slice()
         yield* queue.completeAll(done)
         succeeded.splice(0, done.length) // only once recorded: a failed statement is retried at the next wake-up
       }
-      const free = SLOTS - active
-      if (free === 0) return true
+      const full = () => active >= SLOTS && batchKinds.every((kind) => laneBusy.has(kind))
+      if (full()) return "full" as const
       // Background work shares the event loop with the requests: it waits for a gap in them.
       yield* yieldToForeground(MAX_YIELD_MS)
-      const { jobs, lost } = yield* queue.claim(free)
+      yield* fillLanes
+      const free = SLOTS - active
+      const { jobs, lost } = free > 0 ? yield* queue.claim(free, batchKinds) : { jobs: [], lost: [] }
       yield* Effect.forEach(lost, settleLost, { discard: true })
-      yield* Effect.forEach(jobs, start, { discard: true })
-      return jobs.length === free
+      yield* Effect.forEach(jobs, startInSlot, { discard: true })
+      return full() ? "full" as const : free > 0 && jobs.length === free ? "more" as const : "idle" as const
     }).pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("job poll failed", cause).pipe(Effect.as(false)))
+      Effect.catchAllCause((cause) => Effect.logWarning("job poll failed", cause).pipe(Effect.as("idle" as const)))
     )
 
     yield* refill.pipe(
-      // Saturated: wait for a job to end. Otherwise: wait for the poll interval, or a job ending to record.
-      Effect.flatMap((saturated) =>
-        saturated
+      // Full: wait for a job to end. More: claim again at once. Idle: wait for the poll interval, or a job ending.
+      Effect.flatMap((next) =>
+        next === "full"
           ? Queue.take(ended)
+          : next === "more"
+          ? Effect.void
           : Queue.take(ended).pipe(Effect.timeout(`${config.jobPollMs} millis`), Effect.ignore)
       ),
       Effect.forever,

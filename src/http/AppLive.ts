@@ -3,11 +3,11 @@ import { Effect, Layer, Option } from "effect"
 import { bootstrapKeys } from "#layers/auth/KeyBootstrap"
 import { AppConfig } from "#layers/config/AppConfig"
 import { EVALUATION_RUN_JOB, Evaluations, evaluationRunHandler, evaluationRunLostHandler } from "#layers/evaluations/Evaluations"
-import { terminalTraceHandler, TERMINAL_TRACE_JOB } from "#layers/events/TerminalTraceHook"
+import { terminalTraceHandlers, TERMINAL_TRACE_JOB } from "#layers/events/TerminalTraceHook"
 import { TerminalTraceConsumersLive } from "#layers/evaluations/DetectionConsumers"
 import { WebhookDelivery } from "#layers/webhooks/WebhookDelivery"
 import { WEBHOOK_DELIVER_JOB } from "#src/domain/Webhook"
-import { JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import { JobBatchHandlers, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
 import { FORK_REPLAY_JOB, Forks, forkReplayHandler } from "#layers/replay/Forks"
@@ -29,12 +29,12 @@ import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRou
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
 import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "./BatchHttp.ts"
 
-const JobHandlersLive = Layer.merge(
+const JobHandlersLive = Layer.mergeAll(
   Layer.effect(
     JobHandlers,
     Effect.gen(function*() {
       return new Map([
-        [TERMINAL_TRACE_JOB, yield* terminalTraceHandler],
+        [TERMINAL_TRACE_JOB, (yield* terminalTraceHandlers).single],
         [FORK_REPLAY_JOB, yield* forkReplayHandler],
         [EVALUATION_RUN_JOB, yield* evaluationRunHandler],
         [WEBHOOK_DELIVER_JOB, (yield* WebhookDelivery).handler],
@@ -46,7 +46,9 @@ const JobHandlersLive = Layer.merge(
   ),
   // A fork replay left `replaying` is taken over by the next replay (ForkRepo.abandonStale); a batch's record is its
   // job. An evaluation run would stay running: it is failed.
-  Layer.effect(LostJobHandlers, Effect.map(evaluationRunLostHandler, (settle) => new Map([[EVALUATION_RUN_JOB, settle]])))
+  Layer.effect(LostJobHandlers, Effect.map(evaluationRunLostHandler, (settle) => new Map([[EVALUATION_RUN_JOB, settle]]))),
+  // A burst of terminal traces (an OTLP export finishes up to a hundred) is handled a claim's worth at a time.
+  Layer.effect(JobBatchHandlers, Effect.map(terminalTraceHandlers, ({ batch }) => new Map([[TERMINAL_TRACE_JOB, batch]])))
 ).pipe(
   Layer.provide(BatchJobDependencies),
   Layer.provide(SearchDependenciesLive),

@@ -1,13 +1,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { Effect } from "effect"
+import { Detection } from "#layers/evaluations/Detection"
+import type { AccountId, TraceId } from "#src/domain/Ids"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { sqlOn, until } from "../support/Until.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 
 const KEY_C = "svc_test_key_baseline_0003"
+const KEY_D = "svc_test_key_batches_0004"
 let server: TestServer
 beforeAll(async () => {
   server = await startTestServer({
-    TAPEDECK_API_KEYS: `acme=${KEY_A},globex=${KEY_B},baseline=${KEY_C}`,
+    TAPEDECK_API_KEYS: `acme=${KEY_A},globex=${KEY_B},baseline=${KEY_C},batches=${KEY_D}`,
     TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000"
   })
 }, 120_000)
@@ -156,6 +160,47 @@ describe("detection on terminal traces", () => {
     await terminalJobsDone()
     const after = await insightsOf(t.id)
     expect(after.items.map((i: any) => i.id).sort()).toEqual(before.items.map((i: any) => i.id).sort())
+  }, 60_000)
+  test("a batch of terminal traces finds exactly what each trace finds alone (baselines included)", async () => {
+    // Account "batches" is used only here. Traces of two environments, with every kind of finding and none.
+    const traces = Array.from({ length: 22 }, (_, i) => {
+      const spans = [
+        span({ span_type: "llm_call", name: "plan", input_tokens: i % 5 === 0 ? 250_000 : 100, output_tokens: 10 }),
+        ...(i % 3 === 0 ? [span({ span_type: "error", name: `crash-${i}`, error: "boom" })] : []),
+        ...(i % 4 === 1 ? Array.from({ length: 3 + (i % 3) }, () => span({ span_type: "tool_call", name: "search", input: { q: i } })) : [])
+      ]
+      return trace({
+        started_at: at(1000 + i),
+        status: i % 3 === 0 ? "failed" : "completed",
+        metadata: { environment: i >= 20 ? "sandbox" : "production" },
+        total_cost: i === 18 || i === 21 ? 5 : 0.01 + i / 1000,
+        total_duration_ms: i === 19 ? 600_000 : 1000 + i,
+        spans
+      })
+    })
+    for (const t of traces) await create(t, KEY_D)
+    await terminalJobsDone()
+    const accountId = (await query<{ account_id: string }>(`SELECT account_id FROM traces WHERE id = $1`, traces[0]!.id))[0]!
+      .account_id as AccountId
+    const found = () =>
+      query<{ trace_id: string; kind: string; key: string; severity: string; message: string; details: unknown }>(
+        `SELECT trace_id, kind, key, severity, message, details FROM insights WHERE account_id = $1 ORDER BY trace_id, kind, key`,
+        accountId
+      )
+    const byWorker = await found()
+    expect(new Set(byWorker.map((r) => r.kind))).toEqual(new Set(["failed_span", "tool_loop", "token_blowup", "cost_anomaly", "latency_anomaly"]))
+    const keys = traces.map((t) => ({ accountId, traceId: t.id as TraceId }))
+    const detect = <A>(f: (d: Detection) => Effect.Effect<A>) => server.run(Effect.flatMap(Detection, f).pipe(Effect.provide(Detection.Default)))
+
+    await query(`DELETE FROM insights WHERE account_id = $1`, accountId)
+    for (const k of keys) await detect((d) => d.run(k.accountId, k.traceId))
+    expect(await found()).toEqual(byWorker)
+
+    await query(`DELETE FROM insights WHERE account_id = $1`, accountId)
+    expect(await detect((d) => d.runMany(keys))).toBe(byWorker.length)
+    expect(await found()).toEqual(byWorker)
+    // Another account's trace in the batch is skipped, and running it again stores nothing new.
+    expect(await detect((d) => d.runMany([...keys, { accountId: uuid() as AccountId, traceId: traces[0]!.id as TraceId }]))).toBe(0)
   }, 60_000)
 })
 

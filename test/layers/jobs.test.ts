@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Deferred, Effect, Layer, Ref } from "effect"
-import { JobFailed, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import { type JobBatchHandler, JobBatchHandlers, JobFailed, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
 import { backoffMs, type ClaimedJob, JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
@@ -26,15 +26,20 @@ const waitFor = <A, E, R>(probe: Effect.Effect<A, E, R>, done: (a: A) => boolean
     return yield* probe
   })
 
-/** Runs `body` with a worker whose handlers are `handlers`, then stops the worker. */
+/** Runs `body` with a worker whose handlers are `handlers` (and `batchHandlers`), then stops the worker. */
 const withWorker = <A, E>(
   handlers: ReadonlyMap<string, (job: any) => Effect.Effect<void, JobFailed>>,
-  body: Effect.Effect<A, E, JobQueue | SqlClient.SqlClient>
+  body: Effect.Effect<A, E, JobQueue | SqlClient.SqlClient>,
+  batchHandlers: ReadonlyMap<string, JobBatchHandler> = new Map()
 ) =>
   Effect.scoped(
     Effect.gen(function*() {
       yield* Layer.buildWithScope(
-        JobWorkerLive.pipe(Layer.provide(Layer.succeed(JobHandlers, handlers)), Layer.provide(JobQueue.Default)),
+        JobWorkerLive.pipe(
+          Layer.provide(Layer.succeed(JobHandlers, handlers)),
+          Layer.provide(Layer.succeed(JobBatchHandlers, batchHandlers)),
+          Layer.provide(JobQueue.Default)
+        ),
         yield* Effect.scope
       )
       return yield* body
@@ -209,5 +214,81 @@ describe("JobQueue", () => {
     }).pipe(Effect.provide(JobQueue.Default)))
     expect(state.afterStale).toMatchObject({ status: "running", attempts: 2, error: null })
     expect(state.afterFresh).toMatchObject({ status: "completed", attempts: 2 })
+  })
+
+  test("first attempts of a kind with a batch handler claimed together run as one batch; other kinds alone", async () => {
+    const result = await storage.run(Effect.gen(function*() {
+      const queue = yield* JobQueue
+      const batches = yield* Ref.make<Array<Array<string>>>([])
+      const singles = yield* Ref.make<Array<string>>([])
+      // Queued before the worker starts, so that one claim finds them all.
+      const ids = yield* Effect.forEach([1, 2, 3, 4, 5], () => queue.enqueue(account, "batched", {}))
+      const other = yield* queue.enqueue(account, "plain", {})
+      return yield* withWorker(
+        new Map([
+          ["batched", (job: ClaimedJob) => Ref.update(singles, (l) => [...l, job.id])],
+          ["plain", (job: ClaimedJob) => Ref.update(singles, (l) => [...l, job.id])]
+        ]),
+        Effect.gen(function*() {
+          const jobs = yield* Effect.forEach([...ids, other], (id) => waitFor(queue.get(account, id), (j) => j.status === "completed"))
+          return { ids, other, jobs, batches: yield* Ref.get(batches), singles: yield* Ref.get(singles) }
+        }),
+        new Map([["batched", (jobs) => Ref.update(batches, (l) => [...l, jobs.map((j) => j.id as string)])]])
+      )
+    }).pipe(Effect.provide(JobQueue.Default)))
+    expect(result.jobs.map((j) => [j.status, j.attempts])).toEqual(result.jobs.map(() => ["completed", 1]))
+    expect(result.batches.map((b) => [...b].sort())).toEqual([[...result.ids].sort()])
+    expect(result.singles).toEqual([result.other])
+  })
+
+  test("a failed batch fails each job's attempt; the retries run alone, so only the job that fails by itself is dead-lettered", async () => {
+    const result = await storage.run(Effect.gen(function*() {
+      const queue = yield* JobQueue
+      const batchCalls = yield* Ref.make(0)
+      const poison = yield* queue.enqueue(account, "batched-poison", { poison: true })
+      const good = yield* Effect.forEach([1, 2, 3], () => queue.enqueue(account, "batched-poison", {}))
+      const failIfPoison = (jobs: ReadonlyArray<ClaimedJob>) =>
+        jobs.some((j) => (j.payload as { poison?: boolean }).poison) ? Effect.fail(new JobFailed({ reason: "poison" })) : Effect.void
+      return yield* withWorker(
+        new Map([["batched-poison", (job: ClaimedJob) => failIfPoison([job])]]),
+        Effect.gen(function*() {
+          const goodJobs = yield* Effect.forEach(good, (id) => waitFor(queue.get(account, id), (j) => j.status === "completed"))
+          const poisonJob = yield* waitFor(queue.get(account, poison), (j) => j.status === "dead_letter")
+          return { goodJobs, poisonJob, batchCalls: yield* Ref.get(batchCalls) }
+        }),
+        new Map([["batched-poison", (jobs) => Ref.update(batchCalls, (n) => n + 1).pipe(Effect.zipRight(failIfPoison(jobs)))]])
+      )
+    }).pipe(Effect.provide(JobQueue.Default)))
+    expect(result.batchCalls).toBe(1)
+    expect(result.goodJobs.map((j) => [j.status, j.attempts])).toEqual([["completed", 2], ["completed", 2], ["completed", 2]])
+    expect(result.poisonJob).toMatchObject({ status: "dead_letter", attempts: 3, error: "poison" })
+  })
+
+  test("a batched kind has a lane of its own: its jobs run while slow jobs of other kinds hold every slot", async () => {
+    const result = await storage.run(Effect.gen(function*() {
+      const queue = yield* JobQueue
+      const release = yield* Deferred.make<void>()
+      const batches = yield* Ref.make<Array<number>>([])
+      return yield* withWorker(
+        new Map([["hog", () => Deferred.await(release)], ["laned", () => Effect.void]]),
+        Effect.gen(function*() {
+          const hogs = yield* Effect.forEach(Array.from({ length: 40 }), () => queue.enqueue(account, "hog", {}))
+          yield* waitFor(
+            Effect.forEach(hogs, (id) => queue.get(account, id)),
+            (jobs) => jobs.filter((j) => j.status === "running").length === 32
+          )
+          const laned = yield* Effect.forEach([1, 2, 3, 4], () => queue.enqueue(account, "laned", {}))
+          const lanedJobs = yield* Effect.forEach(laned, (id) => waitFor(queue.get(account, id), (j) => j.status === "completed"))
+          const hogsMeanwhile = yield* Effect.forEach(hogs, (id) => queue.get(account, id))
+          yield* Deferred.succeed(release, undefined)
+          yield* Effect.forEach(hogs, (id) => waitFor(queue.get(account, id), (j) => j.status === "completed"))
+          return { lanedJobs, hogsMeanwhile, batches: yield* Ref.get(batches) }
+        }),
+        new Map([["laned", (jobs) => Ref.update(batches, (l) => [...l, jobs.length])]])
+      )
+    }).pipe(Effect.provide(JobQueue.Default)))
+    expect(result.lanedJobs.map((j) => j.status)).toEqual(["completed", "completed", "completed", "completed"])
+    expect(result.hogsMeanwhile.filter((j) => j.status === "running").length).toBe(32)
+    expect(result.batches.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(2)
   })
 })
