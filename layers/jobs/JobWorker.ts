@@ -18,6 +18,8 @@ const MAX_YIELD_MS = 1000
  * Runs due jobs in the background of every instance, up to SLOTS at once. Each slot is refilled as soon as its
  * job ends, so one slow job (a webhook to a slow receiver, a judge call, the embedder's first load) never holds
  * the others back; the queue drains at the rate jobs finish, and an idle worker polls every TAPEDECK_JOB_POLL_MS.
+ * Kinds with a JobBatchHandler (terminal traces) also have a lane beside the slots: their first attempts run a
+ * batch at a time there.
  * Successes are recorded together, one statement per wake-up. A handler's failure, defect or timeout counts as a
  * failed attempt; claiming errors (the database is away) are logged and retried at the next poll. Requests come
  * first: a claim waits while this process answers requests (at most MAX_YIELD_MS), so a burst of ingestion is not
