@@ -17,6 +17,7 @@ interface TraceFactsRow {
 
 interface SpanFactsRow {
   readonly trace_id: string
+  readonly account_id: string
   readonly id: string
   readonly span_type: string
   readonly name: string
@@ -71,17 +72,20 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
           WHERE t.deleted_at IS NULL AND t.status <> 'running'`
         if (found.length === 0) return 0
         const foundIds = uuidArray(found.map((t) => t.id))
-        // jsonb text is canonical (keys sorted, whitespace normalised), so equal arguments hash equally.
+        // jsonb text is canonical (keys sorted, whitespace normalised), so equal arguments hash equally. `= ANY` on
+        // the key's first column keeps this an index scan (a join with the traces was planned as a scan of all spans).
         const spans = yield* sql<SpanFactsRow>`
-          SELECT s.trace_id, s.id, s.span_type, s.name,
+          SELECT s.trace_id, s.account_id, s.id, s.span_type, s.name,
                  (s.span_type = 'error' OR s.error IS NOT NULL
                    OR lower(s.metadata->>'status') IN ('failed', 'error')) AS failed,
                  left(s.error, 1000) AS error,
                  (COALESCE(s.input_tokens, 0) + COALESCE(s.output_tokens, 0))::float8 AS tokens,
                  CASE WHEN s.span_type = 'tool_call' THEN md5(COALESCE(s.input::text, 'null')) END AS args_hash
-          FROM traces t JOIN spans s ON s.trace_id = t.id AND s.account_id = t.account_id
-          WHERE t.id = ANY(${foundIds}::uuid[])
+          FROM spans s
+          WHERE s.trace_id = ANY(${foundIds}::uuid[])
           ORDER BY s.trace_id, s.started_at, s.id`
+        const ownerOf = new Map(found.map((t) => [t.id as string, t.account_id as string]))
+        const spansOf = Map.groupBy(spans.filter((s) => ownerOf.get(s.trace_id) === s.account_id), (s) => s.trace_id)
         // Per trace: the account's last N terminal traces started before it, in the same environment.
         const baselines = yield* sql<BaselineRow>`
           SELECT t.id AS trace_id, b.sample, b.median_cost, b.median_latency_ms
@@ -100,7 +104,6 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
             ) recent
           ) b
           WHERE t.id = ANY(${foundIds}::uuid[])`
-        const spansOf = Map.groupBy(spans, (s) => s.trace_id)
         const baselineOf = new Map(baselines.map((b) => [b.trace_id, b]))
         const rows = found.flatMap((trace) => {
           const b = baselineOf.get(trace.id)
