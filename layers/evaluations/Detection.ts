@@ -62,6 +62,7 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
     const runMany = Effect.fn("Detection.runMany")(
       function*(traces: ReadonlyArray<{ readonly accountId: AccountId; readonly traceId: TraceId }>) {
         if (traces.length === 0) return 0
+        yield* Effect.annotateCurrentSpan({ traces: traces.length })
         const ids = uuidArray(traces.map((t) => t.traceId))
         const owners = uuidArray(traces.map((t) => t.accountId))
         const found = yield* sql<TraceFactsRow>`
@@ -121,8 +122,13 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
             tokens: Number(s.tokens),
             argsHash: s.args_hash
           }))
+          const terminal = {
+            status: trace.status as Exclude<TraceFactsRow["status"], "running">, // the statement left running ones out
+            totalCost: Number(trace.total_cost),
+            latencyMs: Number(trace.latency_ms)
+          }
           const findings = detect(
-            { status: trace.status as Exclude<TraceFactsRow["status"], "running">, totalCost: Number(trace.total_cost), latencyMs: Number(trace.latency_ms) },
+            terminal,
             facts,
             baseline,
             settings

@@ -7,8 +7,8 @@ export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { re
 export type JobHandler = (job: ClaimedJob) => Effect.Effect<void, JobFailed>
 
 /**
- * Runs many claimed jobs of one kind at once (all succeed, or the batch fails: the worker then runs each job on its
- * own with the kind's JobHandler, so one bad job fails alone). Only for idempotent kinds.
+ * Runs many claimed jobs of one kind at once: all succeed, or the batch fails and so does each job's attempt (the
+ * retries then run alone, with the kind's JobHandler). Only for idempotent kinds.
  */
 export type JobBatchHandler = (jobs: ReadonlyArray<ClaimedJob>) => Effect.Effect<void, JobFailed>
 
@@ -18,7 +18,7 @@ export const attemptTimeoutMs = (leaseSeconds: number) => Math.max(1, leaseSecon
 /** What runs each job kind. A kind with no handler here fails its attempts (another instance may know it). */
 export class JobHandlers extends Context.Tag("tapedeck/JobHandlers")<JobHandlers, ReadonlyMap<string, JobHandler>>() {}
 
-/** Optional, per job kind: its JobBatchHandler, used when several jobs of the kind are claimed together. */
+/** Optional, per job kind: its JobBatchHandler. The worker then runs the kind's first attempts in batches (JobWorker). */
 export class JobBatchHandlers extends Context.Tag("tapedeck/JobBatchHandlers")<JobBatchHandlers, ReadonlyMap<string, JobBatchHandler>>() {}
 
 /**

@@ -94,11 +94,8 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
     /**
      * Leases up to `max` due jobs (queued and due, or running with an expired lease), as `jobs`. A job whose lease
      * expired on its last attempt (its worker died every time) is dead-lettered instead of run again, and returned
-     * as `lost`, so that what it was doing can be settled (see LostJobHandlers).
-     */
-    /**
-     * Claims up to `max` due jobs (and dead-letters those whose lease ran out on their last attempt), but no first
-     * attempt of `laneKinds`: the worker's lanes claim those in batches (`claimFirstAttempts`).
+     * as `lost`, so that what it was doing can be settled (see LostJobHandlers). First attempts of `laneKinds` are
+     * left to the worker's lanes, which claim them in batches (`claimFirstAttempts`).
      */
     const claim = Effect.fn("JobQueue.claim")(
       function*(max: number, laneKinds: ReadonlyArray<string> = []) {

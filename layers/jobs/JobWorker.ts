@@ -81,9 +81,9 @@ export const JobWorkerLive = Layer.scopedDiscard(
     }
 
     /**
-     * First attempts of one kind with a batch handler, claimed together: one attempt for all (each keeps its own
-     * slot and lease). If it fails, each job's attempt failed; its retries run alone, so a job that fails by itself
-     * cannot take its batch with it more than once.
+     * A lane's batch (first attempts of one kind): one attempt for all, each job keeping its own lease. If it fails,
+     * each job's attempt failed; the retries run alone in the slots, so a job that fails by itself cannot take its
+     * batch with it more than once.
      */
     const runBatch = (jobs: ReadonlyArray<ClaimedJob>) =>
       batchHandlers.get(jobs[0]!.kind)!(jobs).pipe(

@@ -113,7 +113,7 @@ export const orQueryText = (input: string) => {
 const SPLITS = /[_.:/-]|\p{Ll}\p{Lu}/u
 
 /** An identifier's words: its punctuation and camelCase humps turned into spaces. */
-export const identifierWords = (token: string) =>
+const identifierWords = (token: string) =>
   token.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")
 
 /**

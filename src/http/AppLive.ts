@@ -47,7 +47,7 @@ const JobHandlersLive = Layer.mergeAll(
   // A fork replay left `replaying` is taken over by the next replay (ForkRepo.abandonStale); a batch's record is its
   // job. An evaluation run would stay running: it is failed.
   Layer.effect(LostJobHandlers, Effect.map(evaluationRunLostHandler, (settle) => new Map([[EVALUATION_RUN_JOB, settle]]))),
-  // A burst of terminal traces (an OTLP export finishes up to a hundred) is handled a claim's worth at a time.
+  // A burst of terminal traces (an OTLP export finishes up to a hundred) runs in batches, in a lane of its own.
   Layer.effect(JobBatchHandlers, Effect.map(terminalTraceHandlers, ({ batch }) => new Map([[TERMINAL_TRACE_JOB, batch]])))
 ).pipe(
   Layer.provide(BatchJobDependencies),
