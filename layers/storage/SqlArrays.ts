@@ -4,6 +4,6 @@
  */
 export const uuidArray = (ids: Iterable<string>) => `{${[...ids].join(",")}}`
 
-/** A PostgreSQL array literal of strings (each quoted, `"` and `\` escaped), sent as one parameter and cast with `::text[]`. */
-export const textArray = (items: Iterable<string>) =>
-  `{${[...items].map((s) => `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}`
+/** A PostgreSQL array literal of texts (cast with `::text[]`): each element quoted, `"` and `\` escaped. */
+export const textArray = (values: Iterable<string>) =>
+  `{${[...values].map((v) => `"${v.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}`
