@@ -47,14 +47,17 @@ export const JobWorkerLive = Layer.scopedDiscard(
         onTimeout: () => new JobFailed({ reason: "attempt timed out" })
       })
 
-    /** Records a failed attempt of each job (retried with backoff, or dead-lettered on its last attempt). */
+    /**
+     * Records a failed attempt of each job (retried with backoff, or dead-lettered on its last attempt), and logs the
+     * cause once (a failed batch is one failure, not a hundred).
+     */
     const failed = (jobs: ReadonlyArray<ClaimedJob>, cause: Cause.Cause<JobFailed>) => {
       const reason = Option.match(Cause.failureOption(cause), { onNone: () => "internal error", onSome: (e) => e.reason })
-      return Effect.forEach(jobs, (job) =>
-        queue.fail(job, reason).pipe(
-          Effect.zipRight(Effect.logWarning("job attempt failed", cause)),
-          Effect.annotateLogs({ jobId: job.id, kind: job.kind, attempt: job.attempts })
-        ), { discard: true }).pipe(Effect.as([] as ReadonlyArray<ClaimedJob>))
+      return Effect.forEach(jobs, (job) => queue.fail(job, reason), { discard: true }).pipe(
+        Effect.zipRight(Effect.logWarning(jobs.length === 1 ? "job attempt failed" : `job batch attempt failed (${jobs.length} jobs)`, cause)),
+        Effect.annotateLogs({ jobId: jobs.map((j) => j.id).join(","), kind: jobs[0]!.kind, attempt: jobs.map((j) => j.attempts).join(",") }),
+        Effect.as([] as ReadonlyArray<ClaimedJob>)
+      )
     }
 
     /** One attempt of a job: the job when it succeeded, nothing when it failed (recorded). */

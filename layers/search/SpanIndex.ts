@@ -58,8 +58,8 @@ interface SourceRow extends SpanTextSource {
   readonly account_id: string
   readonly text_hash: string | null
   readonly embedder: string | null
-  /** It has a vector whose copies of the filterable fields no longer match the span (migration 0013). */
-  readonly filters_stale: boolean
+  /** It has a vector whose copies of the filterable fields no longer match the span (migration 0013; read by `pendingOfTraces` only). */
+  readonly filters_stale?: boolean
 }
 
 /** A stored span's key. */
@@ -176,7 +176,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         const hash = textHash(text)
         if (force || row.embedder !== embedder || row.text_hash !== hash) {
           pending.push({ traceId: row.trace_id, spanId: row.id, accountId: row.account_id, text, hash })
-        } else if (row.filters_stale) {
+        } else if (row.filters_stale === true) {
           filtersStale.push({ traceId: row.trace_id, spanId: row.id })
         }
       }
@@ -186,7 +186,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     const SOURCE = `s.trace_id, s.id, s.account_id, s.name, s.span_type, s.model,
       CASE WHEN s.input IS NULL THEN NULL ELSE jsonb_build_array(s.input) END AS input,
       CASE WHEN s.output IS NULL THEN NULL ELSE jsonb_build_array(s.output) END AS output,
-      s.error, e.text_hash, e.embedder, ${FILTERS_STALE} AS filters_stale`
+      s.error, e.text_hash, e.embedder`
 
     /**
      * The spans of these traces (of the account) whose text or embedder changed since they were embedded, and
@@ -196,7 +196,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       function*(accountId: AccountId, traceIds: ReadonlyArray<string>, embedder: string) {
         if (traceIds.length === 0) return { pending: [], filtersStale: [] }
         const rows = yield* sql<SourceRow>`
-          SELECT ${sql.literal(SOURCE)}
+          SELECT ${sql.literal(SOURCE)}, ${sql.literal(FILTERS_STALE)} AS filters_stale
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.trace_id = ANY(${uuidArray(traceIds)}::uuid[]) AND s.account_id = ${accountId}`
         return toPending(rows, embedder, false)
