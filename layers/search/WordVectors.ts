@@ -1,4 +1,4 @@
-import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
@@ -173,10 +173,49 @@ export const cacheDirs = (dataDir: string) => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
+/** Takes the lock file, writing this process's id into it; false when another holds it. */
+const takeLock = (lock: string) => {
+  let fd: number
+  try {
+    fd = openSync(lock, "wx")
+  } catch {
+    return false
+  }
+  try {
+    writeSync(fd, String(process.pid))
+  } finally {
+    closeSync(fd)
+  }
+  return true
+}
+
+/**
+ * Whether the lock's holder is gone: its process no longer exists (killed while compacting: a SIGKILL leaves the
+ * file behind), or the lock is older than two minutes. A lock without a process id yet is young, not stale.
+ */
+const lockIsStale = (lock: string) => {
+  try {
+    const pid = Number.parseInt(readFileSync(lock, "utf8"), 10)
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !processExists(pid)) return true
+    return Date.now() - statSync(lock).mtimeMs > 120_000
+  } catch {
+    return false // removed meanwhile: the next attempt takes it
+  }
+}
+
+const processExists = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM" // exists, owned by another user
+  }
+}
+
 /**
  * The word vectors, compacting the package's JSON first when no cached binary exists. The binary is written to
  * a temporary file and renamed into place (atomic); a lock file keeps two processes from compacting at once
- * (the second waits for the first's result; a lock older than two minutes is taken over).
+ * (the second waits for the first's result; a lock whose process is gone, or older than two minutes, is taken over).
  */
 export const loadWordVectors = async (
   dataDir: string,
@@ -203,25 +242,13 @@ export const loadWordVectors = async (
   const file = join(dir, COMPACT_FILE)
   const lock = `${file}.lock`
   const deadline = Date.now() + 180_000
-  for (;;) {
-    try {
-      closeSync(openSync(lock, "wx"))
-      break
-    } catch {
-      if (existsSync(file)) return decode(readFileSync(file))
-      const age = (() => {
-        try {
-          return Date.now() - statSync(lock).mtimeMs
-        } catch {
-          return 0
-        }
-      })()
-      if (age > 120_000 || Date.now() > deadline) {
-        rmSync(lock, { force: true })
-        continue
-      }
-      await sleep(250)
+  while (!takeLock(lock)) {
+    if (existsSync(file)) return decode(readFileSync(file))
+    if (lockIsStale(lock) || Date.now() > deadline) {
+      rmSync(lock, { force: true })
+      continue
     }
+    await sleep(250)
   }
   try {
     if (existsSync(file)) return decode(readFileSync(file))

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { mkdtempSync, readdirSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Option, Redacted } from "effect"
 import { makeOfflineEmbedding, OFFLINE_DIMS, tokenize } from "#layers/search/OfflineEmbedder"
 import { makeOpenAiEmbedder } from "#layers/search/OpenAiEmbedder"
 import { spanText } from "#layers/search/SpanText"
-import { compact, decode, loadWordVectors, WORD_DIMS, type WordVectors } from "#layers/search/WordVectors"
+import { compact, COMPACT_FILE, decode, loadWordVectors, WORD_DIMS, type WordVectors } from "#layers/search/WordVectors"
 
 const dot = (a: Float32Array, b: Float32Array) => a.reduce((s, x, i) => s + x * b[i]!, 0)
 
@@ -52,6 +52,32 @@ describe("word vectors: compaction", () => {
     expect(readdirSync(cache).length).toBe(1)
     const again = await loadWordVectors("memory://", (m) => logs.push(m), { source: "/nonexistent", dirs: [cache] })
     expect(again.count).toBe(a.count)
+  })
+
+  test("a lock left by a killed process is taken over at once; a live holder's lock is waited for", async () => {
+    const { dir, source } = synthetic()
+    const cache = join(dir, "cache")
+    mkdirSync(cache)
+    const lock = join(cache, `${COMPACT_FILE}.lock`)
+    const gone = Bun.spawnSync(["true"]).pid // exited: its id names no process
+    writeFileSync(lock, String(gone))
+    const started = Date.now()
+    const loaded = await loadWordVectors("memory://", () => {}, { source, dirs: [cache] })
+    expect(loaded.count).toBe(4)
+    expect(Date.now() - started).toBeLessThan(5_000) // not the two minutes of an abandoned lock
+    expect(readdirSync(cache)).toEqual([COMPACT_FILE])
+
+    // A live holder (a sleeping child process): the loader waits until the holder's file appears.
+    const other = join(dir, "other")
+    mkdirSync(other)
+    const holder = Bun.spawn(["sleep", "30"])
+    writeFileSync(join(other, `${COMPACT_FILE}.lock`), String(holder.pid))
+    const waiting = loadWordVectors("memory://", () => {}, { source, dirs: [other] })
+    const settled = await Promise.race([waiting.then(() => "loaded"), Bun.sleep(1_000).then(() => "waiting")])
+    expect(settled).toBe("waiting")
+    writeFileSync(join(other, COMPACT_FILE), readFileSync(join(cache, COMPACT_FILE)))
+    expect((await waiting).count).toBe(4)
+    holder.kill()
   })
 })
 
