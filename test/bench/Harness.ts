@@ -488,3 +488,45 @@ export const drainJobs = async (db: pg.Client, seconds: number) => {
   }
   return { before, left, seconds: (performance.now() - start) / 1000 }
 }
+
+/**
+ * A ceiling server: `bun -e script` in its own process (from the repository root, so it can import the project's
+ * packages), which prints "PORT n" once listening. Stopped at cleanup.
+ */
+export const startBareServer = async (script: string, env: Record<string, string> = {}) => {
+  const proc = Bun.spawn({
+    cmd: [process.execPath, "-e", script],
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "inherit"
+  })
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill("SIGTERM")
+      if (!(await within(proc.exited, 5000))) {
+        proc.kill("SIGKILL")
+        await proc.exited
+      }
+    }
+  }
+  onCleanup(async () => {
+    await stop()
+    log("bare server stopped")
+  })
+  const reader = proc.stdout.getReader()
+  const decoder = new TextDecoder()
+  let out = ""
+  const deadline = Date.now() + 10_000
+  while (!/PORT (\d+)/.test(out)) {
+    if (Date.now() > deadline) throw new Error(`the bare server did not start: ${out}`)
+    const { value, done } = await reader.read()
+    if (done) throw new Error(`the bare server exited: ${out}`)
+    out += decoder.decode(value, { stream: true })
+  }
+  reader.releaseLock()
+  void proc.stdout.pipeTo(new WritableStream()).catch(() => {})
+  const port = Number(/PORT (\d+)/.exec(out)![1])
+  return { url: `http://127.0.0.1:${port}`, pid: proc.pid, stop }
+}

@@ -36,13 +36,11 @@ import {
   log,
   mark,
   numberEnv,
-  onCleanup,
-  ROOT,
   runBench,
   sleep,
+  startBareServer,
   startServer,
-  tableLines,
-  within
+  tableLines
 } from "./Harness.ts"
 
 // ---------------------------------------------------------------------------------------------- settings
@@ -285,38 +283,6 @@ const server = Bun.serve({
 console.log("PORT " + server.port)
 `
 
-/** `bun -e` with a Bun.serve that reads the request and answers a constant allow JSON; stopped at cleanup. */
-const startBareServer = async () => {
-  const proc = Bun.spawn({ cmd: [process.execPath, "-e", BARE_SCRIPT], cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "inherit" })
-  const stop = async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      proc.kill("SIGTERM")
-      if (!(await within(proc.exited, 5000))) {
-        proc.kill("SIGKILL")
-        await proc.exited
-      }
-    }
-  }
-  onCleanup(async () => {
-    await stop()
-    log("bare server stopped")
-  })
-  const reader = proc.stdout.getReader()
-  const decoder = new TextDecoder()
-  let out = ""
-  const deadline = Date.now() + 10_000
-  while (!/PORT (\d+)/.test(out)) {
-    if (Date.now() > deadline) throw new Error(`the bare server did not start: ${out}`)
-    const { value, done } = await reader.read()
-    if (done) throw new Error(`the bare server exited: ${out}`)
-    out += decoder.decode(value, { stream: true })
-  }
-  reader.releaseLock()
-  void proc.stdout.pipeTo(new WritableStream()).catch(() => {})
-  const port = Number(/PORT (\d+)/.exec(out)![1])
-  return { url: `http://127.0.0.1:${port}`, pid: proc.pid, stop }
-}
-
 // ---------------------------------------------------------------------------------------------- main
 
 const rate = (r: PhaseResult) => r.sent / r.seconds
@@ -390,7 +356,7 @@ const main = async () => {
   await server.stop()
   log("server stopped; starting the bare Bun.serve")
 
-  const bare = await startBareServer()
+  const bare = await startBareServer(BARE_SCRIPT)
   const bareTarget: Target = { url: bare.url, denyPolicyId: undefined }
   const bareSource = new CheckSource()
   const bareTally = newTally()

@@ -7,10 +7,11 @@
  * nothing else fails; every accepted export is stored; server RSS stays flat (peak ≤ 1.5 × the peak of the first
  * 10 s, reported each 5 s); /health and enforcement keep answering 200. Their latency is reported against targets
  * (/health p99 ≤ 100 ms, enforcement p99 ≤ 5 ms) and marked, not enforced: this machine's 2 cores are shared by
- * the load, the server and PostgreSQL.
+ * the load, the server and PostgreSQL. Beside them, the same probes of a ceiling under the same load: a bare
+ * Bun.serve in its own process, whose check runs one `SELECT 1` (CEILING_SCRIPT).
  */
 import { accountNamespace, traceUuid } from "#layers/ingest/OtlpIds"
-import { connect, freshDatabase, KEY, latencyStats, log, numberEnv, runBench, sleep, startServer } from "../bench/Harness.ts"
+import { connect, freshDatabase, KEY, latencyStats, log, numberEnv, runBench, sleep, startBareServer, startServer } from "../bench/Harness.ts"
 import { exportBody, hex, otlpSpan } from "../support/Otlp.ts"
 
 if (process.env.RELIABILITY_DATABASE_URL) process.env.BENCH_DATABASE_URL = process.env.RELIABILITY_DATABASE_URL
@@ -19,9 +20,38 @@ const CLIENTS = Math.floor(numberEnv("RELIABILITY_OVERLOAD_CLIENTS", 64))
 const SPANS = 100
 const headers = { "content-type": "application/json", "x-service-key": KEY }
 
+/**
+ * The ceiling the probes are set beside, in its own process under the same load: a bare Bun.serve answering /health
+ * with a constant, and the check's path with one `SELECT 1` on the same PostgreSQL (the least any check can cost).
+ */
+const CEILING_SCRIPT = `
+const pg = require("pg")
+const pool = new pg.Pool({ connectionString: process.env.CEILING_DATABASE_URL, max: 2 })
+pool.on("error", () => {})
+const server = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  async fetch(req) {
+    if (new URL(req.url).pathname === "/health") return Response.json({ status: "ok" })
+    await req.text()
+    await pool.query("SELECT 1")
+    return Response.json({ verdict: "allow" })
+  }
+})
+console.log("PORT " + server.port)
+`
+
 const rssMb = (pid: number) => {
   const status = require("node:fs").readFileSync(`/proc/${pid}/status`, "utf8") as string
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024
+}
+
+interface Probes {
+  readonly health: Array<number>
+  readonly enforcement: Array<number>
+  readonly ceilingHealth: Array<number>
+  readonly ceilingEnforcement: Array<number>
+  readonly failures: number
 }
 
 const main = async () => {
@@ -64,10 +94,11 @@ const main = async () => {
 
   // The prober runs in its own thread: timed here, the exporters' body building would delay its own callbacks.
   const prober = new Worker(new URL("./overload-prober.ts", import.meta.url).href)
-  const probes = new Promise<{ health: Array<number>; enforcement: Array<number>; failures: number }>((resolve) => {
+  const probes = new Promise<Probes>((resolve) => {
     prober.onmessage = (event) => resolve(event.data)
   })
-  prober.postMessage({ url: server.url, key: KEY })
+  const ceiling = await startBareServer(CEILING_SCRIPT, { CEILING_DATABASE_URL: databaseUrl })
+  prober.postMessage({ url: server.url, key: KEY, ceilingUrl: ceiling.url })
 
   const rss: Array<number> = []
   const sampler = (async () => {
@@ -83,8 +114,13 @@ const main = async () => {
   await sleep(SECONDS * 1000)
   running = false
   prober.postMessage("stop")
-  const [{ enforcement, failures: probeFailures, health }] = await Promise.all([probes, ...work, sampler])
+  const [{ ceilingEnforcement, ceilingHealth, enforcement, failures: probeFailures, health }] = await Promise.all([
+    probes,
+    ...work,
+    sampler
+  ])
   prober.terminate()
+  await ceiling.stop()
   const elapsed = (performance.now() - t0) / 1000
 
   const account = (await db.query<{ id: string }>("SELECT id FROM accounts WHERE name = 'bench'")).rows[0]!.id
@@ -96,6 +132,8 @@ const main = async () => {
   const peak = Math.max(...rss)
   const h = latencyStats(health)
   const e = latencyStats(enforcement)
+  const ch = latencyStats(ceilingHealth)
+  const ce = latencyStats(ceilingEnforcement)
   if (bad.length > 0) problems.push(`${bad.length} answers other than 200 or a proper 503, e.g. ${bad[0]}`)
   if (stored !== accepted * SPANS) problems.push(`${accepted * SPANS - stored} spans of accepted exports missing`)
   if (peak > early * 1.5) problems.push(`RSS grew from ${early.toFixed(0)} MB (first 10 s peak) to ${peak.toFixed(0)} MB`)
@@ -104,16 +142,16 @@ const main = async () => {
 
   console.log(
     [
-      "| overload | value | target |",
-      "|---|---|---|",
-      `| exporters in flight / duration | ${CLIENTS} / ${elapsed.toFixed(0)} s | — |`,
-      `| exports accepted / refused 503 | ${accepted} (${Math.round((accepted * SPANS) / elapsed)} spans/s) / ${refused} | — |`,
-      `| refusals with Retry-After and the backpressure body | ${refused - bad.filter((b) => b.startsWith("503")).length} / ${refused} | all |`,
-      `| accepted spans stored | ${stored} / ${accepted * SPANS} | all |`,
-      `| server RSS first 10 s peak / overall peak / end | ${early.toFixed(0)} / ${peak.toFixed(0)} / ${rss.at(-1)!.toFixed(0)} MB | peak ≤ 1.5 × early |`,
-      `| RSS every 5 s | ${rss.filter((_, i) => i % 5 === 0).map((r) => r.toFixed(0)).join(" ")} | — |`,
-      `| /health p50 / p99 | ${h.p50.toFixed(1)} / ${h.p99.toFixed(1)} ms | p99 ≤ 100 ms${h.p99 <= 100 ? " ✓" : " ✗"} |`,
-      `| enforcement check p50 / p99 | ${e.p50.toFixed(1)} / ${e.p99.toFixed(1)} ms | p99 ≤ 5 ms${e.p99 <= 5 ? " ✓" : " ✗"} |`
+      "| overload | value | target | ceiling (bare Bun.serve; the check: one `SELECT 1`) |",
+      "|---|---|---|---|",
+      `| exporters in flight / duration | ${CLIENTS} / ${elapsed.toFixed(0)} s | — | — |`,
+      `| exports accepted / refused 503 | ${accepted} (${Math.round((accepted * SPANS) / elapsed)} spans/s) / ${refused} | — | — |`,
+      `| refusals with Retry-After and the backpressure body | ${refused - bad.filter((b) => b.startsWith("503")).length} / ${refused} | all | — |`,
+      `| accepted spans stored | ${stored} / ${accepted * SPANS} | all | — |`,
+      `| server RSS first 10 s peak / overall peak / end | ${early.toFixed(0)} / ${peak.toFixed(0)} / ${rss.at(-1)!.toFixed(0)} MB | peak ≤ 1.5 × early | — |`,
+      `| RSS every 5 s | ${rss.filter((_, i) => i % 5 === 0).map((r) => r.toFixed(0)).join(" ")} | — | — |`,
+      `| /health p50 / p99 | ${h.p50.toFixed(1)} / ${h.p99.toFixed(1)} ms | p99 ≤ 100 ms${h.p99 <= 100 ? " ✓" : " ✗"} | ${ch.p50.toFixed(1)} / ${ch.p99.toFixed(1)} ms |`,
+      `| enforcement check p50 / p99 | ${e.p50.toFixed(1)} / ${e.p99.toFixed(1)} ms | p99 ≤ 5 ms${e.p99 <= 5 ? " ✓" : " ✗"} | ${ce.p50.toFixed(1)} / ${ce.p99.toFixed(1)} ms |`
     ].join("\n")
   )
   if (problems.length > 0) throw new Error(`overload suite failed:\n- ${problems.join("\n- ")}`)
