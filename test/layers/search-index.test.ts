@@ -234,6 +234,29 @@ describe("full-text input", () => {
     }
   })
 
+  test("is the text, the words of each distinct identifier among its whitespace-delimited tokens, the concepts", () => {
+    // The definition, written with regexes; ftsText finds the tokens by a pass over the character codes.
+    const reference = (text: string) => {
+      const words = new Set<string>()
+      for (const [token] of text.matchAll(/\S+/g)) {
+        if (/[_.:/-]|\p{Ll}\p{Lu}/u.test(token)) words.add(token.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2"))
+      }
+      return `${text}\n${[...words].join(" ")}\n${conceptText(text)}`
+    }
+    const unit = fc.oneof(
+      fc.constantFrom(" ", "\u00a0", "\u2028", "\u3000", "\ufeff", "\t", "\r\n", "\v", "\f", "_", ".", ":", "/", "-", "é", "É", "ß", "Ω", "ω"),
+      fc.string({ unit: "grapheme", maxLength: 3 }),
+      fc.stringMatching(/^[A-Za-z0-9_.:\/-]{1,8}$/)
+    )
+    fc.assert(
+      fc.property(fc.array(unit, { maxLength: 40 }).map((units) => units.join("")), (text) => {
+        expect(ftsText(text)).toBe(reference(text))
+      }),
+      { numRuns: 2000 }
+    )
+    for (const text of texts) expect(ftsText(text)).toBe(reference(text))
+  })
+
   test("so does any text of words, identifiers, punctuation and whitespace", async () => {
     const piece = fc.oneof(
       fc.constantFrom("error", "Timeout", "getUserById", "snake_case", "api.example.com", "/v1/x-y", "a:b", "HTTPServer",
