@@ -11,6 +11,8 @@
  *    BENCH_SPANS rows per trace, BENCH_CEILING_TRACES of them.
  * 3b. SQL ceiling: the server's own span statement (`INSERT … SELECT … FROM jsonb_to_recordset`) of the same rows
  *    into `spans_insert (LIKE spans INCLUDING ALL)`, one statement of BENCH_SPANS rows per trace, same connections.
+ * 3c. Server ceiling: a bare Bun.serve in its own process (BARE_SERVER: JSON.parse and that statement, into
+ *    `spans_bare`), driven like step 2 for BENCH_SECONDS after the warm-up.
  * 4. Detail, first of all (on the quiet service), once the trace's own jobs have run (up to BENCH_JOB_DRAIN_SECONDS):
  *    GET /api/v1/traces/{id} of a BENCH_DETAIL_SPANS-span trace, BENCH_DETAIL_REQUESTS sequential requests, beside
  *    a bare `SELECT * FROM spans WHERE trace_id = $1` of the same rows. (Then the warm-up, step 3, and step 2.)
@@ -44,6 +46,7 @@ import {
   mark,
   numberEnv,
   runBench,
+  startBareServer,
   startServer,
   SYSTEM_PROMPT,
   tableLines
@@ -278,6 +281,49 @@ const insertCeiling = async (databaseUrl: string, serverPid: number, accountId: 
   }
 }
 
+/**
+ * The bare-server ceiling: a Bun.serve in its own process doing only what no server can skip (read the POST,
+ * JSON.parse it, run the server's span statement from SpanRecords.ts through pg, answer), into spans_bare. No
+ * validation, authentication, trace row, jobs or Effect: the API's gap to it is what those cost.
+ */
+const BARE_SERVER = `
+const pg = require("pg")
+const { SPAN_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } = await import("#layers/traces/SpanRecords")
+const pool = new pg.Pool({ connectionString: process.env.BARE_DATABASE_URL, max: Number(process.env.BARE_POOL) })
+pool.on("error", () => {})
+const text = \`INSERT INTO spans_bare (trace_id, account_id, \${SPAN_COLUMNS})
+  SELECT $1::uuid, $2::uuid, \${SPAN_RECORD_VALUES} FROM jsonb_to_recordset($3::jsonb) AS x(\${SPAN_RECORD_COLUMNS})\`
+const server = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  async fetch(req) {
+    const body = await req.json()
+    await pool.query(text, [body.id, process.env.BARE_ACCOUNT_ID, toRecordsJson(body.spans)])
+    return Response.json({ id: body.id })
+  }
+})
+console.log("PORT " + server.port)
+`
+
+/** The API's ingest phase, against the bare server instead: the same client, bodies, concurrency and duration. */
+const bareServerCeiling = async (databaseUrl: string, accountId: string) => {
+  const bare = await startBareServer(BARE_SERVER, {
+    BARE_DATABASE_URL: databaseUrl,
+    BARE_ACCOUNT_ID: accountId,
+    BARE_POOL: String(CONCURRENCY)
+  })
+  try {
+    await ingest(bare.url, WARMUP_SECONDS, CONCURRENCY, SPANS)
+    const cpu0 = CPU.snapshot(bare.pid)
+    const run = await ingest(bare.url, SECONDS, CONCURRENCY, SPANS)
+    const cpu = CPU.busy(cpu0, CPU.snapshot(bare.pid))
+    if (run.errors > 0) throw new Error(`the bare server failed: ${run.firstError}`)
+    return { ...run, cpu }
+  } finally {
+    await bare.stop()
+  }
+}
+
 const detail = async (url: string, databaseUrl: string, db: pg.Client, serverPid: number, spanCount: number, requests: number) => {
   const body = makeTraceBody(spanCount)
   const traceId = (JSON.parse(body) as { id: string }).id
@@ -370,6 +416,12 @@ const main = async () => {
   log(`ceiling: ${CEILING_TRACES} INSERT … jsonb_to_recordset statements of ${SPANS} rows into spans_insert over ${CONCURRENCY} connections`)
   const insert = await insertCeiling(databaseUrl, server.pid, accountId, CEILING_TRACES, CONCURRENCY, SPANS)
   const insertSpansPerSecond = insert.rows / insert.seconds
+  await db.query("CREATE TABLE spans_bare (LIKE spans INCLUDING ALL)")
+  await db.query("CHECKPOINT")
+  log(`ceiling: a bare Bun.serve (JSON.parse and the span statement) under the ingest's load, ${SECONDS} s`)
+  const bare = await bareServerCeiling(databaseUrl, accountId)
+  const bareSpansPerSecond = (bare.traces / bare.seconds) * SPANS
+  const bareLatency = latencyStats(bare.latencies)
 
   await db.query("CHECKPOINT")
   log(`ingest: ${SECONDS} s of POST /api/v1/traces (${SPANS} spans, ~${Math.round(spanBytes)} B each) at concurrency ${CONCURRENCY}`)
@@ -423,6 +475,20 @@ const main = async () => {
       `${fmtInt(copySpansPerSecond)} spans/s (COPY)`,
       fmtRatio(insertSpansPerSecond / copySpansPerSecond)
     ],
+    [
+      "Bare Bun.serve: JSON.parse + the span statement (no validation, auth, trace row, jobs) spans/s",
+      `${fmtInt(bareSpansPerSecond)} spans/s`,
+      "—",
+      `${fmtInt(copySpansPerSecond)} spans/s (COPY)`,
+      fmtRatio(bareSpansPerSecond / copySpansPerSecond)
+    ],
+    [
+      "API ÷ bare Bun.serve spans/s",
+      fmtRatio(apiSpansPerSecond / bareSpansPerSecond),
+      "—",
+      `${fmtInt(bareSpansPerSecond)} spans/s (bare server)`,
+      fmtRatio(apiSpansPerSecond / bareSpansPerSecond)
+    ],
     ["POST /api/v1/traces latency p50", fmtMs(apiLatency.p50), "—", `${fmtMs(copyLatency.p50)} (COPY)`, fmtRatio(copyLatency.p50 / apiLatency.p50)],
     ["POST /api/v1/traces latency p99", fmtMs(apiLatency.p99), "—", `${fmtMs(copyLatency.p99)} (COPY)`, fmtRatio(copyLatency.p99 / apiLatency.p99)],
     [
@@ -451,10 +517,10 @@ const main = async () => {
     `- Ceiling, measured before the ingest on the quiet service (the warm-up's ${fmtInt(warmJobs.before)} jobs run, ${fmtInt(warmJobs.left)} left after ${warmJobs.seconds.toFixed(1)} s): spans of the same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY.`,
     `- Detail, measured first on the quiet service (before the ingest, whose search indexing would otherwise share the server for minutes): ${DETAIL_REQUESTS} sequential GETs after 20 warm-up ones, ${(read.responseBytes / 1024).toFixed(0)} KiB responses, once the trace's own jobs had run (${fmtInt(read.drain.before)} pending, ${fmtInt(read.drain.left)} left after ${read.drain.seconds.toFixed(1)} s); ceiling \`SELECT * FROM spans WHERE trace_id = $1\` through pg.`,
     `- CPU, average cores busy of ${availableParallelism()} (server process / all postgres processes / this client / anything else): ` +
-    ([["ingest", ingestCpu], ["COPY", copy.cpu], ["INSERT", insert.cpu], ["GET detail", read.cpu]] as const)
+    ([["ingest", ingestCpu], ["COPY", copy.cpu], ["INSERT", insert.cpu], ["bare server", bare.cpu], ["GET detail", read.cpu]] as const)
       .map(([name, cpu]) => `${name} ${fmtCores(cpu)}`)
       .join("; ") + ".",
-    `- CPU per span written (server / PostgreSQL / client, µs): API ${perSpan(ingestCpu, apiSpansPerSecond)}; bare INSERT ${perSpan(insert.cpu, insertSpansPerSecond)}; COPY ${perSpan(copy.cpu, copySpansPerSecond)}.`,
+    `- CPU per span written (server / PostgreSQL / client, µs): API ${perSpan(ingestCpu, apiSpansPerSecond)}; bare INSERT ${perSpan(insert.cpu, insertSpansPerSecond)}; bare server ${perSpan(bare.cpu, bareSpansPerSecond)} (latency p50 / p99 ${fmtMs(bareLatency.p50)} / ${fmtMs(bareLatency.p99)}); COPY ${perSpan(copy.cpu, copySpansPerSecond)}.`,
     "- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value)."
   ]
   console.log(lines.join("\n"))
