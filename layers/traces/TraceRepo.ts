@@ -4,6 +4,7 @@ import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { CreateTraceRequest, FinishTraceRequest, TraceStatus, TraceWire } from "#src/domain/Trace"
 import { TraceIdTaken, TraceNotFound } from "#src/domain/Trace"
 import type { Span } from "#src/domain/Span"
+import { prepared } from "../storage/PreparedStatements.ts"
 import {
   fromRow,
   SPAN_COLUMNS,
@@ -108,7 +109,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
         stream?: { readonly ctes: Statement.Fragment; readonly columns: string }
       ) {
         const environment = request.metadata?.environment === "sandbox" ? "sandbox" : "production"
-        const rows = yield* sql<{ id: string; stream_row_ids?: ReadonlyArray<number | string> | null }>`
+        const rows = yield* sql<{ id: string; stream_row_ids?: ReadonlyArray<number | string> | null }>`${sql.literal(prepared("trace.insert"))}
           WITH x AS (
             SELECT * FROM jsonb_to_recordset(${toRecordsJson(request.spans)}::jsonb) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ), agg AS (

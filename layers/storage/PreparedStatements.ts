@@ -1,0 +1,73 @@
+import { SqlError } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { Duration, Effect } from "effect"
+import pg from "pg"
+
+/**
+ * The comment that marks a statement to run as a named prepared statement on PostgreSQL: parsed and planned once per
+ * connection instead of at every call. For hot statements whose text is fixed (or has a few variants) and whose
+ * parameters do not change the best plan. Harmless elsewhere (PGlite runs the text as it is).
+ */
+export const prepared = (name: string) => `/* prepared: ${name} */`
+
+const MARK = "/* prepared: "
+
+/** The statement's name on a connection: derived from its whole text, so that two variants never share one. */
+const statementName = (text: string) =>
+  `tapedeck_${new Bun.CryptoHasher("sha256").update(text).digest("hex").slice(0, 24)}`
+
+/**
+ * node-postgres's client, running the statements marked by `prepared` as named ones (the form @effect/sql-pg uses:
+ * text, parameters, callback); node-postgres prepares each once per connection and reuses it after.
+ */
+class PreparingClient extends pg.Client {
+  override query(...args: Array<unknown>): any {
+    const [text, values, callback] = args
+    if (typeof text === "string" && text.startsWith(MARK) && Array.isArray(values) && typeof callback === "function") {
+      return (super.query as (...a: Array<unknown>) => unknown)({ name: statementName(text), text, values }, callback)
+    }
+    return (super.query as (...a: Array<unknown>) => unknown)(...args)
+  }
+}
+
+export interface PreparingPoolOptions {
+  readonly url: string
+  readonly maxConnections: number
+  readonly connectTimeout: Duration.DurationInput
+  readonly applicationName: string
+}
+
+/**
+ * `PgClient.layer` as @effect/sql-pg builds it (the pool, a first `SELECT 1` within the connect timeout, the pool
+ * ended with the scope), over a pool of PreparingClients.
+ */
+export const preparingPgLayer = (options: PreparingPoolOptions) =>
+  PgClient.layerFromPool({
+    applicationName: options.applicationName,
+    acquire: Effect.acquireRelease(
+      Effect.gen(function*() {
+        const pool = new pg.Pool({
+          connectionString: options.url,
+          connectionTimeoutMillis: Duration.toMillis(options.connectTimeout),
+          max: options.maxConnections,
+          application_name: options.applicationName,
+          Client: PreparingClient
+        })
+        pool.on("error", () => {}) // an idle client's error: the next query on it reconnects
+        yield* Effect.tryPromise({
+          try: () => pool.query("SELECT 1"),
+          catch: (cause) => new SqlError.SqlError({ cause, message: "PgClient: Failed to connect" })
+        }).pipe(
+          Effect.timeoutFail({
+            duration: options.connectTimeout,
+            onTimeout: () =>
+              new SqlError.SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+          }),
+          Effect.tapError(() => Effect.promise(() => pool.end()))
+        )
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+    )
+  })
+
