@@ -127,13 +127,7 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
             totalCost: Number(trace.total_cost),
             latencyMs: Number(trace.latency_ms)
           }
-          const findings = detect(
-            terminal,
-            facts,
-            baseline,
-            settings
-          )
-          return findings.map((f) => ({
+          return detect(terminal, facts, baseline, settings).map((f) => ({
             id: crypto.randomUUID(),
             account_id: trace.account_id,
             trace_id: trace.id,

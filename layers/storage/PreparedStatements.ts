@@ -12,9 +12,20 @@ export const prepared = (name: string) => `/* prepared: ${name} */`
 
 const MARK = "/* prepared: "
 
+/** Names by statement text: the marked statements are a few fixed texts, hashed once each, not at every call. */
+const names = new Map<string, string>()
+const NAMES_MAX = 256
+
 /** The statement's name on a connection: derived from its whole text, so that two variants never share one. */
-const statementName = (text: string) =>
-  `tapedeck_${new Bun.CryptoHasher("sha256").update(text).digest("hex").slice(0, 24)}`
+const statementName = (text: string) => {
+  let name = names.get(text)
+  if (name === undefined) {
+    if (names.size >= NAMES_MAX) names.clear() // a marked statement whose text varies: bounded all the same
+    name = `tapedeck_${new Bun.CryptoHasher("sha256").update(text).digest("hex").slice(0, 24)}`
+    names.set(text, name)
+  }
+  return name
+}
 
 /**
  * node-postgres's client, running the statements marked by `prepared` as named ones (the form @effect/sql-pg uses:
@@ -30,18 +41,20 @@ class PreparingClient extends pg.Client {
   }
 }
 
-export interface PreparingPoolOptions {
+export interface PgPoolOptions {
   readonly url: string
   readonly maxConnections: number
   readonly connectTimeout: Duration.DurationInput
   readonly applicationName: string
+  /** Run the statements marked by `prepared` as named ones (off: every statement unnamed). */
+  readonly prepareMarked: boolean
 }
 
 /**
  * `PgClient.layer` as @effect/sql-pg builds it (the pool, a first `SELECT 1` within the connect timeout, the pool
- * ended with the scope), over a pool of PreparingClients.
+ * ended with the scope), over our own pool: of PreparingClients, or plain clients when `prepareMarked` is off.
  */
-export const preparingPgLayer = (options: PreparingPoolOptions) =>
+export const pgPoolLayer = (options: PgPoolOptions) =>
   PgClient.layerFromPool({
     applicationName: options.applicationName,
     acquire: Effect.acquireRelease(
@@ -51,7 +64,7 @@ export const preparingPgLayer = (options: PreparingPoolOptions) =>
           connectionTimeoutMillis: Duration.toMillis(options.connectTimeout),
           max: options.maxConnections,
           application_name: options.applicationName,
-          Client: PreparingClient
+          Client: options.prepareMarked ? PreparingClient : pg.Client
         })
         pool.on("error", () => {}) // an idle client's error: the next query on it reconnects
         yield* Effect.tryPromise({

@@ -1,9 +1,8 @@
-import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Redacted, Schedule } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { MigrationsLive } from "./Migrations.ts"
 import * as PgliteClient from "./PgliteClient.ts"
-import { preparingPgLayer } from "./PreparedStatements.ts"
+import { pgPoolLayer } from "./PreparedStatements.ts"
 
 // Instances starting together on an empty database race to create the migrator's own table (before its
 // lock is taken); the loser fails once and succeeds on retry, when the winner's migrations are visible.
@@ -17,13 +16,15 @@ export const SqlLive = Layer.unwrapEffect(
   Effect.gen(function*() {
     const config = yield* AppConfig
     return Option.match(config.databaseUrl, {
-      onSome: (url) => {
-        // An unreachable server fails requests with 503 after this, rather than leaving them waiting.
-        const connectTimeout = `${config.dbConnectTimeoutMs} millis` as const
-        return config.dbPreparedStatements
-          ? preparingPgLayer({ url: Redacted.value(url), maxConnections: config.dbPoolMax, connectTimeout, applicationName: "tapedeck" })
-          : PgClient.layer({ url, maxConnections: config.dbPoolMax, connectTimeout, applicationName: "tapedeck" })
-      },
+      onSome: (url) =>
+        pgPoolLayer({
+          url: Redacted.value(url),
+          maxConnections: config.dbPoolMax,
+          // An unreachable server fails requests with 503 after this, rather than leaving them waiting.
+          connectTimeout: `${config.dbConnectTimeoutMs} millis`,
+          applicationName: "tapedeck",
+          prepareMarked: config.dbPreparedStatements
+        }),
       onNone: () => PgliteClient.layer({ dataDir: config.dataDir, sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers) })
     })
   })
