@@ -385,6 +385,16 @@ const freePort = () => {
   return port
 }
 
+
+/** SIGTERM to a child that still runs, SIGKILL if it has not exited within `graceMs`. */
+const terminate = async (proc: Bun.Subprocess, graceMs: number) => {
+  if (proc.exitCode !== null || proc.signalCode !== null) return
+  proc.kill("SIGTERM")
+  if (!(await within(proc.exited, graceMs))) {
+    proc.kill("SIGKILL")
+    await proc.exited
+  }
+}
 /** `bun src/main.ts` in its own process on `databaseUrl` (KEY, no rate limit, `extraEnv`, no inherited TAPEDECK_* or BENCH_* vars), answering /health 200 within 60 s or thrown; stopped at cleanup. */
 export const startServer = async (
   databaseUrl: string,
@@ -425,13 +435,7 @@ export const startServer = async (
   const drained = Promise.all([drain(proc.stdout), drain(proc.stderr)]).catch(() => {})
   const url = `http://127.0.0.1:${port}`
   const stop = async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      proc.kill("SIGTERM")
-      if (!(await within(proc.exited, 15_000))) {
-        proc.kill("SIGKILL")
-        await proc.exited
-      }
-    }
+    await terminate(proc, 15_000)
     await within(drained, 1000)
   }
   const deadline = Date.now() + 60_000
@@ -502,15 +506,7 @@ export const startBareServer = async (script: string, env: Record<string, string
     stdout: "pipe",
     stderr: "inherit"
   })
-  const stop = async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      proc.kill("SIGTERM")
-      if (!(await within(proc.exited, 5000))) {
-        proc.kill("SIGKILL")
-        await proc.exited
-      }
-    }
-  }
+  const stop = () => terminate(proc, 5000)
   onCleanup(async () => {
     await stop()
     log("bare server stopped")
