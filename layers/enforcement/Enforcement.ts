@@ -1,6 +1,6 @@
 import { DateTime, Effect, Runtime, Schedule } from "effect"
+import type { CredentialRevoked } from "#src/domain/ApiKey"
 import {
-  type CredentialRevoked,
   type EnforcementCheckRequest,
   type EnforcementDecision,
   PolicyStateUnavailable

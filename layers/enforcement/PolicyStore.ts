@@ -1,5 +1,6 @@
 import { Context, type Effect } from "effect"
-import type { CredentialRevoked, PolicyStateUnavailable } from "#src/domain/Enforcement"
+import type { CredentialRevoked } from "#src/domain/ApiKey"
+import type { PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { Policy } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"

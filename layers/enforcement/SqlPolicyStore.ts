@@ -1,7 +1,8 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Stream } from "effect"
-import { CredentialRevoked, KEY_REVOKED_SQLSTATE, PolicyStateUnavailable } from "#src/domain/Enforcement"
+import { CredentialRevoked } from "#src/domain/ApiKey"
+import { PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { Policy, PolicyType } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import {
@@ -16,6 +17,7 @@ import {
   type RunState
 } from "#src/domain/PolicyEvaluation"
 import { type DecisionAudit, type FailClosedRecord, PolicyStore } from "./PolicyStore.ts"
+import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 const CHANNEL = "tapedeck_guardrails"
@@ -41,9 +43,6 @@ const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A
     Effect.mapError((e) => (e instanceof PolicyStateUnavailable ? e : unavailable(e))),
     Effect.catchAllDefect((defect) => (defect instanceof SqlError.SqlError ? Effect.fail(unavailable(defect)) : Effect.die(defect)))
   )
-
-const isKeyRevoked = (e: unknown) =>
-  e instanceof SqlError.SqlError && (e.cause as { readonly code?: unknown } | undefined)?.code === KEY_REVOKED_SQLSTATE
 
 /** As `orUnavailable`, but a statement that found the caller's API key revoked (migration 0014) is CredentialRevoked. */
 const orUnavailableOrRevoked = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, PolicyStateUnavailable | CredentialRevoked, R> =>

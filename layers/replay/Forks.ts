@@ -158,7 +158,10 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
       const result = outcome.right
       yield* sql.withTransaction(Effect.gen(function*() {
         // A result trace is created terminal: downstream processing runs on it like on any other.
-        yield* traceRepo.insert(accountId, result.trace, crypto.randomUUID(), config.jobMaxAttempts)
+        // No cached key to re-check (no liveKey), so never CredentialRevoked.
+        yield* traceRepo.insert(accountId, result.trace, crypto.randomUUID(), config.jobMaxAttempts).pipe(
+          Effect.catchTag("CredentialRevoked", Effect.die)
+        )
         yield* traceRepo.markForkResult(started.resultTraceId as TraceId, fork.id)
         yield* repo.finishGeneration({
           executionId: started.executionId, status: "completed", byteReplayed: result.byteReplayed,

@@ -1,6 +1,6 @@
-import { SqlClient, SqlSchema } from "@effect/sql"
+import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { type ApiKeySummary, displayPrefix } from "#src/domain/ApiKey"
+import { type ApiKeySummary, displayPrefix, KEY_REVOKED_SQLSTATE } from "#src/domain/ApiKey"
 import { AccountId } from "#src/domain/Ids"
 import { InstantFromDate } from "#src/domain/Instant"
 import { hashKey } from "../auth/KeyMaterial.ts"
@@ -16,6 +16,10 @@ export const KeyListing = Schema.Struct({
   revokedAt: Schema.NullOr(InstantFromDate)
 })
 export type KeyListing = typeof KeyListing.Type
+
+/** A statement that acted for a cached API key found it revoked (`tapedeck_require_live_key`, migration 0014). */
+export const isKeyRevoked = (e: unknown) =>
+  e instanceof SqlError.SqlError && (e.cause as { readonly code?: unknown } | undefined)?.code === KEY_REVOKED_SQLSTATE
 
 /** NOTIFY channel carrying the digest of each key revoked through the API (credential caches drop it). */
 export const KEY_REVOKED_CHANNEL = "tapedeck_key_revoked"

@@ -4,6 +4,8 @@ import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { CreateTraceRequest, FinishTraceRequest, TraceStatus, TraceWire } from "#src/domain/Trace"
 import { TraceIdTaken, TraceNotFound } from "#src/domain/Trace"
 import type { Span } from "#src/domain/Span"
+import { CredentialRevoked } from "#src/domain/ApiKey"
+import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
 import { prepared } from "../storage/PreparedStatements.ts"
 import {
   fromRow,
@@ -105,9 +107,14 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
         request: CreateTraceRequest,
         terminalJobId: string | null,
         maxAttempts: number,
-        /** The live stream's CTEs (StreamEvents.inStatement, gated on `t`): its rows land in this same statement. */
-        stream?: { readonly ctes: Statement.Fragment; readonly columns: string }
+        options: {
+          /** The live stream's CTEs (StreamEvents.inStatement, gated on `t`): its rows land in this same statement. */
+          readonly stream?: { readonly ctes: Statement.Fragment; readonly columns: string }
+          /** The digest of a cached API key the caller acts for: the statement writes nothing if it was revoked. */
+          readonly liveKey?: string | null
+        } = {}
       ) {
+        const { stream, liveKey = null } = options
         const environment = request.metadata?.environment === "sandbox" ? "sandbox" : "production"
         const rows = yield* sql<{ id: string; stream_row_ids?: ReadonlyArray<number | string> | null }>`${sql.literal(prepared("trace.insert"))}
           WITH x AS (
@@ -133,7 +140,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
                    CASE WHEN ${request.status !== "running"}::boolean
                      THEN COALESCE(${isoOrNull(request.ended_at)}::timestamptz, agg.last_end, ${isoOrNull(request.started_at)}::timestamptz)
                      ELSE ${isoOrNull(request.ended_at)}::timestamptz END
-            FROM agg
+            FROM agg WHERE tapedeck_require_live_key(${liveKey}::text)
             ON CONFLICT (id) DO NOTHING
             RETURNING id
           ), s AS (
@@ -156,7 +163,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
         if (row === undefined) return yield* new TraceIdTaken({ traceId: request.id })
         return row
       },
-      Effect.catchTags({ SqlError: Effect.die })
+      Effect.catchTags({ SqlError: (e) => (isKeyRevoked(e) ? Effect.fail(new CredentialRevoked()) : Effect.die(e)) })
     )
 
     /** Links a stored trace to the fork whose replay produced it. */

@@ -83,7 +83,8 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     const config = yield* AppConfig
     const stream = yield* StreamEvents
 
-    const create = Effect.fn("Traces.create")(function*(accountId: AccountId, request: CreateTraceRequest) {
+    /** `liveKey`: the digest of a cached API key the caller acts for, re-checked by the insert (see TraceRepo.insert). */
+    const create = Effect.fn("Traces.create")(function*(accountId: AccountId, request: CreateTraceRequest, liveKey: string | null = null) {
       const problem = batchProblem(request.spans)
       if (problem) return yield* new SpansRejected({ reason: problem })
       const jobId = isTerminal(request.status) ? crypto.randomUUID() : null
@@ -95,8 +96,8 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         ...(isTerminal(request.status) ? { a: "terminal" as const } : {})
       }], "t")
       const created = yield* repo.insert(accountId, request, jobId, config.jobMaxAttempts, {
-        ctes: events,
-        columns: STREAM_RESULT_COLUMNS
+        stream: { ctes: events, columns: STREAM_RESULT_COLUMNS },
+        liveKey
       }).pipe(
         Effect.tap((row) => stream.published(accountId, { stream_row_ids: row.stream_row_ids ?? null })),
         Effect.as(true),

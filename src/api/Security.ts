@@ -9,7 +9,7 @@ export class CurrentPrincipal extends Context.Tag("tapedeck/CurrentPrincipal")<
   {
     readonly accountId: AccountId
     readonly credentialId: string
-    /** Only on POST /api/v1/enforcement/check: an API key taken from the cache, to be re-checked by its statement. */
+    /** Only on the routes that may use a cached key (AuthenticationLive): its digest, to be re-checked by their statement. */
     readonly liveKey?: string
   }
 >() {}

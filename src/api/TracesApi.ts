@@ -14,6 +14,9 @@ import {
 import { ConflictWire } from "./ApiErrors.ts"
 import { Authentication, RateLimit } from "./Security.ts"
 
+/** The create route's full path (the group is mounted under /api/v1). */
+export const TRACE_CREATE_PATH = "/api/v1/traces"
+
 export class TracesApi extends HttpApiGroup.make("traces")
   .add(
     HttpApiEndpoint.get("list", "/traces")

@@ -3,6 +3,15 @@ import { isStorableText } from "./Json.ts"
 
 export const KEY_PREFIX = "svc_"
 
+/**
+ * The API key a request acts for was revoked after this instance last verified it (the request's own statement
+ * found out, see `tapedeck_require_live_key`): nothing was decided or written, and the caller is answered 401.
+ */
+export class CredentialRevoked extends Schema.TaggedError<CredentialRevoked>()("CredentialRevoked", {}) {}
+
+/** SQLSTATE raised by `tapedeck_require_live_key` (migration 0014) for a revoked key. */
+export const KEY_REVOKED_SQLSTATE = "TD401"
+
 /** The part of a key shown in listings: at most 8 characters after `svc_`, and never more than half of the rest. */
 export const displayPrefix = (key: string) =>
   key.slice(0, KEY_PREFIX.length + Math.min(8, Math.floor((key.length - KEY_PREFIX.length) / 2)))

@@ -27,15 +27,6 @@ export const EnforcementDecision = Schema.Struct({
 }).annotations({ identifier: "EnforcementDecision" })
 export type EnforcementDecision = typeof EnforcementDecision.Type
 
-/**
- * The API key the check acts for was revoked after this instance last verified it (the check's own statement
- * found out): nothing was decided or written, and the caller is answered 401.
- */
-export class CredentialRevoked extends Schema.TaggedError<CredentialRevoked>()("CredentialRevoked", {}) {}
-
-/** SQLSTATE raised by `tapedeck_require_live_key` (migration 0014) for a revoked key. */
-export const KEY_REVOKED_SQLSTATE = "TD401"
-
 /** The decision cannot be made: the policy state could not be loaded in time. Enforcement turns it into a block. */
 export class PolicyStateUnavailable extends Schema.TaggedError<PolicyStateUnavailable>()("PolicyStateUnavailable", {
   reason: Schema.String

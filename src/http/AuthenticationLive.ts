@@ -4,16 +4,23 @@ import { Credentials } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { Unauthorized } from "../api/ApiErrors.ts"
 import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
+import { TRACE_CREATE_PATH } from "../api/TracesApi.ts"
 import { Authentication } from "../api/Security.ts"
 
 const refuse = (e: { readonly reason: string }) => new Unauthorized({ message: e.reason })
 
 /**
- * The enforcement check is the one route that may act for an API key verified from this instance's recent
- * lookups: its single statement re-checks the key (a check costs one round trip). Every other route looks it up.
+ * The routes that may act for an API key verified from this instance's recent lookups, because their one statement
+ * re-checks the key (`tapedeck_require_live_key`): the enforcement check (one round trip per check) and the trace
+ * create (the hot write of ingestion). Every other route looks the key up.
  */
-const mayUseCachedKey = (request: HttpServerRequest.HttpServerRequest) =>
-  request.method === "POST" && request.url.split("?")[0] === ENFORCEMENT_CHECK_PATH
+const CACHED_KEY_ROUTES: ReadonlySet<string> = new Set([ENFORCEMENT_CHECK_PATH, TRACE_CREATE_PATH])
+
+const mayUseCachedKey = (request: HttpServerRequest.HttpServerRequest) => {
+  if (request.method !== "POST") return false
+  const q = request.url.indexOf("?")
+  return CACHED_KEY_ROUTES.has(q < 0 ? request.url : request.url.slice(0, q))
+}
 
 /** Only authenticates: both scheme handlers resolve the credential to an account or refuse with 401. */
 export const AuthenticationLive = Layer.effect(

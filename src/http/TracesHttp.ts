@@ -2,7 +2,7 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Option } from "effect"
 import { Traces } from "#layers/traces/Traces"
 import type { TraceNotFound } from "#src/domain/Trace"
-import { Conflict, NotFound, ValidationFailed } from "../api/ApiErrors.ts"
+import { Conflict, NotFound, Unauthorized, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 
@@ -24,10 +24,11 @@ export const TracesHttpLive = HttpApiBuilder.group(TapedeckApi, "traces", (handl
         }).pipe(Effect.catchTags({ InvalidCursor: () => new ValidationFailed({ message: "cursor: not a cursor this service issued" }) })))
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
-          const { accountId } = yield* CurrentPrincipal
-          const { jobId, status } = yield* traces.create(accountId, payload)
+          const { accountId, liveKey } = yield* CurrentPrincipal
+          const { jobId, status } = yield* traces.create(accountId, payload, liveKey ?? null)
           return { id: payload.id, status, ...withJob(jobId) }
         }).pipe(Effect.catchTags({
+          CredentialRevoked: () => new Unauthorized({ message: "invalid or revoked API key" }),
           TraceIdTaken: (e) => new Conflict({ message: `trace ${e.traceId} already exists` }),
           SpansRejected: rejected
         })))

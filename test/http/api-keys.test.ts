@@ -102,6 +102,33 @@ describe("API keys", () => {
     expect((await server.get("/api/v1/traces", body.key)).status).toBe(401)
   })
 
+  test("a key revoked where this instance did not hear of it is refused by the trace create's own statement", async () => {
+    // POST /api/v1/traces may also act for a key verified here in the last minute; its one statement re-checks it.
+    const { body } = await create({ name: "ingest" })
+    const trace = () => ({
+      id: crypto.randomUUID(),
+      started_at: "2026-01-01T00:00:00Z",
+      status: "completed",
+      spans: [{ id: crypto.randomUUID(), parent_id: null, span_type: "llm_call", name: "chat", started_at: "2026-01-01T00:00:01Z" }]
+    })
+    const first = trace()
+    expect((await server.post("/api/v1/traces", first, body.key)).status).toBe(200)
+    await sqlOn(server)("UPDATE api_keys SET revoked_at = now() WHERE id = $1", body.id)
+    const refusedTraces = []
+    for (const headers of [{ "x-service-key": body.key }, { authorization: `Bearer ${body.key}` }]) {
+      const refusedTrace = trace()
+      refusedTraces.push(refusedTrace)
+      const refused = await server.request("POST", "/api/v1/traces", { key: null, headers, body: refusedTrace })
+      expect(refused.status).toBe(401)
+      expect(await refused.json()).toEqual({ error: "invalid or revoked API key", code: "unauthorized", retryable: false })
+    }
+    expect((await server.get(`/api/v1/traces/${first.id}`)).status).toBe(200)
+    for (const refusedTrace of refusedTraces) {
+      expect((await server.get(`/api/v1/traces/${refusedTrace.id}`)).status).toBe(404)
+      expect(await sqlOn(server)("SELECT count(*)::int AS n FROM spans WHERE trace_id = $1", refusedTrace.id)).toEqual([{ n: 0 }])
+    }
+  })
+
   test("a key may revoke itself; the account's other keys keep working", async () => {
     const { body: key } = await create({ name: "self" })
     expect((await revoke(key.id, key.key)).status).toBe(200)
