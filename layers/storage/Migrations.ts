@@ -14,6 +14,7 @@ import m0010 from "./migrations/0010_search.ts"
 import m0013 from "./migrations/0013_search_filters.ts"
 import m0014 from "./migrations/0014_live_key_guard.ts"
 import m0015 from "./migrations/0015_enforcement_check_functions.ts"
+import m0016 from "./migrations/0016_stream_listeners.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
@@ -32,6 +33,7 @@ export const MigrationsLive = PgMigrator.layer({
     "0012_stream_events": m0012,
     "0013_search_filters": m0013,
     "0014_live_key_guard": m0014,
-    "0015_enforcement_check_functions": m0015
+    "0015_enforcement_check_functions": m0015,
+    "0016_stream_listeners": m0016
   })
 })

@@ -64,6 +64,9 @@ export interface StreamResultColumns {
 /**
  * The write side of the live span stream. `record` runs inside the writer's transaction: one INSERT of the
  * changed ids, and (PostgreSQL) one NOTIFY in the same statement, which PostgreSQL delivers only on commit.
+ * The NOTIFY is made only when an instance has a live subscriber of the account (`stream_listeners`, kept by
+ * StreamHub): a notifying commit takes a database-wide lock until its WAL is flushed, so notifying every write
+ * would serialize all ingestion whether anyone watches or not. The log rows are written either way (replay).
  * Embedded PGlite has one connection and one process: the notice is published in process, and the reader's
  * query waits for the writer's transaction to release the connection, so it sees the committed rows.
  */
@@ -87,7 +90,8 @@ export class StreamEvents extends Effect.Service<StreamEvents>()("tapedeck/Strea
           RETURNING id
         ), stream_notice AS (
           SELECT pg_notify(${STREAM_CHANNEL}, ${accountId}::text || ':' || string_agg(id::text, ',' ORDER BY id)) AS sent
-          FROM stream_rows HAVING count(*) > 0
+          FROM stream_rows
+          HAVING count(*) > 0 AND EXISTS (SELECT 1 FROM stream_listeners WHERE account_id = ${accountId}::uuid)
         )`
 
     /** Embedded PGlite has no other instance to tell: the notice of a committed `inStatement` write goes in process. */

@@ -9,6 +9,7 @@ import { SPAN_PARTS_SELECT, spanJsonRow, type SpanPartsRow } from "../traces/Spa
 import { toTrace, TRACE_SELECT, type TraceRow } from "../traces/TraceRepo.ts"
 import { parseNotice, STREAM_CHANNEL, StreamEvents, type StreamNotice } from "./StreamEvents.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { streamListeners } from "./StreamListeners.ts"
 
 /** One event ready to send: what filters look at, and its JSON text (serialised once for every subscriber). */
 export interface Delivered {
@@ -85,6 +86,10 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
       )
       : yield* SqlClient.SqlClient
     const subscribers = new Map<string, Set<Subscriber>>()
+    // The accounts watched here, in stream_listeners (PostgreSQL only: with PGlite notices go in process). Changed
+    // under one permit, so that a register and an unregister of the same account cannot undo each other.
+    const listeners = Option.isSome(pg) ? Option.some(streamListeners(sql, crypto.randomUUID())) : Option.none()
+    const listenerPermit = yield* Effect.makeSemaphore(1)
 
     /** Reads the data of these event rows (in the given order) and builds their events. */
     const load = (rows: ReadonlyArray<EventRow>, wanted: (accountId: string, traceId: string, facts: TraceFacts) => boolean) =>
@@ -271,24 +276,48 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
           AND id < (SELECT max(id) FROM stream_events)
         LIMIT 10000)`
     yield* prune.pipe(
+      Effect.zipRight(Option.match(listeners, { onNone: () => Effect.void, onSome: (l) => l.pruneStale })),
       Effect.catchAllCause((cause) => Effect.logWarning("stream log pruning failed", cause)),
       Effect.repeat(Schedule.spaced(`${Math.max(1, Math.min(60, config.streamRetentionSeconds / 2))} seconds`)),
       Effect.forkScoped
     )
 
+    if (Option.isSome(listeners)) {
+      const l = listeners.value
+      // Kept fresh while watched (a row not refreshed for minutes is pruned as a dead instance's), released at shutdown.
+      yield* Effect.suspend(() => l.listen([...subscribers.keys()])).pipe(
+        listenerPermit.withPermits(1),
+        Effect.catchAllCause((cause) => Effect.logWarning("stream listener refresh failed", cause)),
+        Effect.repeat(Schedule.spaced("1 minute")),
+        Effect.delay("1 minute"),
+        Effect.forkScoped
+      )
+      yield* Effect.addFinalizer(() => l.release.pipe(Effect.timeout("2 seconds"), Effect.ignore))
+    }
+
+    /**
+     * Adds the subscriber; once this returns, every write of its account that starts later NOTIFYs (a write already
+     * running may not, and is then delivered only by replay: the stream is live from this point).
+     */
     const register = (subscriber: Subscriber) =>
-      Effect.sync(() => {
+      Effect.gen(function*() {
         const set = subscribers.get(subscriber.accountId) ?? new Set()
         set.add(subscriber)
         subscribers.set(subscriber.accountId, set)
-      })
+        if (Option.isSome(listeners)) yield* listeners.value.listen([subscriber.accountId])
+      }).pipe(listenerPermit.withPermits(1), Effect.orDie)
 
     const unregister = (subscriber: Subscriber) =>
-      Effect.sync(() => {
+      Effect.gen(function*() {
         const set = subscribers.get(subscriber.accountId)
         set?.delete(subscriber)
-        if (set?.size === 0) subscribers.delete(subscriber.accountId)
-      })
+        if (set?.size !== 0) return
+        subscribers.delete(subscriber.accountId)
+        if (Option.isSome(listeners)) {
+          // Left in place if this fails: an extra NOTIFY costs writers a little, and the row is pruned in minutes.
+          yield* listeners.value.unlisten(subscriber.accountId).pipe(Effect.ignore)
+        }
+      }).pipe(listenerPermit.withPermits(1))
 
     /**
      * Sets the subscriber's filters. With `lastEventId`, also reads the account's retained events after it

@@ -286,17 +286,24 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
           Effect.forever
         )
 
-        yield* hub.register(subscriber)
-        yield* sendNow({ type: "authenticated", heartbeat_seconds: config.streamPingSeconds, queue_max: config.streamQueueMax })
-        const fibers = yield* Effect.all([Effect.fork(writer), Effect.fork(heartbeat), Effect.fork(reader), Effect.fork(recheck)])
-        const outcome = yield* Effect.raceAll([
-          Deferred.await(closed).pipe(Effect.as("closed" as const)),
-          Deferred.await(slow).pipe(Effect.as("slow" as const)),
-          Deferred.await(revoked).pipe(Effect.as("revoked" as const)),
-          ...fibers.map((f) => Fiber.join(f).pipe(Effect.as("failed" as const)))
-        ])
-        yield* hub.unregister(subscriber)
-        yield* Effect.forEach(fibers, Fiber.interrupt, { discard: true })
+        // Unregistered however the connection ends: when the client goes away, the request's fiber is interrupted.
+        const outcome = yield* Effect.acquireUseRelease(
+          hub.register(subscriber),
+          () =>
+            Effect.gen(function*() {
+              yield* sendNow({ type: "authenticated", heartbeat_seconds: config.streamPingSeconds, queue_max: config.streamQueueMax })
+              const fibers = yield* Effect.all([Effect.fork(writer), Effect.fork(heartbeat), Effect.fork(reader), Effect.fork(recheck)])
+              const outcome = yield* Effect.raceAll([
+                Deferred.await(closed).pipe(Effect.as("closed" as const)),
+                Deferred.await(slow).pipe(Effect.as("slow" as const)),
+                Deferred.await(revoked).pipe(Effect.as("revoked" as const)),
+                ...fibers.map((f) => Fiber.join(f).pipe(Effect.as("failed" as const)))
+              ])
+              yield* Effect.forEach(fibers, Fiber.interrupt, { discard: true })
+              return outcome
+            }),
+          () => hub.unregister(subscriber)
+        )
         if (outcome === "slow") {
           yield* close(StreamCloseCode.slowConsumer, `slow consumer: more than ${config.streamQueueMax} events pending`)
         } else if (outcome === "revoked") {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { connect as tcpConnect } from "node:net"
+import pg from "pg"
 import { requestsInFlight } from "#layers/jobs/Foreground"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
@@ -525,5 +526,43 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("live span stream across two
     await Bun.sleep(200)
     expect(foreign.events()).toEqual([])
     for (const c of [onOther, onSame, foreign, replayed]) c.close()
+  }, 60_000)
+
+  test("writes NOTIFY only while some instance has a subscriber of their account (the log is written either way)", async () => {
+    const listener = new pg.Client({ connectionString: server.env.DATABASE_URL! })
+    await listener.connect()
+    try {
+      const accountB = (await listener.query("SELECT id FROM accounts WHERE name = 'globex'")).rows[0].id as string
+      const heard: Array<string> = []
+      listener.on("notification", (n) => void (n.payload?.startsWith(`${accountB}:`) && heard.push(n.payload)))
+      await listener.query("LISTEN tapedeck_stream")
+      const logRows = async () => Number((await listener.query("SELECT count(*) FROM stream_events WHERE account_id = $1", [accountB])).rows[0].count)
+      const listenerRows = async () => Number((await listener.query("SELECT count(*) FROM stream_listeners WHERE account_id = $1", [accountB])).rows[0].count)
+      const until = async (done: () => Promise<boolean>) => {
+        for (let i = 0; i < 100 && !(await done()); i++) await Bun.sleep(20)
+        expect(await done()).toBe(true)
+      }
+
+      const before = await logRows()
+      await ok(server.post("/api/v1/traces", trace({ spans: [span()] }), KEY_B))
+      await Bun.sleep(300)
+      expect(heard).toEqual([])
+      expect(await logRows()).toBe(before + 1)
+
+      const watching = await subscribed(wsUrl(other.url), KEY_B)
+      expect(await listenerRows()).toBe(1)
+      const t = trace({ spans: [span()] })
+      await ok(server.post("/api/v1/traces", t, KEY_B))
+      await watching.waitFor(() => watching.events().filter((e) => e.trace_id === t.id).length === 2)
+      expect(heard).toHaveLength(1)
+
+      watching.close()
+      await until(async () => (await listenerRows()) === 0)
+      await ok(server.post("/api/v1/traces", trace({ spans: [span()] }), KEY_B))
+      await Bun.sleep(300)
+      expect(heard).toHaveLength(1)
+    } finally {
+      await listener.end()
+    }
   }, 60_000)
 })
