@@ -26,9 +26,10 @@ export const unstorableReason = (value: unknown, depth = 0): string | undefined 
     }
     return undefined
   }
-  for (const [key, item] of Object.entries(value)) {
+  // for…in, not Object.entries: no array of pairs per object (this walks every payload of every span written).
+  for (const key in value) {
     if (!isStorableText(key)) return "has a key with a NUL character or an unpaired surrogate"
-    const reason = unstorableReason(item, depth + 1)
+    const reason = unstorableReason((value as Record<string, unknown>)[key], depth + 1)
     if (reason) return reason
   }
   return undefined

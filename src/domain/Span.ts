@@ -58,8 +58,9 @@ export type SpanWire = typeof Span.Encoded
 /** The fields of a span that are not among the spec's named ones. */
 export const extraFields = (span: object): Record<string, unknown> | undefined => {
   let extra: Record<string, unknown> | undefined
-  for (const [key, value] of Object.entries(span)) {
+  for (const key in span) {
     if (SPAN_FIELD_NAMES.has(key)) continue
+    const value = (span as Record<string, unknown>)[key]
     // defineProperty, not assignment: an extra named "__proto__" is data, not a prototype.
     Object.defineProperty((extra ??= {}), key, { value, enumerable: true, writable: true, configurable: true })
   }

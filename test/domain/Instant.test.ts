@@ -1,0 +1,50 @@
+import { describe, expect, test } from "bun:test"
+import { FastCheck as fc } from "effect"
+import { ISO_DATE_TIME, instantMillis } from "#src/domain/Instant"
+
+/** The definition instantMillis must keep: the ISO regular expression, a calendar check, then Date.parse. */
+const reference = (text: string): number | undefined => {
+  const m = ISO_DATE_TIME.exec(text)
+  if (m === null) return undefined
+  const [year, month, day, hour, minute, second] = [m[1], m[2], m[3], m[4], m[5], m[6] ?? "0"].map(Number) as [
+    number, number, number, number, number, number
+  ]
+  const calendar = new Date(Date.UTC(year, month - 1, day))
+  if (
+    calendar.getUTCFullYear() !== year || calendar.getUTCMonth() !== month - 1 || calendar.getUTCDate() !== day ||
+    hour > 23 || minute > 59 || second > 59 || Number(m[7] ?? 0) > 23 || Number(m[8] ?? 0) > 59
+  ) return undefined
+  const ms = Date.parse(text)
+  return ms >= Date.UTC(1970, 0, 1) && ms <= Date.UTC(10000, 0, 1) - 1 ? ms : undefined
+}
+
+const pad = (n: number, width: number) => String(n).padStart(width, "0")
+/** Strings of the canonical shape with every field drawn past its valid range, and a sprinkle of wrong characters. */
+const canonicalish = fc.tuple(
+  fc.integer({ min: 0, max: 9999 }), fc.integer({ min: 0, max: 13 }), fc.integer({ min: 0, max: 32 }),
+  fc.integer({ min: 0, max: 25 }), fc.integer({ min: 0, max: 61 }), fc.integer({ min: 0, max: 61 }),
+  fc.option(fc.integer({ min: 0, max: 999 })), fc.option(fc.tuple(fc.nat(23), fc.char()))
+).map(([y, mo, d, h, mi, s, ms, typo]) => {
+  const text = `${pad(y, 4)}-${pad(mo, 2)}-${pad(d, 2)}T${pad(h, 2)}:${pad(mi, 2)}:${pad(s, 2)}${ms === null ? "" : `.${pad(ms, 3)}`}Z`
+  return typo === null ? text : text.slice(0, typo[0]) + typo[1] + text.slice(typo[0] + 1)
+})
+
+describe("instantMillis", () => {
+  test("agrees with its definition on canonical-looking, ISO and arbitrary strings", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          canonicalish,
+          fc.date({ min: new Date(0), max: new Date(Date.UTC(9999, 11, 31)) }).map((d) => d.toISOString()),
+          fc.date({ min: new Date(0), max: new Date(Date.UTC(9999, 11, 31)) }).map((d) => d.toISOString().replace(".000Z", "Z")),
+          fc.string(),
+          fc.constantFrom("2024-02-29T00:00:00Z", "2023-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2000-02-29T12:00:00.5Z",
+            "0075-01-01T00:00:00Z", "1969-12-31T23:59:59.999Z", "2026-01-01T00:00:00+02:00", "2026-01-01t00:00:00z",
+            "2026-01-01T24:00:00Z", "+02026-01-01T00:00:00Z", "2026-01-01T00:00:00.1234Z", "٢٠٢٦-01-01T00:00:00Z")
+        ),
+        (text) => expect(instantMillis(text)).toBe(reference(text))
+      ),
+      { numRuns: 20_000 }
+    )
+  })
+})
