@@ -73,15 +73,17 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
           WHERE t.deleted_at IS NULL AND t.status <> 'running'`
         if (found.length === 0) return 0
         const foundIds = uuidArray(found.map((t) => t.id))
-        // jsonb text is canonical (keys sorted, whitespace normalised), so equal arguments hash equally. `= ANY` on
-        // the key's first column keeps this an index scan (a join with the traces was planned as a scan of all spans).
+        // Equal jsonb values hash equally (jsonb's own 64-bit hash: a fifth of the cost of md5 over the value printed
+        // as text). `= ANY` on the key's first column keeps this an index scan (a join with the traces was planned
+        // as a scan of all spans).
         const spans = yield* sql<SpanFactsRow>`
           SELECT s.trace_id, s.account_id, s.id, s.span_type, s.name,
                  (s.span_type = 'error' OR s.error IS NOT NULL
                    OR lower(s.metadata->>'status') IN ('failed', 'error')) AS failed,
                  left(s.error, 1000) AS error,
                  (COALESCE(s.input_tokens, 0) + COALESCE(s.output_tokens, 0))::float8 AS tokens,
-                 CASE WHEN s.span_type = 'tool_call' THEN md5(COALESCE(s.input::text, 'null')) END AS args_hash
+                 CASE WHEN s.span_type = 'tool_call'
+                   THEN lpad(to_hex(jsonb_hash_extended(COALESCE(s.input, 'null'), 0)), 16, '0') END AS args_hash
           FROM spans s
           WHERE s.trace_id = ANY(${foundIds}::uuid[])
           ORDER BY s.trace_id, s.started_at, s.id`

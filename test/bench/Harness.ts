@@ -31,6 +31,16 @@ export const ROOT = resolve(import.meta.dir, "../..")
 /** The service key the server is started with. */
 export const KEY = "svc_bench_key_0001"
 
+/**
+ * ANALYZE after the warm-up (default): planner statistics as autovacuum keeps them in a running system. A fresh
+ * database has none, and autovacuum's first pass (autovacuum_naptime, 1 min by default; off on some machines)
+ * comes after a benchmark ends; BENCH_ANALYZE=off measures that cold state.
+ */
+export const ANALYZE_AFTER_WARMUP = !["off", "0", "false", "no"].includes((env.BENCH_ANALYZE ?? "").toLowerCase())
+export const analyzeNote = ANALYZE_AFTER_WARMUP
+  ? "ANALYZE after the warm-up, the statistics autovacuum keeps in a running system"
+  : "BENCH_ANALYZE=off: no planner statistics, as in a fresh database"
+
 /** A URL as printed: any password masked (anything that is not a URL unchanged). */
 export const masked = (value: string) => {
   try {

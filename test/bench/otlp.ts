@@ -35,6 +35,8 @@ import { decodeOtlpProtobuf, otlpProtoRoot } from "#layers/ingest/OtlpDecode"
 import { copyText } from "#layers/storage/PgCopy"
 import { copyCeiling } from "./Copy.ts"
 import {
+  ANALYZE_AFTER_WARMUP,
+  analyzeNote,
   commandLine,
   connect,
   cpuMeter,
@@ -70,12 +72,6 @@ const OVERLOAD_CONCURRENCY = Math.floor(numberEnv("BENCH_OVERLOAD_CONCURRENCY", 
 const JOB_DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 30)
 /** Rows the COPY ceiling writes (about as many as the API takes in 20 s). */
 const CEILING_ROWS = Math.floor(numberEnv("BENCH_CEILING_ROWS", 200_000))
-/**
- * ANALYZE after the warm-up (default): planner statistics as autovacuum keeps them in a running system. A fresh
- * database has none, and autovacuum's first pass (autovacuum_naptime, 1 min by default) comes after this
- * benchmark ends; BENCH_ANALYZE=off measures that cold state.
- */
-const ANALYZE = !["off", "0", "false", "no"].includes((process.env.BENCH_ANALYZE ?? "").toLowerCase())
 
 /** Spans per request (the server accepts at most 2000). */
 const SPANS = TRACES * SPANS_PER_TRACE
@@ -517,7 +513,7 @@ const main = async () => {
     throw new Error(`warm-up failed: ${warm.firstError ?? "no request accepted"}\nserver output:\n${server.output()}`)
   }
   const jobsBeforeIngest = (await drainJobs(db, JOB_DRAIN_SECONDS)).left
-  if (ANALYZE) await db.query("ANALYZE")
+  if (ANALYZE_AFTER_WARMUP) await db.query("ANALYZE")
   await db.query("CHECKPOINT")
 
   // The ceiling runs on the quiet service (the warm-up's jobs done), before the ingest: the server's background
@@ -670,7 +666,7 @@ const main = async () => {
     "",
     `Command: \`${COMMAND}\``,
     "",
-    `- Machine: ${cores} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion} (autovacuum ${autovacuum}; ${ANALYZE ? "ANALYZE after the warm-up, the statistics autovacuum keeps in a running system" : "BENCH_ANALYZE=off: no planner statistics, as in a fresh database"}); server \`bun src/main.ts\` in its own process on a fresh database, TAPEDECK_INGEST_MAX_INFLIGHT at its default (${DEFAULT_MAX_INFLIGHT}); client and server share the machine.`,
+    `- Machine: ${cores} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion} (autovacuum ${autovacuum}; ${analyzeNote}); server \`bun src/main.ts\` in its own process on a fresh database, TAPEDECK_INGEST_MAX_INFLIGHT at its default (${DEFAULT_MAX_INFLIGHT}); client and server share the machine.`,
     `- Ingest: ${fmtInt(api.accepted)} exports answered 200 (${fmtInt(api.spans)} spans acknowledged by \`spans_ingested\`, ${fmtInt(api.tracesCreated)} traces created, 0 refused) in ${api.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up; ${fmtInt(api.unavailable)} answered 503. Bodies ~${bodyKiB.toFixed(0)} KiB of protobuf: per trace one \`invoke_agent\` root, ${Math.ceil((SPANS_PER_TRACE - 1) / 2)} \`chat\` spans (tokens, input/output messages as JSON strings of ~460/~350 B) and ${Math.floor((SPANS_PER_TRACE - 1) / 2)} \`execute_tool\` spans (arguments/result JSON strings of ~110/~280 B); fresh trace ids every request. Every acknowledged span of every phase verified stored (${fmtInt(expectedSpans)} spans, ${fmtInt(expectedTraces)} traces).`,
     `- Jobs (a terminal-trace job per finished trace and a search-indexing job per export, run by the server's own worker): ${fmtInt(jobs.before)} pending when ingest ended, so the worker ran ~${fmtInt((jobsBeforeIngest + api.tracesCreated + api.accepted - jobs.before) / api.seconds)} a second during ingest against ${fmtInt((api.tracesCreated + api.accepted) / api.seconds)} enqueued; ${jobs.left === 0 ? `drained in ${jobs.seconds.toFixed(1)} s` : `${fmtInt(jobs.left)} still pending after ${jobs.seconds.toFixed(1)} s`}.`,
     `- Ceiling, measured before the ingest on the quiet service (${jobsBeforeIngest === 0 ? "the warm-up's jobs all run" : `${fmtInt(jobsBeforeIngest)} of the warm-up's jobs still pending`}): \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key) of ${fmtInt(copy.rows)} rows, ${sample.count} a COPY over ${CONCURRENCY} connections, in ${copy.seconds.toFixed(1)} s. The rows are the stored spans of ${TRACES} whole traces (\`${SAMPLE_SQL.replace("$1", String(TRACES))}\`: ${sample.mix}), ~${Math.round(sample.avgBytes)} B of COPY text each, with fresh ids. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY. The API also writes the traces (reading back the stored spans of traces that existed before the request, to finalize them), enqueues a job per finished trace and a search-indexing job per request, and its worker indexes every span for search meanwhile; COPY does none of that.`,

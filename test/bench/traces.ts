@@ -19,7 +19,7 @@
  * 5. Prints a markdown table; drops the database and stops the server (also on error or Ctrl-C).
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONCURRENCY, BENCH_SPANS,
- * BENCH_DETAIL_SPANS, BENCH_DETAIL_REQUESTS, BENCH_JOB_DRAIN_SECONDS, BENCH_CPU_PROF (a directory: the server runs under
+ * BENCH_DETAIL_SPANS, BENCH_DETAIL_REQUESTS, BENCH_JOB_DRAIN_SECONDS, BENCH_ANALYZE (default on: ANALYZE after the warm-up), BENCH_CPU_PROF (a directory: the server runs under
  * `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit).
  */
 import { availableParallelism } from "node:os"
@@ -28,6 +28,8 @@ import { SPAN_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } 
 import { copyText } from "#layers/storage/PgCopy"
 import { copyCeiling } from "./Copy.ts"
 import {
+  ANALYZE_AFTER_WARMUP,
+  analyzeNote,
   commandLine,
   connect,
   connectMany,
@@ -70,7 +72,8 @@ const TARGET_DETAIL_P50_MS = 15
 
 const KNOBS = [
   "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENCY", "BENCH_SPANS",
-  "BENCH_DETAIL_SPANS", "BENCH_DETAIL_REQUESTS", "BENCH_JOB_DRAIN_SECONDS", "BENCH_CEILING_TRACES", "BENCH_CPU_PROF"
+  "BENCH_DETAIL_SPANS", "BENCH_DETAIL_REQUESTS", "BENCH_JOB_DRAIN_SECONDS", "BENCH_CEILING_TRACES", "BENCH_ANALYZE",
+  "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/traces.ts")
 
@@ -379,7 +382,7 @@ const detail = async (url: string, databaseUrl: string, db: pg.Client, serverPid
 // ---------------------------------------------------------------------------------------------- main
 
 const main = async () => {
-  const { database, databaseUrl, pgVersion } = await freshDatabase()
+  const { database, databaseUrl, pgVersion, autovacuum } = await freshDatabase()
 
   log(`database ${database}; starting the server`)
   const server = await startServer(databaseUrl)
@@ -402,6 +405,7 @@ const main = async () => {
   // The ceilings run on the quiet service (the warm-up's search indexing done), as the detail did: the server's
   // background work would otherwise share the machine with them and lower the ceiling by a varying amount.
   const warmJobs = await drainJobs(db, JOB_DRAIN_SECONDS)
+  if (ANALYZE_AFTER_WARMUP) await db.query("ANALYZE")
   const accountId = (await db.query<{ account_id: string }>("SELECT account_id FROM traces LIMIT 1")).rows[0]?.account_id
   if (!accountId) throw new Error("no trace was stored")
   await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
@@ -512,7 +516,7 @@ const main = async () => {
     "",
     `Command: \`${COMMAND}\``,
     "",
-    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; server \`bun src/main.ts\` in its own process on a fresh database.`,
+    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion} (autovacuum ${autovacuum}; ${analyzeNote}); server \`bun src/main.ts\` in its own process on a fresh database.`,
     `- Ingest: ${fmtInt(api.traces)} traces (${fmtInt(api.traces * SPANS)} spans, ${(api.bodyBytes / api.traces / 1024).toFixed(1)} KiB bodies, spans ~${Math.round(spanBytes)} B of JSON) in ${api.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up; 0 errors; every acknowledged span verified stored.`,
     `- Ceiling, measured before the ingest on the quiet service (the warm-up's ${fmtInt(warmJobs.before)} jobs run, ${fmtInt(warmJobs.left)} left after ${warmJobs.seconds.toFixed(1)} s): spans of the same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY.`,
     `- Detail, measured first on the quiet service (before the ingest, whose search indexing would otherwise share the server for minutes): ${DETAIL_REQUESTS} sequential GETs after 20 warm-up ones, ${(read.responseBytes / 1024).toFixed(0)} KiB responses, once the trace's own jobs had run (${fmtInt(read.drain.before)} pending, ${fmtInt(read.drain.left)} left after ${read.drain.seconds.toFixed(1)} s); ceiling \`SELECT * FROM spans WHERE trace_id = $1\` through pg.`,
