@@ -14,23 +14,31 @@ export const batchProblem = (
   stored: ReadonlyMap<string, string | null> = new Map()
 ): string | undefined => {
   const parents = new Map<string, string | null>(stored)
-  const ids = new Set<string>()
-  for (const [i, span] of spans.entries()) {
+  const seen = new Set<string>()
+  // Each id and parent id lowercased once (this runs for every span written).
+  const ids: Array<string> = new Array(spans.length)
+  const parentIds: Array<string | null> = new Array(spans.length)
+  for (let i = 0; i < spans.length; i++) {
+    const span = spans[i]!
     const id = key(span.id)
-    if (ids.has(id)) return `spans.${i}.id: duplicate span id ${span.id}`
-    ids.add(id)
-    parents.set(id, span.parent_id === null ? null : key(span.parent_id))
+    if (seen.has(id)) return `spans.${i}.id: duplicate span id ${span.id}`
+    seen.add(id)
+    ids[i] = id
+    const parent = span.parent_id === null ? null : key(span.parent_id)
+    parentIds[i] = parent
+    parents.set(id, parent)
     const extra = extraFields(span)
     const reason = extra && unstorableReason(extra)
     if (reason) return `spans.${i}: an additional property ${reason}`
   }
-  for (const [i, span] of spans.entries()) {
-    const parent = span.parent_id === null ? null : key(span.parent_id)
-    if (parent !== null && !parents.has(parent)) return `spans.${i}.parent_id: ${span.parent_id} is not a span of this trace`
+  for (let i = 0; i < spans.length; i++) {
+    const id = ids[i]!
+    const parent = parentIds[i]!
+    if (parent !== null && !parents.has(parent)) return `spans.${i}.parent_id: ${spans[i]!.parent_id} is not a span of this trace`
     // Walk up from the span: reaching it again means a cycle. Each walk is bounded by the span count.
     let steps = 0
     for (let at = parent; at !== null && steps <= parents.size; at = parents.get(at) ?? null, steps++) {
-      if (at === key(span.id)) return `spans.${i}.parent_id: ${span.parent_id} would make the span its own ancestor`
+      if (at === id) return `spans.${i}.parent_id: ${spans[i]!.parent_id} would make the span its own ancestor`
     }
   }
   return undefined
