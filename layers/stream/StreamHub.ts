@@ -301,10 +301,11 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
      */
     const register = (subscriber: Subscriber) =>
       Effect.gen(function*() {
-        const set = subscribers.get(subscriber.accountId) ?? new Set()
-        set.add(subscriber)
-        subscribers.set(subscriber.accountId, set)
+        const set = subscribers.get(subscriber.accountId)
+        if (set !== undefined) return void set.add(subscriber) // the account's row is already there (same permit)
+        // Listed only once the row is committed: if that fails, the connection ends and nothing is left registered.
         if (Option.isSome(listeners)) yield* listeners.value.listen([subscriber.accountId])
+        subscribers.set(subscriber.accountId, new Set([subscriber]))
       }).pipe(listenerPermit.withPermits(1), Effect.orDie)
 
     const unregister = (subscriber: Subscriber) =>
