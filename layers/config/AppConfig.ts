@@ -45,6 +45,10 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       jobBackoffMs: yield* Config.integer("TAPEDECK_JOB_BACKOFF_MS").pipe(Config.withDefault(1000)),
       jobPollMs: yield* Config.integer("TAPEDECK_JOB_POLL_MS").pipe(Config.withDefault(500)),
       jobLeaseSeconds: yield* Config.integer("TAPEDECK_JOB_LEASE_SECONDS").pipe(Config.withDefault(300)),
+      jobDeferSeconds: yield* Config.number("TAPEDECK_JOB_DEFER_SECONDS").pipe(
+        Config.validate({ message: "must be 0 to 3600", validation: (n) => n >= 0 && n <= 3600 }),
+        Config.withDefault(30)
+      ),
       // Terminal-trace detection (insights) and eval-rule webhooks.
       insightLoopRepeats: yield* Config.integer("TAPEDECK_INSIGHT_LOOP_REPEATS").pipe(Config.withDefault(3)),
       insightBaselineFactor: yield* Config.number("TAPEDECK_INSIGHT_BASELINE_FACTOR").pipe(Config.withDefault(3)),

@@ -29,3 +29,10 @@ export class LostJobHandlers extends Context.Tag("tapedeck/LostJobHandlers")<
   LostJobHandlers,
   ReadonlyMap<string, (job: ClaimedJob) => Effect.Effect<void, unknown>>
 >() {}
+
+/**
+ * Optional: job kinds whose first attempts may wait while this process is busy answering requests, for up to
+ * TAPEDECK_JOB_DEFER_SECONDS after the queue was last drained (JobWorker). For work nobody waits on by the second
+ * (search indexing), so a burst of ingestion does not pay for the work it causes while it lasts.
+ */
+export class DeferrableJobKinds extends Context.Tag("tapedeck/DeferrableJobKinds")<DeferrableJobKinds, ReadonlySet<string>>() {}

@@ -1,7 +1,15 @@
 import { Cause, Effect, FiberSet, Layer, Option, Queue } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { attemptTimeoutMs, type JobBatchHandler, JobBatchHandlers, JobFailed, JobHandlers, LostJobHandlers } from "./JobHandlers.ts"
-import { yieldToForeground } from "./Foreground.ts"
+import {
+  attemptTimeoutMs,
+  DeferrableJobKinds,
+  type JobBatchHandler,
+  JobBatchHandlers,
+  JobFailed,
+  JobHandlers,
+  LostJobHandlers
+} from "./JobHandlers.ts"
+import { requestsInFlight, yieldToForeground } from "./Foreground.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
 
 /**
@@ -22,8 +30,10 @@ const MAX_YIELD_MS = 1000
  * batch at a time there.
  * Successes are recorded together, one statement per wake-up. A handler's failure, defect or timeout counts as a
  * failed attempt; claiming errors (the database is away) are logged and retried at the next poll. Requests come
- * first: a claim waits while this process answers requests (at most MAX_YIELD_MS), so a burst of ingestion is not
- * slowed by the terminal-trace and indexing work it causes; that work catches up in the gaps.
+ * first: a claim waits while this process answers requests (at most MAX_YIELD_MS), and the first attempts of
+ * DeferrableJobKinds are not claimed while requests are still in flight, for up to TAPEDECK_JOB_DEFER_SECONDS after
+ * the queue was last drained; so a burst of ingestion is not slowed by the terminal-trace and indexing work it causes,
+ * and under a load that never pauses that work trails it by a bounded time.
  */
 export const JobWorkerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
@@ -34,8 +44,14 @@ export const JobWorkerLive = Layer.scopedDiscard(
       yield* Effect.serviceOption(JobBatchHandlers),
       () => new Map()
     )
+    const deferrable = [...Option.getOrElse(yield* Effect.serviceOption(DeferrableJobKinds), () => new Set<string>())]
     const config = yield* AppConfig
     const running = yield* FiberSet.make()
+    // When the queue last had nothing due that this worker could take: deferrable work waits at most deferMs from it.
+    let caughtUpAt = Date.now()
+    const deferMs = config.jobDeferSeconds * 1000
+    /** The deferrable kinds whose first attempts wait now: while requests are in flight, within the defer budget. */
+    const deferredNow = () => (requestsInFlight() > 0 && Date.now() - caughtUpAt < deferMs ? deferrable : [])
     let active = 0
     // A job ending wakes the loop: to record it, and to refill its slot.
     const ended = yield* Queue.sliding<void>(1)
@@ -120,14 +136,23 @@ export const JobWorkerLive = Layer.scopedDiscard(
      */
     const laneBusy = new Set<string>()
     const batchKinds = [...batchHandlers.keys()]
-    const fillLanes = Effect.forEach(batchKinds, (kind) =>
-      laneBusy.has(kind)
-        ? Effect.void
-        : Effect.flatMap(queue.claimFirstAttempts(kind, BATCH_MAX), (batch) => {
-          if (batch.length === 0) return Effect.void
+    /** Fills the idle lanes but those of `deferred` kinds; whether every lane's queue was found drained. */
+    const fillLanes = (deferred: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        let drained = true
+        for (const kind of batchKinds) {
+          if (laneBusy.has(kind) || deferred.includes(kind)) {
+            drained = false
+            continue
+          }
+          const batch = yield* queue.claimFirstAttempts(kind, BATCH_MAX)
+          if (batch.length === 0) continue
+          if (batch.length === BATCH_MAX) drained = false
           laneBusy.add(kind)
-          return track(batch.length === 1 ? runOne(batch[0]!) : runBatch(batch), () => laneBusy.delete(kind))
-        }), { discard: true })
+          yield* track(batch.length === 1 ? runOne(batch[0]!) : runBatch(batch), () => laneBusy.delete(kind))
+        }
+        return drained
+      })
 
     /**
      * Records the successes so far, then fills the idle lanes and the free slots. What next: "full" (every slot and
@@ -143,11 +168,15 @@ export const JobWorkerLive = Layer.scopedDiscard(
       if (full()) return "full" as const
       // Background work shares the event loop with the requests: it waits for a gap in them.
       yield* yieldToForeground(MAX_YIELD_MS)
-      yield* fillLanes
+      const deferred = deferredNow()
+      const lanesDrained = yield* fillLanes(deferred)
       const free = SLOTS - active
-      const { jobs, lost } = free > 0 ? yield* queue.claim(free, batchKinds) : { jobs: [], lost: [] }
+      const { jobs, lost } = free > 0
+        ? yield* queue.claim(free, deferred.length === 0 ? batchKinds : [...batchKinds, ...deferred])
+        : { jobs: [], lost: [] }
       yield* Effect.forEach(lost, settleLost, { discard: true })
       yield* Effect.forEach(jobs, startInSlot, { discard: true })
+      if (deferred.length === 0 && lanesDrained && jobs.length < free) caughtUpAt = Date.now()
       return full() ? "full" as const : free > 0 && jobs.length === free ? "more" as const : "idle" as const
     }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("job poll failed", cause).pipe(Effect.as("idle" as const)))

@@ -7,7 +7,7 @@ import { terminalTraceHandlers, TERMINAL_TRACE_JOB } from "#layers/events/Termin
 import { TerminalTraceConsumersLive } from "#layers/evaluations/DetectionConsumers"
 import { WebhookDelivery } from "#layers/webhooks/WebhookDelivery"
 import { WEBHOOK_DELIVER_JOB } from "#src/domain/Webhook"
-import { JobBatchHandlers, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import { DeferrableJobKinds, JobBatchHandlers, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
 import { FORK_REPLAY_JOB, Forks, forkReplayHandler } from "#layers/replay/Forks"
@@ -48,7 +48,10 @@ const JobHandlersLive = Layer.mergeAll(
   // job. An evaluation run would stay running: it is failed.
   Layer.effect(LostJobHandlers, Effect.map(evaluationRunLostHandler, (settle) => new Map([[EVALUATION_RUN_JOB, settle]]))),
   // A burst of terminal traces (an OTLP export finishes up to a hundred) runs in batches, in a lane of its own.
-  Layer.effect(JobBatchHandlers, Effect.map(terminalTraceHandlers, ({ batch }) => new Map([[TERMINAL_TRACE_JOB, batch]])))
+  Layer.effect(JobBatchHandlers, Effect.map(terminalTraceHandlers, ({ batch }) => new Map([[TERMINAL_TRACE_JOB, batch]]))),
+  // Under a load that never pauses, indexing and the terminal lane (insights, eval rules, webhooks) trail the requests
+  // by up to TAPEDECK_JOB_DEFER_SECONDS, then take their share: a burst does not pay for the work it causes.
+  Layer.succeed(DeferrableJobKinds, new Set([SEARCH_INDEX_JOB, TERMINAL_TRACE_JOB]))
 ).pipe(
   Layer.provide(BatchJobDependencies),
   Layer.provide(SearchDependenciesLive),

@@ -15,8 +15,13 @@ afterAll(() => server.stop())
 const runs = { numRuns: 25 }
 const wireJson = (value: unknown) => JSON.parse(JSON.stringify(value))
 
-/** Spans from the schema's own arbitrary, given fresh ids and parents within the batch. */
-const spanBatch = fc.array(Arbitrary.make(Span), { maxLength: 8 }).chain((spans) =>
+/**
+ * Spans from the schema's own arbitrary, given fresh ids and parents within the batch: a few, or 20 to 30.
+ */
+const spanBatch = fc.oneof(
+  fc.array(Arbitrary.make(Span), { maxLength: 8 }),
+  fc.array(Arbitrary.make(Span), { minLength: 20, maxLength: 30 })
+).chain((spans) =>
   fc.array(fc.option(fc.nat(), { nil: null }), { minLength: spans.length, maxLength: spans.length }).map((parents) => {
     const ids = spans.map(() => uuid())
     return spans.map((s, i) => ({
@@ -46,6 +51,15 @@ describe("properties through the HTTP API", () => {
         if ("output" in body) expect(detail.output).toEqual(body.output)
         if ("metadata" in body) expect(detail.metadata).toEqual(body.metadata)
         if ("total_tokens" in body) expect(detail.totalTokens).toBe(body.total_tokens)
+        else {
+          const tokens = spans.reduce((sum, s: any) => sum + (s.input_tokens ?? 0) + (s.output_tokens ?? 0), 0)
+          expect(detail.totalTokens).toBe(Math.min(tokens, Number.MAX_SAFE_INTEGER))
+        }
+        if (!("total_cost" in body)) {
+          const cost = spans.reduce((sum, s: any) => sum + (s.cost ?? 0), 0)
+          expect(Math.abs(Number(detail.totalCost) - cost)).toBeLessThanOrEqual(1e-9 * Math.max(1, cost))
+        }
+        expect(detail.spanCount).toBe(sent.size)
         if ("ended_at" in body) expect(detail.endedAt).toBe(body.ended_at)
         expect(new Set(detail.causalOrder)).toEqual(new Set(sent.keys()))
       }),

@@ -50,6 +50,40 @@ describe("POST /api/v1/traces", () => {
     expect(detail.name).toBe("first")
   })
 
+  test("a trace of many spans keeps any text exactly, derives its totals, and a taken id leaves it untouched", async () => {
+    // Text that quoting in JSON, SQL literals or COPY's text format must get right.
+    const hostile = ["\\N", "\\", "a\tb", "line\nbreak\r\n", "back\\slash\\n", "quote\"d", "it's", "\\.", "$1 $$", "ünïcødé ✓ 🙂"]
+    const spans = Array.from({ length: 25 }, (_, i) =>
+      span({
+        name: hostile[i % hostile.length],
+        model: hostile[(i + 1) % hostile.length],
+        input: { text: hostile[(i + 2) % hostile.length], all: hostile },
+        output: i % 3 === 0 ? null : hostile[(i + 3) % hostile.length],
+        metadata: { [hostile[i % hostile.length]!]: hostile[(i + 4) % hostile.length] },
+        error: hostile[(i + 5) % hostile.length],
+        input_tokens: i,
+        output_tokens: 2 * i,
+        cost: 0.1,
+        started_at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+        ...(i % 2 === 0 ? { vendor_field: hostile[(i + 6) % hostile.length] } : {})
+      }))
+    const fields = { name: hostile[3]!, input: hostile, session_id: "it's \\ $1" }
+    const t = trace({ ...fields, status: "completed", spans })
+    const { response } = await create(t)
+    expect(response.status).toBe(200)
+    const detail = await getDetail(t.id)
+    expect(detail.spans).toEqual(spans)
+    expect([detail.name, detail.input, detail.sessionId, detail.status]).toEqual([fields.name, fields.input, fields.session_id, "completed"])
+    expect([detail.totalTokens, detail.totalCost, detail.spanCount, detail.totalDurationMs]).toEqual([900, "2.5", 25, 24_000])
+    // A second create of the same id with other spans: 409 from either account, and none of its spans stay.
+    const again = { ...t, name: "second", spans: spans.map((s) => ({ ...s, id: uuid() })) }
+    await expectError((await create(again)).response, 409, "conflict")
+    await expectError((await create(again, KEY_B)).response, 409, "conflict")
+    const after = await getDetail(t.id)
+    expect(after.spans).toEqual(spans)
+    expect([after.name, after.spanCount]).toEqual([fields.name, 25])
+  })
+
   test("status defaults to running; totals are derived from the spans when omitted", async () => {
     const root = span({ input_tokens: 10, output_tokens: 5, cost: 0.1, started_at: "2026-01-01T00:00:00.000Z", ended_at: "2026-01-01T00:00:03.000Z" })
     const child = span({ parent_id: root.id, input_tokens: 7, cost: 0.2, started_at: "2026-01-01T00:00:01.000Z", duration_ms: 4000 })

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Deferred, Effect, Layer, Ref } from "effect"
-import { type JobBatchHandler, JobBatchHandlers, JobFailed, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import { DeferrableJobKinds, type JobBatchHandler, JobBatchHandlers, JobFailed, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import { enterForeground, leaveForeground } from "#layers/jobs/Foreground"
 import { backoffMs, type ClaimedJob, JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
@@ -11,7 +12,12 @@ import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 let storage: TestStorage
 let account: AccountId
 beforeAll(async () => {
-  storage = await startTestStorage({ TAPEDECK_JOB_MAX_ATTEMPTS: "3", TAPEDECK_JOB_BACKOFF_MS: "20", TAPEDECK_JOB_POLL_MS: "10" })
+  storage = await startTestStorage({
+    TAPEDECK_JOB_MAX_ATTEMPTS: "3",
+    TAPEDECK_JOB_BACKOFF_MS: "20",
+    TAPEDECK_JOB_POLL_MS: "10",
+    TAPEDECK_JOB_DEFER_SECONDS: "2"
+  })
   account = await storage.run(Effect.flatMap(AccountRepo, (repo) => repo.ensure("jobs")).pipe(Effect.provide(AccountRepo.Default)))
 })
 afterAll(() => storage.stop())
@@ -26,11 +32,12 @@ const waitFor = <A, E, R>(probe: Effect.Effect<A, E, R>, done: (a: A) => boolean
     return yield* probe
   })
 
-/** Runs `body` with a worker whose handlers are `handlers` (and `batchHandlers`), then stops the worker. */
+/** Runs `body` with a worker whose handlers are `handlers` (and `batchHandlers`, `deferrable` kinds), then stops the worker. */
 const withWorker = <A, E>(
   handlers: ReadonlyMap<string, (job: any) => Effect.Effect<void, JobFailed>>,
   body: Effect.Effect<A, E, JobQueue | SqlClient.SqlClient>,
-  batchHandlers: ReadonlyMap<string, JobBatchHandler> = new Map()
+  batchHandlers: ReadonlyMap<string, JobBatchHandler> = new Map(),
+  deferrable: ReadonlySet<string> = new Set()
 ) =>
   Effect.scoped(
     Effect.gen(function*() {
@@ -38,6 +45,7 @@ const withWorker = <A, E>(
         JobWorkerLive.pipe(
           Layer.provide(Layer.succeed(JobHandlers, handlers)),
           Layer.provide(Layer.succeed(JobBatchHandlers, batchHandlers)),
+          Layer.provide(Layer.succeed(DeferrableJobKinds, deferrable)),
           Layer.provide(JobQueue.Default)
         ),
         yield* Effect.scope
@@ -290,5 +298,34 @@ describe("JobQueue", () => {
     expect(result.lanedJobs.map((j) => j.status)).toEqual(["completed", "completed", "completed", "completed"])
     expect(result.hogsMeanwhile.filter((j) => j.status === "running").length).toBe(32)
     expect(result.batches.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(2)
+  })
+
+  test("a deferrable kind waits while requests are in flight, at most TAPEDECK_JOB_DEFER_SECONDS; other kinds do not", async () => {
+    const result = await storage.run(withWorker(
+      new Map([["later", () => Effect.void], ["now", () => Effect.void]]),
+      Effect.gen(function*() {
+        const queue = yield* JobQueue
+        // Idle, the worker catches up (nothing due) at every poll; a deferrable job then runs without waiting.
+        const idle = yield* queue.enqueue(account, "later", {})
+        yield* waitFor(queue.get(account, idle), (j) => j.status === "completed")
+        // While this process answers a request, the deferrable job waits; the other one runs at the next claim.
+        yield* Effect.sync(enterForeground)
+        const busySince = Date.now()
+        return yield* Effect.gen(function*() {
+          const later = yield* queue.enqueue(account, "later", {})
+          const now = yield* queue.enqueue(account, "now", {})
+          yield* waitFor(queue.get(account, now), (j) => j.status === "completed")
+          const laterMeanwhile = yield* queue.get(account, later)
+          // The budget runs out while the request is still in flight: the deferrable job runs then.
+          const laterAfter = yield* waitFor(queue.get(account, later), (j) => j.status === "completed")
+          return { laterMeanwhile, laterAfter, waitedMs: Date.now() - busySince }
+        }).pipe(Effect.ensuring(Effect.sync(leaveForeground)))
+      }),
+      new Map(),
+      new Set(["later"])
+    ))
+    expect(result.laterMeanwhile.status).toBe("queued")
+    expect(result.laterAfter.status).toBe("completed")
+    expect(result.waitedMs).toBeGreaterThanOrEqual(1500)
   })
 })
