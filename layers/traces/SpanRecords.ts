@@ -1,4 +1,5 @@
-import { DateTime } from "effect"
+import type { DateTime } from "effect"
+import { formatInstant } from "#src/domain/Instant"
 import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
 
 /**
@@ -115,7 +116,7 @@ export const SPAN_UPSERT = `ON CONFLICT (trace_id, id) DO UPDATE SET
   extra = EXCLUDED.extra`
 
 const iso = (dt: DateTime.Utc | string | undefined) =>
-  dt === undefined || typeof dt === "string" ? dt : DateTime.formatIso(dt)
+  dt === undefined || typeof dt === "string" ? dt : formatInstant(dt)
 
 /** One span (decoded, or already JSON) as a record for `jsonb_to_recordset`. */
 export const toRecord = (span: Span | SpanWire) => ({

@@ -53,6 +53,26 @@ const canonicalMillis = (text: string): number | undefined => {
  */
 export const instantMillis = (text: string): number | undefined => canonicalMillis(text) ?? generalMillis(text)
 
+/** The text an instant was read from, kept when it is exactly what `toISOString` prints for it. */
+const printedAs = new WeakMap<DateTime.Utc, string>()
+
+/**
+ * The instant an ISO date-time string names (see `instantMillis`), or undefined. When the text is already in
+ * `toISOString`'s form (`…T00:00:00.000Z`), `formatInstant` gives it back instead of printing it again: ingestion
+ * reads and writes two of these per span.
+ */
+export const instantOf = (text: string): DateTime.Utc | undefined => {
+  const canonical = canonicalMillis(text)
+  const ms = canonical ?? generalMillis(text)
+  if (ms === undefined) return undefined
+  const instant = DateTime.unsafeMake(ms)
+  if (canonical !== undefined && text.length === 24) printedAs.set(instant, text)
+  return instant
+}
+
+/** `DateTime.formatIso`: the instant as `toISOString` prints it. */
+export const formatInstant = (instant: DateTime.Utc): string => printedAs.get(instant) ?? DateTime.formatIso(instant)
+
 const generalMillis = (text: string): number | undefined => {
   const m = ISO_DATE_TIME.exec(text)
   if (m === null) return undefined

@@ -1,5 +1,5 @@
 import { Arbitrary, DateTime, Effect, ParseResult, Schema } from "effect"
-import { instantMillis } from "./Instant.ts"
+import { instantOf } from "./Instant.ts"
 import { isStorableText, MAX_AMOUNT, unstorableReason } from "./Json.ts"
 import { MAX_SPAN_COUNT, Span, SPAN_TEXT_LIMITS, SpanType } from "./Span.ts"
 
@@ -18,11 +18,11 @@ const optional = (u: unknown, check: (v: unknown) => boolean) => u === undefined
  */
 export const decodeSpanFast = (u: unknown): Span | undefined => {
   if (!isObject(u)) return undefined
-  const started = typeof u.started_at === "string" ? instantMillis(u.started_at) : undefined
+  const started = typeof u.started_at === "string" ? instantOf(u.started_at) : undefined
   if (started === undefined) return undefined
-  let ended: number | undefined
+  let ended: DateTime.Utc | undefined
   if (u.ended_at !== undefined) {
-    ended = typeof u.ended_at === "string" ? instantMillis(u.ended_at) : undefined
+    ended = typeof u.ended_at === "string" ? instantOf(u.ended_at) : undefined
     if (ended === undefined) return undefined
   }
   const valid = typeof u.id === "string" && UUID.test(u.id) &&
@@ -42,8 +42,8 @@ export const decodeSpanFast = (u: unknown): Span | undefined => {
     optional(u.output, (v) => unstorableReason(v) === undefined) &&
     optional(u.metadata, (v) => isObject(v) && unstorableReason(v) === undefined)
   if (!valid) return undefined
-  const span: Record<string, unknown> = { ...u, started_at: DateTime.unsafeMake(started) }
-  if (ended !== undefined) span.ended_at = DateTime.unsafeMake(ended)
+  const span: Record<string, unknown> = { ...u, started_at: started }
+  if (ended !== undefined) span.ended_at = ended
   return span as Span
 }
 

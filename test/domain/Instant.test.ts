@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
-import { FastCheck as fc } from "effect"
-import { ISO_DATE_TIME, instantMillis } from "#src/domain/Instant"
+import { DateTime, FastCheck as fc } from "effect"
+import { formatInstant, ISO_DATE_TIME, instantMillis, instantOf } from "#src/domain/Instant"
 
 /** The definition instantMillis must keep: the ISO regular expression, a calendar check, then Date.parse. */
 const reference = (text: string): number | undefined => {
@@ -43,6 +43,29 @@ describe("instantMillis", () => {
             "2026-01-01T24:00:00Z", "+02026-01-01T00:00:00Z", "2026-01-01T00:00:00.1234Z", "٢٠٢٦-01-01T00:00:00Z")
         ),
         (text) => expect(instantMillis(text)).toBe(reference(text))
+      ),
+      { numRuns: 20_000 }
+    )
+  })
+})
+
+describe("instantOf and formatInstant", () => {
+  test("name the instant instantMillis reads, and print it exactly as toISOString does, whatever form it was sent in", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          canonicalish,
+          fc.date({ min: new Date(0), max: new Date(Date.UTC(9999, 11, 31)) }).map((d) => d.toISOString()),
+          fc.date({ min: new Date(0), max: new Date(Date.UTC(9999, 11, 31)) }).map((d) => d.toISOString().replace(".000Z", "Z")),
+          fc.date({ min: new Date(0), max: new Date(Date.UTC(9999, 11, 31)) }).map((d) => d.toISOString().replace("Z", "+00:00")),
+          fc.constantFrom("2026-01-01T00:00:00.5Z", "2026-01-01t00:00:00.000z", "2026-01-01T01:00:00.000+01:00")
+        ),
+        (text) => {
+          const instant = instantOf(text)
+          const ms = instantMillis(text)
+          expect(instant === undefined ? undefined : DateTime.toEpochMillis(instant)).toBe(ms)
+          if (instant !== undefined) expect(formatInstant(instant)).toBe(new Date(ms!).toISOString())
+        }
       ),
       { numRuns: 20_000 }
     )
