@@ -15,7 +15,7 @@ import {
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
 import type { TraceFinalization } from "./TraceFinalize.ts"
-import { copyInTransaction, copyText } from "../storage/PgCopy.ts"
+import { CopyData, copyInTransaction, copyText } from "../storage/PgCopy.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 // The finalize pass reads payloads of roots, local roots and model calls only.
@@ -33,10 +33,10 @@ const COPY_SPANS = `COPY spans (trace_id, account_id, ${SPAN_COLUMNS}) FROM STDI
 
 /** The spans as COPY text rows, in COPY_SPANS's column order, holding what the upsert's records hold. */
 const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) => {
-  let rows = ""
+  const data = new CopyData(spans.length * 2048)
   for (const m of spans) {
     const r = toRecord(m.span as never)
-    rows += `${m.traceId}\t${accountId}\t${r.id}\t${copyText(r.parent_id)}\t${copyText(r.span_type)}\t${copyText(r.name)}\t${
+    data.add(`${m.traceId}\t${accountId}\t${r.id}\t${copyText(r.parent_id)}\t${copyText(r.span_type)}\t${copyText(r.name)}\t${
       copyText(r.model)
     }\t${r.input === undefined ? "\\N" : copyText(JSON.stringify(r.input[0]))}\t${
       r.output === undefined ? "\\N" : copyText(JSON.stringify(r.output[0]))
@@ -44,9 +44,9 @@ const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) =>
       copyText(r.metadata)
     }\t${copyText(r.agent_id)}\t${copyText(r.parent_agent_id)}\t${copyText(r.agent_role)}\t${copyText(r.started_at)}\t${
       copyText(r.ended_at)
-    }\t${copyText(r.error)}\t${copyText(r.extra)}\n`
+    }\t${copyText(r.error)}\t${copyText(r.extra)}\n`)
   }
-  return rows
+  return data
 }
 
 export interface LockedTrace {

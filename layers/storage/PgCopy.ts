@@ -10,10 +10,47 @@ export const copyText = (value: unknown): string => {
     : s
 }
 
+/**
+ * COPY text rows encoded to UTF-8 as they are added, into one buffer that is already the protocol's CopyData message.
+ * Building one large string first and encoding it at the end cost more than the rows themselves (the concatenated
+ * string is flattened, then copied into a Buffer, then copied again into node-postgres's writer).
+ */
+export class CopyData {
+  private buffer: Buffer
+  private length = 5
+  constructor(capacity = 64 * 1024) {
+    this.buffer = Buffer.allocUnsafe(Math.max(capacity, 64))
+  }
+  static of(rows: string) {
+    const data = new CopyData(Buffer.byteLength(rows) + 5)
+    data.add(rows)
+    return data
+  }
+  /** Appends `rows` (complete lines, each ending in a newline). */
+  add(rows: string) {
+    // UTF-8 takes at most 3 bytes per UTF-16 code unit; the exact count is taken only when that may not fit.
+    const needed = this.length + rows.length * 3 > this.buffer.length
+      ? this.length + Buffer.byteLength(rows)
+      : 0
+    if (needed > this.buffer.length) {
+      const grown = Buffer.allocUnsafe(Math.max(needed, this.buffer.length * 2))
+      this.buffer.copy(grown, 0, 0, this.length)
+      this.buffer = grown
+    }
+    this.length += this.buffer.write(rows, this.length)
+  }
+  /** The CopyData message: 'd', the length (itself included), the rows. */
+  message(): Buffer {
+    this.buffer[0] = 0x64
+    this.buffer.writeInt32BE(this.length - 1, 1)
+    return this.buffer.subarray(0, this.length)
+  }
+}
+
 /** The part of node-postgres's (untyped) Connection that a COPY FROM uses. */
 interface PgConnection {
+  readonly stream: { readonly writable: boolean; write(chunk: Buffer): boolean }
   query(text: string): void
-  sendCopyFromChunk(chunk: Buffer): void
   endCopyFrom(): void
 }
 
@@ -30,11 +67,11 @@ export class CopyFrom {
   callback: ((err: Error | null, rows?: number) => void) | undefined
   private rows = 0
   private done = false
-  constructor(private readonly text: string, private readonly data: Buffer) {}
+  constructor(private readonly text: string, private readonly data: CopyData) {}
   /** Runs COPY `text` with `data` (COPY text rows) on `client`; resolves to the rows copied, rejects on any error. */
-  static run(client: PgQueryable, text: string, data: string) {
+  static run(client: PgQueryable, text: string, data: CopyData) {
     return new Promise<number>((ok, fail) => {
-      const copy = new CopyFrom(text, Buffer.from(data))
+      const copy = new CopyFrom(text, data)
       copy.callback = (err, rows) => (err ? fail(err) : ok(rows ?? 0))
       client.query(copy)
     })
@@ -42,8 +79,9 @@ export class CopyFrom {
   submit(connection: PgConnection) {
     connection.query(this.text)
   }
+  // The message goes to the socket as built (what sendCopyFromChunk does after copying it into its own writer).
   handleCopyInResponse(connection: PgConnection) {
-    connection.sendCopyFromChunk(this.data)
+    if (connection.stream.writable) connection.stream.write(this.data.message())
     connection.endCopyFrom()
   }
   handleCommandComplete(msg: { text?: string }) {
@@ -87,7 +125,7 @@ const transactionClient = Effect.map(
  * `COPY text FROM STDIN` of `rows` (COPY text format, one line each) inside the current transaction: the rows copied,
  * or none when the transaction's connection cannot COPY (the caller writes them another way).
  */
-export const copyInTransaction = (text: string, rows: () => string) =>
+export const copyInTransaction = (text: string, rows: () => CopyData) =>
   Effect.flatMap(transactionClient, (client) =>
     Option.isNone(client)
       ? Effect.succeed(Option.none<number>())

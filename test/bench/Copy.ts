@@ -2,7 +2,7 @@
  * The bare-PostgreSQL ceiling the ingest benchmarks compare against: `COPY ... FROM STDIN` through pg's Client
  * (the server's own CopyFrom), timed batch by batch over several connections.
  */
-import { CopyFrom } from "#layers/storage/PgCopy"
+import { CopyData, CopyFrom } from "#layers/storage/PgCopy"
 import { connectMany, type CoresBusy, type CpuMeter } from "./Harness.ts"
 
 /** What a `copyCeiling` measured: COPYs done, rows copied, seconds, per-COPY latencies (ms) and cores busy. */
@@ -28,7 +28,7 @@ export const copyCeiling = async (options: {
   const clients = await connectMany(options.databaseUrl, options.concurrency)
   try {
     // Warm-up on every connection, then measure.
-    await Promise.all(clients.map((c) => CopyFrom.run(c, text, batch())))
+    await Promise.all(clients.map((c) => CopyFrom.run(c, text, CopyData.of(batch()))))
     const latencies: Array<number> = []
     let next = 0
     let rows = 0
@@ -37,7 +37,7 @@ export const copyCeiling = async (options: {
     await Promise.all(clients.map(async (client) => {
       while (next < batches) {
         next++
-        const data = batch()
+        const data = CopyData.of(batch())
         const t0 = performance.now()
         const copied = await CopyFrom.run(client, text, data) // not `rows += await`: that reads `rows` first
         rows += copied
