@@ -15,7 +15,7 @@ import {
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
 import type { TraceFinalization } from "./TraceFinalize.ts"
-import { CopyData, copyInTransaction, copyText } from "../storage/PgCopy.ts"
+import { CopyData, copyInTransaction, copyJson, copyText } from "../storage/PgCopy.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 // The finalize pass reads payloads of roots, local roots and model calls only.
@@ -36,15 +36,14 @@ const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) =>
   const data = new CopyData(spans.length * 2048)
   for (const m of spans) {
     const r = toRecord(m.span as never)
-    data.add(`${m.traceId}\t${accountId}\t${r.id}\t${copyText(r.parent_id)}\t${copyText(r.span_type)}\t${copyText(r.name)}\t${
-      copyText(r.model)
-    }\t${r.input === undefined ? "\\N" : copyText(JSON.stringify(r.input[0]))}\t${
-      r.output === undefined ? "\\N" : copyText(JSON.stringify(r.output[0]))
-    }\t${copyText(r.input_tokens)}\t${copyText(r.output_tokens)}\t${copyText(r.cost)}\t${copyText(r.duration_ms)}\t${
-      copyText(r.metadata)
-    }\t${copyText(r.agent_id)}\t${copyText(r.parent_agent_id)}\t${copyText(r.agent_role)}\t${copyText(r.started_at)}\t${
-      copyText(r.ended_at)
-    }\t${copyText(r.error)}\t${copyText(r.extra)}\n`)
+    data.addRow([
+      m.traceId, accountId, r.id, copyText(r.parent_id), copyText(r.span_type), copyText(r.name), copyText(r.model),
+      r.input === undefined ? "\\N" : copyJson(r.input[0]),
+      r.output === undefined ? "\\N" : copyJson(r.output[0]),
+      copyText(r.input_tokens), copyText(r.output_tokens), copyText(r.cost), copyText(r.duration_ms), copyText(r.metadata),
+      copyText(r.agent_id), copyText(r.parent_agent_id), copyText(r.agent_role), copyText(r.started_at),
+      copyText(r.ended_at), copyText(r.error), copyText(r.extra)
+    ])
   }
   return data
 }

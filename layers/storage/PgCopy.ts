@@ -1,13 +1,23 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import { Effect, Option } from "effect"
 
+const COPY_ESCAPES: Readonly<Record<string, string>> = { "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r" }
+
 /** `value` in COPY's text format: backslash, tab, newline and carriage return escaped; null/undefined as \N; objects as JSON. */
 export const copyText = (value: unknown): string => {
   if (value === null || value === undefined) return "\\N"
-  const s = typeof value === "string" ? value : typeof value === "object" ? JSON.stringify(value) : String(value)
-  return /[\\\t\n\r]/.test(s)
-    ? s.replace(/\\/g, "\\\\").replace(/\t/g, "\\t").replace(/\n/g, "\\n").replace(/\r/g, "\\r")
-    : s
+  if (typeof value === "object") return copyJson(value)
+  const s = typeof value === "string" ? value : String(value)
+  return /[\\\t\n\r]/.test(s) ? s.replace(/[\\\t\n\r]/g, (c) => COPY_ESCAPES[c]!) : s
+}
+
+/**
+ * The JSON text of `value` in COPY's text format. JSON.stringify leaves no raw tab, newline or carriage return (it
+ * escapes every control character), so only backslashes need doubling.
+ */
+export const copyJson = (value: unknown): string => {
+  const s = JSON.stringify(value) ?? "null"
+  return s.includes("\\") ? s.replaceAll("\\", "\\\\") : s
 }
 
 /**
@@ -22,22 +32,33 @@ export class CopyData {
     this.buffer = Buffer.allocUnsafe(Math.max(capacity, 64))
   }
   static of(rows: string) {
-    const data = new CopyData(Buffer.byteLength(rows) + 5)
+    const data = new CopyData(rows.length * 3 + 5)
     data.add(rows)
     return data
   }
+  /** Makes room for `units` more UTF-16 code units (UTF-8 takes at most 3 bytes for each). */
+  private reserve(units: number) {
+    const needed = this.length + units * 3
+    if (needed <= this.buffer.length) return
+    const grown = Buffer.allocUnsafe(Math.max(needed, this.buffer.length * 2))
+    this.buffer.copy(grown, 0, 0, this.length)
+    this.buffer = grown
+  }
   /** Appends `rows` (complete lines, each ending in a newline). */
   add(rows: string) {
-    // UTF-8 takes at most 3 bytes per UTF-16 code unit; the exact count is taken only when that may not fit.
-    const needed = this.length + rows.length * 3 > this.buffer.length
-      ? this.length + Buffer.byteLength(rows)
-      : 0
-    if (needed > this.buffer.length) {
-      const grown = Buffer.allocUnsafe(Math.max(needed, this.buffer.length * 2))
-      this.buffer.copy(grown, 0, 0, this.length)
-      this.buffer = grown
-    }
+    this.reserve(rows.length)
     this.length += this.buffer.write(rows, this.length)
+  }
+  /** Appends one row of fields already in COPY's text form (tab-separated, newline-terminated), each written in place. */
+  addRow(fields: ReadonlyArray<string>) {
+    let units = fields.length
+    for (const field of fields) units += field.length
+    this.reserve(units)
+    for (const field of fields) {
+      this.length += this.buffer.write(field, this.length)
+      this.buffer[this.length++] = 0x09 // tab
+    }
+    this.buffer[this.length - 1] = 0x0a // the last tab becomes the row's newline
   }
   /** The CopyData message: 'd', the length (itself included), the rows. */
   message(): Buffer {

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { CopyData } from "#layers/storage/PgCopy"
+import { CopyData, copyJson, copyText } from "#layers/storage/PgCopy"
 
 // CopyData encodes rows as they are added, growing its buffer; the message must be exactly the protocol's CopyData
 // ('d', an int32 length that counts itself, the UTF-8 bytes) of the rows joined, whatever the capacity it started with.
@@ -25,6 +25,37 @@ test("the message is 'd', its length and the rows' UTF-8, from any starting capa
     ),
     { numRuns: 2000 }
   )
+})
+
+const text = fc.string({ unit: fc.oneof(fc.constantFrom("\\", "\t", "\n", "\r", "\\N", "\u0000"), fc.char(), fc.fullUnicode(), fc.char16bits()), maxLength: 60 })
+
+test("rows of fields are the fields joined by tabs, one line each, however the buffer grows", () => {
+  fc.assert(
+    fc.property(fc.array(fc.array(text, { minLength: 1, maxLength: 8 }), { maxLength: 20 }), fc.integer({ min: 0, max: 512 }), (rows, capacity) => {
+      const data = new CopyData(capacity)
+      for (const row of rows) data.addRow(row)
+      expect(data.message()).toEqual(expected(rows.map((row) => row.join("\t") + "\n")))
+    }),
+    { numRuns: 2000 }
+  )
+})
+
+// The escaping as COPY's text format defines it, one character class at a time.
+const reference = (s: string) => s.replace(/\\/g, "\\\\").replace(/\t/g, "\\t").replace(/\n/g, "\\n").replace(/\r/g, "\\r")
+
+test("copyText escapes backslash, tab, newline and carriage return; copyJson is copyText of the JSON", () => {
+  fc.assert(
+    fc.property(text, fc.jsonValue(), (s, json) => {
+      expect(copyText(s)).toBe(reference(s))
+      expect(copyJson(json)).toBe(reference(JSON.stringify(json)))
+      expect(copyJson({ s, json })).toBe(reference(JSON.stringify({ s, json })))
+      expect(copyText({ s })).toBe(copyJson({ s }))
+    }),
+    { numRuns: 3000 }
+  )
+  expect(copyText(null)).toBe("\\N")
+  expect(copyText(undefined)).toBe("\\N")
+  expect(copyText(12.5)).toBe("12.5")
 })
 
 test("one row far larger than the buffer, of 1-, 2-, 3- and 4-byte characters", () => {
