@@ -1,7 +1,7 @@
 import { MAX_AMOUNT, MAX_JSON_DEPTH, MAX_SPAN_COUNT } from "#src/domain/Json"
 import type { OtlpEvent, OtlpSpan } from "#src/domain/Otlp"
 import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
-import { spanUuid, traceUuid } from "./OtlpIds.ts"
+import { parentUuid, spanUuid, traceUuid } from "./OtlpIds.ts"
 
 /**
  * The GenAI mapping of one OTLP span to our span (otel-genai-mapping §6.2–§6.7, §6.9). Pure and total:
@@ -1298,7 +1298,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
 
   const out: MappedSpan["span"] = {
     id: spanUuid(accountNs, traceHex, spanHex),
-    parent_id: parentHex === null ? null : spanUuid(accountNs, traceHex, parentHex),
+    parent_id: parentHex === null ? null : parentUuid(accountNs, traceHex, parentHex),
     span_type: type,
     name,
     metadata: {},
@@ -1527,7 +1527,7 @@ const fallback = (accountNs: string, span: OtlpSpan, error: unknown): MappedSpan
   return {
     span: {
       id: spanUuid(accountNs, traceHex, spanHex),
-      parent_id: parentHex === null ? null : spanUuid(accountNs, traceHex, parentHex),
+      parent_id: parentHex === null ? null : parentUuid(accountNs, traceHex, parentHex),
       span_type: span.status?.code === 2 ? "error" : "action",
       name,
       metadata: {

@@ -1,7 +1,17 @@
 import { describe, expect, test } from "bun:test"
+import { createHash } from "node:crypto"
 import { FastCheck as fc } from "effect"
 
-import { accountNamespace, ROOT_NS, spanUuid, traceUuid, uuidV5 } from "#layers/ingest/OtlpIds"
+import { accountNamespace, parentUuid, ROOT_NS, spanUuid, traceUuid, uuidV5 } from "#layers/ingest/OtlpIds"
+
+/** RFC 9562 §5.5 step by step, with node:crypto: the reference uuidV5 is checked against. */
+const referenceV5 = (namespace: string, name: string) => {
+  const h = createHash("sha1").update(Buffer.from(namespace.replaceAll("-", ""), "hex")).update(name, "utf8").digest()
+  h[6] = (h[6]! & 0x0f) | 0x50
+  h[8] = (h[8]! & 0x3f) | 0x80
+  const x = h.subarray(0, 16).toString("hex")
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`
+}
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 const UUID_V5 = /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
@@ -47,6 +57,24 @@ describe("OTLP ids (otel-genai-mapping §2.1)", () => {
       expect(t).not.toBe(s)
       expect(traceUuid(accountNamespace(account), trace)).toBe(t)
       expect(spanUuid(ns, trace, span)).toBe(s)
+    }))
+  })
+
+  test("uuidV5 is RFC 9562's for any namespace and any UTF-8 name, short or long, in any order", () => {
+    const name = fc.oneof(fc.string({ unit: "binary", maxLength: 40 }), fc.string({ unit: "binary", minLength: 80, maxLength: 400 }))
+    fc.assert(fc.property(fc.array(fc.tuple(fc.uuid(), name), { minLength: 1, maxLength: 6 }), (pairs) => {
+      for (const [namespace, n] of pairs) expect(uuidV5(namespace, n)).toBe(referenceV5(namespace, n))
+    }), { numRuns: 500 })
+  })
+
+  test("parentUuid is the parent's spanUuid, whatever came before", () => {
+    const hex = (n: number) => fc.uint8Array({ minLength: n, maxLength: n }).map((b) => Buffer.from(b).toString("hex"))
+    const call = fc.tuple(fc.constantFrom(accountNamespace("acme"), accountNamespace("globex")), fc.oneof(fc.constant(TRACE), hex(16)), fc.oneof(fc.constant("00f067aa0ba902b7"), hex(8)))
+    fc.assert(fc.property(fc.array(call, { minLength: 1, maxLength: 12 }), (calls) => {
+      for (const [ns, trace, parent] of calls) {
+        expect(parentUuid(ns, trace, parent)).toBe(spanUuid(ns, trace, parent))
+        expect(spanUuid(ns, trace, parent)).toBe(referenceV5(ns, "span:" + trace + ":" + parent))
+      }
     }))
   })
 
