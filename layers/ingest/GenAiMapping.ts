@@ -1,4 +1,5 @@
 import { MAX_AMOUNT, MAX_JSON_DEPTH, MAX_SPAN_COUNT } from "#src/domain/Json"
+import { isoOfMillis } from "#src/domain/Instant"
 import type { OtlpEvent, OtlpSpan } from "#src/domain/Otlp"
 import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
 import { parentUuid, spanUuid, traceUuid } from "./OtlpIds.ts"
@@ -1146,8 +1147,6 @@ const nanos = (s: string): { ms: number; rest: number } | undefined => {
   return ms > MAX_MS ? { ms: MAX_MS, rest: 0 } : { ms, rest: Number(s.slice(-6)) }
 }
 
-const iso = (ms: number) => new Date(ms).toISOString()
-
 /** A list of tags from an array, a JSON array string, or a comma-separated string (LangSmith). */
 const tagsOf = (v: unknown, into: Array<string>) => {
   const parsed = parseStructured(v)
@@ -1302,7 +1301,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
     span_type: type,
     name,
     metadata: {},
-    started_at: iso(start.ms)
+    started_at: isoOfMillis(start.ms)
   }
   if (model !== undefined) out.model = model
   const truncated: Array<string> = []
@@ -1333,7 +1332,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   const ownRole = metaText(firstText(a, ["gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]), SPAN_TEXT_LIMITS.agent_role)
   if (ownId !== undefined) out.agent_id = ownId
   if (ownRole !== undefined && ownId !== undefined) out.agent_role = ownRole
-  if (hasEnd) out.ended_at = iso(end.ms)
+  if (hasEnd) out.ended_at = isoOfMillis(end.ms)
   if (failure.error !== undefined) out.error = failure.error
 
   // §6.9 metadata.
@@ -1494,7 +1493,7 @@ const keptEvents = (events: ReadonlyArray<OtlpEvent>, used: number, exception: O
     const t = nanos(e.timeUnixNano)
     const name = fitText(typeof e.name === "string" ? e.name : "", MAX_META_TEXT)
     const entry: Json = { name }
-    if (t !== undefined && (t.ms > 0 || t.rest > 0)) entry.time = iso(t.ms)
+    if (t !== undefined && (t.ms > 0 || t.rest > 0)) entry.time = isoOfMillis(t.ms)
     if (e.attributes !== undefined && !isBlank(e.attributes)) {
       const before = b.left
       const attrs = cleanValue(e.attributes, 3, b)
@@ -1535,7 +1534,7 @@ const fallback = (accountNs: string, span: OtlpSpan, error: unknown): MappedSpan
         otel,
         mapping_error: fitText(error instanceof Error ? error.message : String(error), MAX_META_LONG_TEXT)
       },
-      started_at: iso(start.ms)
+      started_at: isoOfMillis(start.ms)
     },
     traceId: traceUuid(accountNs, traceHex),
     otelTraceId: traceHex

@@ -73,6 +73,22 @@ export const instantOf = (text: string): DateTime.Utc | undefined => {
 /** `DateTime.formatIso`: the instant as `toISOString` prints it. */
 export const formatInstant = (instant: DateTime.Utc): string => printedAs.get(instant) ?? DateTime.formatIso(instant)
 
+// Instants printed in a row mostly share their minute (the spans of one export): its "YYYY-MM-DDTHH:MM:" is kept.
+let printedMinute = Number.NaN
+let minutePrefix = ""
+
+/** `new Date(ms).toISOString()` for whole milliseconds from 1970 through 9999, printing the minute once for its neighbours. */
+export const isoOfMillis = (ms: number): string => {
+  if (!Number.isInteger(ms) || ms < MIN || ms > MAX) return new Date(ms).toISOString()
+  const minute = Math.floor(ms / 60_000)
+  if (minute !== printedMinute) {
+    minutePrefix = new Date(minute * 60_000).toISOString().slice(0, 17)
+    printedMinute = minute
+  }
+  const secondsAndMillis = String(100_000 + ms - minute * 60_000) // "1ssmmm"
+  return `${minutePrefix}${secondsAndMillis.slice(1, 3)}.${secondsAndMillis.slice(3)}Z`
+}
+
 const generalMillis = (text: string): number | undefined => {
   const m = ISO_DATE_TIME.exec(text)
   if (m === null) return undefined

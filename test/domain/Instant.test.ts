@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { DateTime, FastCheck as fc } from "effect"
-import { formatInstant, ISO_DATE_TIME, instantMillis, instantOf } from "#src/domain/Instant"
+import { formatInstant, ISO_DATE_TIME, instantMillis, instantOf, isoOfMillis } from "#src/domain/Instant"
 
 /** The definition instantMillis must keep: the ISO regular expression, a calendar check, then Date.parse. */
 const reference = (text: string): number | undefined => {
@@ -71,5 +71,20 @@ describe("instantOf and formatInstant", () => {
       ),
       { numRuns: 20_000 }
     )
+  })
+})
+
+describe("isoOfMillis", () => {
+  test("is toISOString for any millisecond, in any order, neighbours in the same minute or not", () => {
+    const MAX = Date.UTC(10000, 0, 1) - 1
+    const millis = fc.oneof(
+      fc.integer({ min: 0, max: MAX }),
+      fc.integer({ min: 0, max: MAX }).chain((ms) => fc.integer({ min: Math.max(0, ms - 120_000), max: Math.min(MAX, ms + 120_000) })),
+      fc.constantFrom(0, 59_999, 60_000, MAX, MAX - 1)
+    )
+    fc.assert(fc.property(fc.array(millis, { minLength: 1, maxLength: 20 }), (list) => {
+      for (const ms of list) expect(isoOfMillis(ms)).toBe(new Date(ms).toISOString())
+    }), { numRuns: 5000 })
+    for (const odd of [-1, 0.5, MAX + 1]) expect(isoOfMillis(odd)).toBe(new Date(odd).toISOString())
   })
 })
