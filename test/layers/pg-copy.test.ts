@@ -2,10 +2,12 @@ import { expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { CopyData, copyJson, copyText } from "#layers/storage/PgCopy"
 
-// CopyData encodes rows as they are added, growing its buffer; the message must be exactly the protocol's CopyData
-// ('d', an int32 length that counts itself, the UTF-8 bytes) of the rows joined, whatever the capacity it started with.
+// CopyData encodes each string as it is added, growing its buffer; the message must be exactly the protocol's CopyData
+// ('d', an int32 length that counts itself, then each string's UTF-8 in turn), whatever the capacity it started with.
+// Each string is encoded on its own: a lone surrogate at the end of one and another at the start of the next are two
+// replacement characters, not a pair (rows end in a newline and fields are tab-separated, so no real pair is split).
 const expected = (rows: ReadonlyArray<string>) => {
-  const bytes = Buffer.from(rows.join(""))
+  const bytes = Buffer.concat(rows.map((row) => Buffer.from(row)))
   const header = Buffer.alloc(5)
   header[0] = 0x64
   header.writeInt32BE(bytes.length + 4, 1)
