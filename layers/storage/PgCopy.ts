@@ -51,6 +51,7 @@ export class CopyData {
   }
   /** Appends one row of fields already in COPY's text form (tab-separated, newline-terminated), each written in place. */
   addRow(fields: ReadonlyArray<string>) {
+    if (fields.length === 0) return this.add("\n")
     let units = fields.length
     for (const field of fields) units += field.length
     this.reserve(units)

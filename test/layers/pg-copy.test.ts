@@ -33,7 +33,7 @@ const text = fc.string({ unit: fc.oneof(fc.constantFrom("\\", "\t", "\n", "\r", 
 
 test("rows of fields are the fields joined by tabs, one line each, however the buffer grows", () => {
   fc.assert(
-    fc.property(fc.array(fc.array(text, { minLength: 1, maxLength: 8 }), { maxLength: 20 }), fc.integer({ min: 0, max: 512 }), (rows, capacity) => {
+    fc.property(fc.array(fc.array(text, { maxLength: 8 }), { maxLength: 20 }), fc.integer({ min: 0, max: 512 }), (rows, capacity) => {
       const data = new CopyData(capacity)
       for (const row of rows) data.addRow(row)
       expect(data.message()).toEqual(expected(rows.map((row) => row.join("\t") + "\n")))
