@@ -13,6 +13,9 @@ const referenceV5 = (namespace: string, name: string) => {
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`
 }
 
+/** Random ids of `n` bytes, as lowercase hex. */
+const hex = (n: number) => fc.uint8Array({ minLength: n, maxLength: n }).map((b) => Buffer.from(b).toString("hex"))
+
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 const UUID_V5 = /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
@@ -47,7 +50,6 @@ describe("OTLP ids (otel-genai-mapping §2.1)", () => {
   })
 
   test("deterministic, version 5 with the RFC variant, and trace and span ids never collide", () => {
-    const hex = (n: number) => fc.uint8Array({ minLength: n, maxLength: n }).map((b) => Buffer.from(b).toString("hex"))
     fc.assert(fc.property(fc.uuid(), hex(16), hex(8), (account, trace, span) => {
       const ns = accountNamespace(account)
       const t = traceUuid(ns, trace)
@@ -68,7 +70,6 @@ describe("OTLP ids (otel-genai-mapping §2.1)", () => {
   })
 
   test("parentUuid is the parent's spanUuid, whatever came before", () => {
-    const hex = (n: number) => fc.uint8Array({ minLength: n, maxLength: n }).map((b) => Buffer.from(b).toString("hex"))
     const call = fc.tuple(fc.constantFrom(accountNamespace("acme"), accountNamespace("globex")), fc.oneof(fc.constant(TRACE), hex(16)), fc.oneof(fc.constant("00f067aa0ba902b7"), hex(8)))
     fc.assert(fc.property(fc.array(call, { minLength: 1, maxLength: 12 }), (calls) => {
       for (const [ns, trace, parent] of calls) {
