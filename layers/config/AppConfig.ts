@@ -24,6 +24,8 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       ingestMaxDecompressedBytes: yield* Config.integer("TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES").pipe(
         Config.withDefault(16 * 1024 * 1024)
       ),
+      // Large protobuf exports are decoded, mapped and encoded for COPY on a thread of their own (PostgreSQL only).
+      ingestPrepareThread: yield* Config.boolean("TAPEDECK_INGEST_PREPARE_THREAD").pipe(Config.withDefault(true)),
       enforcementTimeoutMs: yield* Config.integer("TAPEDECK_ENFORCEMENT_TIMEOUT_MS").pipe(Config.withDefault(250)),
       replayInlineMaxModelCalls: yield* Config.integer("TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS").pipe(Config.withDefault(8)),
       replayTimeoutSeconds: yield* Config.integer("TAPEDECK_REPLAY_TIMEOUT_SECONDS").pipe(Config.withDefault(900)),

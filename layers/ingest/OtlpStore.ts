@@ -14,8 +14,9 @@ import {
   toRecord
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
+import { spanCopyRows } from "./OtlpPrepare.ts"
 import type { TraceFinalization } from "./TraceFinalize.ts"
-import { CopyData, copyInTransaction, copyJson, copyText } from "../storage/PgCopy.ts"
+import { type CopyMessage, copyInTransaction } from "../storage/PgCopy.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 // The finalize pass reads payloads of roots, local roots and model calls only.
@@ -30,23 +31,6 @@ const FINALIZE_SELECT = spanSelect(
 const COPY_MIN_SPANS = 100
 
 const COPY_SPANS = `COPY spans (trace_id, account_id, ${SPAN_COLUMNS}) FROM STDIN`
-
-/** The spans as COPY text rows, in COPY_SPANS's column order, holding what the upsert's records hold. */
-const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) => {
-  const data = new CopyData(spans.length * 2048)
-  for (const m of spans) {
-    const r = toRecord(m.span as never)
-    data.addRow([
-      m.traceId, accountId, r.id, copyText(r.parent_id), copyText(r.span_type), copyText(r.name), copyText(r.model),
-      r.input === undefined ? "\\N" : copyJson(r.input[0]),
-      r.output === undefined ? "\\N" : copyJson(r.output[0]),
-      copyText(r.input_tokens), copyText(r.output_tokens), copyText(r.cost), copyText(r.duration_ms), copyText(r.metadata),
-      copyText(r.agent_id), copyText(r.parent_agent_id), copyText(r.agent_role), copyText(r.started_at),
-      copyText(r.ended_at), copyText(r.error), copyText(r.extra)
-    ])
-  }
-  return data
-}
 
 export interface LockedTrace {
   readonly id: string
@@ -112,7 +96,10 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
      * needs a transaction on a node-postgres connection (not PGlite).
      */
     const copySpans = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) =>
-      Effect.map(copyInTransaction(COPY_SPANS, () => spanCopyRows(accountId, spans)), Option.isSome)
+      copyRows(() => spanCopyRows(accountId, spans))
+
+    /** COPY of span rows already encoded (`spanCopyRows`, possibly on another thread): whether it ran, as `copySpans`. */
+    const copyRows = (rows: () => CopyMessage) => Effect.map(copyInTransaction(COPY_SPANS, rows), Option.isSome)
 
     /**
      * Writes the spans of traces this transaction created. On PostgreSQL they go in by COPY, which costs PostgreSQL
@@ -206,6 +193,6 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { createAndLock, upsertSpans, copySpans, insertNewSpans, spansOf, applySpanUpdates, applyTraces } as const
+    return { createAndLock, upsertSpans, copySpans, copyRows, insertNewSpans, spansOf, applySpanUpdates, applyTraces } as const
   })
 }) {}

@@ -69,9 +69,17 @@ export class CopyData {
   }
 }
 
+/** What a COPY FROM sends: one CopyData message holding every row. */
+export interface CopyMessage {
+  message(): Uint8Array
+}
+
+/** A CopyData message built elsewhere (e.g. on another thread, by `CopyData.message`). */
+export const copyMessage = (message: Uint8Array): CopyMessage => ({ message: () => message })
+
 /** The part of node-postgres's (untyped) Connection that a COPY FROM uses. */
 interface PgConnection {
-  readonly stream: { readonly writable: boolean; write(chunk: Buffer): boolean }
+  readonly stream: { readonly writable: boolean; write(chunk: Uint8Array): boolean }
   query(text: string): void
   endCopyFrom(): void
 }
@@ -89,9 +97,9 @@ export class CopyFrom {
   callback: ((err: Error | null, rows?: number) => void) | undefined
   private rows = 0
   private done = false
-  constructor(private readonly text: string, private readonly data: CopyData) {}
+  constructor(private readonly text: string, private readonly data: CopyMessage) {}
   /** Runs COPY `text` with `data` (COPY text rows) on `client`; resolves to the rows copied, rejects on any error. */
-  static run(client: PgQueryable, text: string, data: CopyData) {
+  static run(client: PgQueryable, text: string, data: CopyMessage) {
     return new Promise<number>((ok, fail) => {
       const copy = new CopyFrom(text, data)
       copy.callback = (err, rows) => (err ? fail(err) : ok(rows ?? 0))
@@ -147,7 +155,7 @@ const transactionClient = Effect.map(
  * `COPY text FROM STDIN` of `rows` (COPY text format, one line each) inside the current transaction: the rows copied,
  * or none when the transaction's connection cannot COPY (the caller writes them another way).
  */
-export const copyInTransaction = (text: string, rows: () => CopyData) =>
+export const copyInTransaction = (text: string, rows: () => CopyMessage) =>
   Effect.flatMap(transactionClient, (client) =>
     Option.isNone(client)
       ? Effect.succeed(Option.none<number>())

@@ -11,6 +11,7 @@ import { SqlPolicyStoreLive } from "#layers/enforcement/SqlPolicyStore"
 import { Forks } from "#layers/replay/Forks"
 import { SdkReplay } from "#layers/replay/SdkReplay"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
+import { OtlpPreparer } from "#layers/ingest/OtlpPreparer"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { Traces } from "#layers/traces/Traces"
 import { TapedeckApi } from "../api/Api.ts"
@@ -55,7 +56,7 @@ export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
   Layer.provide(SearchLive),
   Layer.provide([UsageCounters.Default, ApiKeyRepo.Default]),
   Layer.provide([AuthenticationLive, RateLimitLive]),
-  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, IngestGate.Default, Forks.Default, Enforcement.Default, Evaluations.Default, GuardrailRepo.Default]),
+  Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, OtlpPreparer.Default, IngestGate.Default, Forks.Default, Enforcement.Default, Evaluations.Default, GuardrailRepo.Default]),
   Layer.provide(SqlPolicyStoreLive),
   Layer.provide([LlmClientLive, ModelPrices.Default])
 )

@@ -1,10 +1,12 @@
 import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { decompress } from "#layers/ingest/Decompress"
-import { OtlpIngest } from "#layers/ingest/OtlpIngest"
+import { type IngestResult, OtlpIngest } from "#layers/ingest/OtlpIngest"
+import { decodeProtobufBody } from "#layers/ingest/OtlpPrepare"
+import { OtlpPreparer } from "#layers/ingest/OtlpPreparer"
 import { UsageCounters } from "#layers/usage/UsageCounters"
-import { decodeOtlpJson, decodeOtlpProtobuf } from "#layers/ingest/OtlpDecode"
+import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import { OtlpJsonRequest } from "#src/domain/Otlp"
 import { ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
@@ -40,6 +42,7 @@ const decodeJson = (bytes: Uint8Array) => {
 export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers) =>
   Effect.gen(function*() {
     const ingest = yield* OtlpIngest
+    const preparer = yield* OtlpPreparer
     const usage = yield* UsageCounters
     const config = yield* AppConfig
     return handlers.handle("export", ({ request }) =>
@@ -50,17 +53,25 @@ export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers)
           return yield* refuse("Content-Type must be application/json, application/x-protobuf or application/protobuf")
         }
         const raw = yield* readBody(request)
-        const bytes = yield* Either.match(
-          decompress(raw, request.headers["content-encoding"], config.ingestMaxDecompressedBytes),
-          { onLeft: (e) => refuse(e.message), onRight: Effect.succeed }
-        )
-        const decoded = mediaType === "application/json"
-          ? yield* decodeJson(bytes)
-          : yield* Either.match(decodeOtlpProtobuf(bytes), {
-            onLeft: (message) => refuse(`not an OTLP protobuf ExportTraceServiceRequest: ${message}`),
-            onRight: Effect.succeed
-          })
-        const result = yield* ingest.ingest(accountId, decoded)
+        const contentEncoding = request.headers["content-encoding"]
+        const decodeProtobuf = () => decodeProtobufBody(raw, contentEncoding, config.ingestMaxDecompressedBytes)
+        const prepared = mediaType === "application/json"
+          ? Option.none()
+          : yield* preparer.prepare(accountId, raw, contentEncoding)
+        let result: IngestResult
+        if (Option.isSome(prepared)) {
+          if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
+          // The thread decoded this body already: decoding it again here cannot fail.
+          result = yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () => Either.getOrThrow(decodeProtobuf()))
+        } else {
+          const decoded = mediaType === "application/json"
+            ? yield* Either.match(
+              decompress(raw, contentEncoding, config.ingestMaxDecompressedBytes),
+              { onLeft: (e) => refuse(e.message), onRight: decodeJson }
+            )
+            : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
+          result = yield* ingest.ingest(accountId, decoded)
+        }
         yield* usage.increment(accountId, "otlp_requests") // one upsert per accepted export; never fails the export
         return {
           partialSuccess: result.rejectedSpans > 0

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { createHash } from "node:crypto"
 import { gzipSync, deflateSync } from "node:zlib"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
-import { chatAttributes, exportBody, hex, otlpSpan } from "../support/Otlp.ts"
+import { chatAttributes, exportBody, hex, otlpSpan, protobufBody } from "../support/Otlp.ts"
 
 let server: TestServer
 beforeAll(async () => {
@@ -11,7 +12,7 @@ beforeAll(async () => {
 })
 afterAll(() => server.stop())
 
-const send = (body: unknown, options: { key?: string; contentType?: string; encoding?: string; raw?: Uint8Array | string } = {}) =>
+const send = (body: unknown, options: { key?: string; contentType?: string; encoding?: string | undefined; raw?: Uint8Array | string } = {}) =>
   fetch(`${server.url}/v1/traces`, {
     method: "POST",
     headers: {
@@ -176,6 +177,70 @@ describe("POST /v1/traces", () => {
     await error(await send(null, { encoding: "br", raw: "{}" }), 400)
     await error(await send(null, { encoding: "gzip", raw: "not gzip at all" }), 400)
   })
+})
+
+describe("large protobuf exports", () => {
+  // With PostgreSQL they are decoded, mapped and encoded for COPY on the ingest thread (OtlpPreparer); they must store
+  // what the same export sent as JSON stores (always mapped on the request's thread).
+  /** 384 hex digits that differ for every `i` and that gzip cannot squeeze much, the same in both copies. */
+  const noise = (i: number) =>
+    [0, 1, 2, 3, 4, 5].map((k) => createHash("sha256").update(`${i}/${k}`).digest("hex")).join("")
+  const traceSpans = (traceId: string, count: number) => {
+    const ids = Array.from({ length: count }, (_, i) => (i + 1).toString(16).padStart(16, "0"))
+    return ids.map((spanId, i) =>
+      otlpSpan({
+        traceId,
+        spanId,
+        ...(i === 0 ? {} : { parentSpanId: ids[Math.floor((i - 1) / 3)]! }),
+        name: i === 0 ? "invoke_agent planner" : `chat ${i}`,
+        startMs: i * 10,
+        endMs: i * 10 + 500,
+        attributes: i === 0
+          ? { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner" }
+          : { ...chatAttributes, "gen_ai.usage.input_tokens": i, "app.note": `${noise(i)} \t ${i} ✓` },
+        ...(i === count - 1 ? { status: { code: 2, message: "last one failed" } } : {})
+      })
+    )
+  }
+  /** The detail with every UUID and OTLP trace id replaced by the order it first appears in. */
+  const normalized = (detail: unknown, otelIds: ReadonlyArray<string>) => {
+    const labels = new Map<string, string>()
+    const label = (id: string) => labels.get(id) ?? (labels.set(id, `#${labels.size}`), `#${labels.size - 1}`)
+    return JSON.stringify(detail)
+      .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, label)
+      .replace(new RegExp(otelIds.join("|"), "g"), label)
+      .replace(/"(createdAt|updatedAt)":"[^"]*"/g, "")
+  }
+
+  test("store what the same export as JSON stores, plain or gzip, the span cap included", async () => {
+    for (const [encoding, sizes] of [[undefined, [60, 90]], ["gzip", [2001]]] as const) {
+      const jsonIds = sizes.map(() => hex(16))
+      const protoIds = sizes.map(() => hex(16))
+      const asJson = await result(await send(exportBody(jsonIds.flatMap((id, i) => traceSpans(id, sizes[i]!)))))
+      const proto = protobufBody(exportBody(protoIds.flatMap((id, i) => traceSpans(id, sizes[i]!))))
+      const raw = encoding === "gzip" ? gzipSync(proto) : proto
+      expect(raw.byteLength).toBeGreaterThan(64 * 1024) // OtlpPreparer's PREPARE_THREAD_MIN_BYTES
+      const asProto = await result(await send(null, { contentType: "application/x-protobuf", encoding, raw }))
+      expect(asProto).toEqual(asJson)
+      expect(asProto.spans_ingested).toBe(Math.min(2000, sizes.reduce((a, b) => a + b, 0)))
+      for (const [i, id] of protoIds.entries()) {
+        const stored = await traceOf(id)
+        expect(stored.spans.length).toBe(Math.min(2000, sizes[i]!))
+        expect(normalized(stored, [id])).toBe(normalized(await traceOf(jsonIds[i]!), [jsonIds[i]!]))
+      }
+    }
+  }, 60_000)
+
+  test("a large body that is not an OTLP message is 400, and nothing is stored", async () => {
+    const before = (await (await server.get("/api/v1/traces?limit=1", KEY_B)).json()) as any
+    const corrupt = Buffer.concat([Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f]), Buffer.alloc(100 * 1024, 7)])
+    const refused = await error(await send(null, { key: KEY_B, contentType: "application/x-protobuf", raw: corrupt }), 400)
+    expect(refused).toMatchObject({ code: "validation_failed", retryable: false })
+    expect(refused.error).toContain("not an OTLP protobuf ExportTraceServiceRequest")
+    const notGzip = await error(await send(null, { key: KEY_B, contentType: "application/x-protobuf", encoding: "gzip", raw: corrupt }), 400)
+    expect(notGzip.error).toContain("gzip")
+    expect(((await (await server.get("/api/v1/traces?limit=1", KEY_B)).json()) as any).total).toBe(before.total)
+  }, 60_000)
 })
 
 describe("backpressure", () => {

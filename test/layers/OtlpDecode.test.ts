@@ -4,6 +4,7 @@ import { deflateRawSync, deflateSync, gzipSync } from "node:zlib"
 import { decompress } from "#layers/ingest/Decompress"
 import { decodeOtlpJson, decodeOtlpProtobuf, MAX_ANY_VALUE_DEPTH, otlpProtoRoot, TOO_DEEP } from "#layers/ingest/OtlpDecode"
 import type { DecodedExport, OtlpSpan } from "#src/domain/Otlp"
+import { protobufBody } from "../support/Otlp.ts"
 
 const Request = otlpProtoRoot.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
 
@@ -35,12 +36,7 @@ const attrs = (...pairs: ReadonlyArray<readonly [string, unknown]>) => pairs.map
 const attributesOf = (...pairs: ReadonlyArray<readonly [string, unknown]>) =>
   only(json(exportOf(spanWith({ attributes: attrs(...pairs) })))).attributes
 
-/** The protobuf encoding of an OTLP/JSON body: hex ids become bytes, protobufjs converts the rest. */
-const toProtobuf = (body: unknown): Uint8Array => {
-  const withBytes = JSON.parse(JSON.stringify(body), (key, value) =>
-    ["traceId", "spanId", "parentSpanId"].includes(key) && typeof value === "string" ? Buffer.from(value, "hex") : value)
-  return Request.encode(Request.fromObject(withBytes)).finish()
-}
+
 
 /** One span exercising every field and every AnyValue kind. */
 const richSpan = {
@@ -436,11 +432,11 @@ describe("decodeOtlpProtobuf", () => {
     const fromJson = json(body)
     expect(fromJson.spans).toHaveLength(3)
     expect(fromJson.rejected).toHaveLength(2)
-    expect(right(decodeOtlpProtobuf(toProtobuf(body)))).toEqual(fromJson)
+    expect(right(decodeOtlpProtobuf(protobufBody(body)))).toEqual(fromJson)
   })
 
   test("the rich span decodes to exactly these values", () => {
-    const span = only(right(decodeOtlpProtobuf(toProtobuf(exportOf(richSpan)))))
+    const span = only(right(decodeOtlpProtobuf(protobufBody(exportOf(richSpan)))))
     expect(span).toMatchObject({
       parentSpanId: PARENT,
       flags: 0x301,
@@ -476,7 +472,7 @@ describe("decodeOtlpProtobuf", () => {
     fc.assert(
       fc.property(fc.bigUint({ max: 2n ** 64n - 1n }), fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), (time, int) => {
         const body = exportOf(spanWith({ startTimeUnixNano: time.toString(), attributes: attrs(["n", { intValue: int.toString() }]) }))
-        const span = only(right(decodeOtlpProtobuf(toProtobuf(body))))
+        const span = only(right(decodeOtlpProtobuf(protobufBody(body))))
         expect(span.startTimeUnixNano).toBe(time.toString())
         const n = span.attributes.n
         expect(typeof n === "number" ? BigInt(n) : BigInt(n as string)).toBe(int)
@@ -511,7 +507,7 @@ describe("decodeOtlpProtobuf", () => {
   })
 
   test("truncated, garbage, invalid UTF-8 and over-deep bodies are Left", () => {
-    const valid = toProtobuf(exportOf(richSpan))
+    const valid = protobufBody(exportOf(richSpan))
     for (const cut of [1, 7, Math.floor(valid.length / 2), valid.length - 1]) {
       expect(Either.isLeft(decodeOtlpProtobuf(valid.subarray(0, cut)))).toBe(true)
     }
@@ -519,7 +515,7 @@ describe("decodeOtlpProtobuf", () => {
     expect(Either.isLeft(decodeOtlpProtobuf(new Uint8Array(64).fill(0xff)))).toBe(true)
     expect(Either.isLeft(decodeOtlpProtobuf(new TextEncoder().encode("{\"resourceSpans\": []}")))).toBe(true)
 
-    const badUtf8 = Buffer.from(toProtobuf(exportOf(spanWith({ name: "AAAA" }))))
+    const badUtf8 = Buffer.from(protobufBody(exportOf(spanWith({ name: "AAAA" }))))
     badUtf8.set([0xc3, 0x28], badUtf8.indexOf("AAAA"))
     expect(Either.isLeft(decodeOtlpProtobuf(badUtf8))).toBe(true)
 

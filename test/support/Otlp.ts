@@ -1,3 +1,5 @@
+import { otlpProtoRoot } from "#layers/ingest/OtlpDecode"
+
 /** Builders for OTLP/JSON export bodies in tests. */
 export const hex = (bytes: number) =>
   [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) => b.toString(16).padStart(2, "0")).join("")
@@ -51,4 +53,13 @@ export const chatAttributes = {
   "gen_ai.request.model": "gpt-4o",
   "gen_ai.usage.input_tokens": 12,
   "gen_ai.usage.output_tokens": 5
+}
+
+const ExportRequest = otlpProtoRoot.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
+
+/** The protobuf encoding of an OTLP/JSON body: hex ids become bytes, protobufjs converts the rest. */
+export const protobufBody = (body: unknown): Uint8Array => {
+  const withBytes = JSON.parse(JSON.stringify(body), (key, value) =>
+    ["traceId", "spanId", "parentSpanId"].includes(key) && typeof value === "string" ? Buffer.from(value, "hex") : value)
+  return ExportRequest.encode(ExportRequest.fromObject(withBytes)).finish()
 }

@@ -1,0 +1,150 @@
+import { Either } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+import type { DecodedExport } from "#src/domain/Otlp"
+import { toRecord } from "../traces/SpanRecords.ts"
+import { CopyData, copyJson, copyText } from "../storage/PgCopy.ts"
+import { decompress } from "./Decompress.ts"
+import { type MappedSpan, mapSpan } from "./GenAiMapping.ts"
+import { decodeOtlpProtobuf } from "./OtlpDecode.ts"
+import { accountNamespace } from "./OtlpIds.ts"
+import { finalizeTrace, type StoredSpan, type TraceFinalization } from "./TraceFinalize.ts"
+
+/** At most this many spans are created per request (SPEC §4); the rest are refused through partialSuccess. */
+export const MAX_SPANS_PER_EXPORT = 2000
+
+/** Maps the decoded spans in document order, applying the cap; the spans to write and what was refused. */
+export const mapAll = (accountId: AccountId, decoded: DecodedExport) => {
+  const accountNs = accountNamespace(accountId)
+  const reasons = new Set(decoded.rejected.map((r) => r.reason))
+  let rejected = decoded.rejected.length
+  // The last copy of a span sent twice in one request wins, as it would across requests.
+  const byKey = new Map<string, MappedSpan>()
+  const kept = new Set<string>()
+  for (const span of decoded.spans) {
+    // The cap is applied before mapping: spans past it cost a count, not a mapping.
+    const otelKey = `${span.traceId}/${span.spanId}`
+    if (!kept.has(otelKey) && kept.size >= MAX_SPANS_PER_EXPORT) {
+      rejected++
+      reasons.add(`more than ${MAX_SPANS_PER_EXPORT} spans in one request: lower the exporter's batch size`)
+      continue
+    }
+    kept.add(otelKey)
+    let mapped: MappedSpan | undefined
+    try {
+      mapped = mapSpan(accountNs, span)
+    } catch {
+      rejected++
+      reasons.add("a span could not be mapped")
+      continue
+    }
+    if (mapped === undefined) continue
+    byKey.set(`${mapped.traceId}/${mapped.span.id}`, mapped)
+  }
+  return { spans: [...byKey.values()], rejected, reasons }
+}
+
+/** Where each trace of the spans starts: its earliest span's start, and its OTLP id. */
+export const traceStarts = (spans: ReadonlyArray<MappedSpan>) => {
+  const starts = new Map<string, { id: string; startedAt: string; otelTraceId: string }>()
+  for (const m of spans) {
+    const known = starts.get(m.traceId)
+    if (!known || m.span.started_at < known.startedAt) {
+      starts.set(m.traceId, { id: m.traceId, startedAt: m.span.started_at, otelTraceId: m.otelTraceId })
+    }
+  }
+  return starts
+}
+
+/**
+ * Finalizes one trace from its spans stored earlier and this request's (`fresh`, by span id): this request's spans
+ * with their final agent fields and usage, the changes to earlier spans, and the trace's derived fields.
+ */
+export const finalizeWith = (earlier: ReadonlyArray<StoredSpan>, fresh: ReadonlyMap<string, MappedSpan>) => {
+  const finalized = finalizeTrace([...earlier, ...[...fresh.values()].map((m) => m.span)])
+  const changed = new Map(finalized.spanUpdates.map((u) => [u.id, u]))
+  const spans: Array<MappedSpan> = []
+  for (const m of fresh.values()) {
+    const update = changed.get(m.span.id)
+    if (update === undefined) spans.push(m)
+    else {
+      const { id: _id, ...fields } = update
+      spans.push({ ...m, span: { ...m.span, ...fields } })
+    }
+  }
+  return { spans, earlierUpdates: finalized.spanUpdates.filter((u) => !fresh.has(u.id)), trace: finalized.trace }
+}
+
+/** The spans of an export grouped by trace, then by span id, in first-seen order. */
+export const byTrace = (spans: ReadonlyArray<MappedSpan>) => {
+  const grouped = new Map<string, Map<string, MappedSpan>>()
+  for (const m of spans) {
+    const byId = grouped.get(m.traceId) ?? new Map<string, MappedSpan>()
+    byId.set(m.span.id, m)
+    grouped.set(m.traceId, byId)
+  }
+  return grouped
+}
+
+/** The spans as COPY text rows (trace_id, account_id, then SPAN_COLUMNS), holding what the upsert's records hold. */
+export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) => {
+  const data = new CopyData(spans.length * 2048)
+  for (const m of spans) {
+    const r = toRecord(m.span as never)
+    data.addRow([
+      m.traceId, accountId, r.id, copyText(r.parent_id), copyText(r.span_type), copyText(r.name), copyText(r.model),
+      r.input === undefined ? "\\N" : copyJson(r.input[0]),
+      r.output === undefined ? "\\N" : copyJson(r.output[0]),
+      copyText(r.input_tokens), copyText(r.output_tokens), copyText(r.cost), copyText(r.duration_ms), copyText(r.metadata),
+      copyText(r.agent_id), copyText(r.parent_agent_id), copyText(r.agent_role), copyText(r.started_at),
+      copyText(r.ended_at), copyText(r.error), copyText(r.extra)
+    ])
+  }
+  return data
+}
+
+/** A trace of a prepared export, written as new: where it starts and what its finalization derived. */
+export interface PreparedTrace {
+  readonly id: string
+  readonly startedAt: string
+  readonly otelTraceId: string
+  readonly trace: TraceFinalization["trace"]
+  readonly spanIds: ReadonlyArray<string>
+}
+
+/**
+ * An export mapped, finalized and encoded for traces it creates (the usual case: an exporter sends each trace's
+ * spans once). Only plain data and one byte array, so it crosses threads; `copy` is the CopyData message of every span.
+ */
+export interface PreparedExport {
+  readonly rejected: number
+  readonly reasons: ReadonlyArray<string>
+  readonly spanCount: number
+  readonly traces: ReadonlyArray<PreparedTrace>
+  readonly copy: Uint8Array
+}
+
+/** Prepares an export on the assumption that every trace in it is new (the writer checks, and starts over if not). */
+export const prepareExport = (accountId: AccountId, decoded: DecodedExport): PreparedExport => {
+  const { reasons, rejected, spans } = mapAll(accountId, decoded)
+  const starts = traceStarts(spans)
+  const traces: Array<PreparedTrace> = []
+  const finalSpans: Array<MappedSpan> = []
+  for (const [id, fresh] of byTrace(spans)) {
+    const finalized = finalizeWith([], fresh)
+    finalSpans.push(...finalized.spans)
+    const start = starts.get(id)!
+    traces.push({ ...start, trace: finalized.trace, spanIds: [...fresh.keys()] })
+  }
+  return { rejected, reasons: [...reasons], spanCount: spans.length, traces, copy: spanCopyRows(accountId, finalSpans).message() }
+}
+
+/** A protobuf body as sent (before its Content-Encoding) decoded, or why it is refused (the 400's message). */
+export const decodeProtobufBody = (
+  raw: Uint8Array,
+  contentEncoding: string | undefined,
+  maxDecompressedBytes: number
+): Either.Either<DecodedExport, string> =>
+  Either.flatMap(
+    Either.mapLeft(decompress(raw, contentEncoding, maxDecompressedBytes), (e) => e.message),
+    (bytes) => Either.mapLeft(decodeOtlpProtobuf(bytes), (message) => `not an OTLP protobuf ExportTraceServiceRequest: ${message}`)
+  )

@@ -1,0 +1,234 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { SqlClient } from "@effect/sql"
+import { ConfigProvider, Effect, Either, FastCheck as fc, Layer, Option } from "effect"
+import { gzipSync } from "node:zlib"
+import { AppConfig } from "#layers/config/AppConfig"
+import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
+import { OtlpIngest } from "#layers/ingest/OtlpIngest"
+import { decodeProtobufBody, prepareExport } from "#layers/ingest/OtlpPrepare"
+import { OtlpPreparer, PREPARE_THREAD_MIN_BYTES } from "#layers/ingest/OtlpPreparer"
+import { AccountRepo } from "#layers/storage/AccountRepo"
+import type { AccountId } from "#src/domain/Ids"
+import type { DecodedExport } from "#src/domain/Otlp"
+import { exportBody, hex, otlpSpan, protobufBody } from "../support/Otlp.ts"
+import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
+
+// Large protobuf exports are prepared on another thread as if every trace in them were new (OtlpPrepare,
+// OtlpPreparer), and written as prepared when they all are (OtlpIngest.ingestPrepared); otherwise, or where COPY is not
+// available (PGlite), they are mapped again and written the general way. Whatever the path, what is stored must be
+// what OtlpIngest.ingest stores for the same export.
+let storage: TestStorage
+beforeAll(async () => {
+  storage = await startTestStorage()
+})
+afterAll(() => storage.stop())
+
+interface TraceShape {
+  readonly spans: ReadonlyArray<{ kind: "agent" | "chat" | "tool" | "plain"; parent: number; start: number; length: number; error: boolean }>
+}
+
+const traceShape: fc.Arbitrary<TraceShape> = fc.record({
+  spans: fc.array(
+    fc.record({
+      kind: fc.constantFrom("agent" as const, "chat" as const, "tool" as const, "plain" as const),
+      parent: fc.nat(),
+      start: fc.nat({ max: 10_000 }),
+      length: fc.nat({ max: 5_000 }),
+      error: fc.boolean()
+    }),
+    { minLength: 1, maxLength: 8 }
+  )
+})
+
+const ATTRIBUTES = {
+  agent: (i: number) => ({ "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": `agent-${i % 3}` }),
+  chat: (i: number) => ({
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": "gpt-4o",
+    "gen_ai.usage.input_tokens": 10 + i,
+    "gen_ai.usage.output_tokens": 3 + i,
+    "gen_ai.input.messages": JSON.stringify([{ role: "user", parts: [{ type: "text", content: `question ${i} \t\\ "q"` }] }]),
+    "gen_ai.output.messages": JSON.stringify([{ role: "assistant", parts: [{ type: "text", content: `answer ${i} ✓` }] }])
+  }),
+  tool: (i: number) => ({
+    "gen_ai.operation.name": "execute_tool",
+    "gen_ai.tool.name": `tool_${i}`,
+    "gen_ai.tool.call.arguments": JSON.stringify({ q: i, path: "C:\\tmp" }),
+    "gen_ai.tool.call.result": JSON.stringify({ ok: true })
+  }),
+  plain: (i: number) => ({ "app.step": i })
+}
+
+/**
+ * The OTLP spans of a trace of `shape`: each span's parent is an earlier span (index modulo), the first is the root.
+ * No two spans of a trace start or end at the same instant: ties are broken by span UUID, which differs between the
+ * two copies of an export this file compares.
+ */
+const otlpSpans = (traceId: string, spanIds: ReadonlyArray<string>, shape: TraceShape, offset = 0) =>
+  shape.spans.map((s, i) =>
+    otlpSpan({
+      traceId,
+      spanId: spanIds[i + offset]!,
+      ...(i + offset === 0 ? {} : { parentSpanId: spanIds[(s.parent % (i + offset))]! }),
+      name: `${s.kind} ${i + offset}`,
+      startMs: s.start * 32 + i + offset,
+      endMs: (s.start + s.length) * 32 + i + offset,
+      attributes: ATTRIBUTES[s.kind](i + offset),
+      ...(s.error ? { status: { code: 2, message: "boom" } } : {})
+    })
+  )
+
+const decoded = (body: unknown): DecodedExport => Either.getOrThrow(decodeOtlpJson(body))
+
+/**
+ * Everything an export wrote for the traces of `otelTraceIds` (their rows, spans, jobs and stream events) as one JSON
+ * text in which every UUID and every OTLP trace id is replaced by the order it first appears in: two writes of the
+ * same exports under different trace ids give the same text when they stored the same.
+ */
+const storedOf = (otelTraceIds: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const traces = yield* sql<{ id: string }>`
+      SELECT id, name, status, input, output, session_id, started_at, ended_at, metadata, environment, span_count,
+             total_tokens, total_cost::text AS total_cost, total_duration_ms
+      FROM traces WHERE metadata->'otel'->>'trace_id' = ANY(${otelTraceIds}) ORDER BY array_position(${otelTraceIds}::text[], metadata->'otel'->>'trace_id')`
+    const ids = traces.map((t) => t.id)
+    const spans = yield* sql`
+      SELECT trace_id, id, parent_id, span_type, name, model, input, output, input_tokens, output_tokens, cost::text AS cost,
+             duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at, error, extra
+      FROM spans WHERE trace_id = ANY(${ids}::uuid[])
+      ORDER BY array_position(${ids}::uuid[], trace_id), metadata->'otel'->>'span_id'`
+    const jobs = yield* sql`
+      SELECT kind, payload FROM jobs
+      WHERE payload->>'traceId' = ANY(${ids}) OR payload->'traceIds' ?| ${ids}::text[]
+      ORDER BY created_at, kind, array_position(${ids}::text[], payload->>'traceId')`
+    const events = yield* sql`
+      SELECT groups, events FROM stream_events
+      WHERE EXISTS (SELECT 1 FROM jsonb_array_elements(groups) g WHERE g->>'t' = ANY(${ids}::text[])) ORDER BY id`
+    const labels = new Map<string, string>()
+    const label = (id: string) => labels.get(id) ?? (labels.set(id, `#${labels.size}`), `#${labels.size - 1}`)
+    return JSON.stringify({ traces, spans, jobs, events })
+      .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, label)
+      .replace(new RegExp(otelTraceIds.join("|") || "^$", "g"), label)
+  })
+
+const run = <A, E>(effect: Effect.Effect<A, E, OtlpIngest | AccountRepo | SqlClient.SqlClient | AppConfig>) =>
+  storage.run(effect.pipe(Effect.provide([OtlpIngest.Default, AccountRepo.Default]), Effect.orDie) as Effect.Effect<A, never, SqlClient.SqlClient | AppConfig>)
+
+describe("prepared exports", () => {
+  test("store what the request thread stores: new traces, traces stored earlier, spans sent again", async () => {
+    const accountId = await run(Effect.flatMap(AccountRepo, (a) => a.ensure("otlp-prepare")))
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(traceShape, { minLength: 1, maxLength: 4 }),
+        fc.array(fc.tuple(fc.nat(), traceShape), { maxLength: 3 }),
+        fc.array(traceShape, { maxLength: 2 }),
+        async (first, continued, fresh) => {
+          // Two copies of the same exports under different trace ids: one written by `ingest`, one prepared.
+          const write = (traceIds: ReadonlyArray<string>, prepared: boolean) =>
+            run(Effect.gen(function*() {
+              const ingest = yield* OtlpIngest
+              const spanIds = first.map((t) => Array.from({ length: t.spans.length + 8 }, (_, i) => `${traceIds.length}${i}`.padStart(16, "0")))
+              const firstBody = exportBody(first.flatMap((t, i) => otlpSpans(traceIds[i]!, spanIds[i]!, t)))
+              // The second export: spans added to traces of the first (span ids after theirs, and one sent again), and new traces.
+              const secondBody = exportBody([
+                ...continued.flatMap(([n, t]) => {
+                  const at = n % first.length
+                  const again = otlpSpans(traceIds[at]!, spanIds[at]!, first[at]!).slice(0, 1)
+                  return [...again, ...otlpSpans(traceIds[at]!, spanIds[at]!, { spans: t.spans.slice(0, 8) }, first[at]!.spans.length)]
+                }),
+                ...fresh.flatMap((t, i) => otlpSpans(traceIds[first.length + i]!, spanIds[0]!, t))
+              ])
+              const results = []
+              for (const body of [firstBody, secondBody]) {
+                const export_ = decoded(body)
+                results.push(
+                  prepared
+                    ? yield* ingest.ingestPrepared(accountId, prepareExport(accountId, export_), () => export_)
+                    : yield* ingest.ingest(accountId, export_)
+                )
+              }
+              return { results, stored: yield* storedOf(traceIds) }
+            }))
+          const traceCount = first.length + fresh.length
+          const viaIngest = await write(Array.from({ length: traceCount }, () => hex(16)), false)
+          const viaPrepared = await write(Array.from({ length: traceCount }, () => hex(16)), true)
+          expect(viaPrepared.results).toEqual(viaIngest.results)
+          expect(viaPrepared.stored).toEqual(viaIngest.stored)
+        }
+      ),
+      { numRuns: 25 }
+    )
+  }, 120_000)
+})
+
+/** Runs `effect` with an OtlpPreparer configured by `env` (a real thread, stopped afterwards). */
+const withPreparer = <A>(env: Record<string, string>, effect: Effect.Effect<A, never, OtlpPreparer>) =>
+  Effect.runPromise(effect.pipe(
+    Effect.provide(OtlpPreparer.Default.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))))
+  ))
+
+const ACCOUNT = "0b0e8c1a-3c55-4d7e-9f4e-1a2b3c4d5e6f" as AccountId
+
+/** A protobuf export of `traces` traces of 20 chat spans each (~16 KiB a trace). */
+const largeBody = (traces: number) => {
+  const spans = Array.from({ length: traces }, () => {
+    const traceId = hex(16)
+    const ids = Array.from({ length: 20 }, () => hex(8))
+    return ids.map((spanId, i) =>
+      otlpSpan({
+        traceId,
+        spanId,
+        ...(i === 0 ? {} : { parentSpanId: ids[0]! }),
+        startMs: i,
+        endMs: i + 500,
+        attributes: { ...ATTRIBUTES.chat(i), "app.padding": hex(300) }
+      })
+    )
+  }).flat()
+  return protobufBody(exportBody(spans))
+}
+
+describe("the preparing thread", () => {
+  const ON = { DATABASE_URL: "postgres://unused/db" }
+
+  test("prepares what prepareExport makes on this thread, for each of several exports in flight", async () => {
+    const bodies = [largeBody(6), largeBody(8), largeBody(10)]
+    expect(bodies.every((b) => b.byteLength >= PREPARE_THREAD_MIN_BYTES)).toBe(true)
+    const answers = await withPreparer(ON, Effect.flatMap(OtlpPreparer, (p) =>
+      Effect.all(bodies.map((body) => p.prepare(ACCOUNT, body, undefined)), { concurrency: "unbounded" })))
+    answers.forEach((answer, i) => {
+      const expected = prepareExport(ACCOUNT, Either.getOrThrow(decodeProtobufBody(bodies[i]!, undefined, 1 << 30)))
+      expect(answer).toEqual(Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } }))
+    })
+  }, 60_000)
+
+  test("decompresses, and refuses a body it cannot decode with the request thread's message", async () => {
+    const gzipped = gzipSync(largeBody(12))
+    expect(gzipped.byteLength).toBeGreaterThanOrEqual(PREPARE_THREAD_MIN_BYTES)
+    const corrupt = Buffer.concat([Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f]), Buffer.alloc(PREPARE_THREAD_MIN_BYTES, 7)])
+    const notGzip = Buffer.alloc(PREPARE_THREAD_MIN_BYTES, 1)
+    const [zipped, bad, badZip] = await withPreparer(ON, Effect.flatMap(OtlpPreparer, (p) =>
+      Effect.all([p.prepare(ACCOUNT, gzipped, "gzip"), p.prepare(ACCOUNT, corrupt, undefined), p.prepare(ACCOUNT, notGzip, "gzip")])))
+    const expected = prepareExport(ACCOUNT, Either.getOrThrow(decodeProtobufBody(gzipped, "gzip", 1 << 30)))
+    expect(zipped).toEqual(Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } }))
+    const refusal = (body: Uint8Array, encoding: string | undefined) =>
+      Option.some({ _tag: "Refused" as const, message: Either.getOrThrow(Either.flip(decodeProtobufBody(body, encoding, 1 << 30))) })
+    expect(bad).toEqual(refusal(corrupt, undefined))
+    expect(badZip).toEqual(refusal(notGzip, "gzip"))
+    expect(JSON.stringify(bad)).toContain("not an OTLP protobuf ExportTraceServiceRequest")
+    expect(JSON.stringify(badZip)).toContain("not valid gzip data")
+  }, 60_000)
+
+  test("is not used for small bodies, without DATABASE_URL (PGlite cannot COPY) or when turned off", async () => {
+    const body = largeBody(6)
+    const small = largeBody(1)
+    expect(small.byteLength).toBeLessThan(PREPARE_THREAD_MIN_BYTES)
+    const prepare = (env: Record<string, string>, b: Uint8Array) =>
+      withPreparer(env, Effect.flatMap(OtlpPreparer, (p) => p.prepare(ACCOUNT, b, undefined)))
+    expect(Option.isSome(await prepare(ON, body))).toBe(true)
+    expect(await prepare(ON, small)).toEqual(Option.none())
+    expect(await prepare({}, body)).toEqual(Option.none())
+    expect(await prepare({ ...ON, TAPEDECK_INGEST_PREPARE_THREAD: "false" }, body)).toEqual(Option.none())
+  }, 60_000)
+})
