@@ -15,6 +15,7 @@ import m0013 from "./migrations/0013_search_filters.ts"
 import m0014 from "./migrations/0014_live_key_guard.ts"
 import m0015 from "./migrations/0015_enforcement_check_functions.ts"
 import m0016 from "./migrations/0016_stream_listeners.ts"
+import m0017 from "./migrations/0017_lz4_compression.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
@@ -34,6 +35,7 @@ export const MigrationsLive = PgMigrator.layer({
     "0013_search_filters": m0013,
     "0014_live_key_guard": m0014,
     "0015_enforcement_check_functions": m0015,
-    "0016_stream_listeners": m0016
+    "0016_stream_listeners": m0016,
+    "0017_lz4_compression": m0017
   })
 })
