@@ -1,4 +1,4 @@
-import { Effect, Option } from "effect"
+import { Context, Effect, Option } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import { AppConfig } from "../config/AppConfig.ts"
 import type { PreparedExport } from "./OtlpPrepare.ts"
@@ -19,6 +19,9 @@ export type PrepareReply =
   & { readonly id: number }
   & ({ readonly prepared: PreparedExport } | { readonly refusal: string } | { readonly failure: string })
 
+/** The thread's entry module (tests give one that dies, to see the exports fall back to the request thread). */
+export class PrepareThreadScript extends Context.Tag("tapedeck/PrepareThreadScript")<PrepareThreadScript, string>() {}
+
 /** What the thread made of a body: prepared, or refused with the 400's message. */
 export type Prepared =
   | { readonly _tag: "Prepared"; readonly prepared: PreparedExport }
@@ -35,38 +38,43 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
   scoped: Effect.gen(function*() {
     const config = yield* AppConfig
     const enabled = config.ingestPrepareThread && Option.isSome(config.databaseUrl)
-    const pending = new Map<number, (reply: PrepareReply | undefined) => void>()
-    let worker: Worker | undefined
+    const script = Option.getOrElse(
+      yield* Effect.serviceOption(PrepareThreadScript),
+      () => new URL("./OtlpPrepareWorker.ts", import.meta.url).href
+    )
+    /** A live thread and the answers it owes, by request id (undefined settles one as "do it yourself"). */
+    interface Thread {
+      readonly worker: Worker
+      readonly pending: Map<number, (reply: PrepareReply | undefined) => void>
+    }
+    let current: Thread | undefined
     let nextId = 0
 
-    const failPending = () => {
-      for (const settle of pending.values()) settle(undefined)
-      pending.clear()
+    /** Stops a thread and settles what it owed; the next export starts a new one. */
+    const retire = (thread: Thread) => {
+      if (current === thread) current = undefined
+      thread.worker.terminate()
+      for (const settle of thread.pending.values()) settle(undefined)
+      thread.pending.clear()
     }
-    const start = () => {
-      const thread = new Worker(new URL("./OtlpPrepareWorker.ts", import.meta.url).href)
-      thread.onmessage = (event: MessageEvent<PrepareReply>) => {
-        const settle = pending.get(event.data.id)
-        pending.delete(event.data.id)
+    const start = (): Thread => {
+      const thread: Thread = { worker: new Worker(script), pending: new Map() }
+      thread.worker.onmessage = (event: MessageEvent<PrepareReply>) => {
+        const settle = thread.pending.get(event.data.id)
+        thread.pending.delete(event.data.id)
         settle?.(event.data)
       }
-      thread.onerror = (event) => {
+      // An uncaught error, or the thread ending for any reason: nothing more will come from it.
+      thread.worker.onerror = (event) => {
         event.preventDefault()
-        if (worker === thread) worker = undefined
-        thread.terminate()
-        failPending()
+        retire(thread)
       }
+      thread.worker.addEventListener("close", () => retire(thread))
       // The thread must not keep the process alive after the server has stopped.
-      thread.unref()
+      thread.worker.unref()
       return thread
     }
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        worker?.terminate()
-        worker = undefined
-        failPending()
-      })
-    )
+    yield* Effect.addFinalizer(() => Effect.sync(() => current && retire(current)))
 
     const prepare = (
       accountId: AccountId,
@@ -76,12 +84,12 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
       if (!enabled || body.byteLength < PREPARE_THREAD_MIN_BYTES) return Effect.succeedNone
       return Effect.async<Option.Option<Prepared>>((resume) => {
         const id = nextId++
-        pending.set(id, (reply) => {
+        const thread = (current ??= start())
+        thread.pending.set(id, (reply) => {
           if (reply === undefined || "failure" in reply) resume(Effect.succeedNone)
           else if ("refusal" in reply) resume(Effect.succeedSome({ _tag: "Refused", message: reply.refusal }))
           else resume(Effect.succeedSome({ _tag: "Prepared", prepared: reply.prepared }))
         })
-        worker ??= start()
         const request: PrepareRequest = {
           id,
           accountId,
@@ -90,8 +98,8 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
           maxDecompressedBytes: config.ingestMaxDecompressedBytes
         }
         // Copied, not moved: the caller keeps the body for the case it has to map the export itself.
-        worker.postMessage(request)
-        return Effect.sync(() => void pending.delete(id))
+        thread.worker.postMessage(request)
+        return Effect.sync(() => void thread.pending.delete(id))
       })
     }
 

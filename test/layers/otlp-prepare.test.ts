@@ -6,7 +6,7 @@ import { AppConfig } from "#layers/config/AppConfig"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
 import { decodeProtobufBody, prepareExport } from "#layers/ingest/OtlpPrepare"
-import { OtlpPreparer, PREPARE_THREAD_MIN_BYTES } from "#layers/ingest/OtlpPreparer"
+import { OtlpPreparer, PREPARE_THREAD_MIN_BYTES, PrepareThreadScript } from "#layers/ingest/OtlpPreparer"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
@@ -162,10 +162,13 @@ describe("prepared exports", () => {
   }, 120_000)
 })
 
-/** Runs `effect` with an OtlpPreparer configured by `env` (a real thread, stopped afterwards). */
-const withPreparer = <A>(env: Record<string, string>, effect: Effect.Effect<A, never, OtlpPreparer>) =>
+/** Runs `effect` with an OtlpPreparer configured by `env` (a real thread, stopped afterwards), optionally on another entry module. */
+const withPreparer = <A>(env: Record<string, string>, effect: Effect.Effect<A, never, OtlpPreparer>, script?: string) =>
   Effect.runPromise(effect.pipe(
-    Effect.provide(OtlpPreparer.Default.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))))
+    Effect.provide(OtlpPreparer.Default.pipe(
+      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))),
+      Layer.provide(script === undefined ? Layer.empty : Layer.succeed(PrepareThreadScript, script))
+    ))
   ))
 
 const ACCOUNT = "0b0e8c1a-3c55-4d7e-9f4e-1a2b3c4d5e6f" as AccountId
@@ -230,5 +233,22 @@ describe("the preparing thread", () => {
     expect(await prepare(ON, small)).toEqual(Option.none())
     expect(await prepare({}, body)).toEqual(Option.none())
     expect(await prepare({ ...ON, TAPEDECK_INGEST_PREPARE_THREAD: "false" }, body)).toEqual(Option.none())
+  }, 60_000)
+
+  test("a thread that dies or throws leaves its exports to the request thread, and the next export gets a new one", async () => {
+    const body = largeBody(6)
+    for (const fixture of ["exits.ts", "throws.ts"]) {
+      const script = new URL(`../fixtures/prepare-threads/${fixture}`, import.meta.url).href
+      const answers = await withPreparer(
+        ON,
+        Effect.flatMap(OtlpPreparer, (p) =>
+          Effect.all([
+            Effect.all([p.prepare(ACCOUNT, body, undefined), p.prepare(ACCOUNT, body, undefined)], { concurrency: "unbounded" }),
+            p.prepare(ACCOUNT, body, undefined)
+          ]).pipe(Effect.timeout("20 seconds"), Effect.orDie)),
+        script
+      )
+      expect(answers).toEqual([[Option.none(), Option.none()], Option.none()])
+    }
   }, 60_000)
 })
