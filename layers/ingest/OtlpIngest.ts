@@ -169,10 +169,12 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    const ingestPrepared = (accountId: AccountId, prepared: PreparedExport, decoded: () => DecodedExport) =>
-      prepared.spanCount === 0
-        ? Effect.succeed(resultOf({ tracesCreated: 0, spansIngested: 0, refused: 0 }, prepared.rejected, new Set(prepared.reasons)))
-        : writePrepared(accountId, prepared, decoded)
+    const ingestPrepared = Effect.fn("OtlpIngest.ingestPrepared")(
+      function*(accountId: AccountId, prepared: PreparedExport, decoded: () => DecodedExport) {
+        if (prepared.spanCount > 0) return yield* writePrepared(accountId, prepared, decoded)
+        return resultOf({ tracesCreated: 0, spansIngested: 0, refused: 0 }, prepared.rejected, new Set(prepared.reasons))
+      }
+    )
 
     return { ingest, ingestPrepared } as const
   }),

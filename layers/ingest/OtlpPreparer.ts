@@ -76,32 +76,30 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
     }
     yield* Effect.addFinalizer(() => Effect.sync(() => current && retire(current)))
 
-    const prepare = (
-      accountId: AccountId,
-      body: Uint8Array,
-      contentEncoding: string | undefined
-    ): Effect.Effect<Option.Option<Prepared>> => {
-      if (!enabled || body.byteLength < PREPARE_THREAD_MIN_BYTES) return Effect.succeedNone
-      return Effect.async<Option.Option<Prepared>>((resume) => {
-        const id = nextId++
-        const thread = (current ??= start())
-        thread.pending.set(id, (reply) => {
-          if (reply === undefined || "failure" in reply) resume(Effect.succeedNone)
-          else if ("refusal" in reply) resume(Effect.succeedSome({ _tag: "Refused", message: reply.refusal }))
-          else resume(Effect.succeedSome({ _tag: "Prepared", prepared: reply.prepared }))
+    const prepare = Effect.fn("OtlpPreparer.prepare")(
+      function*(accountId: AccountId, body: Uint8Array, contentEncoding: string | undefined) {
+        if (!enabled || body.byteLength < PREPARE_THREAD_MIN_BYTES) return Option.none<Prepared>()
+        return yield* Effect.async<Option.Option<Prepared>>((resume) => {
+          const id = nextId++
+          const thread = (current ??= start())
+          thread.pending.set(id, (reply) => {
+            if (reply === undefined || "failure" in reply) resume(Effect.succeedNone)
+            else if ("refusal" in reply) resume(Effect.succeedSome({ _tag: "Refused", message: reply.refusal }))
+            else resume(Effect.succeedSome({ _tag: "Prepared", prepared: reply.prepared }))
+          })
+          const request: PrepareRequest = {
+            id,
+            accountId,
+            body,
+            contentEncoding,
+            maxDecompressedBytes: config.ingestMaxDecompressedBytes
+          }
+          // Copied, not moved: the caller keeps the body for the case it has to map the export itself.
+          thread.worker.postMessage(request)
+          return Effect.sync(() => void thread.pending.delete(id))
         })
-        const request: PrepareRequest = {
-          id,
-          accountId,
-          body,
-          contentEncoding,
-          maxDecompressedBytes: config.ingestMaxDecompressedBytes
-        }
-        // Copied, not moved: the caller keeps the body for the case it has to map the export itself.
-        thread.worker.postMessage(request)
-        return Effect.sync(() => void thread.pending.delete(id))
-      })
-    }
+      }
+    )
 
     return { prepare } as const
   }),

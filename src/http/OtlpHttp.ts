@@ -2,11 +2,12 @@ import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
 import { Effect, Either, Option, Schema } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { decompress } from "#layers/ingest/Decompress"
-import { type IngestResult, OtlpIngest } from "#layers/ingest/OtlpIngest"
+import { OtlpIngest } from "#layers/ingest/OtlpIngest"
 import { decodeProtobufBody } from "#layers/ingest/OtlpPrepare"
 import { OtlpPreparer } from "#layers/ingest/OtlpPreparer"
 import { UsageCounters } from "#layers/usage/UsageCounters"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
+import type { AccountId } from "#src/domain/Ids"
 import { OtlpJsonRequest } from "#src/domain/Otlp"
 import { ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
@@ -45,6 +46,28 @@ export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers)
     const preparer = yield* OtlpPreparer
     const usage = yield* UsageCounters
     const config = yield* AppConfig
+
+    /** The export written: prepared on the ingest thread when that takes it (OtlpPreparer), else decoded and mapped here. */
+    const write = (accountId: AccountId, mediaType: string, raw: Uint8Array, contentEncoding: string | undefined) =>
+      Effect.gen(function*() {
+        const decodeProtobuf = () => decodeProtobufBody(raw, contentEncoding, config.ingestMaxDecompressedBytes)
+        if (mediaType !== "application/json") {
+          const prepared = yield* preparer.prepare(accountId, raw, contentEncoding)
+          if (Option.isSome(prepared)) {
+            if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
+            // The thread decoded this body already: decoding it again here cannot fail.
+            return yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () => Either.getOrThrow(decodeProtobuf()))
+          }
+        }
+        const decoded = mediaType === "application/json"
+          ? yield* Either.match(
+            decompress(raw, contentEncoding, config.ingestMaxDecompressedBytes),
+            { onLeft: (e) => refuse(e.message), onRight: decodeJson }
+          )
+          : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
+        return yield* ingest.ingest(accountId, decoded)
+      })
+
     return handlers.handle("export", ({ request }) =>
       Effect.gen(function*() {
         const { accountId } = yield* CurrentPrincipal
@@ -53,25 +76,7 @@ export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers)
           return yield* refuse("Content-Type must be application/json, application/x-protobuf or application/protobuf")
         }
         const raw = yield* readBody(request)
-        const contentEncoding = request.headers["content-encoding"]
-        const decodeProtobuf = () => decodeProtobufBody(raw, contentEncoding, config.ingestMaxDecompressedBytes)
-        const prepared = mediaType === "application/json"
-          ? Option.none()
-          : yield* preparer.prepare(accountId, raw, contentEncoding)
-        let result: IngestResult
-        if (Option.isSome(prepared)) {
-          if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
-          // The thread decoded this body already: decoding it again here cannot fail.
-          result = yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () => Either.getOrThrow(decodeProtobuf()))
-        } else {
-          const decoded = mediaType === "application/json"
-            ? yield* Either.match(
-              decompress(raw, contentEncoding, config.ingestMaxDecompressedBytes),
-              { onLeft: (e) => refuse(e.message), onRight: decodeJson }
-            )
-            : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
-          result = yield* ingest.ingest(accountId, decoded)
-        }
+        const result = yield* write(accountId, mediaType, raw, request.headers["content-encoding"])
         yield* usage.increment(accountId, "otlp_requests") // one upsert per accepted export; never fails the export
         return {
           partialSuccess: result.rejectedSpans > 0
