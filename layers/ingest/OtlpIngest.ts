@@ -144,13 +144,13 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
      */
     const writePrepared = Effect.fn("OtlpIngest.writePrepared")(
       function*(accountId: AccountId, prepared: PreparedExport, decoded: () => DecodedExport) {
-        const locks = yield* store.createAndLock(accountId, prepared.traces)
+        // New traces go in with their final fields and totals; when one was not new, writeLocked rewrites them all.
+        const locks = yield* store.createFinalAndLock(accountId, prepared.traces)
         const allNew = prepared.traces.every((t) => locks.created.has(t.id))
         if (!allNew || !(yield* store.copyRows(() => copyMessage(prepared.copy)))) {
           const { reasons, rejected, spans } = mapAll(accountId, decoded())
           return resultOf(yield* writeLocked(accountId, spans, locks), rejected, reasons)
         }
-        yield* store.applyTraces(prepared.traces)
         const terminal = prepared.traces.filter((t) => isTerminal(t.trace.status))
         yield* announce(
           accountId,

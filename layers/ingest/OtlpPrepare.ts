@@ -102,6 +102,17 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
   return data
 }
 
+/** SPAN_TOTALS of a new trace's spans, computed before they are stored (see OtlpStore.createFinalAndLock). */
+export interface PreparedTotals {
+  readonly count: number
+  /** Σ input + output tokens, capped at 2^53 − 1, as decimal text. */
+  readonly tokens: string
+  /** Each span's cost as COPY writes it (summed as numeric in SQL: exact). */
+  readonly costs: ReadonlyArray<string>
+  /** The latest of each span's end (or start + duration, or start), ISO 8601. */
+  readonly lastEnd: string
+}
+
 /** A trace of a prepared export, written as new: where it starts and what its finalization derived. */
 export interface PreparedTrace {
   readonly id: string
@@ -109,6 +120,30 @@ export interface PreparedTrace {
   readonly otelTraceId: string
   readonly trace: TraceFinalization["trace"]
   readonly spanIds: ReadonlyArray<string>
+  readonly totals: PreparedTotals
+}
+
+const MAX_TOKENS = 9007199254740991n
+/** The instants `toISOString` writes with a four-digit year PostgreSQL reads: years 0001 to 9999. */
+const FIRST_ISO_MS = -62135596800000
+const LAST_ISO_MS = 253402300799999
+
+/** The totals of spans; throws on what it cannot compute exactly (the export is then written the general way). */
+const totalsOf = (spans: ReadonlyArray<MappedSpan>): PreparedTotals => {
+  let tokens = 0n
+  let lastEnd = Number.NEGATIVE_INFINITY
+  const costs: Array<string> = []
+  for (const { span } of spans) {
+    tokens += BigInt(span.input_tokens ?? 0) + BigInt(span.output_tokens ?? 0)
+    if (span.cost !== undefined) costs.push(String(span.cost))
+    const start = Date.parse(span.started_at)
+    const end = span.ended_at !== undefined
+      ? Date.parse(span.ended_at)
+      : span.duration_ms !== undefined ? start + span.duration_ms : start
+    if (end > lastEnd) lastEnd = end
+  }
+  if (!(lastEnd >= FIRST_ISO_MS && lastEnd <= LAST_ISO_MS)) throw new RangeError("span end out of range")
+  return { count: spans.length, tokens: String(tokens > MAX_TOKENS ? MAX_TOKENS : tokens), costs, lastEnd: new Date(lastEnd).toISOString() }
 }
 
 /**
@@ -133,7 +168,7 @@ export const prepareExport = (accountId: AccountId, decoded: DecodedExport): Pre
     const finalized = finalizeWith([], fresh)
     finalSpans.push(...finalized.spans)
     const start = starts.get(id)!
-    traces.push({ ...start, trace: finalized.trace, spanIds: [...fresh.keys()] })
+    traces.push({ ...start, trace: finalized.trace, spanIds: [...fresh.keys()], totals: totalsOf(finalized.spans) })
   }
   return { rejected, reasons: [...reasons], spanCount: spans.length, traces, copy: spanCopyRows(accountId, finalSpans).message() }
 }

@@ -14,7 +14,7 @@ import {
   toRecord
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
-import { spanCopyRows } from "./OtlpPrepare.ts"
+import { type PreparedTrace, spanCopyRows } from "./OtlpPrepare.ts"
 import type { TraceFinalization } from "./TraceFinalize.ts"
 import { type CopyMessage, copyInTransaction } from "../storage/PgCopy.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
@@ -44,6 +44,24 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
+    /** The locks of a request's traces: those it created (locked by their insert) and the others, locked in id order. */
+    const lockRest = (accountId: AccountId, traces: ReadonlyArray<{ id: string }>, inserted: ReadonlyArray<{ id: string }>) =>
+      Effect.gen(function*() {
+        const created = new Set(inserted.map((r) => r.id))
+        const locked = new Map<string, LockedTrace>()
+        for (const id of created) locked.set(id, { id, accountId, status: "running", deleted: false })
+        const existing = traces.filter((t) => !created.has(t.id)).map((t) => t.id)
+        if (existing.length > 0) {
+          const rows = yield* sql<LockedTrace>`
+            SELECT id, account_id AS "accountId", status, deleted_at IS NOT NULL AS deleted
+            FROM traces WHERE id = ANY(${uuidArray(existing)}::uuid[])
+            ORDER BY id
+            FOR UPDATE`
+          for (const row of rows) locked.set(row.id, row)
+        }
+        return { created, locked }
+      })
+
     /**
      * Creates the traces that do not exist yet (running, named later by the finalize pass) and locks every trace
      * of the request for the transaction; the ids of the created ones and every trace's current row. A created
@@ -60,19 +78,51 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
           ORDER BY x.id
           ON CONFLICT (id) DO NOTHING
           RETURNING id`
-        const created = new Set(inserted.map((r) => r.id))
-        const locked = new Map<string, LockedTrace>()
-        for (const id of created) locked.set(id, { id, accountId, status: "running", deleted: false })
-        const existing = traces.filter((t) => !created.has(t.id)).map((t) => t.id)
-        if (existing.length > 0) {
-          const rows = yield* sql<LockedTrace>`
-            SELECT id, account_id AS "accountId", status, deleted_at IS NOT NULL AS deleted
-            FROM traces WHERE id = ANY(${uuidArray(existing)}::uuid[])
-            ORDER BY id
-            FOR UPDATE`
-          for (const row of rows) locked.set(row.id, row)
-        }
-        return { created, locked }
+        return yield* lockRest(accountId, traces, inserted)
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /**
+     * As `createAndLock`, for a prepared export: the traces created get their final fields and totals in their
+     * insert (what `applyTraces` would write once the spans are in), so when every trace is new nothing is written
+     * twice and the spans are not read back. The totals are those of SPAN_TOTALS over the prepared spans: the count,
+     * the tokens (capped), the sum of the costs as numeric (exact, from the text COPY stores) and the latest end.
+     */
+    const createFinalAndLock = Effect.fn("OtlpStore.createFinalAndLock")(
+      function*(accountId: AccountId, traces: ReadonlyArray<PreparedTrace>) {
+        const records = traces.map(({ id, trace, totals }) => ({
+          id,
+          name: trace.name,
+          status: trace.status,
+          input: trace.input === undefined ? null : [trace.input],
+          output: trace.output === undefined ? null : [trace.output],
+          session_id: trace.sessionId,
+          started_at: trace.startedAt,
+          ended_at: trace.endedAt,
+          metadata: trace.metadata,
+          environment: trace.environment,
+          n: totals.count,
+          tokens: totals.tokens,
+          costs: totals.costs,
+          last_end: totals.lastEnd
+        }))
+        const inserted = yield* sql<{ id: string }>`
+          INSERT INTO traces (id, account_id, name, status, input, output, session_id, started_at, ended_at, metadata,
+                              environment, span_count, total_tokens, total_cost, total_duration_ms)
+          SELECT x.id, ${accountId}::uuid, x.name, x.status, x.input->0, x.output->0, x.session_id, x.started_at,
+                 x.ended_at, x.metadata, x.environment, x.n, x.tokens,
+                 (SELECT COALESCE(sum(c::numeric), 0) FROM jsonb_array_elements_text(x.costs) AS c),
+                 GREATEST(0, floor(EXTRACT(EPOCH FROM (
+                   COALESCE(x.ended_at, x.last_end, x.started_at) - x.started_at)) * 1000))::bigint
+          FROM jsonb_to_recordset(${JSON.stringify(records)}::jsonb)
+            AS x(id uuid, name text, status text, input jsonb, output jsonb, session_id text, started_at timestamptz,
+                 ended_at timestamptz, metadata jsonb, environment text, n int, tokens bigint, costs jsonb,
+                 last_end timestamptz)
+          ORDER BY x.id
+          ON CONFLICT (id) DO NOTHING
+          RETURNING id`
+        return yield* lockRest(accountId, traces, inserted)
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -193,6 +243,6 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { createAndLock, upsertSpans, copySpans, copyRows, insertNewSpans, spansOf, applySpanUpdates, applyTraces } as const
+    return { createAndLock, createFinalAndLock, upsertSpans, copySpans, copyRows, insertNewSpans, spansOf, applySpanUpdates, applyTraces } as const
   })
 }) {}

@@ -24,7 +24,16 @@ beforeAll(async () => {
 afterAll(() => storage.stop())
 
 interface TraceShape {
-  readonly spans: ReadonlyArray<{ kind: "agent" | "chat" | "tool" | "plain"; parent: number; start: number; length: number; error: boolean }>
+  readonly spans: ReadonlyArray<{
+    kind: "agent" | "chat" | "tool" | "plain"
+    parent: number
+    start: number
+    length: number
+    error: boolean
+    /** A chat span's usage: costs whose float sums are inexact, and token counts past what the mapping keeps (10^12). */
+    cost: number | null
+    tokens: number
+  }>
 }
 
 const traceShape: fc.Arbitrary<TraceShape> = fc.record({
@@ -34,7 +43,9 @@ const traceShape: fc.Arbitrary<TraceShape> = fc.record({
       parent: fc.nat(),
       start: fc.nat({ max: 10_000 }),
       length: fc.nat({ max: 5_000 }),
-      error: fc.boolean()
+      error: fc.boolean(),
+      cost: fc.option(fc.constantFrom(0.1, 0.2, 0.3, 1e-7, 0.000123, 12.5, 3, 1234567.891)),
+      tokens: fc.oneof(fc.nat({ max: 5000 }), fc.constant(2 ** 52 + 1))
     }),
     { minLength: 1, maxLength: 8 }
   )
@@ -42,11 +53,12 @@ const traceShape: fc.Arbitrary<TraceShape> = fc.record({
 
 const ATTRIBUTES = {
   agent: (i: number) => ({ "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": `agent-${i % 3}` }),
-  chat: (i: number) => ({
+  chat: (i: number, usage?: { cost: number | null; tokens: number }) => ({
     "gen_ai.operation.name": "chat",
     "gen_ai.request.model": "gpt-4o",
-    "gen_ai.usage.input_tokens": 10 + i,
+    "gen_ai.usage.input_tokens": usage?.tokens ?? 10 + i,
     "gen_ai.usage.output_tokens": 3 + i,
+    ...(usage?.cost != null ? { "gen_ai.usage.cost": usage.cost } : {}),
     "gen_ai.input.messages": JSON.stringify([{ role: "user", parts: [{ type: "text", content: `question ${i} \t\\ "q"` }] }]),
     "gen_ai.output.messages": JSON.stringify([{ role: "assistant", parts: [{ type: "text", content: `answer ${i} ✓` }] }])
   }),
@@ -73,7 +85,7 @@ const otlpSpans = (traceId: string, spanIds: ReadonlyArray<string>, shape: Trace
       name: `${s.kind} ${i + offset}`,
       startMs: s.start * 32 + i + offset,
       endMs: (s.start + s.length) * 32 + i + offset,
-      attributes: ATTRIBUTES[s.kind](i + offset),
+      attributes: s.kind === "chat" ? ATTRIBUTES.chat(i + offset, s) : ATTRIBUTES[s.kind](i + offset),
       ...(s.error ? { status: { code: 2, message: "boom" } } : {})
     })
   )
@@ -157,7 +169,13 @@ describe("prepared exports", () => {
           expect(viaPrepared.stored).toEqual(viaIngest.stored)
         }
       ),
-      { numRuns: 25 }
+      {
+        numRuns: 25,
+        // Always: a trace whose costs do not add up exactly in floating point, with the largest token counts.
+        examples: [[[{
+          spans: [0.1, 0.2, 0.3].map((cost, i) => ({ kind: "chat" as const, parent: 0, start: i, length: 1, error: false, cost, tokens: 2 ** 52 + 1 }))
+        }], [], []]]
+      }
     )
   }, 120_000)
 })
