@@ -9,12 +9,6 @@ import type { PrepareReply, PrepareRequest } from "./OtlpPreparer.ts"
 
 declare const self: Worker
 
-/** A fresh ArrayBuffer holding exactly `bytes` (a view into a larger or shared one is copied, never detached). */
-const ownBuffer = (bytes: Uint8Array) =>
-  bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.buffer instanceof ArrayBuffer
-    ? bytes
-    : bytes.slice()
-
 self.onmessage = (event: MessageEvent<PrepareRequest>) => {
   const { id, accountId, body, contentEncoding, maxDecompressedBytes } = event.data
   let reply: PrepareReply
@@ -23,11 +17,11 @@ self.onmessage = (event: MessageEvent<PrepareRequest>) => {
     if (Either.isLeft(decoded)) reply = { id, refusal: decoded.left }
     else {
       const prepared = prepareExport(accountId as AccountId, decoded.right)
-      reply = { id, prepared: { ...prepared, copy: ownBuffer(prepared.copy) } }
+      reply = { id, prepared }
     }
   } catch (error) {
     reply = { id, failure: error instanceof Error ? error.message : String(error) }
   }
-  // The rows are moved, not copied.
+  // The rows are moved, not copied: their buffer is CopyData's own (never the shared pool), and the view keeps its bounds.
   self.postMessage(reply, "prepared" in reply ? [reply.prepared.copy.buffer as ArrayBuffer] : [])
 }

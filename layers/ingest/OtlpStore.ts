@@ -32,6 +32,27 @@ const COPY_MIN_SPANS = 100
 
 const COPY_SPANS = `COPY spans (trace_id, account_id, ${SPAN_COLUMNS}) FROM STDIN`
 
+/** A trace's finalized fields as a `jsonb_to_recordset` record (TRACE_RECORD_COLUMNS); payloads wrapped as in spans. */
+const traceRecord = (id: string, trace: TraceFinalization["trace"]) => ({
+  id,
+  name: trace.name,
+  status: trace.status,
+  input: trace.input === undefined ? null : [trace.input],
+  output: trace.output === undefined ? null : [trace.output],
+  session_id: trace.sessionId,
+  started_at: trace.startedAt,
+  ended_at: trace.endedAt,
+  metadata: trace.metadata,
+  environment: trace.environment
+})
+
+const TRACE_RECORD_COLUMNS = `id uuid, name text, status text, input jsonb, output jsonb, session_id text,
+  started_at timestamptz, ended_at timestamptz, metadata jsonb, environment text`
+
+/** total_duration_ms of a trace record `x` whose spans end at `lastEnd` (as TraceRepo derives it). */
+const durationMs = (lastEnd: string) =>
+  `GREATEST(0, floor(EXTRACT(EPOCH FROM (COALESCE(x.ended_at, ${lastEnd}, x.started_at) - x.started_at)) * 1000))::bigint`
+
 export interface LockedTrace {
   readonly id: string
   readonly accountId: string
@@ -92,16 +113,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
     const createFinalAndLock = Effect.fn("OtlpStore.createFinalAndLock")(
       function*(accountId: AccountId, traces: ReadonlyArray<PreparedTrace>) {
         const records = traces.map(({ id, trace, totals }) => ({
-          id,
-          name: trace.name,
-          status: trace.status,
-          input: trace.input === undefined ? null : [trace.input],
-          output: trace.output === undefined ? null : [trace.output],
-          session_id: trace.sessionId,
-          started_at: trace.startedAt,
-          ended_at: trace.endedAt,
-          metadata: trace.metadata,
-          environment: trace.environment,
+          ...traceRecord(id, trace),
           n: totals.count,
           tokens: totals.tokens,
           costs: totals.costs,
@@ -113,12 +125,9 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
           SELECT x.id, ${accountId}::uuid, x.name, x.status, x.input->0, x.output->0, x.session_id, x.started_at,
                  x.ended_at, x.metadata, x.environment, x.n, x.tokens,
                  (SELECT COALESCE(sum(c::numeric), 0) FROM jsonb_array_elements_text(x.costs) AS c),
-                 GREATEST(0, floor(EXTRACT(EPOCH FROM (
-                   COALESCE(x.ended_at, x.last_end, x.started_at) - x.started_at)) * 1000))::bigint
+                 ${sql.literal(durationMs("x.last_end"))}
           FROM jsonb_to_recordset(${JSON.stringify(records)}::jsonb)
-            AS x(id uuid, name text, status text, input jsonb, output jsonb, session_id text, started_at timestamptz,
-                 ended_at timestamptz, metadata jsonb, environment text, n int, tokens bigint, costs jsonb,
-                 last_end timestamptz)
+            AS x(${sql.literal(TRACE_RECORD_COLUMNS)}, n int, tokens bigint, costs jsonb, last_end timestamptz)
           ORDER BY x.id
           ON CONFLICT (id) DO NOTHING
           RETURNING id`
@@ -209,18 +218,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
     const applyTraces = Effect.fn("OtlpStore.applyTraces")(
       function*(traces: ReadonlyArray<{ id: string; trace: TraceFinalization["trace"] }>) {
         if (traces.length === 0) return
-        const records = traces.map(({ id, trace }) => ({
-          id,
-          name: trace.name,
-          status: trace.status,
-          input: trace.input === undefined ? null : [trace.input],
-          output: trace.output === undefined ? null : [trace.output],
-          session_id: trace.sessionId,
-          started_at: trace.startedAt,
-          ended_at: trace.endedAt,
-          metadata: trace.metadata,
-          environment: trace.environment
-        }))
+        const records = traces.map(({ id, trace }) => traceRecord(id, trace))
         yield* sql`
           UPDATE traces t SET
             name = x.name, status = x.status, input = x.input->0, output = x.output->0, session_id = x.session_id,
@@ -229,11 +227,9 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
             span_count = COALESCE(agg.n, t.span_count), total_tokens = COALESCE(agg.tokens, t.total_tokens),
             total_cost = COALESCE(agg.cost, t.total_cost),
             total_duration_ms = CASE WHEN agg.trace_id IS NULL THEN t.total_duration_ms
-              ELSE GREATEST(0, floor(EXTRACT(EPOCH FROM (
-                COALESCE(x.ended_at, agg.last_end, x.started_at) - x.started_at)) * 1000))::bigint END
+              ELSE ${sql.literal(durationMs("agg.last_end"))} END
           FROM jsonb_to_recordset(${JSON.stringify(records)}::jsonb)
-            AS x(id uuid, name text, status text, input jsonb, output jsonb, session_id text,
-                 started_at timestamptz, ended_at timestamptz, metadata jsonb, environment text)
+            AS x(${sql.literal(TRACE_RECORD_COLUMNS)})
           LEFT JOIN (
             SELECT trace_id, ${sql.literal(SPAN_TOTALS)} FROM spans WHERE trace_id = ANY(${uuidArray(traces.map((t) => t.id))}::uuid[])
             GROUP BY trace_id

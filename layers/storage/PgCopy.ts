@@ -29,7 +29,8 @@ export class CopyData {
   private buffer: Buffer
   private length = 5
   constructor(capacity = 64 * 1024) {
-    this.buffer = Buffer.allocUnsafe(Math.max(capacity, 64))
+    // allocUnsafeSlow: never a slice of the shared pool, so a message can be moved to another thread whole.
+    this.buffer = Buffer.allocUnsafeSlow(Math.max(capacity, 64))
   }
   static of(rows: string) {
     const data = new CopyData(rows.length * 3 + 5)
@@ -40,7 +41,7 @@ export class CopyData {
   private reserve(units: number) {
     const needed = this.length + units * 3
     if (needed <= this.buffer.length) return
-    const grown = Buffer.allocUnsafe(Math.max(needed, this.buffer.length * 2))
+    const grown = Buffer.allocUnsafeSlow(Math.max(needed, this.buffer.length * 2))
     this.buffer.copy(grown, 0, 0, this.length)
     this.buffer = grown
   }

@@ -4,7 +4,7 @@ import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import { gzipSync, deflateSync } from "node:zlib"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
-import { chatAttributes, exportBody, hex, otlpSpan, protobufBody } from "../support/Otlp.ts"
+import { chatAttributes, exportBody, hex, otlpSpan, protobufBody, relabelIds } from "../support/Otlp.ts"
 
 let server: TestServer
 beforeAll(async () => {
@@ -202,15 +202,9 @@ describe("large protobuf exports", () => {
       })
     )
   }
-  /** The detail with every UUID and OTLP trace id replaced by the order it first appears in. */
-  const normalized = (detail: unknown, otelIds: ReadonlyArray<string>) => {
-    const labels = new Map<string, string>()
-    const label = (id: string) => labels.get(id) ?? (labels.set(id, `#${labels.size}`), `#${labels.size - 1}`)
-    return JSON.stringify(detail)
-      .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, label)
-      .replace(new RegExp(otelIds.join("|"), "g"), label)
-      .replace(/"(createdAt|updatedAt)":"[^"]*"/g, "")
-  }
+  /** The detail with its ids relabelled and its row timestamps left out. */
+  const normalized = (detail: unknown, otelIds: ReadonlyArray<string>) =>
+    relabelIds(detail, otelIds).replace(/"(createdAt|updatedAt)":"[^"]*"/g, "")
 
   test("store what the same export as JSON stores, plain or gzip, the span cap included", async () => {
     for (const [encoding, sizes] of [[undefined, [60, 90]], ["gzip", [2001]]] as const) {

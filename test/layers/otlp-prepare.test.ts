@@ -10,7 +10,7 @@ import { OtlpPreparer, PREPARE_THREAD_MIN_BYTES, PrepareThreadScript } from "#la
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
-import { exportBody, hex, otlpSpan, protobufBody } from "../support/Otlp.ts"
+import { exportBody, hex, otlpSpan, protobufBody, relabelIds } from "../support/Otlp.ts"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 
 // Large protobuf exports are prepared on another thread as if every trace in them were new (OtlpPrepare,
@@ -92,11 +92,7 @@ const otlpSpans = (traceId: string, spanIds: ReadonlyArray<string>, shape: Trace
 
 const decoded = (body: unknown): DecodedExport => Either.getOrThrow(decodeOtlpJson(body))
 
-/**
- * Everything an export wrote for the traces of `otelTraceIds` (their rows, spans, jobs and stream events) as one JSON
- * text in which every UUID and every OTLP trace id is replaced by the order it first appears in: two writes of the
- * same exports under different trace ids give the same text when they stored the same.
- */
+/** Everything an export wrote for the traces of `otelTraceIds` (their rows, spans, jobs and stream events), ids relabelled. */
 const storedOf = (otelTraceIds: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -117,11 +113,7 @@ const storedOf = (otelTraceIds: ReadonlyArray<string>) =>
     const events = yield* sql`
       SELECT groups, events FROM stream_events
       WHERE EXISTS (SELECT 1 FROM jsonb_array_elements(groups) g WHERE g->>'t' = ANY(${ids}::text[])) ORDER BY id`
-    const labels = new Map<string, string>()
-    const label = (id: string) => labels.get(id) ?? (labels.set(id, `#${labels.size}`), `#${labels.size - 1}`)
-    return JSON.stringify({ traces, spans, jobs, events })
-      .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, label)
-      .replace(new RegExp(otelTraceIds.join("|") || "^$", "g"), label)
+    return relabelIds({ traces, spans, jobs, events }, otelTraceIds)
   })
 
 const run = <A, E>(effect: Effect.Effect<A, E, OtlpIngest | AccountRepo | SqlClient.SqlClient | AppConfig>) =>

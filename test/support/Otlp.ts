@@ -63,3 +63,15 @@ export const protobufBody = (body: unknown): Uint8Array => {
     ["traceId", "spanId", "parentSpanId"].includes(key) && typeof value === "string" ? Buffer.from(value, "hex") : value)
   return ExportRequest.encode(ExportRequest.fromObject(withBytes)).finish()
 }
+
+/**
+ * `value` as JSON text with every UUID and every one of `otelTraceIds` replaced by the order it first appears in
+ * (#0, #1, …): two writes of the same exports under different trace ids give the same text when they stored the same.
+ */
+export const relabelIds = (value: unknown, otelTraceIds: ReadonlyArray<string>) => {
+  const labels = new Map<string, string>()
+  const label = (id: string) => labels.get(id) ?? (labels.set(id, `#${labels.size}`), `#${labels.size - 1}`)
+  return JSON.stringify(value)
+    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, label)
+    .replace(new RegExp(otelTraceIds.join("|") || "^$", "g"), label)
+}
