@@ -158,8 +158,12 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
 
     /** `get` as the JSON text of the TraceDetail (the HTTP route's body). */
     const getJson = Effect.fn("Traces.getJson")(function*(accountId: AccountId, traceId: TraceId) {
-      const trace = yield* repo.findTrace(accountId, traceId)
-      const spans = yield* repo.listSpansJson(accountId, traceId)
+      // Both reads at once (two pooled connections): the spans' read is scoped to the account too, so it returns
+      // nothing another account could see, and is discarded when the trace is missing or deleted.
+      const [trace, spans] = yield* Effect.all(
+        [repo.findTrace(accountId, traceId), repo.listSpansJson(accountId, traceId)],
+        { concurrency: 2 }
+      )
       return detailJson(trace, spans)
     })
 
