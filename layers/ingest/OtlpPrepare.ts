@@ -92,8 +92,8 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
     const r = toRecord(m.span as never)
     data.addRow([
       m.traceId, accountId, r.id, copyText(r.parent_id), copyText(r.span_type), copyText(r.name), copyText(r.model),
-      r.input === undefined ? "\\N" : copyJson(r.input[0]),
-      r.output === undefined ? "\\N" : copyJson(r.output[0]),
+      m.span.input === undefined ? "\\N" : copyJson(m.span.input),
+      m.span.output === undefined ? "\\N" : copyJson(m.span.output),
       copyText(r.input_tokens), copyText(r.output_tokens), copyText(r.cost), copyText(r.duration_ms), copyText(r.metadata),
       copyText(r.agent_id), copyText(r.parent_agent_id), copyText(r.agent_role), copyText(r.started_at),
       copyText(r.ended_at), copyText(r.error), copyText(r.extra)

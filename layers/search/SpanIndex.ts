@@ -227,8 +227,8 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     }
 
     const SOURCE = `s.trace_id, s.id, s.account_id, s.name, s.span_type, s.model,
-      CASE WHEN s.input IS NULL THEN NULL ELSE jsonb_build_array(s.input) END AS input,
-      CASE WHEN s.output IS NULL THEN NULL ELSE jsonb_build_array(s.output) END AS output,
+      CASE WHEN s.input IS NULL THEN NULL ELSE json_build_array(s.input) END AS input,
+      CASE WHEN s.output IS NULL THEN NULL ELSE json_build_array(s.output) END AS output,
       s.error, e.text_hash, e.embedder`
 
     /**

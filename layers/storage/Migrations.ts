@@ -16,6 +16,7 @@ import m0014 from "./migrations/0014_live_key_guard.ts"
 import m0015 from "./migrations/0015_enforcement_check_functions.ts"
 import m0016 from "./migrations/0016_stream_listeners.ts"
 import m0017 from "./migrations/0017_lz4_compression.ts"
+import m0018 from "./migrations/0018_span_payloads_json.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
@@ -36,6 +37,7 @@ export const MigrationsLive = PgMigrator.layer({
     "0014_live_key_guard": m0014,
     "0015_enforcement_check_functions": m0015,
     "0016_stream_listeners": m0016,
-    "0017_lz4_compression": m0017
+    "0017_lz4_compression": m0017,
+    "0018_span_payloads_json": m0018
   })
 })

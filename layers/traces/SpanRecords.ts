@@ -3,16 +3,17 @@ import { formatInstant } from "#src/domain/Instant"
 import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
 
 /**
- * The column list of `jsonb_to_recordset` for a batch of spans. `input` and `output` travel wrapped in a
- * one-element array, so an absent value (SQL NULL) stays distinct from a JSON `null`.
+ * The column list of `json_to_recordset` for a batch of spans. A JSON `null` input or output is a flag beside
+ * it (`json_to_recordset` reads a JSON null as SQL NULL, which stands for an absent value).
  */
 export const SPAN_RECORD_COLUMNS = `id uuid, parent_id uuid, span_type text, name text, model text,
-  input jsonb, output jsonb, input_tokens bigint, output_tokens bigint, cost numeric, duration_ms bigint,
-  metadata jsonb, agent_id text, parent_agent_id text, agent_role text, started_at timestamptz,
-  ended_at timestamptz, error text, extra jsonb`
+  input json, input_null boolean, output json, output_null boolean, input_tokens bigint, output_tokens bigint,
+  cost numeric, duration_ms bigint, metadata json, agent_id text, parent_agent_id text, agent_role text,
+  started_at timestamptz, ended_at timestamptz, error text, extra json`
 
 /** The SELECT list that turns those records into `spans` columns (after trace_id and account_id). */
-export const SPAN_RECORD_VALUES = `x.id, x.parent_id, x.span_type, x.name, x.model, x.input->0, x.output->0,
+export const SPAN_RECORD_VALUES = `x.id, x.parent_id, x.span_type, x.name, x.model,
+  CASE WHEN x.input_null THEN 'null'::json ELSE x.input END, CASE WHEN x.output_null THEN 'null'::json ELSE x.output END,
   x.input_tokens, x.output_tokens, x.cost, x.duration_ms, x.metadata, x.agent_id, x.parent_agent_id,
   x.agent_role, x.started_at, x.ended_at, x.error, x.extra`
 
@@ -20,12 +21,12 @@ export const SPAN_COLUMNS = `id, parent_id, span_type, name, model, input, outpu
   cost, duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at, error, extra`
 
 /**
- * The SELECT list that reads spans back: jsonb payloads come wrapped (see `unwrap`), numbers as float8.
+ * The SELECT list that reads spans back: json payloads come wrapped (see `unwrap`), numbers as float8.
  * With `payloadsWhen`, input and output are read only for the rows matching that SQL condition.
  */
 export const spanSelect = (payloadsWhen = "true") => `id, parent_id, span_type, name, model,
-  CASE WHEN input IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE jsonb_build_array(input) END AS input,
-  CASE WHEN output IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE jsonb_build_array(output) END AS output,
+  CASE WHEN input IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE json_build_array(input) END AS input,
+  CASE WHEN output IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE json_build_array(output) END AS output,
   input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens, cost::float8 AS cost,
   duration_ms::float8 AS duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at,
   error, extra`
@@ -33,8 +34,8 @@ export const spanSelect = (payloadsWhen = "true") => `id, parent_id, span_type, 
 export const SPAN_SELECT = spanSelect()
 
 /**
- * What the detail's JSON text of a stored span is built from (`spanJsonRow`): the jsonb columns as the text PostgreSQL
- * prints for them (passed through, never parsed here), times as epoch milliseconds (truncated, as `toISOString`
+ * What the detail's JSON text of a stored span is built from (`spanJsonRow`): the json columns' text as stored
+ * (passed through, never parsed here), times as epoch milliseconds (truncated, as `toISOString`
  * prints them), numbers as float8.
  */
 export const SPAN_PARTS_SELECT = `id, parent_id, floor(EXTRACT(EPOCH FROM started_at) * 1000)::float8 AS start_ms,
@@ -96,7 +97,7 @@ export const spanJsonRow = (r: SpanPartsRow): SpanJsonRow => {
   return { id: r.id, parent_id: r.parent_id, start_ms: r.start_ms, end_ms: r.end_ms, duration_ms: r.duration_ms, json: `${json}}` }
 }
 
-/** A jsonb value read as `jsonb_build_array(v)`: SQL NULL (absent) is undefined, JSON null stays null. */
+/** A json value read as `json_build_array(v)`: SQL NULL (absent) is undefined, JSON null stays null. */
 export const unwrap = (wrapped: unknown): unknown => (Array.isArray(wrapped) ? wrapped[0] : undefined)
 
 /** Aggregates over a set of spans: their count, token and cost sums (tokens capped to a safe integer), last end. */
@@ -118,15 +119,17 @@ export const SPAN_UPSERT = `ON CONFLICT (trace_id, id) DO UPDATE SET
 const iso = (dt: DateTime.Utc | string | undefined) =>
   dt === undefined || typeof dt === "string" ? dt : formatInstant(dt)
 
-/** One span (decoded, or already JSON) as a record for `jsonb_to_recordset`. */
+/** One span (decoded, or already JSON) as a record for `json_to_recordset`. */
 export const toRecord = (span: Span | SpanWire) => ({
   id: span.id,
   parent_id: span.parent_id,
   span_type: span.span_type,
   name: span.name,
   model: span.model,
-  input: span.input === undefined ? undefined : [span.input],
-  output: span.output === undefined ? undefined : [span.output],
+  input: span.input ?? undefined,
+  input_null: span.input === null ? true : undefined,
+  output: span.output ?? undefined,
+  output_null: span.output === null ? true : undefined,
   input_tokens: span.input_tokens,
   output_tokens: span.output_tokens,
   cost: span.cost,

@@ -118,7 +118,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
         const environment = request.metadata?.environment === "sandbox" ? "sandbox" : "production"
         const rows = yield* sql<{ id: string; stream_row_ids?: ReadonlyArray<number | string> | null }>`${sql.literal(prepared("trace.insert"))}
           WITH x AS (
-            SELECT * FROM jsonb_to_recordset(${toRecordsJson(request.spans)}::jsonb) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
+            SELECT * FROM json_to_recordset(${toRecordsJson(request.spans)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ), agg AS (
             SELECT ${sql.literal(SPAN_TOTALS)} FROM x
           ), t AS (
@@ -259,7 +259,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
         yield* sql`
           INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_COLUMNS)})
           SELECT ${traceId}::uuid, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
-          FROM jsonb_to_recordset(${toRecordsJson(spans)}::jsonb) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
+          FROM json_to_recordset(${toRecordsJson(spans)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ${sql.literal(SPAN_UPSERT)}`
       },
       Effect.catchTags({ SqlError: Effect.die })

@@ -9,7 +9,7 @@
  *    `COPY ... FROM STDIN` of spans of the same shape and payload sizes into `spans_copy (LIKE spans INCLUDING ALL)`
  *    (same columns, primary key and index, no foreign key) over BENCH_CONCURRENCY connections, one COPY of
  *    BENCH_SPANS rows per trace, BENCH_CEILING_TRACES of them.
- * 3b. SQL ceiling: the server's own span statement (`INSERT … SELECT … FROM jsonb_to_recordset`) of the same rows
+ * 3b. SQL ceiling: the server's own span statement (`INSERT … SELECT … FROM json_to_recordset`) of the same rows
  *    into `spans_insert (LIKE spans INCLUDING ALL)`, one statement of BENCH_SPANS rows per trace, same connections.
  * 3c. Server ceiling: a bare Bun.serve in its own process (BARE_SERVER: JSON.parse and that statement, into
  *    `spans_bare`), driven like step 2 for BENCH_SECONDS after the warm-up.
@@ -255,13 +255,13 @@ const copyCeilingOf = (
   })
 
 /**
- * The SQL ceiling: the server's own span INSERT (`INSERT … SELECT … FROM jsonb_to_recordset`, SpanRecords.ts) of
+ * The SQL ceiling: the server's own span INSERT (`INSERT … SELECT … FROM json_to_recordset`, SpanRecords.ts) of
  * the same rows, `batches` statements of `spanCount` spans over `concurrency` connections, straight from pg.
  */
 const insertCeiling = async (databaseUrl: string, serverPid: number, accountId: string, batches: number, concurrency: number, spanCount: number) => {
   const clients = await connectMany(databaseUrl, concurrency)
   const text = `INSERT INTO spans_insert (trace_id, account_id, ${SPAN_COLUMNS})
-    SELECT $1::uuid, $2::uuid, ${SPAN_RECORD_VALUES} FROM jsonb_to_recordset($3::jsonb) AS x(${SPAN_RECORD_COLUMNS})`
+    SELECT $1::uuid, $2::uuid, ${SPAN_RECORD_VALUES} FROM json_to_recordset($3::json) AS x(${SPAN_RECORD_COLUMNS})`
   const run = (client: pg.Client) =>
     client.query(text, [crypto.randomUUID(), accountId, toRecordsJson(makeSpans(spanCount, (clock += 60_000)) as never)])
   try {
@@ -295,7 +295,7 @@ const { SPAN_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } =
 const pool = new pg.Pool({ connectionString: process.env.BARE_DATABASE_URL, max: Number(process.env.BARE_POOL) })
 pool.on("error", () => {})
 const text = \`INSERT INTO spans_bare (trace_id, account_id, \${SPAN_COLUMNS})
-  SELECT $1::uuid, $2::uuid, \${SPAN_RECORD_VALUES} FROM jsonb_to_recordset($3::jsonb) AS x(\${SPAN_RECORD_COLUMNS})\`
+  SELECT $1::uuid, $2::uuid, \${SPAN_RECORD_VALUES} FROM json_to_recordset($3::json) AS x(\${SPAN_RECORD_COLUMNS})\`
 const server = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
@@ -417,7 +417,7 @@ const main = async () => {
   const copyLatency = latencyStats(copy.latencies)
   await db.query("CREATE TABLE spans_insert (LIKE spans INCLUDING ALL)")
   await db.query("CHECKPOINT")
-  log(`ceiling: ${CEILING_TRACES} INSERT … jsonb_to_recordset statements of ${SPANS} rows into spans_insert over ${CONCURRENCY} connections`)
+  log(`ceiling: ${CEILING_TRACES} INSERT … json_to_recordset statements of ${SPANS} rows into spans_insert over ${CONCURRENCY} connections`)
   const insert = await insertCeiling(databaseUrl, server.pid, accountId, CEILING_TRACES, CONCURRENCY, SPANS)
   const insertSpansPerSecond = insert.rows / insert.seconds
   await db.query("CREATE TABLE spans_bare (LIKE spans INCLUDING ALL)")
@@ -473,7 +473,7 @@ const main = async () => {
       fmtRatio(spansRatio)
     ],
     [
-      "Bare INSERT … jsonb_to_recordset (the server's span statement) spans/s",
+      "Bare INSERT … json_to_recordset (the server's span statement) spans/s",
       `${fmtInt(insertSpansPerSecond)} spans/s`,
       "—",
       `${fmtInt(copySpansPerSecond)} spans/s (COPY)`,

@@ -84,6 +84,29 @@ describe("POST /api/v1/traces", () => {
     expect([after.name, after.spanCount]).toEqual([fields.name, 25])
   })
 
+  test("a span's payloads come back as sent, keys in the client's order", async () => {
+    // Key orders jsonb would have changed (it sorts by length, then bytes).
+    const spans = Array.from({ length: 30 }, (_, i) => ({
+      ...span({ started_at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString() }),
+      input: { zeta_long_key: i, b: { y: 2, x: [3, { d: 1, c: null }] }, a: "first?" },
+      output: { role: "assistant", content: "done", finish_reason: "stop" },
+      metadata: { "service.name": "agent", a: 1 },
+      vendor_zz: true,
+      vendor_a: false
+    }))
+    const t = trace({ spans })
+    expect((await create(t)).response.status).toBe(200)
+    const detail = (await getDetail(t.id)) as { spans: Array<typeof spans[number]> }
+    expect(detail.spans).toEqual(spans)
+    for (const got of detail.spans) {
+      expect(Object.keys(got.input)).toEqual(["zeta_long_key", "b", "a"])
+      expect(Object.keys(got.input.b)).toEqual(["y", "x"])
+      expect(Object.keys(got.input.b.x[1] as object)).toEqual(["d", "c"])
+      expect(Object.keys(got.output)).toEqual(["role", "content", "finish_reason"])
+      expect(Object.keys(got.metadata)).toEqual(["service.name", "a"])
+    }
+  })
+
   test("status defaults to running; totals are derived from the spans when omitted", async () => {
     const root = span({ input_tokens: 10, output_tokens: 5, cost: 0.1, started_at: "2026-01-01T00:00:00.000Z", ended_at: "2026-01-01T00:00:03.000Z" })
     const child = span({ parent_id: root.id, input_tokens: 7, cost: 0.2, started_at: "2026-01-01T00:00:01.000Z", duration_ms: 4000 })
