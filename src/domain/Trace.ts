@@ -130,43 +130,50 @@ export type TotalMode = typeof TotalMode.Type
 /** With `total=capped`, matches are counted up to one more than this: a total above it means "more than TOTAL_CAP". */
 export const TOTAL_CAP = 10_000
 
+/**
+ * A query parameter decoded from its text, described on the text itself: the OpenAPI document shows a parameter's
+ * encoded side, where an annotation on the decoded schema would not appear.
+ */
+const described = <A, R>(schema: Schema.Schema<A, string, R>, description: string) =>
+  Schema.String.annotations({ description }).pipe(Schema.compose(schema))
+
 const NonNegativeFromString = Schema.NumberFromString.pipe(Schema.finite(), Schema.nonNegative())
 
 // No identifier: an identified URL-params schema becomes a $ref that the OpenAPI generator drops.
 export const ListTracesParams = Schema.Struct({
   ...pageParams,
-  env: Schema.optional(Schema.Literal("sandbox")).annotations({
+  env: Schema.optional((Schema.Literal("sandbox")).annotations({
     description: "`sandbox` lists sandbox traces; without it (and without `environment`) production traces are listed"
-  }),
-  environment: Schema.optional(TraceEnvironment).annotations({
+  })),
+  environment: Schema.optional(TraceEnvironment.annotations({
     description: "Traces of this environment (default production); must agree with `env` when both are given"
-  }),
-  cursor: Schema.optional(Schema.String.pipe(Schema.maxLength(200))).annotations({
+  })),
+  cursor: Schema.optional((Schema.String.pipe(Schema.maxLength(200))).annotations({
     description: "The `nextCursor` of the previous page: the page after it, at the same cost however deep"
-  }),
-  status: Schema.optional(TraceStatus).annotations({ description: "Traces in this status" }),
-  project_id: Schema.optional(ProjectId).annotations({ description: "Traces of this project" }),
-  session_id: Schema.optional(Text(100).pipe(Schema.minLength(1))).annotations({ description: "Traces of this session" }),
-  name: Schema.optional(Text(500).pipe(Schema.minLength(1))).annotations({
+  })),
+  status: Schema.optional(TraceStatus.annotations({ description: "Traces in this status" })),
+  project_id: Schema.optional(ProjectId.annotations({ description: "Traces of this project" })),
+  session_id: Schema.optional((Text(100).pipe(Schema.minLength(1))).annotations({ description: "Traces of this session" })),
+  name: Schema.optional((Text(500).pipe(Schema.minLength(1))).annotations({
     description: "Traces whose name contains this text, ignoring case"
-  }),
-  model: Schema.optional(Text(100).pipe(Schema.minLength(1))).annotations({
+  })),
+  model: Schema.optional((Text(100).pipe(Schema.minLength(1))).annotations({
     description: "Traces with at least one span of this model (exact name)"
-  }),
-  has_error: Schema.optional(Schema.BooleanFromString).annotations({
+  })),
+  has_error: Schema.optional(Schema.BooleanFromString.annotations({
     description: "`true`: traces that failed or have a span that recorded an error; `false`: the others"
-  }),
-  date_from: Schema.optional(Instant).annotations({ description: "Traces that started at or after this instant" }),
-  date_to: Schema.optional(Instant).annotations({ description: "Traces that started at or before this instant" }),
-  min_cost: Schema.optional(NonNegativeFromString).annotations({ description: "Traces whose total cost is at least this (USD)" }),
-  min_duration_ms: Schema.optional(NonNegativeFromString.pipe(Schema.int())).annotations({
-    description: "Traces whose total duration is at least this many milliseconds"
-  }),
-  total: Schema.optionalWith(TotalMode, { default: () => "exact" as const }).annotations({
+  })),
+  date_from: Schema.optional(described(Instant, "Traces that started at or after this instant (ISO 8601)")),
+  date_to: Schema.optional(described(Instant, "Traces that started at or before this instant (ISO 8601)")),
+  min_cost: Schema.optional(described(NonNegativeFromString, "Traces whose total cost is at least this (USD)")),
+  min_duration_ms: Schema.optional(
+    described(NonNegativeFromString.pipe(Schema.int()), "Traces whose total duration is at least this many milliseconds")
+  ),
+  total: Schema.optionalWith(TotalMode.annotations({
     description: `\`exact\` (default) counts every match; \`capped\` counts up to ${TOTAL_CAP + 1}, so a total of ${
       TOTAL_CAP + 1
     } means "more than ${TOTAL_CAP}" (a large account's first page answers sooner)`
-  })
+  }), { default: () => "exact" as const })
 }).pipe(
   Schema.filter((p) =>
     p.env === "sandbox" && p.environment === "production"
