@@ -103,6 +103,7 @@ const wireBody = (request: ChatRequest, model: string) => ({
   model,
   messages: request.messages,
   ...(request.tools === undefined ? {} : { tools: request.tools }),
+  ...(request.tool_choice === undefined ? {} : { tool_choice: request.tool_choice }),
   ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
   ...(request.max_tokens === undefined ? {} : { max_tokens: request.max_tokens }),
   ...(request.response_format === undefined ? {} : { response_format: request.response_format })
@@ -256,7 +257,7 @@ const makeProvider = (settings: ProviderSettings) =>
       }
     })
 
-    return LlmClient.of({ configured: true, defaultModel: settings.defaultModel, chat })
+    return LlmClient.of({ configured: true, defaultModel: settings.defaultModel, baseUrl: settings.baseUrl, chat })
   })
 
 /**

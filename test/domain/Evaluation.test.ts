@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { Either, FastCheck as fc, Schema } from "effect"
-import { judgeMessages, parseJudgeAnswer, renderSpans } from "#layers/evaluations/JudgePrompt"
+import { judgeMessages, renderSpans } from "#layers/evaluations/JudgePrompt"
 import { CreateEvaluationRequest, EvaluationGateRequest, RunEvaluationRequest } from "#src/domain/Evaluation"
 import { gateVerdict, REGRESSION_TOLERANCE, weightedScore } from "#src/domain/EvaluationScoring"
 
@@ -175,13 +175,5 @@ describe("the rubric prompt", () => {
     expect(user!.content).toContain("{\"answer\":42}")
     expect(user!.content).toContain("ERROR: boom")
     expect(user!.content!.length).toBeLessThan(12_000)
-  })
-
-  test("answers are parsed strictly", () => {
-    expect(parseJudgeAnswer(" {\"score\": 0.8, \"reason\": \"ok\"} ")).toEqual(Either.right({ score: 0.8, reason: "ok" }))
-    for (const bad of [null, "", "0.8", "{\"score\": 1.2, \"reason\": \"x\"}", "{\"score\": \"0.5\", \"reason\": \"x\"}",
-      "{\"score\": 0.5}", "{\"score\": 0.5, \"reason\": \"x\", \"extra\": 1}", "```json\n{\"score\":0.5,\"reason\":\"x\"}\n```"]) {
-      expect(Either.isLeft(parseJudgeAnswer(bad))).toBe(true)
-    }
   })
 })
