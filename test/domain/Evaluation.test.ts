@@ -100,6 +100,22 @@ describe("gateVerdict", () => {
       expect(vLo.passed).toBe(allJudged && vLo.score >= lo - 1e-9 && !(f && vLo.regression))
     }), { numRuns: 500 })
   })
+
+  test("property: a failed run is never a silent 0: it leaves score and regression as they were and fails the gate", () => {
+    const judged = fc.array(score01, { minLength: 1, maxLength: 20 })
+    fc.assert(fc.property(judged, fc.integer({ min: 1, max: 5 }), score01, fc.boolean(), fc.array(score01, { maxLength: 5 }), (ss, failures, t, f, base) => {
+      const clean = gateVerdict({ scores: ss, threshold: t, failOnRegression: f, baseline: base })
+      const mixed: Array<number | null> = [...ss]
+      for (let i = 0; i < failures; i++) mixed.splice((i * 7) % (mixed.length + 1), 0, null)
+      const withFailures = gateVerdict({ scores: mixed, threshold: t, failOnRegression: f, baseline: base })
+      expect(withFailures.score).toBe(clean.score)
+      expect(withFailures.regression).toBe(clean.regression)
+      expect(withFailures.baselineScore).toBe(clean.baselineScore)
+      expect(withFailures.judged).toBe(ss.length)
+      expect(withFailures.passed).toBe(false)
+      expect(withFailures.reasons[0]).toBe(`${failures} of ${mixed.length} traces could not be judged`)
+    }), { numRuns: 300 })
+  })
 })
 
 describe("request schemas", () => {
