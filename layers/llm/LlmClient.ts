@@ -14,7 +14,6 @@ export interface ChatRequest {
   readonly model: string
   readonly messages: ReadonlyArray<ChatMessage>
   readonly tools?: unknown
-  readonly tool_choice?: unknown
   readonly temperature?: number
   readonly max_tokens?: number
   readonly response_format?: unknown

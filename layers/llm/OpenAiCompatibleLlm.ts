@@ -103,7 +103,6 @@ const wireBody = (request: ChatRequest, model: string) => ({
   model,
   messages: request.messages,
   ...(request.tools === undefined ? {} : { tools: request.tools }),
-  ...(request.tool_choice === undefined ? {} : { tool_choice: request.tool_choice }),
   ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
   ...(request.max_tokens === undefined ? {} : { max_tokens: request.max_tokens }),
   ...(request.response_format === undefined ? {} : { response_format: request.response_format })
