@@ -258,7 +258,8 @@ const readValue = (value: Json, options: ReadOptions, promptScale: Scale, depth:
 
 /**
  * The complete JSON values in `text` that start with `{` or `[`, in order. A balanced span that is not JSON is
- * skipped whole (its insides are not read on their own); an unbalanced one ends the scan.
+ * skipped whole (its insides are not read on their own); an unbalanced one ends the scan. Each character is
+ * visited a bounded number of times, so a huge or hostile answer costs linear time.
  */
 export const jsonValuesIn = (text: string): Array<Json> => {
   const values: Array<Json> = []
@@ -275,8 +276,8 @@ export const jsonValuesIn = (text: string): Array<Json> => {
       values.push(JSON.parse(text.slice(i, end + 1)) as Json)
       i = end + 1
     } catch {
-      // `[` often opens prose ("[see below]"); a failed `[` is stepped over, a failed `{` skipped whole.
-      i = ch === "[" ? i + 1 : end + 1
+      // Skipped whole, `[` as well as `{`: the scan stays linear in the answer's length, whatever a provider sends.
+      i = end + 1
     }
   }
   return values

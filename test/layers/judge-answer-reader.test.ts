@@ -100,6 +100,9 @@ describe("readJudgeAnswer: rules", () => {
     // A balanced object that is not JSON is skipped whole, and a later one read.
     expect(scoreOf("{'a': {\"score\": 0.1}} then {\"score\": 0.6, \"reason\": \"x\"}")).toBe(0.6)
     expect(jsonValuesIn("{\"a\": 1} [x] [2] {broken")).toEqual([{ a: 1 }, [2]])
+    // Nested brackets that never parse are skipped in one step each, not rescanned from every opening bracket.
+    const nested = `${"[x".repeat(300_000)}${"]".repeat(300_000)} {"score": 0.4}`
+    expect(scoreOf(nested)).toBe(0.4)
   })
 
   test("a scale is taken only when declared: in the string, by the object, or by the prompt", () => {
