@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test"
+import { BunContext } from "@effect/platform-bun"
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
+import { MigrationsLive } from "#layers/storage/Migrations"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import traceListFilters from "#layers/storage/migrations/0019_trace_list_filters"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
@@ -61,4 +63,27 @@ test("0019 derives models and has_error of stored traces from their spans, and a
   // With the extensions: the account id in the GIN indexes, names by trigram.
   expect(after.find((r) => r.name === "traces_models")?.def).toContain("USING gin (account_id, models)")
   expect(after.find((r) => r.name === "traces_name")?.def).toContain("USING gin (account_id, name gin_trgm_ops)")
+})
+
+test("on a database where a later migration already ran (main's 0020), starting again runs 0019 once and records it", async () => {
+  const run = await storage.run(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // A database written by the version before this one: 0020 recorded, 0019 neither recorded nor applied.
+    yield* sql.unsafe(`DROP INDEX ${INDEXES.join(", ")}`)
+    yield* sql`ALTER TABLE traces DROP COLUMN models, DROP COLUMN has_error`
+    yield* sql`CREATE INDEX traces_session ON traces (account_id, session_id) WHERE session_id IS NOT NULL`
+    yield* sql`DELETE FROM effect_sql_migrations WHERE migration_id = 19`
+    const latest = yield* sql<{ id: number }>`SELECT max(migration_id) AS id FROM effect_sql_migrations`
+    // What every start does: the migrator, then the migrations it skipped.
+    yield* Effect.scoped(Layer.build(MigrationsLive)).pipe(Effect.provide(BunContext.layer))
+    yield* Effect.scoped(Layer.build(MigrationsLive)).pipe(Effect.provide(BunContext.layer))
+    const recorded = yield* sql<{ id: number; name: string }>`
+      SELECT migration_id AS id, name FROM effect_sql_migrations WHERE migration_id = 19`
+    const columns = yield* sql<{ name: string }>`
+      SELECT attname AS name FROM pg_attribute WHERE attrelid = 'traces'::regclass AND attname IN ('models', 'has_error') ORDER BY 1`
+    return { latest: Number(latest[0]!.id), recorded, columns: columns.map((c) => c.name) }
+  }))
+  expect(run.latest).toBeGreaterThan(19)
+  expect(run.recorded).toEqual([{ id: 19, name: "trace_list_filters" }])
+  expect(run.columns).toEqual(["has_error", "models"])
 })
