@@ -128,7 +128,7 @@ export const TotalMode = Schema.Literal("exact", "capped")
 export type TotalMode = typeof TotalMode.Type
 
 /** With `total=capped`, matches are counted up to one more than this: a total above it means "more than TOTAL_CAP". */
-export const TOTAL_CAP = 10_000
+export const TOTAL_CAP = 1_000
 
 /**
  * A query parameter decoded from its text, described on the text itself: the OpenAPI document shows a parameter's

@@ -15,6 +15,7 @@ import {
   KEY, commandLine, connect, fmtInt, fmtMs, fmtRatio, freshDatabase, latencyStats, log, mark, numberEnv, runBench,
   startServer, tableLines
 } from "./Harness.ts"
+import { TOTAL_CAP } from "#src/domain/Trace"
 
 const TRACES = numberEnv("BENCH_LIST_TRACES", 1_000_000)
 const OTHER_TRACES = numberEnv("BENCH_LIST_OTHER_TRACES", 200_000)
@@ -171,7 +172,7 @@ runBench(async () => {
     "",
     `- Ceilings, interleaved with the listings: \`SELECT 1\` through pg p50 / p95 ${fmtMs(one.p50)} / ${fmtMs(one.p95)}; GET /health through the server p50 / p95 ${fmtMs(h.p50)} / ${fmtMs(h.p95)}.`,
     `- ${ROUNDS} measured rounds after ${WARMUP_ROUNDS} warm-up ones; each round requests every case once, sequentially (limit=50).`,
-    `- total: what the first request answered. \`total=capped\` counts up to 10,001 matches; the first case counts every match.`,
+    `- total: what the first request answered. \`total=capped\` counts up to ${fmtInt(TOTAL_CAP + 1)} matches; the first case counts every match.`,
     `- Seeded in ${seedSeconds.toFixed(1)} s by generate_series; indexes built and ANALYZE in ${indexSeconds.toFixed(1)} s.`,
     "- ratio: ceiling ÷ value (p95)."
   ].join("\n"))
