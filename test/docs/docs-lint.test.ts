@@ -81,4 +81,15 @@ describe("README and docs/", () => {
     offenders.splice(0, offenders.length, ...offenders.filter((o) => !o.startsWith("test/docs/docs-lint.test.ts:")))
     expect(offenders).toEqual([])
   })
+  test("the server's and the CLI's own messages give commands that work (npx bun)", () => {
+    const offenders: Array<string> = []
+    for (const file of ["src/cli.ts", "src/GateCli.ts", "src/main.ts", "layers/auth/KeyBootstrap.ts"]) {
+      readFileSync(join(root, file), "utf8").split("\n").forEach((line, i) => {
+        const code = line.trim()
+        if (code.startsWith("//") || code.startsWith("*") || code.startsWith("/*")) return
+        if (BARE_BUN.test(code.replaceAll("npx bun", "npx-bun"))) offenders.push(`${file}:${i + 1}: ${code}`)
+      })
+    }
+    expect(offenders).toEqual([])
+  })
 })
