@@ -92,4 +92,18 @@ describe("README and docs/", () => {
     }
     expect(offenders).toEqual([])
   })
+  test("docs/configuration.md lists every setting the service reads", () => {
+    const source = (dir: string): Array<string> =>
+      readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) =>
+        entry.isDirectory() ? source(`${dir}/${entry.name}`) : entry.name.endsWith(".ts") ? [readFileSync(join(root, dir, entry.name), "utf8")] : []
+      )
+    const names = new Set(
+      [...source("src"), ...source("layers")].flatMap((code) => [...code.matchAll(/"((?:TAPEDECK|OTEL)_[A-Z0-9_]+|DATABASE_URL)"/g)].map((m) => m[1]!))
+    )
+    // Set by the worker supervisor for its own children, not by an operator.
+    names.delete("TAPEDECK_WORKER_INDEX")
+    const table = text("docs/configuration.md")
+    expect([...names].filter((name) => !table.includes(`\`${name}\``)).sort()).toEqual([])
+    expect(names.size).toBeGreaterThan(50)
+  })
 })
