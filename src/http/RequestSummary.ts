@@ -18,7 +18,8 @@ const empty = (): Tally => ({ requests: 0, s2xx: 0, s3xx: 0, s4xx: 0, s5xx: 0, s
  * period how busy the instance was and how it answered. Recording is a few additions on the request's fiber.
  */
 export class RequestSummary extends Effect.Service<RequestSummary>()("tapedeck/RequestSummary", {
-  succeed: (() => {
+  // A tally per application built (tests run several in one process), not per module.
+  sync: () => {
     let tally = empty()
     return {
       record: (status: number, durationMs: number) => {
@@ -36,7 +37,7 @@ export class RequestSummary extends Effect.Service<RequestSummary>()("tapedeck/R
         return taken
       }
     }
-  })()
+  }
 }) {}
 
 /** The summary's log line for one period; nothing when no request came. */
