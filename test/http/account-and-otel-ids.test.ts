@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { Schema } from "effect"
+import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { Effect, Schema } from "effect"
 import * as jose from "jose"
+import { TapedeckApi } from "#src/api/Api"
 import { AccountInfo } from "#src/domain/Account"
-import { TraceDetail, TraceList } from "#src/domain/Trace"
+import { type OtelTraceId, TraceDetail, TraceList } from "#src/domain/Trace"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { exportBody, hex, otlpSpan } from "../support/Otlp.ts"
 
@@ -95,5 +97,30 @@ describe("GET /api/v1/traces/{OpenTelemetry trace id}", () => {
     for (const bad of [hex(15) + "a", hex(16) + "0", "g".repeat(32), `${hex(8)}-${hex(8)}`]) {
       await expectError(await server.get(`/api/v1/traces/${bad}`, KEY_A), 400, "validation_failed")
     }
+  })
+})
+
+describe("through HttpApiClient (what Studio uses)", () => {
+  test("the derived client lists with filters, reads a trace by its OTel id and the account; a value the schema refuses fails before it is sent", async () => {
+    const traceHex = hex(16)
+    await sendOtlp(traceHex, KEY_A, "client-visible run")
+    const result = await Effect.gen(function*() {
+      const client = yield* HttpApiClient.make(TapedeckApi, {
+        baseUrl: server.url,
+        transformClient: HttpClient.mapRequest(HttpClientRequest.setHeader("x-service-key", KEY_A))
+      })
+      const account = yield* client.account.get()
+      const page = yield* client.traces.list({ urlParams: { name: "CLIENT-VISIBLE", has_error: false, limit: 1, offset: 0, total: "capped" } })
+      const detail = yield* client.traces.get({ path: { traceId: traceHex as OtelTraceId } })
+      const bad = yield* Effect.flip(client.traces.list({ urlParams: { status: "done" as never, limit: 1, offset: 0, total: "exact" } }))
+      return { account, page, detail, bad }
+    }).pipe(Effect.provide(FetchHttpClient.layer), Effect.runPromise)
+    expect(result.account.name).toBe("acme")
+    expect(result.page.items.map((t) => t.otelTraceId)).toEqual([traceHex])
+    expect(result.page.total).toBe(1)
+    expect(result.detail.name).toBe("client-visible run")
+    expect(result.detail.otelTraceId).toBe(traceHex)
+    // The client encodes what its schema allows only, so a bad status fails before it is sent, as a ParseError.
+    expect(result.bad._tag).toBe("ParseError")
   })
 })
