@@ -4,9 +4,10 @@ import { TraceList } from "#src/domain/Trace"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { uuid } from "../support/Fixtures.ts"
 import { exportBody, hex, otlpSpan } from "../support/Otlp.ts"
+import { Tapedeck } from "tapedeck/sdk"
 
 // The listing's filters against a reference filter over what was written: traces are written through every path
-// (REST create, spans appended and re-sent, PATCH, batch, OTLP new and OTLP again) and the reference reads each
+// (REST create, spans appended and re-sent, PATCH, batch, the SDK, OTLP new and OTLP again) and the reference reads each
 // trace's detail (its spans), not the columns the listing filters on, so a write path that leaves them stale fails.
 let server: TestServer
 beforeAll(async () => {
@@ -53,7 +54,7 @@ const restSpan = (s: SpanDraw, startMs: number, id = uuid()) => ({
 
 /** One trace written through one path, then possibly changed. */
 const arbWrite = fc.record({
-  path: fc.constantFrom("rest", "batch", "otlp", "otlpTwice"),
+  path: fc.constantFrom("rest", "batch", "sdk", "otlp", "otlpTwice"),
   startOffsetS: fc.integer({ min: 0, max: 86_400 * 10 }),
   name: fc.option(fc.constantFrom(...NAMES), { nil: undefined }),
   // Running traces take appended and re-sent spans: drawn as often as the two others together.
@@ -107,6 +108,7 @@ const write = async (w: WriteDraw): Promise<string> => {
     if (w.remove) await ok(await server.request("DELETE", `/api/v1/traces/${id}`))
     return id
   }
+  if (w.path === "sdk") return writeWithSdk(w)
   const id = uuid()
   const spans = w.spans.map((s, i) => restSpan(s, startMs + i))
   const body = {
@@ -144,6 +146,30 @@ const write = async (w: WriteDraw): Promise<string> => {
     for (const op of later) await ok(await server.request(op.method, op.path, { body: op.body }))
   }
   return id
+}
+
+/** The trace recorded by the SDK: spans flushed as they end, more after a flush, finished unless still running. */
+const writeWithSdk = async (w: WriteDraw): Promise<string> => {
+  const errors: Array<unknown> = []
+  const tapedeck = new Tapedeck({ baseUrl: server.url, apiKey: KEY_A, onError: (e) => errors.push(e), flushOnExit: false })
+  const run = tapedeck.startRun({
+    ...(w.name === undefined ? {} : { name: w.name }),
+    ...(w.projectId === undefined ? {} : { projectId: w.projectId }),
+    ...(w.sessionId === undefined ? {} : { sessionId: w.sessionId }),
+    ...(w.sandbox ? { metadata: { environment: "sandbox" } } : {})
+  })
+  const record = (s: SpanDraw) =>
+    run.startSpan({ type: s.errorType ? "error" : "llm_call", name: "step", ...(s.model === undefined ? {} : { model: s.model }) })
+      .end({ ...(s.cost === undefined ? {} : { cost: s.cost }), ...(s.error ? { error: "boom" } : {}) })
+  for (const s of w.spans) record(s)
+  await run.flush()
+  for (const s of w.appended) record(s)
+  if (w.status === "running") await run.flush()
+  else await run.finish({ status: w.status, ...(w.status === "failed" ? { error: "failed run" } : {}) })
+  await tapedeck.close()
+  expect(errors).toEqual([])
+  if (w.remove) await ok(await server.request("DELETE", `/api/v1/traces/${run.id}`))
+  return run.id
 }
 
 /** What the reference filter reads of a trace: its detail, and what its spans say. */
