@@ -50,6 +50,8 @@ export interface TraceRow {
   readonly environment: "production" | "sandbox"
 }
 
+const OTEL_TRACE_ID = /^[0-9a-f]{32}$/i
+
 export const toTrace = (row: TraceRow): TraceWire => {
   const trace: Record<string, unknown> = {
     id: row.id,
@@ -69,10 +71,9 @@ export const toTrace = (row: TraceRow): TraceWire => {
   if (row.output !== null) trace.output = unwrap(row.output)
   if (row.metadata !== null) {
     trace.metadata = row.metadata
-    const otel = row.metadata.otel
-    if (typeof otel === "object" && otel !== null && typeof (otel as { trace_id?: unknown }).trace_id === "string") {
-      trace.otelTraceId = (otel as { trace_id: string }).trace_id
-    }
+    // OTLP ingestion records the trace id there; a REST client may write anything under `otel`, so only an id is shown.
+    const otelId = (row.metadata.otel as { trace_id?: unknown } | null | undefined)?.trace_id
+    if (typeof otelId === "string" && OTEL_TRACE_ID.test(otelId)) trace.otelTraceId = otelId
   }
   if (row.lossy !== null) trace.lossy = row.lossy
   if (row.terminated_early !== null) trace.terminatedEarly = row.terminated_early

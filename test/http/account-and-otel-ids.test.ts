@@ -71,6 +71,16 @@ describe("GET /api/v1/traces/{OpenTelemetry trace id}", () => {
     expect((await json(await server.get(`/api/v1/traces/${item!.id}`, KEY_A))).otelTraceId).toBe(traceHex)
   })
 
+  test("a REST trace whose metadata names something else under otel.trace_id shows no otelTraceId", async () => {
+    for (const value of ["not-an-id", 42, { nested: true }]) {
+      const id = crypto.randomUUID()
+      expect((await server.post("/api/v1/traces", { id, started_at: "2026-01-01T00:00:00Z", metadata: { otel: { trace_id: value } } }, KEY_A)).status).toBe(200)
+      const detail = await json(await server.get(`/api/v1/traces/${id}`, KEY_A))
+      expect(detail.metadata.otel.trace_id).toEqual(value)
+      expect(detail.otelTraceId).toBeUndefined()
+    }
+  })
+
   test("the same OTel id sent by two accounts names each account's own trace; one only another account has is a 404", async () => {
     const shared = hex(16)
     await sendOtlp(shared, KEY_A, "a's copy")
