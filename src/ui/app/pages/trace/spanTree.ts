@@ -4,7 +4,9 @@ import type { Span } from "../../../../domain/Span.ts"
 import { millis } from "../../format.ts"
 
 /** The parts of a span the views read (a decoded `Span` has them all; tests build smaller ones). */
-export type SpanLike = Pick<Span, "id" | "parent_id" | "span_type" | "name"> & {
+export type SpanLike = Pick<Span, "span_type" | "name"> & {
+  readonly id: string
+  readonly parent_id: string | null
   readonly started_at: DateTime.Utc | Date
   readonly ended_at?: DateTime.Utc | Date | undefined
   readonly duration_ms?: number | undefined
