@@ -1,11 +1,19 @@
 import { DateTime } from "effect"
 
-/** Milliseconds since the epoch of an instant as the client decodes it. */
-export const millis = (instant: DateTime.Utc | Date | undefined | null): number | undefined =>
-  instant == null ? undefined : instant instanceof Date ? instant.getTime() : DateTime.toEpochMillis(instant)
+export type InstantLike = DateTime.Utc | Date | string
+
+/** Milliseconds since the epoch of an instant: decoded (DateTime, Date) or as the API sends it (an ISO string). */
+export const millis = (instant: InstantLike | undefined | null): number | undefined => {
+  if (instant == null) return undefined
+  if (typeof instant === "string") {
+    const ms = Date.parse(instant)
+    return Number.isNaN(ms) ? undefined : ms
+  }
+  return instant instanceof Date ? instant.getTime() : DateTime.toEpochMillis(instant)
+}
 
 /** `2026-11-26 14:07:08` in the browser's zone (dense, sortable). */
-export const formatTime = (instant: DateTime.Utc | Date | undefined | null): string => {
+export const formatTime = (instant: InstantLike | undefined | null): string => {
   const ms = millis(instant)
   if (ms === undefined) return "—"
   const d = new Date(ms)
