@@ -30,8 +30,10 @@ export const formatDuration = (ms: number | undefined | null): string => {
   return `${minutes} m ${Math.round((ms - minutes * 60_000) / 1000)} s`
 }
 
-/** Token counts with thin grouping: `12,480`. */
-export const formatCount = (n: number | undefined | null): string => (n == null ? "—" : n.toLocaleString("en-US"))
+const grouping = new Intl.NumberFormat("en-US")
+
+/** Token counts with thousands separators: `12,480` (one formatter for all: rows format many while scrolling). */
+export const formatCount = (n: number | undefined | null): string => (n == null ? "—" : grouping.format(n))
 
 /** A cost in dollars as the API gives it (a decimal string): `$0.0412`. */
 export const formatCost = (cost: string | number | undefined | null): string => {
