@@ -5,8 +5,8 @@
  */
 
 export const GATE_USAGE = `usage:
-  bun run tapedeck gate --evaluation ID --traces ID1,ID2,… [--threshold 0.7] [--baseline RUN1,RUN2,…]
-                        [--no-fail-on-regression] [--url URL] [--key KEY] [--timeout SECONDS]
+  npx bun run tapedeck gate --evaluation ID --traces ID1,ID2,… [--threshold 0.7] [--baseline RUN1,RUN2,…]
+                            [--no-fail-on-regression] [--url URL] [--key KEY] [--timeout SECONDS]
 
   --url defaults to TAPEDECK_URL (else http://localhost:8080), --key to TAPEDECK_API_KEY.
   Exit status: 0 passed, 1 failed, 2 usage or HTTP error.`
