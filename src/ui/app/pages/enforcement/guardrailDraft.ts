@@ -1,5 +1,5 @@
 import { Either, ParseResult, Schema } from "effect"
-import { CreateGuardrailRequest, POLICY_TYPES, type PolicyType, UpdateGuardrailRequest } from "../../../domain/Guardrail.ts"
+import { CreateGuardrailRequest, type CreateGuardrailRequest as CreateGuardrailRequestType, POLICY_TYPES, type PolicyType, UpdateGuardrailRequest } from "../../../../domain/Guardrail.ts"
 
 /** A starting point for each policy type's parameters, shown in the editor when the type is picked. */
 export const PARAMS_TEMPLATE: Readonly<Record<PolicyType, unknown>> = {
@@ -50,7 +50,7 @@ const explain = (error: ParseResult.ParseError) =>
  * The body of POST /api/v1/guardrails for a draft, checked against the contract's own schema (so the
  * editor says what is wrong before the server does), or the problem in words.
  */
-export const createGuardrailBody = (draft: GuardrailDraft): Either.Either<typeof CreateGuardrailRequest.Encoded, string> =>
+export const createGuardrailBody = (draft: GuardrailDraft): Either.Either<CreateGuardrailRequestType, string> =>
   Either.gen(function*() {
     const params = yield* parseParams(draft.paramsText)
     const body = {
@@ -62,12 +62,12 @@ export const createGuardrailBody = (draft: GuardrailDraft): Either.Either<typeof
     }
     const decoded = Schema.decodeUnknownEither(CreateGuardrailRequest)(body)
     if (Either.isLeft(decoded)) return yield* Either.left(explain(decoded.left))
-    return body as typeof CreateGuardrailRequest.Encoded
+    return decoded.right
   })
 
 /** The body of PATCH /api/v1/guardrails/{id} for an edited draft (name, enabled, params; type and project are fixed). */
 export const updateGuardrailBody = (draft: GuardrailDraft): Either.Either<typeof UpdateGuardrailRequest.Encoded, string> =>
   Either.gen(function*() {
     const created = yield* createGuardrailBody(draft)
-    return { name: draft.name.trim() === "" ? null : draft.name.trim(), enabled: draft.enabled, params: created.params as Record<string, unknown> }
+    return { name: draft.name.trim() === "" ? null : draft.name.trim(), enabled: draft.enabled, params: { ...created.params } }
   })
