@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { DateTime, Effect, Option, Schema } from "effect"
 import { decodeCursor, encodeCursor } from "#src/domain/Cursor"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { Span, SpanWire } from "#src/domain/Span"
@@ -10,6 +10,7 @@ import {
   type FinishTraceRequest,
   isTerminal,
   type ListTracesParams,
+  TOTAL_CAP,
   SpansRejected,
   TraceNotRunning,
   type TraceDetailWire,
@@ -171,10 +172,22 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       const after = params.cursor === undefined ? Option.none() : decodeCursor(params.cursor)
       if (params.cursor !== undefined && Option.isNone(after)) return yield* new InvalidCursor()
       const page = yield* repo.list(accountId, {
-        environment: params.env ?? "production",
+        environment: params.environment ?? params.env ?? "production",
+        status: params.status,
+        projectId: params.project_id,
+        sessionId: params.session_id,
+        name: params.name,
+        model: params.model,
+        hasError: params.has_error,
+        startedFrom: params.date_from === undefined ? undefined : DateTime.formatIso(params.date_from),
+        startedTo: params.date_to === undefined ? undefined : DateTime.formatIso(params.date_to),
+        minCost: params.min_cost,
+        minDurationMs: params.min_duration_ms,
         limit: params.limit,
         offset: params.offset,
-        after
+        after,
+        total: params.total,
+        totalCap: TOTAL_CAP
       })
       const last = page.items.at(-1)
       return {

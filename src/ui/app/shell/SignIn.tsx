@@ -14,7 +14,7 @@ export const SignIn = (props: { readonly onSignIn: (key: string) => void; readon
     setChecking(true)
     try {
       // The cheapest authenticated read: a key the API refuses never reaches the Studio's pages.
-      await runCall(makeApiClient(candidate).traces.list({ urlParams: { limit: 1, offset: 0 } }))
+      await runCall(makeApiClient(candidate).traces.list({ urlParams: { limit: 1, offset: 0, total: "capped" } }))
       props.onSignIn(candidate)
     } catch (e) {
       const failure = e as { code?: string; message?: string }

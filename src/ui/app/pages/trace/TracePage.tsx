@@ -1,19 +1,133 @@
-import type { TraceId } from "../../../../domain/Ids.ts"
+import { Either, Schema } from "effect"
+import { useCallback, useEffect, useMemo, useRef, useState } from "react"
+import { TraceId } from "../../../../domain/Ids.ts"
+import type { Span } from "../../../../domain/Span.ts"
+import type { TraceDetail } from "../../../../domain/Trace.ts"
+import type { ApiCallError } from "../../api/client.ts"
+import type { LiveEvent } from "../../api/stream.ts"
 import type { PageProps } from "../../routes.tsx"
-import { useApi } from "../../shell/useApi.ts"
+import { Link, navigate } from "../../shell/router.tsx"
+import { useRunCall } from "../../shell/useApi.ts"
+import { useLive } from "../../shell/useLive.ts"
+import { spanActions } from "./actions.tsx"
+import { SpanInspector } from "./SpanInspector.tsx"
+import { SpanRows } from "./SpanRows.tsx"
+import { buildSpanTree, revealing, visibleRows } from "./spanTree.ts"
+import { TraceHeader } from "./TraceHeader.tsx"
 
-/** One trace: its spans. */
+const decodeTraceId = Schema.decodeUnknownEither(TraceId)
+
+type Loaded =
+  | { readonly status: "loading" }
+  | { readonly status: "missing"; readonly message: string }
+  | { readonly status: "ok"; readonly trace: TraceDetail; readonly spans: ReadonlyArray<Span>; readonly ordered: boolean }
+
+/** One trace: the span tree beside its waterfall, the inspector of the selected span (`?span=`), growing live. */
 export const TracePage = (props: PageProps) => {
-  const traceId = props.params.traceId! as TraceId
-  const trace = useApi((client) => client.traces.get({ path: { traceId } }), [traceId])
-  if (trace.status === "error") return <section className="page"><p role="alert" className="error-text">{trace.error.message}</p></section>
-  if (trace.data === undefined) return <section className="page" aria-busy="true">Loading…</section>
+  const rawId = props.params.traceId!
+  const run = useRunCall()
+  const [loaded, setLoaded] = useState<Loaded>({ status: "loading" })
+  const [collapsed, setCollapsed] = useState<ReadonlySet<string>>(new Set())
+  const inspector = useRef<HTMLElement>(null)
+  const selected = props.search.get("span") ?? undefined
+
+  useEffect(() => {
+    const id = decodeTraceId(rawId)
+    if (Either.isLeft(id)) return setLoaded({ status: "missing", message: "This is not a trace id." })
+    const abort = new AbortController()
+    setLoaded({ status: "loading" })
+    setCollapsed(new Set())
+    run((client) => client.traces.get({ path: { traceId: id.right } }), abort.signal).then(
+      (trace) => !abort.signal.aborted && setLoaded({ status: "ok", trace, spans: trace.spans, ordered: true }),
+      (error: ApiCallError) =>
+        !abort.signal.aborted &&
+        setLoaded({ status: "missing", message: error.code === "not_found" ? "No such trace in this account." : error.message })
+    )
+    return () => abort.abort()
+  }, [rawId, run])
+
+  // Spans that arrive live replace their earlier version; the tree is then laid out here (the server's causal
+  // order no longer covers every span).
+  const onLive = useCallback((events: ReadonlyArray<LiveEvent>) => {
+    setLoaded((current) => {
+      if (current.status !== "ok") return current
+      let trace = current.trace
+      let spans: Map<string, Span> | undefined
+      for (const event of events) {
+        if (event.traceId !== trace.id) continue
+        if (event.type === "span") {
+          spans ??= new Map(current.spans.map((s) => [s.id, s]))
+          spans.set(event.span.id, event.span)
+        } else if (event.trace !== undefined) {
+          trace = { ...trace, ...event.trace }
+        }
+      }
+      if (spans === undefined && trace === current.trace) return current
+      return { status: "ok", trace, spans: spans === undefined ? current.spans : [...spans.values()], ordered: spans === undefined && current.ordered }
+    })
+  }, [])
+  const traceIsRunning = loaded.status === "ok" && loaded.trace.status === "running"
+  const live = useLive({ trace_id: rawId }, onLive, traceIsRunning)
+
+  const tree = useMemo(
+    () => loaded.status === "ok" ? buildSpanTree(loaded.spans, loaded.ordered ? loaded.trace : undefined) : undefined,
+    [loaded]
+  )
+  const rows = useMemo(() => (tree === undefined ? [] : visibleRows(tree, collapsed)), [tree, collapsed])
+
+  const select = useCallback((id: string) => {
+    const search = new URLSearchParams(window.location.search)
+    search.set("span", id)
+    navigate(`${window.location.pathname}?${search.toString()}`, { replace: true })
+  }, [])
+  const toggle = useCallback((id: string, open?: boolean) => {
+    setCollapsed((current) => {
+      const next = new Set(current)
+      const shouldOpen = open ?? next.has(id)
+      if (shouldOpen) next.delete(id)
+      else next.add(id)
+      return next
+    })
+  }, [])
+
+  // A deep link to a span inside a collapsed subtree opens the way to it.
+  useEffect(() => {
+    if (tree !== undefined && selected !== undefined && tree.byId.has(selected) && !rows.some((r) => r.id === selected)) {
+      setCollapsed((current) => revealing(tree, current, selected))
+    }
+  }, [tree, selected, rows])
+
+  if (loaded.status === "loading") return <section className="page" aria-busy="true"><p className="muted">Loading trace…</p></section>
+  if (loaded.status === "missing") {
+    return (
+      <section className="page empty">
+        <h1>Trace not found</h1>
+        <p className="muted">{loaded.message} <Link href="/ui/traces">Back to traces</Link></p>
+      </section>
+    )
+  }
+  const node = selected === undefined ? undefined : tree!.byId.get(selected)
   return (
-    <section className="page">
-      <h1>{trace.data.name ?? trace.data.id}</h1>
-      <ul aria-label="Spans">
-        {trace.data.spans.map((span) => <li key={span.id}>{span.name}</li>)}
-      </ul>
+    <section className="trace-page">
+      <TraceHeader trace={loaded.trace} tree={tree!} live={live} />
+      <div className="trace-body">
+        <SpanRows
+          tree={tree!}
+          rows={rows}
+          collapsed={collapsed}
+          selected={node?.id}
+          onSelect={select}
+          onToggle={toggle}
+          onOpen={() => inspector.current?.focus()}
+        />
+        <SpanInspector
+          ref={inspector}
+          node={node}
+          actions={node === undefined || spanActions.length === 0
+            ? undefined
+            : spanActions.map((Action, i) => <Action key={i} trace={loaded.trace} span={node.span} />)}
+        />
+      </div>
     </section>
   )
 }

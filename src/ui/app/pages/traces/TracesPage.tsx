@@ -1,30 +1,168 @@
+import { Either } from "effect"
+import { useCallback, useEffect, useMemo, useRef, useState } from "react"
+import type { Trace } from "../../../../domain/Trace.ts"
+import type { LiveEvent } from "../../api/stream.ts"
+import { StatusBadge } from "../../components/StatusBadge.tsx"
+import { formatCost, formatCount, formatDuration, formatTime } from "../../format.ts"
 import type { PageProps } from "../../routes.tsx"
-import { Link } from "../../shell/router.tsx"
-import { useApi } from "../../shell/useApi.ts"
-import { formatTime } from "../../format.ts"
+import { Link, navigate } from "../../shell/router.tsx"
+import { useRunCall } from "../../shell/useApi.ts"
+import { useLive } from "../../shell/useLive.ts"
+import { FilterBar } from "./FilterBar.tsx"
+import { filtersFromSearch, filtersToSearch, listParams, matchesFilters, type TraceFilters } from "./traceFilters.ts"
 
-/** The account's traces, newest first. */
-export const TracesPage = (_props: PageProps) => {
-  const list = useApi((client) => client.traces.list({ urlParams: { limit: 50, offset: 0 } }), [])
+const PAGE = 50
+
+interface ListState {
+  readonly items: ReadonlyArray<Trace>
+  readonly nextCursor: string | undefined
+  readonly total: number | undefined
+  readonly loading: boolean
+  readonly error: string | undefined
+}
+
+const empty: ListState = { items: [], nextCursor: undefined, total: undefined, loading: true, error: undefined }
+
+/** The account's traces, newest first, filtered by the URL's query, growing by cursor and by live arrivals. */
+export const TracesPage = (props: PageProps) => {
+  const filters = useMemo(() => filtersFromSearch(props.search), [props.search.toString()])
+  const filterKey = filtersToSearch(filters)
+  const params = useMemo(() => listParams(filters, { limit: PAGE }), [filterKey])
+  const run = useRunCall()
+  const [state, setState] = useState<ListState>(empty)
+  const [reloads, setReloads] = useState(0)
+  const loadingMore = useRef(false)
+
+  const setFilters = (next: TraceFilters) => {
+    const search = filtersToSearch(next)
+    navigate(`/ui/traces${search === "" ? "" : `?${search}`}`, { replace: true })
+  }
+
+  useEffect(() => {
+    if (Either.isLeft(params)) return setState({ ...empty, loading: false, error: params.left })
+    const abort = new AbortController()
+    setState((s) => ({ ...s, loading: true, error: undefined }))
+    run((client) => client.traces.list({ urlParams: params.right }), abort.signal).then(
+      (page) => !abort.signal.aborted && setState({ items: page.items, nextCursor: page.hasMore ? page.nextCursor : undefined, total: page.total, loading: false, error: undefined }),
+      (error: Error) => !abort.signal.aborted && setState({ ...empty, loading: false, error: error.message })
+    )
+    return () => abort.abort()
+  }, [params, run, reloads])
+
+  const loadMore = useCallback(() => {
+    if (loadingMore.current || state.nextCursor === undefined || Either.isLeft(params)) return
+    loadingMore.current = true
+    const cursor = state.nextCursor
+    const next = listParams(filters, { limit: PAGE, cursor })
+    if (Either.isLeft(next)) return
+    run((client) => client.traces.list({ urlParams: next.right })).then(
+      (page) => {
+        setState((s) => {
+          if (s.nextCursor !== cursor) return s
+          const known = new Set(s.items.map((t) => t.id))
+          return { ...s, items: [...s.items, ...page.items.filter((t) => !known.has(t.id))], nextCursor: page.hasMore ? page.nextCursor : undefined }
+        })
+        loadingMore.current = false
+      },
+      (error: Error) => {
+        setState((s) => ({ ...s, error: error.message }))
+        loadingMore.current = false
+      }
+    )
+  }, [state.nextCursor, params, filters, run])
+
+  // Infinite scroll: the next page loads when the end of the list comes into view.
+  const sentinel = useRef<HTMLDivElement>(null)
+  useEffect(() => {
+    const element = sentinel.current
+    if (element === null) return
+    const observer = new IntersectionObserver((entries) => entries.some((e) => e.isIntersecting) && loadMore(), { rootMargin: "400px" })
+    observer.observe(element)
+    return () => observer.disconnect()
+  }, [loadMore])
+
+  // Live arrivals: a new trace that matches goes on top; a changed one is updated in place; when the filters
+  // depend on spans (model, errors), the first page is read again instead.
+  const onLive = (events: ReadonlyArray<LiveEvent>) => {
+    if (Either.isLeft(params)) return
+    let reread = false
+    setState((s) => {
+      let items = s.items.slice()
+      let total = s.total
+      for (const event of events) {
+        if (event.type !== "trace") continue
+        const index = items.findIndex((t) => t.id === event.traceId)
+        if (event.event === "deleted") {
+          if (index >= 0) items.splice(index, 1)
+          continue
+        }
+        if (event.trace === undefined) continue
+        const matches = matchesFilters(event.trace, params.right)
+        if (matches === undefined) reread = true
+        else if (index >= 0) items[index] = event.trace
+        else if (matches && event.event !== "deleted") {
+          items = [event.trace, ...items]
+          total = total === undefined ? undefined : total + 1
+        }
+      }
+      return { ...s, items, total }
+    })
+    if (reread) setReloads((n) => n + 1)
+  }
+  const live = useLive(
+    {
+      ...(filters.project_id === undefined ? {} : { project_id: filters.project_id }),
+      ...(filters.session_id === undefined ? {} : { session_id: filters.session_id })
+    },
+    onLive
+  )
+
   return (
-    <section className="page">
-      <h1>Traces</h1>
-      {list.status === "error" && <p role="alert" className="error-text">{list.error.message}</p>}
-      <table aria-label="Traces">
+    <section className="page traces-page">
+      <div className="page-title">
+        <h1>Traces</h1>
+        <span className="muted">
+          {state.total === undefined ? "" : state.total > 10_000 ? "more than 10,000" : `${formatCount(state.total)} traces`}
+        </span>
+        <span role="status" className={`live live-${live}`}>{live === "live" ? "Live" : live === "closed" ? "Offline" : "Connecting…"}</span>
+      </div>
+      <FilterBar filters={filters} onChange={setFilters} />
+      {state.error !== undefined && <p role="alert" className="error-text">{state.error}</p>}
+      <table aria-label="Traces" className="trace-table">
         <thead>
-          <tr><th>Name</th><th>Status</th><th>Started</th><th>Spans</th></tr>
+          <tr>
+            <th>Name</th>
+            <th>Status</th>
+            <th>Started</th>
+            <th className="num">Duration</th>
+            <th className="num">Spans</th>
+            <th className="num">Tokens</th>
+            <th className="num">Cost</th>
+          </tr>
         </thead>
         <tbody>
-          {list.data?.items.map((trace) => (
+          {state.items.map((trace) => (
             <tr key={trace.id}>
-              <td><Link href={`/ui/traces/${trace.id}`}>{trace.name ?? trace.id}</Link></td>
-              <td>{trace.status}</td>
-              <td>{formatTime(trace.startedAt)}</td>
-              <td>{trace.spanCount ?? 0}</td>
+              <td className="name-cell">
+                <Link href={`/ui/traces/${trace.id}`}>{trace.name ?? <span className="mono">{trace.id}</span>}</Link>
+                {trace.sessionId != null && <span className="muted"> · {trace.sessionId}</span>}
+              </td>
+              <td><StatusBadge status={trace.status} /></td>
+              <td className="mono">{formatTime(trace.startedAt)}</td>
+              <td className="num">{formatDuration(trace.totalDurationMs)}</td>
+              <td className="num">{formatCount(trace.spanCount)}</td>
+              <td className="num">{formatCount(trace.totalTokens)}</td>
+              <td className="num">{formatCost(trace.totalCost)}</td>
             </tr>
           ))}
         </tbody>
       </table>
+      {!state.loading && state.items.length === 0 && state.error === undefined && (
+        <p className="muted empty-note">{filterKey === "" ? "No traces yet. Record one with POST /api/v1/traces or OTLP." : "No trace matches these filters."}</p>
+      )}
+      <div ref={sentinel} className="list-end">
+        {state.loading ? "Loading…" : state.nextCursor !== undefined ? <button type="button" className="quiet" onClick={loadMore}>Load more</button> : null}
+      </div>
     </section>
   )
 }
