@@ -11,7 +11,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const ComparePicker = (props: { readonly left: string; readonly right: string }) => {
   const [left, setLeft] = useState(props.left)
   const [right, setRight] = useState(props.right)
-  const recent = useApi((client) => client.traces.list({ urlParams: { limit: 50, offset: 0 } }), [])
+  const recent = useApi((client) => client.traces.list({ urlParams: { limit: 50, offset: 0, total: "capped" } }), [])
   const valid = UUID.test(left.trim()) && UUID.test(right.trim())
   return (
     <form
@@ -62,3 +62,6 @@ export const ComparePage = (props: PageProps) => {
 export const CompareLink = (props: { readonly traceId: string }) => (
   <Link href={`/ui/compare?left=${encodeURIComponent(props.traceId)}`} className="button-link">Compare</Link>
 )
+
+/** The trace page's header action: compare this trace with another run. */
+export const CompareAction = (props: { readonly trace: { readonly id: string } }) => <CompareLink traceId={props.trace.id} />

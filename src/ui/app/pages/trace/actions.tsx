@@ -1,6 +1,8 @@
 import type { ComponentType } from "react"
 import type { Span } from "../../../../domain/Span.ts"
 import type { TraceDetail } from "../../../../domain/Trace.ts"
+import { CompareAction } from "../compare/ComparePage.tsx"
+import { ForkHere } from "../fork/ForkHere.tsx"
 
 /**
  * Actions other pages add to the trace page (fork, compare…): each is a component rendered in the trace's header
@@ -9,5 +11,5 @@ import type { TraceDetail } from "../../../../domain/Trace.ts"
 export type TraceAction = ComponentType<{ readonly trace: TraceDetail }>
 export type SpanAction = ComponentType<{ readonly trace: TraceDetail; readonly span: Span }>
 
-export const traceActions: Array<TraceAction> = []
-export const spanActions: Array<SpanAction> = []
+export const traceActions: Array<TraceAction> = [CompareAction]
+export const spanActions: Array<SpanAction> = [ForkHere]
