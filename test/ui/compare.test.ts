@@ -162,6 +162,12 @@ describe("textDiff", () => {
       { kind: "same", text: " please" }
     ])
   })
+
+  test("inside replaced JSON lines, only the changed word is marked", () => {
+    const parts = textDiff([{ role: "user", content: "Book Lisbon" }], [{ role: "user", content: "Book Porto" }])
+    expect(parts.filter((p) => p.kind === "removed").map((p) => p.text)).toEqual(["Lisbon"])
+    expect(parts.filter((p) => p.kind === "added").map((p) => p.text)).toEqual(["Porto"])
+  })
 })
 
 describe("traceDeltas", () => {

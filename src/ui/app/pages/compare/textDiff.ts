@@ -37,7 +37,21 @@ export const textDiff = (before: unknown, after: unknown): ReadonlyArray<DiffPar
       ...(b === "" ? [] : [{ kind: "added" as const, text: b }])
     ]
   }
-  return changes
-    .filter((c) => c.value.length > 0)
-    .map((c) => ({ kind: c.added ? "added" : c.removed ? "removed" : "same", text: c.value }))
+  const parts: Array<DiffPart> = []
+  for (let i = 0; i < changes.length; i++) {
+    const change = changes[i]!
+    const next = changes[i + 1]
+    // A block of lines replaced by another: diff the two blocks word by word, so a changed word inside
+    // a JSON line is what stands out rather than the whole line.
+    if (!byWords && change.removed && next?.added && change.value.length + next.value.length <= WORD_DIFF_MAX_CHARS) {
+      const words = diffWordsWithSpace(change.value, next.value, { timeout: DIFF_TIMEOUT_MS })
+      if (words !== undefined) {
+        for (const w of words) if (w.value.length > 0) parts.push({ kind: w.added ? "added" : w.removed ? "removed" : "same", text: w.value })
+        i++
+        continue
+      }
+    }
+    if (change.value.length > 0) parts.push({ kind: change.added ? "added" : change.removed ? "removed" : "same", text: change.value })
+  }
+  return parts
 }
