@@ -174,13 +174,15 @@ describe("traceDeltas", () => {
   test("recorded totals, else summed from spans; output change by value, not key order", () => {
     const d = traceDeltas(
       { totalTokens: 100, totalCost: "0.0100", totalDurationMs: 2000, output: { a: 1, b: 2 }, spans: [] },
-      { totalDurationMs: 1500, output: { b: 2, a: 1 }, spans: [span("1", "x", { input_tokens: 30, output_tokens: 20, cost: 0.02 })] }
+      { totalDurationMs: 1500, output: { b: 2, a: 1 }, spans: [span("1", "x", { input_tokens: 30, output_tokens: 20, cost: 0.02, duration_ms: 700 }), span("2", "y", { span_type: "action", duration_ms: 5000 })] }
     )
     expect(d.tokens).toEqual({ left: 100, right: 50, change: -50, ratio: -0.5 })
     expect(d.cost.change).toBeCloseTo(0.01)
     expect(d.latencyMs.change).toBe(-500)
+    expect(d.callTimeMs).toEqual({ left: 0, right: 700, change: 700, ratio: null })
     expect(d.outputChanged).toBe(false)
     expect(formatChange(d.tokens)).toBe("−50 (−50%)")
     expect(formatChange({ left: 0, right: 3, change: 3, ratio: null })).toBe("+3")
+    expect(formatChange({ left: 0.5, right: 0.25, change: -0.25, ratio: -0.5 }, (n) => `$${n.toFixed(2)}`)).toBe("−$0.25 (−50%)")
   })
 })

@@ -22,7 +22,13 @@ export interface Delta {
 export interface TraceDeltas {
   readonly tokens: Delta
   readonly cost: Delta
+  /** The traces' recorded wall-clock durations. */
   readonly latencyMs: Delta
+  /**
+   * Time spent in model and tool calls (their `duration_ms` summed). A replay's result trace keeps the copied
+   * spans' original timestamps, so its wall-clock duration spans both runs; this one compares the work itself.
+   */
+  readonly callTimeMs: Delta
   readonly outputChanged: boolean
 }
 
@@ -44,7 +50,8 @@ export const traceTotals = (trace: ComparableTrace) => {
   return {
     tokens: trace.totalTokens !== undefined && trace.totalTokens > 0 ? trace.totalTokens : spanTokens,
     cost: Number.isFinite(recordedCost) && recordedCost > 0 ? recordedCost : spanCost,
-    latencyMs: trace.totalDurationMs ?? 0
+    latencyMs: trace.totalDurationMs ?? 0,
+    callTimeMs: sum(trace.spans, (s) => (s.span_type === "llm_call" || s.span_type === "tool_call" ? s.duration_ms : 0))
   }
 }
 
@@ -56,15 +63,16 @@ export const traceDeltas = (left: ComparableTrace, right: ComparableTrace): Trac
     tokens: delta(a.tokens, b.tokens),
     cost: delta(a.cost, b.cost),
     latencyMs: delta(a.latencyMs, b.latencyMs),
+    callTimeMs: delta(a.callTimeMs, b.callTimeMs),
     outputChanged: canonicalJson(left.output) !== canonicalJson(right.output)
   }
 }
 
-/** A signed change for display: "+12", "−0.0031", "±0"; percentages when a ratio exists. */
-export const formatChange = (d: Delta, digits = 0): string => {
+/** A signed change for display: "+12", "−$0.0031", "±0"; percentages when a ratio exists. */
+export const formatChange = (d: Delta, show: (magnitude: number) => string = (n) => n.toFixed(0)): string => {
   if (d.change === 0) return "±0"
   const sign = d.change > 0 ? "+" : "−"
-  const magnitude = Math.abs(d.change).toFixed(digits)
+  const magnitude = show(Math.abs(d.change))
   const pct = d.ratio === null ? "" : ` (${sign}${Math.abs(d.ratio * 100).toFixed(0)}%)`
   return `${sign}${magnitude}${pct}`
 }
