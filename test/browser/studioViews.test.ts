@@ -40,7 +40,7 @@ afterAll(async () => {
 const browserTest = hasChromium ? test : test.skip
 
 /** A recorded travel run: plan (a model call) → web_search (a tool) → answer (a model call), under one agent root. */
-const recordRun = async (sessionId?: string) => {
+const recordRun = async (sessionId?: string, startedAt = "2026-01-01T00:00:00.000Z") => {
   const root = span({ span_type: "action", name: "agent", agent_id: "planner", started_at: "2026-01-01T00:00:00.000Z", ended_at: "2026-01-01T00:00:10.000Z" })
   const plan = span({
     parent_id: root.id, name: "plan", model: "gpt-4o-mini", agent_id: "planner", started_at: "2026-01-01T00:00:01.000Z", duration_ms: 900,
@@ -56,7 +56,7 @@ const recordRun = async (sessionId?: string) => {
     input: [{ role: "user", content: "summarise the booking" }], output: "Booked TAP 123 to Lisbon", input_tokens: 30, output_tokens: 8
   })
   const t = trace({
-    name: "travel", status: "completed", ended_at: "2026-01-01T00:00:10.000Z", output: "Booked TAP 123 to Lisbon",
+    name: "travel", status: "completed", started_at: startedAt, ended_at: "2026-01-01T00:00:10.000Z", output: "Booked TAP 123 to Lisbon",
     total_tokens: 90, total_duration_ms: 10_000, spans: [root, plan, search, answer], ...(sessionId ? { session_id: sessionId } : {})
   })
   expect((await server.post("/api/v1/traces", t)).status).toBe(200)
@@ -147,18 +147,19 @@ describe("Studio views in Chromium", () => {
   browserTest("a session: its traces in order, the agent graph, an agent opening the traces it ran in", async () => {
     const sessionId = `chat-${uuid().slice(0, 8)}`
     const first = await recordRun(sessionId)
-    await recordRun(sessionId)
+    await recordRun(sessionId, "2026-01-01T00:00:00.500Z")
     await page.goto(`${server.url}/ui/sessions/${sessionId}`)
-    const rows = page.getByRole("table", { name: "Traces of the session" }).getByRole("row")
-    await expect(rows.count()).resolves.toBeGreaterThanOrEqual(1)
-    await page.getByRole("table", { name: "Traces of the session" }).getByRole("link", { name: "travel" }).first().waitFor()
+    const table = page.getByRole("table", { name: "Traces of the session" })
+    await table.getByRole("link", { name: "travel" }).first().waitFor()
+    // Both traces, oldest first (a header row and one row each).
+    expect(await table.getByRole("row").count()).toBe(3)
+    expect(await table.getByRole("link", { name: "travel" }).first().getAttribute("href")).toBe(`/ui/traces/${first.t.id}`)
     await page.getByRole("button", { name: /^Agent researcher:/ }).click()
-    const where = page.getByRole("link", { name: "travel" }).last()
-    await page.getByRole("heading", { name: "Where researcher ran" }).waitFor()
-    await where.waitFor()
-    expect(await where.getAttribute("href")).toMatch(/^\/ui\/traces\/[0-9a-f-]{36}\?span=/)
+    const where = page.getByRole("list", { name: "Traces where researcher ran" }).getByRole("link", { name: "travel" })
+    await where.nth(1).waitFor()
+    expect(await where.count()).toBe(2)
+    expect(await where.first().getAttribute("href")).toBe(`/ui/traces/${first.t.id}?span=${first.search.id}`)
     await screenshot(page, "session")
-    expect(first.t.id).toBeDefined()
   })
 
   browserTest("an evaluation: gate from the page, verdict with per-criterion scores and reasons", async () => {

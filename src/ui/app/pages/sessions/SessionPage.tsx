@@ -110,7 +110,7 @@ export const SessionPage = (props: PageProps) => {
               {agent.status === "loading" && <p className="muted">Reading the session's traces…</p>}
               {agent.status === "error" && <p role="alert" className="error-text">Could not read the session's traces.</p>}
               {agent.status === "ok" && agent.traces.length === 0 && <p className="muted">In none of the first {AGENT_LOOKUP_TRACES} traces.</p>}
-              <ul>
+              <ul aria-label={`Traces where ${agent.agentId ?? "(root)"} ran`}>
                 {agent.traces.map((t) => (
                   <li key={t.trace.id}>
                     <Link href={`/ui/traces/${t.trace.id}?span=${t.spanId}`}>{t.trace.name ?? t.trace.id}</Link>{" "}
