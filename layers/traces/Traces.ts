@@ -10,6 +10,7 @@ import {
   type FinishTraceRequest,
   isTerminal,
   type ListTracesParams,
+  OtelTraceId,
   TOTAL_CAP,
   SpansRejected,
   TraceNotRunning,
@@ -18,6 +19,7 @@ import {
   type TraceWire
 } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
+import { accountNamespace, traceUuid } from "../ingest/OtlpIds.ts"
 import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { SEARCH_INDEX_JOB } from "../search/Search.ts"
@@ -25,6 +27,8 @@ import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
 import type { SpanJsonRow } from "./SpanRecords.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 import { rewrittenSpanCode } from "#src/domain/StreamEvent"
+
+const isOtelTraceId = Schema.is(OtelTraceId)
 
 /** The `cursor` of a listing is not one this service issued. */
 export class InvalidCursor extends Schema.TaggedError<InvalidCursor>()("InvalidCursor", {}) {}
@@ -157,8 +161,13 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       return { ...trace, ...detailOf(spans) } satisfies TraceDetailWire
     })
 
-    /** `get` as the JSON text of the TraceDetail (the HTTP route's body). */
-    const getJson = Effect.fn("Traces.getJson")(function*(accountId: AccountId, traceId: TraceId) {
+    /**
+     * `get` as the JSON text of the TraceDetail (the HTTP route's body). An OpenTelemetry trace id names the trace OTLP
+     * ingestion stored it as for this account: its id is derived from the account and the OTel id (OtlpIds), so no
+     * lookup is needed and another account's trace with the same OTel id is never reached.
+     */
+    const getJson = Effect.fn("Traces.getJson")(function*(accountId: AccountId, id: TraceId | OtelTraceId) {
+      const traceId = isOtelTraceId(id) ? traceUuid(accountNamespace(accountId), id) as TraceId : id
       // Both reads at once (two pooled connections): the spans' read is scoped to the account too, so it returns
       // nothing another account could see, and is discarded when the trace is missing or deleted.
       const [trace, spans] = yield* Effect.all(

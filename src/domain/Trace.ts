@@ -180,6 +180,20 @@ export type ListTracesParams = typeof ListTracesParams.Type
 
 export const TracePath = Schema.Struct({ traceId: TraceId })
 
+/** An OpenTelemetry trace id: 32 hex digits, any case (W3C trace context). */
+export const OtelTraceId = Schema.String.pipe(
+  Schema.pattern(/^[0-9a-fA-F]{32}$/),
+  Schema.brand("OtelTraceId")
+).annotations({ description: "An OpenTelemetry trace id: 32 hex digits" })
+export type OtelTraceId = typeof OtelTraceId.Type
+
+/** The path of GET /api/v1/traces/{traceId}: our trace id, or the OpenTelemetry trace id a trace was received with. */
+export const TraceLookupPath = Schema.Struct({
+  traceId: Schema.Union(TraceId, OtelTraceId).annotations({
+    description: "The trace's id (a UUID), or the OpenTelemetry trace id (32 hex digits) it was received with over OTLP"
+  })
+})
+
 export const DeleteResult = Schema.Struct({ deleted: Schema.Literal(true) }).annotations({ identifier: "DeleteResult" })
 
 export class TraceNotFound extends Schema.TaggedError<TraceNotFound>()("TraceNotFound", { traceId: TraceId }) {}

@@ -1,11 +1,19 @@
 import { DateTime } from "effect"
 
-/** Milliseconds since the epoch of an instant as the client decodes it. */
-export const millis = (instant: DateTime.Utc | Date | undefined | null): number | undefined =>
-  instant == null ? undefined : instant instanceof Date ? instant.getTime() : DateTime.toEpochMillis(instant)
+export type InstantLike = DateTime.Utc | Date | string
+
+/** Milliseconds since the epoch of an instant: decoded (DateTime, Date) or as the API sends it (an ISO string). */
+export const millis = (instant: InstantLike | undefined | null): number | undefined => {
+  if (instant == null) return undefined
+  if (typeof instant === "string") {
+    const ms = Date.parse(instant)
+    return Number.isNaN(ms) ? undefined : ms
+  }
+  return instant instanceof Date ? instant.getTime() : DateTime.toEpochMillis(instant)
+}
 
 /** `2026-11-26 14:07:08` in the browser's zone (dense, sortable). */
-export const formatTime = (instant: DateTime.Utc | Date | undefined | null): string => {
+export const formatTime = (instant: InstantLike | undefined | null): string => {
   const ms = millis(instant)
   if (ms === undefined) return "—"
   const d = new Date(ms)
@@ -22,8 +30,10 @@ export const formatDuration = (ms: number | undefined | null): string => {
   return `${minutes} m ${Math.round((ms - minutes * 60_000) / 1000)} s`
 }
 
-/** Token counts with thin grouping: `12,480`. */
-export const formatCount = (n: number | undefined | null): string => (n == null ? "—" : n.toLocaleString("en-US"))
+const grouping = new Intl.NumberFormat("en-US")
+
+/** Token counts with thousands separators: `12,480` (one formatter for all: rows format many while scrolling). */
+export const formatCount = (n: number | undefined | null): string => (n == null ? "—" : grouping.format(n))
 
 /** A cost in dollars as the API gives it (a decimal string): `$0.0412`. */
 export const formatCost = (cost: string | number | undefined | null): string => {

@@ -9,14 +9,17 @@ export interface LiveFilters {
   readonly session_id?: string
 }
 
-/** What a page hears: decoded with the same schemas as the REST responses. */
+/**
+ * What a page hears: a span as the API sends it (checked against the encoded side of the contract's Span schema),
+ * or a trace decoded by the contract's Trace schema (undefined for a deletion, whose data is only the id).
+ */
 export type LiveEvent =
-  | { readonly type: "span"; readonly event: string; readonly traceId: string; readonly span: Span }
+  | { readonly type: "span"; readonly event: string; readonly traceId: string; readonly span: typeof Span.Encoded }
   | { readonly type: "trace"; readonly event: string; readonly traceId: string; readonly trace: Trace | undefined }
 
 export type LiveState = "connecting" | "live" | "reconnecting" | "closed"
 
-const decodeSpan = Schema.decodeUnknownEither(Span)
+const isSpanWire = Schema.is(Schema.encodedSchema(Span))
 const decodeTrace = Schema.decodeUnknownEither(Trace)
 
 interface WireEvent {
@@ -53,8 +56,7 @@ export const followLive = (options: {
     for (const event of wire) {
       if (typeof event.id === "number") lastEventId = Math.max(lastEventId ?? 0, event.id)
       if (event.type === "span") {
-        const span = decodeSpan(event.data)
-        if (Either.isRight(span)) events.push({ type: "span", event: event.event, traceId: event.trace_id, span: span.right })
+        if (isSpanWire(event.data)) events.push({ type: "span", event: event.event, traceId: event.trace_id, span: event.data })
       } else if (event.type === "trace") {
         const trace = decodeTrace(event.data)
         events.push({ type: "trace", event: event.event, traceId: event.trace_id, trace: Either.getOrUndefined(trace) })

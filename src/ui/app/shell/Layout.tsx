@@ -4,6 +4,8 @@ import { AccountName } from "./AccountName.tsx"
 import { Link, navigate, useLocation } from "./router.tsx"
 import { useSession } from "./session.tsx"
 
+const TRACE_ID = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})$/i
+
 /** The frame of every signed-in page: the navigation, the search box, the account and "Sign out". */
 export const Layout = (props: { readonly children: ReactNode }) => {
   const { signOut } = useSession()
@@ -31,7 +33,10 @@ export const Layout = (props: { readonly children: ReactNode }) => {
           className="searchbox"
           onSubmit={(e) => {
             e.preventDefault()
-            if (query.trim() !== "") navigate(`/ui/search?q=${encodeURIComponent(query.trim())}`)
+            const text = query.trim()
+            // A trace id (ours or OpenTelemetry's) opens that trace; anything else is a span search.
+            if (TRACE_ID.test(text)) navigate(`/ui/traces/${text.toLowerCase()}`)
+            else if (text !== "") navigate(`/ui/search?q=${encodeURIComponent(text)}`)
           }}
         >
           <input type="search" aria-label="Search spans" placeholder="Search spans…" value={query} onChange={(e) => setQuery(e.target.value)} />

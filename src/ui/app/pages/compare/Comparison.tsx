@@ -1,6 +1,6 @@
 import { useVirtualizer } from "@tanstack/react-virtual"
 import { useMemo, useRef, useState } from "react"
-import type { TraceDetail } from "../../../../domain/Trace.ts"
+import type { SpanWire, TraceDetailWire } from "../../api/traceWire.ts"
 import { formatCost, formatCount, formatDuration } from "../../format.ts"
 import { Link } from "../../shell/router.tsx"
 import { type AlignedRow, alignSpans } from "./alignSpans.ts"
@@ -9,7 +9,7 @@ import { traceDeltas } from "./deltas.ts"
 import { DiffText } from "./DiffText.tsx"
 import "./compare.css"
 
-type Span = TraceDetail["spans"][number]
+type Span = SpanWire
 type Row = AlignedRow<Span>
 
 const ROW_HEIGHT = 26
@@ -72,7 +72,7 @@ const RowDetail = (props: { readonly row: Row }) => {
  * Two traces side by side: the deltas on top, then the spans aligned by causal position and name (a virtualised
  * list, so a 10,000-span pair stays usable) and the selected row's input and output as text diffs.
  */
-export const Comparison = (props: { readonly left: TraceDetail; readonly right: TraceDetail }) => {
+export const Comparison = (props: { readonly left: TraceDetailWire; readonly right: TraceDetailWire }) => {
   const { left, right } = props
   const alignment = useMemo(() => alignSpans(left, right), [left, right])
   const deltas = useMemo(() => traceDeltas(left, right), [left, right])

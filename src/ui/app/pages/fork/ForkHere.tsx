@@ -1,14 +1,15 @@
 import { Either } from "effect"
 import { useMemo, useState } from "react"
 import type { ForkId, SpanId, TraceId } from "../../../../domain/Ids.ts"
-import type { TraceDetail } from "../../../../domain/Trace.ts"
+import type { SpanWire, TraceDetailWire } from "../../api/traceWire.ts"
 import type { ApiCallError } from "../../api/client.ts"
 import { navigate } from "../../shell/router.tsx"
 import { useRunCall } from "../../shell/useApi.ts"
 import { forkRequest, initialDraft, mockCandidates, type ForkDraft } from "../forks/forkDraft.ts"
 import "./fork.css"
 
-type Span = TraceDetail["spans"][number]
+type Span = SpanWire
+type TraceDetail = TraceDetailWire
 
 type Progress = { readonly step: "editing" } | { readonly step: "creating" } | { readonly step: "replaying"; readonly forkId: string }
 

@@ -1,14 +1,15 @@
 import { useCallback, useState } from "react"
-import type { TraceId } from "../../../../domain/Ids.ts"
-import type { TraceDetail } from "../../../../domain/Trace.ts"
+import { fetchTraceWire } from "../../api/traceWire.ts"
+import type { Trace as TraceSchema } from "../../../../domain/Trace.ts"
 import { formatCost, formatCount, formatDuration, formatTime } from "../../format.ts"
 import type { PageProps } from "../../routes.tsx"
 import { Link } from "../../shell/router.tsx"
-import { useApi, useRunCall } from "../../shell/useApi.ts"
+import { useSession } from "../../shell/session.tsx"
+import { useApi } from "../../shell/useApi.ts"
 import { AgentGraph } from "./AgentGraph.tsx"
 import "./sessions.css"
 
-type Trace = Omit<TraceDetail, "spans" | "causalOrder" | "concurrentGroups">
+type Trace = TraceSchema
 
 /** Where an agent ran: the session's traces that have its spans, with the first such span to open. */
 interface AgentTraces {
@@ -31,7 +32,7 @@ export const SessionPage = (props: PageProps) => {
     [sessionId, offset]
   )
   const graph = useApi((client) => client.sessions.graph({ path: { sessionId }, urlParams: {} }), [sessionId])
-  const run = useRunCall()
+  const { key } = useSession()
   const [agent, setAgent] = useState<AgentTraces | undefined>(undefined)
 
   // While the next page loads, the previous answer is still there: show only the pages already kept.
@@ -43,7 +44,8 @@ export const SessionPage = (props: PageProps) => {
       try {
         const found: Array<AgentTraces["traces"][number]> = []
         for (const trace of traces.slice(0, AGENT_LOOKUP_TRACES)) {
-          const detail = await run((client) => client.traces.get({ path: { traceId: trace.id as TraceId } }))
+          // As sent (not decoded span by span): only the agent ids are read.
+          const detail = await fetchTraceWire(key, trace.id, undefined)
           const spans = detail.spans.filter((s) => (s.agent_id ?? null) === agentId)
           if (spans.length > 0) found.push({ trace, spanId: spans[0]!.id, spans: spans.length })
         }
@@ -52,7 +54,7 @@ export const SessionPage = (props: PageProps) => {
         setAgent({ agentId, status: "error", traces: [] })
       }
     },
-    [traces, run]
+    [traces, key]
   )
 
   if (session.status === "error" && session.data === undefined) {

@@ -1,9 +1,13 @@
-import { forwardRef, type ReactNode } from "react"
-import { extraFields, type Span } from "../../../../domain/Span.ts"
+import { Either, Schema } from "effect"
+import { forwardRef, type ReactNode, useMemo } from "react"
+import { extraFields, Span } from "../../../../domain/Span.ts"
+import type { SpanWire } from "../../api/traceWire.ts"
 import { Conversation, chatMessages } from "../../components/Conversation.tsx"
 import { JsonView } from "../../components/JsonView.tsx"
 import { formatCost, formatCount, formatDuration, formatTime } from "../../format.ts"
 import type { SpanNode } from "./spanTree.ts"
+
+const decodeSpan = Schema.decodeUnknownEither(Span)
 
 const Fact = (props: { readonly label: string; readonly children: ReactNode }) => (
   <>
@@ -32,17 +36,28 @@ const Payload = (props: { readonly label: string; readonly value: unknown }) => 
  * Everything about the selected span: what it is (type, model, agent), what it cost (tokens, cost, latency, and
  * its subtree's totals), its input and output, its error, and its raw attributes.
  */
-export const SpanInspector = forwardRef<HTMLElement, { readonly node: SpanNode<Span> | undefined; readonly actions?: ReactNode }>(
+export const SpanInspector = forwardRef<HTMLElement, { readonly node: SpanNode<SpanWire> | undefined; readonly actions?: ReactNode }>(
   (props, ref) => {
     const node = props.node
-    if (node === undefined) {
+    // The span is decoded by the contract's schema here, one at a time (the tree reads the wire objects).
+    const decoded = useMemo(() => (node === undefined ? undefined : decodeSpan(node.span)), [node?.span])
+    if (node === undefined || decoded === undefined) {
       return (
         <aside ref={ref} className="inspector empty" aria-label="Span inspector" tabIndex={-1}>
           <p className="muted">Select a span to inspect it.</p>
         </aside>
       )
     }
-    const span = node.span
+    if (Either.isLeft(decoded)) {
+      return (
+        <aside ref={ref} className="inspector" aria-label="Span inspector" tabIndex={-1}>
+          <h2>{node.span.name}</h2>
+          <p role="alert" className="error-text">This span does not match the API's schema: {decoded.left.message}</p>
+          <JsonView value={node.span} open={2} />
+        </aside>
+      )
+    }
+    const span = decoded.right
     const extra = extraFields(span)
     const tokens = (span.input_tokens ?? 0) + (span.output_tokens ?? 0)
     return (

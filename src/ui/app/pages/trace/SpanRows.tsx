@@ -112,7 +112,10 @@ export const SpanRows = (props: {
     count: rows.length,
     getScrollElement: () => scroller.current,
     estimateSize: () => ROW_HEIGHT,
-    overscan: 12
+    overscan: 12,
+    // Rows render in React's next batch rather than synchronously inside each scroll event: several scroll events
+    // of one frame make one render.
+    useFlushSync: false
   })
   const selectedIndex = selected === undefined ? -1 : rows.findIndex((row) => row.id === selected)
   useEffect(() => {

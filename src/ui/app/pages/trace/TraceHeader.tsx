@@ -1,5 +1,5 @@
-import type { TraceDetail } from "../../../../domain/Trace.ts"
 import type { LiveState } from "../../api/stream.ts"
+import type { TraceDetailWire } from "../../api/traceWire.ts"
 import { StatusBadge } from "../../components/StatusBadge.tsx"
 import { formatCost, formatCount, formatDuration, formatTime } from "../../format.ts"
 import { Link } from "../../shell/router.tsx"
@@ -7,7 +7,7 @@ import { traceActions } from "./actions.tsx"
 import type { SpanTree } from "./spanTree.ts"
 
 /** The trace at a glance: name, status, when, how long, how many spans, tokens and cost, and its session. */
-export const TraceHeader = (props: { readonly trace: TraceDetail; readonly tree: SpanTree; readonly live: LiveState }) => {
+export const TraceHeader = (props: { readonly trace: TraceDetailWire; readonly tree: SpanTree; readonly live: LiveState }) => {
   const { trace, tree } = props
   const duration = trace.totalDurationMs ?? (tree.nodes.length > 0 ? tree.endMs - tree.startMs : undefined)
   const errors = tree.roots.reduce((sum, root) => sum + root.rollup.errors, 0)

@@ -1,13 +1,12 @@
 import { Either, Schema } from "effect"
 import { useCallback, useEffect, useMemo, useRef, useState } from "react"
-import { TraceId } from "../../../../domain/Ids.ts"
-import type { Span } from "../../../../domain/Span.ts"
-import type { TraceDetail } from "../../../../domain/Trace.ts"
+import { Trace, TraceLookupPath } from "../../../../domain/Trace.ts"
 import type { ApiCallError } from "../../api/client.ts"
+import { fetchTraceWire, type SpanWire, type TraceDetailWire } from "../../api/traceWire.ts"
 import type { LiveEvent } from "../../api/stream.ts"
 import type { PageProps } from "../../routes.tsx"
 import { Link, navigate } from "../../shell/router.tsx"
-import { useRunCall } from "../../shell/useApi.ts"
+import { useSession } from "../../shell/session.tsx"
 import { useLive } from "../../shell/useLive.ts"
 import { spanActions } from "./actions.tsx"
 import { SpanInspector } from "./SpanInspector.tsx"
@@ -15,36 +14,43 @@ import { SpanRows } from "./SpanRows.tsx"
 import { buildSpanTree, revealing, visibleRows } from "./spanTree.ts"
 import { TraceHeader } from "./TraceHeader.tsx"
 
-const decodeTraceId = Schema.decodeUnknownEither(TraceId)
+const decodeLookup = Schema.decodeUnknownEither(TraceLookupPath)
 
 type Loaded =
   | { readonly status: "loading" }
   | { readonly status: "missing"; readonly message: string }
-  | { readonly status: "ok"; readonly trace: TraceDetail; readonly spans: ReadonlyArray<Span>; readonly ordered: boolean }
+  | { readonly status: "ok"; readonly trace: TraceDetailWire; readonly spans: ReadonlyArray<SpanWire>; readonly ordered: boolean }
 
 /** One trace: the span tree beside its waterfall, the inspector of the selected span (`?span=`), growing live. */
 export const TracePage = (props: PageProps) => {
   const rawId = props.params.traceId!
-  const run = useRunCall()
+  const { key, signOut } = useSession()
   const [loaded, setLoaded] = useState<Loaded>({ status: "loading" })
   const [collapsed, setCollapsed] = useState<ReadonlySet<string>>(new Set())
   const inspector = useRef<HTMLElement>(null)
   const selected = props.search.get("span") ?? undefined
 
   useEffect(() => {
-    const id = decodeTraceId(rawId)
-    if (Either.isLeft(id)) return setLoaded({ status: "missing", message: "This is not a trace id." })
+    const path = decodeLookup({ traceId: rawId })
+    if (Either.isLeft(path)) return setLoaded({ status: "missing", message: "This is not a trace id (a UUID, or a 32-digit OpenTelemetry trace id)." })
     const abort = new AbortController()
     setLoaded({ status: "loading" })
     setCollapsed(new Set())
-    run((client) => client.traces.get({ path: { traceId: id.right } }), abort.signal).then(
-      (trace) => !abort.signal.aborted && setLoaded({ status: "ok", trace, spans: trace.spans, ordered: true }),
-      (error: ApiCallError) =>
-        !abort.signal.aborted &&
+    fetchTraceWire(key, rawId, abort.signal).then(
+      (trace) => {
+        if (abort.signal.aborted) return
+        setLoaded({ status: "ok", trace, spans: trace.spans, ordered: true })
+        // Found by its OpenTelemetry id: the address becomes the trace's own.
+        if (trace.id !== rawId) navigate(`/ui/traces/${trace.id}${window.location.search}`, { replace: true })
+      },
+      (error: ApiCallError) => {
+        if (abort.signal.aborted) return
+        if (error.code === "unauthorized") return signOut("Your key is no longer accepted. Sign in again.")
         setLoaded({ status: "missing", message: error.code === "not_found" ? "No such trace in this account." : error.message })
+      }
     )
     return () => abort.abort()
-  }, [rawId, run])
+  }, [rawId, key, signOut])
 
   // Spans that arrive live replace their earlier version; the tree is then laid out here (the server's causal
   // order no longer covers every span).
@@ -52,14 +58,14 @@ export const TracePage = (props: PageProps) => {
     setLoaded((current) => {
       if (current.status !== "ok") return current
       let trace = current.trace
-      let spans: Map<string, Span> | undefined
+      let spans: Map<string, SpanWire> | undefined
       for (const event of events) {
         if (event.traceId !== trace.id) continue
         if (event.type === "span") {
-          spans ??= new Map(current.spans.map((s) => [s.id, s]))
+          spans ??= new Map(current.spans.map((s) => [s.id, s] as const))
           spans.set(event.span.id, event.span)
         } else if (event.trace !== undefined) {
-          trace = { ...trace, ...event.trace }
+          trace = { ...trace, ...Schema.encodeSync(Trace)(event.trace) }
         }
       }
       if (spans === undefined && trace === current.trace) return current
@@ -67,7 +73,7 @@ export const TracePage = (props: PageProps) => {
     })
   }, [])
   const traceIsRunning = loaded.status === "ok" && loaded.trace.status === "running"
-  const live = useLive({ trace_id: rawId }, onLive, traceIsRunning)
+  const live = useLive({ trace_id: loaded.status === "ok" ? loaded.trace.id : rawId }, onLive, traceIsRunning)
 
   const tree = useMemo(
     () => loaded.status === "ok" ? buildSpanTree(loaded.spans, loaded.ordered ? loaded.trace : undefined) : undefined,

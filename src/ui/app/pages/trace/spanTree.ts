@@ -1,20 +1,19 @@
-import type { DateTime } from "effect"
 import { layOut } from "../../../../domain/CausalOrder.ts"
 import type { Span } from "../../../../domain/Span.ts"
-import { millis } from "../../format.ts"
+import { type InstantLike, millis } from "../../format.ts"
 
-/** The parts of a span the views read (a decoded `Span` has them all; tests build smaller ones). */
+/** The parts of a span the views read: a span as the API sends it has them all (tests build smaller ones). */
 export type SpanLike = Pick<Span, "span_type" | "name"> & {
   readonly id: string
   readonly parent_id: string | null
-  readonly started_at: DateTime.Utc | Date
-  readonly ended_at?: DateTime.Utc | Date | undefined
+  readonly started_at: InstantLike
+  readonly ended_at?: InstantLike | undefined
   readonly duration_ms?: number | undefined
   readonly input_tokens?: number | undefined
   readonly output_tokens?: number | undefined
   readonly cost?: string | number | undefined
   readonly error?: string | undefined
-  readonly metadata?: Readonly<Record<string, unknown>> | undefined
+  readonly metadata?: { readonly [key: string]: unknown } | undefined
 }
 
 /** A subtree's totals: its spans, tokens, cost, errors, and the latest end among them. */

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { layOutAgentGraph, nodeLabel, ROOT_KEY } from "../../src/ui/app/pages/sessions/agentGraphLayout.ts"
+import { layOutAgentGraph, nodeLabel, ROOT_KEY } from "../../../src/ui/app/pages/sessions/agentGraphLayout.ts"
 
 const node = (agent_id: string | null, span_count = 1) => ({ agent_id, agent_role: null, root: agent_id === null, span_count, errors: 0 })
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { buildSpanTree, revealing, type SpanLike, treeKey, visibleRows } from "../../src/ui/app/pages/trace/spanTree.ts"
+import { buildSpanTree, revealing, type SpanLike, treeKey, visibleRows } from "../../../src/ui/app/pages/trace/spanTree.ts"
 
 const T0 = Date.UTC(2026, 0, 1)
 

@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { alignSpans, type ComparableSpan, depths } from "../../src/ui/app/pages/compare/alignSpans.ts"
-import { formatChange, traceDeltas } from "../../src/ui/app/pages/compare/deltas.ts"
-import { textDiff } from "../../src/ui/app/pages/compare/textDiff.ts"
+import { alignSpans, type ComparableSpan, depths } from "../../../src/ui/app/pages/compare/alignSpans.ts"
+import { formatChange, traceDeltas } from "../../../src/ui/app/pages/compare/deltas.ts"
+import { textDiff } from "../../../src/ui/app/pages/compare/textDiff.ts"
 
 const span = (id: string, name: string, extra: Partial<ComparableSpan> = {}): ComparableSpan => ({
   id,

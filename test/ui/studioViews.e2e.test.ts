@@ -2,12 +2,23 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import type { Browser, Page } from "playwright-core"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import { startFakeOpenAi, type FakeOpenAi } from "../support/FakeOpenAi.ts"
-import { hasChromium, launchChromium, screenshot, signIn } from "../support/StudioBrowser.ts"
+import { CHROMIUM_PATH, hasChromium, launchChromium, screenshotDir } from "../support/Chromium.ts"
 import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
 
 // The Studio's working views in a real Chromium: fork → replay → comparison, the holds queue, sessions,
 // evaluations, usage and settings. Elements are found by role and accessible name only.
-if (!hasChromium) console.warn("studioViews: /usr/bin/chromium is missing, the browser tests are skipped (apt-get install chromium)")
+if (!hasChromium) console.warn(`Studio views end-to-end tests skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium)`)
+
+const shots = screenshotDir("studio-views")
+const screenshot = (page: Page, name: string) => page.screenshot({ path: `${shots}/${name}.png` })
+
+/** Opens the Studio and signs in through the form, as a person would. */
+const signIn = async (page: Page, baseUrl: string, key: string) => {
+  await page.goto(`${baseUrl}/ui`)
+  await page.getByLabel("API key").fill(key)
+  await page.getByRole("button", { name: "Sign in" }).click()
+  await page.getByRole("button", { name: "Sign out" }).waitFor()
+}
 
 let fake: FakeOpenAi
 let server: TestServer
@@ -16,9 +27,9 @@ let page: Page
 
 beforeAll(async () => {
   if (!hasChromium) return
-  // The judge asks for a JSON verdict; model calls of a replay get the default echo of their last user message.
+  // The judge asks for a structured verdict (response_format); model calls of a replay get the default echo of their last user message.
   fake = startFakeOpenAi((request) =>
-    request.body?.response_format?.type === "json_object" ? { content: JSON.stringify({ score: 0.9, reason: "books what was asked" }) } : undefined
+    request.body?.response_format !== undefined ? { content: JSON.stringify({ score: 0.9, reason: "books what was asked" }) } : undefined
   )
   server = await startTestServer({
     TAPEDECK_LLM_BASE_URL: fake.baseUrl,

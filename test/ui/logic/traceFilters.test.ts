@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { DateTime, Either, FastCheck as fc } from "effect"
-import type { Trace } from "../../src/domain/Trace.ts"
+import type { Trace } from "../../../src/domain/Trace.ts"
 import {
   FILTER_KEYS,
   filtersFromSearch,
@@ -8,7 +8,7 @@ import {
   listParams,
   matchesFilters,
   type TraceFilters
-} from "../../src/ui/app/pages/traces/traceFilters.ts"
+} from "../../../src/ui/app/pages/traces/traceFilters.ts"
 
 const text = fc.string({ minLength: 1, maxLength: 30 }).filter((s) => s.trim() !== "").map((s) => s.trim())
 const instant = fc.integer({ min: Date.UTC(2020, 0, 1), max: Date.UTC(2030, 0, 1) }).map((ms) => new Date(ms).toISOString())

@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test"
 import { Either, FastCheck as fc, Schema } from "effect"
-import { CreateForkRequest } from "../../src/domain/Fork.ts"
-import { CreateGuardrailRequest } from "../../src/domain/Guardrail.ts"
-import { createGuardrailBody, newGuardrailDraft, PARAMS_TEMPLATE, POLICY_TYPES, updateGuardrailBody } from "../../src/ui/app/pages/enforcement/guardrailDraft.ts"
-import { forkRequest, initialDraft, mockCandidates } from "../../src/ui/app/pages/forks/forkDraft.ts"
+import { CreateForkRequest } from "../../../src/domain/Fork.ts"
+import { CreateGuardrailRequest } from "../../../src/domain/Guardrail.ts"
+import { createGuardrailBody, newGuardrailDraft, PARAMS_TEMPLATE, POLICY_TYPES, updateGuardrailBody } from "../../../src/ui/app/pages/enforcement/guardrailDraft.ts"
+import { forkRequest, initialDraft, mockCandidates } from "../../../src/ui/app/pages/forks/forkDraft.ts"
 
 const T = "7d0f3c59-0000-4000-8000-000000000001"
 const S = "7d0f3c59-0000-4000-8000-000000000002"
