@@ -123,6 +123,23 @@ describe("alignSpans", () => {
     expect(rows.map((r) => r.kind)).toEqual(["same", "same"])
   })
 
+  test("the greedy alignment (past the time limit) also lists every span once, in order, pairing equal type and name", () => {
+    fc.assert(
+      fc.property(traceArb("l"), traceArb("r"), (a, b) => {
+        const { rows, approximate } = alignSpans({ spans: a }, { spans: b }, { timeoutMs: 0 })
+        expect(approximate).toBe(true)
+        const { left, right } = sidesOf(rows)
+        expect(left).toEqual(a.map((s) => s.id))
+        expect(right).toEqual(b.map((s) => s.id))
+        for (const row of rows) {
+          if (row.kind === "same" || row.kind === "changed") expect(row.left.name).toBe(row.right.name)
+        }
+        // A trace against itself still pairs everything.
+        expect(alignSpans({ spans: a }, { spans: a }, { timeoutMs: 0 }).rows.every((r) => r.kind === "same")).toBe(true)
+      })
+    )
+  })
+
   test("too different to align in time: every span once, marked approximate", () => {
     const a = Array.from({ length: 3000 }, (_, i) => span(`a${i}`, `n${i}`))
     const b = Array.from({ length: 3000 }, (_, i) => span(`b${i}`, `m${i}`))

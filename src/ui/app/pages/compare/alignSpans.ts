@@ -31,8 +31,9 @@ export type AlignedRow<S extends ComparableSpan> =
 export interface Alignment<S extends ComparableSpan> {
   readonly rows: ReadonlyArray<AlignedRow<S>>
   /**
-   * True when the two sides were too different to align within the time allowed: every span is then
-   * shown as removed or inserted (still each exactly once), and the view says so.
+   * True when the two sides were too different for the exact alignment within the time allowed: they are
+   * then aligned greedily (each span still exactly once, pairs still of equal type and name, but not
+   * necessarily as many pairs as possible), and the view says so.
    */
   readonly approximate: boolean
 }
@@ -109,8 +110,42 @@ export const spanContentChanged = (left: ComparableSpan, right: ComparableSpan):
   (left.error ?? null) !== (right.error ?? null) ||
   (left.model ?? null) !== (right.model ?? null)
 
-/** How long the sequence alignment may run before the view falls back to an unaligned listing. */
-export const ALIGNMENT_TIMEOUT_MS = 1500
+/** How long the exact alignment may run (on the page's thread) before the greedy one takes over. */
+export const ALIGNMENT_TIMEOUT_MS = 400
+
+/** How far ahead on the right the greedy alignment looks for a span's partner. */
+const GREEDY_LOOKAHEAD = 64
+
+/**
+ * A linear-time alignment for sides too different for the exact one: each left span pairs with the nearest
+ * right span of the same key within a short lookahead, skipped right spans are inserted, unmatched left spans
+ * removed. Monotone, so the rows keep both causal orders.
+ */
+const greedyPairs = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): Array<readonly [number, number]> => {
+  const positions = new Map<string, Array<number>>()
+  b.forEach((key, j) => {
+    const list = positions.get(key)
+    if (list) list.push(j)
+    else positions.set(key, [j])
+  })
+  const cursor = new Map<string, number>()
+  const pairs: Array<readonly [number, number]> = []
+  let next = 0
+  for (let i = 0; i < a.length; i++) {
+    const list = positions.get(a[i]!)
+    if (list === undefined) continue
+    let k = cursor.get(a[i]!) ?? 0
+    while (k < list.length && list[k]! < next) k++
+    cursor.set(a[i]!, k)
+    const j = list[k]
+    if (j !== undefined && j - next <= GREEDY_LOOKAHEAD) {
+      pairs.push([i, j])
+      next = j + 1
+      cursor.set(a[i]!, k + 1)
+    }
+  }
+  return pairs
+}
 
 /**
  * Aligns two traces' spans by causal position and name: both sides are laid out in causal order and the
@@ -131,32 +166,37 @@ export const alignSpans = <S extends ComparableSpan>(
   const removed = (span: S) => rows.push({ kind: "removed", left: span, leftDepth: depthA.get(span.id) ?? 0 })
   const inserted = (span: S) => rows.push({ kind: "inserted", right: span, rightDepth: depthB.get(span.id) ?? 0 })
 
-  const changes = diffArrays(a.map(alignmentKey), b.map(alignmentKey), {
-    timeout: options.timeoutMs ?? ALIGNMENT_TIMEOUT_MS
-  })
-  if (changes === undefined) {
-    for (const span of a) removed(span)
-    for (const span of b) inserted(span)
-    return { rows, approximate: true }
-  }
+  const paired = (l: S, r: S) =>
+    rows.push({
+      kind: spanContentChanged(l, r) ? "changed" : "same",
+      left: l,
+      right: r,
+      leftDepth: depthA.get(l.id) ?? 0,
+      rightDepth: depthB.get(r.id) ?? 0
+    })
+  const keysA = a.map(alignmentKey)
+  const keysB = b.map(alignmentKey)
+  const timeout = options.timeoutMs ?? ALIGNMENT_TIMEOUT_MS
+  // No time at all (tests use it) means the greedy alignment straight away.
+  const changes = timeout <= 0 ? undefined : diffArrays(keysA, keysB, { timeout })
   let i = 0
   let j = 0
+  if (changes === undefined) {
+    for (const [pi, pj] of greedyPairs(keysA, keysB)) {
+      while (i < pi) removed(a[i++]!)
+      while (j < pj) inserted(b[j++]!)
+      paired(a[i++]!, b[j++]!)
+    }
+    while (i < a.length) removed(a[i++]!)
+    while (j < b.length) inserted(b[j++]!)
+    return { rows, approximate: true }
+  }
   for (const change of changes) {
     const count = change.count ?? change.value.length
     for (let k = 0; k < count; k++) {
       if (change.removed) removed(a[i++]!)
       else if (change.added) inserted(b[j++]!)
-      else {
-        const l = a[i++]!
-        const r = b[j++]!
-        rows.push({
-          kind: spanContentChanged(l, r) ? "changed" : "same",
-          left: l,
-          right: r,
-          leftDepth: depthA.get(l.id) ?? 0,
-          rightDepth: depthB.get(r.id) ?? 0
-        })
-      }
+      else paired(a[i++]!, b[j++]!)
     }
   }
   return { rows, approximate: false }
