@@ -110,7 +110,7 @@ export const Comparison = (props: { readonly left: TraceDetailWire; readonly rig
           <input type="checkbox" checked={onlyDifferences} onChange={(e) => { setOnlyDifferences(e.target.checked); setSelected(0) }} /> Only differences
         </label>
         {alignment.approximate && (
-          <span role="status" className="warn-text">These traces are too different to align: every span is listed as removed or inserted.</span>
+          <span role="status" className="warn-text">These traces are too different to align exactly in time: spans were paired greedily, some pairs may be missed.</span>
         )}
       </div>
       <div className="cmp-split">
