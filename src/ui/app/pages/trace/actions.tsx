@@ -1,5 +1,7 @@
 import type { ComponentType } from "react"
 import type { SpanWire, TraceDetailWire } from "../../api/traceWire.ts"
+import { CompareAction } from "../compare/ComparePage.tsx"
+import { ForkHere } from "../fork/ForkHere.tsx"
 
 /**
  * Actions other pages add to the trace page (fork, compare…): each is a component rendered in the trace's header
@@ -9,5 +11,5 @@ import type { SpanWire, TraceDetailWire } from "../../api/traceWire.ts"
 export type TraceAction = ComponentType<{ readonly trace: TraceDetailWire }>
 export type SpanAction = ComponentType<{ readonly trace: TraceDetailWire; readonly span: SpanWire }>
 
-export const traceActions: Array<TraceAction> = []
-export const spanActions: Array<SpanAction> = []
+export const traceActions: Array<TraceAction> = [CompareAction]
+export const spanActions: Array<SpanAction> = [ForkHere]
