@@ -1,15 +1,5 @@
-import type { ComponentType } from "react"
-import { ComparePage } from "./pages/compare/ComparePage.tsx"
-import { EnforcementPage } from "./pages/enforcement/EnforcementPage.tsx"
-import { EvaluationPage } from "./pages/evaluations/EvaluationPage.tsx"
-import { EvaluationsPage } from "./pages/evaluations/EvaluationsPage.tsx"
-import { ForkPage } from "./pages/fork/ForkPage.tsx"
-import { ForksPage } from "./pages/fork/ForksPage.tsx"
+import { type ComponentType, lazy } from "react"
 import { NotFoundPage } from "./pages/not-found/NotFoundPage.tsx"
-import { SessionPage } from "./pages/sessions/SessionPage.tsx"
-import { SessionsPage } from "./pages/sessions/SessionsPage.tsx"
-import { SettingsPage } from "./pages/settings/SettingsPage.tsx"
-import { UsagePage } from "./pages/usage/UsagePage.tsx"
 import { SearchPage } from "./pages/search/SearchPage.tsx"
 import { TracePage } from "./pages/trace/TracePage.tsx"
 import { TracesPage } from "./pages/traces/TracesPage.tsx"
@@ -19,6 +9,23 @@ export interface PageProps {
   readonly params: Readonly<Record<string, string>>
   readonly search: URLSearchParams
 }
+
+/**
+ * Pages loaded when first visited (their own chunk of the bundle): the traces list, a trace and search come with the
+ * first load, the others (and the libraries only they use: text diff, graph layout) when opened.
+ */
+const later = <K extends string>(load: () => Promise<Record<K, ComponentType<PageProps>>>, name: K) =>
+  lazy(() => load().then((module) => ({ default: module[name] })))
+const ComparePage = later(() => import("./pages/compare/ComparePage.tsx"), "ComparePage")
+const EnforcementPage = later(() => import("./pages/enforcement/EnforcementPage.tsx"), "EnforcementPage")
+const EvaluationPage = later(() => import("./pages/evaluations/EvaluationPage.tsx"), "EvaluationPage")
+const EvaluationsPage = later(() => import("./pages/evaluations/EvaluationsPage.tsx"), "EvaluationsPage")
+const ForkPage = later(() => import("./pages/fork/ForkPage.tsx"), "ForkPage")
+const ForksPage = later(() => import("./pages/fork/ForksPage.tsx"), "ForksPage")
+const SessionPage = later(() => import("./pages/sessions/SessionPage.tsx"), "SessionPage")
+const SessionsPage = later(() => import("./pages/sessions/SessionsPage.tsx"), "SessionsPage")
+const SettingsPage = later(() => import("./pages/settings/SettingsPage.tsx"), "SettingsPage")
+const UsagePage = later(() => import("./pages/usage/UsagePage.tsx"), "UsagePage")
 
 /** A page of the Studio: where it lives and, when it is a section, its place in the navigation. */
 export interface StudioRoute {

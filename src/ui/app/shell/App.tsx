@@ -1,4 +1,4 @@
-import { useCallback, useMemo, useState } from "react"
+import { Suspense, useCallback, useMemo, useState } from "react"
 import { makeApiClient } from "../api/client.ts"
 import { fallbackRoute, routes } from "../routes.tsx"
 import { Layout } from "./Layout.tsx"
@@ -11,7 +11,13 @@ const Routed = () => {
   const location = useLocation()
   for (const route of routes) {
     const params = matchPath(route.path, location.pathname)
-    if (params !== undefined) return <route.page params={params} search={location.search} />
+    if (params !== undefined) {
+      return (
+        <Suspense fallback={<p className="page muted" aria-busy="true">Loading…</p>}>
+          <route.page params={params} search={location.search} />
+        </Suspense>
+      )
+    }
   }
   return <fallbackRoute.page params={{}} search={location.search} />
 }

@@ -1,7 +1,5 @@
-import type { ComponentType } from "react"
+import { type ComponentType, lazy, Suspense } from "react"
 import type { SpanWire, TraceDetailWire } from "../../api/traceWire.ts"
-import { CompareAction } from "../compare/ComparePage.tsx"
-import { ForkHere } from "../fork/ForkHere.tsx"
 
 /**
  * Actions other pages add to the trace page (fork, compare…): each is a component rendered in the trace's header
@@ -10,6 +8,13 @@ import { ForkHere } from "../fork/ForkHere.tsx"
  */
 export type TraceAction = ComponentType<{ readonly trace: TraceDetailWire }>
 export type SpanAction = ComponentType<{ readonly trace: TraceDetailWire; readonly span: SpanWire }>
+
+// Loaded with the trace page's first render, in a chunk of their own: the comparison and the fork editor bring a
+// text-diff library the first page does not need.
+const CompareLater = lazy(() => import("../compare/ComparePage.tsx").then((m) => ({ default: m.CompareAction })))
+const ForkHereLater = lazy(() => import("../fork/ForkHere.tsx").then((m) => ({ default: m.ForkHere })))
+const CompareAction: TraceAction = (props) => <Suspense fallback={null}><CompareLater {...props} /></Suspense>
+const ForkHere: SpanAction = (props) => <Suspense fallback={null}><ForkHereLater {...props} /></Suspense>
 
 export const traceActions: Array<TraceAction> = [CompareAction]
 export const spanActions: Array<SpanAction> = [ForkHere]
