@@ -5,8 +5,9 @@ import { fileURLToPath } from "node:url"
 
 /** The repository's root (this file is src/ui/server/StudioBundle.ts). */
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url))
-/** The browser entry. */
+/** The browser entries: the app, and the small script that sends the page's first API request before it. */
 const ENTRY = join(ROOT, "src/ui/app/main.tsx")
+const PREFETCH_ENTRY = join(ROOT, "src/ui/app/prefetch.ts")
 /** Where built bundles live: a folder per input fingerprint, so a stale one is never served. */
 export const BUILD_DIR = join(ROOT, ".tapedeck/ui")
 /** Everything the bundle is made from: the browser code, the contract and its schemas, and the locked packages. */
@@ -25,13 +26,14 @@ export interface StudioBundle {
   readonly fingerprint: string
   readonly assets: ReadonlyMap<string, StudioAsset>
   readonly html: string
-  /** The entry's script and style names (the first-load assets). */
-  readonly entry: { readonly script: string; readonly styles: ReadonlyArray<string> }
+  /** The entries' script and style names (the first-load assets). */
+  readonly entry: { readonly script: string; readonly prefetch: string; readonly styles: ReadonlyArray<string> }
 }
 
 interface Manifest {
   readonly fingerprint: string
   readonly script: string
+  readonly prefetch: string
   readonly styles: ReadonlyArray<string>
   readonly files: ReadonlyArray<string>
 }
@@ -68,7 +70,7 @@ const CONTENT_TYPES: Record<string, string> = {
 const contentType = (name: string) => CONTENT_TYPES[name.slice(name.lastIndexOf(".") + 1)] ?? "application/octet-stream"
 
 /** The page every /ui route answers: the router in the bundle reads the URL. */
-const shellHtml = (script: string, styles: ReadonlyArray<string>) =>
+const shellHtml = (script: string, prefetch: string, styles: ReadonlyArray<string>) =>
   [
     "<!doctype html>",
     `<html lang="en">`,
@@ -80,6 +82,8 @@ const shellHtml = (script: string, styles: ReadonlyArray<string>) =>
     // No favicon yet: an empty one keeps the browser from asking for /favicon.ico.
     `<link rel="icon" href="data:,">`,
     ...styles.map((style) => `<link rel="stylesheet" href="/ui/assets/${style}">`),
+    // Module scripts run in document order: the prefetch first, while the app is still being evaluated.
+    `<script type="module" src="/ui/assets/${prefetch}"></script>`,
     `<script type="module" src="/ui/assets/${script}"></script>`,
     "</head>",
     `<body><div id="root"></div><noscript>Tapedeck Studio needs JavaScript.</noscript></body>`,
@@ -95,8 +99,8 @@ const load = async (dir: string, manifest: Manifest): Promise<StudioBundle> => {
   return {
     fingerprint: manifest.fingerprint,
     assets,
-    html: shellHtml(manifest.script, manifest.styles),
-    entry: { script: manifest.script, styles: manifest.styles }
+    html: shellHtml(manifest.script, manifest.prefetch, manifest.styles),
+    entry: { script: manifest.script, prefetch: manifest.prefetch, styles: manifest.styles }
   }
 }
 
@@ -112,7 +116,7 @@ const readManifest = async (dir: string): Promise<Manifest | undefined> => {
 const build = async (fingerprint: string, dir: string): Promise<Manifest> => {
   const scratch = `${dir}.tmp-${process.pid}-${Date.now()}`
   const result = await Bun.build({
-    entrypoints: [ENTRY],
+    entrypoints: [ENTRY, PREFETCH_ENTRY],
     outdir: scratch,
     target: "browser",
     format: "esm",
@@ -127,11 +131,15 @@ const build = async (fingerprint: string, dir: string): Promise<Manifest> => {
     throw new Error(`Studio bundle failed:\n${result.logs.map((log) => String(log)).join("\n")}`)
   }
   const files = result.outputs.map((output) => relative(scratch, output.path))
-  const entryOutput = result.outputs.find((output) => output.kind === "entry-point")
-  if (entryOutput === undefined) throw new Error("Studio bundle has no entry point")
+  const entryNamed = (name: string) => {
+    const output = result.outputs.find((o) => o.kind === "entry-point" && relative(scratch, o.path).startsWith(`${name}-`))
+    if (output === undefined) throw new Error(`Studio bundle has no ${name} entry point`)
+    return relative(scratch, output.path)
+  }
   const manifest: Manifest = {
     fingerprint,
-    script: relative(scratch, entryOutput.path),
+    script: entryNamed("main"),
+    prefetch: entryNamed("prefetch"),
     styles: files.filter((file) => file.endsWith(".css")),
     files
   }

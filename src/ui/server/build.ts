@@ -2,7 +2,7 @@ import { loadOrBuildStudio } from "./StudioBundle.ts"
 
 /** `npm run build`: bundles Tapedeck Studio (the server also does this at start when missing or stale). */
 const studio = await loadOrBuildStudio({ force: process.argv.includes("--force") })
-const firstLoad = [studio.entry.script, ...studio.entry.styles]
+const firstLoad = [studio.entry.script, studio.entry.prefetch, ...studio.entry.styles]
 let raw = 0
 let gzip = 0
 for (const [name, asset] of studio.assets) {

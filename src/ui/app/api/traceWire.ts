@@ -1,6 +1,7 @@
 import { TapedeckApi } from "../../../api/Api.ts"
 import type { TraceDetail } from "../../../domain/Trace.ts"
 import { ApiCallError } from "./client.ts"
+import { takePrefetched } from "./prefetch.ts"
 
 /** A trace with its spans as the API sends them: the contract's own encoded type (ISO strings for instants). */
 export type TraceDetailWire = typeof TraceDetail.Encoded
@@ -19,10 +20,12 @@ const TRACE_ROUTE: string = (() => {
  * the contract's Span schema when it is inspected (SpanInspector), and the typed client serves every other call.
  */
 export const fetchTraceWire = async (key: string, traceId: string, signal?: AbortSignal): Promise<TraceDetailWire> => {
-  const response = await fetch(TRACE_ROUTE.replace(":traceId", encodeURIComponent(traceId)), {
+  const url = TRACE_ROUTE.replace(":traceId", encodeURIComponent(traceId))
+  // The request the prefetch script may already have sent for this page (same URL, same key).
+  const response = await (takePrefetched(url, key) ?? fetch(url, {
     headers: { authorization: `Bearer ${key}`, accept: "application/json" },
     ...(signal === undefined ? {} : { signal })
-  })
+  }))
   if (!response.ok) {
     const body = (await response.json().catch(() => undefined)) as { error?: string; code?: string } | undefined
     throw new ApiCallError(body?.code ?? (response.status === 401 ? "unauthorized" : "http"), body?.error ?? `HTTP ${response.status}`, response.status)

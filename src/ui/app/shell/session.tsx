@@ -1,8 +1,8 @@
 import { createContext, useContext } from "react"
 import type { ApiClient } from "../api/client.ts"
+import { KEY_STORAGE } from "../api/prefetch.ts"
 
-/** Where the key is kept: the tab's sessionStorage (gone with the tab, never sent anywhere but this origin's API). */
-const KEY_STORAGE = "tapedeck.studio.key"
+// The key is kept in the tab's sessionStorage: gone with the tab, never sent anywhere but this origin's API.
 
 export const storedKey = (): string | undefined => sessionStorage.getItem(KEY_STORAGE) ?? undefined
 export const storeKey = (key: string) => sessionStorage.setItem(KEY_STORAGE, key)

@@ -1,17 +1,30 @@
-import { Either } from "effect"
+import { Either, Schema } from "effect"
 import { useCallback, useEffect, useMemo, useRef, useState } from "react"
-import type { Trace } from "../../../../domain/Trace.ts"
+import { type Trace, TraceList } from "../../../../domain/Trace.ts"
+import { ApiCallError } from "../../api/client.ts"
+import { firstRequestUrl, LIST_PAGE, takePrefetched } from "../../api/prefetch.ts"
 import type { LiveEvent } from "../../api/stream.ts"
 import { StatusBadge } from "../../components/StatusBadge.tsx"
 import { formatCost, formatCount, formatDuration, formatTime } from "../../format.ts"
 import type { PageProps } from "../../routes.tsx"
 import { Link, navigate } from "../../shell/router.tsx"
+import { useSession } from "../../shell/session.tsx"
 import { useRunCall } from "../../shell/useApi.ts"
 import { useLive } from "../../shell/useLive.ts"
 import { FilterBar } from "./FilterBar.tsx"
 import { filtersFromSearch, filtersToSearch, listParams, matchesFilters, type TraceFilters } from "./traceFilters.ts"
 
-const PAGE = 50
+const PAGE = LIST_PAGE
+
+const decodeList = Schema.decodeUnknownPromise(TraceList)
+
+/** The prefetched first page, decoded by the contract's schema; an error body becomes the call's error. */
+const readPrefetched = async (response: Response) => {
+  const body = (await response.json()) as unknown
+  if (response.ok) return decodeList(body)
+  const error = body as { error?: string; code?: string }
+  throw new ApiCallError(error.code ?? "http", error.error ?? `HTTP ${response.status}`, response.status)
+}
 
 interface ListState {
   readonly items: ReadonlyArray<Trace>
@@ -29,6 +42,7 @@ export const TracesPage = (props: PageProps) => {
   const filterKey = filtersToSearch(filters)
   const params = useMemo(() => listParams(filters, { limit: PAGE }), [filterKey])
   const run = useRunCall()
+  const { key, signOut } = useSession()
   const [state, setState] = useState<ListState>(empty)
   const [reloads, setReloads] = useState(0)
   const loadingMore = useRef(false)
@@ -42,12 +56,21 @@ export const TracesPage = (props: PageProps) => {
     if (Either.isLeft(params)) return setState({ ...empty, loading: false, error: params.left })
     const abort = new AbortController()
     setState((s) => ({ ...s, loading: true, error: undefined }))
-    run((client) => client.traces.list({ urlParams: params.right }), abort.signal).then(
+    // The first page may already be on its way (sent by the prefetch script while the bundle loaded).
+    const prefetched = takePrefetched(firstRequestUrl("/ui/traces", props.search) ?? "", key)
+    const first = prefetched === undefined
+      ? run((client) => client.traces.list({ urlParams: params.right }), abort.signal)
+      : prefetched.then(readPrefetched).catch((error: ApiCallError) => {
+        if (error.code === "unauthorized") signOut("Your key is no longer accepted. Sign in again.")
+        throw error
+      })
+    first.then(
       (page) => !abort.signal.aborted && setState({ items: page.items, nextCursor: page.hasMore ? page.nextCursor : undefined, total: page.total, loading: false, error: undefined }),
       (error: Error) => !abort.signal.aborted && setState({ ...empty, loading: false, error: error.message })
     )
     return () => abort.abort()
-  }, [params, run, reloads])
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- the filters are in `params`
+  }, [params, run, reloads, key, signOut])
 
   const loadMore = useCallback(() => {
     if (loadingMore.current || state.nextCursor === undefined || Either.isLeft(params)) return

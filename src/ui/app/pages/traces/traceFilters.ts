@@ -1,23 +1,8 @@
 import { Either, ParseResult, Schema } from "effect"
 import { ListTracesParams, type Trace } from "../../../../domain/Trace.ts"
+import { FILTER_KEYS } from "./filterKeys.ts"
 
-/**
- * The list's filters, by their API parameter names: the page's URL carries exactly these, so a filtered list is a
- * link, and the API validates them with the contract's own schema.
- */
-export const FILTER_KEYS = [
-  "status",
-  "environment",
-  "project_id",
-  "session_id",
-  "name",
-  "model",
-  "has_error",
-  "date_from",
-  "date_to",
-  "min_cost",
-  "min_duration_ms"
-] as const
+export { FILTER_KEYS } from "./filterKeys.ts"
 export type FilterKey = (typeof FILTER_KEYS)[number]
 
 /** Filter values as text (URL and form), only the ones set. */
