@@ -52,7 +52,7 @@ export const StudioHttpLive = HttpApiBuilder.Router.use((router) =>
         const file = studio.assets.get(name)
         if (file === undefined) return notFound
         const gzip = acceptsGzip(request)
-        return HttpServerResponse.uint8Array(gzip ? file.gzip : file.body, {
+        return HttpServerResponse.uint8Array(gzip ? file.gzip() : file.body, {
           contentType: file.contentType,
           headers: {
             "cache-control": IMMUTABLE,

@@ -17,7 +17,8 @@ const INPUT_FILES = ["package-lock.json", "package.json"].map((file) => join(ROO
 /** One built file, ready to serve. */
 export interface StudioAsset {
   readonly body: Uint8Array
-  readonly gzip: Uint8Array
+  /** The body gzipped, compressed on first use (a server that never serves the UI, a test's, never pays for it). */
+  readonly gzip: () => Uint8Array
   readonly contentType: string
 }
 
@@ -94,7 +95,8 @@ const load = async (dir: string, manifest: Manifest): Promise<StudioBundle> => {
   const assets = new Map<string, StudioAsset>()
   for (const name of manifest.files) {
     const body = new Uint8Array(await readFile(join(dir, name)))
-    assets.set(name, { body, gzip: Bun.gzipSync(body, { level: 9 }), contentType: contentType(name) })
+    let gzipped: Uint8Array | undefined
+    assets.set(name, { body, gzip: () => (gzipped ??= Bun.gzipSync(body, { level: 9 })), contentType: contentType(name) })
   }
   return {
     fingerprint: manifest.fingerprint,
