@@ -3,7 +3,7 @@ import type { Browser, Page } from "playwright-core"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import { startFakeOpenAi, type FakeOpenAi } from "../support/FakeOpenAi.ts"
 import { CHROMIUM_PATH, hasChromium, launchChromium, screenshotDir } from "../support/Chromium.ts"
-import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 
 // The Studio's working views in a real Chromium: fork → replay → comparison, the holds queue, sessions,
 // evaluations, usage and settings. Elements are found by role and accessible name only.
@@ -107,11 +107,28 @@ describe("Studio views in Chromium", () => {
     expect(await page.getByRole("group", { name: "Final output" }).textContent()).toContain("changed")
     await screenshot(page, "fork-comparison")
 
+    // A finished fork replays again as a new generation: a new result trace, compared afresh.
+    const forkUrl = page.url()
+    const forkId = forkUrl.split("/").pop()!
+    const firstResult = ((await (await server.get(`/api/v1/forks/${forkId}`)).json()) as { resultTraceId: string }).resultTraceId
+    await page.getByRole("button", { name: "Replay again" }).click()
+    await page.getByRole("link", { name: firstResult }).waitFor({ state: "detached" })
+    await page.getByRole("listbox", { name: "Aligned spans" }).getByRole("option", { name: "changed: plan" }).waitFor()
+
+    // Another account sees neither the fork nor its comparison.
+    const other = await browser.newPage()
+    await signIn(other, server.url, KEY_B)
+    await other.goto(forkUrl)
+    expect(await other.getByRole("alert").textContent()).toBe("No such fork in this account.")
+    await other.goto(`${server.url}/ui/compare?left=${run.t.id}&right=${run.t.id}`)
+    expect(await other.getByRole("alert").textContent()).toBe("One of the traces does not exist in this account.")
+    await other.close()
+
     // The same comparison is reachable for any two traces through /ui/compare.
-    const other = await recordRun()
+    const second = await recordRun()
     await page.goto(`${server.url}/ui/traces/${run.t.id}`)
     await page.getByRole("link", { name: "Compare" }).click()
-    await page.getByLabel("Other trace").fill(other.t.id)
+    await page.getByLabel("Other trace").fill(second.t.id)
     await page.getByRole("button", { name: "Compare" }).click()
     await page.getByRole("listbox", { name: "Aligned spans" }).getByRole("option", { name: "same: answer" }).waitFor()
   })
