@@ -89,6 +89,8 @@ describe.skipIf(!hasChromium)("Studio in Chromium", () => {
     await page.getByRole("button", { name: "Sign in" }).click()
     await page.getByRole("table", { name: "Traces" }).waitFor()
     expect(await page.getByRole("button", { name: "Sign out" }).isVisible()).toBe(true)
+    // The account's name (TAPEDECK_API_KEYS names KEY_A's account "acme").
+    await page.getByLabel("Account").filter({ hasText: "acme" }).waitFor()
     expect(await page.evaluate("sessionStorage.length")).toBe(1)
     await page.close()
   })
@@ -174,6 +176,7 @@ describe.skipIf(!hasChromium)("Studio in Chromium", () => {
     await traceRow(page, "epsilon secret of A").waitFor()
     await page.getByRole("button", { name: "Sign out" }).click()
     await signIn(page, KEY_B)
+    await page.getByLabel("Account").filter({ hasText: "globex" }).waitFor()
     await page.getByText(/traces|No traces yet/).first().waitFor()
     expect(await traceRow(page, "epsilon secret of A").count()).toBe(0)
     expect(await page.getByText("epsilon secret of A").count()).toBe(0)

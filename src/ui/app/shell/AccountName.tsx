@@ -1,8 +1,11 @@
-import { useSession } from "./session.tsx"
+import { useApi } from "./useApi.ts"
 
-/** Who is signed in. Until the API names the account, the key's visible prefix stands for it. */
+/** Who is signed in: the account's name, as the API tells it (GET /api/v1/account). */
 export const AccountName = () => {
-  const { key } = useSession()
-  const shown = key.startsWith("svc_") ? `${key.slice(0, 8)}…${key.slice(-4)}` : "JWT"
-  return <span className="account-name" aria-label="Account">{shown}</span>
+  const account = useApi((client) => client.account.get(), [])
+  return (
+    <span className="account-name" aria-label="Account">
+      {account.data?.name ?? (account.status === "error" ? "account unknown" : "…")}
+    </span>
+  )
 }

@@ -13,8 +13,8 @@ export const SignIn = (props: { readonly onSignIn: (key: string) => void; readon
     if (candidate === "") return setError("Enter an API key.")
     setChecking(true)
     try {
-      // The cheapest authenticated read: a key the API refuses never reaches the Studio's pages.
-      await runCall(makeApiClient(candidate).traces.list({ urlParams: { limit: 1, offset: 0, total: "capped" } }))
+      // Who the key acts for: a key the API refuses never reaches the Studio's pages.
+      await runCall(makeApiClient(candidate).account.get())
       props.onSignIn(candidate)
     } catch (e) {
       const failure = e as { code?: string; message?: string }

@@ -79,7 +79,13 @@ const SpanRow = memo((props: RowProps) => {
       </div>
       <div className="bar-cell">
         <div className={`bar bar-${node.span.span_type}`} style={{ left: `${left}%`, width: `${width}%` }} />
-        <span className="bar-label" style={{ left: `${Math.min(left + width, 92)}%` }}>{formatDuration(node.endMs - node.startMs)}</span>
+        <span
+          className="bar-label"
+          // After the bar, or before it when the bar reaches the right edge.
+          style={left + width > 85 ? { right: `${100 - left}%`, paddingRight: 4 } : { left: `${left + width}%` }}
+        >
+          {formatDuration(node.endMs - node.startMs)}
+        </span>
       </div>
     </div>
   )
