@@ -164,12 +164,20 @@ describe("Studio views in Chromium", () => {
     const holds = (await (await server.get("/api/v1/enforcement/holds?status=approved")).json()) as { items: Array<Record<string, unknown>> }
     expect(holds.items.find((h) => h.id === first.hold_id)).toMatchObject({ status: "approved", reason: "checked the recipient" })
 
-    // Disable, then delete, from the list.
-    await page.getByRole("button", { name: "Disable approve outgoing mail" }).click()
-    await page.getByRole("button", { name: "Enable approve outgoing mail" }).waitFor()
+    // Edit (rename, wider patterns), disable, then delete, from the list.
+    await page.getByRole("button", { name: "Edit approve outgoing mail" }).click()
+    const edit = page.getByRole("form", { name: "Edit guardrail" })
+    await edit.getByLabel("Name").fill("approve mail and calls")
+    await edit.getByLabel("Parameters (JSON)").fill(JSON.stringify({ tool_patterns: ["send_*", "call_*"] }))
+    await edit.getByRole("button", { name: "Save guardrail" }).click()
+    await page.getByRole("button", { name: "Disable approve mail and calls" }).click()
+    await page.getByRole("button", { name: "Enable approve mail and calls" }).waitFor()
+    const listed = (await (await server.get("/api/v1/guardrails")).json()) as { items: Array<{ name: string; enabled: boolean; params: unknown }> }
+    expect(listed.items.find((g) => g.name === "approve mail and calls")).toMatchObject({ enabled: false, params: { tool_patterns: ["send_*", "call_*"] } })
     page.once("dialog", (dialog) => void dialog.accept())
-    await page.getByRole("button", { name: "Delete approve outgoing mail" }).click()
-    await page.getByRole("button", { name: "Edit approve outgoing mail" }).waitFor({ state: "detached" })
+    await page.getByRole("button", { name: "Delete approve mail and calls" }).click()
+    await page.getByRole("button", { name: "Edit approve mail and calls" }).waitFor({ state: "detached" })
+    expect(((await (await server.get("/api/v1/guardrails")).json()) as { items: Array<unknown> }).items).toHaveLength(0)
   })
 
   browserTest("a session: its traces in order, the agent graph, an agent opening the traces it ran in", async () => {
