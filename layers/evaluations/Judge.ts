@@ -126,7 +126,13 @@ export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
           conversation = [
             ...messages,
             // As text: an assistant message with tool_calls would need tool results after it.
-            { role: "assistant", content: clip(response.message.content ?? JSON.stringify(response.message.tool_calls ?? ""), 2000) },
+            {
+              role: "assistant",
+              content: clip(
+                response.message.content || JSON.stringify(response.message.tool_calls ?? response.message.content ?? ""),
+                2000
+              )
+            },
             { role: "user", content: retryNote(malformed) }
           ]
         }
