@@ -3,7 +3,7 @@ import type { Browser, Page } from "playwright-core"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import { startFakeOpenAi, type FakeOpenAi } from "../support/FakeOpenAi.ts"
 import { CHROMIUM_PATH, hasChromium, launchChromium, screenshotDir } from "../support/Chromium.ts"
-import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 
 // The Studio's working views in a real Chromium: fork → replay → comparison, the holds queue, sessions,
 // evaluations, usage and settings. Elements are found by role and accessible name only.
@@ -107,11 +107,28 @@ describe("Studio views in Chromium", () => {
     expect(await page.getByRole("group", { name: "Final output" }).textContent()).toContain("changed")
     await screenshot(page, "fork-comparison")
 
+    // A finished fork replays again as a new generation: a new result trace, compared afresh.
+    const forkUrl = page.url()
+    const forkId = forkUrl.split("/").pop()!
+    const firstResult = ((await (await server.get(`/api/v1/forks/${forkId}`)).json()) as { resultTraceId: string }).resultTraceId
+    await page.getByRole("button", { name: "Replay again" }).click()
+    await page.getByRole("link", { name: firstResult }).waitFor({ state: "detached" })
+    await page.getByRole("listbox", { name: "Aligned spans" }).getByRole("option", { name: "changed: plan" }).waitFor()
+
+    // Another account sees neither the fork nor its comparison.
+    const other = await browser.newPage()
+    await signIn(other, server.url, KEY_B)
+    await other.goto(forkUrl)
+    expect(await other.getByRole("alert").textContent()).toBe("No such fork in this account.")
+    await other.goto(`${server.url}/ui/compare?left=${run.t.id}&right=${run.t.id}`)
+    expect(await other.getByRole("alert").textContent()).toBe("One of the traces does not exist in this account.")
+    await other.close()
+
     // The same comparison is reachable for any two traces through /ui/compare.
-    const other = await recordRun()
+    const second = await recordRun()
     await page.goto(`${server.url}/ui/traces/${run.t.id}`)
     await page.getByRole("link", { name: "Compare" }).click()
-    await page.getByLabel("Other trace").fill(other.t.id)
+    await page.getByLabel("Other trace").fill(second.t.id)
     await page.getByRole("button", { name: "Compare" }).click()
     await page.getByRole("listbox", { name: "Aligned spans" }).getByRole("option", { name: "same: answer" }).waitFor()
   })
@@ -147,12 +164,20 @@ describe("Studio views in Chromium", () => {
     const holds = (await (await server.get("/api/v1/enforcement/holds?status=approved")).json()) as { items: Array<Record<string, unknown>> }
     expect(holds.items.find((h) => h.id === first.hold_id)).toMatchObject({ status: "approved", reason: "checked the recipient" })
 
-    // Disable, then delete, from the list.
-    await page.getByRole("button", { name: "Disable approve outgoing mail" }).click()
-    await page.getByRole("button", { name: "Enable approve outgoing mail" }).waitFor()
+    // Edit (rename, wider patterns), disable, then delete, from the list.
+    await page.getByRole("button", { name: "Edit approve outgoing mail" }).click()
+    const edit = page.getByRole("form", { name: "Edit guardrail" })
+    await edit.getByLabel("Name").fill("approve mail and calls")
+    await edit.getByLabel("Parameters (JSON)").fill(JSON.stringify({ tool_patterns: ["send_*", "call_*"] }))
+    await edit.getByRole("button", { name: "Save guardrail" }).click()
+    await page.getByRole("button", { name: "Disable approve mail and calls" }).click()
+    await page.getByRole("button", { name: "Enable approve mail and calls" }).waitFor()
+    const listed = (await (await server.get("/api/v1/guardrails")).json()) as { items: Array<{ name: string; enabled: boolean; params: unknown }> }
+    expect(listed.items.find((g) => g.name === "approve mail and calls")).toMatchObject({ enabled: false, params: { tool_patterns: ["send_*", "call_*"] } })
     page.once("dialog", (dialog) => void dialog.accept())
-    await page.getByRole("button", { name: "Delete approve outgoing mail" }).click()
-    await page.getByRole("button", { name: "Edit approve outgoing mail" }).waitFor({ state: "detached" })
+    await page.getByRole("button", { name: "Delete approve mail and calls" }).click()
+    await page.getByRole("button", { name: "Edit approve mail and calls" }).waitFor({ state: "detached" })
+    expect(((await (await server.get("/api/v1/guardrails")).json()) as { items: Array<unknown> }).items).toHaveLength(0)
   })
 
   browserTest("a session: its traces in order, the agent graph, an agent opening the traces it ran in", async () => {

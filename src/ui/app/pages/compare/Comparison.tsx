@@ -115,7 +115,7 @@ export const Comparison = (props: { readonly left: TraceDetailWire; readonly rig
       </div>
       <div className="cmp-split">
         <div className="cmp-list">
-          <div className="cmp-head" aria-hidden="true">
+          <div className="cmp-head">
             <div className="cmp-cell"><Link href={`/ui/traces/${left.id}`}>{left.name ?? left.id}</Link> <span className="muted">original</span></div>
             <div className="cmp-cell"><Link href={`/ui/traces/${right.id}`}>{right.name ?? right.id}</Link> <span className="muted">other run</span></div>
           </div>

@@ -1,9 +1,10 @@
-import { useEffect } from "react"
+import { useEffect, useState } from "react"
+import type { ApiCallError } from "../../api/client.ts"
 import type { ForkId } from "../../../../domain/Ids.ts"
 import { formatTime } from "../../format.ts"
 import type { PageProps } from "../../routes.tsx"
 import { Link } from "../../shell/router.tsx"
-import { useApi } from "../../shell/useApi.ts"
+import { useApi, useRunCall } from "../../shell/useApi.ts"
 import { TracePairComparison } from "../compare/ComparePage.tsx"
 import { displayText } from "../compare/textDiff.ts"
 import "../compare/compare.css"
@@ -15,6 +16,23 @@ const POLL_MS = 1000
 export const ForkPage = (props: PageProps) => {
   const forkId = props.params.forkId! as ForkId
   const fork = useApi((client) => client.forks.get({ path: { forkId } }), [forkId])
+  const run = useRunCall()
+  const [replayError, setReplayError] = useState<string | undefined>(undefined)
+  const [replaying, setReplaying] = useState(false)
+  // A pending fork (never replayed, or its replay was refused) and a finished one may be replayed: each replay is a
+  // new generation with a new result trace.
+  const replay = async () => {
+    setReplaying(true)
+    setReplayError(undefined)
+    try {
+      await run((client) => client.forks.replay({ path: { forkId } }))
+    } catch (e) {
+      setReplayError((e as ApiCallError).message)
+    } finally {
+      setReplaying(false)
+      fork.reload()
+    }
+  }
   const status = fork.data?.status
   const reload = fork.reload
   useEffect(() => {
@@ -44,7 +62,14 @@ export const ForkPage = (props: PageProps) => {
         {f.error ? <><dt>Error</dt><dd className="error-text">{f.error}</dd></> : null}
         {f.createdAt ? <><dt>Created</dt><dd>{formatTime(new Date(f.createdAt))}</dd></> : null}
       </dl>
-      {f.status === "replaying" && <p role="status" className="muted">Replaying…</p>}
+      {f.status === "replaying" ? <p role="status" className="muted">Replaying…</p> : (
+        <p>
+          <button type="button" disabled={replaying} onClick={() => void replay()}>
+            {replaying ? "Replaying…" : f.status === "pending" ? "Replay" : "Replay again"}
+          </button>
+        </p>
+      )}
+      {replayError !== undefined && <p role="alert" className="error-text">{replayError}</p>}
       {f.resultTraceId && f.status !== "replaying" && <TracePairComparison leftId={f.traceId} rightId={f.resultTraceId} />}
     </section>
   )
