@@ -1,6 +1,6 @@
 import { Either, Schema } from "effect"
 import { useCallback, useEffect, useMemo, useRef, useState } from "react"
-import { type Trace, TraceList } from "../../../../domain/Trace.ts"
+import { TOTAL_CAP, type Trace, TraceList } from "../../../../domain/Trace.ts"
 import { ApiCallError } from "../../api/client.ts"
 import { firstRequestUrl, LIST_PAGE, takePrefetched } from "../../api/prefetch.ts"
 import type { LiveEvent } from "../../api/stream.ts"
@@ -125,7 +125,8 @@ export const TracesPage = (props: PageProps) => {
         else if (index >= 0) items[index] = event.trace
         else if (matches && event.event !== "deleted") {
           items = [event.trace, ...items]
-          total = total === undefined ? undefined : total + 1
+          // A capped total stays "more than" the cap.
+          total = total === undefined || total > TOTAL_CAP ? total : total + 1
         }
       }
       return { ...s, items, total }
@@ -145,7 +146,7 @@ export const TracesPage = (props: PageProps) => {
       <div className="page-title">
         <h1>Traces</h1>
         <span className="muted">
-          {state.total === undefined ? "" : state.total > 10_000 ? "more than 10,000" : `${formatCount(state.total)} traces`}
+          {state.total === undefined ? "" : state.total > TOTAL_CAP ? `more than ${formatCount(TOTAL_CAP)} traces` : `${formatCount(state.total)} traces`}
         </span>
         <span role="status" className={`live live-${live}`}>{live === "live" ? "Live" : live === "closed" ? "Offline" : "Connecting…"}</span>
       </div>
