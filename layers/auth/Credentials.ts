@@ -93,7 +93,8 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
           })
       })
       const { account, sub } = verified.payload
-      if (typeof account !== "string" || typeof sub !== "string" || !Schema.is(AccountName)(account)) {
+      // `requiredClaims` only asks that sub be present: an empty or blank subject names nobody.
+      if (typeof account !== "string" || typeof sub !== "string" || sub.trim() === "" || !Schema.is(AccountName)(account)) {
         return yield* new InvalidCredential({ reason: "token lacks a valid sub or account claim" })
       }
       const accountId = yield* duringOutage(`account:${account}`, accounts.findByName(account))

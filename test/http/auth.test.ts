@@ -108,6 +108,13 @@ describe("web-session JWTs (HS256)", () => {
     await expect401(await withBearer(noExp))
   })
 
+  test("an empty or blank sub is refused like a missing one", async () => {
+    for (const sub of ["", " ", "\t\n", "\u00a0"]) {
+      await expect401(await withBearer(await sign({ sub, account: "acme" })))
+    }
+    expect((await withBearer(await sign({ sub: "u", account: "acme" }))).status).toBe(200)
+  })
+
   test("alg none and a non-HS256 algorithm are refused", async () => {
     const unsigned = new jose.UnsecuredJWT({ sub: "u", account: "acme" }).setIssuer("https://auth.example")
       .setAudience("tapedeck").setExpirationTime("10m").encode()
