@@ -12,6 +12,7 @@ import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
 import { FORK_REPLAY_JOB, Forks, forkReplayHandler } from "#layers/replay/Forks"
 import { IngestGate } from "#layers/ingest/IngestGate"
+import { Credentials } from "#layers/auth/Credentials"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
@@ -83,7 +84,7 @@ const StartupLive = Layer.mergeAll(
  */
 export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   const gate = yield* IngestGate
-  const refuseFast = refuseWhileSaturated(gate)
+  const refuseFast = refuseWhileSaturated(gate, yield* Credentials)
   // Without an exporter (TracingLive) a request's span goes nowhere, but building it still costs the request: its
   // URL parsed, headers redacted, the peer's address asked of the socket (about 40 µs in Bun alone).
   const exporting = Option.isSome(yield* selfTelemetryEndpoint)
@@ -96,7 +97,7 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   )
 })).pipe(
   // The same gate instance as the API middleware's (IngestGate.Default is one layer value, built once).
-  Layer.provide(IngestGate.Default),
+  Layer.provide([IngestGate.Default, Credentials.Default]),
   Layer.provide(DocsLive),
   Layer.provide(ReplaySocketRouteLive),
   Layer.provide(StreamSocketRouteLive),
