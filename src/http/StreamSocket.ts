@@ -327,6 +327,13 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
           preset = yield* authenticate(fromHeader.value)
           if (Option.isNone(preset)) return unauthorized
         }
+        const token = Option.fromNullable(params.get("token")).pipe(Option.filter((t) => t !== ""))
+        // Without an upgrade there is no first message to authenticate by: the request must carry its credentials
+        // (header or ?token=), checked before anything else, as on every other route.
+        if (Option.isNone(preset) && (request.headers.upgrade ?? "").toLowerCase() !== "websocket") {
+          if (Option.isNone(token)) return unauthorized
+          if (Option.isNone(yield* authenticate(credentials.bearer(Redacted.make(token.value))))) return unauthorized
+        }
         const lastEventParam = params.get("last_event_id")
         const lastEventId = lastEventParam === null ? Option.none<number>() : decodeEventId(lastEventParam)
         if (lastEventParam !== null && Option.isNone(lastEventId)) {
@@ -339,7 +346,6 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
             { status: 400 }
           )
         }
-        const token = Option.fromNullable(params.get("token")).pipe(Option.filter((t) => t !== ""))
         yield* connection(raw.value, preset, token, Option.getOrUndefined(lastEventId)).pipe(
           Effect.catchAllCause((cause) => Effect.logWarning("stream connection failed", cause))
         )
