@@ -5,10 +5,11 @@ import { AppConfig } from "#layers/config/AppConfig"
 import { StreamHub, type Subscriber } from "#layers/stream/StreamHub"
 import type { AccountId } from "#src/domain/Ids"
 import { EventIdParam, StreamClientMessage, StreamCloseCode } from "#src/domain/StreamEvent"
+import { DecimalDigits } from "#src/domain/Page"
 import { headerCredential } from "./HeaderCredentials.ts"
 
 const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(StreamClientMessage))
-const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.NumberFromString, EventIdParam))
+const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.compose(DecimalDigits, Schema.NumberFromString), EventIdParam))
 
 /** Past this many bytes buffered in the socket, the writer waits for the client to read. */
 const HIGH_WATER_BYTES = 1024 * 1024

@@ -116,3 +116,21 @@ describe("body size cap", () => {
     expect(((await chunked.json()) as any).code).toBe("validation_failed")
   })
 })
+
+describe("integer query parameters", () => {
+  test("only plain decimal digits are an integer: hex, signs, spaces, exponents and fractions are 400 on every list route", async () => {
+    const lists = [
+      "/api/v1/traces", "/api/v1/forks", "/api/v1/evaluations", "/api/v1/sessions", "/api/v1/insights",
+      "/api/v1/eval-rules", "/api/v1/enforcement/decisions"
+    ]
+    for (const path of lists) {
+      expect((await server.get(`${path}?limit=007`)).status).toBe(200)
+      for (const bad of ["limit=0x10", "limit=%2B5", "limit=+5", "limit=%205", "limit=5%20", "limit=1e1", "limit=5.0", "offset=0x10", "offset=-0"]) {
+        if (path.endsWith("/decisions") && bad.startsWith("offset")) continue // that route has no offset
+        const response = await server.get(`${path}?${bad}`)
+        expect({ path, bad, status: response.status }).toEqual({ path, bad, status: 400 })
+        expect(((await response.json()) as any).code).toBe("validation_failed")
+      }
+    }
+  })
+})
