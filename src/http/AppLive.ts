@@ -25,6 +25,7 @@ import { TraceRepo } from "#layers/traces/TraceRepo"
 import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
 import { accessLog } from "./AccessLog.ts"
+import { MAX_PATH_PARAM_LENGTH } from "./ErrorBodies.ts"
 import { isExport, refuseWhileSaturated } from "./IngestGateMiddleware.ts"
 import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRouteLive } from "./HttpLive.ts"
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
@@ -108,5 +109,5 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   Layer.provide(TracingLive),
   // The router refuses a path parameter over 100 characters as "no route" (a 404) before any validation; let
   // the routes' own schemas judge it (a 101-character session id is a 400).
-  Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 2048 }))
+  Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: MAX_PATH_PARAM_LENGTH }))
 )

@@ -46,12 +46,40 @@ const requireJson = (request: HttpServerRequest.HttpServerRequest) => {
     : Effect.fail(new ValidationFailed({ message: "Content-Type must be application/json" }))
 }
 
+/** The longest path parameter the router takes (HttpRouter's maxParamLength, set in AppLive). */
+export const MAX_PATH_PARAM_LENGTH = 2048
+
+/**
+ * Why the path cannot name any resource, if it cannot: a segment longer than a path parameter may be, or one
+ * that is not valid percent-encoding. The router finds no route for such a path; it is a malformed request (400),
+ * not a missing route.
+ */
+const malformedSegment = (url: string): string | undefined => {
+  const q = url.indexOf("?")
+  for (const segment of (q < 0 ? url : url.slice(0, q)).split("/")) {
+    if (segment.length > MAX_PATH_PARAM_LENGTH) {
+      return `a path segment is longer than ${MAX_PATH_PARAM_LENGTH} characters`
+    }
+    if (segment.includes("%")) {
+      try {
+        decodeURIComponent(segment)
+      } catch {
+        return "a path segment is not valid percent-encoding"
+      }
+    }
+  }
+  return undefined
+}
+
 const rewriteFailure = (e: unknown): Option.Option<Rewritten> => {
   if (e instanceof HttpApiError.HttpApiDecodeError) {
     return Option.some(Effect.fail(new ValidationFailed({ message: describeIssues(e) })))
   }
   if (HttpServerError.isServerError(e) && e._tag === "RouteNotFound") {
-    return Option.some(Effect.fail(new NotFound({ message: "route not found" })))
+    const malformed = malformedSegment(e.request.url)
+    return Option.some(Effect.fail(
+      malformed === undefined ? new NotFound({ message: "route not found" }) : new ValidationFailed({ message: malformed })
+    ))
   }
   return Option.none()
 }

@@ -134,3 +134,24 @@ describe("integer query parameters", () => {
     }
   })
 })
+
+describe("path ids", () => {
+  test("an id over the length limit or with invalid percent-encoding is 400 on every route with a path id, not a missing route", async () => {
+    const spec = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> }
+    const templated = Object.entries(spec.paths).filter(([path]) => path.includes("{"))
+    expect(templated.length).toBeGreaterThan(10)
+    for (const [template, operations] of templated) {
+      for (const method of Object.keys(operations).filter((m) => ["get", "post", "patch", "put", "delete"].includes(m))) {
+        for (const id of ["a".repeat(3000), "%ff%fe", "%E0%A4%A", "ok%"]) {
+          const path = template.replace(/\{[^}]+\}/g, id)
+          const response = await server.request(method.toUpperCase(), path, method === "get" || method === "delete" ? {} : { body: {} })
+          expect({ method, template, id: id.slice(0, 12), status: response.status }).toEqual({ method, template, id: id.slice(0, 12), status: 400 })
+          expect(((await response.json()) as any).code).toBe("validation_failed")
+        }
+      }
+    }
+    // An unknown route is still a 404, and a well-formed unknown id a 404 too.
+    expect((await server.get("/api/v1/nope")).status).toBe(404)
+    expect((await server.get(`/api/v1/traces/${uuid()}`)).status).toBe(404)
+  })
+})
