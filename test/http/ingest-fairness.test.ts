@@ -104,8 +104,8 @@ describe("request bodies must arrive in time", () => {
     expect(answer.body.error).toContain("did not arrive within")
   })
 
-  test("the same holds for POST /api/v1/traces and POST /api/v1/batch", async () => {
-    for (const path of ["/api/v1/traces", "/api/v1/batch"]) {
+  test("the same holds for POST /api/v1/traces, POST /api/v1/batch and the MCP endpoints", async () => {
+    for (const path of ["/api/v1/traces", "/api/v1/batch", "/mcp", "/mcp/docs"]) {
       expectTimeout(await upload(path, KEY_A, { declared: 50_000, first: '{"id":"', step: 1, everyMs: 200 }), 2900)
     }
     expect((await server.get("/api/v1/traces?limit=1")).status).toBe(200)
