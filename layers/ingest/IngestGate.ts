@@ -1,5 +1,6 @@
 import { Context, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
+import { CheckPressure } from "../enforcement/CheckPressure.ts"
 import { IngestPermits, type Permit } from "./IngestPermits.ts"
 
 /** No ingestion permit can be had now: the caller should retry later (503 with Retry-After). */
@@ -29,12 +30,15 @@ export class CurrentUploadPermit extends Context.Tag("tapedeck/CurrentUploadPerm
  * between accounts by the rule of `IngestPermits`: a free permit goes to whoever asks; when all are taken, an
  * account under its fair share takes back a permit from an upload of an account over its share (answered 503,
  * retryable), and any other asker is refused at once with 503, before its body is read, so overload costs no
- * memory and no database work. With the body deadline and minimum rate (src/http/BodyLimit.ts), an account
+ * memory and no database work; so is every export while enforcement checks wait for their decisions
+ * (CheckPressure). With the body deadline and minimum rate (src/http/BodyLimit.ts), an account
  * that opens many slow uploads cannot keep another account's exports out.
  */
 export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGate", {
   scoped: Effect.gen(function*() {
     const { ingestMaxInflight } = yield* AppConfig
+    // Enforcement checks come first: while they wait for their decisions, new exports are refused like overload.
+    const checks = yield* CheckPressure
     const permits = new IngestPermits(ingestMaxInflight)
     const preemptListeners = new WeakMap<Permit, Set<() => void>>()
     let refusedFast = 0
@@ -60,7 +64,7 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
     ): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.suspend((): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> => {
-          const granted = permits.ask(accountId)
+          const granted = checks.active() ? undefined : permits.ask(accountId)
           if (granted === undefined) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight }))
           if (granted.preempted !== undefined) {
             // The permit passed to this request already; the upload that held it stops when its reader hears.
@@ -74,11 +78,11 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
         })
       )
 
-    /** Whether every permit is taken now. */
-    const saturated = () => permits.inUse >= ingestMaxInflight
+    /** Whether every permit is taken now, or checks are shedding ingestion. */
+    const saturated = () => permits.inUse >= ingestMaxInflight || checks.active()
 
     /** Whether a new export of `accountId` would be admitted now (a free permit, or one it may take back). */
-    const admits = (accountId: string) => permits.admits(accountId)
+    const admits = (accountId: string) => !checks.active() && permits.admits(accountId)
 
     /** Counts a refusal answered without going through `guard`; they are logged in bulk. */
     const refuseFast = () => void refusedFast++
@@ -99,7 +103,7 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
 
     return { guard, saturated, admits, refuseFast, heldBy, maxInflight: ingestMaxInflight } as const
   }),
-  dependencies: [AppConfig.Default]
+  dependencies: [AppConfig.Default, CheckPressure.Default]
 }) {}
 
 /** The permit of the current request, if it holds one. */
