@@ -2,13 +2,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import net from "node:net"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 
-// Two permits, and bodies that must arrive within 3 s, at 1 KB/s on average after the first 1.5 s.
+// Two permits, and bodies that must arrive within 4 s, at 1 KB/s on average after the first 2.5 s.
+const DEADLINE_MS = 4000
+const GRACE_MS = 2500
 let server: TestServer
 beforeAll(async () => {
   server = await startTestServer({
     TAPEDECK_INGEST_MAX_INFLIGHT: "2",
-    TAPEDECK_BODY_DEADLINE_MS: "3000",
-    TAPEDECK_BODY_GRACE_MS: "1500",
+    TAPEDECK_BODY_DEADLINE_MS: String(DEADLINE_MS),
+    TAPEDECK_BODY_GRACE_MS: String(GRACE_MS),
     TAPEDECK_BODY_MIN_BYTES_PER_SECOND: "1024"
   })
 })
@@ -89,9 +91,9 @@ describe("request bodies must arrive in time", () => {
   test("an OTLP export trickling one byte at a time is answered 408 after the grace period, and its permit is free at once", async () => {
     const [first, second] = await Promise.all([slowExport(KEY_A), slowExport(KEY_A)])
     // Behind the rate as soon as the grace period ends: well before the deadline.
-    expectTimeout(first, 2900)
-    expectTimeout(second, 2900)
-    expect(first.elapsedMs).toBeGreaterThanOrEqual(1400)
+    expectTimeout(first, DEADLINE_MS - 100)
+    expectTimeout(second, DEADLINE_MS - 100)
+    expect(first.elapsedMs).toBeGreaterThanOrEqual(GRACE_MS - 100)
     expect(first.headers).toContain("connection: close")
     expect((await exportOf(KEY_A)).status).toBe(200)
     expect((await exportOf(KEY_A)).status).toBe(200)
@@ -99,14 +101,14 @@ describe("request bodies must arrive in time", () => {
 
   test("a body that keeps the rate but does not finish is answered 408 at the deadline", async () => {
     const answer = await upload("/v1/traces", KEY_A, { declared: 10_000_000, first: '{"resourceSpans":[', step: 512, everyMs: 100 })
-    expectTimeout(answer, 4500)
-    expect(answer.elapsedMs).toBeGreaterThanOrEqual(2900)
+    expectTimeout(answer, DEADLINE_MS + 1500)
+    expect(answer.elapsedMs).toBeGreaterThanOrEqual(DEADLINE_MS - 100)
     expect(answer.body.error).toContain("did not arrive within")
   })
 
   test("the same holds for POST /api/v1/traces, POST /api/v1/batch and the MCP endpoints", async () => {
     for (const path of ["/api/v1/traces", "/api/v1/batch", "/mcp", "/mcp/docs"]) {
-      expectTimeout(await upload(path, KEY_A, { declared: 50_000, first: '{"id":"', step: 1, everyMs: 200 }), 2900)
+      expectTimeout(await upload(path, KEY_A, { declared: 50_000, first: '{"id":"', step: 1, everyMs: 200 }), DEADLINE_MS - 100)
     }
     expect((await server.get("/api/v1/traces?limit=1")).status).toBe(200)
   })
@@ -121,8 +123,16 @@ describe("ingestion permits are authenticated and shared per account", () => {
     expect(refused.status).toBe(503)
     expect(refused.headers.get("retry-after")).toBe("1")
     expect(((await refused.json()) as any).code).toBe("ingest_backpressure")
-    // Credentials are checked before a permit is asked for.
+    // Credentials are checked before a permit is asked for: an unknown key, and a key of globex's that worked a
+    // moment ago and was revoked since, are 401, not 503.
     expect((await exportOf("svc_no_such_key_0000")).status).toBe(401)
+    const created = (await (await server.post("/api/v1/api-keys", { name: "soon revoked" }, KEY_B)).json()) as { id: string; key: string }
+    expect((await server.get("/api/v1/traces?limit=1", created.key)).status).toBe(200)
+    expect((await exportOf(created.key)).status).toBe(503)
+    expect((await server.request("DELETE", `/api/v1/api-keys/${created.id}`, { key: KEY_B })).status).toBe(200)
+    const revoked = await exportOf(created.key)
+    expect(revoked.status).toBe(401)
+    expect(((await revoked.json()) as any).code).toBe("unauthorized")
     const anonymous = await fetch(`${server.url}/v1/traces`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
     expect(anonymous.status).toBe(401)
     expect(((await anonymous.json()) as any).code).toBe("unauthorized")
@@ -135,7 +145,7 @@ describe("ingestion permits are authenticated and shared per account", () => {
     const preempted = answers.find((a) => a.status === 503)!
     expect(preempted.body.code).toBe("ingest_backpressure")
     expect(preempted.body.retryable).toBe(true)
-    expect(preempted.elapsedMs).toBeLessThan(1400)
+    expect(preempted.elapsedMs).toBeLessThan(GRACE_MS - 100)
     expect((await exportOf(KEY_B)).status).toBe(200)
   })
 })
