@@ -13,6 +13,7 @@ import { InsightsApi } from "./InsightsApi.ts"
 import { EvaluationsApi } from "./EvaluationsApi.ts"
 import { ForksApi } from "./ForksApi.ts"
 import { JobsApi } from "./JobsApi.ts"
+import { AccountApi } from "./AccountApi.ts"
 import { ApiKeysApi } from "./ApiKeysApi.ts"
 import { BatchApi } from "./BatchApi.ts"
 import { DiscoveryApi } from "./DiscoveryApi.ts"
@@ -34,6 +35,7 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .add(UsageApi)
   .add(BatchApi)
   .add(ApiKeysApi)
+  .add(AccountApi)
   .add(DiscoveryApi)
   .add(OtlpApi)
   .add(EvaluationsApi)
