@@ -123,6 +123,12 @@ describe("integer query parameters", () => {
       "/api/v1/traces", "/api/v1/forks", "/api/v1/evaluations", "/api/v1/sessions", "/api/v1/insights",
       "/api/v1/eval-rules", "/api/v1/enforcement/decisions"
     ]
+    for (const bad of ["min_duration_ms=0x10", "min_duration_ms=%2B5", "min_duration_ms=1e2", "min_duration_ms=5.0", "min_cost=1e2", "min_cost=%205", "min_cost=0x1", "min_cost=.5"]) {
+      expect({ bad, status: (await server.get(`/api/v1/traces?${bad}`)).status }).toEqual({ bad, status: 400 })
+    }
+    for (const ok of ["min_duration_ms=10", "min_cost=0.25", "min_cost=3"]) {
+      expect({ ok, status: (await server.get(`/api/v1/traces?${ok}`)).status }).toEqual({ ok, status: 200 })
+    }
     for (const path of lists) {
       expect((await server.get(`${path}?limit=007`)).status).toBe(200)
       for (const bad of ["limit=0x10", "limit=%2B5", "limit=+5", "limit=%205", "limit=5%20", "limit=1e1", "limit=5.0", "offset=0x10", "offset=-0"]) {
