@@ -254,6 +254,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
       latencyMs
     ]
 
+    const notStored = () => new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
+
     const holdsFor = (accountId: AccountId, action: ProposedAction) =>
       sql<{ id: string; policy_id: string; status: HoldState["status"]; reason: string | null; expires_at: Date | null; consumed: boolean }>`
         SELECT DISTINCT ON (policy_id) id, policy_id, status, reason, expires_at, consumed
@@ -281,6 +283,9 @@ export const SqlPolicyStoreLive = Layer.scoped(
      */
     const decideLocked = (...[accountId, action, list, audit, liveKey]: DecisionArgs) =>
       Effect.gen(function*() {
+        // Checked and marked in one step: a check answered before this point is recorded without a run lock.
+        if (audit.abandoned) return yield* notStored()
+        audit.reachedStore = true
         remember(runKey(accountId, action.runId), undefined)
         // The upsert takes the run's row lock for the transaction: concurrent checks of a run queue here.
         const rows = yield* sql<{ spent_usd: number; tokens: number; recent: RunState["recent"] }>`
@@ -338,7 +343,6 @@ export const SqlPolicyStoreLive = Layer.scoped(
       pressure.observe(performance.now() - item.queuedAt)
       item.resume(result)
     }
-    const notStored = () => new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
 
     /** One run's part of a batch: its checks evaluated in order, each against the counters the ones before left. */
     interface RunPart {
@@ -365,6 +369,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
         const keys = new Set<string>()
         for (const item of batch) {
           const [accountId, action, list, audit, liveKey] = item.args
+          audit.reachedStore = true
           let part = parts.get(item.runKey)
           if (part === undefined) {
             const known = runs.get(item.runKey)
@@ -513,10 +518,21 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * afterwards and writes nothing. Then one statement each: the allows to take back, the counters, the records.
      */
     const recordFailClosed = (records: ReadonlyArray<FailClosedRecord>) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         const byId = new Map(records.map((r) => [r.audit.decisionId, r]))
+        // Checks answered while still waiting for their batch never reached the store: their records need no run lock
+        // (taking the locks of every run they name held up the batches of those runs, under overload all of them).
+        const mayBeStored = [...byId.values()].filter((r) => r.audit.reachedStore !== false)
+        return mayBeStored.length === 0
+          ? insertRecords(byId)
+          : Effect.zipRight(takeBack(byId, mayBeStored), insertRecords(byId)).pipe(sql.withTransaction)
+      }).pipe(orUnavailable)
+
+    /** Locks the runs of records whose decisions may have been stored, and takes back the allows among them. */
+    const takeBack = (byId: ReadonlyMap<string, FailClosedRecord>, mayBeStored: ReadonlyArray<FailClosedRecord>) =>
+      Effect.gen(function*() {
         const runs = new Map<string, { account_id: AccountId; run_id: string }>()
-        for (const r of byId.values()) {
+        for (const r of mayBeStored) {
           const key = runKey(r.accountId, r.action.runId)
           remember(key, undefined)
           runs.set(key, { account_id: r.accountId, run_id: r.action.runId })
@@ -529,7 +545,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
           ON CONFLICT (account_id, run_id) DO UPDATE SET updated_at = now()
           RETURNING account_id, run_id, recent`
         const allowed = yield* sql<{ id: string }>`
-          SELECT id FROM enforcement_decisions WHERE id = ANY(${uuidArray([...byId.keys()])}::uuid[]) AND verdict = 'allow'`
+          SELECT id FROM enforcement_decisions
+          WHERE id = ANY(${uuidArray(mayBeStored.map((r) => r.audit.decisionId))}::uuid[]) AND verdict = 'allow'`
         if (allowed.length > 0) {
           const recentOf = new Map(locked.map((r) => [runKey(r.account_id as AccountId, r.run_id), r.recent]))
           const takenBack = new Map<string, { account_id: string; run_id: string; usd: Array<string>; tokens: number; recent: ReadonlyArray<ActionRecord> }>()
@@ -550,6 +567,11 @@ export const SqlPolicyStoreLive = Layer.scoped(
               AS x(account_id uuid, run_id text, usd jsonb, tokens bigint, recent jsonb)
             WHERE e.account_id = x.account_id AND e.run_id = x.run_id`
         }
+      })
+
+    /** The records, each taking over its decision's id (idempotent). */
+    const insertRecords = (byId: ReadonlyMap<string, FailClosedRecord>) =>
+      Effect.gen(function*() {
         const rows = [...byId.values()].map((r) => ({
           id: r.audit.decisionId,
           account_id: r.accountId,
@@ -570,7 +592,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
                  reason text, latency_ms float8)
           ON CONFLICT (id) DO UPDATE SET verdict = EXCLUDED.verdict, policy_id = NULL, policy_type = NULL, hold_id = NULL,
                                          reason = EXCLUDED.reason, latency_ms = EXCLUDED.latency_ms`
-      }).pipe(sql.withTransaction, orUnavailable)
+      })
 
     return PolicyStore.of({ policies, decideAtomically, recordFailClosed, invalidate })
   })

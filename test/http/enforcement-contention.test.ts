@@ -106,7 +106,9 @@ describe("checks first under overload", () => {
     const server = await startTestServer({
       TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000",
       TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "1",
-      TAPEDECK_ENFORCEMENT_CONCURRENCY: "1"
+      TAPEDECK_ENFORCEMENT_CONCURRENCY: "1",
+      // About shedding, not deadlines: a loaded machine must not turn a slow check into a fail-closed block here.
+      TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "10000"
     })
     const exportNow = () =>
       fetch(`${server.url}/v1/traces`, {
