@@ -115,8 +115,6 @@ const DECISION_COLUMNS =
 const DECISION_VALUES = `$3::uuid, $1::uuid, $2::text, $4::uuid, $5::bigint, $6::text, $7::text, $8::text, $9::uuid,
   $10::text, $11::uuid, $12::text,
   $13::float8 + 1000 * extract(epoch FROM clock_timestamp() - statement_timestamp())::float8`
-const RECORD_ARGS = `$1::uuid, $2::text, $3::uuid, $4::uuid, $5::bigint, $6::text, $7::text, $8::text, $9::uuid, $10::text,
-  $11::uuid, $12::text, $13::float8`
 
 /**
  * A batch: $1 the runs (each with the version its checks were evaluated against and what its allows add), $2 the
@@ -340,7 +338,6 @@ export const SqlPolicyStoreLive = Layer.scoped(
     const answer = (item: Pending, result: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => {
       if (item.settled) return
       item.settled = true
-      pressure.observe(performance.now() - item.queuedAt)
       item.resume(result)
     }
 
@@ -361,7 +358,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * meanwhile are not written: their checks go round again against the state the statement answered (or take the
      * run's lock after OPTIMISTIC_ATTEMPTS); a check answered meanwhile (fail-closed) is dropped before that.
      */
-    const writeBatch = (batch: ReadonlyArray<Pending>): Effect.Effect<ReadonlyArray<Pending>> =>
+    const writeBatch = (batch: ReadonlyArray<Pending>, done: (again: ReadonlyArray<Pending>) => void): Effect.Effect<void> =>
       Effect.suspend(() => {
         const now = Date.now()
         const parts = new Map<string, RunPart>()
@@ -422,8 +419,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
         return Effect.matchEffect(batchRun<BatchRow>(BATCH, params), {
           onFailure: (e) =>
             Effect.sync(() => {
+              done([])
               for (const item of batch) answer(item, Effect.fail(e))
-              return []
             }),
           onSuccess: (rows) =>
             Effect.sync(() => {
@@ -432,18 +429,22 @@ export const SqlPolicyStoreLive = Layer.scoped(
               if (revoked) {
                 // Nothing was written: the checks of revoked keys are refused, the others decided again without them.
                 const dead = new Set(revoked)
+                const refused: Array<Pending> = []
                 for (const item of batch) {
-                  if (item.args[4] !== null && dead.has(item.args[4])) answer(item, Effect.fail(new CredentialRevoked()))
+                  if (item.args[4] !== null && dead.has(item.args[4])) refused.push(item)
                   else again.push(item)
                 }
-                return again
+                done(again)
+                for (const item of refused) answer(item, Effect.fail(new CredentialRevoked()))
+                return
               }
               const byRun = new Map(rows.map((r) => [runKey(r.account_id as AccountId, r.run_id!), r]))
+              const answers: Array<[Pending, Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>]> = []
               for (const [key, part] of parts) {
                 const row = byRun.get(key)
                 if (row?.written) {
                   remember(key, { run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent }, version: row.version! })
-                  for (const { evaluation, item } of part.decided) answer(item, Effect.succeed(evaluation))
+                  for (const { evaluation, item } of part.decided) answers.push([item, Effect.succeed(evaluation)])
                   continue
                 }
                 remember(key, row === undefined ? undefined : {
@@ -452,36 +453,41 @@ export const SqlPolicyStoreLive = Layer.scoped(
                 })
                 for (const { item } of part.decided) {
                   item.attempts++
-                  if (item.args[3].abandoned) answer(item, Effect.fail(notStored()))
-                  else if (item.attempts >= OPTIMISTIC_ATTEMPTS) answer(item, orUnavailableOrRevoked(decideLocked(...item.args)))
+                  if (item.args[3].abandoned) answers.push([item, Effect.fail(notStored())])
+                  else if (item.attempts >= OPTIMISTIC_ATTEMPTS) answers.push([item, orUnavailableOrRevoked(decideLocked(...item.args))])
                   else again.push(item)
                 }
               }
-              return again
+              done(again)
+              for (const [item, result] of answers) answer(item, result)
             })
         })
       }).pipe(
         Effect.catchAllCause((cause) =>
-          Effect.as(
-            Effect.sync(() => {
-              for (const item of batch) answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
-            }).pipe(Effect.zipRight(Effect.logError("an enforcement batch failed unexpectedly", cause))),
-            []
-          )
+          Effect.sync(() => {
+            done([])
+            for (const item of batch) answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
+          }).pipe(Effect.zipRight(Effect.logError("an enforcement batch failed unexpectedly", cause)))
         )
       )
 
-    const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const batcher = makeCheckBatcher<Pending>({
       lanes: config.enforcementConcurrency,
       maxBatch: MAX_BATCH,
       maxQueued: MAX_QUEUED,
       drop: (item) => {
         if (!item.args[3].abandoned) return false
+        pressure.observe(performance.now() - item.queuedAt)
         answer(item, Effect.fail(notStored()))
         return true
       },
-      process: (batch) => runPromise(writeBatch(batch))
+      process: (batch, done) => {
+        // How long checks waited for their turn (not how long their statement takes) is what sheds ingestion; taken
+        // as the batch is formed, before the fiber that writes it is even scheduled.
+        pressure.observe(performance.now() - batch[0]!.queuedAt)
+        runFork(writeBatch(batch, done))
+      }
     })
 
     const decideAtomically = (...args: DecisionArgs) =>
