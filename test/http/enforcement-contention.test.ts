@@ -106,7 +106,7 @@ describe("checks first under overload", () => {
   test("while checks wait for their turn past TAPEDECK_ENFORCEMENT_SHED_INGEST_MS, new exports are shed with 503 and Retry-After", async () => {
     const server = await startTestServer({
       TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000",
-      TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "1",
+      TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "5",
       TAPEDECK_ENFORCEMENT_CONCURRENCY: "1",
       // About shedding, not deadlines: a loaded machine must not turn a slow check into a fail-closed block here.
       TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "10000"
