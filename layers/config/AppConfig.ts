@@ -55,8 +55,8 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
         Config.validate({ message: "must be 1 to 64", validation: (n) => n >= 1 && n <= 64 }),
         Config.withDefault(2)
       ),
-      // A check that waited longer than this for its decision makes ingestion refuse new exports (503) for a second;
-      // 0: never.
+      // A check that waited longer than this in the queue for its batch statement makes ingestion refuse new exports
+      // (503) for a second; 0: never.
       enforcementShedIngestMs: yield* Config.integer("TAPEDECK_ENFORCEMENT_SHED_INGEST_MS").pipe(
         Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
         Config.withDefault(10)
