@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { JobId } from "./Ids.ts"
 import { JsonValue } from "./Json.ts"
+import { withExamples } from "./Examples.ts"
 
 export const MAX_BATCH_OPERATIONS = 100
 const BATCH_PATH_PREFIX = "/api/v1/"
@@ -49,10 +50,18 @@ export const BatchOperation = Schema.Struct({
 export type BatchOperation = typeof BatchOperation.Type
 
 /** Body of POST /api/v1/batch (strict). */
-export const BatchRequest = Schema.Struct({
-  operations: Schema.Array(BatchOperation).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH_OPERATIONS)),
-  async: Schema.optionalWith(Schema.Boolean, { default: () => false })
-}).annotations({ identifier: "BatchRequest", parseOptions: { onExcessProperty: "error" } })
+export const BatchRequest = withExamples(
+  Schema.Struct({
+    operations: Schema.Array(BatchOperation).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH_OPERATIONS)),
+    async: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  }).annotations({ identifier: "BatchRequest", parseOptions: { onExcessProperty: "error" } }),
+  {
+    operations: [
+      { method: "GET", path: "/api/v1/traces?limit=5" },
+      { method: "GET", path: "/api/v1/usage" }
+    ]
+  }
+)
 export type BatchRequest = typeof BatchRequest.Type
 
 /** One operation's answer: its HTTP status and body (JSON when the route answered JSON). */

@@ -3,6 +3,7 @@ import { ProjectId } from "./Ids.ts"
 import { Instant } from "./Instant.ts"
 import { Span, SpanType } from "./Span.ts"
 import { TraceStatus } from "./Trace.ts"
+import { withExamples } from "./Examples.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
@@ -22,12 +23,19 @@ export const SearchFilters = Schema.Struct({
 export type SearchFilters = typeof SearchFilters.Type
 
 /** Body of POST /api/v1/search (strict). */
-export const SearchRequest = Schema.Struct({
-  query: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000)),
-  filters: Schema.optional(SearchFilters),
-  limit: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 100)), { default: () => 20 }),
-  offset: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 100_000)), { default: () => 0 })
-}).annotations({ identifier: "SearchRequest", ...strict })
+export const SearchRequest = withExamples(
+  Schema.Struct({
+    query: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000)),
+    filters: Schema.optional(SearchFilters),
+    limit: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 100)), { default: () => 20 }),
+    offset: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 100_000)), { default: () => 0 })
+  }).annotations({ identifier: "SearchRequest", ...strict }),
+  {
+    query: "the payment was declined while booking",
+    filters: { span_type: "tool_call" },
+    limit: 10
+  }
+)
 export type SearchRequest = typeof SearchRequest.Type
 
 /** A span as GET /api/v1/traces/{id} renders it, plus its trace and the cosine similarity to the query. */

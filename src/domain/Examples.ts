@@ -1,0 +1,15 @@
+import { Schema } from "effect"
+
+/**
+ * The schema with `examples` written as a client sends them (JSON), for the API reference's samples. Each is
+ * decoded here, once: an example that does not validate fails at load (and in the tests) instead of being
+ * dropped silently by the JSON Schema generator, which shows the decoded value encoded again.
+ */
+export const withExamples = <S extends Schema.Schema.AnyNoContext>(
+  schema: S,
+  ...examples: readonly [Schema.Schema.Encoded<S>, ...ReadonlyArray<Schema.Schema.Encoded<S>>]
+): S => {
+  const decode = Schema.decodeUnknownSync(schema as Schema.Schema<Schema.Schema.Type<S>, Schema.Schema.Encoded<S>>)
+  const decoded = examples.map((example) => decode(example)) as unknown as readonly [Schema.Schema.Type<S>, ...ReadonlyArray<Schema.Schema.Type<S>>]
+  return schema.annotations({ examples: decoded }) as S
+}
