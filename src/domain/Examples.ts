@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { Option, Schema, SchemaAST } from "effect"
 
 /**
  * The schema with `examples` written as a client sends them (JSON), for the API reference's samples. Each is
@@ -11,5 +11,7 @@ export const withExamples = <S extends Schema.Schema.AnyNoContext>(
 ): S => {
   const decode = Schema.decodeUnknownSync(schema as Schema.Schema<Schema.Schema.Type<S>, Schema.Schema.Encoded<S>>)
   const decoded = examples.map((example) => decode(example)) as unknown as readonly [Schema.Schema.Type<S>, ...ReadonlyArray<Schema.Schema.Type<S>>]
-  return schema.annotations({ examples: decoded }) as S
+  // Annotating again drops the identifier (a derived schema is another schema): it is the same one, so it keeps it.
+  const identifier = Option.getOrUndefined(SchemaAST.getIdentifierAnnotation(schema.ast))
+  return schema.annotations({ examples: decoded, ...(identifier === undefined ? {} : { identifier }) }) as S
 }

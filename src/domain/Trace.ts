@@ -21,22 +21,24 @@ export const SpanBatch = spanBatchPayload(MAX_SPANS_PER_REQUEST)
 /** Body of POST /api/v1/traces (strict: unknown fields are refused). */
 export const CreateTraceRequest = withExamples(
   Schema.Struct({
-    id: TraceId,
-    started_at: Instant,
-    project_id: Schema.optional(ProjectId),
-    name: Schema.optional(Text(500)),
-    input: Schema.optional(JsonValue),
-    output: Schema.optional(JsonValue),
-    status: Schema.optionalWith(TraceStatus, { default: () => "running" as const }),
-    total_tokens: Schema.optional(Count),
-    total_cost: Schema.optional(Amount),
-    total_duration_ms: Schema.optional(Count),
-    metadata: Schema.optional(JsonObject),
-    session_id: Schema.optional(Text(100)),
-    lossy: Schema.optional(Schema.Boolean),
-    terminated_early: Schema.optional(Schema.Boolean),
-    ended_at: Schema.optional(Instant),
-    spans: Schema.optionalWith(SpanBatch, { default: () => [] })
+    id: Schema.propertySignature(TraceId).annotations({ description: "The trace's id, a UUID you choose (the SDK makes one); used again, it is a 409" }),
+    started_at: Schema.propertySignature(Instant).annotations({ description: "When the run started (ISO 8601)" }),
+    project_id: Schema.optional(ProjectId).annotations({ description: "Groups traces by project (a UUID of your choosing)" }),
+    name: Schema.optional(Text(500)).annotations({ description: "What ran: the agent's or workflow's name, at most 500 characters" }),
+    input: Schema.optional(JsonValue).annotations({ description: "The run's input: any JSON value" }),
+    output: Schema.optional(JsonValue).annotations({ description: "The run's output: any JSON value" }),
+    status: Schema.optionalWith(TraceStatus, { default: () => "running" as const }).annotations({
+      description: "running (more spans will come), completed or failed; default running"
+    }),
+    total_tokens: Schema.optional(Count).annotations({ description: "Tokens of the run; omitted, the spans' sum" }),
+    total_cost: Schema.optional(Amount).annotations({ description: "Cost in USD of the run; omitted, the spans' sum (estimated costs included)" }),
+    total_duration_ms: Schema.optional(Count).annotations({ description: "Duration in milliseconds; omitted, from the spans' times" }),
+    metadata: Schema.optional(JsonObject).annotations({ description: "Free-form attributes (user id, version, tags)" }),
+    session_id: Schema.optional(Text(100)).annotations({ description: "Groups the traces of one conversation or user session" }),
+    lossy: Schema.optional(Schema.Boolean).annotations({ description: "The recorder dropped some spans (a full queue)" }),
+    terminated_early: Schema.optional(Schema.Boolean).annotations({ description: "The run was stopped before it finished (a guardrail, a timeout)" }),
+    ended_at: Schema.optional(Instant).annotations({ description: "When the run ended (ISO 8601)" }),
+    spans: Schema.optionalWith(SpanBatch, { default: () => [] }).annotations({ description: "The run's spans, at most 1000; more can be added while it runs" })
   }).annotations({ identifier: "CreateTraceRequest", ...strict }),
   {
     id: "7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10",
