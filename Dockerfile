@@ -10,6 +10,7 @@ WORKDIR /app
 ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0 MIMALLOC_PURGE_DELAY=-1
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json tsconfig.json README.md ./
+COPY docs ./docs
 COPY src ./src
 COPY layers ./layers
 USER bun

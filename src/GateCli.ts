@@ -5,8 +5,8 @@
  */
 
 export const GATE_USAGE = `usage:
-  bun run tapedeck gate --evaluation ID --traces ID1,ID2,… [--threshold 0.7] [--baseline RUN1,RUN2,…]
-                        [--no-fail-on-regression] [--url URL] [--key KEY] [--timeout SECONDS]
+  npx bun run tapedeck gate --evaluation ID --traces ID1,ID2,… [--threshold 0.7] [--baseline RUN1,RUN2,…]
+                            [--no-fail-on-regression] [--url URL] [--key KEY] [--timeout SECONDS]
 
   --url defaults to TAPEDECK_URL (else http://localhost:8080), --key to TAPEDECK_API_KEY.
   Exit status: 0 passed, 1 failed, 2 usage or HTTP error.`
@@ -81,16 +81,41 @@ export const parseGateArgs = (
 const fmt = (n: unknown) => (typeof n === "number" ? n.toFixed(4) : "-")
 const pad = (text: string, width: number) => text.padEnd(width)
 
-/** The verdict as printed: one row per trace, then the totals and PASSED or FAILED with the reasons. */
+/** The longest error printed per failed run. */
+const FAILED_RUN_ERROR_CHARS = 500
+
+const oneLine = (text: string) => text.replace(/\s+/g, " ")
+
+/**
+ * The failed runs: from `failed_runs`, or from the runs when the server predates that field. Each says why; a
+ * failed run fails the gate and is not counted in the score or the regression.
+ */
+const failedRunLines = (result: any, runs: ReadonlyArray<any>): Array<string> => {
+  const failed: ReadonlyArray<any> = Array.isArray(result?.failed_runs)
+    ? result.failed_runs
+    : runs.filter((r) => r.status !== "completed").map((r) => ({ trace_id: r.traceId, run_id: r.id, error: r.error }))
+  if (failed.length === 0) return []
+  const judged = typeof result?.judged_traces === "number" ? result.judged_traces : runs.length - failed.length
+  const clipped = (text: string) =>
+    text.length > FAILED_RUN_ERROR_CHARS ? `${text.slice(0, FAILED_RUN_ERROR_CHARS)}…` : text
+  return [
+    "",
+    `FAILED RUNS (${failed.length}): not scored, each fails the gate; score and regression cover the ${judged} judged trace${judged === 1 ? "" : "s"}`,
+    ...failed.map((f) => `  ${f.trace_id} (run ${f.run_id}): ${clipped(oneLine(String(f.error ?? "no reason given")))}`)
+  ]
+}
+
+/** The verdict as printed: one row per trace, the failed runs with why, the totals and PASSED or FAILED with the reasons. */
 export const formatGate = (result: any): string => {
   const runs: ReadonlyArray<any> = Array.isArray(result?.runs) ? result.runs : []
   const lines = [
     `${pad("TRACE", 37)} ${pad("STATUS", 10)} ${pad("SCORE", 7)} ${pad("REUSED", 6)} NOTE`,
     ...runs.map((r) =>
       `${pad(String(r.traceId), 37)} ${pad(String(r.status), 10)} ${pad(fmt(r.score), 7)} ${pad(r.reused ? "yes" : "no", 6)} ${
-        String(r.error ?? "").replace(/\s+/g, " ").slice(0, 120)
+        oneLine(String(r.error ?? "")).slice(0, 120)
       }`
     ),
+    ...failedRunLines(result, runs),
     "",
     [
       `score ${fmt(result.score)}`,

@@ -8,11 +8,11 @@ import { AccountName } from "./domain/ApiKey.ts"
 import { gateMain } from "./GateCli.ts"
 
 const USAGE = `usage:
-  bun run tapedeck keys create --account NAME [--name LABEL]   create a key (printed once, as the last line)
-  bun run tapedeck keys list --account NAME                    list the account's keys (prefixes only)
-  bun run tapedeck keys revoke PREFIX                          revoke the key shown with this prefix
-  bun run tapedeck gate --evaluation ID --traces ID1,ID2 [--threshold 0.7] [--url URL] [--key KEY]
-                                                               CI gate over HTTP (exit 0 pass, 1 fail, 2 error)
+  npx bun run tapedeck keys create --account NAME [--name LABEL]   create a key (printed once, as the last line)
+  npx bun run tapedeck keys list --account NAME                    list the account's keys (prefixes only)
+  npx bun run tapedeck keys revoke PREFIX                          revoke the key shown with this prefix
+  npx bun run tapedeck gate --evaluation ID --traces ID1,ID2 [--threshold 0.7] [--url URL] [--key KEY]
+                                                                   CI gate over HTTP (exit 0 pass, 1 fail, 2 error)
 
 Storage: DATABASE_URL when set, else the embedded database in TAPEDECK_DATA_DIR (default ./.tapedeck),
 which must not be in use by a running server.`

@@ -77,7 +77,7 @@ const main = Effect.gen(function*() {
   if (process.env.MIMALLOC_PURGE_DELAY === undefined) {
     yield* Effect.logInfo(
       "MIMALLOC_PURGE_DELAY is unset: the allocator hands freed memory back to the OS at once, which on some VMs costs " +
-        "a third of the server's CPU under load; `bun run start` and the Docker image set it to -1 (README, Configuration)"
+        "a third of the server's CPU under load; `npx bun run start` and the Docker image set it to -1 (docs/configuration.md)"
     )
   }
   if (workers <= 1) return yield* serve

@@ -60,7 +60,7 @@ export const bootstrapKeys = Effect.gen(function*() {
         `  ${key}`,
         "",
         `Use it as:  curl -H 'x-service-key: ${key}' http://localhost:${config.port}/api/v1/traces`,
-        "More keys:  bun run tapedeck keys create --account default",
+        "More keys:  POST /api/v1/api-keys with this key, or (server stopped) npx bun run tapedeck keys create --account default",
         ""
       ].join("\n")
     )

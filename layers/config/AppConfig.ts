@@ -27,6 +27,23 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       // Large protobuf exports are decoded, mapped and encoded for COPY on a thread of their own (PostgreSQL only).
       ingestPrepareThread: yield* Config.boolean("TAPEDECK_INGEST_PREPARE_THREAD").pipe(Config.withDefault(true)),
       enforcementTimeoutMs: yield* Config.integer("TAPEDECK_ENFORCEMENT_TIMEOUT_MS").pipe(Config.withDefault(250)),
+      // Enforcement checks have their own admission: a pool of their own on PostgreSQL (beside TAPEDECK_DB_POOL_MAX;
+      // 0: none, checks share that pool), and at most this many batch statements of checks in flight per instance
+      // (layers/enforcement/CheckBatcher.ts).
+      enforcementDbConnections: yield* Config.integer("TAPEDECK_ENFORCEMENT_DB_CONNECTIONS").pipe(
+        Config.validate({ message: "must be 0 to 64", validation: (n) => n >= 0 && n <= 64 }),
+        Config.withDefault(4)
+      ),
+      enforcementConcurrency: yield* Config.integer("TAPEDECK_ENFORCEMENT_CONCURRENCY").pipe(
+        Config.validate({ message: "must be 1 to 64", validation: (n) => n >= 1 && n <= 64 }),
+        Config.withDefault(2)
+      ),
+      // A check that waited longer than this for its decision makes ingestion refuse new exports (503) for a second;
+      // 0: never.
+      enforcementShedIngestMs: yield* Config.integer("TAPEDECK_ENFORCEMENT_SHED_INGEST_MS").pipe(
+        Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
+        Config.withDefault(10)
+      ),
       replayInlineMaxModelCalls: yield* Config.integer("TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS").pipe(Config.withDefault(8)),
       replayTimeoutSeconds: yield* Config.integer("TAPEDECK_REPLAY_TIMEOUT_SECONDS").pipe(Config.withDefault(900)),
       replaySdkGraceSeconds: yield* Config.integer("TAPEDECK_REPLAY_SDK_GRACE_SECONDS").pipe(Config.withDefault(30)),

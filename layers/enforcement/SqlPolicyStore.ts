@@ -1,6 +1,6 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Stream } from "effect"
+import { Effect, Layer, Option, Runtime, Stream } from "effect"
 import { CredentialRevoked } from "#src/domain/ApiKey"
 import { PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { Policy, PolicyType } from "#src/domain/Guardrail"
@@ -16,8 +16,13 @@ import {
   type ProposedAction,
   type RunState
 } from "#src/domain/PolicyEvaluation"
+import { AppConfig } from "../config/AppConfig.ts"
+import { makeCheckBatcher } from "./CheckBatcher.ts"
+import { CheckPressure } from "./CheckPressure.ts"
+import { EnforcementSqlLive } from "./EnforcementSql.ts"
 import { type DecisionAudit, type FailClosedRecord, PolicyStore } from "./PolicyStore.ts"
 import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
+import { prepared } from "../storage/PreparedStatements.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 const CHANNEL = "tapedeck_guardrails"
@@ -26,8 +31,14 @@ const CACHE_TTL_MS = 30_000
 /** Runs whose last known state this instance keeps (least recently used out first), and their recent actions in all. */
 const MAX_CACHED_RUNS = 10_000
 const MAX_CACHED_RECENT = 200_000
-/** Optimistic attempts before a run this contended takes the lock instead. */
+/**
+ * Batches a check may be part of before it takes the run's lock instead. Checks of one instance never conflict with
+ * each other (CheckBatcher): only a write by another instance (or a fail-closed record) sends a check round again.
+ */
 const OPTIMISTIC_ATTEMPTS = 4
+/** Checks per batch statement at most, and waiting at most (past it a check fails closed at once). */
+const MAX_BATCH = 256
+const MAX_QUEUED = 50_000
 
 const NO_HOLDS: ReadonlyMap<string, HoldState> = new Map()
 
@@ -75,22 +86,25 @@ interface KnownRun {
 }
 
 /**
- * What a check's statement answers: `written` with the row's new counters and version; or not written, with the
- * row as it is now (no row at all: not written and the run does not exist yet).
+ * What the batch statement answers per run: `written` with the row's new counters and version; or not written, with
+ * the row as it is now (no row for a run of the batch: not written, and the run does not exist). A single row with
+ * `revoked` set instead: some of the batch's API keys were revoked, nothing was written.
  */
-interface WriteResult {
+interface BatchRow {
+  readonly account_id: string | null
+  readonly run_id: string | null
   readonly written: boolean
   readonly spent_usd: number | null
   readonly tokens: number | null
   readonly recent: ReadonlyArray<ActionRecord> | null
   readonly version: string | null
+  readonly revoked: ReadonlyArray<string> | null
 }
 
 // ---------------------------------------------------------------------------------------------- statements
 //
-// One statement per check attempt, with `$n` parameters. $1…$13 are the decision's record; the statement kinds add their own after it. Each
-// statement also answers the run's current row when it did not write, so a retry needs no read of its own. The
-// optimistic ones are functions (migration 0015), so PostgreSQL plans them once per connection, not per check.
+// Checks that no approval policy concerns are written in batches, one statement each (migration 0020's function, so
+// PostgreSQL plans it once per connection); the locked path (holds) is a transaction of a few statements.
 
 const DECISION_COLUMNS =
   "(id, account_id, run_id, trace_id, step_index, tool_name, model, verdict, policy_id, policy_type, hold_id, reason, latency_ms)"
@@ -105,19 +119,11 @@ const RECORD_ARGS = `$1::uuid, $2::text, $3::uuid, $4::uuid, $5::bigint, $6::tex
   $11::uuid, $12::text, $13::float8`
 
 /**
- * Allow on a run at version $14: the counters advance only if the row is still that version, with the record; `recent`
- * gets $17 and keeps its last MAX_RECENT entries (as `evaluate` does). $18 (and the last parameter of the other two) is
- * the API key the caller was verified with from a cache (NULL: verified just now): when something was written,
- * `tapedeck_require_live_key` runs on it, and a key revoked meanwhile undoes the whole statement (SQLSTATE TD401).
+ * A batch: $1 the runs (each with the version its checks were evaluated against and what its allows add), $2 the
+ * decisions, $3 the API keys the checks were verified with from a cache, $4 how many actions a run remembers.
  */
-const ALLOW_EXISTING = `SELECT * FROM tapedeck_check_allow_existing(${RECORD_ARGS},
-  $14::text, $15::numeric, $16::bigint, $17::text::jsonb, $18::text, ${MAX_RECENT})`
-
-/** Allow on a run not seen yet: its row is created with the counters, with the record, unless it exists by now. */
-const ALLOW_NEW = `SELECT * FROM tapedeck_check_allow_new(${RECORD_ARGS}, $14::numeric, $15::bigint, $16::text::jsonb, $17::text)`
-
-/** Block: only the record, and only if the run is still the version evaluated ($14, NULL for no row yet). */
-const BLOCK = `SELECT * FROM tapedeck_check_block(${RECORD_ARGS}, $14::text, $15::text)`
+const BATCH = `${prepared("check_batch")} SELECT * FROM tapedeck_check_batch($1::text::jsonb, $2::text::jsonb,
+  ARRAY(SELECT jsonb_array_elements_text($3::text::jsonb)), $4::int)`
 
 /** A statement runner: `$n` parameters in, rows out, every failure PolicyStateUnavailable (or CredentialRevoked). */
 type Run = <A>(
@@ -134,13 +140,19 @@ type DecisionArgs = [
   liveKey: string | null
 ]
 
-/** Policy state in PostgreSQL: policies cached per account, run counters written optimistically per run. */
+/**
+ * Policy state in PostgreSQL: policies cached per account; checks queued per instance and written in batches, each
+ * run's counters conditional on the run's version (CheckBatcher, migration 0020), over enforcement's own connections
+ * (EnforcementSqlLive).
+ */
 export const SqlPolicyStoreLive = Layer.scoped(
   PolicyStore,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
-    const run: Run = (text, params) => orUnavailableOrRevoked(sql.unsafe<any>(text, params))
+    const config = yield* AppConfig
+    const pressure = yield* CheckPressure
+    const batchRun: Run = (text, params) => orUnavailableOrRevoked(sql.unsafe<any>(text, params))
 
     // ------------------------------------------------------------------------------------------ policies
 
@@ -242,49 +254,6 @@ export const SqlPolicyStoreLive = Layer.scoped(
       latencyMs
     ]
 
-    const lastRecord = (next: RunState) => JSON.stringify(next.recent.slice(-1))
-
-    /**
-     * Optimistic path, for checks that no approval policy concerns: evaluate against the run as last seen, then one
-     * statement writes the decision (and on allow the counters) only if the row is still that version. When it is
-     * not, the statement answers the row as it is, and the next attempt evaluates against that.
-     */
-    const decideOptimistically = (...[accountId, action, list, audit, liveKey]: DecisionArgs) =>
-      Effect.gen(function*() {
-        const key = runKey(accountId, action.runId)
-        let known = runs.get(key)
-        for (let attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
-          if (audit.abandoned) return yield* new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
-          const evaluation = evaluate(list, action, known?.run ?? EMPTY_RUN, NO_HOLDS, Date.now())
-          const params = decisionParams(accountId, action, audit, evaluation)
-          const next = evaluation.verdict === "allow" ? evaluation.next : undefined
-          let text: string
-          if (next === undefined) {
-            text = BLOCK
-            params.push(known?.version ?? null)
-          } else if (known === undefined) {
-            text = ALLOW_NEW
-            params.push(String(action.proposedUsd ?? 0), action.proposedTokens ?? 0, JSON.stringify(next.recent))
-          } else {
-            text = ALLOW_EXISTING
-            params.push(known.version, String(action.proposedUsd ?? 0), action.proposedTokens ?? 0, lastRecord(next))
-          }
-          params.push(liveKey)
-          const row = (yield* run<WriteResult>(text, params))[0]
-          if (row?.written) {
-            if (next !== undefined) {
-              remember(key, { run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: next.recent }, version: row.version! })
-            }
-            return evaluation
-          }
-          known = row === undefined
-            ? undefined
-            : { run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] }, version: row.version! }
-          remember(key, known)
-        }
-        return undefined
-      })
-
     const holdsFor = (accountId: AccountId, action: ProposedAction) =>
       sql<{ id: string; policy_id: string; status: HoldState["status"]; reason: string | null; expires_at: Date | null; consumed: boolean }>`
         SELECT DISTINCT ON (policy_id) id, policy_id, status, reason, expires_at, consumed
@@ -352,14 +321,180 @@ export const SqlPolicyStoreLive = Layer.scoped(
         return evaluation
       }).pipe(sql.withTransaction)
 
-    const decideAtomically = (...[accountId, action, list, audit, liveKey]: DecisionArgs) =>
-      list.some((p) => needsApproval(p, action))
-        ? orUnavailableOrRevoked(decideLocked(accountId, action, list, audit, liveKey))
-        : Effect.flatMap(
-          decideOptimistically(accountId, action, list, audit, liveKey),
-          (evaluation) =>
-            evaluation ? Effect.succeed(evaluation) : orUnavailableOrRevoked(decideLocked(accountId, action, list, audit, liveKey))
+    // ---------------------------------------------------------------------------------------- batched checks
+
+    /** A check waiting for its batch. `resume` answers the caller (once: `settled`). */
+    interface Pending {
+      readonly runKey: string
+      readonly args: DecisionArgs
+      readonly queuedAt: number
+      attempts: number
+      settled: boolean
+      readonly resume: (answer: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => void
+    }
+    const answer = (item: Pending, result: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => {
+      if (item.settled) return
+      item.settled = true
+      pressure.observe(performance.now() - item.queuedAt)
+      item.resume(result)
+    }
+    const notStored = () => new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
+
+    /** One run's part of a batch: its checks evaluated in order, each against the counters the ones before left. */
+    interface RunPart {
+      readonly accountId: AccountId
+      readonly runId: string
+      readonly version: string | null
+      state: RunState
+      readonly usd: Array<string>
+      tokens: number
+      readonly append: Array<ActionRecord>
+      readonly decided: Array<{ readonly item: Pending; readonly evaluation: Evaluation }>
+    }
+
+    /**
+     * Evaluates a batch against the runs as last seen and writes it in one statement. Runs another instance wrote
+     * meanwhile are not written: their checks go round again against the state the statement answered (or take the
+     * run's lock after OPTIMISTIC_ATTEMPTS); a check answered meanwhile (fail-closed) is dropped before that.
+     */
+    const writeBatch = (batch: ReadonlyArray<Pending>): Effect.Effect<ReadonlyArray<Pending>> =>
+      Effect.suspend(() => {
+        const now = Date.now()
+        const parts = new Map<string, RunPart>()
+        const decisions: Array<Record<string, unknown>> = []
+        const keys = new Set<string>()
+        for (const item of batch) {
+          const [accountId, action, list, audit, liveKey] = item.args
+          let part = parts.get(item.runKey)
+          if (part === undefined) {
+            const known = runs.get(item.runKey)
+            part = {
+              accountId,
+              runId: action.runId,
+              version: known?.version ?? null,
+              state: known?.run ?? EMPTY_RUN,
+              usd: [],
+              tokens: 0,
+              append: [],
+              decided: []
+            }
+            parts.set(item.runKey, part)
+          }
+          const evaluation = evaluate(list, action, part.state, NO_HOLDS, now)
+          if (evaluation.verdict === "allow" && evaluation.next !== undefined) {
+            part.state = evaluation.next
+            part.usd.push(String(action.proposedUsd ?? 0))
+            part.tokens += action.proposedTokens ?? 0
+            part.append.push(evaluation.next.recent[evaluation.next.recent.length - 1]!)
+          }
+          part.decided.push({ item, evaluation })
+          if (liveKey !== null) keys.add(liveKey)
+          decisions.push({
+            id: audit.decisionId,
+            account_id: accountId,
+            run_id: action.runId,
+            trace_id: audit.traceId ?? null,
+            step_index: action.stepIndex ?? null,
+            tool_name: action.toolName ?? null,
+            model: action.model ?? null,
+            verdict: evaluation.verdict,
+            policy_id: evaluation.policy?.id ?? null,
+            policy_type: evaluation.policy?.type ?? null,
+            hold_id: evaluation.holdId ?? null,
+            reason: evaluation.reason,
+            latency_ms: performance.now() - audit.startedAt
+          })
+        }
+        const runsParam = [...parts.values()].map((p) => ({
+          account_id: p.accountId,
+          run_id: p.runId,
+          version: p.version,
+          usd: p.usd,
+          tokens: p.tokens,
+          append: p.append
+        }))
+        const params = [JSON.stringify(runsParam), JSON.stringify(decisions), JSON.stringify([...keys]), MAX_RECENT]
+        return Effect.matchEffect(batchRun<BatchRow>(BATCH, params), {
+          onFailure: (e) =>
+            Effect.sync(() => {
+              for (const item of batch) answer(item, Effect.fail(e))
+              return []
+            }),
+          onSuccess: (rows) =>
+            Effect.sync(() => {
+              const again: Array<Pending> = []
+              const revoked = rows[0]?.revoked
+              if (revoked) {
+                // Nothing was written: the checks of revoked keys are refused, the others decided again without them.
+                const dead = new Set(revoked)
+                for (const item of batch) {
+                  if (item.args[4] !== null && dead.has(item.args[4])) answer(item, Effect.fail(new CredentialRevoked()))
+                  else again.push(item)
+                }
+                return again
+              }
+              const byRun = new Map(rows.map((r) => [runKey(r.account_id as AccountId, r.run_id!), r]))
+              for (const [key, part] of parts) {
+                const row = byRun.get(key)
+                if (row?.written) {
+                  remember(key, { run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent }, version: row.version! })
+                  for (const { evaluation, item } of part.decided) answer(item, Effect.succeed(evaluation))
+                  continue
+                }
+                remember(key, row === undefined ? undefined : {
+                  run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] },
+                  version: row.version!
+                })
+                for (const { item } of part.decided) {
+                  item.attempts++
+                  if (item.args[3].abandoned) answer(item, Effect.fail(notStored()))
+                  else if (item.attempts >= OPTIMISTIC_ATTEMPTS) answer(item, orUnavailableOrRevoked(decideLocked(...item.args)))
+                  else again.push(item)
+                }
+              }
+              return again
+            })
+        })
+      }).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.as(
+            Effect.sync(() => {
+              for (const item of batch) answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
+            }).pipe(Effect.zipRight(Effect.logError("an enforcement batch failed unexpectedly", cause))),
+            []
+          )
         )
+      )
+
+    const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
+    const batcher = makeCheckBatcher<Pending>({
+      lanes: config.enforcementConcurrency,
+      maxBatch: MAX_BATCH,
+      maxQueued: MAX_QUEUED,
+      drop: (item) => {
+        if (!item.args[3].abandoned) return false
+        answer(item, Effect.fail(notStored()))
+        return true
+      },
+      process: (batch) => runPromise(writeBatch(batch))
+    })
+
+    const decideAtomically = (...args: DecisionArgs) =>
+      args[2].some((p) => needsApproval(p, args[1]))
+        ? orUnavailableOrRevoked(decideLocked(...args))
+        : Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => {
+          const item: Pending = {
+            runKey: runKey(args[0], args[1].runId),
+            args,
+            queuedAt: performance.now(),
+            attempts: 0,
+            settled: false,
+            resume
+          }
+          if (!batcher.submit(item)) {
+            answer(item, Effect.fail(new PolicyStateUnavailable({ reason: `${MAX_QUEUED} checks are already waiting` })))
+          }
+        })
 
     /** `recent` without the last action that matches this one (the one an allow being taken back added). */
     const withoutAction = (recent: ReadonlyArray<ActionRecord>, action: ProposedAction) => {
@@ -439,4 +574,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
 
     return PolicyStore.of({ policies, decideAtomically, recordFailClosed, invalidate })
   })
+).pipe(
+  // Its pool connects as the shared one does, just after it: a failure there is a failure to start.
+  Layer.provide(Layer.orDie(Layer.merge(EnforcementSqlLive, CheckPressure.Default)))
 )

@@ -173,7 +173,8 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
      * `BaselineRunUnscored`). Each trace reuses the latest completed run of the same evaluation, judge model and
      * rubric version made after the trace last changed, or is judged now (TAPEDECK_EVAL_GATE_CONCURRENCY traces at
      * once on this instance, across all gate requests) and its run stored. Fails closed: a trace that could not be
-     * judged fails the gate.
+     * judged fails the gate and is listed in `failed_runs` with why; it counts neither in the score nor in the
+     * regression.
      */
     const gate = Effect.fn("Evaluations.gate")(
       function*(accountId: AccountId, evaluationId: EvaluationId, request: EvaluationGateRequest) {
@@ -234,7 +235,13 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
           ...(verdict.baselineScore === undefined ? {} : { baseline_score: verdict.baselineScore }),
           regression_tolerance: REGRESSION_TOLERANCE,
           judge_model: model,
-          reasons: verdict.reasons
+          reasons: verdict.reasons,
+          judged_traces: verdict.judged,
+          failed_runs: runs.flatMap((r) =>
+            r.status === "completed"
+              ? []
+              : [{ trace_id: r.traceId, run_id: r.id, error: r.error ?? `the run is ${r.status}` }]
+          )
         } satisfies EvaluationGateResult
       }
     )

@@ -4,12 +4,17 @@ import { weightedScore } from "#src/domain/EvaluationScoring"
 import type { TraceDetailWire } from "#src/domain/Trace"
 import { type ChatMessage, LlmClient } from "../llm/LlmClient.ts"
 import { ModelPrices } from "../llm/Prices.ts"
-import { clip, judgeMessages, parseJudgeAnswer, renderTrace, RETRY_NOTE } from "./JudgePrompt.ts"
+import { readJudgeAnswer } from "./JudgeAnswerReader.ts"
+import { isStructureRefusal, nextMode, OutputModeMemory, responseFormatFor } from "./JudgeOutputMode.ts"
+import { clip, judgeMessages, renderTrace, retryNote } from "./JudgePrompt.ts"
 
 /** How many criteria of one run are asked at once. */
 export const CRITERION_CONCURRENCY = 4
-/** The most a judge may write per answer; `{score, reason}` needs far less. */
-const MAX_ANSWER_TOKENS = 400
+/**
+ * The most a judge may write per answer. `{score, reason}` needs far less, but reasoning models (a `<think>`
+ * block before the answer) need room to reach the answer at all.
+ */
+const MAX_ANSWER_TOKENS = 1024
 
 export interface JudgeCriterion {
   readonly name: string
@@ -47,17 +52,43 @@ const roundUsd = (n: number | null) => (n === null ? null : Math.round(n * 1e12)
 
 /**
  * The LLM judge: asks the model provider (the OpenAI-compatible LlmClient shared with replay) about each
- * criterion of a trace with the fixed rubric prompt (JudgePrompt.ts), parses `{score, reason}` strictly and asks
- * once more after a malformed answer. Never invents a score: with no provider, a provider failure or a second
- * malformed answer, the outcome is NotJudged with the reason.
+ * criterion of a trace with the fixed rubric prompt (JudgePrompt.ts), asking for structure where the provider
+ * gives it (JudgeOutputMode.ts: a strict JSON schema, else a JSON object, else plain text, remembered per base
+ * URL and model), reads the answer tolerantly (JudgeAnswerReader.ts, tool calls included) and asks once more
+ * after a malformed answer. Never invents a score: with no provider, a provider failure or a second malformed
+ * answer, the outcome is NotJudged with the reason.
  */
 export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
   effect: Effect.gen(function*() {
     const llm = yield* LlmClient
     const prices = yield* ModelPrices
 
+    const outputModes = new OutputModeMemory()
+
+    /** One answer, in the best output mode the provider accepts; a refused mode is stepped down from and remembered. */
     const ask = (model: string, messages: ReadonlyArray<ChatMessage>) =>
-      llm.chat({ model, messages, temperature: 0, max_tokens: MAX_ANSWER_TOKENS, response_format: { type: "json_object" } })
+      Effect.gen(function*() {
+        let mode = outputModes.modeFor(llm.baseUrl, model)
+        for (;;) {
+          const format = responseFormatFor(mode)
+          const answered = yield* Effect.either(llm.chat({
+            model,
+            messages,
+            temperature: 0,
+            max_tokens: MAX_ANSWER_TOKENS,
+            ...(format === undefined ? {} : { response_format: format })
+          }))
+          if (Either.isRight(answered)) {
+            yield* Effect.annotateCurrentSpan("judge.output_mode", mode)
+            return answered.right
+          }
+          const next = nextMode(mode)
+          if (next === undefined || !isStructureRefusal(answered.left)) return yield* answered.left
+          yield* Effect.logInfo(`the judge's provider refused response_format ${mode}; using ${next} for ${model}`)
+          outputModes.remember(llm.baseUrl, model, next)
+          mode = next
+        }
+      })
 
     const judgeCriterion = (model: string, criterion: JudgeCriterion, rendered: string) =>
       Effect.gen(function*() {
@@ -80,7 +111,10 @@ export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
                 prices.costOf(model, response.usage.inputTokens, response.usage.outputTokens) ?? null
             )
           }
-          const parsed = parseJudgeAnswer(response.message.content)
+          const parsed = readJudgeAnswer(
+            { content: response.message.content, toolCalls: response.message.tool_calls },
+            { criterion: criterion.name }
+          )
           if (Either.isRight(parsed)) {
             const { score, reason } = parsed.right
             return {
@@ -91,8 +125,15 @@ export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
           malformed = parsed.left
           conversation = [
             ...messages,
-            { role: "assistant", content: clip(response.message.content ?? "", 2000) },
-            { role: "user", content: RETRY_NOTE }
+            // As text: an assistant message with tool_calls would need tool results after it.
+            {
+              role: "assistant",
+              content: clip(
+                response.message.content || JSON.stringify(response.message.tool_calls ?? response.message.content ?? ""),
+                2000
+              )
+            },
+            { role: "user", content: retryNote(malformed) }
           ]
         }
         return {

@@ -1,4 +1,3 @@
-import { Either, ParseResult, Schema } from "effect"
 import type { SpanWire } from "#src/domain/Span"
 import type { TraceDetailWire } from "#src/domain/Trace"
 import type { ChatMessage } from "../llm/LlmClient.ts"
@@ -6,9 +5,10 @@ import type { ChatMessage } from "../llm/LlmClient.ts"
 /**
  * The version of the rubric prompt below. Stored on every run; a completed run is reused by the gate only when
  * it was judged with the same version (and evaluation, trace and judge model). Bump it whenever the prompt's
- * wording or rendering changes.
+ * wording or rendering changes. v2: the retry says what was wrong with the answer, and the verdict is asked for
+ * with a strict JSON schema where the provider accepts one.
  */
-export const RUBRIC_PROMPT_VERSION = "tapedeck-judge-v1"
+export const RUBRIC_PROMPT_VERSION = "tapedeck-judge-v2"
 
 /** Rough size of a token for the budgets below (English text and JSON average about four characters). */
 const CHARS_PER_TOKEN = 4
@@ -20,8 +20,6 @@ export const SPANS_BUDGET_TOKENS = 6000
 const SPAN_INPUT_CHARS = 300
 const SPAN_OUTPUT_CHARS = 500
 const SPAN_ERROR_CHARS = 300
-/** The longest reason kept from a judge's answer. */
-export const MAX_REASON_CHARS = 2000
 
 /** `text` cut to `max` characters, with a marker saying how much was left out. */
 export const clip = (text: string, max: number) =>
@@ -138,38 +136,9 @@ export const judgeMessages = (
   return [{ role: "system", content: SYSTEM }, { role: "user", content: user }]
 }
 
-/** What is asked again after a malformed answer. */
-export const RETRY_NOTE =
-  "Your previous answer was not a JSON object of exactly {\"score\": number from 0 to 1, \"reason\": string}. Answer again with only that object."
-
-const JudgeAnswer = Schema.Struct({
-  score: Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)),
-  reason: Schema.String
-}).annotations({ parseOptions: { onExcessProperty: "error" } })
-const decodeAnswer = Schema.decodeUnknownEither(Schema.parseJson(JudgeAnswer), { onExcessProperty: "error" })
-
-export interface JudgeAnswer {
-  readonly score: number
-  readonly reason: string
-}
-
 /**
- * The judge's answer parsed strictly: a JSON object of exactly `score` (a number in [0, 1]) and `reason` (a
- * string, kept up to MAX_REASON_CHARS); surrounding whitespace only. Left: why it is malformed.
+ * What is asked again after a malformed answer, saying what was wrong with it (the reader's verdict), so a judge
+ * that answered on another scale or about another criterion can correct exactly that.
  */
-export const parseJudgeAnswer = (content: string | null): Either.Either<JudgeAnswer, string> => {
-  if (content === null || content.trim() === "") return Either.left("the judge answered nothing")
-  return decodeAnswer(content.trim()).pipe(
-    Either.map((a) => ({ score: a.score, reason: clip(a.reason.trim(), MAX_REASON_CHARS) })),
-    Either.mapLeft((e) =>
-      `the judge's answer is not {score, reason}: ${
-        clip(
-          ParseResult.ArrayFormatter.formatErrorSync(e)
-            .map((i) => `${i.path.length === 0 ? "(root)" : i.path.join(".")}: ${i.message}`)
-            .join("; "),
-          300
-        )
-      }`
-    )
-  )
-}
+export const retryNote = (why: string) =>
+  `Your previous answer could not be read as a score: ${why}. Answer again with only the JSON object {"score": <number from 0 to 1>, "reason": "<one or two sentences>"}.`

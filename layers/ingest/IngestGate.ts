@@ -1,5 +1,6 @@
 import { Duration, Effect, Schedule, Schema } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
+import { CheckPressure } from "../enforcement/CheckPressure.ts"
 
 /** Every ingestion permit is taken: the caller should retry later (503 with Retry-After). */
 export class IngestSaturated extends Schema.TaggedError<IngestSaturated>()("IngestSaturated", {
@@ -17,6 +18,8 @@ const REFUSALS_LOG_INTERVAL = Duration.seconds(10)
 export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGate", {
   scoped: Effect.gen(function*() {
     const { ingestMaxInflight } = yield* AppConfig
+    // Enforcement checks come first: while they wait for their decisions, new exports are refused like overload.
+    const checks = yield* CheckPressure
     let inflight = 0
     let refusedFast = 0
 
@@ -24,14 +27,14 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
     const guard = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | IngestSaturated, R> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.suspend((): Effect.Effect<A, E | IngestSaturated, R> => {
-          if (inflight >= ingestMaxInflight) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight }))
+          if (inflight >= ingestMaxInflight || checks.active()) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight }))
           inflight++
           return Effect.ensuring(restore(effect), release)
         })
       )
 
     /** Whether a new export would be refused now. */
-    const saturated = () => inflight >= ingestMaxInflight
+    const saturated = () => inflight >= ingestMaxInflight || checks.active()
 
     /** Counts a refusal answered without going through `guard`; they are logged in bulk. */
     const refuseFast = () => void refusedFast++
@@ -45,5 +48,5 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
 
     return { guard, saturated, refuseFast, maxInflight: ingestMaxInflight } as const
   }),
-  dependencies: [AppConfig.Default]
+  dependencies: [AppConfig.Default, CheckPressure.Default]
 }) {}

@@ -44,5 +44,7 @@ export class LlmClient extends Context.Tag("tapedeck/LlmClient")<LlmClient, {
   readonly configured: boolean
   /** The model to use when the caller has no better choice (`TAPEDECK_LLM_MODEL`). */
   readonly defaultModel: string | undefined
+  /** The provider's base URL, for callers that remember per provider what it accepts; absent when not configured. */
+  readonly baseUrl?: string
   readonly chat: (request: ChatRequest) => Effect.Effect<ChatResponse, LlmUnavailable>
 }>() {}

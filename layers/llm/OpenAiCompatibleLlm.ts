@@ -256,7 +256,7 @@ const makeProvider = (settings: ProviderSettings) =>
       }
     })
 
-    return LlmClient.of({ configured: true, defaultModel: settings.defaultModel, chat })
+    return LlmClient.of({ configured: true, defaultModel: settings.defaultModel, baseUrl: settings.baseUrl, chat })
   })
 
 /**

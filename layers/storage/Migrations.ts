@@ -17,6 +17,7 @@ import m0015 from "./migrations/0015_enforcement_check_functions.ts"
 import m0016 from "./migrations/0016_stream_listeners.ts"
 import m0017 from "./migrations/0017_lz4_compression.ts"
 import m0018 from "./migrations/0018_span_payloads_json.ts"
+import m0020 from "./migrations/0020_enforcement_check_batch.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 export const MigrationsLive = PgMigrator.layer({
@@ -38,6 +39,7 @@ export const MigrationsLive = PgMigrator.layer({
     "0015_enforcement_check_functions": m0015,
     "0016_stream_listeners": m0016,
     "0017_lz4_compression": m0017,
-    "0018_span_payloads_json": m0018
+    "0018_span_payloads_json": m0018,
+    "0020_enforcement_check_batch": m0020
   })
 })

@@ -188,6 +188,14 @@ export type GateRun = typeof GateRun.Encoded
 
 const Fraction = Schema.Number.pipe(Schema.between(0, 1))
 
+/** A trace of the gate whose run failed: it has no score, and it fails the gate. */
+export const GateFailedRun = Schema.Struct({
+  trace_id: TraceId,
+  run_id: EvaluationRunId,
+  error: Schema.String
+}).annotations({ identifier: "GateFailedRun" })
+export type GateFailedRun = typeof GateFailedRun.Encoded
+
 /** Answer of POST …/gate. */
 export const EvaluationGateResult = Schema.Struct({
   passed: Schema.Boolean,
@@ -198,8 +206,16 @@ export const EvaluationGateResult = Schema.Struct({
   baseline_score: Schema.optional(Fraction),
   regression_tolerance: Schema.Number,
   judge_model: Schema.String,
-  reasons: Schema.Array(Schema.String)
-}).annotations({ identifier: "EvaluationGateResult" })
+  reasons: Schema.Array(Schema.String),
+  /** How many traces were judged: `score` is their mean. */
+  judged_traces: Schema.Int,
+  /** Per trace that could not be judged, its run and why; any entry makes `passed` false. */
+  failed_runs: Schema.Array(GateFailedRun)
+}).annotations({
+  identifier: "EvaluationGateResult",
+  description: "score is the mean over the judged traces; a failed run is not counted as 0 but fails the gate " +
+    "(listed in failed_runs), and regression compares the judged traces with the baseline only."
+})
 export type EvaluationGateResult = typeof EvaluationGateResult.Encoded
 
 /** Missing, deleted, or neither owned nor public. */

@@ -48,8 +48,10 @@ export interface GateInput {
 
 export interface GateVerdict {
   readonly passed: boolean
-  /** The mean score of the judged traces (0 when none was). */
+  /** The mean score of the judged traces (0 when none was); a trace that could not be judged is not counted as 0. */
   readonly score: number
+  /** How many traces were judged (have a score); the others fail the gate. */
+  readonly judged: number
   readonly regression: boolean
   readonly baselineScore: number | undefined
   /** Why the gate failed; empty when it passed. */
@@ -60,7 +62,8 @@ const fmt = (n: number) => String(Math.round(n * 10_000) / 10_000)
 
 /**
  * The gate: passed = every trace judged, and score ≥ threshold, and not (failOnRegression and regression);
- * regression = score < mean(baseline) − tolerance. It fails closed: an unjudged trace fails it.
+ * regression = score < mean(baseline) − tolerance. It fails closed: an unjudged trace fails it, and leaves the
+ * score and the regression to the judged traces (it is never counted as a score of 0).
  */
 export const gateVerdict = (input: GateInput): GateVerdict => {
   const tolerance = input.tolerance ?? REGRESSION_TOLERANCE
@@ -83,5 +86,5 @@ export const gateVerdict = (input: GateInput): GateVerdict => {
     )
   }
   if (input.scores.length === 0) reasons.push("no traces")
-  return { passed: reasons.length === 0, score, regression, baselineScore, reasons }
+  return { passed: reasons.length === 0, score, judged: judged.length, regression, baselineScore, reasons }
 }

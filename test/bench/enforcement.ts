@@ -1,24 +1,30 @@
 /**
  * Runtime-enforcement benchmark against a real PostgreSQL (not a test file: run it with `bun test/bench/enforcement.ts`).
+ * Every latency is client-observed: from a check's scheduled send time to its parsed answer in this process (open loop,
+ * so no coordinated omission), loopback and HTTP included. Default duration about a minute and a half.
  *
  * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/main.ts`) on it as a
  *    separate process, then creates 20 account-wide guardrail policies of all nine types that (nearly) always allow.
- * 2. Checks (POST /api/v1/enforcement/check) round-robin over BENCH_RUNS runs, each with a tool, model, proposed
- *    cost and tokens, a fresh args hash and its run's next step; one check in 50 names a denied tool (a block).
- * 3. Open loop: after a warm-up, checks sent on a fixed schedule at each of BENCH_RATES checks/s for
- *    BENCH_PHASE_SECONDS each. Latency is taken per check twice: client-observed (from the scheduled send time to
- *    the parsed answer, so loopback, HTTP and any lag of this client count; no coordinated omission) and
- *    server-side (the `latency_ms` the server records with each decision: from the check's start through evaluation
- *    to its statement's run in PostgreSQL; neither a wait for a free connection nor the commit is in it).
- * 4. Closed loop: BENCH_CONCURRENCY checks in flight for BENCH_SECONDS: the sustained checks/s.
- * 5. Ceiling: a bare `Bun.serve` in its own process (`bun -e`), reading the same request and answering a constant
- *    allow JSON, driven the same way (closed loop, and open loop at the target rate) in the same run.
+ *    Starts the ceiling beside it: a bare `Bun.serve` in its own process that performs one INSERT per request (the
+ *    request body, into a table of the same database) over a pool of as many connections as the service's checks
+ *    have (TAPEDECK_ENFORCEMENT_DB_CONNECTIONS, default 4), and answers a constant allow.
+ * 2. Checks (POST /api/v1/enforcement/check) each carry a tool, model, proposed cost and tokens, a fresh args hash and
+ *    their run's next step; one check in 50 names a denied tool (a block). Every scenario uses runs of its own.
+ * 3. Contention: open loop at BENCH_RATE checks/s for BENCH_PHASE_SECONDS over each of BENCH_CONTENTION_RUNS runs
+ *    (64: parallel tool calls and sub-agents sharing runs; 8: heavier sharing; 1,000: little), then rounds of 8
+ *    checks sent at once on one run (BENCH_ROUNDS rounds). The bare server gets the same open loop.
+ * 4. Sustained: closed loop, BENCH_CONCURRENCY checks in flight for BENCH_SECONDS, against the bare server's.
+ * 5. Overload: the export rate the service sustains alone (OTLP/JSON exports, closed loop at
+ *    TAPEDECK_INGEST_MAX_INFLIGHT for 3 s), then twice that rate offered open loop for BENCH_OVERLOAD_SECONDS beside
+ *    BENCH_RATE checks/s; then the same export overload on the service beside BENCH_RATE requests/s to the bare
+ *    server (same machine, same PostgreSQL, same run). Exports may be shed (503 + Retry-After): counted, not retried.
  * 6. Verifies every check answered 200 with the expected verdict and every decision was recorded; prints a markdown
  *    table; drops the database and stops both servers (also on error or Ctrl-C).
  *
- * Knobs: BENCH_DATABASE_URL, BENCH_RATES (comma-separated checks/s), BENCH_PHASE_SECONDS, BENCH_SECONDS,
- * BENCH_WARMUP_SECONDS, BENCH_CONCURRENCY, BENCH_RUNS, BENCH_CPU_PROF (a directory: the server runs under
- * `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit).
+ * Knobs: BENCH_DATABASE_URL, BENCH_RATE, BENCH_CONTENTION_RUNS (comma-separated), BENCH_PHASE_SECONDS, BENCH_ROUNDS,
+ * BENCH_SECONDS, BENCH_CONCURRENCY, BENCH_OVERLOAD_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CPU_PROF (a directory: the
+ * server runs under `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit); TAPEDECK_* settings given
+ * to this script are passed to the server (e.g. TAPEDECK_ENFORCEMENT_DB_CONNECTIONS).
  */
 import { availableParallelism } from "node:os"
 import {
@@ -45,28 +51,36 @@ import {
 
 // ---------------------------------------------------------------------------------------------- settings
 
-const RATES = (process.env.BENCH_RATES || "250,500,1000,2000").split(",").map((s) => {
+const RATE = numberEnv("BENCH_RATE", 1000)
+const CONTENTION_RUNS = (process.env.BENCH_CONTENTION_RUNS || "64,8,1000").split(",").map((s) => {
   const n = Number(s.trim())
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`BENCH_RATES must be positive numbers, got '${process.env.BENCH_RATES}'`)
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`BENCH_CONTENTION_RUNS must be positive integers, got '${process.env.BENCH_CONTENTION_RUNS}'`)
   return n
 })
 const PHASE_SECONDS = numberEnv("BENCH_PHASE_SECONDS", 5)
+const ROUNDS = Math.floor(numberEnv("BENCH_ROUNDS", 100))
 const SECONDS = numberEnv("BENCH_SECONDS", 5)
-const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 3)
 const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 32))
-const RUNS = Math.floor(numberEnv("BENCH_RUNS", 1000))
+const OVERLOAD_SECONDS = numberEnv("BENCH_OVERLOAD_SECONDS", 8)
+const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 3)
+/** The service's settings this script was given (passed on), and the two it reads itself. */
+const SERVER_ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("TAPEDECK_"))) as Record<string, string>
+const CHECK_CONNECTIONS = Number(SERVER_ENV.TAPEDECK_ENFORCEMENT_DB_CONNECTIONS ?? 4) || 4
+const INGEST_MAX_INFLIGHT = Number(SERVER_ENV.TAPEDECK_INGEST_MAX_INFLIGHT ?? 8) || 8
 
-const TARGET_RATE = 1000
-const TARGET_P99_MS = 5
-const TARGET_BARE_RATIO = 0.4
-/** Open loop: a scheduled check finding this many still unanswered is not sent (counted), so an overloaded phase ends on time. */
+const TARGET_P99_MS = 10
+const TARGET_BARE_RATIO = 0.5
+const TARGET_OVERLOAD_P99_RATIO = 2
+/** Open loop: a scheduled request finding this many still unanswered is not sent (counted as dropped). */
 const MAX_INFLIGHT = 256
-/** Seconds of open loop at TARGET_RATE against the bare server (its latency ceiling). */
-const BARE_OPEN_SECONDS = Math.min(3, PHASE_SECONDS)
+/** Spans per export (5 traces of 10 spans). */
+const TRACES_PER_EXPORT = 5
+const SPANS_PER_TRACE = 10
 
 const KNOBS = [
-  "BENCH_DATABASE_URL", "BENCH_RATES", "BENCH_PHASE_SECONDS", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS",
-  "BENCH_CONCURRENCY", "BENCH_RUNS", "BENCH_CPU_PROF"
+  "BENCH_DATABASE_URL", "BENCH_RATE", "BENCH_CONTENTION_RUNS", "BENCH_PHASE_SECONDS", "BENCH_ROUNDS", "BENCH_SECONDS",
+  "BENCH_CONCURRENCY", "BENCH_OVERLOAD_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CPU_PROF",
+  ...Object.keys(SERVER_ENV)
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/enforcement.ts")
 
@@ -110,19 +124,23 @@ const POLICIES: ReadonlyArray<Record<string, unknown>> = [
 const DENIED_EVERY = 50
 
 /**
- * The checks of one phase: round-robin over RUNS runs, each run's steps counting up. `step_index` carries the
- * phase (phase × 10^6 + step), so the decisions the server records can be told apart by phase.
+ * The checks of one phase: round-robin over `runs` runs (named after `prefix`, so each scenario's runs start empty),
+ * each run's steps counting up. `step_index` carries the phase (phase × 10^6 + step), so the decisions the server
+ * records can be told apart by phase.
  */
 class CheckSource {
   private k = 0
-  private readonly steps = new Uint32Array(RUNS)
+  private readonly steps: Uint32Array
+  constructor(private readonly runs: number, private readonly prefix: string) {
+    this.steps = new Uint32Array(runs)
+  }
   next(phase: number) {
     const k = this.k++
-    const run = k % RUNS
+    const run = k % this.runs
     const step = this.steps[run]!++
     const denied = k % DENIED_EVERY === DENIED_EVERY - 1
     const body = JSON.stringify({
-      run_id: `bench-run-${String(run).padStart(5, "0")}`,
+      run_id: `${this.prefix}-${String(run).padStart(5, "0")}`,
       tool_name: denied ? DENIED_TOOL : TOOLS[k % TOOLS.length],
       tool_args_hash: `args-${step}-${k % 9973}`,
       model: MODELS[k % MODELS.length],
@@ -192,27 +210,30 @@ const send = async (target: Target, check: { body: string; expected: "allow" | "
 interface PhaseResult {
   readonly sent: number
   readonly seconds: number
-  /** Open loop: scheduled checks not sent because MAX_INFLIGHT were unanswered. */
-  readonly skipped: number
+  /** Open loop: scheduled requests not sent because MAX_INFLIGHT were unanswered. */
+  readonly dropped: number
   /** Client-observed latencies, ms. */
   readonly latencies: Array<number>
   readonly tally: Tally
   readonly cpu: CoresBusy
-  /** Open loop: how late this client sent, ms (p99 and max). */
+  /** Open loop: how late this client sent, ms (p99). */
   readonly lagP99?: number
-  readonly lagMax?: number
 }
 
-/** `rate` checks/s on a fixed schedule for `seconds`; latency from each check's scheduled time to its parsed answer. */
-const openLoop = async (target: Target, pid: number, source: CheckSource, phase: number, rate: number, seconds: number): Promise<PhaseResult> => {
+/** `rate` requests/s on a fixed schedule for `seconds`; latency from each one's scheduled time to its answer. */
+const openLoop = async (
+  pid: number,
+  rate: number,
+  seconds: number,
+  request: () => Promise<void>
+): Promise<Omit<PhaseResult, "tally">> => {
   const total = Math.max(1, Math.round(rate * seconds))
   const interval = 1000 / rate
   const latencies: Array<number> = []
   const lags: Array<number> = []
-  const tally = newTally()
   const inflight: Array<Promise<void>> = []
   let pending = 0
-  let skipped = 0
+  let dropped = 0
   let failure: unknown
   const cpu0 = CPU.snapshot(pid)
   const start = performance.now() + 2
@@ -223,14 +244,13 @@ const openLoop = async (target: Target, pid: number, source: CheckSource, phase:
       const scheduled = start + i * interval
       i++
       if (pending >= MAX_INFLIGHT) {
-        skipped++
+        dropped++
         continue
       }
       lags.push(now - scheduled)
-      const check = source.next(phase)
       pending++
       inflight.push(
-        send(target, check, tally).then(
+        request().then(
           () => void latencies.push(performance.now() - scheduled),
           (e) => void (failure ??= e)
         ).finally(() => void pending--)
@@ -239,44 +259,98 @@ const openLoop = async (target: Target, pid: number, source: CheckSource, phase:
     if (i < total) await sleep(Math.max(0, start + i * interval - performance.now()))
   }
   await Promise.all(inflight)
-  const seconds_ = (performance.now() - start) / 1000
+  const elapsed = (performance.now() - start) / 1000
   const cpu = CPU.busy(cpu0, CPU.snapshot(pid))
   if (failure !== undefined) throw failure
-  const lag = latencyStats(lags)
-  return { sent: total - skipped, skipped, seconds: seconds_, latencies, tally, cpu, lagP99: lag.p99, lagMax: Math.max(...lags) }
+  return { sent: total - dropped, dropped, seconds: elapsed, latencies, cpu, lagP99: latencyStats(lags).p99 }
 }
 
-/** `concurrency` workers, each sending its next check as soon as the previous one is answered, for `seconds`. */
-const closedLoop = async (target: Target, pid: number, source: CheckSource, phase: number, concurrency: number, seconds: number): Promise<PhaseResult> => {
+/** `concurrency` workers, each sending its next request as soon as the previous one is answered, for `seconds`. */
+const closedLoop = async (pid: number, concurrency: number, seconds: number, request: () => Promise<void>): Promise<Omit<PhaseResult, "tally">> => {
   const latencies: Array<number> = []
-  const tally = newTally()
   let sent = 0
   const cpu0 = CPU.snapshot(pid)
   const start = performance.now()
   const end = start + seconds * 1000
   const worker = async () => {
     while (performance.now() < end) {
-      const check = source.next(phase)
       sent++
       const t0 = performance.now()
-      await send(target, check, tally)
+      await request()
       latencies.push(performance.now() - t0)
     }
   }
   await Promise.all(Array.from({ length: concurrency }, worker))
-  const elapsed = (performance.now() - start) / 1000
-  return { sent, skipped: 0, seconds: elapsed, latencies, tally, cpu: CPU.busy(cpu0, CPU.snapshot(pid)) }
+  return { sent, dropped: 0, seconds: (performance.now() - start) / 1000, latencies, cpu: CPU.busy(cpu0, CPU.snapshot(pid)) }
+}
+
+const checkLoad = (target: Target, source: CheckSource, phase: number, tally: Tally) => () => send(target, source.next(phase), tally)
+
+// ---------------------------------------------------------------------------------------------- exports
+
+const hex = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex")
+const str = (key: string, value: string) => ({ key, value: { stringValue: value } })
+const int = (key: string, value: number) => ({ key, value: { intValue: String(value) } })
+
+/** One OTLP/JSON export: TRACES_PER_EXPORT agent runs of SPANS_PER_TRACE spans (a root, model calls and tool calls). */
+const exportBody = () => {
+  const spans: Array<unknown> = []
+  const now = BigInt(Date.now()) * 1_000_000n
+  for (let t = 0; t < TRACES_PER_EXPORT; t++) {
+    const traceId = hex(16)
+    const rootId = hex(8)
+    spans.push({
+      traceId, spanId: rootId, name: "invoke_agent research", kind: 1,
+      startTimeUnixNano: String(now), endTimeUnixNano: String(now + 9_000_000_000n),
+      attributes: [str("gen_ai.operation.name", "invoke_agent"), str("gen_ai.agent.name", "research")]
+    })
+    for (let s = 1; s < SPANS_PER_TRACE; s++) {
+      const start = now + BigInt(s) * 1_000_000_000n
+      const chat = s % 2 === 1
+      spans.push({
+        traceId, spanId: hex(8), parentSpanId: rootId, name: chat ? "chat gpt-4o-mini" : "execute_tool web_search", kind: 3,
+        startTimeUnixNano: String(start), endTimeUnixNano: String(start + 800_000_000n),
+        attributes: chat
+          ? [str("gen_ai.operation.name", "chat"), str("gen_ai.request.model", "gpt-4o-mini"), int("gen_ai.usage.input_tokens", 900 + s),
+            int("gen_ai.usage.output_tokens", 120), str("gen_ai.prompt", `step ${s}: what do the sources say about the question?`)]
+          : [str("gen_ai.operation.name", "execute_tool"), str("gen_ai.tool.name", "web_search"), str("gen_ai.tool.call.arguments", `{"q":"topic ${s}"}`)]
+      })
+    }
+  }
+  return JSON.stringify({ resourceSpans: [{ resource: { attributes: [str("service.name", "bench-agents")] }, scopeSpans: [{ scope: { name: "bench" }, spans }] }] })
+}
+
+interface ExportTally {
+  accepted: number
+  shed: number
+}
+
+/** POSTs one export; 200 and 503 (shed, Retry-After) are counted, anything else throws. */
+const sendExport = async (url: string, tally: ExportTally) => {
+  const res = await fetch(`${url}/v1/traces`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-service-key": KEY },
+    body: exportBody()
+  })
+  const text = await res.text()
+  if (res.status === 200) tally.accepted++
+  else if (res.status === 503 && res.headers.get("retry-after") !== null) tally.shed++
+  else throw new Error(`export answered HTTP ${res.status}: ${text.slice(0, 300)}`)
 }
 
 // ---------------------------------------------------------------------------------------------- the bare server
 
+/** One INSERT per request over a pool as large as the checks' own, then a constant allow. */
 const BARE_SCRIPT = `
+const { default: pg } = await import("pg")
+const pool = new pg.Pool({ connectionString: process.env.BARE_DATABASE_URL, max: Number(process.env.BARE_POOL) })
+await pool.query("CREATE TABLE IF NOT EXISTS bare_requests (id uuid PRIMARY KEY, body text NOT NULL, at timestamptz NOT NULL DEFAULT now())")
 const body = JSON.stringify({ verdict: "allow", policy_id: null, policy_type: null, reason: "no policy blocks or holds this action" })
 const server = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
   async fetch(req) {
-    await req.text()
+    await pool.query("INSERT INTO bare_requests (id, body) VALUES ($1, $2)", [crypto.randomUUID(), await req.text()])
     return new Response(body, { headers: { "content-type": "application/json" } })
   }
 })
@@ -285,13 +359,14 @@ console.log("PORT " + server.port)
 
 // ---------------------------------------------------------------------------------------------- main
 
-const rate = (r: PhaseResult) => r.sent / r.seconds
+const rate = (r: { sent: number; seconds: number }) => r.sent / r.seconds
 const pair = (a: number, b: number) => `${fmtMs(a).replace(" ms", "")} / ${fmtMs(b)}`
 
 const main = async () => {
   const { database, databaseUrl, pgVersion } = await freshDatabase()
-  log(`database ${database}; starting the server`)
-  const server = await startServer(databaseUrl)
+  log(`database ${database}; starting the server and the bare one-INSERT server`)
+  const server = await startServer(databaseUrl, { extraEnv: SERVER_ENV })
+  const bare = await startBareServer(BARE_SCRIPT, { BARE_DATABASE_URL: databaseUrl, BARE_POOL: String(CHECK_CONNECTIONS) })
   const db = await connect(databaseUrl)
 
   let denyPolicyId: string | undefined
@@ -307,43 +382,99 @@ const main = async () => {
     if (created.type === "tool_denylist") denyPolicyId ??= created.id
     await sleep(2) // distinct created_at: creation order is evaluation order
   }
-  const enforcement: Target = { url: server.url, denyPolicyId }
-  const source = new CheckSource()
+  const service: Target = { url: server.url, denyPolicyId }
+  const bareTarget: Target = { url: bare.url, denyPolicyId: undefined }
   const total = newTally()
-  let sent = 0
-  const account = (r: PhaseResult) => {
-    addTally(total, r.tally)
-    sent += r.sent
-    return r
+  let checksSent = 0
+  let phase = 0
+  /** Runs one phase of checks against the service; its decisions carry `phase`. */
+  const checks = async (name: string, run: (tally: Tally, phase: number) => Promise<Omit<PhaseResult, "tally">>) => {
+    const tally = newTally()
+    phase++
+    log(name)
+    const result = { ...(await run(tally, phase)), tally, phase }
+    addTally(total, tally)
+    checksSent += result.sent
+    await sleep(300)
+    return result
+  }
+  const bareTally = newTally()
+  const bareRun = async (name: string, run: (tally: Tally) => Promise<Omit<PhaseResult, "tally">>) => {
+    log(`bare: ${name}`)
+    const result = await run(bareTally)
+    await sleep(300)
+    return result
   }
 
-  log(`warm-up: ${WARMUP_SECONDS} s closed loop at concurrency 8 (${POLICIES.length} policies, ${RUNS} runs)`)
-  account(await closedLoop(enforcement, server.pid, source, 0, 8, WARMUP_SECONDS))
+  await checks(`warm-up: ${WARMUP_SECONDS} s closed loop at concurrency 8`, (tally, p) =>
+    closedLoop(server.pid, 8, WARMUP_SECONDS, checkLoad(service, new CheckSource(1000, "warmup"), p, tally)))
+  await bareRun("warm-up", (tally) => closedLoop(bare.pid, 8, 1, checkLoad(bareTarget, new CheckSource(1000, "warmup"), 0, tally)))
 
-  const open: Array<{ rate: number; result: PhaseResult; phase: number }> = []
-  for (const [n, r] of RATES.entries()) {
-    await sleep(500)
-    log(`open loop: ${fmtInt(r)} checks/s for ${PHASE_SECONDS} s`)
-    const phase = n + 1
-    open.push({ rate: r, phase, result: account(await openLoop(enforcement, server.pid, source, phase, r, PHASE_SECONDS)) })
+  const contention: Array<{ runs: number; result: PhaseResult & { phase: number } }> = []
+  for (const runs of CONTENTION_RUNS) {
+    contention.push({
+      runs,
+      result: await checks(`contention: open loop ${fmtInt(RATE)} checks/s over ${fmtInt(runs)} runs for ${PHASE_SECONDS} s`, (tally, p) =>
+        openLoop(server.pid, RATE, PHASE_SECONDS, checkLoad(service, new CheckSource(runs, `contention-${runs}`), p, tally)))
+    })
   }
+  const bareOpen = await bareRun(`open loop ${fmtInt(RATE)} req/s for ${PHASE_SECONDS} s`, (tally) =>
+    openLoop(bare.pid, RATE, PHASE_SECONDS, checkLoad(bareTarget, new CheckSource(1000, "bare"), 0, tally)))
+
+  /** Rounds of 8 checks sent at once on one run (8 parallel tool calls); latency per check and per round. */
+  const roundLatencies: Array<number> = []
+  const oneRun = await checks(`one run: ${ROUNDS} rounds of 8 checks at once`, async (tally, p) => {
+    const source = new CheckSource(1, "one-run")
+    const latencies: Array<number> = []
+    const cpu0 = CPU.snapshot(server.pid)
+    const start = performance.now()
+    for (let r = 0; r < ROUNDS; r++) {
+      const t0 = performance.now()
+      await Promise.all(Array.from({ length: 8 }, async () => {
+        const c0 = performance.now()
+        await send(service, source.next(p), tally)
+        latencies.push(performance.now() - c0)
+      }))
+      roundLatencies.push(performance.now() - t0)
+    }
+    return { sent: ROUNDS * 8, dropped: 0, seconds: (performance.now() - start) / 1000, latencies, cpu: CPU.busy(cpu0, CPU.snapshot(server.pid)) }
+  })
+
+  const closed = await checks(`sustained: closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s over 1,000 runs`, (tally, p) =>
+    closedLoop(server.pid, CONCURRENCY, SECONDS, checkLoad(service, new CheckSource(1000, "closed"), p, tally)))
+  const bareClosed = await bareRun(`closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s`, (tally) =>
+    closedLoop(bare.pid, CONCURRENCY, SECONDS, checkLoad(bareTarget, new CheckSource(1000, "bare"), 0, tally)))
+
+  log(`ingest alone: closed loop of exports at concurrency ${INGEST_MAX_INFLIGHT} for 3 s`)
+  const alone: ExportTally = { accepted: 0, shed: 0 }
+  const ingestAlone = await closedLoop(server.pid, INGEST_MAX_INFLIGHT, 3, () => sendExport(server.url, alone))
+  const ingestRate = alone.accepted / ingestAlone.seconds
+  const offered = Math.max(2, 2 * ingestRate)
   await sleep(500)
-  const closedPhase = RATES.length + 1
-  log(`closed loop: concurrency ${CONCURRENCY} for ${SECONDS} s`)
-  const closed = account(await closedLoop(enforcement, server.pid, source, closedPhase, CONCURRENCY, SECONDS))
 
-  // Every check was recorded (fail-closed blocks off the hot path, in batches): wait for the last ones, then
-  // read the server's latencies.
-  const drainStart = performance.now()
-  const deadline = Date.now() + 180_000
+  const overloadWith = async (target: "service" | "bare") => {
+    const exports: ExportTally = { accepted: 0, shed: 0 }
+    const load = openLoop(server.pid, offered, OVERLOAD_SECONDS, () => sendExport(server.url, exports))
+    const name = `overload: ${fmtInt(offered)} exports/s (2 × ${fmtInt(ingestRate)}) beside ${fmtInt(RATE)} ${target === "service" ? "checks" : "bare requests"}/s for ${OVERLOAD_SECONDS} s`
+    const requests = target === "service"
+      ? await checks(name, (tally, p) => openLoop(server.pid, RATE, OVERLOAD_SECONDS, checkLoad(service, new CheckSource(1000, "overload"), p, tally)))
+      : await bareRun(name, (tally) => openLoop(bare.pid, RATE, OVERLOAD_SECONDS, checkLoad(bareTarget, new CheckSource(1000, "bare"), 0, tally)))
+    const exportResult = await load
+    await sleep(1500) // exports shed meanwhile: let the service settle before the next phase
+    return { requests, exports, exportResult }
+  }
+  const overload = await overloadWith("service")
+  const overloadBare = await overloadWith("bare")
+
+  // Every check was recorded (fail-closed blocks are recorded off the hot path, in batches): wait for the last ones.
+  const deadline = Date.now() + 120_000
   let recorded = 0
   for (;;) {
     recorded = Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM enforcement_decisions")).rows[0]!.n)
-    if (recorded >= sent || Date.now() > deadline) break
+    if (recorded >= checksSent || Date.now() > deadline) break
     await sleep(200)
   }
-  const recordDrainSeconds = (performance.now() - drainStart) / 1000
-  if (recorded !== sent) throw new Error(`${recorded} decisions recorded for ${sent} checks`)
+  if (recorded !== checksSent) throw new Error(`${recorded} decisions recorded for ${checksSent} checks`)
   const serverSide = new Map<number, Array<number>>()
   for (const row of (await db.query<{ phase: number; ms: number }>(
     "SELECT (step_index / 1000000)::int AS phase, latency_ms AS ms FROM enforcement_decisions"
@@ -352,89 +483,60 @@ const main = async () => {
     if (!list) serverSide.set(row.phase, (list = []))
     list.push(row.ms)
   }
-  const runRows = Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM enforcement_runs")).rows[0]!.n)
   await server.stop()
-  log("server stopped; starting the bare Bun.serve")
-
-  const bare = await startBareServer(BARE_SCRIPT)
-  const bareTarget: Target = { url: bare.url, denyPolicyId: undefined }
-  const bareSource = new CheckSource()
-  const bareTally = newTally()
-  addTally(bareTally, (await closedLoop(bareTarget, bare.pid, bareSource, 0, CONCURRENCY, 1)).tally)
-  log(`bare: open loop ${fmtInt(TARGET_RATE)} req/s for ${BARE_OPEN_SECONDS} s, then closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s`)
-  const bareOpen = await openLoop(bareTarget, bare.pid, bareSource, 0, TARGET_RATE, BARE_OPEN_SECONDS)
-  await sleep(300)
-  const bareClosed = await closedLoop(bareTarget, bare.pid, bareSource, 0, CONCURRENCY, SECONDS)
-  addTally(bareTally, bareOpen.tally)
-  addTally(bareTally, bareClosed.tally)
   await bare.stop()
   if (bareTally.unexpected > 0) throw new Error(`the bare server answered unexpectedly: ${bareTally.firstUnexpected}`)
 
   // ------------------------------------------------------------------------------------------ report
 
-  const closedRate = rate(closed)
-  const bareRate = rate(bareClosed)
-  const bareRatio = closedRate / bareRate
-  const bareOpenLatency = latencyStats(bareOpen.latencies)
   const rows: Array<[string, string, string, string, string]> = []
-  for (const { rate: r, phase, result } of open) {
+  const bareOpenLatency = latencyStats(bareOpen.latencies)
+  const notes = (r: PhaseResult & { phase: number }) => {
+    const srv = latencyStats(serverSide.get(r.phase) ?? [])
+    return `achieved ${fmtInt(rate(r))}/s, ${fmtInt(r.dropped)} dropped, ${fmtInt(r.tally.failClosed)} fail-closed; server-side p99 ${fmtMs(srv.p99)}`
+  }
+  for (const { runs, result } of contention) {
     const client = latencyStats(result.latencies)
-    const srv = latencyStats(serverSide.get(phase) ?? [])
-    const atTarget = r === TARGET_RATE
-    const notes = [
-      `achieved ${fmtInt(rate(result))}/s`,
-      ...(result.skipped > 0 ? [`${fmtInt(result.skipped)} not sent`] : []),
-      ...(result.tally.failClosed > 0 ? [`${fmtInt(result.tally.failClosed)} fail-closed`] : [])
-    ]
-    const label = `open loop ${fmtInt(r)} checks/s × ${PHASE_SECONDS} s (${notes.join(", ")})`
+    const ok = client.p99 <= TARGET_P99_MS && result.dropped === 0 && result.tally.failClosed === 0
     rows.push([
-      `${label}: server-side p50 / p99`,
-      pair(srv.p50, srv.p99),
-      atTarget ? `p99 ≤ ${TARGET_P99_MS} ms${mark(srv.p99 <= TARGET_P99_MS)}` : "—",
-      "—",
-      "—"
-    ])
-    rows.push([
-      `${label}: client-observed p50 / p99 (incl. loopback)`,
+      `contention: ${fmtInt(RATE)} checks/s open loop over ${fmtInt(runs)} runs × ${PHASE_SECONDS} s (${notes(result)}): p50 / p99`,
       pair(client.p50, client.p99),
-      atTarget ? `p99 ≤ ${TARGET_P99_MS} ms${mark(client.p99 <= TARGET_P99_MS)}` : "—",
-      atTarget ? `${pair(bareOpenLatency.p50, bareOpenLatency.p99)} (bare)` : "—",
-      atTarget ? fmtRatio(bareOpenLatency.p99 / client.p99) : "—"
+      `p99 ≤ ${TARGET_P99_MS} ms, none dropped or fail-closed${mark(ok)}`,
+      `${pair(bareOpenLatency.p50, bareOpenLatency.p99)} (bare, ${fmtInt(RATE)} req/s)`,
+      fmtRatio(bareOpenLatency.p99 / client.p99)
     ])
   }
-  // Sustained: every scheduled check sent and answered at ≥ 95 % of the offered rate, none fail-closed.
-  const sustained = open.filter((o) => o.result.skipped === 0 && rate(o.result) >= 0.95 * o.rate && o.result.tally.failClosed === 0)
-  const bestOpen = sustained.length === 0 ? undefined : sustained.reduce((a, b) => (b.rate > a.rate ? b : a))
+  const perCheck = latencyStats(oneRun.latencies)
+  const perRound = latencyStats(roundLatencies)
   rows.push([
-    "highest open-loop rate sustained (all sent, ≥ 95 % achieved, none fail-closed)",
-    bestOpen ? `${fmtInt(bestOpen.rate)} checks/s` : "none",
-    `≥ ${fmtInt(TARGET_RATE)} checks/s${mark((bestOpen?.rate ?? 0) >= TARGET_RATE)}`,
+    `contention: 8 checks at once on one run × ${ROUNDS} rounds (${fmtInt(oneRun.tally.failClosed)} fail-closed): per check p50 / p99; per round p99 ${fmtMs(perRound.p99)}`,
+    pair(perCheck.p50, perCheck.p99),
+    `none fail-closed${mark(oneRun.tally.failClosed === 0)}`,
     "—",
     "—"
   ])
-  const closedClient = latencyStats(closed.latencies)
-  const closedServer = latencyStats(serverSide.get(closedPhase) ?? [])
+  const closedRate = rate(closed)
+  const bareRate = rate(bareClosed)
+  const closedLatency = latencyStats(closed.latencies)
   const bareClosedLatency = latencyStats(bareClosed.latencies)
   rows.push([
-    `closed loop, concurrency ${CONCURRENCY} × ${SECONDS} s: sustained checks/s`,
-    `${fmtInt(closedRate)}/s`,
-    `≥ ${TARGET_BARE_RATIO} × bare = ${fmtInt(TARGET_BARE_RATIO * bareRate)}/s${mark(bareRatio >= TARGET_BARE_RATIO)}`,
+    `sustained: closed loop, concurrency ${CONCURRENCY} × ${SECONDS} s (p50 / p99 ${pair(closedLatency.p50, closedLatency.p99)}; bare ${pair(bareClosedLatency.p50, bareClosedLatency.p99)})`,
+    `${fmtInt(closedRate)} checks/s`,
+    `≥ ${TARGET_BARE_RATIO} × bare = ${fmtInt(TARGET_BARE_RATIO * bareRate)}/s${mark(closedRate / bareRate >= TARGET_BARE_RATIO)}`,
     `${fmtInt(bareRate)} req/s (bare)`,
-    fmtRatio(bareRatio)
+    fmtRatio(closedRate / bareRate)
   ])
+  const overloadChecks = overload.requests as PhaseResult & { phase: number }
+  const ov = latencyStats(overloadChecks.latencies)
+  const ovBare = latencyStats(overloadBare.requests.latencies)
+  const exportNote = (o: typeof overload) =>
+    `${fmtInt(o.exports.accepted)} exports taken, ${fmtInt(o.exports.shed)} shed (503), ${fmtInt(o.exportResult.dropped)} not sent`
   rows.push([
-    "closed loop: server-side p50 / p99",
-    pair(closedServer.p50, closedServer.p99),
-    "—",
-    "—",
-    "—"
-  ])
-  rows.push([
-    "closed loop: client-observed p50 / p99 (incl. loopback)",
-    pair(closedClient.p50, closedClient.p99),
-    "—",
-    `${pair(bareClosedLatency.p50, bareClosedLatency.p99)} (bare)`,
-    fmtRatio(bareClosedLatency.p99 / closedClient.p99)
+    `overload: ${fmtInt(RATE)} checks/s beside ${fmtInt(offered)} exports/s offered (2 × the ${fmtInt(ingestRate)}/s taken alone) × ${OVERLOAD_SECONDS} s (${notes(overloadChecks)}; ${exportNote(overload)}): p50 / p99`,
+    pair(ov.p50, ov.p99),
+    `p99 ≤ ${TARGET_OVERLOAD_P99_RATIO} × bare = ${fmtMs(TARGET_OVERLOAD_P99_RATIO * ovBare.p99)}${mark(ov.p99 <= TARGET_OVERLOAD_P99_RATIO * ovBare.p99 && overloadChecks.tally.failClosed === 0)}`,
+    `${pair(ovBare.p50, ovBare.p99)} (bare, same export overload on the service; ${exportNote(overloadBare)})`,
+    fmtRatio(ovBare.p99 / ov.p99)
   ])
 
   const verdicts = `${fmtInt(total.allow)} allow, ${fmtInt(total.block)} block (${fmtInt(total.failClosed)} fail-closed), ${fmtInt(total.hold)} hold`
@@ -443,19 +545,21 @@ const main = async () => {
     "",
     `Command: \`${COMMAND}\``,
     "",
-    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; server \`bun src/main.ts\` in its own process on a fresh database (pool ${process.env.TAPEDECK_DB_POOL_MAX ?? "default 10"}); this client, the server, PostgreSQL and the bare server share the machine.`,
-    `- Policies: ${POLICIES.length} account-wide, all nine types (budget_usd, token_budget, max_steps, tool_denylist ×3, tool_allowlist ×2, model_allowlist ×2, loop_breaker ×2, rate ×2, require_approval ×3 for tools/models never used), so no check needs the run's lock: each is one statement that records the decision and, on allow, advances the run's counters if the run is still the version evaluated.`,
-    `- Checks: ${fmtInt(sent)} over ${fmtInt(RUNS)} runs round-robin (${fmtInt(runRows)} run rows), each with a tool, model, proposed_usd, proposed_tokens, a fresh tool_args_hash and its run's next step_index; one in ${DENIED_EVERY} names \`${DENIED_TOOL}\` (blocked by the first tool_denylist). Every one answered 200 with a verdict: ${verdicts}; ${total.unexpected === 0 ? "all as expected" : `${fmtInt(total.unexpected)} unexpected, first: ${total.firstUnexpected}`}; ${fmtInt(recorded)} decisions recorded (the last ${recordDrainSeconds.toFixed(1)} s after the closed loop ended: fail-closed blocks are recorded in batches, off the hot path).`,
-    `- Latency: server-side = the \`latency_ms\` the server records with each decision (from the check's start through cached policies and evaluation to its statement's run in PostgreSQL; not a wait for a free connection, the commit, HTTP parsing, authentication or writing the answer). Client-observed = from the check's scheduled send time to its parsed answer in this client (open loop; includes loopback, HTTP and this client's own scheduling lag, p99 ${open.map((o) => `${fmtInt(o.rate)}/s ${fmtMs(o.result.lagP99 ?? NaN)}`).join(", ")}); closed loop from send to answer.`,
-    `- Phases: ${WARMUP_SECONDS} s warm-up (concurrency 8), then open loop at ${RATES.map(fmtInt).join(", ")} checks/s for ${PHASE_SECONDS} s each, then closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s. Open-loop achieved rates: ${open.map((o) => `${fmtInt(o.rate)} → ${fmtInt(rate(o.result))}`).join(", ")} checks/s.`,
-    `- Ceiling: a bare \`Bun.serve\` (\`bun -e\`, its own process, started after the service stopped) that reads the same POST and answers a constant allow JSON, driven by the same client: closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s (${fmtInt(bareClosed.sent)} requests) and open loop at ${fmtInt(TARGET_RATE)} req/s for ${BARE_OPEN_SECONDS} s.`,
-    `- CPU, average cores busy of ${availableParallelism()} (server process / all postgres processes / this client / anything else): ` +
+    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; the service (\`bun src/main.ts\`, its own process, shared pool ${SERVER_ENV.TAPEDECK_DB_POOL_MAX ?? "10"}, checks' own pool ${CHECK_CONNECTIONS}), the bare server (pool ${CHECK_CONNECTIONS}), PostgreSQL and this client share the machine; all figures from one run, the service's and the bare server's phases one after the other.`,
+    "- Latency: client-observed, from each request's scheduled send time (open loop) or its send (closed loop, rounds) to its parsed answer in this client: loopback, HTTP, authentication, the wait for a connection, the statement and its commit all count. Server-side p99 (in the notes) is the `latency_ms` the service records with each decision: from the check's start to its statement's end in PostgreSQL (not HTTP, not the commit).",
+    `- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value). Dropped: scheduled requests not sent because ${MAX_INFLIGHT} were unanswered. Fail-closed: blocks with policy_id null (no decision within TAPEDECK_ENFORCEMENT_TIMEOUT_MS).`,
+    `- Policies: ${POLICIES.length} account-wide, all nine types (budget_usd, token_budget, max_steps, tool_denylist ×3, tool_allowlist ×2, model_allowlist ×2, loop_breaker ×2, rate ×2, require_approval ×3 for tools/models never used), so no check takes the run's lock.`,
+    `- Checks: ${fmtInt(checksSent)} in all, each with a tool, model, proposed_usd, proposed_tokens, a fresh tool_args_hash and its run's next step_index; one in ${DENIED_EVERY} names \`${DENIED_TOOL}\` (blocked by the first tool_denylist). Every one answered 200: ${verdicts}; ${total.unexpected === 0 ? "all as expected" : `${fmtInt(total.unexpected)} unexpected, first: ${total.firstUnexpected}`}; ${fmtInt(recorded)} decisions recorded.`,
+    `- Exports: OTLP/JSON, ${TRACES_PER_EXPORT} traces × ${SPANS_PER_TRACE} spans each (model and tool calls with GenAI attributes); alone the service took ${fmtInt(ingestRate)} exports/s (${fmtInt(ingestRate * TRACES_PER_EXPORT * SPANS_PER_TRACE)} spans/s) at concurrency ${INGEST_MAX_INFLIGHT}.`,
+    `- Client lag (open loop, p99): ${contention.map((c) => `${fmtInt(c.runs)} runs ${fmtMs(c.result.lagP99 ?? NaN)}`).join(", ")}, bare ${fmtMs(bareOpen.lagP99 ?? NaN)}, overload ${fmtMs(overload.requests.lagP99 ?? NaN)}, bare overload ${fmtMs(overloadBare.requests.lagP99 ?? NaN)}.`,
+    `- CPU, average cores busy of ${availableParallelism()} (service / all postgres processes / this client / anything else): ` +
     [
-      ...open.map((o) => [`open ${fmtInt(o.rate)}/s`, o.result.cpu] as const),
-      ["closed loop", closed.cpu] as const,
+      ...contention.map((c) => [`${fmtInt(c.runs)} runs`, c.result.cpu] as const),
+      ["sustained", closed.cpu] as const,
+      ["overload", overload.requests.cpu] as const,
+      ["bare open loop", bareOpen.cpu] as const,
       ["bare closed loop", bareClosed.cpu] as const
-    ].map(([name, cpu]) => `${name} ${fmtCores(cpu)}`).join("; ") + ".",
-    "- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value)."
+    ].map(([name, cpu]) => `${name} ${fmtCores(cpu)}`).join("; ") + " (the bare rows count the bare server as the service)."
   ]
   console.log(lines.join("\n"))
 }

@@ -437,6 +437,10 @@ describe("gate", () => {
     expect(body.runs[1]).toMatchObject({ status: "failed", score: null, reused: false })
     expect(body.runs[1].error).toContain("HTTP 500")
     expect(body.runs[2].error).toContain("malformed answer twice")
+    // Per trace, which run failed and why; the score is the judged trace's alone, not dragged down by a 0.
+    expect(body.judged_traces).toBe(1)
+    expect(body.failed_runs).toEqual([1, 2].map((i) => ({ trace_id: body.runs[i].traceId, run_id: body.runs[i].id, error: body.runs[i].error })))
+    expect(body.runs.map((r: any) => r.traceId)).toEqual([good, down, bad].map((id) => id.toLowerCase()))
     // Failed runs are never reused: the next gate asks again.
     const before = callsFor("down").length
     await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [down] })
@@ -524,6 +528,13 @@ describe("tapedeck gate (CLI)", () => {
     const fail = await cli(["--evaluation", e.id, "--traces", `${a},${b}`, "--threshold", "0.85"])
     expect(fail.code).toBe(1)
     expect(fail.stdout).toContain("FAILED")
+
+    const down = await recordTrace("down")
+    const failedRun = await cli(["--evaluation", e.id, "--traces", `${a},${down}`, "--threshold", "0"])
+    expect(failedRun.code).toBe(1)
+    expect(failedRun.stdout).toContain("FAILED RUNS (1): not scored, each fails the gate; score and regression cover the 1 judged trace")
+    expect(failedRun.stdout).toMatch(new RegExp(`${down.toLowerCase()} \\(run [0-9a-f-]{36}\\): .*HTTP 500`))
+    expect(failedRun.stdout).toContain("FAILED: 1 of 2 traces could not be judged")
 
     const flags = await cli(["--evaluation", e.id, "--traces", a, "--url", server.url, "--key", KEY_A], { TAPEDECK_URL: "http://127.0.0.1:1", TAPEDECK_API_KEY: "" })
     expect(flags.code).toBe(0)

@@ -16,7 +16,9 @@ import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 let storage: TestStorage
 let account: AccountId
 beforeAll(async () => {
-  storage = await startTestStorage({ TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "100" })
+  // Each check here builds a store of its own and lets its late work (a block's record retried) outlive it: with a pool
+  // of the store's own, that work would find the pool closed. The shared pool lives as long as the file.
+  storage = await startTestStorage({ TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "100", TAPEDECK_ENFORCEMENT_DB_CONNECTIONS: "0" })
   account = await storage.run(Effect.flatMap(AccountRepo, (r) => r.ensure("enforcement")).pipe(Effect.provide(AccountRepo.Default)))
 })
 afterAll(() => storage.stop())

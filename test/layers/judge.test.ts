@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { CRITERION_CONCURRENCY, Judge, type JudgeCriterion, type JudgeOutcome } from "#layers/evaluations/Judge"
-import { RETRY_NOTE } from "#layers/evaluations/JudgePrompt"
+import { retryNote } from "#layers/evaluations/JudgePrompt"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { costOf, DEFAULT_PRICES, ModelPrices } from "#layers/llm/Prices"
 import { type FakeOpenAi, type FakeReply, type RecordedRequest, startFakeOpenAi } from "../support/FakeOpenAi.ts"
@@ -75,7 +75,11 @@ describe("Judge", () => {
     expect(outcome.costUsd).toBe(costOf(DEFAULT_PRICES, "gpt-4o-mini", 30, 15)!)
     expect(fake.requests).toHaveLength(3)
     const body = fake.requests[0]!.body
-    expect(body).toMatchObject({ model: "gpt-4o-mini", temperature: 0, response_format: { type: "json_object" } })
+    expect(body).toMatchObject({
+      model: "gpt-4o-mini",
+      temperature: 0,
+      response_format: { type: "json_schema", json_schema: { name: "judge_verdict", strict: true, schema: { required: ["score", "reason"], additionalProperties: false } } }
+    })
     expect(body.messages[1].content).toContain("Book a flight to Lisbon")
     expect(body.messages[1].content).toContain("[tool_call] book_flight")
   }, 60_000)
@@ -88,7 +92,10 @@ describe("Judge", () => {
     const polite = fake.requests.filter((r) => criterionOf(r) === "polite")
     expect(polite).toHaveLength(2)
     expect(polite[1]!.body.messages.at(-2)).toEqual({ role: "assistant", content: "sure! 0.9" })
-    expect(polite[1]!.body.messages.at(-1)).toEqual({ role: "user", content: RETRY_NOTE })
+    const note = polite[1]!.body.messages.at(-1)
+    expect(note.role).toBe("user")
+    expect(note.content).toStartWith(retryNote("no JSON object in the answer").split(".")[0]!)
+    expect(note.content).toContain("no JSON object in the answer; the judge answered: sure! 0.9")
     expect(outcome.inputTokens).toBe(40) // the retry's tokens count too
   }, 60_000)
 
@@ -138,5 +145,78 @@ describe("Judge", () => {
     expect(fake.requests).toHaveLength(10)
     expect(most).toBeGreaterThan(1)
     expect(most).toBeLessThanOrEqual(CRITERION_CONCURRENCY)
+  }, 60_000)
+
+  test("answers in other forms are read: extra keys, fences and prose, a string score, a tool call", async () => {
+    const styles: Record<string, FakeReply> = {
+      correct: { content: "Here is my verdict:\n```json\n{\"score\": \"0.9\", \"reasoning\": \"right flight\", \"confidence\": \"high\"}\n```" },
+      polite: { content: null, toolCalls: [{ id: "call_1", type: "function", function: { name: "verdict", arguments: "{\"score\":0.5,\"reason\":\"terse\"}" } }] },
+      fast: { content: "{\"rating\": 4, \"max_score\": 5, \"explanation\": \"few steps\"}" }
+    }
+    const { fake, env } = provider((c) => styles[c]!)
+    const outcome = await judgeWith(env, criteria)
+    expect(outcome).toMatchObject({
+      _tag: "Judged",
+      criterionScores: [
+        { name: "correct", score: 0.9, reason: "right flight" },
+        { name: "polite", score: 0.5, reason: "terse" },
+        { name: "fast", score: 0.8, reason: "few steps" }
+      ]
+    })
+    expect(fake.requests).toHaveLength(3)
+  }, 60_000)
+})
+
+/** Runs `judge` twice on one Judge (one output-mode memory), the second time with `secondModel`. */
+const judgeTwice = (env: Record<string, string>, firstModel: string, secondModel: string) =>
+  Effect.runPromise(
+    Effect.flatMap(Judge, (judge) =>
+      Effect.all([judge.judge(criteria.slice(0, 1), trace, firstModel), judge.judge(criteria.slice(0, 1), trace, secondModel)])
+    ).pipe(
+      Effect.provide(Judge.Default.pipe(
+        Layer.provide([LlmClientLive, ModelPrices.Default]),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+      ))
+    )
+  )
+
+const formatOf = (request: RecordedRequest): string => request.body.response_format?.type ?? "text"
+
+describe("Judge: structured output", () => {
+  /** A provider that answers 400 naming response_format for every type in `refused`. */
+  const refusing = (refused: ReadonlyArray<string>) =>
+    provider((_c, request) =>
+      refused.includes(formatOf(request))
+        ? { status: 400, errorMessage: `Invalid parameter: 'response_format' of type '${formatOf(request)}' is not supported with this model.` }
+        : answer(0.7)
+    )
+
+  test("json_schema refused: json_object next, remembered for the (base URL, model); another model starts over", async () => {
+    const { fake, env } = refusing(["json_schema"])
+    const [first, second] = await judgeTwice(env, "gpt-3.5-turbo", "gpt-3.5-turbo")
+    expect(first).toMatchObject({ _tag: "Judged", score: 0.7 })
+    expect(second).toMatchObject({ _tag: "Judged", score: 0.7 })
+    expect(fake.requests.map(formatOf)).toEqual(["json_schema", "json_object", "json_object"])
+
+    const other = refusing(["json_schema"])
+    await judgeTwice(other.env, "model-a", "model-b")
+    expect(other.fake.requests.map(formatOf)).toEqual(["json_schema", "json_object", "json_schema", "json_object"])
+  }, 60_000)
+
+  test("json_schema and json_object refused: plain text, with no response_format at all", async () => {
+    const { fake, env } = refusing(["json_schema", "json_object"])
+    const [first, second] = await judgeTwice(env, "llama3", "llama3")
+    expect(first).toMatchObject({ _tag: "Judged", score: 0.7 })
+    expect(second).toMatchObject({ _tag: "Judged", score: 0.7 })
+    expect(fake.requests.map(formatOf)).toEqual(["json_schema", "json_object", "text", "text"])
+    expect("response_format" in fake.requests[3]!.body).toBe(false)
+  }, 60_000)
+
+  test("a 400 that does not name the structure is the provider's answer: no step down, the run fails with it", async () => {
+    const { fake, env } = provider(() => ({ status: 400, errorMessage: "This model's maximum context length is 8192 tokens." }))
+    const outcome = await judgeWith(env, criteria.slice(0, 1))
+    expect(outcome).toMatchObject({ _tag: "NotJudged" })
+    expect((outcome as any).error).toContain("maximum context length")
+    expect(fake.requests.map(formatOf)).toEqual(["json_schema"])
   }, 60_000)
 })

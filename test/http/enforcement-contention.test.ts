@@ -1,0 +1,137 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { FastCheck as fc } from "effect"
+import { startTestServer, type TestServer } from "../support/TestServer.ts"
+import { uuid } from "../support/Fixtures.ts"
+
+// Checks of one run arriving together (parallel tool calls, sub-agents) on one instance or on two sharing a
+// PostgreSQL (PGlite is one process: there the same property runs on one instance).
+const twoInstances = Boolean(process.env.TEST_DATABASE_URL)
+
+let a: TestServer
+let b: TestServer
+beforeAll(async () => {
+  a = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" })
+  b = twoInstances ? await startTestServer({ DATABASE_URL: a.env.DATABASE_URL!, TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" }) : a
+})
+afterAll(async () => {
+  if (b !== a) await b.stop()
+  await a.stop()
+})
+
+const check = async (server: TestServer, body: Record<string, unknown>) => {
+  const response = await server.post("/api/v1/enforcement/check", body)
+  expect(response.status).toBe(200)
+  return (await response.json()) as { verdict: string; policy_id: string | null; reason: string }
+}
+
+const decisionsOf = async (run: string, expected: number) => {
+  let items: Array<any> = []
+  for (let i = 0; i < 100 && items.length < expected; i++) {
+    if (i > 0) await Bun.sleep(20)
+    items = ((await (await a.get(`/api/v1/enforcement/decisions?run_id=${run}&limit=500`)).json()) as any).items
+  }
+  return items
+}
+
+describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL" : "one instance"})`, () => {
+  test("any interleaving of checks over the instances: never past the budget, a block only when the budget says so, none fail-closed", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({ onB: fc.boolean(), cents: fc.integer({ min: 1, max: 40 }), delayMs: fc.integer({ min: 0, max: 4 }) }),
+          { minLength: 2, maxLength: 16 }
+        ),
+        fc.integer({ min: 20, max: 120 }),
+        async (checks, budgetCents) => {
+          const project = uuid()
+          const created = await a.post("/api/v1/guardrails", { type: "budget_usd", project_id: project, params: { max_usd: budgetCents / 100 } })
+          expect(created.status).toBe(200)
+          const budget = (await created.json()) as { id: string }
+          // The other instance must know the policy before the race (its cache is invalidated by NOTIFY).
+          const run = uuid()
+          for (let i = 0; i < 50; i++) {
+            const probe = await check(b, { run_id: uuid(), project_id: project, proposed_usd: 10 })
+            if (probe.verdict === "block") break
+            await Bun.sleep(20)
+          }
+          const answers = await Promise.all(checks.map(async (c) => {
+            await Bun.sleep(c.delayMs)
+            return { ...c, decision: await check(c.onB ? b : a, { run_id: run, project_id: project, proposed_usd: c.cents / 100 }) }
+          }))
+          const allowedCents = answers.filter((x) => x.decision.verdict === "allow").reduce((sum, x) => sum + x.cents, 0)
+          expect(allowedCents).toBeLessThanOrEqual(budgetCents)
+          for (const x of answers) {
+            if (x.decision.verdict === "allow") continue
+            // Not a fail-closed block: PostgreSQL is healthy. Blocked by the budget, rightly: spending only grows.
+            expect(x.decision.policy_id).toBe(budget.id)
+            expect(allowedCents + x.cents).toBeGreaterThan(budgetCents)
+          }
+          // Each check recorded once with its answer.
+          const recorded = await decisionsOf(run, checks.length)
+          expect(recorded.map((d: any) => d.verdict).sort()).toEqual(answers.map((x) => x.decision.verdict).sort())
+        }
+      ),
+      { numRuns: 12 }
+    )
+  }, 120_000)
+
+  test("the last dollar: two checks that each need all of it, on the two instances at once, are never both allowed", async () => {
+    const project = uuid()
+    await a.post("/api/v1/guardrails", { type: "budget_usd", project_id: project, params: { max_usd: 1 } })
+    for (let i = 0; i < 50; i++) {
+      if ((await check(b, { run_id: uuid(), project_id: project, proposed_usd: 2 })).verdict === "block") break
+      await Bun.sleep(20)
+    }
+    for (let round = 0; round < 20; round++) {
+      const run = uuid()
+      const [x, y] = await Promise.all([a, b].map((s) => check(s, { run_id: run, project_id: project, proposed_usd: 1 })))
+      expect([x!.verdict, y!.verdict].sort()).toEqual(["allow", "block"])
+    }
+  }, 60_000)
+
+  test("8 parallel checks on one run, 25 times: all allowed, none fail-closed, the run counts every one", async () => {
+    const run = uuid()
+    for (let round = 0; round < 25; round++) {
+      const decisions = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => check(i % 2 === 0 ? a : b, { run_id: run, proposed_usd: 0.01, proposed_tokens: 10, tool_name: `t${i}` }))
+      )
+      expect(decisions.map((d) => d.verdict)).toEqual(Array(8).fill("allow"))
+    }
+    expect((await decisionsOf(run, 200)).length).toBe(200)
+  }, 60_000)
+})
+
+describe("checks first under overload", () => {
+  test("while checks wait past TAPEDECK_ENFORCEMENT_SHED_INGEST_MS, new exports are shed with 503 and Retry-After", async () => {
+    const server = await startTestServer({
+      TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000",
+      TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "1",
+      TAPEDECK_ENFORCEMENT_CONCURRENCY: "1"
+    })
+    const exportNow = () =>
+      fetch(`${server.url}/v1/traces`, {
+        method: "POST",
+        headers: { "x-service-key": "svc_test_key_acme_0001", "content-type": "application/json" },
+        body: JSON.stringify({ resourceSpans: [] })
+      })
+    try {
+      expect((await exportNow()).status).toBe(200)
+      // Forty checks at once through one batch lane: the later ones wait for the earlier batches.
+      const decisions = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => check(server, { run_id: `run-${i % 3}`, proposed_usd: 0.01 }))
+      )
+      expect(decisions.every((d) => d.verdict === "allow")).toBe(true)
+      const shed = await exportNow()
+      expect(shed.status).toBe(503)
+      expect(Number(shed.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+      expect(await shed.json()).toMatchObject({ code: "ingest_backpressure", retryable: true })
+      // Checks are never shed themselves.
+      expect((await check(server, { run_id: "run-x" })).verdict).toBe("allow")
+      // Once checks stop waiting, exports are taken again.
+      await Bun.sleep(1200)
+      expect((await exportNow()).status).toBe(200)
+    } finally {
+      await server.stop()
+    }
+  }, 60_000)
+})
