@@ -12,12 +12,15 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 /** Body of POST /api/v1/forks (strict). */
 export const CreateForkRequest = withExamples(
   Schema.Struct({
-    trace_id: TraceId,
-    fork_point_span_id: SpanId,
+    trace_id: Schema.propertySignature(TraceId).annotations({ description: "The recorded trace to branch from (one of the account's)" }),
+    fork_point_span_id: Schema.propertySignature(SpanId).annotations({
+      description: "The span of that trace where the replay starts differing: it runs with modified_input"
+    }),
     // Unknown would also accept a missing key: the spec requires it (null is a value).
-    modified_input: JsonValue.pipe(Schema.filter((u) => u !== undefined, { message: () => "is missing" })),
-    name: Schema.optional(Text(500)),
-    description: Schema.optional(Text(10_000)),
+    modified_input: Schema.propertySignature(JsonValue.pipe(Schema.filter((u) => u !== undefined, { message: () => "is missing" })))
+      .annotations({ description: "The input the fork point runs with instead of the recorded one (null is a value)" }),
+    name: Schema.optional(Text(500)).annotations({ description: "A label for the fork, at most 500 characters" }),
+    description: Schema.optional(Text(10_000)).annotations({ description: "What the fork tries out" }),
     mock_outputs: Schema.optional(JsonObject).annotations({
       description: "Tool name or span id → the output to use instead of the recorded one"
     })

@@ -88,14 +88,14 @@ export type CreateTraceRequest = typeof CreateTraceRequest.Type
 /** Body of PATCH /api/v1/traces/{traceId} (strict, every field optional). */
 export const FinishTraceRequest = withExamples(
   Schema.Struct({
-    status: Schema.optional(TraceStatus),
-    output: Schema.optional(JsonValue),
-    ended_at: Schema.optional(Instant),
-    total_tokens: Schema.optional(Count),
-    total_cost: Schema.optional(Amount),
-    total_duration_ms: Schema.optional(Count),
-    lossy: Schema.optional(Schema.Boolean),
-    terminated_early: Schema.optional(Schema.Boolean)
+    status: Schema.optional(TraceStatus).annotations({ description: "completed or failed ends the run; running keeps it open" }),
+    output: Schema.optional(JsonValue).annotations({ description: "The run's output: any JSON value" }),
+    ended_at: Schema.optional(Instant).annotations({ description: "When the run ended (ISO 8601)" }),
+    total_tokens: Schema.optional(Count).annotations({ description: "Tokens of the run, kept as sent instead of the spans' sum" }),
+    total_cost: Schema.optional(Amount).annotations({ description: "Cost in USD of the run, kept as sent instead of the spans' sum" }),
+    total_duration_ms: Schema.optional(Count).annotations({ description: "Duration in milliseconds, kept as sent" }),
+    lossy: Schema.optional(Schema.Boolean).annotations({ description: "The recorder dropped some spans (a full queue)" }),
+    terminated_early: Schema.optional(Schema.Boolean).annotations({ description: "The run was stopped before it finished" })
   }).annotations({ identifier: "FinishTraceRequest", ...strict }),
   {
     status: "completed",
