@@ -36,12 +36,12 @@ export const MAX_LIVE_KEYS_PER_ACCOUNT = 100
 /** Body of POST /api/v1/api-keys (strict). */
 export const CreateApiKeyRequest = withExamples(
   Schema.Struct({
-    name: Schema.String.pipe(
+    name: Schema.propertySignature(Schema.String.pipe(
       Schema.filter((s) => s.trim().length > 0 && s.length <= 100, {
         message: () => "name must be 1 to 100 characters, not only spaces"
       }),
       Schema.filter((s) => isStorableText(s) || "name must not contain NUL characters or unpaired surrogates")
-    )
+    )).annotations({ description: "What the key is for (1 to 100 characters), shown in listings" })
   }).annotations({ identifier: "CreateApiKeyRequest", parseOptions: { onExcessProperty: "error" } }),
   { name: "ci-pipeline" }
 )

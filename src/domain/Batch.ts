@@ -36,14 +36,14 @@ export const batchTarget = (path: string): string | undefined => {
 export const BatchMethod = Schema.Literal("GET", "POST", "PUT", "PATCH", "DELETE")
 
 export const BatchOperation = Schema.Struct({
-  method: BatchMethod,
-  path: Schema.String.pipe(
+  method: Schema.propertySignature(BatchMethod).annotations({ description: "The operation's HTTP method" }),
+  path: Schema.propertySignature(Schema.String.pipe(
     Schema.maxLength(2048),
     Schema.filter((p) => batchTarget(p) !== undefined, {
       message: () => "path must be an /api/v1/ route of this API other than /api/v1/batch (e.g. /api/v1/traces?limit=5)"
     })
-  ),
-  body: Schema.optional(JsonValue)
+  )).annotations({ description: "An /api/v1/ route of this API with its query string (not /api/v1/batch itself)" }),
+  body: Schema.optional(JsonValue).annotations({ description: "The operation's JSON body; none for GET" })
 }).annotations({ identifier: "BatchOperation", parseOptions: { onExcessProperty: "error" } }).pipe(
   Schema.filter((op) => op.method !== "GET" || op.body === undefined, { message: () => "a GET operation takes no body" })
 )
@@ -52,8 +52,12 @@ export type BatchOperation = typeof BatchOperation.Type
 /** Body of POST /api/v1/batch (strict). */
 export const BatchRequest = withExamples(
   Schema.Struct({
-    operations: Schema.Array(BatchOperation).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH_OPERATIONS)),
-    async: Schema.optionalWith(Schema.Boolean, { default: () => false })
+    operations: Schema.propertySignature(
+      Schema.Array(BatchOperation).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH_OPERATIONS))
+    ).annotations({ description: "1 to 100 operations, run in order" }),
+    async: Schema.optionalWith(Schema.Boolean, { default: () => false }).annotations({
+      description: "Queue the batch and answer 202 with a job at once (default false: answer when all have run)"
+    })
   }).annotations({ identifier: "BatchRequest", parseOptions: { onExcessProperty: "error" } }),
   {
     operations: [
