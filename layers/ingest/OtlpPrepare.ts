@@ -10,7 +10,7 @@ import { decodeOtlpProtobuf } from "./OtlpDecode.ts"
 import { accountNamespace } from "./OtlpIds.ts"
 import { finalizeTrace, type StoredSpan, type TraceFinalization } from "./TraceFinalize.ts"
 
-/** At most this many spans are created per request (SPEC §4); the rest are refused through partialSuccess. */
+/** At most this many spans are created per request; the rest are refused through partialSuccess. */
 export const MAX_SPANS_PER_EXPORT = 2000
 
 /** Maps the decoded spans in document order, applying the cap; the spans to write and what was refused. */

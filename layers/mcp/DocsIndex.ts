@@ -1,4 +1,4 @@
-/** One readable unit of the API reference: an operation, a schema, or a section of the guides (README.md, docs/). */
+/** One readable unit of the API reference: an operation, a schema, or a section of the guide (README.md, docs/). */
 export interface DocEntry {
   readonly id: string
   readonly title: string
@@ -67,25 +67,21 @@ const schemaEntries = (openApi: any): Array<DocEntry> =>
     text: `# Schema ${name}\n${schema?.description ? `${schema.description}\n` : ""}${schemaText(schema)}`
   }))
 
-/** A guide page: its name ("readme", "stream" for docs/stream.md) and its Markdown. */
-export interface GuidePage {
-  readonly name: string
-  readonly markdown: string
-}
-
-/** A page's sections (## and ###), each with its own text (a ## section stops at its first ###). */
-const guideEntries = (page: GuidePage): Array<DocEntry> => {
+/** Guide sections (## and ###), each with its own text (a ## section stops at its first ###). Ids keep the `readme:` prefix. */
+const readmeEntries = (readme: string): Array<DocEntry> => {
   const out: Array<DocEntry> = []
   let current: { title: string; lines: Array<string> } | undefined
   let inFence = false
   const flush = () => {
-    if (current) {
-      out.push({ id: `guide:${page.name}/${slug(current.title)}`, title: current.title, kind: "guide", text: current.lines.join("\n").trim() })
+    // A page title (#) directly followed by its first section has no text of its own.
+    if (current && current.lines.some((l, i) => i > 0 && l.trim() !== "")) {
+      out.push({ id: `readme:${slug(current.title)}`, title: current.title, kind: "guide", text: current.lines.join("\n").trim() })
     }
   }
-  for (const line of page.markdown.split("\n")) {
+  for (const line of readme.split("\n")) {
     if (line.startsWith("```")) inFence = !inFence
-    const heading = inFence ? null : /^(#{2,3}) (.+)$/.exec(line)
+    // Page titles (#) end the previous page's last section.
+    const heading = inFence ? null : /^(#{1,3}) (.+)$/.exec(line)
     if (heading) {
       flush()
       current = { title: heading[2]!.trim(), lines: [line] }
@@ -97,9 +93,9 @@ const guideEntries = (page: GuidePage): Array<DocEntry> => {
 
 const words = (s: string) => s.toLowerCase().match(/[a-z0-9_]+/g) ?? []
 
-/** Builds the searchable reference from the OpenAPI document and the guide pages. */
-export const makeDocsIndex = (openApi: unknown, guides: ReadonlyArray<GuidePage>): DocsIndex => {
-  const entries = [...operationEntries(openApi), ...guides.flatMap(guideEntries), ...schemaEntries(openApi)]
+/** Builds the searchable reference from the OpenAPI document and the guide (README.md and docs/). */
+export const makeDocsIndex = (openApi: unknown, readme: string): DocsIndex => {
+  const entries = [...operationEntries(openApi), ...readmeEntries(readme), ...schemaEntries(openApi)]
   const tokenized = entries.map((e) => ({ title: words(e.title + " " + e.id), body: words(e.text) }))
   const documentFrequency = new Map<string, number>()
   for (const t of tokenized) for (const w of new Set([...t.title, ...t.body])) documentFrequency.set(w, (documentFrequency.get(w) ?? 0) + 1)
@@ -146,12 +142,10 @@ export const makeDocsIndex = (openApi: unknown, guides: ReadonlyArray<GuidePage>
     if (byPath.length > 0) return byPath
     const bySchema = entries.filter((e) => e.id.toLowerCase() === `schema:${lower}`)
     if (bySchema.length > 0) return bySchema
-    // A guide section by title, or by the start of its id after the page ("guide:stream/live-span-stream" or
-    // "live-span-stream").
-    const key = slug(lower.startsWith("guide:") ? wanted.slice(6).replace(/^[^/]*\//, "") : wanted)
-    const sectionKey = (e: DocEntry) => e.id.replace(/^guide:[^/]*\//, "")
-    const sections = entries.filter((e) => e.kind === "guide" && (e.title.toLowerCase() === lower || (key !== "" && sectionKey(e).startsWith(key))))
-    const exactSection = sections.filter((e) => sectionKey(e) === key)
+    // A README section by title, or by the start of its id ("readme:live-span-stream").
+    const key = slug(lower.startsWith("readme:") ? wanted.slice(7) : wanted)
+    const sections = entries.filter((e) => e.kind === "guide" && (e.title.toLowerCase() === lower || (key !== "" && e.id.startsWith(`readme:${key}`))))
+    const exactSection = sections.filter((e) => e.id === `readme:${key}`)
     return exactSection.length > 0 ? exactSection : sections
   }
 

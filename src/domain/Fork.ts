@@ -16,7 +16,7 @@ export const CreateForkRequest = withExamples(
     fork_point_span_id: Schema.propertySignature(SpanId).annotations({
       description: "The span of that trace where the replay starts differing: it runs with modified_input"
     }),
-    // Unknown would also accept a missing key: the spec requires it (null is a value).
+    // Unknown would also accept a missing key: the API requires it (null is a value).
     modified_input: Schema.propertySignature(JsonValue.pipe(Schema.filter((u) => u !== undefined, { message: () => "is missing" })))
       .annotations({ description: "The input the fork point runs with instead of the recorded one (null is a value)" }),
     name: Schema.optional(Text(500)).annotations({ description: "A label for the fork, at most 500 characters" }),

@@ -6,7 +6,7 @@ import { Effect, Either, Layer, Option, Runtime } from "effect"
 import { z } from "zod"
 import { Credentials, type Principal } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
-import { type GuidePage, makeDocsIndex } from "#layers/mcp/DocsIndex"
+import { makeDocsIndex } from "#layers/mcp/DocsIndex"
 import { type ProductServices, registerProductTools, type Runner } from "#layers/mcp/ProductTools"
 import { TapedeckApi } from "../api/Api.ts"
 import { BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
@@ -77,31 +77,27 @@ const onlyPost = (request: HttpServerRequest.HttpServerRequest) =>
     ? Option.none()
     : Option.some(errorBody(405, "this MCP endpoint is stateless: send JSON-RPC messages with POST", "method_not_allowed", { allow: "POST" }))
 
-const repoRoot = new URL("../../", import.meta.url).pathname
+const repositoryFile = (path: string) => new URL(`../../${path}`, import.meta.url).pathname
 
-/** README.md and docs/*.md, the guides /mcp/docs serves beside the OpenAPI reference; a missing file is skipped. */
-const readGuides = (fs: FileSystem.FileSystem) =>
+/** README.md, then every page of docs/ in name order, as one Markdown text (sections are ## and ### headings). */
+const readGuide = (fs: FileSystem.FileSystem) =>
   Effect.gen(function*() {
-    const docsDir = `${repoRoot}docs`
-    const pages = yield* fs.readDirectory(docsDir).pipe(
-      Effect.map((names) => names.filter((n) => n.endsWith(".md")).sort().map((n) => ({ name: n.slice(0, -3), path: `${docsDir}/${n}` }))),
-      Effect.orElseSucceed(() => [])
-    )
-    const all = [{ name: "readme", path: `${repoRoot}README.md` }, ...pages]
-    const read = yield* Effect.forEach(all, (page) =>
-      fs.readFileString(page.path).pipe(
-        Effect.map((markdown): Option.Option<GuidePage> => Option.some({ name: page.name, markdown })),
-        Effect.orElseSucceed(() => Option.none<GuidePage>())
+    const pages = (yield* fs.readDirectory(repositoryFile("docs")).pipe(Effect.orElseSucceed(() => [] as Array<string>)))
+      .filter((name) => name.endsWith(".md"))
+      .sort()
+      .map((name) => `docs/${name}`)
+    const texts = yield* Effect.forEach(["README.md", ...pages], (path) =>
+      fs.readFileString(repositoryFile(path)).pipe(
+        Effect.tapError(() => Effect.logWarning(`${path} not found: /mcp/docs serves the rest of the reference`)),
+        Effect.orElseSucceed(() => "")
       ))
-    const guides = read.flatMap(Option.toArray)
-    if (guides.length === 0) yield* Effect.logWarning("README.md and docs/ not found: /mcp/docs serves the OpenAPI reference only")
-    return guides
+    return texts.join("\n")
   })
 
 /**
  * POST /mcp: the product MCP endpoint (Streamable HTTP), authenticated like the API; its tools act for the
  * caller's account through the same services as the REST routes. POST /mcp/docs: the public documentation
- * MCP endpoint over the OpenAPI document and the guides (README.md, docs/).
+ * MCP endpoint over the OpenAPI document and the guide (README.md and the pages of docs/).
  */
 export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
@@ -113,8 +109,8 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
     const run: Runner = (effect) => Runtime.runPromiseExit(runtime)(effect)
 
     const fs = yield* Effect.serviceOption(FileSystem.FileSystem)
-    const guides = Option.isNone(fs) ? [] : yield* readGuides(fs.value)
-    const docs = makeDocsIndex(OpenApi.fromApi(TapedeckApi), guides)
+    const guide = Option.isNone(fs) ? "" : yield* readGuide(fs.value)
+    const docs = makeDocsIndex(OpenApi.fromApi(TapedeckApi), guide)
 
     const product = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -155,7 +151,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
       return yield* exchange(request, "tapedeck-docs", (server) => {
         server.registerTool("search_docs", {
           title: "Search the Tapedeck API reference",
-          description: "Full-text search over the API's operations (from the OpenAPI document), its schemas and the sections of the guides (README.md and docs/). Returns ids to read with read_doc.",
+          description: "Full-text search over the API's operations (from the OpenAPI document), its schemas and the README's guide sections. Returns ids to read with read_doc.",
           inputSchema: z.object({
             query: z.string().min(1).max(500),
             limit: z.number().int().min(1).max(50).optional().describe("default 8")
@@ -166,7 +162,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
         }))
         server.registerTool("read_doc", {
           title: "Read a part of the Tapedeck API reference",
-          description: "One entry by id (\"GET /api/v1/traces\", \"schema:CreateTraceRequest\", \"guide:stream/live-span-stream\"), by path (\"/api/v1/traces\": every method) or by section title.",
+          description: "One entry by id (\"GET /api/v1/traces\", \"schema:CreateTraceRequest\", \"readme:live-span-stream\"), by path (\"/api/v1/traces\": every method) or by section title.",
           inputSchema: z.object({ id: z.string().min(1).max(500) }).strict(),
           annotations: { readOnlyHint: true }
         }, async (args) => {

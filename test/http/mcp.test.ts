@@ -265,7 +265,7 @@ describe("/mcp: validation and isolation", () => {
 })
 
 describe("/mcp/docs", () => {
-  test("public: search and read the API reference and the guides", async () => {
+  test("public: search and read the API reference and the README", async () => {
     const client = await connect("/mcp/docs")
     const names = (await client.listTools()).tools.map((t) => t.name).sort()
     expect(names).toEqual(["list_docs", "read_doc", "search_docs"])
@@ -282,7 +282,7 @@ describe("/mcp/docs", () => {
     const guide = await call(client, "read_doc", { id: "Live span stream" })
     expect(guide.text).toContain("/ws/v1/stream")
     const streamHits = await callJson(client, "search_docs", { query: "websocket last_event_id" })
-    expect(streamHits[0].id).toStartWith("guide:")
+    expect(streamHits[0].id).toStartWith("readme:")
     const missing = await call(client, "read_doc", { id: "nothing like this" })
     expect(missing.isError).toBe(true)
     expect(JSON.parse(missing.text).code).toBe("not_found")
