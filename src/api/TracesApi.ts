@@ -9,6 +9,7 @@ import {
   TraceCreateResult,
   TraceDetail,
   TraceList,
+  TraceLookupPath,
   TracePath
 } from "../domain/Trace.ts"
 import { ConflictWire } from "./ApiErrors.ts"
@@ -23,7 +24,7 @@ export class TracesApi extends HttpApiGroup.make("traces")
       .setUrlParams(ListTracesParams)
       .addSuccess(TraceList)
       .annotate(OpenApi.Summary, "List traces, newest first (offset or keyset cursor)")
-      .annotate(OpenApi.Description, "Production traces of the caller's account by default (`env=sandbox` lists fork-replay results instead). Page with `limit` and `offset`, or follow `nextCursor` (keyset paging, stable while traces are being written). Items carry the totals, not the spans.")
+      .annotate(OpenApi.Description, "Production traces of the caller's account by default (`env=sandbox` lists fork-replay results instead), narrowed by the filters below (status, project, session, name, model, errors, dates, cost, duration). Page with `limit` and `offset`, or follow `nextCursor` (keyset paging, stable while traces are being written). Items carry the totals, not the spans.")
   )
   .add(
     HttpApiEndpoint.post("create", "/traces")
@@ -35,10 +36,10 @@ export class TracesApi extends HttpApiGroup.make("traces")
   )
   .add(
     HttpApiEndpoint.get("get", "/traces/:traceId")
-      .setPath(TracePath)
+      .setPath(TraceLookupPath)
       .addSuccess(TraceDetail)
-      .annotate(OpenApi.Summary, "A trace with its spans, causal order and concurrent groups")
-      .annotate(OpenApi.Description, "The trace, its spans ordered by start time, the causal order (parents before children) and the groups of spans that ran concurrently. A trace of another account, a deleted one or an unknown id answers 404.")
+      .annotate(OpenApi.Summary, "A trace with its spans, causal order and concurrent groups (by id or OpenTelemetry trace id)")
+      .annotate(OpenApi.Description, "The trace, its spans ordered by start time, the causal order (parents before children) and the groups of spans that ran concurrently. The id is the trace's UUID or, for a trace sent over OTLP, the 32-hex OpenTelemetry trace id your own logs show. A trace of another account, a deleted one or an unknown id answers 404.")
   )
   .add(
     HttpApiEndpoint.patch("finish", "/traces/:traceId")
