@@ -9,7 +9,7 @@ export class SearchApi extends HttpApiGroup.make("search")
       .addSuccess(SearchResult)
       .annotate(
         OpenApi.Summary,
-        "The account's spans ranked by semantic similarity to the query (cosine of embeddings, with a full-text boost)"
+        "The account's spans ranked by hybrid retrieval: full-text and embedding-similarity candidates fused by reciprocal rank"
       )
   )
   .middleware(RateLimit)

@@ -5,7 +5,7 @@ import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from 
 import type { AccountId } from "#src/domain/Ids"
 import { Embedder } from "#layers/search/Embedder"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
-import { SpanIndex } from "#layers/search/SpanIndex"
+import { type Leg, SpanIndex } from "#layers/search/SpanIndex"
 import { StorageLive } from "#layers/storage/Sql"
 import { KINDS, relevanceSpans } from "../fixtures/search/relevance.ts"
 import { type RunQuery, runQueryHalves, runSpans, type RunScores, scoreRuns } from "../fixtures/search/agentRuns.ts"
@@ -75,17 +75,18 @@ const lexemes = (runtime: Runtime, texts: ReadonlyArray<readonly [string, string
     return out
   }).pipe(Effect.orDie))
 
-const searchIds = (runtime: Runtime, account: AccountId, query: string) =>
+const searchIds = (runtime: Runtime, account: AccountId, query: string, legs?: ReadonlyArray<Leg>) =>
   runtime.runPromise(Effect.gen(function*() {
     const index = yield* SpanIndex
     const embedder = yield* Embedder
     const [vector] = yield* embedder.embed([query])
-    const hits = yield* index.search({ accountId: account, embedder: embedder.id, query, vector: vector!, filters: undefined, limit: 10, offset: 0 })
+    const hits = yield* index.search({ accountId: account, embedder: embedder.id, query, vector: vector!, filters: undefined, limit: 10, offset: 0, ...(legs ? { legs } : {}) })
     return hits.map((h) => h.span.id as string)
   }).pipe(Effect.orDie))
 
-type System = "search" | "bm25"
-const SYSTEMS: ReadonlyArray<System> = ["search", "bm25"]
+/** search: the product's hybrid ranking; vector and lexical: its legs alone; bm25: the reference keyword search. */
+type System = "search" | "vector" | "lexical" | "bm25"
+const SYSTEMS: ReadonlyArray<System> = ["search", "vector", "lexical", "bm25"]
 
 let runtime: Runtime
 let database: TestDatabase
@@ -109,6 +110,8 @@ beforeAll(async () => {
     for (const q of queries) {
       ranked.get("bm25")!.set(q, rank([...queryTerms.get(q)!.keys()]))
       ranked.get("search")!.set(q, await searchIds(runtime, account, q))
+      ranked.get("vector")!.set(q, await searchIds(runtime, account, q, ["vector"]))
+      ranked.get("lexical")!.set(q, await searchIds(runtime, account, q, ["lexical"]))
     }
   }
 }, 300_000)
@@ -158,6 +161,18 @@ describe(`relevance on ${process.env.TEST_DATABASE_URL ? "PostgreSQL" : "PGlite"
     console.log(lines.join("\n"))
     // The harness itself: every query was answered by every system.
     for (const system of SYSTEMS) expect(ranked.get(system)!.size).toBe(64 + 2 * KINDS.length - countDuplicateOldQueries())
+  })
+})
+
+describe("hybrid retrieval", () => {
+  test("on each half, recalls at least as much overall as either of its legs alone and as BM25", () => {
+    const { heldOut, tuning } = runQueryHalves()
+    for (const queries of [tuning, heldOut]) {
+      const hybrid = scores("search", queries).recallAt10
+      for (const other of ["vector", "lexical", "bm25"] as const) {
+        expect(hybrid).toBeGreaterThanOrEqual(scores(other, queries).recallAt10)
+      }
+    }
   })
 })
 
