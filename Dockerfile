@@ -6,10 +6,11 @@ RUN bun install --production --frozen-lockfile || bun install --production
 
 FROM oven/bun:1.4.5
 WORKDIR /app
-# MIMALLOC_PURGE_DELAY=-1: keep freed memory for reuse (see README, Configuration).
+# MIMALLOC_PURGE_DELAY=-1: keep freed memory for reuse (see docs/configuration.md).
 ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0 MIMALLOC_PURGE_DELAY=-1
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json tsconfig.json README.md ./
+COPY docs ./docs
 COPY src ./src
 COPY layers ./layers
 USER bun

@@ -28,6 +28,8 @@ beforeAll(async () => {
       PORT: "0",
       HOST: "127.0.0.1",
       TAPEDECK_LOG_LEVEL: "All",
+      // Every line the service can write, access lines included: none may carry a secret.
+      TAPEDECK_ACCESS_LOG: "true",
       TAPEDECK_API_KEYS: `acme=${SECRETS.apiKey}`,
       TAPEDECK_JWT_SECRET: SECRETS.jwtSecret,
       TAPEDECK_LLM_BASE_URL: fake.baseUrl,

@@ -100,6 +100,12 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
         Config.validate({ message: "must be an absolute http(s) URL", validation: (s) => /^https?:\/\/[^\s/?#]+/i.test(s) }),
         Config.map((s) => s.replace(/\/+$/, ""))
       )),
+      // Logs: one line per request only when asked for; otherwise a summary line per period (0: none).
+      accessLog: yield* Config.boolean("TAPEDECK_ACCESS_LOG").pipe(Config.withDefault(false)),
+      logSummarySeconds: yield* Config.number("TAPEDECK_LOG_SUMMARY_SECONDS").pipe(
+        Config.validate({ message: "must be 0 to 86400", validation: (n) => n >= 0 && n <= 86_400 }),
+        Config.withDefault(60)
+      ),
       commit: yield* Config.option(Config.string("TAPEDECK_COMMIT")),
       buildTime: yield* Config.option(Config.string("TAPEDECK_BUILD_TIME")),
       deploymentId: yield* Config.option(Config.string("TAPEDECK_DEPLOYMENT_ID"))

@@ -5,29 +5,30 @@ import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
 import { parentUuid, spanUuid, traceUuid } from "./OtlpIds.ts"
 
 /**
- * The GenAI mapping of one OTLP span to our span (otel-genai-mapping §6.2–§6.7, §6.9). Pure and total:
+ * The GenAI mapping of one OTLP span to our span (docs/otel-mapping.md). Pure and total:
  * every value it returns can be stored as PostgreSQL jsonb/text and is within the span limits.
  *
- * Besides the §6.9 layout, `metadata` persists what the per-trace finalize pass (TraceFinalize.ts) reads
+ * Besides the layout of docs/otel-mapping.md ("Span metadata"), `metadata` persists what the per-trace finalize pass (TraceFinalize.ts) reads
  * back from storage, since it has nothing else:
  * - `otel.root: true`        the span has no parent (a true root)
- * - `otel.local_root: true`  flags bits 8 and 9 say the parent is remote (§6.8 fallback root)
- * - `otel.failed: true`      the span failed per §6.5 (the trace fails when its root did)
+ * - `otel.local_root: true`  flags bits 8 and 9 say the parent is remote (the fallback root)
+ * - `otel.failed: true`      the span failed (see "Errors"; the trace fails when its root did)
  * - `otel.service_name`      `service.name` of the span's resource
- * - `agent`                  `{ is_agent_span, own_id?, own_role? }`: §6.6 own identity, kept apart from the
+ * - `agent`                  `{ is_agent_span, own_id?, own_role? }`: own agent identity, kept apart from the
  *                            `agent_id`/`agent_role` columns, which finalize overwrites with inherited values
- * - `aggregate_usage`        §6.7 usage repeated from children, promoted by finalize when no child has any
+ * - `aggregate_usage`        usage repeated from children, promoted by finalize when no child has any
  * - `session_id`, `user_id`  first session / user id key on the span's attributes
  * - `trace_hints`            `{ name?, input?, output?, tags?, resource_session_id?, environment? }`:
- *                            `langfuse.trace.name` / `traceloop.workflow.name` / `gen_ai.workflow.name`,
+ *                            `langfuse.trace.name` / `traceloop.workflow.name` / `gen_ai.workflow.name` /
+ *                            `ai.telemetry.functionId`,
  *                            `langfuse.trace.input` / `output`, the trace tags, the session id found on the
  *                            resource, and the raw deployment environment (`sandbox` marks a sandbox trace)
- * Flags are written only when true. As in §6.9, `attributes` holds the attributes not mapped elsewhere and
+ * Flags are written only when true. As that page says, `attributes` holds the attributes not mapped elsewhere and
  * `resource` the resource attributes (both size-capped), `events` the events not turned into input, output
  * or `exception`, and `truncated` names what was cut. `mapping_error` marks the bare fallback span.
  */
 export interface MappedSpan {
-  /** The span as stored: SPEC Span field names (snake_case), ISO 8601 UTC strings with milliseconds for times. */
+  /** The span as stored: the API's Span field names (snake_case), ISO 8601 UTC strings with milliseconds for times. */
   readonly span: {
     id: string
     parent_id: string | null
@@ -48,13 +49,13 @@ export interface MappedSpan {
     ended_at?: string
     error?: string
   }
-  /** Our trace UUID (§2.1). */
+  /** Our trace UUID (docs/otel-mapping.md, "Ids"). */
   readonly traceId: string
   /** The OTel trace id, lowercase hex. */
   readonly otelTraceId: string
 }
 
-/** The instrumentation family that decided `span_type` (§6.9 `metadata.source`). */
+/** The instrumentation family that decided `span_type` (`metadata.source`, docs/otel-mapping.md). */
 export type Source =
   | "otel_genai" | "otel_genai_legacy" | "openinference" | "openllmetry" | "vercel_ai"
   | "pydantic_ai" | "langsmith" | "langfuse" | "generic"
@@ -62,9 +63,9 @@ export type Source =
 type Attrs = Readonly<Record<string, unknown>>
 type Json = Record<string, unknown>
 
-/** Largest stored `input` / `output`, in serialised characters (§6.4 "for example 1 MiB"). */
+/** Largest stored `input` / `output`, in serialised characters (docs/otel-mapping.md, "Input and output"). */
 const MAX_IO_CHARS = 1_048_576
-/** Largest stored error string (§6.5). */
+/** Largest stored error string (docs/otel-mapping.md, "Errors"). */
 const MAX_ERROR_CHARS = 4000
 const MAX_STACKTRACE_CHARS = 16_000
 const MAX_HINT_IO_CHARS = 262_144
@@ -288,7 +289,7 @@ const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0
 
 /**
  * A JSON-documented attribute: a string that starts like a JSON object, array or string is parsed; a parse
- * failure (often an SDK length limit cutting the string) keeps the raw string (§3.3).
+ * failure (often an SDK length limit cutting the string) keeps the raw string.
  */
 const parseJsonish = (v: unknown): unknown => {
   if (typeof v !== "string") return v
@@ -509,13 +510,13 @@ const classify = (f: Facts): { type: SpanType; source: Source } => {
   return { type: f.failed ? "error" : "action", source: "generic" }
 }
 
-/** §6.6: spans that define an agent (their children inherit its identity). */
+/** "Agents": spans that define an agent (their children inherit its identity). */
 const isAgentSpan = (f: Facts) =>
   f.operation === "invoke_agent" || f.operation === "create_agent" || f.oiKind === "AGENT" ||
   f.traceloopKind === "agent" || f.langfuseType === "agent" ||
   (f.operation === undefined && !isBlank(f.a["agent_name"]))
 
-/** §6.7: spans whose usage repeats their children's. An llm_call always owns its usage. */
+/** "Aggregate usage": spans whose usage repeats their children's. An llm_call always owns its usage. */
 const isAggregate = (f: Facts, type: SpanType) => {
   if (type === "llm_call") return false
   if (f.scan.aggregatedUsage) return true
@@ -1098,14 +1099,18 @@ const COST_KEYS = ["gen_ai.usage.cost", "llm.cost.total", "operation.cost"]
 const TOOL_NAME_KEYS = ["gen_ai.tool.name", "ai.toolCall.name", "tool.name"]
 const TOOL_CALL_ID_KEYS = ["gen_ai.tool.call.id", "ai.toolCall.id", "tool.id"]
 const TOOL_DESCRIPTION_KEYS = ["gen_ai.tool.description", "tool.description"]
-/** §6.8 session keys, in order; never `langsmith.trace.session_id` (the LangSmith project). */
+/** Session keys, in order (docs/otel-mapping.md, "Traces"); never `langsmith.trace.session_id` (the LangSmith project). */
 const SESSION_KEYS = [
   "langfuse.session.id", "session.id", "gen_ai.conversation.id", "traceloop.association.properties.session_id",
   "langsmith.metadata.session_id", "langsmith.metadata.thread_id", "langsmith.metadata.conversation_id",
   "ai.telemetry.metadata.sessionId"
 ]
 const USER_KEYS = ["user.id", "langfuse.user.id", "traceloop.association.properties.user_id", "ai.telemetry.metadata.userId"]
-const TRACE_NAME_KEYS = ["langfuse.trace.name", "traceloop.workflow.name", "gen_ai.workflow.name"]
+/**
+ * The names an instrumentation gives the run itself, in order: Langfuse's explicit trace name, OpenLLMetry's and
+ * the GenAI conventions' workflow name, then the Vercel AI SDK's `functionId` (its root span is `ai.generateText`).
+ */
+const TRACE_NAME_KEYS = ["langfuse.trace.name", "traceloop.workflow.name", "gen_ai.workflow.name", "ai.telemetry.functionId"]
 const TAG_KEYS = ["langfuse.trace.tags", "tag.tags", "langsmith.span.tags"]
 const ENVIRONMENT_KEYS = ["langfuse.environment", "deployment.environment.name", "deployment.environment"]
 
@@ -1174,7 +1179,7 @@ const nameOf = (span: OtlpSpan, type: SpanType, operation: string | undefined, m
   return { name: fitText(name, SPAN_TEXT_LIMITS.name), original: renamed ? fitText(original, SPAN_TEXT_LIMITS.name) : undefined }
 }
 
-/** §6.5: the failure verdict and the error string. */
+/** "Errors": the failure verdict and the error string. */
 const failureOf = (span: OtlpSpan, a: Attrs) => {
   const failed = span.status?.code === 2 || !isBlank(a["error.type"]) || str(a, "langfuse.observation.level") === "ERROR"
   if (!failed) return { failed, error: undefined, exception: undefined as OtlpEvent | undefined }
@@ -1265,7 +1270,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
     (f.traceloopKind === "tool" ? asText(a["traceloop.entity.name"]) : undefined)
   const { name, original } = nameOf(span, type, operation ?? f.aiOp, modelRaw, toolName)
 
-  // Usage: an aggregate span keeps it in metadata only (§6.7).
+  // Usage: an aggregate span keeps it in metadata only ("Aggregate usage").
   const aggregate = isAggregate(f, type)
   const usageDetails = parseStructured(a["langfuse.observation.usage_details"])
   const details = isRecord(usageDetails) ? usageDetails : undefined
@@ -1325,7 +1330,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
     out.duration_ms = Math.min(Math.max(Math.round(durationNs / 1e6), 0), MAX_SPAN_COUNT)
   }
 
-  // §6.6 own identity; inherited values are resolved by finalize.
+  // The span's own agent identity; inherited values are resolved by finalize.
   const agentSpan = isAgentSpan(f)
   const traceloopAgent = f.traceloopKind === "agent" ? asText(a["traceloop.entity.name"]) : undefined
   const ownId = metaText(firstText(a, ["gen_ai.agent.id", "gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]), SPAN_TEXT_LIMITS.agent_id)
@@ -1335,7 +1340,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   if (hasEnd) out.ended_at = isoOfMillis(end.ms)
   if (failure.error !== undefined) out.error = failure.error
 
-  // §6.9 metadata.
+  // metadata (docs/otel-mapping.md, "Span metadata").
   const meta = out.metadata
   meta.source = decided.source
   const otel: Json = { trace_id: traceHex, span_id: spanHex }

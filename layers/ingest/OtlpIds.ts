@@ -1,5 +1,5 @@
 /**
- * Deterministic UUIDs for OTLP traces and spans (otel-genai-mapping §2.1): account-scoped UUIDv5, so a
+ * Deterministic UUIDs for OTLP traces and spans (docs/otel-mapping.md, "Ids"): account-scoped UUIDv5, so a
  * re-delivered batch maps to the same rows and the same W3C trace exported by two accounts never collides.
  */
 

@@ -36,7 +36,7 @@ export interface TraceFinalization {
 type Json = Record<string, unknown>
 type SpanUpdate = TraceFinalization["spanUpdates"][number]
 
-/** Longest session id the Trace resource takes (SPEC); longer ones are hashed (§6.8). */
+/** Longest session id a trace takes; longer ones are hashed (docs/otel-mapping.md, "Traces"). */
 const MAX_SESSION_ID = 100
 const MAX_TAGS = 50
 
@@ -109,7 +109,7 @@ const nodeOf = (span: StoredSpan): Node => {
 const byStart = (x: Node, y: Node) => x.startMs - y.startMs || (x.span.id < y.span.id ? -1 : x.span.id > y.span.id ? 1 : 0)
 
 /**
- * Finalizes one OTLP trace from all its stored spans (otel-genai-mapping §6.6–§6.8): inherited agent fields,
+ * Finalizes one OTLP trace from all its stored spans (docs/otel-mapping.md, "Agents" to "Traces"): inherited agent fields,
  * promotion of orphan aggregate usage, and the trace row's derived fields. Pure and total; spans may arrive
  * in any order, and a span whose parent is not among them has no known ancestors.
  */
@@ -138,7 +138,7 @@ export const finalizeTrace = (spans: ReadonlyArray<StoredSpan>): TraceFinalizati
   return { spanUpdates: [...updates.values()], trace: deriveTrace(ordered, byId) }
 }
 
-/** §6.6: agent_id/agent_role from the nearest agent span, parent_agent_id from the next distinct agent above. */
+/** "Agents": agent_id/agent_role from the nearest agent span, parent_agent_id from the next distinct agent above. */
 const resolveAgents = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUpdate) => {
   const limit = nodes.length + 1
   const above = new Map<Node, Node | undefined>()
@@ -237,7 +237,7 @@ const postOrder = (nodes: ReadonlyArray<Node>): Array<Node> => {
 }
 
 /**
- * §6.7: an aggregate span takes its aggregate usage as its own when no descendant reports any (a remote agent
+ * "Aggregate usage": an aggregate span takes its aggregate usage as its own when no descendant reports any (a remote agent
  * whose model calls are invisible), and gives it back (0) once one does. Tokens and cost are decided apart,
  * so an aggregate cost still counts when the children report tokens without cost. A child reporting zero
  * tokens (streaming without usage) does not count as reporting.
@@ -293,14 +293,19 @@ const firstOf = <A>(root: Node | undefined, ordered: ReadonlyArray<Node>, pick: 
   return undefined
 }
 
-/** §6.8: the trace row. A true root (no parent) wins over a local root (remote parent, flags bits 8+9). */
+/** "Traces": the trace row. A true root (no parent) wins over a local root (remote parent, flags bits 8+9). */
 const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Node>): TraceFinalization["trace"] => {
   let root = ordered.find((n) => n.span.parent_id === null || n.otel.root === true)
   // A local root whose parent did arrive here is not the top of what we have.
   root ??= ordered.find((n) => n.otel.local_root === true && (n.span.parent_id === null || !byId.has(n.span.parent_id)))
 
   const status = root === undefined ? "running" : root.otel.failed === true ? "failed" : "completed"
-  const name = root === undefined ? null : cap(text(root.hints.name) ?? String(root.span.name), SPAN_TEXT_LIMITS.name)
+  // The instrumentation's own name for the run (TRACE_NAME_KEYS: a workflow name, an AI SDK functionId), on the root
+  // or else on the first span that has one (OpenLLMetry and the AI SDK repeat it on the spans under a plain root, an
+  // HTTP request for example); without one, the root span's name.
+  const name = root === undefined
+    ? null
+    : cap(firstOf(root, ordered, (n) => text(n.hints.name)) ?? String(root.span.name), SPAN_TEXT_LIMITS.name)
 
   // Langfuse trace input: the root's, else the earliest span's; output: the root's, else the latest-ending span's.
   const byEnd = [...ordered].sort((x, y) => y.endMs - x.endMs)

@@ -1,4 +1,4 @@
-/** One readable unit of the API reference: an operation, a schema, or a README section. */
+/** One readable unit of the API reference: an operation, a schema, or a section of the guide (README.md, docs/). */
 export interface DocEntry {
   readonly id: string
   readonly title: string
@@ -67,17 +67,21 @@ const schemaEntries = (openApi: any): Array<DocEntry> =>
     text: `# Schema ${name}\n${schema?.description ? `${schema.description}\n` : ""}${schemaText(schema)}`
   }))
 
-/** README sections (## and ###), each with its own text (a ## section stops at its first ###). */
+/** Guide sections (## and ###), each with its own text (a ## section stops at its first ###). Ids keep the `readme:` prefix. */
 const readmeEntries = (readme: string): Array<DocEntry> => {
   const out: Array<DocEntry> = []
   let current: { title: string; lines: Array<string> } | undefined
   let inFence = false
   const flush = () => {
-    if (current) out.push({ id: `readme:${slug(current.title)}`, title: current.title, kind: "guide", text: current.lines.join("\n").trim() })
+    // A page title (#) directly followed by its first section has no text of its own.
+    if (current && current.lines.some((l, i) => i > 0 && l.trim() !== "")) {
+      out.push({ id: `readme:${slug(current.title)}`, title: current.title, kind: "guide", text: current.lines.join("\n").trim() })
+    }
   }
   for (const line of readme.split("\n")) {
     if (line.startsWith("```")) inFence = !inFence
-    const heading = inFence ? null : /^(#{2,3}) (.+)$/.exec(line)
+    // Page titles (#) end the previous page's last section.
+    const heading = inFence ? null : /^(#{1,3}) (.+)$/.exec(line)
     if (heading) {
       flush()
       current = { title: heading[2]!.trim(), lines: [line] }
@@ -89,7 +93,7 @@ const readmeEntries = (readme: string): Array<DocEntry> => {
 
 const words = (s: string) => s.toLowerCase().match(/[a-z0-9_]+/g) ?? []
 
-/** Builds the searchable reference from the OpenAPI document and README.md. */
+/** Builds the searchable reference from the OpenAPI document and the guide (README.md and docs/). */
 export const makeDocsIndex = (openApi: unknown, readme: string): DocsIndex => {
   const entries = [...operationEntries(openApi), ...readmeEntries(readme), ...schemaEntries(openApi)]
   const tokenized = entries.map((e) => ({ title: words(e.title + " " + e.id), body: words(e.text) }))

@@ -1,7 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { AuthorizationServerMetadata, ProtectedResourceMetadata } from "../domain/Discovery.ts"
 
-/** OAuth discovery metadata (spec §5.8): public, no authentication, no rate limit. */
+/** OAuth discovery metadata: public, no authentication, no rate limit. */
 export class DiscoveryApi extends HttpApiGroup.make("discovery")
   .add(
     HttpApiEndpoint.get("protectedResource", "/.well-known/oauth-protected-resource")

@@ -11,7 +11,7 @@ export type EvaluationRunId = typeof EvaluationRunId.Type
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
-/** Most criteria an evaluation may have, and most traces a run or gate may name (SPEC §8). */
+/** Most criteria an evaluation may have, and most traces a run or gate may name. */
 export const MAX_CRITERIA = 10
 export const MAX_TRACES_PER_RUN = 50
 /** How many of the caller's most recent runs an EvaluationDetail carries. */

@@ -12,7 +12,7 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 export const CreateForkRequest = Schema.Struct({
   trace_id: TraceId,
   fork_point_span_id: SpanId,
-  // Unknown would also accept a missing key: the spec requires it (null is a value).
+  // Unknown would also accept a missing key: the API requires it (null is a value).
   modified_input: JsonValue.pipe(Schema.filter((u) => u !== undefined, { message: () => "is missing" })),
   name: Schema.optional(Text(500)),
   description: Schema.optional(Text(10_000)),

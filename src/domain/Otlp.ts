@@ -42,7 +42,7 @@ export interface DecodedExport {
   readonly rejected: ReadonlyArray<RejectedSpan>
 }
 
-/** POST /v1/traces JSON body (strict in the spec: unknown fields are omitted, as OTLP requires). */
+/** POST /v1/traces JSON body (unknown fields are ignored, as OTLP requires). */
 export const OtlpJsonRequest = Schema.Struct({
   resourceSpans: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown })).pipe(Schema.maxItems(100))
 }).annotations({ identifier: "ExportTraceServiceRequest" })

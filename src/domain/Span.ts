@@ -44,7 +44,7 @@ export const spanFields = {
 export const SPAN_FIELD_NAMES: ReadonlySet<string> = new Set(Object.keys(spanFields))
 
 /**
- * A span on the wire (snake_case). Additional properties are allowed by the spec: they are kept,
+ * A span on the wire (snake_case). Additional properties are allowed: they are kept,
  * stored and returned as sent. (An index signature keeps them at a third of the decoding cost of
  * `onExcessProperty: "preserve"`.)
  */
@@ -55,7 +55,7 @@ export type Span = typeof Span.Type
 /** A span as JSON: ISO date-time strings. */
 export type SpanWire = typeof Span.Encoded
 
-/** The fields of a span that are not among the spec's named ones. */
+/** The fields of a span that are not among its named ones. */
 export const extraFields = (span: object): Record<string, unknown> | undefined => {
   let extra: Record<string, unknown> | undefined
   for (const key in span) {

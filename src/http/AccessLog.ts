@@ -1,6 +1,7 @@
 import { type HttpApp, HttpServerError, HttpServerRequest } from "@effect/platform"
-import { Context, Effect, FiberRef, LogLevel } from "effect"
+import { Context, Effect, type Exit, FiberRef, LogLevel } from "effect"
 import { enterForeground, leaveForeground } from "#layers/jobs/Foreground"
+import type { RequestSummary } from "./RequestSummary.ts"
 
 /** Query parameters that may carry a credential (the live stream's `?token=` for browsers, and common aliases). */
 const SECRET_PARAMS = /^(token|access_token|api_key|apikey|key|x-service-key|secret|password)$/i
@@ -21,22 +22,37 @@ export const loggableUrl = (url: string) => {
 }
 
 /**
- * One log line per answered request, like `HttpMiddleware.logger`, but the URL never carries a credential into
- * the logs. It also counts the requests in flight, which background work yields to (layers/jobs/Foreground.ts).
+ * Every answered request is counted for the periodic summary (RequestSummary.ts), and counted while in flight, which
+ * background work yields to (layers/jobs/Foreground.ts). With `log` (TAPEDECK_ACCESS_LOG) it also gets one log line,
+ * like `HttpMiddleware.logger`'s, but the URL never carries a credential into the logs.
  */
 let counter = 0
 
-export const accessLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
+export interface AccessLogOptions {
+  readonly log: boolean
+  readonly summary: RequestSummary
+}
+
+const statusOf = <A extends { readonly status: number }, E>(exit: Exit.Exit<A, E>) =>
+  exit._tag === "Success" ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
+
+export const accessLog = ({ log, summary }: AccessLogOptions) =>
+<E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
   Effect.withFiberRuntime((fiber) => {
     const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
     const annotations = (status: number) => ({ "http.method": request.method, "http.url": loggableUrl(request.url), "http.status": status })
     // A WebSocket or an event stream is open for hours: counted, it would hold background work back all along.
     const longLived = request.headers["upgrade"] !== undefined || (request.headers["accept"] ?? "").includes("text/event-stream")
     if (!longLived) enterForeground()
-    const answered = longLived ? app : Effect.ensuring(app, Effect.sync(leaveForeground))
-    // Below the minimum level the line would be dropped anyway: skip building it (its span, annotations and
-    // URL cost a sixth of a small request).
-    if (LogLevel.lessThan(LogLevel.Info, fiber.getFiberRef(FiberRef.currentMinimumLogLevel))) return answered
+    const started = performance.now()
+    const answered = Effect.onExit(app, (exit) =>
+      Effect.sync(() => {
+        if (!longLived) leaveForeground()
+        summary.record(statusOf(exit), performance.now() - started)
+      }))
+    // Without the access log, or below its level, the line would be dropped anyway: skip building it (its span,
+    // annotations and URL cost a sixth of a small request).
+    if (!log || LogLevel.lessThan(LogLevel.Info, fiber.getFiberRef(FiberRef.currentMinimumLogLevel))) return answered
     return Effect.withLogSpan(
       Effect.flatMap(Effect.exit(answered), (exit) => {
         if (exit._tag === "Failure") {

@@ -24,6 +24,7 @@ import { TraceRepo } from "#layers/traces/TraceRepo"
 import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
 import { accessLog } from "./AccessLog.ts"
+import { RequestSummary, RequestSummaryLogLive } from "./RequestSummary.ts"
 import { isExport, refuseWhileSaturated } from "./IngestGateMiddleware.ts"
 import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRouteLive } from "./HttpLive.ts"
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
@@ -87,7 +88,8 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   // Without an exporter (TracingLive) a request's span goes nowhere, but building it still costs the request: its
   // URL parsed, headers redacted, the peer's address asked of the socket (about 40 µs in Bun alone).
   const exporting = Option.isSome(yield* selfTelemetryEndpoint)
-  return HttpApiBuilder.serve((app) => refuseFast(accessLog(app))).pipe(
+  const logged = accessLog({ log: (yield* AppConfig).accessLog, summary: yield* RequestSummary })
+  return HttpApiBuilder.serve((app) => refuseFast(logged(app))).pipe(
     // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=; an export
     // refused by the fast path is counted by the gate.
     HttpMiddleware.withTracerDisabledWhen((request) =>
@@ -97,6 +99,7 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
 })).pipe(
   // The same gate instance as the API middleware's (IngestGate.Default is one layer value, built once).
   Layer.provide(IngestGate.Default),
+  Layer.provide(RequestSummaryLogLive.pipe(Layer.provideMerge(RequestSummary.Default))),
   Layer.provide(DocsLive),
   Layer.provide(ReplaySocketRouteLive),
   Layer.provide(StreamSocketRouteLive),

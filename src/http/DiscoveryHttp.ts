@@ -22,7 +22,7 @@ const requestBase = (request: HttpServerRequest.HttpServerRequest) => {
 export const publicBase = (config: AppConfig, request: HttpServerRequest.HttpServerRequest) =>
   Option.getOrElse(config.publicUrl, () => requestBase(request))
 
-/** Metadata only (no cache beyond an hour): keys and tokens are issued as the README's Authentication says. */
+/** Metadata only (no cache beyond an hour): keys and tokens are issued as docs/authentication.md says. */
 const json = (body: unknown) => HttpServerResponse.unsafeJson(body, { headers: { "cache-control": "public, max-age=3600" } })
 
 export const DiscoveryHttpLive = HttpApiBuilder.group(TapedeckApi, "discovery", (handlers) =>

@@ -77,10 +77,27 @@ const onlyPost = (request: HttpServerRequest.HttpServerRequest) =>
     ? Option.none()
     : Option.some(errorBody(405, "this MCP endpoint is stateless: send JSON-RPC messages with POST", "method_not_allowed", { allow: "POST" }))
 
+const repositoryFile = (path: string) => new URL(`../../${path}`, import.meta.url).pathname
+
+/** README.md, then every page of docs/ in name order, as one Markdown text (sections are ## and ### headings). */
+const readGuide = (fs: FileSystem.FileSystem) =>
+  Effect.gen(function*() {
+    const pages = (yield* fs.readDirectory(repositoryFile("docs")).pipe(Effect.orElseSucceed(() => [] as Array<string>)))
+      .filter((name) => name.endsWith(".md"))
+      .sort()
+      .map((name) => `docs/${name}`)
+    const texts = yield* Effect.forEach(["README.md", ...pages], (path) =>
+      fs.readFileString(repositoryFile(path)).pipe(
+        Effect.tapError(() => Effect.logWarning(`${path} not found: /mcp/docs serves the rest of the reference`)),
+        Effect.orElseSucceed(() => "")
+      ))
+    return texts.join("\n")
+  })
+
 /**
  * POST /mcp: the product MCP endpoint (Streamable HTTP), authenticated like the API; its tools act for the
  * caller's account through the same services as the REST routes. POST /mcp/docs: the public documentation
- * MCP endpoint over the OpenAPI document and README.md.
+ * MCP endpoint over the OpenAPI document and the guide (README.md and the pages of docs/).
  */
 export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
@@ -92,12 +109,8 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
     const run: Runner = (effect) => Runtime.runPromiseExit(runtime)(effect)
 
     const fs = yield* Effect.serviceOption(FileSystem.FileSystem)
-    const readmePath = new URL("../../README.md", import.meta.url).pathname
-    const readme = Option.isNone(fs) ? "" : yield* fs.value.readFileString(readmePath).pipe(
-      Effect.tapError(() => Effect.logWarning("README.md not found: /mcp/docs serves the OpenAPI reference only")),
-      Effect.orElseSucceed(() => "")
-    )
-    const docs = makeDocsIndex(OpenApi.fromApi(TapedeckApi), readme)
+    const guide = Option.isNone(fs) ? "" : yield* readGuide(fs.value)
+    const docs = makeDocsIndex(OpenApi.fromApi(TapedeckApi), guide)
 
     const product = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest

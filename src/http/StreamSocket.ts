@@ -106,7 +106,7 @@ const authenticate = (check: Effect.Effect<Principal, InvalidCredential>) =>
 /**
  * GET /ws/v1/stream: the live span stream. Authenticated by header, by `?token=`, or by a first
  * `{"type":"auth","token"}` message; a client subscribes with filters and receives its account's span and
- * trace events as JSON text frames (README "Live span stream").
+ * trace events as JSON text frames (docs/stream.md).
  */
 export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {

@@ -428,7 +428,7 @@ export const startServer = async (
       TAPEDECK_RATE_LIMIT_PER_MINUTE: "100000000",
       TAPEDECK_WORKERS: String(SERVER_WORKERS),
       TAPEDECK_LOG_LEVEL: "warn", // Effect reads the label (WARN), case-insensitively; "Warning" is refused
-      // As `bun run start` and the Docker image run it (README, Configuration).
+      // As `npx bun run start` and the Docker image run it (docs/configuration.md).
       MIMALLOC_PURGE_DELAY: env.MIMALLOC_PURGE_DELAY ?? "-1",
       ...options.extraEnv
     },

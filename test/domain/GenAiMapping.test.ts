@@ -30,7 +30,7 @@ const FIELDS = [
 ] as const
 
 /**
- * §7.1: every listed field equals the expectation, field by field; fields not listed are absent; `metadata`
+ * Fixture notation: every listed field equals the expectation, field by field; fields not listed are absent; `metadata`
  * is a subset match.
  */
 const expectSpan = (actual: Mapped, expected: Partial<Mapped> & { metadata: Record<string, unknown> }) => {
@@ -41,7 +41,7 @@ const expectSpan = (actual: Mapped, expected: Partial<Mapped> & { metadata: Reco
   expect(actual.metadata).toMatchObject(expected.metadata)
 }
 
-/** The mapped span is a valid SPEC Span, and every jsonb column is one PostgreSQL can store. */
+/** The mapped span is a valid API Span, and every jsonb column is one PostgreSQL can store. */
 const expectValid = (span: Mapped) => {
   const decoded = Schema.decodeUnknownEither(Span)(span)
   if (Either.isLeft(decoded)) throw new Error(String(decoded.left))
@@ -50,7 +50,7 @@ const expectValid = (span: Mapped) => {
   expect(unstorableReason(span.output)).toBeUndefined()
 }
 
-describe("mapSpan: the ten fixtures of §7.3", () => {
+describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
   test("fixture 1: OTel GenAI chat span, content as JSON strings (row 5)", () => {
     const span = mapped(F.fixture1)
     expectSpan(span, {
@@ -137,7 +137,7 @@ describe("mapSpan: the ten fixtures of §7.3", () => {
     expectValid(span)
   })
 
-  test("fixture 3: invoke_agent root with aggregate usage (row 5, §6.7)", () => {
+  test("fixture 3: invoke_agent root with aggregate usage (row 5, aggregate usage)", () => {
     const span = mapped(F.fixture3)
     expectSpan(span, {
       id: "5a781271-ad9a-56d0-a696-0536eac4c2f9",
@@ -380,7 +380,7 @@ describe("mapSpan: the ten fixtures of §7.3", () => {
   })
 })
 
-describe("mapSpan: §7.4 edge cases", () => {
+describe("mapSpan: edge cases", () => {
   test("plan is reasoning", () => {
     const span = mapped(compact({ "gen_ai.operation.name": "plan" }, { name: "plan TripPlanner" }))
     expect(span.span_type).toBe("reasoning")
@@ -575,7 +575,7 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
     expect(t("99999999999999999999999", "0").started_at).toBe("9999-12-31T23:59:59.999Z")
   })
 
-  test("root and local root flags (§6.8)", () => {
+  test("root and local root flags (Traces)", () => {
     const otel = (c: F.CompactSpan) => mapped(c).metadata.otel as Record<string, unknown>
     expect(otel(compact({}, { parentSpanId: "" })).root).toBe(true)
     expect(otel(compact({}, { flags: 0x301 })).local_root).toBe(true)
@@ -584,7 +584,7 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
     expect(otel(compact({}, { flags: 0x300, parentSpanId: "" })).local_root).toBeUndefined()
   })
 
-  test("agent identity (§6.6): CrewAI role, Traceloop agent, baggage on a child, opaque id with name as role", () => {
+  test("agent identity (Agents): CrewAI role, Traceloop agent, baggage on a child, opaque id with name as role", () => {
     expect(mapped(compact({ "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "a1", "gen_ai.agent.name": "Planner" }))).toMatchObject({ agent_id: "a1", agent_role: "Planner" })
     const traceloop = mapped(compact({ "traceloop.span.kind": "agent", "traceloop.entity.name": "writer" }))
     expect(traceloop).toMatchObject({ agent_id: "writer", agent_role: "writer", metadata: { agent: { is_agent_span: true } } })
@@ -881,7 +881,7 @@ const otlp: fc.Arbitrary<OtlpSpan> = fc.record({
 const SPAN_TYPES = ["llm_call", "tool_call", "tool_result", "reasoning", "action", "error", "fork_point"]
 
 describe("mapSpan: properties", () => {
-  test("never throws on arbitrary attribute mixes; every span is a valid, storable SPEC span within the limits", () => {
+  test("never throws on arbitrary attribute mixes; every span is a valid, storable API span within the limits", () => {
     fc.assert(
       fc.property(otlp, (span) => {
         const m = mapSpan(NS, span)

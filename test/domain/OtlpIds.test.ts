@@ -19,7 +19,7 @@ const hex = (n: number) => fc.uint8Array({ minLength: n, maxLength: n }).map((b)
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 const UUID_V5 = /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
-describe("OTLP ids (otel-genai-mapping §2.1)", () => {
+describe("OTLP ids (docs/otel-mapping.md, Ids)", () => {
   test("ROOT_NS is UUIDv5(NAMESPACE_URL, urn:agent-tracing:otlp-ingest:v1)", () => {
     expect(uuidV5("6ba7b811-9dad-11d1-80b4-00c04fd430c8", "urn:agent-tracing:otlp-ingest:v1")).toBe(ROOT_NS)
     expect(ROOT_NS).toBe("456acc4e-e8f0-5f9f-91cf-0315d3714dfe")
@@ -35,7 +35,7 @@ describe("OTLP ids (otel-genai-mapping §2.1)", () => {
     expect(spanUuid(acme, TRACE, "00f067aa0ba902b7")).toBe("d3a4d8ca-158d-5ea3-9c5a-b6e958e0113a")
   })
 
-  test("fixture ids of §7.3", () => {
+  test("fixture ids", () => {
     const acme = accountNamespace("acme")
     expect(spanUuid(acme, TRACE, "5fb397be34d26b51")).toBe("5a781271-ad9a-56d0-a696-0536eac4c2f9")
     expect(traceUuid(acme, "0af7651916cd43dd8448eb211c80319c")).toBe("1715884f-6e16-549a-8108-d1272d7257cf")

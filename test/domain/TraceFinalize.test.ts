@@ -35,7 +35,7 @@ const permutations = <A>(xs: ReadonlyArray<A>): Array<Array<A>> =>
 
 const updateOf = (result: TraceFinalization, id: string) => result.spanUpdates.find((u) => u.id === id)
 
-describe("finalizeTrace: the fixture traces of §7.3", () => {
+describe("finalizeTrace: the fixture traces", () => {
   const A = [F.fixture1, F.fixture1b, F.fixture2, F.fixture3].map(stored)
 
   test("trace A, in every arrival order: completed, root name/input/output, session, totals without the aggregate", () => {
@@ -118,7 +118,7 @@ describe("finalizeTrace: the fixture traces of §7.3", () => {
     const e = [stored(F.fixture8), stored(F.fixture8Parent)]
     expect(e[1]!.metadata.aggregate_usage).toEqual({ input_tokens: 31, output_tokens: 14 })
     const result = finalizeTrace(e)
-    expect(result.trace).toMatchObject({ status: "completed", sessionId: "thread-5521", metadata: { user_id: "u-77" } })
+    expect(result.trace).toMatchObject({ name: "support-bot", status: "completed", sessionId: "thread-5521", metadata: { user_id: "u-77" } })
     expect(result.spanUpdates).toEqual([])
     expect(totalTokens(apply(e, result))).toBe(45)
   })
@@ -234,7 +234,7 @@ describe("finalizeTrace: scenarios", () => {
     expect(finalizeTrace([late, rooted, early]).trace.sessionId).toBe("root")
   })
 
-  test("nested agents (§7.4): the chat under Researcher gets parent_agent_id of TripPlanner", () => {
+  test("nested agents: the chat under Researcher gets parent_agent_id of TripPlanner", () => {
     const trip = stored(compact("a000000000000001", "", { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "asst_trip_01", "gen_ai.agent.name": "TripPlanner" }))
     const researcher = stored(compact("a000000000000002", "a000000000000001", { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "agent_r", "gen_ai.agent.name": "Researcher" }))
     const step = stored(compact("d000000000000001", "a000000000000002", { "traceloop.span.kind": "task" }))

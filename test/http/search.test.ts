@@ -155,7 +155,7 @@ describe("POST /api/v1/search", () => {
     expect(ids((await search({ ...query, offset: 10_000 })).body)).toEqual([])
   })
 
-  test("strict request and filters: a 400 with the error body for anything not in the spec", async () => {
+  test("strict request and filters: a 400 with the error body for anything not in the contract", async () => {
     const bad: Array<unknown> = [
       {},
       { query: "" },

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { startTestServer } from "../support/TestServer.ts"
 
-// The service traces itself over OTLP/HTTP JSON when OTEL_EXPORTER_OTLP_ENDPOINT is set (README, Configuration):
+// The service traces itself over OTLP/HTTP JSON when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/configuration.md):
 // a receiver on loopback stands in for the collector.
 describe("self-tracing", () => {
   test("with OTEL_EXPORTER_OTLP_ENDPOINT, a request becomes an exported server span; /health does not", async () => {
