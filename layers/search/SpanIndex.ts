@@ -493,8 +493,16 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
                 WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(input.embedder))}
                   AND e.tsv @@ terms.q
               ) df
+            ), needed AS MATERIALIZED (
+              -- A span holding only the commonest lexemes, together worth less than the coverage the leg asks for,
+              -- cannot join it: the full-text match looks for the others only (the same result, far fewer rows
+              -- to rank when the query has a common word).
+              SELECT q FROM (
+                SELECT q, sum(idf) OVER (ORDER BY idf, q::text) AS below, sum(idf) OVER () AS total FROM weights
+              ) x
+              WHERE below >= ${LEXICAL_MIN_COVERAGE} * total
             ), any_term AS MATERIALIZED (
-              SELECT string_agg(format('%L', lexeme), ' | ')::tsquery AS q FROM terms
+              SELECT CASE WHEN count(*) = 0 THEN NULL ELSE string_agg(q::text, ' | ')::tsquery END AS q FROM needed
             ), l0 AS MATERIALIZED (
               SELECT m.trace_id, m.span_id, m.relevance
               FROM (
