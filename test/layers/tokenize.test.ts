@@ -102,7 +102,7 @@ const referenceVectorText = (v: ArrayLike<number>) => `[${Array.from(v, (x) => M
 
 // ------------------------------------------------------------------------------------------------ generators
 
-/** Pieces of agent-span text: identifiers in every casing, thesaurus words, separators and awkward Unicode. */
+/** Pieces of agent-span text: identifiers in every casing, common words, separators and awkward Unicode. */
 const PIECES = [
   "get", "User", "By", "Id", "getUserById", "ETIMEDOUT", "ETIMEDOUT_ERR", "HTTPServer2xx", "HTTP", "Server", "2xx",
   "429", "_", "__", "ERR", "payment_intent.failed", "stripeChargeFailed", "XMLHttpRequest", "aB", "Ab", "AB", "a1B2",
