@@ -28,6 +28,7 @@ import { ForksHttpLive } from "./ForksHttp.ts"
 import { ReplaySocketLive } from "./ReplaySocket.ts"
 import { StreamSocketLive } from "./StreamSocket.ts"
 import { McpHttpLive } from "./McpHttp.ts"
+import { StudioHttpLive } from "./StudioHttp.ts"
 import { StreamHub } from "#layers/stream/StreamHub"
 import { AppConfig } from "#layers/config/AppConfig"
 import { JobsHttpLive } from "./JobsHttp.ts"
@@ -75,6 +76,9 @@ export const McpRouteLive = McpHttpLive.pipe(
   Layer.provide(SqlPolicyStoreLive),
   Layer.provide([LlmClientLive, ModelPrices.Default])
 )
+
+/** Tapedeck Studio: the web UI's shell and assets (public; its data comes from the API with the user's key). */
+export const StudioRouteLive = StudioHttpLive
 
 /** The public documentation routes. */
 export const DocsLive = Layer.mergeAll(
