@@ -44,16 +44,30 @@ export const SearchRequest = withExamples(
 )
 export type SearchRequest = typeof SearchRequest.Type
 
-/** A span as GET /api/v1/traces/{id} renders it, plus its trace and the cosine similarity to the query. */
+/** A retrieval leg that found a hit: full-text search or vector similarity. */
+export const SearchMatch = Schema.Literal("lexical", "vector")
+
+/**
+ * A span as GET /api/v1/traces/{id} renders it, plus its trace, its cosine similarity to the query, its fused
+ * ranking score and the legs that found it.
+ */
 export const SearchHit = Schema.extend(
   Span,
   Schema.Struct({
     trace_id: Schema.optional(Schema.String),
-    similarity: Schema.optional(Schema.Number.pipe(Schema.between(-1, 1)))
+    similarity: Schema.optional(Schema.Number.pipe(Schema.between(-1, 1))).annotations({
+      description: "Cosine similarity of the span's embedding to the query's"
+    }),
+    score: Schema.optional(Schema.Number.pipe(Schema.nonNegative())).annotations({
+      description: "Ranking score, higher is better: the sum over the legs that found the span of 1 / (60 + its rank in that leg)"
+    }),
+    match: Schema.optional(Schema.Array(SearchMatch)).annotations({
+      description: "Which retrieval legs found the span: lexical (full text) and/or vector (embedding similarity)"
+    })
   })
 ).annotations({ identifier: "SearchHit" })
 
-/** Response of POST /api/v1/search (strict): best first. */
+/** Response of POST /api/v1/search (strict): in descending order of `score`. */
 export const SearchResult = Schema.Struct({
   spans: Schema.Array(SearchHit)
 }).annotations({ identifier: "SearchResult", ...strict })
