@@ -46,7 +46,9 @@ describe("Langfuse JS SDK", () => {
   test("a wrong secret key is refused and the program does not crash", async () => {
     const before = ((await (await server.get("/api/v1/traces?limit=1")).json()) as any).total
     const { code, result } = await runProgram("sk-lf-wrong")
-    expect(code).toBe(0)
+    // The SDK's forceFlush() rejects on a refused export (as on any failed one); the program catches it and exits.
+    expect({ code, flushed: result.flushed }).toEqual({ code: 0, flushed: false })
+    expect((result as any).error).toContain("Unauthorized")
     expect(await traceOf(result.traceId)).toBeUndefined()
     expect(((await (await server.get("/api/v1/traces?limit=1")).json()) as any).total).toBe(before)
   }, 60_000)
