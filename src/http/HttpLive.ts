@@ -28,9 +28,11 @@ import { ForksHttpLive } from "./ForksHttp.ts"
 import { ReplaySocketLive } from "./ReplaySocket.ts"
 import { StreamSocketLive } from "./StreamSocket.ts"
 import { McpHttpLive } from "./McpHttp.ts"
+import { StudioHttpLive } from "./StudioHttp.ts"
 import { StreamHub } from "#layers/stream/StreamHub"
 import { AppConfig } from "#layers/config/AppConfig"
 import { JobsHttpLive } from "./JobsHttp.ts"
+import { AccountHttpLive } from "./AccountHttp.ts"
 import { ApiKeysHttpLive } from "./ApiKeysHttp.ts"
 import { BatchHttpLive } from "./BatchHttp.ts"
 import { DiscoveryHttpLive } from "./DiscoveryHttp.ts"
@@ -50,7 +52,7 @@ import { SearchLive } from "#layers/search/SearchLive"
 export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
   Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, EnforcementHttpLive, EvaluationsHttpLive, JobsHttpLive, OtlpHttpLive, LangfuseOtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
   Layer.provide([EvalRulesHttpLive, InsightsHttpLive]),
-  Layer.provide([SessionsHttpLive, UsageHttpLive, BatchHttpLive, ApiKeysHttpLive, DiscoveryHttpLive]),
+  Layer.provide([SessionsHttpLive, UsageHttpLive, BatchHttpLive, ApiKeysHttpLive, DiscoveryHttpLive, AccountHttpLive]),
   Layer.provide([EvalRules.Default, InsightRepo.Default]),
   Layer.provide([SearchHttpLive, DiagnosticsHttpLive]),
   Layer.provide(SearchLive),
@@ -74,6 +76,9 @@ export const McpRouteLive = McpHttpLive.pipe(
   Layer.provide(SqlPolicyStoreLive),
   Layer.provide([LlmClientLive, ModelPrices.Default])
 )
+
+/** Tapedeck Studio: the web UI's shell and assets (public; its data comes from the API with the user's key). */
+export const StudioRouteLive = StudioHttpLive
 
 /** The public documentation routes. */
 export const DocsLive = Layer.mergeAll(
