@@ -27,6 +27,7 @@ import { accessLog } from "./AccessLog.ts"
 import { RequestSummary, RequestSummaryLogLive } from "./RequestSummary.ts"
 import { isExport, refuseWhileSaturated } from "./IngestGateMiddleware.ts"
 import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRouteLive } from "./HttpLive.ts"
+import { OtlpOtherSignalsLive } from "./OtlpOtherSignals.ts"
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
 import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "./BatchHttp.ts"
 
@@ -104,6 +105,7 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   Layer.provide(ReplaySocketRouteLive),
   Layer.provide(StreamSocketRouteLive),
   Layer.provide(McpRouteLive),
+  Layer.provide(OtlpOtherSignalsLive),
   Layer.provide(SelfAppInstallLive), // the API's own HttpApp, for batch operations (needs ApiLive below)
   Layer.provide(ApiLive),
   Layer.provide(StartupLive),
