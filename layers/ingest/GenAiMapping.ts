@@ -4,6 +4,7 @@ import type { OtlpEvent, OtlpSpan } from "#src/domain/Otlp"
 import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
 import { isConventionKey, readConventions } from "./conventions/Conventions.ts"
 import { parentUuid, spanUuid, traceUuid, uuidV5 } from "./OtlpIds.ts"
+import { requestParameters, withRequestParameters } from "./conventions/RequestParameters.ts"
 
 /**
  * The GenAI mapping of one OTLP span to our span (docs/otel-mapping.md). Pure and total:
@@ -1290,7 +1291,8 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   let output: unknown
   switch (type) {
     case "llm_call":
-      input = llmInput(f, io)
+      // Tools and sampling parameters travel with the messages, so a replay can send the same request.
+      input = withRequestParameters(llmInput(f, io), requestParameters(a))
       output = llmOutput(f, io)
       break
     case "tool_call":

@@ -28,6 +28,7 @@ import { RequestSummary, RequestSummaryLogLive } from "./RequestSummary.ts"
 import { isExport, refuseWhileSaturated } from "./IngestGateMiddleware.ts"
 import { otlpProtobufAnswers } from "./OtlpResponses.ts"
 import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRouteLive, StudioRouteLive } from "./HttpLive.ts"
+import { OtlpOtherSignalsLive } from "./OtlpOtherSignals.ts"
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
 import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "./BatchHttp.ts"
 
@@ -107,6 +108,7 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   Layer.provide(StreamSocketRouteLive),
   Layer.provide(McpRouteLive),
   Layer.provide(StudioRouteLive),
+  Layer.provide(OtlpOtherSignalsLive),
   Layer.provide(SelfAppInstallLive), // the API's own HttpApp, for batch operations (needs ApiLive below)
   Layer.provide(ApiLive),
   Layer.provide(StartupLive),

@@ -33,7 +33,9 @@ describe("Langfuse JS SDK 5.11 export (test/sdk-programs/langfuse-js.ts)", () =>
     expect(generation.cost).toBeCloseTo(0.0016, 9)
     expect((generation.metadata.gen_ai as any).usage.cache_read_input_tokens).toBe(100)
     expect((generation.metadata.langfuse as any).model_parameters).toMatchObject({ temperature: 0.2 })
-    expect(generation.input).toEqual([{ role: "user", content: "where is my parcel?" }])
+    // The messages, alone or beside the request parameters (conventions/RequestParameters.ts).
+    const input = generation.input as any
+    expect(Array.isArray(input) ? input : input.messages).toEqual([{ role: "user", content: "where is my parcel?" }])
     expect(generation.output).toMatchObject({ content: "in Lyon" })
   })
 
