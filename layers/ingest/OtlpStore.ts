@@ -200,7 +200,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    /** Writes the finalize pass's span changes (agent fields, promoted usage); absent fields are kept. */
+    /** Writes the finalize pass's span changes (agent fields, promoted usage, estimated costs); absent fields are kept. */
     const applySpanUpdates = Effect.fn("OtlpStore.applySpanUpdates")(
       function*(updates: ReadonlyArray<TraceFinalization["spanUpdates"][number] & { traceId: string }>) {
         if (updates.length === 0) return
@@ -211,10 +211,12 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
             parent_agent_id = COALESCE(x.parent_agent_id, s.parent_agent_id),
             input_tokens = COALESCE(x.input_tokens, s.input_tokens),
             output_tokens = COALESCE(x.output_tokens, s.output_tokens),
-            cost = COALESCE(x.cost, s.cost)
+            cost = COALESCE(x.cost, s.cost),
+            extra = CASE WHEN x.cost_estimated
+              THEN (COALESCE(s.extra::jsonb, '{}'::jsonb) || '{"cost_estimated":true}'::jsonb)::json ELSE s.extra END
           FROM jsonb_to_recordset(${JSON.stringify(updates.map((u) => ({ ...u, trace_id: u.traceId })))}::jsonb)
             AS x(trace_id uuid, id uuid, agent_id text, agent_role text, parent_agent_id text,
-                 input_tokens bigint, output_tokens bigint, cost numeric)
+                 input_tokens bigint, output_tokens bigint, cost numeric, cost_estimated boolean)
           WHERE s.trace_id = x.trace_id AND s.id = x.id`
       },
       Effect.catchTags({ SqlError: Effect.die })

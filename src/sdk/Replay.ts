@@ -39,7 +39,24 @@ export interface ReplayOptions {
   /** Delay before reconnecting after the socket closed (doubles up to 30 s). */
   readonly reconnectDelayMs?: number
   readonly onError?: (error: Error) => void
+  /**
+   * The WebSocket class to connect with; by default the global one (Node 22+, Bun, Deno; Node 20 and 21 with
+   * `--experimental-websocket`). On Node 18 pass one that takes `{ headers }`, such as `WebSocket` from the
+   * `ws` package: the key travels in the `x-service-key` header, never in the URL.
+   */
+  readonly webSocket?: WebSocketClass
 }
+
+/** What the replay connection uses of a WebSocket (structural, so no DOM or Node typings are needed). */
+export interface ReplaySocket {
+  readonly readyState: number
+  send(data: string): void
+  close(): void
+  addEventListener(type: string, listener: (event: { readonly data?: unknown }) => void): void
+}
+
+/** A WebSocket constructor that takes request headers as its second argument (undici, Bun, Deno, `ws`). */
+export type WebSocketClass = new(url: string, options: { headers: Record<string, string> }) => ReplaySocket
 
 export interface ReplayConnection {
   /** Resolves once the server acknowledged the registration (the first time). */
@@ -72,7 +89,7 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
   const report = (error: unknown) => options.onError?.(error instanceof Error ? error : new Error(String(error)))
   const active = new Map<string, Promise<void>>()
   const url = `${options.baseUrl.replace(/^http/, "ws").replace(/\/$/, "")}/ws/v1/replay`
-  let socket: WebSocket | undefined
+  let socket: ReplaySocket | undefined
   let closed = false
   let delay = options.reconnectDelayMs ?? 500
   let markReady!: () => void
@@ -138,8 +155,14 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
 
   const connect = () => {
     if (closed) return
+    const Socket = options.webSocket ?? (globalThis as unknown as { WebSocket?: WebSocketClass }).WebSocket
+    if (Socket === undefined) {
+      // Not retried: no WebSocket will appear later in this process.
+      report(new Error("no WebSocket in this runtime: pass `webSocket` (e.g. from the ws package) or use Node 22+"))
+      return
+    }
     try {
-      socket = new WebSocket(url, { headers: { "x-service-key": options.apiKey } } as never)
+      socket = new Socket(url, { headers: { "x-service-key": options.apiKey } })
     } catch (e) {
       report(e)
       setTimeout(connect, delay)
