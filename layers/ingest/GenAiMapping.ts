@@ -4,6 +4,7 @@ import type { OtlpEvent, OtlpSpan } from "#src/domain/Otlp"
 import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
 import { parentUuid, spanUuid, traceUuid } from "./OtlpIds.ts"
 import { requestParameters, withRequestParameters } from "./conventions/RequestParameters.ts"
+import { frameworkAgentId, isFrameworkAgentSpan } from "./conventions/AgentIdentity.ts"
 
 /**
  * The GenAI mapping of one OTLP span to our span (docs/otel-mapping.md). Pure and total:
@@ -514,7 +515,7 @@ const classify = (f: Facts): { type: SpanType; source: Source } => {
 const isAgentSpan = (f: Facts) =>
   f.operation === "invoke_agent" || f.operation === "create_agent" || f.oiKind === "AGENT" ||
   f.traceloopKind === "agent" || f.langfuseType === "agent" ||
-  (f.operation === undefined && !isBlank(f.a["agent_name"]))
+  (f.operation === undefined && !isBlank(f.a["agent_name"])) || isFrameworkAgentSpan(f.a, f.aiOp)
 
 /** "Aggregate usage": spans whose usage repeats their children's. An llm_call always owns its usage. */
 const isAggregate = (f: Facts, type: SpanType) => {
@@ -1330,7 +1331,11 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   // The span's own agent identity; inherited values are resolved by finalize.
   const agentSpan = isAgentSpan(f)
   const traceloopAgent = f.traceloopKind === "agent" ? asText(a["traceloop.entity.name"]) : undefined
-  const ownId = metaText(firstText(a, ["gen_ai.agent.id", "gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]), SPAN_TEXT_LIMITS.agent_id)
+  const ownId = metaText(
+    firstText(a, ["gen_ai.agent.id", "gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]) ??
+      frameworkAgentId(a, agentSpan),
+    SPAN_TEXT_LIMITS.agent_id
+  )
   const ownRole = metaText(firstText(a, ["gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]), SPAN_TEXT_LIMITS.agent_role)
   if (ownId !== undefined) out.agent_id = ownId
   if (ownRole !== undefined && ownId !== undefined) out.agent_role = ownRole

@@ -301,6 +301,8 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       input_tokens: 31,
       output_tokens: 14,
       duration_ms: 950,
+      // ai.telemetry.functionId names the agent (every span of the call carries it).
+      agent_id: "support-bot",
       started_at: "2026-08-20T10:00:00.030Z",
       ended_at: "2026-08-20T10:00:00.980Z",
       metadata: {
