@@ -5,6 +5,7 @@ import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
 import { parentUuid, spanUuid, traceUuid } from "./OtlpIds.ts"
 import { requestParameters, withRequestParameters } from "./conventions/RequestParameters.ts"
 import { frameworkAgentId, isFrameworkAgentSpan } from "./conventions/AgentIdentity.ts"
+import { fromLangChainSerialized, unwrapAiSdkToolOutput } from "./conventions/FrameworkValues.ts"
 
 /**
  * The GenAI mapping of one OTLP span to our span (docs/otel-mapping.md). Pure and total:
@@ -786,7 +787,7 @@ const aiSdkMessages = (v: unknown): unknown => {
           ;(calls ??= []).push(toolCall(p.toolCallId, p.toolName, p.input !== undefined ? p.input : p.args))
           break
         case "tool-result":
-          out.push(toolMessage(p.toolCallId, p.output !== undefined ? p.output : p.result))
+          out.push(toolMessage(p.toolCallId, p.output !== undefined ? unwrapAiSdkToolOutput(p.output) : p.result))
           results++
           break
         default:
@@ -1034,7 +1035,8 @@ const ioValue = (a: Attrs, key: string, mimeKey: string): unknown => {
   const v = a[key]
   if (isBlank(v)) return undefined
   const mime = str(a, mimeKey)
-  return mime !== undefined && mime.toLowerCase().startsWith("application/json") ? parseJsonAlways(v) : v
+  // LangGraph / LangChain chains (OpenInference) put their serialized messages here.
+  return mime !== undefined && mime.toLowerCase().startsWith("application/json") ? fromLangChainSerialized(parseJsonAlways(v)) : v
 }
 
 const toolInput = (a: Attrs): unknown =>
@@ -1044,7 +1046,8 @@ const toolInput = (a: Attrs): unknown =>
   firstParsed(a, ["gen_ai.prompt"])
 
 const toolOutput = (a: Attrs): unknown =>
-  firstParsed(a, ["langfuse.observation.output", "gen_ai.tool.call.result", "ai.toolCall.result", "tool_response"]) ??
+  firstParsed(a, ["langfuse.observation.output", "gen_ai.tool.call.result"]) ??
+  unwrapAiSdkToolOutput(firstParsed(a, ["ai.toolCall.result"])) ?? firstParsed(a, ["tool_response"]) ??
   ioValue(a, "output.value", "output.mime_type") ??
   (isBlank(a["traceloop.entity.output"]) ? undefined : parseJsonAlways(a["traceloop.entity.output"])) ??
   firstParsed(a, ["gen_ai.completion"])

@@ -680,7 +680,7 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
     expect(span.input).toEqual([
       { role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] },
       { role: "assistant", content: null, tool_calls: [{ id: "t1", type: "function", function: { name: "f", arguments: "{\"x\":1}" } }] },
-      { role: "tool", tool_call_id: "t1", content: "{\"type\":\"json\",\"value\":2}" },
+      { role: "tool", tool_call_id: "t1", content: "2" }, // the AI SDK output wrapper is unwrapped
       { role: "user", content: [{ type: "text", text: "see" }, { type: "image", image: "https://i" }] }
     ])
     expect(span.output).toEqual({
