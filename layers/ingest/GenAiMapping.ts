@@ -22,7 +22,8 @@ import { fromLangChainSerialized, unwrapAiSdkToolOutput } from "./conventions/Fr
  * - `aggregate_usage`        usage repeated from children, promoted by finalize when no child has any
  * - `session_id`, `user_id`  first session / user id key on the span's attributes
  * - `trace_hints`            `{ name?, input?, output?, tags?, resource_session_id?, environment? }`:
- *                            `langfuse.trace.name` / `traceloop.workflow.name` / `gen_ai.workflow.name`,
+ *                            `langfuse.trace.name` / `traceloop.workflow.name` / `gen_ai.workflow.name` /
+ *                            `ai.telemetry.functionId`,
  *                            `langfuse.trace.input` / `output`, the trace tags, the session id found on the
  *                            resource, and the raw deployment environment (`sandbox` marks a sandbox trace)
  * Flags are written only when true. As that page says, `attributes` holds the attributes not mapped elsewhere and
@@ -1110,7 +1111,11 @@ const SESSION_KEYS = [
   "ai.telemetry.metadata.sessionId"
 ]
 const USER_KEYS = ["user.id", "langfuse.user.id", "traceloop.association.properties.user_id", "ai.telemetry.metadata.userId"]
-const TRACE_NAME_KEYS = ["langfuse.trace.name", "traceloop.workflow.name", "gen_ai.workflow.name"]
+/**
+ * The names an instrumentation gives the run itself, in order: Langfuse's explicit trace name, OpenLLMetry's and
+ * the GenAI conventions' workflow name, then the Vercel AI SDK's `functionId` (its root span is `ai.generateText`).
+ */
+const TRACE_NAME_KEYS = ["langfuse.trace.name", "traceloop.workflow.name", "gen_ai.workflow.name", "ai.telemetry.functionId"]
 const TAG_KEYS = ["langfuse.trace.tags", "tag.tags", "langsmith.span.tags"]
 const ENVIRONMENT_KEYS = ["langfuse.environment", "deployment.environment.name", "deployment.environment"]
 

@@ -111,6 +111,10 @@ export interface PreparedTotals {
   readonly costs: ReadonlyArray<string>
   /** The latest of each span's end (or start + duration, or start), ISO 8601. */
   readonly lastEnd: string
+  /** The models the spans name (distinct; sorted by the insert, as SQL sorts them). */
+  readonly models: ReadonlyArray<string>
+  /** Whether a span recorded an error (an `error`, or type `error`). */
+  readonly hasError: boolean
 }
 
 /** A trace of a prepared export, written as new: where it starts and what its finalization derived. */
@@ -133,7 +137,11 @@ const totalsOf = (spans: ReadonlyArray<MappedSpan>): PreparedTotals => {
   let tokens = 0n
   let lastEnd = Number.NEGATIVE_INFINITY
   const costs: Array<string> = []
+  const models = new Set<string>()
+  let hasError = false
   for (const { span } of spans) {
+    if (span.model !== undefined) models.add(span.model)
+    if (span.error !== undefined || span.span_type === "error") hasError = true
     tokens += BigInt(span.input_tokens ?? 0) + BigInt(span.output_tokens ?? 0)
     if (span.cost !== undefined) costs.push(String(span.cost))
     const start = Date.parse(span.started_at)
@@ -143,7 +151,11 @@ const totalsOf = (spans: ReadonlyArray<MappedSpan>): PreparedTotals => {
     if (end > lastEnd) lastEnd = end
   }
   if (!(lastEnd >= FIRST_ISO_MS && lastEnd <= LAST_ISO_MS)) throw new RangeError("span end out of range")
-  return { count: spans.length, tokens: String(tokens > MAX_TOKENS ? MAX_TOKENS : tokens), costs, lastEnd: new Date(lastEnd).toISOString() }
+  return { count: spans.length, tokens: String(tokens > MAX_TOKENS ? MAX_TOKENS : tokens), costs,
+    lastEnd: new Date(lastEnd).toISOString(),
+    models: [...models],
+    hasError
+  }
 }
 
 /**

@@ -117,17 +117,21 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
           n: totals.count,
           tokens: totals.tokens,
           costs: totals.costs,
-          last_end: totals.lastEnd
+          last_end: totals.lastEnd,
+          models: totals.models,
+          has_error: totals.hasError
         }))
         const inserted = yield* sql<{ id: string }>`
           INSERT INTO traces (id, account_id, name, status, input, output, session_id, started_at, ended_at, metadata,
-                              environment, span_count, total_tokens, total_cost, total_duration_ms)
+                              environment, span_count, total_tokens, total_cost, total_duration_ms, models, has_error)
           SELECT x.id, ${accountId}::uuid, x.name, x.status, x.input->0, x.output->0, x.session_id, x.started_at,
                  x.ended_at, x.metadata, x.environment, x.n, x.tokens,
                  (SELECT COALESCE(sum(c::numeric), 0) FROM jsonb_array_elements_text(x.costs) AS c),
-                 ${sql.literal(durationMs("x.last_end"))}
+                 ${sql.literal(durationMs("x.last_end"))},
+                 ARRAY(SELECT DISTINCT m FROM jsonb_array_elements_text(x.models) AS m ORDER BY m), x.has_error
           FROM jsonb_to_recordset(${JSON.stringify(records)}::jsonb)
-            AS x(${sql.literal(TRACE_RECORD_COLUMNS)}, n int, tokens bigint, costs jsonb, last_end timestamptz)
+            AS x(${sql.literal(TRACE_RECORD_COLUMNS)}, n int, tokens bigint, costs jsonb, last_end timestamptz, models jsonb,
+                 has_error boolean)
           ORDER BY x.id
           ON CONFLICT (id) DO NOTHING
           RETURNING id`
@@ -225,6 +229,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
             started_at = x.started_at, ended_at = x.ended_at, metadata = x.metadata, environment = x.environment,
             updated_at = now(),
             span_count = COALESCE(agg.n, t.span_count), total_tokens = COALESCE(agg.tokens, t.total_tokens),
+            models = COALESCE(agg.models, t.models), has_error = COALESCE(agg.has_error, t.has_error),
             total_cost = COALESCE(agg.cost, t.total_cost),
             total_duration_ms = CASE WHEN agg.trace_id IS NULL THEN t.total_duration_ms
               ELSE ${sql.literal(durationMs("agg.last_end"))} END

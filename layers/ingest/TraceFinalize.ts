@@ -300,7 +300,12 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
   root ??= ordered.find((n) => n.otel.local_root === true && (n.span.parent_id === null || !byId.has(n.span.parent_id)))
 
   const status = root === undefined ? "running" : root.otel.failed === true ? "failed" : "completed"
-  const name = root === undefined ? null : cap(text(root.hints.name) ?? String(root.span.name), SPAN_TEXT_LIMITS.name)
+  // The instrumentation's own name for the run (TRACE_NAME_KEYS: a workflow name, an AI SDK functionId), on the root
+  // or else on the first span that has one (OpenLLMetry and the AI SDK repeat it on the spans under a plain root, an
+  // HTTP request for example); without one, the root span's name.
+  const name = root === undefined
+    ? null
+    : cap(firstOf(root, ordered, (n) => text(n.hints.name)) ?? String(root.span.name), SPAN_TEXT_LIMITS.name)
 
   // Langfuse trace input: the root's, else the earliest span's; output: the root's, else the latest-ending span's.
   const byEnd = [...ordered].sort((x, y) => y.endMs - x.endMs)

@@ -33,6 +33,20 @@ export class AccountRepo extends Effect.Service<AccountRepo>()("tapedeck/Account
       Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
     )
 
+    const findByIdOption = SqlSchema.findOne({
+      Request: AccountId,
+      Result: AccountRow,
+      execute: (id) => sql`SELECT id, name FROM accounts WHERE id = ${id}`
+    })
+
+    /** The account with this id; a missing one is a defect (ids come from credentials, and accounts are never deleted). */
+    const findById = Effect.fn("AccountRepo.findById")(
+      function*(id: AccountId) {
+        return Option.getOrThrowWith(yield* findByIdOption(id), () => new Error(`account ${id} does not exist`))
+      },
+      Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
+    )
+
     const count = Effect.fn("AccountRepo.count")(
       function*() {
         const rows = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM accounts`
@@ -41,6 +55,6 @@ export class AccountRepo extends Effect.Service<AccountRepo>()("tapedeck/Account
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { ensure, findByName, count } as const
+    return { ensure, findByName, findById, count } as const
   })
 }) {}

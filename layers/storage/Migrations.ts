@@ -1,4 +1,6 @@
+import { SqlClient } from "@effect/sql"
 import { PgMigrator } from "@effect/sql-pg"
+import { Effect, Layer } from "effect"
 import m0001 from "./migrations/0001_accounts.ts"
 import m0002 from "./migrations/0002_traces.ts"
 import m0003 from "./migrations/0003_jobs.ts"
@@ -17,11 +19,11 @@ import m0015 from "./migrations/0015_enforcement_check_functions.ts"
 import m0016 from "./migrations/0016_stream_listeners.ts"
 import m0017 from "./migrations/0017_lz4_compression.ts"
 import m0018 from "./migrations/0018_span_payloads_json.ts"
+import m0019 from "./migrations/0019_trace_list_filters.ts"
 import m0020 from "./migrations/0020_enforcement_check_batch.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
-export const MigrationsLive = PgMigrator.layer({
-  loader: PgMigrator.fromRecord({
+const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
     "0001_accounts": m0001,
     "0002_traces": m0002,
     "0003_jobs": m0003,
@@ -40,6 +42,34 @@ export const MigrationsLive = PgMigrator.layer({
     "0016_stream_listeners": m0016,
     "0017_lz4_compression": m0017,
     "0018_span_payloads_json": m0018,
+    "0019_trace_list_filters": m0019,
     "0020_enforcement_check_batch": m0020
-  })
-})
+}
+
+/** The migrator's own bookkeeping table (PgMigrator's default). */
+const TABLE = "effect_sql_migrations"
+
+/**
+ * Migrations the migrator skipped: it runs only ids above the highest one recorded, so a migration merged after a
+ * higher-numbered one had already run (numbers are reserved per change, and changes land in any order) would never
+ * run on such a database. Each is run here, in id order, recorded as the migrator records its own, under the same
+ * table lock, so that instances starting together run it once.
+ */
+const runSkipped = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.withTransaction(Effect.gen(function*() {
+    yield* sql`LOCK TABLE ${sql(TABLE)} IN ACCESS EXCLUSIVE MODE`
+    const applied = new Set((yield* sql<{ id: number }>`SELECT migration_id AS id FROM ${sql(TABLE)}`).map((r) => Number(r.id)))
+    for (const key of Object.keys(MIGRATIONS).sort()) {
+      const [, id, name] = /^(\d+)_(.+)$/.exec(key)!
+      if (applied.has(Number(id))) continue
+      yield* sql`INSERT INTO ${sql(TABLE)} (migration_id, name) VALUES (${Number(id)}, ${name!})`
+      yield* MIGRATIONS[key]!
+      yield* Effect.logInfo(`ran migration ${key}, which was merged after a later one had run`)
+    }
+  }))
+}).pipe(Effect.orDie)
+
+export const MigrationsLive = Layer.effectDiscard(runSkipped).pipe(
+  Layer.provide(PgMigrator.layer({ loader: PgMigrator.fromRecord(MIGRATIONS) }))
+)

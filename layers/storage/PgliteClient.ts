@@ -1,5 +1,7 @@
 import { PGlite } from "@electric-sql/pglite"
 import { vector } from "@electric-sql/pglite-pgvector"
+import { btree_gin } from "@electric-sql/pglite/contrib/btree_gin"
+import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm"
 import { Reactivity } from "@effect/experimental"
 import { SqlClient, SqlConnection, SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
@@ -28,7 +30,8 @@ export const make = (options: { readonly dataDir: string; readonly sharedBuffers
         try: () =>
           PGlite.create({
             dataDir: options.dataDir,
-            extensions: { vector },
+            // btree_gin and pg_trgm: the trace listing's indexes on models and names (migration 0019).
+            extensions: { vector, btree_gin, pg_trgm },
             ...(sharedBuffers === undefined
               ? {}
               : { startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${sharedBuffers}`] })

@@ -97,14 +97,25 @@ export const spanJsonRow = (r: SpanPartsRow): SpanJsonRow => {
   return { id: r.id, parent_id: r.parent_id, start_ms: r.start_ms, end_ms: r.end_ms, duration_ms: r.duration_ms, json: `${json}}` }
 }
 
+/** The distinct models of a set of spans, sorted (a trace's `models`, what `GET /api/v1/traces?model=` matches). */
+const SPAN_MODELS = `COALESCE(array_agg(DISTINCT model ORDER BY model) FILTER (WHERE model IS NOT NULL), '{}'::text[])`
+
+/** Whether a span of the set recorded an error: an `error` text, or a span of type `error` (a trace's `has_error`). */
+const SPAN_HAS_ERROR = `COALESCE(bool_or(error IS NOT NULL OR span_type = 'error'), false)`
+
 /** A json value read as `json_build_array(v)`: SQL NULL (absent) is undefined, JSON null stays null. */
 export const unwrap = (wrapped: unknown): unknown => (Array.isArray(wrapped) ? wrapped[0] : undefined)
 
-/** Aggregates over a set of spans: their count, token and cost sums (tokens capped to a safe integer), last end. */
+/**
+ * Aggregates over a set of spans: their count, token and cost sums (tokens capped to a safe integer), last end, and
+ * what the trace listing filters on: the models used (distinct, sorted) and whether any span recorded an error.
+ */
 export const SPAN_TOTALS = `count(*)::int AS n,
   LEAST(COALESCE(sum(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0), 9007199254740991) AS tokens,
   COALESCE(sum(cost), 0) AS cost,
-  max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end`
+  max(COALESCE(ended_at, started_at + duration_ms * interval '1 millisecond', started_at)) AS last_end,
+  ${SPAN_MODELS} AS models,
+  ${SPAN_HAS_ERROR} AS has_error`
 
 /** What replaces a stored span when the same id is written again (a re-send is idempotent). */
 export const SPAN_UPSERT = `ON CONFLICT (trace_id, id) DO UPDATE SET

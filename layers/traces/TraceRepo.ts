@@ -50,6 +50,8 @@ export interface TraceRow {
   readonly environment: "production" | "sandbox"
 }
 
+const OTEL_TRACE_ID = /^[0-9a-f]{32}$/i
+
 export const toTrace = (row: TraceRow): TraceWire => {
   const trace: Record<string, unknown> = {
     id: row.id,
@@ -67,7 +69,12 @@ export const toTrace = (row: TraceRow): TraceWire => {
   }
   if (row.input !== null) trace.input = unwrap(row.input)
   if (row.output !== null) trace.output = unwrap(row.output)
-  if (row.metadata !== null) trace.metadata = row.metadata
+  if (row.metadata !== null) {
+    trace.metadata = row.metadata
+    // OTLP ingestion records the trace id there; a REST client may write anything under `otel`, so only an id is shown.
+    const otelId = (row.metadata.otel as { trace_id?: unknown } | null | undefined)?.trace_id
+    if (typeof otelId === "string" && OTEL_TRACE_ID.test(otelId)) trace.otelTraceId = otelId
+  }
   if (row.lossy !== null) trace.lossy = row.lossy
   if (row.terminated_early !== null) trace.terminatedEarly = row.terminated_early
   return trace as TraceWire
@@ -82,12 +89,36 @@ export interface ListPosition {
   readonly id: string
 }
 
-export interface ListQuery {
+/** What a listing is narrowed to; every field but `environment` is optional. */
+export interface ListFilters {
   readonly environment: "production" | "sandbox"
+  readonly status?: TraceStatus | undefined
+  readonly projectId?: string | undefined
+  readonly sessionId?: string | undefined
+  /** Contained in the name, ignoring case. */
+  readonly name?: string | undefined
+  /** Used by at least one span. */
+  readonly model?: string | undefined
+  /** true: failed, or a span recorded an error; false: neither. */
+  readonly hasError?: boolean | undefined
+  /** Inclusive bounds on the start, ISO 8601. */
+  readonly startedFrom?: string | undefined
+  readonly startedTo?: string | undefined
+  readonly minCost?: number | undefined
+  readonly minDurationMs?: number | undefined
+}
+
+export interface ListQuery extends ListFilters {
   readonly limit: number
   readonly offset: number
   readonly after: Option.Option<ListPosition>
+  /** `capped`: count matches only up to `totalCap + 1`. */
+  readonly total: "exact" | "capped"
+  readonly totalCap: number
 }
+
+/** A LIKE pattern that matches `text` anywhere, its wildcards taken literally (backslash is LIKE's escape). */
+export const containsPattern = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 
 /**
  * Traces and their spans. Every read and write is scoped to the account and skips soft-deleted traces, so
@@ -124,7 +155,8 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
           ), t AS (
             INSERT INTO traces (id, account_id, project_id, name, status, input, output, total_tokens, total_cost,
                                 total_duration_ms, tokens_explicit, cost_explicit, duration_explicit, span_count,
-                                metadata, session_id, lossy, terminated_early, environment, started_at, ended_at)
+                                metadata, session_id, lossy, terminated_early, environment, started_at, ended_at, models,
+                                has_error)
             SELECT ${request.id}::uuid, ${accountId}::uuid, ${request.project_id ?? null}::uuid, ${request.name ?? null}::text,
                    ${request.status}::text, ${jsonOrNull(request.input)}::jsonb, ${jsonOrNull(request.output)}::jsonb,
                    COALESCE(${request.total_tokens ?? null}::bigint, agg.tokens),
@@ -139,7 +171,8 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
                    ${isoOrNull(request.started_at)}::timestamptz,
                    CASE WHEN ${request.status !== "running"}::boolean
                      THEN COALESCE(${isoOrNull(request.ended_at)}::timestamptz, agg.last_end, ${isoOrNull(request.started_at)}::timestamptz)
-                     ELSE ${isoOrNull(request.ended_at)}::timestamptz END
+                     ELSE ${isoOrNull(request.ended_at)}::timestamptz END,
+                   agg.models, agg.has_error
             FROM agg WHERE tapedeck_require_live_key(${liveKey}::text)
             ON CONFLICT (id) DO NOTHING
             RETURNING id
@@ -205,7 +238,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       function*(traceId: TraceId) {
         yield* sql`
           UPDATE traces t SET
-            span_count = agg.n,
+            span_count = agg.n, models = agg.models, has_error = agg.has_error,
             total_tokens = CASE WHEN t.tokens_explicit THEN t.total_tokens ELSE agg.tokens END,
             total_cost = CASE WHEN t.cost_explicit THEN t.total_cost ELSE agg.cost END,
             total_duration_ms = CASE WHEN t.duration_explicit THEN t.total_duration_ms ELSE GREATEST(0, floor(
@@ -298,22 +331,44 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    /** A page of the account's traces, newest first (start time, then id), plus the exact total. */
+    /**
+     * The conditions of a listing. The error condition is written as the partial index `traces_errors` states it
+     * (migration 0019), so the planner can use that index.
+     */
+    const listConditions = (accountId: AccountId, f: ListFilters): Array<Statement.Fragment> => {
+      const conditions = [sql`account_id = ${accountId}`, sql`environment = ${f.environment}`, sql`deleted_at IS NULL`]
+      if (f.status !== undefined) conditions.push(sql`status = ${f.status}`)
+      if (f.projectId !== undefined) conditions.push(sql`project_id = ${f.projectId}::uuid`)
+      if (f.sessionId !== undefined) conditions.push(sql`session_id = ${f.sessionId}`)
+      if (f.name !== undefined) conditions.push(sql`name ILIKE ${containsPattern(f.name)}`)
+      if (f.model !== undefined) conditions.push(sql`models @> ARRAY[${f.model}::text]`)
+      if (f.hasError === true) conditions.push(sql`(has_error OR status = 'failed')`)
+      if (f.hasError === false) conditions.push(sql`NOT has_error AND status <> 'failed'`)
+      if (f.startedFrom !== undefined) conditions.push(sql`started_at >= ${f.startedFrom}::timestamptz`)
+      if (f.startedTo !== undefined) conditions.push(sql`started_at <= ${f.startedTo}::timestamptz`)
+      if (f.minCost !== undefined) conditions.push(sql`total_cost >= ${String(f.minCost)}::numeric`)
+      if (f.minDurationMs !== undefined) conditions.push(sql`total_duration_ms >= ${f.minDurationMs}::bigint`)
+      return conditions
+    }
+
+    /** A page of the account's traces, newest first (start time, then id), plus the total (exact, or capped). */
     const list = Effect.fn("TraceRepo.list")(
       function*(accountId: AccountId, query: ListQuery) {
+        const conditions = listConditions(accountId, query)
         const after = Option.match(query.after, {
-          onNone: () => sql``,
-          onSome: (p) => sql`AND (started_at, id) < (${p.startedAt}::timestamptz, ${p.id}::uuid)`
+          onNone: () => conditions,
+          onSome: (p) => [...conditions, sql`(started_at, id) < (${p.startedAt}::timestamptz, ${p.id}::uuid)`]
         })
         const [rows, totals] = yield* Effect.all([
           sql<TraceRow>`
             SELECT ${sql.literal(TRACE_SELECT)} FROM traces
-            WHERE account_id = ${accountId} AND environment = ${query.environment} AND deleted_at IS NULL ${after}
+            WHERE ${sql.and(after)}
             ORDER BY started_at DESC, id DESC
             LIMIT ${query.limit + 1} OFFSET ${query.offset}`,
-          sql<{ n: number }>`
-            SELECT count(*)::float8 AS n FROM traces
-            WHERE account_id = ${accountId} AND environment = ${query.environment} AND deleted_at IS NULL`
+          query.total === "exact"
+            ? sql<{ n: number }>`SELECT count(*)::float8 AS n FROM traces WHERE ${sql.and(conditions)}`
+            : sql<{ n: number }>`
+              SELECT count(*)::float8 AS n FROM (SELECT 1 FROM traces WHERE ${sql.and(conditions)} LIMIT ${query.totalCap + 1}) m`
         ], { concurrency: 2 })
         return {
           items: rows.slice(0, query.limit).map(toTrace),

@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { DateTime, Effect, Option, Schema } from "effect"
 import { decodeCursor, encodeCursor } from "#src/domain/Cursor"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { Span, SpanWire } from "#src/domain/Span"
@@ -10,6 +10,8 @@ import {
   type FinishTraceRequest,
   isTerminal,
   type ListTracesParams,
+  OtelTraceId,
+  TOTAL_CAP,
   SpansRejected,
   TraceNotRunning,
   type TraceDetailWire,
@@ -17,6 +19,7 @@ import {
   type TraceWire
 } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
+import { accountNamespace, traceUuid } from "../ingest/OtlpIds.ts"
 import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { SEARCH_INDEX_JOB } from "../search/Search.ts"
@@ -24,6 +27,8 @@ import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
 import type { SpanJsonRow } from "./SpanRecords.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 import { rewrittenSpanCode } from "#src/domain/StreamEvent"
+
+const isOtelTraceId = Schema.is(OtelTraceId)
 
 /** The `cursor` of a listing is not one this service issued. */
 export class InvalidCursor extends Schema.TaggedError<InvalidCursor>()("InvalidCursor", {}) {}
@@ -156,8 +161,13 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       return { ...trace, ...detailOf(spans) } satisfies TraceDetailWire
     })
 
-    /** `get` as the JSON text of the TraceDetail (the HTTP route's body). */
-    const getJson = Effect.fn("Traces.getJson")(function*(accountId: AccountId, traceId: TraceId) {
+    /**
+     * `get` as the JSON text of the TraceDetail (the HTTP route's body). An OpenTelemetry trace id names the trace OTLP
+     * ingestion stored it as for this account: its id is derived from the account and the OTel id (OtlpIds), so no
+     * lookup is needed and another account's trace with the same OTel id is never reached.
+     */
+    const getJson = Effect.fn("Traces.getJson")(function*(accountId: AccountId, id: TraceId | OtelTraceId) {
+      const traceId = isOtelTraceId(id) ? traceUuid(accountNamespace(accountId), id) as TraceId : id
       // Both reads at once (two pooled connections): the spans' read is scoped to the account too, so it returns
       // nothing another account could see, and is discarded when the trace is missing or deleted.
       const [trace, spans] = yield* Effect.all(
@@ -171,10 +181,22 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       const after = params.cursor === undefined ? Option.none() : decodeCursor(params.cursor)
       if (params.cursor !== undefined && Option.isNone(after)) return yield* new InvalidCursor()
       const page = yield* repo.list(accountId, {
-        environment: params.env ?? "production",
+        environment: params.environment ?? params.env ?? "production",
+        status: params.status,
+        projectId: params.project_id,
+        sessionId: params.session_id,
+        name: params.name,
+        model: params.model,
+        hasError: params.has_error,
+        startedFrom: params.date_from === undefined ? undefined : DateTime.formatIso(params.date_from),
+        startedTo: params.date_to === undefined ? undefined : DateTime.formatIso(params.date_to),
+        minCost: params.min_cost,
+        minDurationMs: params.min_duration_ms,
         limit: params.limit,
         offset: params.offset,
-        after
+        after,
+        total: params.total,
+        totalCap: TOTAL_CAP
       })
       const last = page.items.at(-1)
       return {

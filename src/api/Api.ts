@@ -6,6 +6,7 @@ import { InsightsApi } from "./InsightsApi.ts"
 import { EvaluationsApi } from "./EvaluationsApi.ts"
 import { ForksApi } from "./ForksApi.ts"
 import { JobsApi } from "./JobsApi.ts"
+import { AccountApi } from "./AccountApi.ts"
 import { ApiKeysApi } from "./ApiKeysApi.ts"
 import { BatchApi } from "./BatchApi.ts"
 import { DiscoveryApi } from "./DiscoveryApi.ts"
@@ -27,6 +28,7 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .add(UsageApi)
   .add(BatchApi)
   .add(ApiKeysApi)
+  .add(AccountApi)
   .add(DiscoveryApi)
   .add(OtlpApi)
   .add(EvaluationsApi)

@@ -9,6 +9,7 @@ import {
   TraceCreateResult,
   TraceDetail,
   TraceList,
+  TraceLookupPath,
   TracePath
 } from "../domain/Trace.ts"
 import { ConflictWire } from "./ApiErrors.ts"
@@ -33,9 +34,9 @@ export class TracesApi extends HttpApiGroup.make("traces")
   )
   .add(
     HttpApiEndpoint.get("get", "/traces/:traceId")
-      .setPath(TracePath)
+      .setPath(TraceLookupPath)
       .addSuccess(TraceDetail)
-      .annotate(OpenApi.Summary, "A trace with its spans, causal order and concurrent groups")
+      .annotate(OpenApi.Summary, "A trace with its spans, causal order and concurrent groups (by id or OpenTelemetry trace id)")
   )
   .add(
     HttpApiEndpoint.patch("finish", "/traces/:traceId")

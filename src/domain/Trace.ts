@@ -90,7 +90,10 @@ export const Trace = Schema.Struct({
   metadata: Schema.optional(Schema.Unknown),
   lossy: Schema.optional(Schema.Boolean),
   terminatedEarly: Schema.optional(Schema.Boolean),
-  environment: Schema.optional(Schema.Literal("production", "sandbox"))
+  environment: Schema.optional(Schema.Literal("production", "sandbox")),
+  otelTraceId: Schema.optional(Schema.String).annotations({
+    description: "The OpenTelemetry trace id (32 hex digits) of a trace received over OTLP; GET /api/v1/traces/{id} accepts it too"
+  })
 }).annotations({ identifier: "Trace" })
 export type Trace = typeof Trace.Type
 /** A trace as JSON: ISO date-time strings. */
@@ -116,15 +119,87 @@ export const TraceList = Schema.Struct({
 export type TraceList = typeof TraceList.Type
 export type TraceListWire = typeof TraceList.Encoded
 
+/** Where a trace was recorded: `sandbox` for fork replays and traces sent with `metadata.environment = "sandbox"`. */
+export const TraceEnvironment = Schema.Literal("production", "sandbox")
+export type TraceEnvironment = typeof TraceEnvironment.Type
+
+/** `total` of a listing: counted exactly, or counted up to TOTAL_CAP + 1 (`capped`). */
+export const TotalMode = Schema.Literal("exact", "capped")
+export type TotalMode = typeof TotalMode.Type
+
+/** With `total=capped`, matches are counted up to one more than this: a total above it means "more than TOTAL_CAP". */
+export const TOTAL_CAP = 1_000
+
+/**
+ * A query parameter decoded from its text, described on the text itself: the OpenAPI document shows a parameter's
+ * encoded side, where an annotation on the decoded schema would not appear.
+ */
+const described = <A, R>(schema: Schema.Schema<A, string, R>, description: string) =>
+  Schema.String.annotations({ description }).pipe(Schema.compose(schema))
+
+const NonNegativeFromString = Schema.NumberFromString.pipe(Schema.finite(), Schema.nonNegative())
+
 // No identifier: an identified URL-params schema becomes a $ref that the OpenAPI generator drops.
 export const ListTracesParams = Schema.Struct({
   ...pageParams,
-  env: Schema.optional(Schema.Literal("sandbox")),
-  cursor: Schema.optional(Schema.String.pipe(Schema.maxLength(200)))
-}).annotations(strict)
+  env: Schema.optional((Schema.Literal("sandbox")).annotations({
+    description: "`sandbox` lists sandbox traces; without it (and without `environment`) production traces are listed"
+  })),
+  environment: Schema.optional(TraceEnvironment.annotations({
+    description: "Traces of this environment (default production); must agree with `env` when both are given"
+  })),
+  cursor: Schema.optional((Schema.String.pipe(Schema.maxLength(200))).annotations({
+    description: "The `nextCursor` of the previous page: the page after it, at the same cost however deep"
+  })),
+  status: Schema.optional(TraceStatus.annotations({ description: "Traces in this status" })),
+  project_id: Schema.optional(ProjectId.annotations({ description: "Traces of this project" })),
+  session_id: Schema.optional((Text(100).pipe(Schema.minLength(1))).annotations({ description: "Traces of this session" })),
+  name: Schema.optional((Text(500).pipe(Schema.minLength(1))).annotations({
+    description: "Traces whose name contains this text, ignoring case"
+  })),
+  model: Schema.optional((Text(100).pipe(Schema.minLength(1))).annotations({
+    description: "Traces with at least one span of this model (exact name)"
+  })),
+  has_error: Schema.optional(Schema.BooleanFromString.annotations({
+    description: "`true`: traces that failed or have a span that recorded an error; `false`: the others"
+  })),
+  date_from: Schema.optional(described(Instant, "Traces that started at or after this instant (ISO 8601)")),
+  date_to: Schema.optional(described(Instant, "Traces that started at or before this instant (ISO 8601)")),
+  min_cost: Schema.optional(described(NonNegativeFromString, "Traces whose total cost is at least this (USD)")),
+  min_duration_ms: Schema.optional(
+    described(NonNegativeFromString.pipe(Schema.int()), "Traces whose total duration is at least this many milliseconds")
+  ),
+  total: Schema.optionalWith(TotalMode.annotations({
+    description: `\`exact\` (default) counts every match; \`capped\` counts up to ${TOTAL_CAP + 1}, so a total of ${
+      TOTAL_CAP + 1
+    } means "more than ${TOTAL_CAP}" (a large account's first page answers sooner)`
+  }), { default: () => "exact" as const })
+}).pipe(
+  Schema.filter((p) =>
+    p.env === "sandbox" && p.environment === "production"
+      ? { path: ["environment"], message: "contradicts env=sandbox" }
+      : p.date_from !== undefined && p.date_to !== undefined && p.date_from.epochMillis > p.date_to.epochMillis
+      ? { path: ["date_to"], message: "is before date_from" }
+      : undefined
+  )
+).annotations(strict)
 export type ListTracesParams = typeof ListTracesParams.Type
 
 export const TracePath = Schema.Struct({ traceId: TraceId })
+
+/** An OpenTelemetry trace id: 32 hex digits, any case (W3C trace context). */
+export const OtelTraceId = Schema.String.pipe(
+  Schema.pattern(/^[0-9a-fA-F]{32}$/),
+  Schema.brand("OtelTraceId")
+).annotations({ description: "An OpenTelemetry trace id: 32 hex digits" })
+export type OtelTraceId = typeof OtelTraceId.Type
+
+/** The path of GET /api/v1/traces/{traceId}: our trace id, or the OpenTelemetry trace id a trace was received with. */
+export const TraceLookupPath = Schema.Struct({
+  traceId: Schema.Union(TraceId, OtelTraceId).annotations({
+    description: "The trace's id (a UUID), or the OpenTelemetry trace id (32 hex digits) it was received with over OTLP"
+  })
+})
 
 export const DeleteResult = Schema.Struct({ deleted: Schema.Literal(true) }).annotations({ identifier: "DeleteResult" })
 

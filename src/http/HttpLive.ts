@@ -31,6 +31,7 @@ import { McpHttpLive } from "./McpHttp.ts"
 import { StreamHub } from "#layers/stream/StreamHub"
 import { AppConfig } from "#layers/config/AppConfig"
 import { JobsHttpLive } from "./JobsHttp.ts"
+import { AccountHttpLive } from "./AccountHttp.ts"
 import { ApiKeysHttpLive } from "./ApiKeysHttp.ts"
 import { BatchHttpLive } from "./BatchHttp.ts"
 import { DiscoveryHttpLive } from "./DiscoveryHttp.ts"
@@ -50,7 +51,7 @@ import { SearchLive } from "#layers/search/SearchLive"
 export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
   Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, EnforcementHttpLive, EvaluationsHttpLive, JobsHttpLive, OtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
   Layer.provide([EvalRulesHttpLive, InsightsHttpLive]),
-  Layer.provide([SessionsHttpLive, UsageHttpLive, BatchHttpLive, ApiKeysHttpLive, DiscoveryHttpLive]),
+  Layer.provide([SessionsHttpLive, UsageHttpLive, BatchHttpLive, ApiKeysHttpLive, DiscoveryHttpLive, AccountHttpLive]),
   Layer.provide([EvalRules.Default, InsightRepo.Default]),
   Layer.provide([SearchHttpLive, DiagnosticsHttpLive]),
   Layer.provide(SearchLive),

@@ -36,7 +36,7 @@ export const TracesHttpLive = HttpApiBuilder.group(TapedeckApi, "traces", (handl
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return HttpServerResponse.raw(yield* traces.getJson(accountId, path.traceId), { contentType: "application/json" })
-        }).pipe(Effect.catchTags({ TraceNotFound: notFound })))
+        }).pipe(Effect.catchTags({ TraceNotFound: () => new NotFound({ message: `trace ${path.traceId} not found` }) })))
       .handle("finish", ({ path, payload }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal

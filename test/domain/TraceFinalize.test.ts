@@ -118,7 +118,7 @@ describe("finalizeTrace: the fixture traces", () => {
     const e = [stored(F.fixture8), stored(F.fixture8Parent)]
     expect(e[1]!.metadata.aggregate_usage).toEqual({ input_tokens: 31, output_tokens: 14 })
     const result = finalizeTrace(e)
-    expect(result.trace).toMatchObject({ status: "completed", sessionId: "thread-5521", metadata: { user_id: "u-77" } })
+    expect(result.trace).toMatchObject({ name: "support-bot", status: "completed", sessionId: "thread-5521", metadata: { user_id: "u-77" } })
     expect(result.spanUpdates).toEqual([])
     expect(totalTokens(apply(e, result))).toBe(45)
   })

@@ -98,7 +98,7 @@ const storedOf = (otelTraceIds: ReadonlyArray<string>) =>
     const sql = yield* SqlClient.SqlClient
     const traces = yield* sql<{ id: string }>`
       SELECT id, name, status, input, output, session_id, started_at, ended_at, metadata, environment, span_count,
-             total_tokens, total_cost::text AS total_cost, total_duration_ms
+             total_tokens, total_cost::text AS total_cost, total_duration_ms, models, has_error
       FROM traces WHERE metadata->'otel'->>'trace_id' = ANY(${otelTraceIds}) ORDER BY array_position(${otelTraceIds}::text[], metadata->'otel'->>'trace_id')`
     const ids = traces.map((t) => t.id)
     const spans = yield* sql`

@@ -1,0 +1,15 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { AccountInfo } from "../domain/Account.ts"
+import { Authentication, RateLimit } from "./Security.ts"
+
+/** Who the caller is: the account its API key or JWT acts for. */
+export class AccountApi extends HttpApiGroup.make("account")
+  .add(
+    HttpApiEndpoint.get("get", "/account")
+      .addSuccess(AccountInfo)
+      .annotate(OpenApi.Summary, "The account the credential acts for (id and name), for API keys and JWTs alike")
+  )
+  .middleware(RateLimit)
+  .middleware(Authentication)
+  .prefix("/api/v1")
+{}
