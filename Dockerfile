@@ -13,6 +13,8 @@ COPY package.json tsconfig.json README.md ./
 COPY docs ./docs
 COPY src ./src
 COPY layers ./layers
+# Tapedeck Studio's bundle, built into the image (the app directory is not writable by the `bun` user at run time).
+RUN bun src/ui/server/build.ts
 USER bun
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \

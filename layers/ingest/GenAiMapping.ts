@@ -2,7 +2,8 @@ import { MAX_AMOUNT, MAX_JSON_DEPTH, MAX_SPAN_COUNT } from "#src/domain/Json"
 import { isoOfMillis } from "#src/domain/Instant"
 import type { OtlpEvent, OtlpSpan } from "#src/domain/Otlp"
 import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
-import { parentUuid, spanUuid, traceUuid } from "./OtlpIds.ts"
+import { isConventionKey, readConventions } from "./conventions/Conventions.ts"
+import { parentUuid, spanUuid, traceUuid, uuidV5 } from "./OtlpIds.ts"
 import { requestParameters, withRequestParameters } from "./conventions/RequestParameters.ts"
 import { frameworkAgentId, isFrameworkAgentSpan } from "./conventions/AgentIdentity.ts"
 import { fromLangChainSerialized, unwrapAiSdkToolOutput } from "./conventions/FrameworkValues.ts"
@@ -25,7 +26,8 @@ import { fromLangChainSerialized, unwrapAiSdkToolOutput } from "./conventions/Fr
  *                            `langfuse.trace.name` / `traceloop.workflow.name` / `gen_ai.workflow.name` /
  *                            `ai.telemetry.functionId`,
  *                            `langfuse.trace.input` / `output`, the trace tags, the session id found on the
- *                            resource, and the raw deployment environment (`sandbox` marks a sandbox trace)
+ *                            resource, and the raw deployment environment (`sandbox` marks a sandbox trace);
+ *                            from the vendor conventions (conventions/): `metadata`, `release`, `version`, `project_id`
  * Flags are written only when true. As that page says, `attributes` holds the attributes not mapped elsewhere and
  * `resource` the resource attributes (both size-capped), `events` the events not turned into input, output
  * or `exception`, and `truncated` names what was cut. `mapping_error` marks the bare fallback span.
@@ -61,7 +63,7 @@ export interface MappedSpan {
 /** The instrumentation family that decided `span_type` (`metadata.source`, docs/otel-mapping.md). */
 export type Source =
   | "otel_genai" | "otel_genai_legacy" | "openinference" | "openllmetry" | "vercel_ai"
-  | "pydantic_ai" | "langsmith" | "langfuse" | "generic"
+  | "pydantic_ai" | "langsmith" | "langfuse" | "laminar" | "generic"
 
 type Attrs = Readonly<Record<string, unknown>>
 type Json = Record<string, unknown>
@@ -80,6 +82,8 @@ const MAX_META_TEXT = 1000
 const MAX_META_LONG_TEXT = 4000
 const MAX_TAGS = 50
 const MAX_TAG_CHARS = 200
+/** Characters kept of one vendor's span details, and of a span's trace metadata hint. */
+const CONVENTION_BUDGET = 16_384
 /** Latest instant the `Instant` schema accepts (9999-12-31T23:59:59.999Z). */
 const MAX_MS = Date.UTC(10000, 0, 1) - 1
 
@@ -1216,7 +1220,7 @@ const remainder = (
   let dropped = 0
   const b: Budget = { left: budget, maxString }
   for (const key in a) {
-    if (skip && (CONSUMED.has(key) || indexedFamily(key) !== 0)) continue
+    if (skip && (CONSUMED.has(key) || isConventionKey(key) || indexedFamily(key) !== 0)) continue
     const before = b.left
     const c = cleanValue(a[key], depth, b)
     if (c === OVERFLOW) {
@@ -1257,6 +1261,8 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   const operation = str(a, "gen_ai.operation.name")
   const oi = str(a, "openinference.span.kind")
   const failure = failureOf(span, a)
+  // Vendor SDK attributes (Langfuse, Laminar, OpenInference) beyond the conventions read here.
+  const conv = readConventions(a, resource)
   const f: Facts = {
     a, events, scan: scanKeys(a), operation, aiOp: aiOperation(a),
     oiKind: oi?.toUpperCase(), traceloopKind: str(a, "traceloop.span.kind"),
@@ -1267,7 +1273,8 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   const decided = classify(f)
   const override = str(a, "tapedeck.span.type")
   // The override only replaces the type: `source` still names the instrumentation that sent the span.
-  const type: SpanType = override !== undefined && SPAN_TYPES.has(override) ? (override as SpanType) : decided.type
+  const type: SpanType = override !== undefined && SPAN_TYPES.has(override) ? (override as SpanType) : conv.type ?? decided.type
+  const source: Source = conv.type !== undefined && decided.source === "generic" ? "laminar" : decided.source
 
   const modelRaw = firstString(a, MODEL_KEYS)
   const model = metaText(modelRaw, SPAN_TEXT_LIMITS.model)
@@ -1301,6 +1308,8 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
       input = actionInput(a)
       output = actionOutput(a)
   }
+  input ??= conv.input
+  output ??= conv.output
 
   const start = nanos(span.startTimeUnixNano) ?? { ms: 0, rest: 0 }
   const end = nanos(span.endTimeUnixNano)
@@ -1352,7 +1361,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
 
   // metadata (docs/otel-mapping.md, "Span metadata").
   const meta = out.metadata
-  meta.source = decided.source
+  meta.source = source
   const otel: Json = { trace_id: traceHex, span_id: spanHex }
   if (parentHex !== null) otel.parent_span_id = parentHex
   otel.kind = KIND_NAMES[span.kind] ?? "UNSPECIFIED"
@@ -1384,7 +1393,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   if (!isBlank(a["gen_ai.response.finish_reasons"])) genAi.finish_reasons = small(parseStructured(a["gen_ai.response.finish_reasons"]))
   put(genAi, "conversation_id", metaText(asText(a["gen_ai.conversation.id"])))
   const usage: Json = {}
-  put(usage, "cache_read_input_tokens", firstCount(a, CACHE_READ_KEYS))
+  put(usage, "cache_read_input_tokens", firstCount(a, CACHE_READ_KEYS) ?? conv.cachedInputTokens)
   put(usage, "cache_creation_input_tokens", firstCount(a, CACHE_WRITE_KEYS))
   put(usage, "reasoning_output_tokens", firstCount(a, REASONING_KEYS))
   put(usage, "total_tokens", firstCount(a, TOTAL_KEYS))
@@ -1418,8 +1427,13 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
     if (!isBlank(totals)) meta.aggregate_usage = totals
   }
 
-  put(meta, "session_id", metaText(firstText(a, SESSION_KEYS)))
-  put(meta, "user_id", metaText(firstText(a, USER_KEYS)))
+  put(meta, "session_id", metaText(firstText(a, SESSION_KEYS) ?? conv.sessionId))
+  put(meta, "user_id", metaText(firstText(a, USER_KEYS) ?? conv.userId))
+  for (const vendor in conv.spanDetails) {
+    const fit = fitValue(conv.spanDetails[vendor], 1, CONVENTION_BUDGET, MAX_META_LONG_TEXT)
+    meta[vendor] = fit.value
+    if (fit.cut) truncated.push(vendor)
+  }
 
   if (failure.exception !== undefined) {
     const ea = failure.exception.attributes
@@ -1445,9 +1459,19 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   }
   const tags: Array<string> = []
   for (const key of TAG_KEYS) if (!isBlank(a[key])) tagsOf(a[key], tags)
+  if (conv.tags !== undefined) tagsOf(conv.tags, tags)
   if (tags.length > 0) hints.tags = tags
   put(hints, "resource_session_id", metaText(firstText(resource, SESSION_KEYS)))
   put(hints, "environment", metaText(firstText(a, ENVIRONMENT_KEYS) ?? firstText(resource, ENVIRONMENT_KEYS)))
+  if (conv.traceMetadata !== undefined) {
+    const fit = fitValue(conv.traceMetadata, 2, CONVENTION_BUDGET, MAX_META_LONG_TEXT)
+    hints.metadata = fit.value
+    if (fit.cut) truncated.push("trace_hints.metadata")
+  }
+  put(hints, "release", metaText(conv.release))
+  put(hints, "version", metaText(conv.version))
+  // A project named by the sender: the same UUID for the same account and name, on every instance.
+  if (conv.projectName !== undefined) hints.project_id = uuidV5(accountNs, "project:" + conv.projectName)
   if (!isBlank(hints)) meta.trace_hints = hints
 
   const rest = remainder(a, 2, ATTRIBUTES_BUDGET, MAX_META_LONG_TEXT * 2, true)

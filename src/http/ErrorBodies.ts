@@ -4,7 +4,7 @@ import { Cause, Effect, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Internal, NotFound, Unavailable, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
-import { OTLP_EXPORT_PATH } from "../api/OtlpApi.ts"
+import { isExportPath } from "../api/OtlpApi.ts"
 import { OTLP_OTHER_SIGNAL_PATHS } from "./OtlpOtherSignals.ts"
 import { BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
@@ -27,13 +27,13 @@ const describeIssues = (e: HttpApiError.HttpApiDecodeError) => {
 }
 
 /**
- * Every route but the OTLP export (and the OTLP paths refused whatever their body) takes JSON: any other declared body type is refused before it is read
+ * Every route but the OTLP exports (and the OTLP paths refused whatever their body) takes JSON: any other declared body type is refused before it is read
  * (the framework would otherwise buffer form and multipart bodies without our size cap).
  */
 const requireJson = (request: HttpServerRequest.HttpServerRequest) => {
   const contentType = request.headers["content-type"]
   const path = request.url.split("?")[0]!
-  if (contentType === undefined || path === OTLP_EXPORT_PATH || Object.hasOwn(OTLP_OTHER_SIGNAL_PATHS, path)) return Effect.void
+  if (contentType === undefined || isExportPath(path) || Object.hasOwn(OTLP_OTHER_SIGNAL_PATHS, path)) return Effect.void
   const mediaType = contentType.split(";")[0]!.trim().toLowerCase()
   return mediaType === "application/json" || mediaType === ""
     ? Effect.void

@@ -3,13 +3,13 @@ import { Effect, Schema } from "effect"
 import { IngestGate } from "#layers/ingest/IngestGate"
 import { IngestBackpressure, IngestBackpressureWire } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
-import { OTLP_EXPORT_PATH } from "../api/OtlpApi.ts"
+import { isExportPath } from "../api/OtlpApi.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
 
 const RETRY_AFTER_SECONDS = 1
 
 export const isExport = (request: HttpServerRequest.HttpServerRequest) =>
-  request.method === "POST" && request.url.split("?")[0] === OTLP_EXPORT_PATH
+  request.method === "POST" && isExportPath(request.url)
 
 const saturatedMessage = (maxInflight: number) =>
   `ingestion is saturated (${maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`

@@ -231,8 +231,9 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
         source: "openinference", session_id: "sess-42", user_id: "u-981",
         gen_ai: { provider: "openai", usage: { total_tokens: 117 } },
         otel: { status_code: "OK" },
-        trace_hints: { tags: ["research"] },
-        attributes: { "llm.provider": "azure", "llm.invocation_parameters": "{\"temperature\": 0.2}", metadata: "{\"tenant\": \"eu-1\"}" }
+        // OpenInference `metadata` goes onto the trace (conventions/OpenInference.ts), not among the leftovers.
+        trace_hints: { tags: ["research"], metadata: { tenant: "eu-1" } },
+        attributes: { "llm.provider": "azure", "llm.invocation_parameters": "{\"temperature\": 0.2}" }
       }
     })
     expectValid(span)
