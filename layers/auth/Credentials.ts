@@ -1,6 +1,6 @@
 import { SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Option, Redacted, Schema, Stream } from "effect"
+import { Duration, Effect, Option, Redacted, Schedule, Schema, Stream } from "effect"
 import * as jose from "jose"
 import { AccountName, KEY_PREFIX } from "#src/domain/ApiKey"
 import type { AccountId } from "#src/domain/Ids"
@@ -29,6 +29,9 @@ const MAX_CREDENTIAL_LENGTH = 8192
 const OUTAGE_GRACE_MS = 5 * 60_000
 /** How long an API key verified here may stand in for a lookup, for routes whose statement re-checks it. */
 const CACHED_KEY_MS = 60_000
+/** How many account names and ids an instance keeps (`knownAccounts`); past it, new ones are looked up each time. */
+const MAX_KNOWN_ACCOUNTS = 10_000
+const KNOWN_ACCOUNTS_REFRESH = Duration.minutes(1)
 
 /** Turns an API key or a web-session JWT into the account it acts for. */
 export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credentials", {
@@ -67,6 +70,33 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
         })
       )
 
+    // Account names and ids, as this instance has seen them. An account is never renamed or removed, so the pair
+    // stays true: a JWT (verified by its signature alone) names its account by name, and with this map it needs no
+    // lookup on the routes whose own statement does the work, nor during a database outage, where an enforcement
+    // check then fails closed as one made with a cached API key does. Loaded at start and refreshed every minute
+    // (accounts are few), and filled by every lookup.
+    const knownAccounts = new Map<string, AccountId>()
+    yield* accounts.list(MAX_KNOWN_ACCOUNTS).pipe(
+      Effect.map((rows) => {
+        for (const row of rows) knownAccounts.set(row.name, row.id)
+      }),
+      Effect.catchAllCause(() => Effect.void),
+      Effect.repeat(Schedule.spaced(KNOWN_ACCOUNTS_REFRESH)),
+      Effect.forkScoped
+    )
+    const accountNamed = (name: string) =>
+      accounts.findByName(name).pipe(
+        Effect.tap((id) =>
+          Effect.sync(() => {
+            if (Option.isSome(id) && knownAccounts.size < MAX_KNOWN_ACCOUNTS) knownAccounts.set(name, id.value)
+          })
+        ),
+        Effect.catchAllDefect((defect) => {
+          const known = knownAccounts.get(name)
+          return defect instanceof SqlError.SqlError && known !== undefined ? Effect.succeed(Option.some(known)) : Effect.die(defect)
+        })
+      )
+
     const apiKey = Effect.fn("Credentials.apiKey")(function*(key: string) {
       if (!key.startsWith(KEY_PREFIX) || key.length > MAX_CREDENTIAL_LENGTH) {
         return yield* new InvalidCredential({ reason: "invalid API key" })
@@ -77,7 +107,8 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
       return { accountId: found.value.accountId, credentialId: `key:${found.value.keyId}` } satisfies Principal
     })
 
-    const jwt = Effect.fn("Credentials.jwt")(function*(token: string) {
+    /** `fromKnown`: take the account from `knownAccounts` when it is there (routes whose statement re-checks nothing else). */
+    const jwt = Effect.fn("Credentials.jwt")(function*(token: string, fromKnown: boolean) {
       if (Option.isNone(jwtKey)) return yield* new InvalidCredential({ reason: "invalid credential" })
       const verified = yield* Effect.tryPromise({
         try: () =>
@@ -93,10 +124,12 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
           })
       })
       const { account, sub } = verified.payload
-      if (typeof account !== "string" || typeof sub !== "string" || !Schema.is(AccountName)(account)) {
+      // `requiredClaims` only asks that sub be present: an empty or blank subject names nobody.
+      if (typeof account !== "string" || typeof sub !== "string" || sub.trim() === "" || !Schema.is(AccountName)(account)) {
         return yield* new InvalidCredential({ reason: "token lacks a valid sub or account claim" })
       }
-      const accountId = yield* duringOutage(`account:${account}`, accounts.findByName(account))
+      const known = fromKnown ? knownAccounts.get(account) : undefined
+      const accountId = known !== undefined ? Option.some(known) : yield* accountNamed(account)
       if (Option.isNone(accountId)) return yield* new InvalidCredential({ reason: "unknown account" })
       return { accountId: accountId.value, credentialId: `jwt:${account}:${sub}` } satisfies Principal
     })
@@ -112,7 +145,7 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
       const token = Redacted.value(credential)
       if (token === "") return Effect.fail(new InvalidCredential({ reason: "missing or invalid credentials" }))
       if (token.length > MAX_CREDENTIAL_LENGTH) return Effect.fail(new InvalidCredential({ reason: "invalid credential" }))
-      return token.startsWith(KEY_PREFIX) ? apiKey(token) : jwt(token)
+      return token.startsWith(KEY_PREFIX) ? apiKey(token) : jwt(token, false)
     }
 
     /**
@@ -138,10 +171,14 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
       return key === "" ? Effect.fail(new InvalidCredential({ reason: "missing credentials" })) : cachedApiKey(key)
     }
 
-    /** `Authorization: Bearer`, for a route that re-checks an API key in its own statement (a JWT is verified as usual). */
+    /**
+     * `Authorization: Bearer`, for a route that re-checks an API key in its own statement; a JWT is verified by its
+     * signature and its account taken from `knownAccounts` when known there.
+     */
     const cachedBearer = (credential: Redacted.Redacted<string>) => {
       const token = Redacted.value(credential)
-      return token.startsWith(KEY_PREFIX) ? cachedApiKey(token) : bearer(credential)
+      if (token === "" || token.length > MAX_CREDENTIAL_LENGTH) return bearer(credential)
+      return token.startsWith(KEY_PREFIX) ? cachedApiKey(token) : jwt(token, true)
     }
 
     /** Drops a revoked key (by digest) from this instance's outage cache. */

@@ -19,7 +19,24 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       jwtAudience: yield* Config.option(Config.string("TAPEDECK_JWT_AUDIENCE")),
       rateLimitPerMinute: yield* Config.integer("TAPEDECK_RATE_LIMIT_PER_MINUTE").pipe(Config.withDefault(1200)),
       maxBodyBytes: yield* Config.integer("TAPEDECK_MAX_BODY_BYTES").pipe(Config.withDefault(16 * 1024 * 1024)),
-      ingestMaxInflight: yield* Config.integer("TAPEDECK_INGEST_MAX_INFLIGHT").pipe(Config.withDefault(8)),
+      ingestMaxInflight: yield* Config.integer("TAPEDECK_INGEST_MAX_INFLIGHT").pipe(
+        Config.validate({ message: "must be at least 1", validation: (n) => n >= 1 }),
+        Config.withDefault(8)
+      ),
+      // A request body must arrive whole within the deadline, and after the grace period at no less than the
+      // minimum rate on average, else 408 (src/http/BodyLimit.ts): a slow upload holds nothing for long.
+      bodyDeadlineMs: yield* Config.integer("TAPEDECK_BODY_DEADLINE_MS").pipe(
+        Config.validate({ message: "must be 100 to 600000", validation: (n) => n >= 100 && n <= 600_000 }),
+        Config.withDefault(10_000)
+      ),
+      bodyGraceMs: yield* Config.integer("TAPEDECK_BODY_GRACE_MS").pipe(
+        Config.validate({ message: "must be 0 to 600000", validation: (n) => n >= 0 && n <= 600_000 }),
+        Config.withDefault(1000)
+      ),
+      bodyMinBytesPerSecond: yield* Config.integer("TAPEDECK_BODY_MIN_BYTES_PER_SECOND").pipe(
+        Config.validate({ message: "must be 0 or more (0 turns the rate check off)", validation: (n) => n >= 0 }),
+        Config.withDefault(16 * 1024)
+      ),
       // A 2000-span GenAI export is ~5 MB; decoding is what costs memory, so the cap stays near that.
       ingestMaxDecompressedBytes: yield* Config.integer("TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES").pipe(
         Config.withDefault(16 * 1024 * 1024)
@@ -38,8 +55,8 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
         Config.validate({ message: "must be 1 to 64", validation: (n) => n >= 1 && n <= 64 }),
         Config.withDefault(2)
       ),
-      // A check that waited longer than this for its decision makes ingestion refuse new exports (503) for a second;
-      // 0: never.
+      // A check that waited longer than this in the queue for its batch statement makes ingestion refuse new exports
+      // (503) for a second; 0: never.
       enforcementShedIngestMs: yield* Config.integer("TAPEDECK_ENFORCEMENT_SHED_INGEST_MS").pipe(
         Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
         Config.withDefault(10)

@@ -13,10 +13,11 @@ export interface CheckBatcherOptions<T extends RunItem> {
   /** Called for an item about to be batched: true drops it (the item is settled by the callee, e.g. abandoned). */
   readonly drop: (item: T) => boolean
   /**
-   * Handles a batch; resolves with the items to queue again (a run that moved on meanwhile), which go back to the
-   * front of the queue, ahead of their runs' later items. Must not reject.
+   * Handles a batch and calls `done` once, with the items to queue again (a run that moved on meanwhile), which go
+   * back to the front of the queue, ahead of their runs' later items. `done` frees the batch's lane and runs at once:
+   * call it before answering the batch's callers, so that a caller's next check never finds its own lane still taken.
    */
-  readonly process: (batch: ReadonlyArray<T>) => Promise<ReadonlyArray<T>>
+  readonly process: (batch: ReadonlyArray<T>, done: (again: ReadonlyArray<T>) => void) => void
 }
 
 /**
@@ -49,10 +50,12 @@ export const makeCheckBatcher = <T extends RunItem>(options: CheckBatcherOptions
       if (batch.length === 0) return
       for (const key of taken) busyRuns.add(key)
       lanesBusy++
-      void options.process(batch).then(
-        (again) => settle(taken, again),
-        () => settle(taken, [])
-      )
+      let settled = false
+      options.process(batch, (again) => {
+        if (settled) return
+        settled = true
+        settle(taken, again)
+      })
     }
   }
 

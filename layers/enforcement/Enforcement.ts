@@ -34,7 +34,8 @@ const newAudit = (request: EnforcementCheckRequest): DecisionAudit => ({
   decisionId: crypto.randomUUID(),
   traceId: request.trace_id,
   startedAt: performance.now(),
-  abandoned: false
+  abandoned: false,
+  reachedStore: false
 })
 
 /**

@@ -17,6 +17,11 @@ export interface DecisionAudit {
    * then starts no further attempt, so that nothing it writes later can disagree with the answer.
    */
   abandoned: boolean
+  /**
+   * Set by the store when a statement that may store this decision is sent. False: none was, and once `abandoned` is
+   * set none will be, so a fail-closed record of it needs no run lock. Absent: taken as sent.
+   */
+  reachedStore?: boolean
 }
 
 /** A check answered block because its decision could not be made in time, to be recorded as such. */

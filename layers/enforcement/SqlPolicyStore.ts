@@ -115,8 +115,6 @@ const DECISION_COLUMNS =
 const DECISION_VALUES = `$3::uuid, $1::uuid, $2::text, $4::uuid, $5::bigint, $6::text, $7::text, $8::text, $9::uuid,
   $10::text, $11::uuid, $12::text,
   $13::float8 + 1000 * extract(epoch FROM clock_timestamp() - statement_timestamp())::float8`
-const RECORD_ARGS = `$1::uuid, $2::text, $3::uuid, $4::uuid, $5::bigint, $6::text, $7::text, $8::text, $9::uuid, $10::text,
-  $11::uuid, $12::text, $13::float8`
 
 /**
  * A batch: $1 the runs (each with the version its checks were evaluated against and what its allows add), $2 the
@@ -254,6 +252,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
       latencyMs
     ]
 
+    const notStored = () => new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
+
     const holdsFor = (accountId: AccountId, action: ProposedAction) =>
       sql<{ id: string; policy_id: string; status: HoldState["status"]; reason: string | null; expires_at: Date | null; consumed: boolean }>`
         SELECT DISTINCT ON (policy_id) id, policy_id, status, reason, expires_at, consumed
@@ -281,6 +281,9 @@ export const SqlPolicyStoreLive = Layer.scoped(
      */
     const decideLocked = (...[accountId, action, list, audit, liveKey]: DecisionArgs) =>
       Effect.gen(function*() {
+        // Checked and marked in one step: a check answered before this point is recorded without a run lock.
+        if (audit.abandoned) return yield* notStored()
+        audit.reachedStore = true
         remember(runKey(accountId, action.runId), undefined)
         // The upsert takes the run's row lock for the transaction: concurrent checks of a run queue here.
         const rows = yield* sql<{ spent_usd: number; tokens: number; recent: RunState["recent"] }>`
@@ -335,10 +338,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
     const answer = (item: Pending, result: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => {
       if (item.settled) return
       item.settled = true
-      pressure.observe(performance.now() - item.queuedAt)
       item.resume(result)
     }
-    const notStored = () => new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
 
     /** One run's part of a batch: its checks evaluated in order, each against the counters the ones before left. */
     interface RunPart {
@@ -357,7 +358,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * meanwhile are not written: their checks go round again against the state the statement answered (or take the
      * run's lock after OPTIMISTIC_ATTEMPTS); a check answered meanwhile (fail-closed) is dropped before that.
      */
-    const writeBatch = (batch: ReadonlyArray<Pending>): Effect.Effect<ReadonlyArray<Pending>> =>
+    const writeBatch = (batch: ReadonlyArray<Pending>, done: (again: ReadonlyArray<Pending>) => void): Effect.Effect<void> =>
       Effect.suspend(() => {
         const now = Date.now()
         const parts = new Map<string, RunPart>()
@@ -365,6 +366,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
         const keys = new Set<string>()
         for (const item of batch) {
           const [accountId, action, list, audit, liveKey] = item.args
+          audit.reachedStore = true
           let part = parts.get(item.runKey)
           if (part === undefined) {
             const known = runs.get(item.runKey)
@@ -417,8 +419,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
         return Effect.matchEffect(batchRun<BatchRow>(BATCH, params), {
           onFailure: (e) =>
             Effect.sync(() => {
+              done([])
               for (const item of batch) answer(item, Effect.fail(e))
-              return []
             }),
           onSuccess: (rows) =>
             Effect.sync(() => {
@@ -427,18 +429,22 @@ export const SqlPolicyStoreLive = Layer.scoped(
               if (revoked) {
                 // Nothing was written: the checks of revoked keys are refused, the others decided again without them.
                 const dead = new Set(revoked)
+                const refused: Array<Pending> = []
                 for (const item of batch) {
-                  if (item.args[4] !== null && dead.has(item.args[4])) answer(item, Effect.fail(new CredentialRevoked()))
+                  if (item.args[4] !== null && dead.has(item.args[4])) refused.push(item)
                   else again.push(item)
                 }
-                return again
+                done(again)
+                for (const item of refused) answer(item, Effect.fail(new CredentialRevoked()))
+                return
               }
               const byRun = new Map(rows.map((r) => [runKey(r.account_id as AccountId, r.run_id!), r]))
+              const answers: Array<[Pending, Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>]> = []
               for (const [key, part] of parts) {
                 const row = byRun.get(key)
                 if (row?.written) {
                   remember(key, { run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent }, version: row.version! })
-                  for (const { evaluation, item } of part.decided) answer(item, Effect.succeed(evaluation))
+                  for (const { evaluation, item } of part.decided) answers.push([item, Effect.succeed(evaluation)])
                   continue
                 }
                 remember(key, row === undefined ? undefined : {
@@ -447,36 +453,41 @@ export const SqlPolicyStoreLive = Layer.scoped(
                 })
                 for (const { item } of part.decided) {
                   item.attempts++
-                  if (item.args[3].abandoned) answer(item, Effect.fail(notStored()))
-                  else if (item.attempts >= OPTIMISTIC_ATTEMPTS) answer(item, orUnavailableOrRevoked(decideLocked(...item.args)))
+                  if (item.args[3].abandoned) answers.push([item, Effect.fail(notStored())])
+                  else if (item.attempts >= OPTIMISTIC_ATTEMPTS) answers.push([item, orUnavailableOrRevoked(decideLocked(...item.args))])
                   else again.push(item)
                 }
               }
-              return again
+              done(again)
+              for (const [item, result] of answers) answer(item, result)
             })
         })
       }).pipe(
         Effect.catchAllCause((cause) =>
-          Effect.as(
-            Effect.sync(() => {
-              for (const item of batch) answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
-            }).pipe(Effect.zipRight(Effect.logError("an enforcement batch failed unexpectedly", cause))),
-            []
-          )
+          Effect.sync(() => {
+            done([])
+            for (const item of batch) answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
+          }).pipe(Effect.zipRight(Effect.logError("an enforcement batch failed unexpectedly", cause)))
         )
       )
 
-    const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const batcher = makeCheckBatcher<Pending>({
       lanes: config.enforcementConcurrency,
       maxBatch: MAX_BATCH,
       maxQueued: MAX_QUEUED,
       drop: (item) => {
         if (!item.args[3].abandoned) return false
+        pressure.observe(performance.now() - item.queuedAt)
         answer(item, Effect.fail(notStored()))
         return true
       },
-      process: (batch) => runPromise(writeBatch(batch))
+      process: (batch, done) => {
+        // How long checks waited for their turn (not how long their statement takes) is what sheds ingestion; taken
+        // as the batch is formed, before the fiber that writes it is even scheduled.
+        pressure.observe(performance.now() - batch[0]!.queuedAt)
+        runFork(writeBatch(batch, done))
+      }
     })
 
     const decideAtomically = (...args: DecisionArgs) =>
@@ -513,10 +524,21 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * afterwards and writes nothing. Then one statement each: the allows to take back, the counters, the records.
      */
     const recordFailClosed = (records: ReadonlyArray<FailClosedRecord>) =>
-      Effect.gen(function*() {
+      Effect.suspend(() => {
         const byId = new Map(records.map((r) => [r.audit.decisionId, r]))
+        // Checks answered while still waiting for their batch never reached the store: their records need no run lock
+        // (taking the locks of every run they name held up the batches of those runs, under overload all of them).
+        const mayBeStored = [...byId.values()].filter((r) => r.audit.reachedStore !== false)
+        return mayBeStored.length === 0
+          ? insertRecords(byId)
+          : Effect.zipRight(takeBack(byId, mayBeStored), insertRecords(byId)).pipe(sql.withTransaction)
+      }).pipe(orUnavailable)
+
+    /** Locks the runs of records whose decisions may have been stored, and takes back the allows among them. */
+    const takeBack = (byId: ReadonlyMap<string, FailClosedRecord>, mayBeStored: ReadonlyArray<FailClosedRecord>) =>
+      Effect.gen(function*() {
         const runs = new Map<string, { account_id: AccountId; run_id: string }>()
-        for (const r of byId.values()) {
+        for (const r of mayBeStored) {
           const key = runKey(r.accountId, r.action.runId)
           remember(key, undefined)
           runs.set(key, { account_id: r.accountId, run_id: r.action.runId })
@@ -529,7 +551,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
           ON CONFLICT (account_id, run_id) DO UPDATE SET updated_at = now()
           RETURNING account_id, run_id, recent`
         const allowed = yield* sql<{ id: string }>`
-          SELECT id FROM enforcement_decisions WHERE id = ANY(${uuidArray([...byId.keys()])}::uuid[]) AND verdict = 'allow'`
+          SELECT id FROM enforcement_decisions
+          WHERE id = ANY(${uuidArray(mayBeStored.map((r) => r.audit.decisionId))}::uuid[]) AND verdict = 'allow'`
         if (allowed.length > 0) {
           const recentOf = new Map(locked.map((r) => [runKey(r.account_id as AccountId, r.run_id), r.recent]))
           const takenBack = new Map<string, { account_id: string; run_id: string; usd: Array<string>; tokens: number; recent: ReadonlyArray<ActionRecord> }>()
@@ -550,6 +573,11 @@ export const SqlPolicyStoreLive = Layer.scoped(
               AS x(account_id uuid, run_id text, usd jsonb, tokens bigint, recent jsonb)
             WHERE e.account_id = x.account_id AND e.run_id = x.run_id`
         }
+      })
+
+    /** The records, each taking over its decision's id (idempotent). */
+    const insertRecords = (byId: ReadonlyMap<string, FailClosedRecord>) =>
+      Effect.gen(function*() {
         const rows = [...byId.values()].map((r) => ({
           id: r.audit.decisionId,
           account_id: r.accountId,
@@ -570,7 +598,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
                  reason text, latency_ms float8)
           ON CONFLICT (id) DO UPDATE SET verdict = EXCLUDED.verdict, policy_id = NULL, policy_type = NULL, hold_id = NULL,
                                          reason = EXCLUDED.reason, latency_ms = EXCLUDED.latency_ms`
-      }).pipe(sql.withTransaction, orUnavailable)
+      })
 
     return PolicyStore.of({ policies, decideAtomically, recordFailClosed, invalidate })
   })

@@ -1,8 +1,9 @@
-import { Duration, Effect, Schedule, Schema } from "effect"
+import { Context, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { CheckPressure } from "../enforcement/CheckPressure.ts"
+import { IngestPermits, type Permit } from "./IngestPermits.ts"
 
-/** Every ingestion permit is taken: the caller should retry later (503 with Retry-After). */
+/** No ingestion permit can be had now: the caller should retry later (503 with Retry-After). */
 export class IngestSaturated extends Schema.TaggedError<IngestSaturated>()("IngestSaturated", {
   maxInflight: Schema.Number
 }) {}
@@ -11,42 +12,99 @@ export class IngestSaturated extends Schema.TaggedError<IngestSaturated>()("Inge
 const REFUSALS_LOG_INTERVAL = Duration.seconds(10)
 
 /**
- * Bounds concurrent OTLP requests per instance (TAPEDECK_INGEST_MAX_INFLIGHT). A request over the bound is
- * refused at once, before its body is read, so overload costs no memory and no database work. The count is a
- * plain number so the HTTP layer can ask `saturated()` synchronously and refuse before any other work.
+ * The permit a guarded request holds, as its body reader sees it: the reader reports when the body has arrived
+ * whole, and stops (answering 503) when the permit was taken back for another account while it was uploading.
+ */
+export interface UploadPermit {
+  /** The body has arrived whole: from now on the permit cannot be taken back. */
+  readonly uploaded: () => void
+  /** Calls `onPreempt` at once if the permit was already taken back, else when it is; returns a canceller. */
+  readonly onPreempt: (onPreempt: () => void) => () => void
+}
+
+/** The ingestion permit of the current request, when it holds one (provided by `IngestGate.guard`). */
+export class CurrentUploadPermit extends Context.Tag("tapedeck/CurrentUploadPermit")<CurrentUploadPermit, UploadPermit>() {}
+
+/**
+ * Bounds concurrent OTLP requests per instance (TAPEDECK_INGEST_MAX_INFLIGHT permits) and shares the permits
+ * between accounts by the rule of `IngestPermits`: a free permit goes to whoever asks; when all are taken, an
+ * account under its fair share takes back a permit from an upload of an account over its share (answered 503,
+ * retryable), and any other asker is refused at once with 503, before its body is read, so overload costs no
+ * memory and no database work; so is every export while enforcement checks wait for their decisions
+ * (CheckPressure). With the body deadline and minimum rate (src/http/BodyLimit.ts), an account
+ * that opens many slow uploads cannot keep another account's exports out.
  */
 export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGate", {
   scoped: Effect.gen(function*() {
     const { ingestMaxInflight } = yield* AppConfig
     // Enforcement checks come first: while they wait for their decisions, new exports are refused like overload.
     const checks = yield* CheckPressure
-    let inflight = 0
+    const permits = new IngestPermits(ingestMaxInflight)
+    const preemptListeners = new WeakMap<Permit, Set<() => void>>()
     let refusedFast = 0
+    let preemptions = 0
 
-    const release = Effect.sync(() => void inflight--)
-    const guard = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | IngestSaturated, R> =>
+    const uploadPermit = (permit: Permit): UploadPermit => ({
+      uploaded: () => permits.uploaded(permit),
+      onPreempt: (onPreempt) => {
+        if (permit.preempted) {
+          onPreempt()
+          return () => {}
+        }
+        const listeners = preemptListeners.get(permit) ?? new Set()
+        preemptListeners.set(permit, listeners.add(onPreempt))
+        return () => void listeners.delete(onPreempt)
+      }
+    })
+
+    /** Runs `effect` holding a permit for `accountId`, or fails with `IngestSaturated` at once. */
+    const guard = <A, E, R>(
+      accountId: string,
+      effect: Effect.Effect<A, E, R>
+    ): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> =>
       Effect.uninterruptibleMask((restore) =>
-        Effect.suspend((): Effect.Effect<A, E | IngestSaturated, R> => {
-          if (inflight >= ingestMaxInflight || checks.active()) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight }))
-          inflight++
-          return Effect.ensuring(restore(effect), release)
+        Effect.suspend((): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> => {
+          const granted = checks.active() ? undefined : permits.ask(accountId)
+          if (granted === undefined) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight }))
+          if (granted.preempted !== undefined) {
+            // The permit passed to this request already; the upload that held it stops when its reader hears.
+            preemptions++
+            for (const listener of preemptListeners.get(granted.preempted) ?? []) listener()
+          }
+          return Effect.ensuring(
+            restore(Effect.provideService(effect, CurrentUploadPermit, uploadPermit(granted.permit))),
+            Effect.sync(() => permits.release(granted.permit))
+          )
         })
       )
 
-    /** Whether a new export would be refused now. */
-    const saturated = () => inflight >= ingestMaxInflight || checks.active()
+    /** Whether every permit is taken now, or checks are shedding ingestion. */
+    const saturated = () => permits.inUse >= ingestMaxInflight || checks.active()
+
+    /** Whether a new export of `accountId` would be admitted now (a free permit, or one it may take back). */
+    const admits = (accountId: string) => !checks.active() && permits.admits(accountId)
 
     /** Counts a refusal answered without going through `guard`; they are logged in bulk. */
     const refuseFast = () => void refusedFast++
 
+    /** Permits held now by an account (for tests and diagnostics). */
+    const heldBy = (accountId: string) => permits.heldBy(accountId)
+
     yield* Effect.suspend(() => {
-      if (refusedFast === 0) return Effect.void
-      const n = refusedFast
+      if (refusedFast === 0 && preemptions === 0) return Effect.void
+      const parts = [
+        refusedFast > 0 ? `refused ${refusedFast} OTLP exports: ingestion saturated` : undefined,
+        preemptions > 0 ? `took back ${preemptions} upload permits from accounts over their fair share` : undefined
+      ].filter((part) => part !== undefined)
       refusedFast = 0
-      return Effect.logWarning(`refused ${n} OTLP exports in the last ${Duration.format(REFUSALS_LOG_INTERVAL)}: ingestion saturated`)
+      preemptions = 0
+      return Effect.logWarning(`${parts.join("; ")} (in the last ${Duration.format(REFUSALS_LOG_INTERVAL)})`)
     }).pipe(Effect.repeat(Schedule.spaced(REFUSALS_LOG_INTERVAL)), Effect.forkScoped)
 
-    return { guard, saturated, refuseFast, maxInflight: ingestMaxInflight } as const
+    return { guard, saturated, admits, refuseFast, heldBy, maxInflight: ingestMaxInflight } as const
   }),
   dependencies: [AppConfig.Default, CheckPressure.Default]
 }) {}
+
+/** The permit of the current request, if it holds one. */
+export const currentUploadPermit = Effect.serviceOption(CurrentUploadPermit).pipe(Effect.map(Option.getOrUndefined))

@@ -55,6 +55,20 @@ export class AccountRepo extends Effect.Service<AccountRepo>()("tapedeck/Account
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { ensure, findByName, findById, count } as const
+    const listRows = SqlSchema.findAll({
+      Request: Schema.Number,
+      Result: AccountRow,
+      execute: (limit) => sql`SELECT id, name FROM accounts ORDER BY name LIMIT ${limit}`
+    })
+
+    /** Up to `limit` accounts, by name. */
+    const list = Effect.fn("AccountRepo.list")(
+      function*(limit: number) {
+        return yield* listRows(limit)
+      },
+      Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
+    )
+
+    return { ensure, findByName, findById, count, list } as const
   })
 }) {}

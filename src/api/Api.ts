@@ -1,5 +1,12 @@
 import { HttpApi, OpenApi } from "@effect/platform"
-import { IngestBackpressureWire, InternalWire, NotFoundWire, UnavailableWire, ValidationFailedWire } from "./ApiErrors.ts"
+import {
+  IngestBackpressureWire,
+  InternalWire,
+  NotFoundWire,
+  RequestTimeoutWire,
+  UnavailableWire,
+  ValidationFailedWire
+} from "./ApiErrors.ts"
 import { EnforcementApi } from "./EnforcementApi.ts"
 import { EvalRulesApi } from "./EvalRulesApi.ts"
 import { InsightsApi } from "./InsightsApi.ts"
@@ -42,6 +49,7 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .addError(InternalWire)
   .addError(IngestBackpressureWire)
   .addError(UnavailableWire)
+  .addError(RequestTimeoutWire)
   .annotate(OpenApi.Title, "Tapedeck API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Records, inspects, replays and evaluates AI agent executions.")

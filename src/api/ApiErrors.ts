@@ -40,6 +40,12 @@ export const ReplayAllowanceExhaustedWire = wire(ReplayAllowanceExhausted, {
   status: 402, code: "replay_allowance_exhausted", retryable: false, description: "Monthly fork-replay allowance exhausted"
 })
 
+export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("RequestTimeout", { message: Schema.String }) {}
+export const RequestTimeoutWire = wire(RequestTimeout, {
+  status: 408, code: "request_timeout", retryable: true,
+  description: "The request body did not arrive within the deadline or at the minimum rate"
+})
+
 export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
 export const NotFoundWire = wire(NotFound, {
   status: 404, code: "not_found", retryable: false, description: "Missing, not visible or not owned"

@@ -6,6 +6,7 @@ import { CreateGuardrailRequest, UpdateGuardrailRequest } from "../domain/Guardr
 import { DeleteResult } from "../domain/Trace.ts"
 import { ConflictWire } from "./ApiErrors.ts"
 import { Authentication, RateLimit } from "./Security.ts"
+import { PageNumber } from "../domain/Page.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
@@ -61,7 +62,7 @@ export class EnforcementApi extends HttpApiGroup.make("enforcement")
     HttpApiEndpoint.get("listDecisions", "/enforcement/decisions")
       .setUrlParams(Schema.Struct({
         run_id: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
-        limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500)), { default: () => 100 })
+        limit: Schema.optionalWith(PageNumber(1, 500), { default: () => 100 })
       }).annotations(strict))
       .addSuccess(Schema.Struct({ items: Schema.Array(Free) }))
   )

@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { pageParams } from "./Page.ts"
+import { DecimalDigits, pageParams } from "./Page.ts"
 import { ProjectId, TraceId } from "./Ids.ts"
 import { Instant } from "./Instant.ts"
 import { Amount, Count, JsonObject, JsonValue, Text } from "./Json.ts"
@@ -137,7 +137,12 @@ export const TOTAL_CAP = 1_000
 const described = <A, R>(schema: Schema.Schema<A, string, R>, description: string) =>
   Schema.String.annotations({ description }).pipe(Schema.compose(schema))
 
-const NonNegativeFromString = Schema.NumberFromString.pipe(Schema.finite(), Schema.nonNegative())
+/** A decimal number as plain digits with an optional fraction (`12`, `0.5`): no sign, exponent, hex or spaces. */
+const PlainDecimal = Schema.String.pipe(
+  Schema.pattern(/^[0-9]{1,16}(\.[0-9]{1,16})?$/, { message: () => "must be a number written in plain decimal digits" })
+)
+const NonNegativeFromString = Schema.compose(PlainDecimal, Schema.NumberFromString).pipe(Schema.finite(), Schema.nonNegative())
+const NonNegativeIntFromString = Schema.compose(DecimalDigits, Schema.NumberFromString).pipe(Schema.int(), Schema.nonNegative())
 
 // No identifier: an identified URL-params schema becomes a $ref that the OpenAPI generator drops.
 export const ListTracesParams = Schema.Struct({
@@ -167,7 +172,7 @@ export const ListTracesParams = Schema.Struct({
   date_to: Schema.optional(described(Instant, "Traces that started at or before this instant (ISO 8601)")),
   min_cost: Schema.optional(described(NonNegativeFromString, "Traces whose total cost is at least this (USD)")),
   min_duration_ms: Schema.optional(
-    described(NonNegativeFromString.pipe(Schema.int()), "Traces whose total duration is at least this many milliseconds")
+    described(NonNegativeIntFromString, "Traces whose total duration is at least this many milliseconds")
   ),
   total: Schema.optionalWith(TotalMode.annotations({
     description: `\`exact\` (default) counts every match; \`capped\` counts up to ${TOTAL_CAP + 1}, so a total of ${

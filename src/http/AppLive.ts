@@ -12,6 +12,7 @@ import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
 import { ModelPrices } from "#layers/llm/Prices"
 import { FORK_REPLAY_JOB, Forks, forkReplayHandler } from "#layers/replay/Forks"
 import { IngestGate } from "#layers/ingest/IngestGate"
+import { Credentials } from "#layers/auth/Credentials"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
@@ -24,6 +25,7 @@ import { TraceRepo } from "#layers/traces/TraceRepo"
 import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
 import { accessLog } from "./AccessLog.ts"
+import { MAX_PATH_PARAM_LENGTH } from "./ErrorBodies.ts"
 import { RequestSummary, RequestSummaryLogLive } from "./RequestSummary.ts"
 import { isExport, refuseWhileSaturated } from "./IngestGateMiddleware.ts"
 import { otlpProtobufAnswers } from "./OtlpResponses.ts"
@@ -86,7 +88,7 @@ const StartupLive = Layer.mergeAll(
  */
 export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   const gate = yield* IngestGate
-  const refuseFast = refuseWhileSaturated(gate)
+  const refuseFast = refuseWhileSaturated(gate, yield* Credentials)
   // Without an exporter (TracingLive) a request's span goes nowhere, but building it still costs the request: its
   // URL parsed, headers redacted, the peer's address asked of the socket (about 40 µs in Bun alone).
   const exporting = Option.isSome(yield* selfTelemetryEndpoint)
@@ -101,7 +103,7 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   )
 })).pipe(
   // The same gate instance as the API middleware's (IngestGate.Default is one layer value, built once).
-  Layer.provide(IngestGate.Default),
+  Layer.provide([IngestGate.Default, Credentials.Default]),
   Layer.provide(RequestSummaryLogLive.pipe(Layer.provideMerge(RequestSummary.Default))),
   Layer.provide(DocsLive),
   Layer.provide(ReplaySocketRouteLive),
@@ -115,5 +117,5 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   Layer.provide(TracingLive),
   // The router refuses a path parameter over 100 characters as "no route" (a 404) before any validation; let
   // the routes' own schemas judge it (a 101-character session id is a 400).
-  Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 2048 }))
+  Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: MAX_PATH_PARAM_LENGTH }))
 )

@@ -1,5 +1,6 @@
-import { HttpServerError, type HttpServerRequest } from "@effect/platform"
+import { HttpServerError, type HttpServerRequest, UrlParams } from "@effect/platform"
 import { Chunk, Effect, Stream } from "effect"
+import { currentUploadPermit } from "#layers/ingest/IngestGate"
 import { ValidationFailed } from "../api/ApiErrors.ts"
 
 /** The body is larger than TAPEDECK_MAX_BODY_BYTES. */
@@ -57,37 +58,166 @@ export class BodyTooDeep extends Error {
   }
 }
 
+/** How fast a request body must arrive (TAPEDECK_BODY_DEADLINE_MS, _GRACE_MS, _MIN_BYTES_PER_SECOND). */
+export interface BodyPace {
+  readonly deadlineMs: number
+  readonly graceMs: number
+  /** 0: no rate check, only the deadline. */
+  readonly minBytesPerSecond: number
+}
+
+/** The body did not arrive within the deadline, or fell behind the minimum rate: 408. */
+export class BodyTimedOut extends Error {
+  constructor(readonly received: number, readonly elapsedMs: number, readonly why: "deadline" | "rate", deadlineMs: number) {
+    super(
+      why === "deadline"
+        ? `the request body did not arrive within ${deadlineMs / 1000} s (${received} bytes received)`
+        : `the request body arrived too slowly (${received} bytes in ${(elapsedMs / 1000).toFixed(1)} s)`
+    )
+  }
+}
+
+/** The upload's ingestion permit went to another account under its fair share (IngestGate): 503, retry. */
+export class BodyPreempted extends Error {
+  constructor() {
+    super("ingestion is saturated and this account holds more than its fair share of uploads; retry shortly")
+  }
+}
+
+/**
+ * When the next byte must have arrived, counted from `startedAt`: by the deadline, and after the grace period
+ * at the minimum average rate (`received` bytes so far are enough until grace + received / rate).
+ */
+export const bodyDueAt = (pace: BodyPace, startedAt: number, received: number) =>
+  startedAt + (pace.minBytesPerSecond > 0
+    ? Math.min(pace.deadlineMs, pace.graceMs + (received * 1000) / pace.minBytesPerSecond)
+    : pace.deadlineMs)
+
+const requestError = (request: HttpServerRequest.HttpServerRequest, cause: unknown) =>
+  new HttpServerError.RequestError({ request, reason: "Decode", cause })
+
+/**
+ * Reads the whole body under the size cap and the pace, straight from the web stream so that a stalled client
+ * is noticed on a timer rather than on its next byte. When the request holds an ingestion permit, reports the
+ * body's arrival to it, and stops at once if the permit is taken back.
+ */
+const readPaced = (
+  request: HttpServerRequest.HttpServerRequest,
+  body: ReadableStream<Uint8Array>,
+  maxBytes: number,
+  pace: BodyPace,
+  startedAt: number
+) =>
+  Effect.flatMap(currentUploadPermit, (permit) =>
+    Effect.async<Uint8Array, HttpServerError.RequestError>((resume) => {
+      const reader = body.getReader()
+      const chunks: Array<Uint8Array> = []
+      let received = 0
+      let settled = false
+      let timer: ReturnType<typeof setTimeout> | undefined
+      let stopListening = () => {}
+      const settle = (outcome: Effect.Effect<Uint8Array, HttpServerError.RequestError>) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        stopListening()
+        resume(outcome)
+      }
+      const fail = (cause: unknown) => {
+        reader.cancel().catch(() => {})
+        settle(Effect.fail(requestError(request, cause)))
+      }
+      const arm = () => {
+        clearTimeout(timer)
+        const due = bodyDueAt(pace, startedAt, received)
+        const why = due >= startedAt + pace.deadlineMs ? "deadline" : "rate"
+        timer = setTimeout(
+          () => fail(new BodyTimedOut(received, performance.now() - startedAt, why, pace.deadlineMs)),
+          Math.max(0, due - performance.now())
+        )
+      }
+      const pump = (): void => {
+        reader.read().then(({ done, value }) => {
+          if (settled) return
+          if (done) {
+            permit?.uploaded()
+            return settle(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)))
+          }
+          received += value.byteLength
+          if (received > maxBytes) return fail(new BodyTooLarge(maxBytes))
+          chunks.push(value)
+          arm()
+          pump()
+        }, (cause) => fail(cause))
+      }
+      if (permit !== undefined) stopListening = permit.onPreempt(() => fail(new BodyPreempted()))
+      if (settled) return
+      arm()
+      pump()
+      return Effect.sync(() => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        stopListening()
+        reader.cancel().catch(() => {})
+      })
+    })
+  )
+
 /**
  * Refuses a body over `maxBytes` before it is buffered whole: a declared Content-Length over the limit at
- * once; a body of unknown length (chunked) while it streams in, by counting bytes as they arrive. A JSON
- * body is also refused when it nests deeper than MAX_BODY_DEPTH.
+ * once; a body of unknown length (chunked) while it streams in, by counting bytes as they arrive. With a pace,
+ * the body must also arrive in time (`BodyTimedOut`), the clock starting now. A JSON body is also refused when
+ * it nests deeper than MAX_BODY_DEPTH.
  */
 export const limitBody = (
   request: HttpServerRequest.HttpServerRequest,
-  maxBytes: number
+  maxBytes: number,
+  pace?: BodyPace
 ): Effect.Effect<HttpServerRequest.HttpServerRequest, ValidationFailed> => {
+  const startedAt = performance.now()
   const declared = request.headers["content-length"]
   let overrides: Record<PropertyKey, unknown>
   const bodiless = declared === undefined && request.headers["transfer-encoding"] === undefined
-  if (declared !== undefined || bodiless || request.method === "GET" || request.method === "HEAD") {
-    const length = Number(declared ?? 0)
+  if (declared !== undefined) {
+    const length = Number(declared)
     if (Number.isFinite(length) && length > maxBytes) {
       return Effect.fail(new ValidationFailed({ message: new BodyTooLarge(maxBytes).message }))
     }
+  }
+  const source = (request.source as { readonly body?: unknown } | undefined)?.body
+  if (bodiless || request.method === "GET" || request.method === "HEAD") {
+    overrides = { json: Effect.flatMap(request.text, (t) => parseJson(request, t)) }
+  } else if (pace !== undefined && source instanceof ReadableStream) {
+    overrides = readOverrides(request, readPaced(request, source, maxBytes, pace, startedAt))
+  } else if (declared !== undefined) {
     overrides = { json: Effect.flatMap(request.text, (t) => parseJson(request, t)) }
   } else {
-    const bytes = Effect.runSync(Effect.cached(readCapped(request, maxBytes)))
-    const text = Effect.map(bytes, (b) => b.toString("utf8"))
-    overrides = {
-      arrayBuffer: Effect.map(bytes, (b) => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer),
-      text,
-      json: Effect.flatMap(text, (t) => parseJson(request, t)),
-      stream: Stream.fromEffect(bytes).pipe(Stream.map((b) => new Uint8Array(b)))
-    }
+    overrides = readOverrides(request, readCapped(request, maxBytes))
   }
   return Effect.succeed(
     new Proxy(request, {
       get: (target, prop) => (prop in overrides ? overrides[prop] : Reflect.get(target, prop, target))
     })
   )
+}
+
+/** Every way of reading the body, answered from one read of it. */
+const readOverrides = (
+  request: HttpServerRequest.HttpServerRequest,
+  read: Effect.Effect<Uint8Array, HttpServerError.RequestError>
+): Record<PropertyKey, unknown> => {
+  const bytes = Effect.runSync(Effect.cached(read))
+  const text = Effect.flatMap(bytes, (b) =>
+    Effect.try({
+      try: () => new TextDecoder().decode(b),
+      catch: (cause) => requestError(request, cause)
+    }))
+  return {
+    arrayBuffer: Effect.map(bytes, (b) => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer),
+    text,
+    json: Effect.flatMap(text, (t) => parseJson(request, t)),
+    urlParamsBody: Effect.flatMap(text, (t) => Effect.succeed(UrlParams.fromInput(new URLSearchParams(t)))),
+    stream: Stream.fromEffect(bytes)
+  }
 }

@@ -1,15 +1,23 @@
-import { HttpApiBuilder, HttpApiError, type HttpApp, HttpServerError, HttpServerRequest, Multipart } from "@effect/platform"
+import {
+  HttpApiBuilder,
+  HttpApiError,
+  HttpApp,
+  HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse,
+  Multipart
+} from "@effect/platform"
 import { SqlError } from "@effect/sql"
 import { Cause, Effect, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
-import { Internal, NotFound, Unavailable, ValidationFailed } from "../api/ApiErrors.ts"
+import { IngestBackpressure, Internal, NotFound, RequestTimeout, Unavailable, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { isExportPath } from "../api/OtlpApi.ts"
 import { OTLP_OTHER_SIGNAL_PATHS } from "./OtlpOtherSignals.ts"
-import { BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
+import { BodyPreempted, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
 
-type Rewritten = Effect.Effect<never, ValidationFailed | NotFound | Unavailable | Internal>
+type Rewritten = Effect.Effect<never, ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure>
 
 const MAX_MESSAGE = 1000
 
@@ -40,12 +48,40 @@ const requireJson = (request: HttpServerRequest.HttpServerRequest) => {
     : Effect.fail(new ValidationFailed({ message: "Content-Type must be application/json" }))
 }
 
+/** The longest path parameter the router takes (HttpRouter's maxParamLength, set in AppLive). */
+export const MAX_PATH_PARAM_LENGTH = 2048
+
+/**
+ * Why the path cannot name any resource, if it cannot: a segment longer than a path parameter may be, or one
+ * that is not valid percent-encoding. The router finds no route for such a path; it is a malformed request (400),
+ * not a missing route.
+ */
+const malformedSegment = (url: string): string | undefined => {
+  const q = url.indexOf("?")
+  for (const segment of (q < 0 ? url : url.slice(0, q)).split("/")) {
+    if (segment.length > MAX_PATH_PARAM_LENGTH) {
+      return `a path segment is longer than ${MAX_PATH_PARAM_LENGTH} characters`
+    }
+    if (segment.includes("%")) {
+      try {
+        decodeURIComponent(segment)
+      } catch {
+        return "a path segment is not valid percent-encoding"
+      }
+    }
+  }
+  return undefined
+}
+
 const rewriteFailure = (e: unknown): Option.Option<Rewritten> => {
   if (e instanceof HttpApiError.HttpApiDecodeError) {
     return Option.some(Effect.fail(new ValidationFailed({ message: describeIssues(e) })))
   }
   if (HttpServerError.isServerError(e) && e._tag === "RouteNotFound") {
-    return Option.some(Effect.fail(new NotFound({ message: "route not found" })))
+    const malformed = malformedSegment(e.request.url)
+    return Option.some(Effect.fail(
+      malformed === undefined ? new NotFound({ message: "route not found" }) : new ValidationFailed({ message: malformed })
+    ))
   }
   return Option.none()
 }
@@ -69,10 +105,29 @@ const isTransient = (e: SqlError.SqlError) => {
   return state === undefined || ["08", "40", "53", "57"].includes(state.slice(0, 2))
 }
 
+/**
+ * A body too slow to arrive: 408, and the connection is closed after the answer (the rest of the body is not
+ * worth waiting for, and the client may not be reading what it sends).
+ */
+export const bodyTimedOut = (e: BodyTimedOut) =>
+  HttpApp.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close"))
+  ).pipe(Effect.zipRight(Effect.fail(new RequestTimeout({ message: e.message }))))
+
+/** An upload whose ingestion permit went to another account (IngestGate): 503, retry shortly. */
+export const bodyPreempted = (e: BodyPreempted) =>
+  setRetryAfter(1).pipe(Effect.zipRight(Effect.fail(new IngestBackpressure({ message: e.message }))))
+
 const rewriteDefect = (defect: unknown): Rewritten => {
   // A body that is not JSON (or is too large) reaches us as a defect of the framework, not as a decode error.
   if (defect instanceof Multipart.MultipartError) {
     return Effect.fail(new ValidationFailed({ message: "Content-Type must be application/json" }))
+  }
+  if (HttpServerError.isServerError(defect) && defect._tag === "RequestError" && defect.cause instanceof BodyTimedOut) {
+    return bodyTimedOut(defect.cause)
+  }
+  if (HttpServerError.isServerError(defect) && defect._tag === "RequestError" && defect.cause instanceof BodyPreempted) {
+    return bodyPreempted(defect.cause)
   }
   if (HttpServerError.isServerError(defect) && defect._tag === "RequestError") {
     return Effect.fail(new ValidationFailed({
@@ -106,12 +161,15 @@ const rewriteDefect = (defect: unknown): Rewritten => {
 export const ErrorBodiesLive = HttpApiBuilder.middleware(
   TapedeckApi,
   Effect.gen(function*() {
-    const { maxBodyBytes } = yield* AppConfig
-    return (app: HttpApp.Default): HttpApp.Default<ValidationFailed | NotFound | Unavailable | Internal> =>
+    const { bodyDeadlineMs, bodyGraceMs, bodyMinBytesPerSecond, maxBodyBytes } = yield* AppConfig
+    const pace = { deadlineMs: bodyDeadlineMs, graceMs: bodyGraceMs, minBytesPerSecond: bodyMinBytesPerSecond }
+    return (
+      app: HttpApp.Default
+    ): HttpApp.Default<ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure> =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         yield* requireJson(request)
-        const limited = yield* limitBody(request, maxBodyBytes)
+        const limited = yield* limitBody(request, maxBodyBytes, pace)
         return yield* Effect.provideService(app, HttpServerRequest.HttpServerRequest, limited)
       }).pipe(Effect.catchSome(rewriteFailure), Effect.catchAllDefect(rewriteDefect))
   })

@@ -1,7 +1,9 @@
 import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Schema } from "effect"
+import { Effect, Exit, Option, Redacted, Schema } from "effect"
+import { Credentials, InvalidCredential, type Principal } from "#layers/auth/Credentials"
+import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { IngestGate } from "#layers/ingest/IngestGate"
-import { IngestBackpressure, IngestBackpressureWire } from "../api/ApiErrors.ts"
+import { IngestBackpressure, IngestBackpressureWire, Unauthorized, UnauthorizedWire } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { isExportPath } from "../api/OtlpApi.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
@@ -15,18 +17,48 @@ const saturatedMessage = (maxInflight: number) =>
   `ingestion is saturated (${maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`
 
 /**
- * Wraps OTLP exports in the ingestion gate at the outermost API level, so that a request over the in-flight
- * bound is answered 503 before anything reads its body.
+ * The account an export acts for, from its headers alone, as the API's security schemes would find it
+ * (`x-service-key` first, then `Authorization: Bearer`), so that the ingestion gate can be asked on its behalf
+ * before anything else is done. An API key verified here in the last minute is taken from this instance's cache
+ * (a revoked key leaves it at once); the export's own authentication still looks the key up.
+ */
+export const exportPrincipal = (
+  credentials: Credentials,
+  request: HttpServerRequest.HttpServerRequest
+): Effect.Effect<Principal, InvalidCredential> =>
+  Effect.flatMap(Effect.serviceOption(InternalIdentity), (internal) => {
+    if (Option.isSome(internal)) return Effect.succeed(internal.value)
+    const key = request.headers["x-service-key"]
+    const authorization = request.headers.authorization ?? ""
+    const bearer = /^bearer /i.test(authorization)
+      ? credentials.cachedBearer(Redacted.make(authorization.slice(7)))
+      : Effect.fail(new InvalidCredential({ reason: "missing or invalid credentials" }))
+    if (key === undefined || key === "") return bearer
+    return credentials.cachedServiceKey(Redacted.make(key)).pipe(
+      Effect.catchTag("InvalidCredential", (e) => (/^bearer /i.test(authorization) ? bearer : Effect.fail(e)))
+    )
+  })
+
+const unauthorized = (e: InvalidCredential) =>
+  HttpServerResponse.unsafeJson(Schema.encodeSync(UnauthorizedWire)(new Unauthorized({ message: e.reason })), { status: 401 })
+
+/**
+ * Wraps OTLP exports in the ingestion gate at the outermost API level: the credentials are checked from the
+ * headers first (a refused credential is a 401 whatever the load), then the export takes a permit for its
+ * account or is answered 503 before anything reads its body.
  */
 export const IngestGateLive = HttpApiBuilder.middleware(
   TapedeckApi,
   Effect.gen(function*() {
     const gate = yield* IngestGate
+    const credentials = yield* Credentials
     return (app: HttpApp.Default): HttpApp.Default<IngestBackpressure> =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         if (!isExport(request)) return yield* app
-        return yield* gate.guard(app).pipe(
+        const principal = yield* Effect.either(exportPrincipal(credentials, request))
+        if (principal._tag === "Left") return unauthorized(principal.left)
+        return yield* gate.guard(principal.right.accountId, app).pipe(
           Effect.catchTag("IngestSaturated", (e) =>
             setRetryAfter(RETRY_AFTER_SECONDS).pipe(
               Effect.zipRight(Effect.fail(new IngestBackpressure({ message: saturatedMessage(e.maxInflight) })))
@@ -37,12 +69,14 @@ export const IngestGateLive = HttpApiBuilder.middleware(
 )
 
 /**
- * The server-level fast path of the same refusal: while the gate is full, an export is answered with the same
- * 503 body before the access log, the router, authentication and the API middleware run (under overload those
- * cost the event loop a quarter of a millisecond per refusal, and /health waits behind them). The gate itself
- * stays authoritative: an export let through here still passes `guard`.
+ * The server-level fast path of the same refusal: while every permit is taken, an export whose account the gate
+ * would refuse is answered with the same 503 body before the access log, the router and the API middleware run
+ * (under overload those cost the event loop a quarter of a millisecond per refusal, and /health waits behind
+ * them). Its credential is checked first, from this instance's cache of recent keys; an export that is not
+ * refused here (a bad credential, an account the gate would admit, a database error) takes the full path, where
+ * the gate stays authoritative.
  */
-export const refuseWhileSaturated = (gate: IngestGate) => {
+export const refuseWhileSaturated = (gate: IngestGate, credentials: Credentials) => {
   const refusal = HttpServerResponse.unsafeJson(
     Schema.encodeSync(IngestBackpressureWire)(new IngestBackpressure({ message: saturatedMessage(gate.maxInflight) })),
     { status: 503, headers: { "retry-after": String(RETRY_AFTER_SECONDS) } }
@@ -50,7 +84,10 @@ export const refuseWhileSaturated = (gate: IngestGate) => {
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (!gate.saturated() || !isExport(request)) return app
-      gate.refuseFast()
-      return Effect.succeed(refusal)
+      return Effect.flatMap(Effect.exit(exportPrincipal(credentials, request)), (principal) => {
+        if (!Exit.isSuccess(principal) || gate.admits(principal.value.accountId)) return app
+        gate.refuseFast()
+        return Effect.succeed(refusal)
+      })
     })
 }

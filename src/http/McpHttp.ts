@@ -9,14 +9,14 @@ import { AppConfig } from "#layers/config/AppConfig"
 import { makeDocsIndex } from "#layers/mcp/DocsIndex"
 import { type ProductServices, registerProductTools, type Runner } from "#layers/mcp/ProductTools"
 import { TapedeckApi } from "../api/Api.ts"
-import { BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
+import { type BodyPace, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 import { publicBase } from "./DiscoveryHttp.ts"
 import { headerCredential } from "./HeaderCredentials.ts"
 import { retryAfterSeconds } from "./RateLimitLive.ts"
 import pkg from "../../package.json" with { type: "json" }
 
 const errorBody = (status: number, error: string, code: string, headers: Record<string, string> = {}) =>
-  HttpServerResponse.unsafeJson({ error, code, retryable: status >= 500 || status === 429 }, { status, headers })
+  HttpServerResponse.unsafeJson({ error, code, retryable: status >= 500 || status === 429 || status === 408 }, { status, headers })
 
 /** The caller of /mcp: `x-service-key`, or `Authorization: Bearer` (API key or JWT), as on every API route. */
 const authenticate = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) =>
@@ -55,19 +55,21 @@ const exchange = (
  * The JSON-RPC body of a /mcp request, read under the API's body limits (size, nesting): the parsed messages,
  * or the 400 the API would answer.
  */
-const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
-  limitBody(request, maxBytes).pipe(
+const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number, pace: BodyPace) =>
+  limitBody(request, maxBytes, pace).pipe(
     Effect.flatMap((limited) => limited.json),
     Effect.mapError((e) =>
-      errorBody(
-        400,
-        e._tag === "ValidationFailed"
-          ? e.message
-          : e.cause instanceof BodyTooLarge || e.cause instanceof BodyTooDeep
-          ? e.cause.message
-          : "request body is not valid JSON",
-        "validation_failed"
-      )
+      e._tag !== "ValidationFailed" && e.cause instanceof BodyTimedOut
+        ? errorBody(408, e.cause.message, "request_timeout", { connection: "close" })
+        : errorBody(
+          400,
+          e._tag === "ValidationFailed"
+            ? e.message
+            : e.cause instanceof BodyTooLarge || e.cause instanceof BodyTooDeep
+            ? e.cause.message
+            : "request body is not valid JSON",
+          "validation_failed"
+        )
     ),
     Effect.either
   )
@@ -105,6 +107,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
     const limiter = yield* RateLimiter.RateLimiter
     const config = yield* AppConfig
     const { maxBodyBytes, rateLimitPerMinute } = config
+    const pace = { deadlineMs: config.bodyDeadlineMs, graceMs: config.bodyGraceMs, minBytesPerSecond: config.bodyMinBytesPerSecond }
     const runtime = yield* Effect.runtime<ProductServices>()
     const run: Runner = (effect) => Runtime.runPromiseExit(runtime)(effect)
 
@@ -122,7 +125,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
       }
       const refused = onlyPost(request)
       if (Option.isSome(refused)) return refused.value
-      const body = yield* readBody(request, maxBodyBytes)
+      const body = yield* readBody(request, maxBodyBytes, pace)
       if (Either.isLeft(body)) return body.left
       // The API's per-credential, per-route limit; each message of a JSON-RPC batch counts (a batch of more
       // messages than the limit can never pass).
@@ -148,6 +151,9 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
       const request = yield* HttpServerRequest.HttpServerRequest
       const refused = onlyPost(request)
       if (Option.isSome(refused)) return refused.value
+      // Public: its body is held to the same size, nesting and pace as every other.
+      const body = yield* readBody(request, maxBodyBytes, pace)
+      if (Either.isLeft(body)) return body.left
       return yield* exchange(request, "tapedeck-docs", (server) => {
         server.registerTool("search_docs", {
           title: "Search the Tapedeck API reference",
@@ -191,7 +197,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
             }, null, 2)
           }]
         }))
-      })
+      }, body.right)
     })
 
     const guarded = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>

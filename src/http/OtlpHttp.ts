@@ -9,10 +9,11 @@ import { UsageCounters } from "#layers/usage/UsageCounters"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import type { AccountId } from "#src/domain/Ids"
 import { OtlpJsonRequest } from "#src/domain/Otlp"
-import { ValidationFailed } from "../api/ApiErrors.ts"
+import { type IngestBackpressure, type RequestTimeout, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
-import { BodyTooLarge, MAX_BODY_DEPTH, nestsDeeperThan } from "./BodyLimit.ts"
+import { BodyPreempted, BodyTimedOut, BodyTooLarge, MAX_BODY_DEPTH, nestsDeeperThan } from "./BodyLimit.ts"
+import { bodyPreempted, bodyTimedOut } from "./ErrorBodies.ts"
 
 const ACCEPTED = new Set(["application/json", "application/x-protobuf", "application/protobuf"])
 
@@ -21,8 +22,12 @@ const refuse = (message: string) => Effect.fail(new ValidationFailed({ message }
 const readBody = (request: HttpServerRequest.HttpServerRequest) =>
   request.arrayBuffer.pipe(
     Effect.map((buffer) => new Uint8Array(buffer)),
-    Effect.catchTag("RequestError", (e) =>
-      refuse(e.cause instanceof BodyTooLarge ? e.cause.message : "the request body could not be read"))
+    Effect.catchTag("RequestError", (e): Effect.Effect<never, ValidationFailed | RequestTimeout | IngestBackpressure> =>
+      e.cause instanceof BodyTimedOut
+        ? bodyTimedOut(e.cause)
+        : e.cause instanceof BodyPreempted
+        ? bodyPreempted(e.cause)
+        : refuse(e.cause instanceof BodyTooLarge ? e.cause.message : "the request body could not be read"))
   )
 
 const decodeJson = (bytes: Uint8Array) => {

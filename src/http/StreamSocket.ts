@@ -5,10 +5,11 @@ import { AppConfig } from "#layers/config/AppConfig"
 import { StreamHub, type Subscriber } from "#layers/stream/StreamHub"
 import type { AccountId } from "#src/domain/Ids"
 import { EventIdParam, StreamClientMessage, StreamCloseCode } from "#src/domain/StreamEvent"
+import { DecimalDigits } from "#src/domain/Page"
 import { headerCredential } from "./HeaderCredentials.ts"
 
 const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(StreamClientMessage))
-const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.NumberFromString, EventIdParam))
+const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.compose(DecimalDigits, Schema.NumberFromString), EventIdParam))
 
 /** Past this many bytes buffered in the socket, the writer waits for the client to read. */
 const HIGH_WATER_BYTES = 1024 * 1024
@@ -327,6 +328,13 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
           preset = yield* authenticate(fromHeader.value)
           if (Option.isNone(preset)) return unauthorized
         }
+        const token = Option.fromNullable(params.get("token")).pipe(Option.filter((t) => t !== ""))
+        // Without an upgrade there is no first message to authenticate by: the request must carry its credentials
+        // (header or ?token=), checked before anything else, as on every other route.
+        if (Option.isNone(preset) && (request.headers.upgrade ?? "").toLowerCase() !== "websocket") {
+          if (Option.isNone(token)) return unauthorized
+          if (Option.isNone(yield* authenticate(credentials.bearer(Redacted.make(token.value))))) return unauthorized
+        }
         const lastEventParam = params.get("last_event_id")
         const lastEventId = lastEventParam === null ? Option.none<number>() : decodeEventId(lastEventParam)
         if (lastEventParam !== null && Option.isNone(lastEventId)) {
@@ -339,7 +347,6 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
             { status: 400 }
           )
         }
-        const token = Option.fromNullable(params.get("token")).pipe(Option.filter((t) => t !== ""))
         yield* connection(raw.value, preset, token, Option.getOrUndefined(lastEventId)).pipe(
           Effect.catchAllCause((cause) => Effect.logWarning("stream connection failed", cause))
         )

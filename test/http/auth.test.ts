@@ -108,6 +108,13 @@ describe("web-session JWTs (HS256)", () => {
     await expect401(await withBearer(noExp))
   })
 
+  test("an empty or blank sub is refused like a missing one", async () => {
+    for (const sub of ["", " ", "\t\n", "\u00a0"]) {
+      await expect401(await withBearer(await sign({ sub, account: "acme" })))
+    }
+    expect((await withBearer(await sign({ sub: "u", account: "acme" }))).status).toBe(200)
+  })
+
   test("alg none and a non-HS256 algorithm are refused", async () => {
     const unsigned = new jose.UnsecuredJWT({ sub: "u", account: "acme" }).setIssuer("https://auth.example")
       .setAudience("tapedeck").setExpirationTime("10m").encode()
@@ -117,6 +124,53 @@ describe("web-session JWTs (HS256)", () => {
       .sign(new TextEncoder().encode(SECRET + SECRET))
     await expect401(await withBearer(hs512))
   })
+})
+
+// The database behind a loopback proxy that the test cuts: PostgreSQL only (embedded PGlite has no connection to cut).
+describe.if(Boolean(process.env.TEST_DATABASE_URL))("during a database outage", () => {
+  test("an enforcement check authenticated by a JWT fails closed (block) like one by an API key", async () => {
+    const { startTcpProxy } = await import("../support/TcpProxy.ts")
+    const url = new URL(server.env.DATABASE_URL!)
+    const proxy = await startTcpProxy({ hostname: url.hostname, port: Number(url.port || 5432) })
+    url.port = String(proxy.port)
+    const b = await startTestServer({
+      DATABASE_URL: url.toString(),
+      TAPEDECK_API_KEYS: "",
+      TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "300",
+      TAPEDECK_DB_CONNECT_TIMEOUT_MS: "1000",
+      TAPEDECK_JWT_SECRET: SECRET,
+      TAPEDECK_JWT_ISSUER: "https://auth.example",
+      TAPEDECK_JWT_AUDIENCE: "tapedeck"
+    })
+    try {
+      const token = await sign({ sub: "user-1", account: "acme" })
+      const check = (headers: Record<string, string>) =>
+        fetch(`${b.url}/api/v1/enforcement/check`, {
+          method: "POST",
+          headers: { ...headers, "content-type": "application/json" },
+          body: JSON.stringify({ run_id: crypto.randomUUID() })
+        })
+      // The key has been used on this instance before the outage; no JWT has: the account is known to the instance
+      // from its start, and a token is verified by its signature alone.
+      const before = await check({ "x-service-key": KEY_A })
+      expect(before.status).toBe(200)
+      expect(((await before.json()) as any).verdict).toBe("allow")
+      proxy.cut()
+      const otherUser = await sign({ sub: "user-2", account: "acme" })
+      for (const headers of [{ authorization: `Bearer ${token}` }, { authorization: `Bearer ${otherUser}` }, { "x-service-key": KEY_A }]) {
+        const during = await check(headers)
+        expect({ headers: Object.keys(headers)[0], status: during.status }).toEqual({ headers: Object.keys(headers)[0], status: 200 })
+        expect(((await during.json()) as any).verdict).toBe("block")
+      }
+      // A bad signature is still a 401, outage or not, and so is an account this instance has never known.
+      expect((await check({ authorization: `Bearer ${await sign({ sub: "u", account: "initech" })}` })).status).not.toBe(200)
+      expect((await check({ authorization: `Bearer ${await sign({ sub: "u", account: "acme" }, { secret: "another-secret-another-secret-00" })}` })).status).toBe(401)
+      proxy.restore()
+    } finally {
+      await b.stop()
+      proxy.stop()
+    }
+  }, 60_000)
 })
 
 describe("TAPEDECK_API_KEYS", () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { FastCheck as fc } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Effect, FastCheck as fc } from "effect"
 import { startTestServer, type TestServer } from "../support/TestServer.ts"
 import { uuid } from "../support/Fixtures.ts"
 
@@ -102,11 +103,13 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
 })
 
 describe("checks first under overload", () => {
-  test("while checks wait past TAPEDECK_ENFORCEMENT_SHED_INGEST_MS, new exports are shed with 503 and Retry-After", async () => {
+  test("while checks wait for their turn past TAPEDECK_ENFORCEMENT_SHED_INGEST_MS, new exports are shed with 503 and Retry-After", async () => {
     const server = await startTestServer({
       TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000",
-      TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "1",
-      TAPEDECK_ENFORCEMENT_CONCURRENCY: "1"
+      TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "5",
+      TAPEDECK_ENFORCEMENT_CONCURRENCY: "1",
+      // About shedding, not deadlines: a loaded machine must not turn a slow check into a fail-closed block here.
+      TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "10000"
     })
     const exportNow = () =>
       fetch(`${server.url}/v1/traces`, {
@@ -116,10 +119,23 @@ describe("checks first under overload", () => {
       })
     try {
       expect((await exportNow()).status).toBe(200)
-      // Forty checks at once through one batch lane: the later ones wait for the earlier batches.
+      // Checks one after another never wait for a turn, however long each takes: nothing is shed.
+      for (let i = 0; i < 20; i++) expect((await check(server, { run_id: "run-alone", proposed_usd: 0.01 })).verdict).toBe("allow")
+      expect((await exportNow()).status).toBe(200)
+      // Now a batch is held up: another transaction holds its run's row (on PGlite, the one connection) for half a
+      // second, so the checks behind it in the one batch lane wait their turn that long.
+      expect((await check(server, { run_id: "run-held" })).verdict).toBe("allow")
+      const holder = server.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        // Slept here, not in the database: PGlite runs on this thread, and pg_sleep would stop the server outright.
+        sql.withTransaction(Effect.zipRight(
+          sql`SELECT run_id FROM enforcement_runs WHERE run_id = 'run-held' FOR UPDATE`,
+          Effect.sleep("500 millis")
+        ))))
+      await Bun.sleep(100)
       const decisions = await Promise.all(
-        Array.from({ length: 40 }, (_, i) => check(server, { run_id: `run-${i % 3}`, proposed_usd: 0.01 }))
+        Array.from({ length: 20 }, (_, i) => check(server, { run_id: i % 2 === 0 ? "run-held" : `run-${i}`, proposed_usd: 0.01 }))
       )
+      await holder
       expect(decisions.every((d) => d.verdict === "allow")).toBe(true)
       const shed = await exportNow()
       expect(shed.status).toBe(503)

@@ -313,6 +313,22 @@ describe("live span stream: validation and authentication", () => {
     expect(badId.status).toBe(400)
   }, 60_000)
 
+  test("a plain request (no Upgrade) is authenticated first: no or bad credentials are 401, good ones a 400 for the missing upgrade", async () => {
+    const body401 = { error: "missing or invalid credentials", code: "unauthorized", retryable: false }
+    for (const path of ["/ws/v1/stream", "/ws/v1/stream?token=", "/ws/v1/stream?token=svc_nope", "/ws/v1/stream?last_event_id=abc"]) {
+      const response = await fetch(`${server.url}${path}`)
+      expect(response.status).toBe(401)
+      expect(await response.json()).toEqual(body401)
+    }
+    expect((await fetch(`${server.url}/ws/v1/stream`, { headers: { authorization: "Basic abc" } })).status).toBe(401)
+    for (const init of [{ headers: { "x-service-key": KEY_A } }, {}]) {
+      const path = "headers" in init ? "/ws/v1/stream" : `/ws/v1/stream?token=${KEY_A}`
+      const response = await fetch(`${server.url}${path}`, init)
+      expect(response.status).toBe(400)
+      expect(((await response.json()) as { code: string }).code).toBe("validation_failed")
+    }
+  }, 60_000)
+
   test("a bad ?token=, a bad auth message, or none within the timeout: closed with 4401", async () => {
     const badToken = await connectStream(`${url}?token=svc_nope`)
     expect((await badToken.closed).code).toBe(4401)

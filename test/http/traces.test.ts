@@ -276,7 +276,7 @@ describe("GET /api/v1/traces", () => {
     for (const ok of ["limit=1", "limit=100", "offset=0", "offset=5", "env=sandbox"]) {
       expect((await server.get(`/api/v1/traces?${ok}`)).status).toBe(200)
     }
-    for (const bad of ["limit=0", "limit=101", "limit=abc", "limit=1.5", "offset=-1", "env=production", "cursor=zzz", "colour=red"]) {
+    for (const bad of ["limit=0", "limit=101", "limit=abc", "limit=1.5", "offset=-1", "env=production", "cursor=zzz", "colour=red", "offset=0x10", "limit=+5", "limit=%205", "limit=1e2", "offset=5%20"]) {
       await expectError(await server.get(`/api/v1/traces?${bad}`), 400, "validation_failed")
     }
   })

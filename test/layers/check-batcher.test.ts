@@ -33,7 +33,7 @@ describe("CheckBatcher", () => {
         const busy = new Set<string>()
         let inFlight = 0
         let maxInFlight = 0
-        const done: Array<Item> = []
+        const finished: Array<Item> = []
         const dropped: Array<Item> = []
         const violations: Array<string> = []
         const takes = new Map<number, number>()
@@ -45,7 +45,7 @@ describe("CheckBatcher", () => {
             if (item.abandoned) dropped.push(item)
             return item.abandoned
           },
-          process: async (batch) => {
+          process: (batch, done) => void (async () => {
             inFlight++
             maxInFlight = Math.max(maxInFlight, inFlight)
             if (batch.length > maxBatch) violations.push(`batch of ${batch.length} > ${maxBatch}`)
@@ -63,10 +63,10 @@ describe("CheckBatcher", () => {
             for (const i of batch) {
               if (again.has(i.runKey)) {
                 if (i === batch.find((b) => b.runKey === i.runKey)) i.retries--
-              } else done.push(i)
+              } else finished.push(i)
             }
-            return retry
-          }
+            done(retry)
+          })()
         })
         const submitted: Array<Item> = []
         await Promise.all(items.map(async (spec, seq) => {
@@ -76,17 +76,17 @@ describe("CheckBatcher", () => {
           submitted.push(item)
           expect(batcher.submit(item)).toBe(true)
         }))
-        for (let i = 0; i < 500 && done.length + dropped.length < submitted.length; i++) await Bun.sleep(5)
+        for (let i = 0; i < 500 && finished.length + dropped.length < submitted.length; i++) await Bun.sleep(5)
 
         expect(violations).toEqual([])
         expect(maxInFlight).toBeLessThanOrEqual(lanes)
         expect(batcher.waiting()).toBe(0)
         // Every item settled exactly once: done or dropped.
-        expect([...done, ...dropped].map((i) => i.seq).sort((a, b) => a - b)).toEqual(submitted.map((i) => i.seq).sort((a, b) => a - b))
+        expect([...finished, ...dropped].map((i) => i.seq).sort((a, b) => a - b)).toEqual(submitted.map((i) => i.seq).sort((a, b) => a - b))
         // Per run, in the order submitted.
         for (const run of new Set(submitted.map((i) => i.runKey))) {
           const order = submitted.filter((i) => i.runKey === run && !i.abandoned).map((i) => i.seq)
-          expect(done.filter((i) => i.runKey === run).map((i) => i.seq)).toEqual(order)
+          expect(finished.filter((i) => i.runKey === run).map((i) => i.seq)).toEqual(order)
         }
       }),
       { numRuns: 60 }
@@ -99,7 +99,7 @@ describe("CheckBatcher", () => {
       maxBatch: 10,
       maxQueued: 2,
       drop: () => false,
-      process: () => new Promise(() => {})
+      process: () => {}
     })
     const item = (seq: number): Item => ({ runKey: "r", seq, abandoned: false, retries: 0 })
     expect(batcher.submit(item(0))).toBe(true) // taken by the one lane at once

@@ -130,6 +130,16 @@ describe("a fail-closed answer and the work it overtook", () => {
     expect((await counters(runId))?.usd ?? 0).toBe(0)
   })
 
+  test("a check answered before its decision reached the store is recorded without taking its run's lock", async () => {
+    const runId = crypto.randomUUID()
+    const decision = await checkWith(slowed("before", 200), { run_id: runId, proposed_usd: 0.5 })
+    expect(decision.verdict).toBe("block")
+    await Bun.sleep(400)
+    expect(await settled(runId)).toEqual([{ verdict: "block", policy_id: null, reason: decision.reason }])
+    // Locking a run upserts its row: the run was never touched.
+    expect(await sql("SELECT run_id FROM enforcement_runs WHERE account_id = $1 AND run_id = $2", [account, runId])).toEqual([])
+  })
+
   test("a late hold (the locked path) is undone entirely when the block took its record first", async () => {
     const runId = crypto.randomUUID()
     const project = crypto.randomUUID()
