@@ -7,6 +7,7 @@ import { parentUuid, spanUuid, traceUuid, uuidV5 } from "./OtlpIds.ts"
 import { requestParameters, withRequestParameters } from "./conventions/RequestParameters.ts"
 import { frameworkAgentId, isFrameworkAgentSpan } from "./conventions/AgentIdentity.ts"
 import { fromLangChainSerialized, unwrapAiSdkToolOutput } from "./conventions/FrameworkValues.ts"
+import { isFrameworkPlumbing } from "./conventions/Plumbing.ts"
 
 /**
  * The GenAI mapping of one OTLP span to our span (docs/otel-mapping.md). Pure and total:
@@ -1362,6 +1363,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   // metadata (docs/otel-mapping.md, "Span metadata").
   const meta = out.metadata
   meta.source = source
+  if (isFrameworkPlumbing(span.name, a, type !== "action" || agentSpan)) meta.framework_plumbing = true
   const otel: Json = { trace_id: traceHex, span_id: spanHex }
   if (parentHex !== null) otel.parent_span_id = parentHex
   otel.kind = KIND_NAMES[span.kind] ?? "UNSPECIFIED"

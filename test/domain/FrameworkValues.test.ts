@@ -59,3 +59,14 @@ describe("framework wrappers made plain", () => {
     expect(span.input).toEqual([{ role: "tool", tool_call_id: "c1", content: "sunny" }])
   })
 })
+
+describe("framework plumbing is kept but flagged", () => {
+  test("LangGraph __start__ and LangChain runnables are flagged; the agent's own chain steps and model calls are not", () => {
+    const chain = { "openinference.span.kind": "CHAIN" }
+    expect(mapped(chain, "__start__").metadata.framework_plumbing).toBe(true)
+    expect(mapped(chain, "RunnableSequence").metadata.framework_plumbing).toBe(true)
+    expect(mapped(chain, "ChatPromptTemplate").metadata.framework_plumbing).toBe(true)
+    expect(mapped(chain, "agent").metadata.framework_plumbing).toBeUndefined()
+    expect(mapped({ "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o" }, "RunnableSequence").metadata.framework_plumbing).toBeUndefined()
+  })
+})
