@@ -6,7 +6,7 @@ import { isConventionKey, readConventions } from "./conventions/Conventions.ts"
 import { parentUuid, spanUuid, traceUuid, uuidV5 } from "./OtlpIds.ts"
 import { requestParameters, withRequestParameters } from "./conventions/RequestParameters.ts"
 import { frameworkAgentId, isFrameworkAgentSpan } from "./conventions/AgentIdentity.ts"
-import { fromLangChainSerialized, unwrapAiSdkToolOutput } from "./conventions/FrameworkValues.ts"
+import { fromLangChainSerialized, unwrapAiSdkToolOutput, withFinishReason } from "./conventions/FrameworkValues.ts"
 import { isFrameworkPlumbing } from "./conventions/Plumbing.ts"
 
 /**
@@ -1298,7 +1298,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
     case "llm_call":
       // Tools and sampling parameters travel with the messages, so a replay can send the same request.
       input = withRequestParameters(llmInput(f, io), requestParameters(a))
-      output = llmOutput(f, io)
+      output = withFinishReason(llmOutput(f, io), a["llm.finish_reason"])
       break
     case "tool_call":
     case "tool_result":

@@ -70,3 +70,14 @@ describe("framework plumbing is kept but flagged", () => {
     expect(mapped({ "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o" }, "RunnableSequence").metadata.framework_plumbing).toBeUndefined()
   })
 })
+
+describe("finish reasons kept", () => {
+  test("OpenInference llm.finish_reason lands on the output message unless it has its own", () => {
+    const llm = (extra: Record<string, unknown>) => mapped({
+      "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o",
+      "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": "done", ...extra
+    }, "response")
+    expect(llm({ "llm.finish_reason": "stop" }).output).toEqual({ role: "assistant", content: "done", finish_reason: "stop" })
+    expect(llm({}).output).toEqual({ role: "assistant", content: "done" })
+  })
+})

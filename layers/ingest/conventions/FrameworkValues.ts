@@ -88,3 +88,13 @@ const safeParse = (s: string): unknown => {
     return s
   }
 }
+
+/**
+ * OpenInference's `llm.finish_reason` (the OpenAI Agents processor writes it) on a single output message that
+ * has none of its own, where the other conventions put theirs.
+ */
+export const withFinishReason = (output: unknown, finishReason: unknown): unknown => {
+  if (typeof finishReason !== "string" || finishReason === "" || !isRecord(output)) return output
+  if (typeof output.role !== "string" || output.finish_reason !== undefined) return output
+  return { ...output, finish_reason: finishReason }
+}
