@@ -5,6 +5,9 @@ import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
 import { isConventionKey, readConventions } from "./conventions/Conventions.ts"
 import { parentUuid, spanUuid, traceUuid, uuidV5 } from "./OtlpIds.ts"
 import { requestParameters, withRequestParameters } from "./conventions/RequestParameters.ts"
+import { frameworkAgentId, isFrameworkAgentSpan } from "./conventions/AgentIdentity.ts"
+import { fromLangChainSerialized, unwrapAiSdkToolOutput, withFinishReason } from "./conventions/FrameworkValues.ts"
+import { isFrameworkPlumbing } from "./conventions/Plumbing.ts"
 
 /**
  * The GenAI mapping of one OTLP span to our span (docs/otel-mapping.md). Pure and total:
@@ -519,7 +522,7 @@ const classify = (f: Facts): { type: SpanType; source: Source } => {
 const isAgentSpan = (f: Facts) =>
   f.operation === "invoke_agent" || f.operation === "create_agent" || f.oiKind === "AGENT" ||
   f.traceloopKind === "agent" || f.langfuseType === "agent" ||
-  (f.operation === undefined && !isBlank(f.a["agent_name"]))
+  (f.operation === undefined && !isBlank(f.a["agent_name"])) || isFrameworkAgentSpan(f.a, f.aiOp)
 
 /** "Aggregate usage": spans whose usage repeats their children's. An llm_call always owns its usage. */
 const isAggregate = (f: Facts, type: SpanType) => {
@@ -790,7 +793,7 @@ const aiSdkMessages = (v: unknown): unknown => {
           ;(calls ??= []).push(toolCall(p.toolCallId, p.toolName, p.input !== undefined ? p.input : p.args))
           break
         case "tool-result":
-          out.push(toolMessage(p.toolCallId, p.output !== undefined ? p.output : p.result))
+          out.push(toolMessage(p.toolCallId, p.output !== undefined ? unwrapAiSdkToolOutput(p.output) : p.result))
           results++
           break
         default:
@@ -1038,7 +1041,8 @@ const ioValue = (a: Attrs, key: string, mimeKey: string): unknown => {
   const v = a[key]
   if (isBlank(v)) return undefined
   const mime = str(a, mimeKey)
-  return mime !== undefined && mime.toLowerCase().startsWith("application/json") ? parseJsonAlways(v) : v
+  // LangGraph / LangChain chains (OpenInference) put their serialized messages here.
+  return mime !== undefined && mime.toLowerCase().startsWith("application/json") ? fromLangChainSerialized(parseJsonAlways(v)) : v
 }
 
 const toolInput = (a: Attrs): unknown =>
@@ -1048,7 +1052,8 @@ const toolInput = (a: Attrs): unknown =>
   firstParsed(a, ["gen_ai.prompt"])
 
 const toolOutput = (a: Attrs): unknown =>
-  firstParsed(a, ["langfuse.observation.output", "gen_ai.tool.call.result", "ai.toolCall.result", "tool_response"]) ??
+  firstParsed(a, ["langfuse.observation.output", "gen_ai.tool.call.result"]) ??
+  unwrapAiSdkToolOutput(firstParsed(a, ["ai.toolCall.result"])) ?? firstParsed(a, ["tool_response"]) ??
   ioValue(a, "output.value", "output.mime_type") ??
   (isBlank(a["traceloop.entity.output"]) ? undefined : parseJsonAlways(a["traceloop.entity.output"])) ??
   firstParsed(a, ["gen_ai.completion"])
@@ -1293,7 +1298,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
     case "llm_call":
       // Tools and sampling parameters travel with the messages, so a replay can send the same request.
       input = withRequestParameters(llmInput(f, io), requestParameters(a))
-      output = llmOutput(f, io)
+      output = withFinishReason(llmOutput(f, io), a["llm.finish_reason"])
       break
     case "tool_call":
     case "tool_result":
@@ -1344,7 +1349,11 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   // The span's own agent identity; inherited values are resolved by finalize.
   const agentSpan = isAgentSpan(f)
   const traceloopAgent = f.traceloopKind === "agent" ? asText(a["traceloop.entity.name"]) : undefined
-  const ownId = metaText(firstText(a, ["gen_ai.agent.id", "gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]), SPAN_TEXT_LIMITS.agent_id)
+  const ownId = metaText(
+    firstText(a, ["gen_ai.agent.id", "gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]) ??
+      frameworkAgentId(a, agentSpan),
+    SPAN_TEXT_LIMITS.agent_id
+  )
   const ownRole = metaText(firstText(a, ["gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]), SPAN_TEXT_LIMITS.agent_role)
   if (ownId !== undefined) out.agent_id = ownId
   if (ownRole !== undefined && ownId !== undefined) out.agent_role = ownRole
@@ -1354,6 +1363,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   // metadata (docs/otel-mapping.md, "Span metadata").
   const meta = out.metadata
   meta.source = source
+  if (isFrameworkPlumbing(span.name, a, type !== "action" || agentSpan)) meta.framework_plumbing = true
   const otel: Json = { trace_id: traceHex, span_id: spanHex }
   if (parentHex !== null) otel.parent_span_id = parentHex
   otel.kind = KIND_NAMES[span.kind] ?? "UNSPECIFIED"

@@ -302,6 +302,8 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       input_tokens: 31,
       output_tokens: 14,
       duration_ms: 950,
+      // ai.telemetry.functionId names the agent (every span of the call carries it).
+      agent_id: "support-bot",
       started_at: "2026-08-20T10:00:00.030Z",
       ended_at: "2026-08-20T10:00:00.980Z",
       metadata: {
@@ -679,7 +681,7 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
     expect(span.input).toEqual([
       { role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] },
       { role: "assistant", content: null, tool_calls: [{ id: "t1", type: "function", function: { name: "f", arguments: "{\"x\":1}" } }] },
-      { role: "tool", tool_call_id: "t1", content: "{\"type\":\"json\",\"value\":2}" },
+      { role: "tool", tool_call_id: "t1", content: "2" }, // the AI SDK output wrapper is unwrapped
       { role: "user", content: [{ type: "text", text: "see" }, { type: "image", image: "https://i" }] }
     ])
     expect(span.output).toEqual({
