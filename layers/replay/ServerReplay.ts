@@ -7,6 +7,13 @@ import { type ChatMessage, type ChatRequest, LlmClient } from "../llm/LlmClient.
 import { ModelPrices } from "../llm/Prices.ts"
 
 /** The result of re-running a fork on the server: the result trace to store and the fidelity report. */
+
+/** A re-executed call's times: it starts when the recorded call started and lasts `tookMs`. */
+const onRecordedTimeline = (recordedStart: unknown, ranAt: Date, tookMs: number) => {
+  const parsed = typeof recordedStart === "string" ? Date.parse(recordedStart) : Number.NaN
+  const start = Number.isFinite(parsed) ? parsed : ranAt.getTime()
+  return { started_at: new Date(start).toISOString(), ended_at: new Date(start + tookMs).toISOString(), duration_ms: tookMs }
+}
 export interface ServerReplayOutcome {
   readonly trace: CreateTraceRequest
   readonly byteReplayed: number
@@ -130,10 +137,14 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
             output,
             input_tokens: response.usage.inputTokens,
             output_tokens: response.usage.outputTokens,
-            started_at: started.toISOString(),
-            ended_at: new Date().toISOString(),
-            duration_ms: Date.now() - started.getTime(),
-            metadata: { ...(span.metadata ?? {}), replay: { reexecuted: true, recorded_output: span.output ?? null } }
+            // On the recording's timeline (the copied spans keep their recorded times), lasting as long as the new
+            // call did: the branch's waterfall and its duration compare with the original's instead of spanning
+            // from the recording to now. When the call really ran is kept beside it.
+            ...onRecordedTimeline(span.started_at, started, Date.now() - started.getTime()),
+            metadata: {
+              ...(span.metadata ?? {}),
+              replay: { reexecuted: true, executed_at: started.toISOString(), recorded_output: span.output ?? null }
+            }
           })
           delete copy.cost
           if (cost !== undefined) copy.cost = cost
