@@ -3,6 +3,7 @@ import { pageParams } from "./Page.ts"
 import { ProjectId, TraceId } from "./Ids.ts"
 import { Text } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
+import { optional, required, withDefault } from "./Described.ts"
 
 export const EvaluationId = Schema.UUID.pipe(Schema.brand("EvaluationId"))
 export type EvaluationId = typeof EvaluationId.Type
@@ -26,9 +27,9 @@ export const Weight = Schema.Number.pipe(Schema.finite(), Schema.between(0, 10))
 
 /** One weighted criterion of an evaluation (strict; names unique within the evaluation). */
 export const EvaluationCriterion = Schema.Struct({
-  name: Name(100),
-  description: Text(1000),
-  weight: Schema.optionalWith(Weight, { default: () => 1 })
+  name: required(Name(100), "The criterion's name, unique within the evaluation (1 to 100 characters)"),
+  description: required(Text(1000), "What the judge checks for this criterion, in plain words (at most 1000 characters)"),
+  weight: withDefault(Weight, () => 1, "How much the criterion counts in the overall score, 0 to 10; default 1")
 }).annotations({ identifier: "EvaluationCriterion", ...strict })
 export type EvaluationCriterion = typeof EvaluationCriterion.Type
 
@@ -60,12 +61,12 @@ const JudgeModel = Name(100)
 /** Body of POST /api/v1/evaluations (strict). */
 export const CreateEvaluationRequest = withExamples(
   Schema.Struct({
-    name: Name(500),
-    criteria: Criteria,
-    description: Schema.optional(Text(10_000)),
-    project_id: Schema.optional(ProjectId),
-    judge_model: Schema.optional(JudgeModel),
-    is_public: Schema.optionalWith(Schema.Boolean, { default: () => false })
+    name: required(Name(500), "The evaluation's name (1 to 500 characters)"),
+    criteria: required(Criteria, "1 to 10 weighted criteria the judge scores each trace on; names must be unique"),
+    description: optional(Text(10_000), "What the evaluation is for (at most 10,000 characters)"),
+    project_id: optional(ProjectId, "The project the evaluation belongs to"),
+    judge_model: optional(JudgeModel, "The model that judges the traces; omitted, the server's default judge model"),
+    is_public: withDefault(Schema.Boolean, () => false, "Other accounts may read and run it; default false")
   }).annotations({ identifier: "CreateEvaluationRequest", ...strict }),
   {
     name: "Helpful booking answers",
@@ -81,8 +82,8 @@ export type CreateEvaluationRequest = typeof CreateEvaluationRequest.Type
 /** Body of POST /api/v1/evaluations/{evaluationId}/run (strict). */
 export const RunEvaluationRequest = withExamples(
   Schema.Struct({
-    trace_ids: TraceIds,
-    judge_model: Schema.optional(JudgeModel)
+    trace_ids: required(TraceIds, "1 to 50 distinct ids of your traces to judge"),
+    judge_model: optional(JudgeModel, "Judge with this model instead of the evaluation's own")
   }).annotations({ identifier: "RunEvaluationRequest", ...strict }),
   { trace_ids: ["7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10"] }
 )
@@ -91,28 +92,39 @@ export type RunEvaluationRequest = typeof RunEvaluationRequest.Type
 /** Body of POST /api/v1/evaluations/{evaluationId}/gate (strict). */
 export const EvaluationGateRequest = withExamples(
   Schema.Struct({
-    trace_ids: TraceIds,
-    threshold: Schema.optionalWith(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)), { default: () => 0.7 }),
-    fail_on_regression: Schema.optionalWith(Schema.Boolean, { default: () => true }),
-    baseline_run_ids: Schema.optional(Schema.Array(EvaluationRunId).pipe(Schema.maxItems(1000)))
+    trace_ids: required(TraceIds, "1 to 50 distinct ids of your traces to judge; a trace already judged is not judged again"),
+    threshold: withDefault(
+      Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)),
+      () => 0.7,
+      "The mean score (0 to 1) the traces must reach to pass; default 0.7"
+    ),
+    fail_on_regression: withDefault(Schema.Boolean, () => true, "Also fail when the score falls below the baseline's; default true"),
+    baseline_run_ids: optional(
+      Schema.Array(EvaluationRunId).pipe(Schema.maxItems(1000)),
+      "Earlier completed runs whose mean score is the baseline for the regression check (at most 1000)"
+    )
   }).annotations({ identifier: "EvaluationGateRequest", ...strict }),
   { trace_ids: ["7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10"], threshold: 0.8 }
 )
 export type EvaluationGateRequest = typeof EvaluationGateRequest.Type
 
 /** A criterion in responses (weight always present). */
-export const CriterionWire = Schema.Struct({ name: Schema.String, description: Schema.String, weight: Schema.Number })
+export const CriterionWire = Schema.Struct({
+  name: required(Schema.String, "The criterion's name"),
+  description: required(Schema.String, "What the judge checks for this criterion"),
+  weight: required(Schema.Number, "How much it counts in the overall score (0 to 10)")
+})
 
 /** An evaluation in responses (camelCase). */
 export const Evaluation = Schema.Struct({
-  id: EvaluationId,
-  name: Schema.String,
-  description: Schema.NullOr(Schema.String),
-  projectId: Schema.NullOr(ProjectId),
-  judgeModel: Schema.String,
-  criteria: Schema.Array(CriterionWire),
-  isPublic: Schema.Boolean,
-  createdAt: Schema.String
+  id: required(EvaluationId, "The evaluation's id"),
+  name: required(Schema.String, "The evaluation's name"),
+  description: required(Schema.NullOr(Schema.String), "What the evaluation is for, or null"),
+  projectId: required(Schema.NullOr(ProjectId), "The project it belongs to, or null"),
+  judgeModel: required(Schema.String, "The model that judges traces by default"),
+  criteria: required(Schema.Array(CriterionWire), "The weighted criteria each trace is scored on"),
+  isPublic: required(Schema.Boolean, "Other accounts may read and run it"),
+  createdAt: required(Schema.String, "When it was created (ISO 8601)")
 }).annotations({ identifier: "Evaluation" })
 export type Evaluation = typeof Evaluation.Encoded
 
@@ -121,42 +133,42 @@ export type RunStatus = typeof RunStatus.Type
 
 /** The judge's verdict on one criterion of a run. */
 export const CriterionScore = Schema.Struct({
-  name: Schema.String,
-  weight: Schema.Number,
-  score: Schema.Number,
-  reason: Schema.String
+  name: required(Schema.String, "The criterion's name"),
+  weight: required(Schema.Number, "The criterion's weight"),
+  score: required(Schema.Number, "The judge's score for this criterion, 0 to 1"),
+  reason: required(Schema.String, "Why the judge gave that score")
 })
 export type CriterionScore = typeof CriterionScore.Type
 
 /** One run of an evaluation against a trace, as shown in the detail's history and the gate's result. */
 export const EvaluationRun = Schema.Struct({
-  id: EvaluationRunId,
-  traceId: TraceId,
-  status: RunStatus,
-  score: Schema.NullOr(Schema.Number),
-  criterionScores: Schema.Array(CriterionScore),
-  reasoning: Schema.NullOr(Schema.String),
-  judgeModel: Schema.String,
-  inputTokens: Schema.Int,
-  outputTokens: Schema.Int,
-  costUsd: Schema.NullOr(Schema.Number),
-  error: Schema.NullOr(Schema.String),
-  createdAt: Schema.String,
-  completedAt: Schema.NullOr(Schema.String)
+  id: required(EvaluationRunId, "The run's id"),
+  traceId: required(TraceId, "The trace that was judged"),
+  status: required(RunStatus, "queued, running, completed or failed"),
+  score: required(Schema.NullOr(Schema.Number), "The weighted score, 0 to 1; null until the run completes"),
+  criterionScores: required(Schema.Array(CriterionScore), "The judge's score and reason per criterion"),
+  reasoning: required(Schema.NullOr(Schema.String), "The judge's overall reasoning, or null"),
+  judgeModel: required(Schema.String, "The model that judged the trace"),
+  inputTokens: required(Schema.Int, "Prompt tokens the judge used"),
+  outputTokens: required(Schema.Int, "Completion tokens the judge used"),
+  costUsd: required(Schema.NullOr(Schema.Number), "What the judging cost in USD, or null when unknown"),
+  error: required(Schema.NullOr(Schema.String), "Why the run failed, or null"),
+  createdAt: required(Schema.String, "When the run was queued (ISO 8601)"),
+  completedAt: required(Schema.NullOr(Schema.String), "When it finished (ISO 8601), or null")
 }).annotations({ identifier: "EvaluationRun" })
 export type EvaluationRun = typeof EvaluationRun.Encoded
 
 export const EvaluationDetail = Schema.Struct({
   ...Evaluation.fields,
-  runs: Schema.Array(EvaluationRun)
+  runs: required(Schema.Array(EvaluationRun), "Your most recent runs of it (at most 50), newest first")
 }).annotations({ identifier: "EvaluationDetail" })
 export type EvaluationDetail = typeof EvaluationDetail.Encoded
 
 export const EvaluationList = Schema.Struct({
-  items: Schema.Array(Evaluation),
-  total: Schema.Int,
-  limit: Schema.Int,
-  offset: Schema.Int
+  items: required(Schema.Array(Evaluation), "This page's evaluations"),
+  total: required(Schema.Int, "How many evaluations match, over all pages"),
+  limit: required(Schema.Int, "The page size asked for"),
+  offset: required(Schema.Int, "How many were skipped before this page")
 }).annotations({ identifier: "EvaluationList" })
 export type EvaluationList = typeof EvaluationList.Encoded
 
@@ -165,24 +177,24 @@ export const ListEvaluationsParams = Schema.Struct({ ...pageParams }).annotation
 export const EvaluationPath = Schema.Struct({ evaluationId: EvaluationId })
 
 export const RunItem = Schema.Struct({
-  id: EvaluationRunId,
-  traceId: TraceId,
-  status: Schema.Literal("queued")
+  id: required(EvaluationRunId, "The queued run's id"),
+  traceId: required(TraceId, "The trace it will judge"),
+  status: required(Schema.Literal("queued"), "Always queued: poll the evaluation to see the result")
 }).annotations({ ...strict })
 export type RunItem = typeof RunItem.Encoded
 
 /** Answer of POST …/run (strict). */
 export const RunEvaluationResult = Schema.Struct({
-  evaluation_id: EvaluationId,
-  runs: Schema.Array(RunItem),
-  status: Schema.Literal("running")
+  evaluation_id: required(EvaluationId, "The evaluation that runs"),
+  runs: required(Schema.Array(RunItem), "One queued run per trace of yours; traces you do not own are skipped"),
+  status: required(Schema.Literal("running"), "Always running: the runs complete in the background")
 }).annotations({ identifier: "RunEvaluationResult", ...strict })
 export type RunEvaluationResult = typeof RunEvaluationResult.Encoded
 
 /** A gate's run: the run record plus whether an earlier completed run was reused. */
 export const GateRun = Schema.Struct({
   ...EvaluationRun.fields,
-  reused: Schema.Boolean
+  reused: required(Schema.Boolean, "An earlier completed run of the same trace was reused instead of judging again")
 }).annotations({ identifier: "GateRun" })
 export type GateRun = typeof GateRun.Encoded
 
@@ -190,27 +202,27 @@ const Fraction = Schema.Number.pipe(Schema.between(0, 1))
 
 /** A trace of the gate whose run failed: it has no score, and it fails the gate. */
 export const GateFailedRun = Schema.Struct({
-  trace_id: TraceId,
-  run_id: EvaluationRunId,
-  error: Schema.String
+  trace_id: required(TraceId, "The trace that could not be judged"),
+  run_id: required(EvaluationRunId, "Its failed run"),
+  error: required(Schema.String, "Why the run failed")
 }).annotations({ identifier: "GateFailedRun" })
 export type GateFailedRun = typeof GateFailedRun.Encoded
 
 /** Answer of POST …/gate. */
 export const EvaluationGateResult = Schema.Struct({
-  passed: Schema.Boolean,
-  score: Fraction,
-  threshold: Fraction,
-  regression: Schema.Boolean,
-  runs: Schema.Array(GateRun),
-  baseline_score: Schema.optional(Fraction),
-  regression_tolerance: Schema.Number,
-  judge_model: Schema.String,
-  reasons: Schema.Array(Schema.String),
+  passed: required(Schema.Boolean, "The score reached the threshold, no run failed, and (if checked) there is no regression"),
+  score: required(Fraction, "The mean score of the judged traces, 0 to 1"),
+  threshold: required(Fraction, "The threshold the score was compared with"),
+  regression: required(Schema.Boolean, "The score fell below the baseline by more than the tolerance"),
+  runs: required(Schema.Array(GateRun), "The run of each trace, new or reused"),
+  baseline_score: optional(Fraction, "The baseline runs' mean score, when baseline runs were given"),
+  regression_tolerance: required(Schema.Number, "How far below the baseline the score may fall before it is a regression"),
+  judge_model: required(Schema.String, "The model that judged the traces"),
+  reasons: required(Schema.Array(Schema.String), "Why the gate failed, one sentence each; empty when it passed"),
   /** How many traces were judged: `score` is their mean. */
-  judged_traces: Schema.Int,
+  judged_traces: required(Schema.Int, "How many traces were judged: score is their mean"),
   /** Per trace that could not be judged, its run and why; any entry makes `passed` false. */
-  failed_runs: Schema.Array(GateFailedRun)
+  failed_runs: required(Schema.Array(GateFailedRun), "Each trace that could not be judged, its run and why; any entry fails the gate")
 }).annotations({
   identifier: "EvaluationGateResult",
   description: "score is the mean over the judged traces; a failed run is not counted as 0 but fails the gate " +
