@@ -6,6 +6,7 @@ import { Amount, Count, JsonObject, JsonValue, Text } from "./Json.ts"
 import { Span } from "./Span.ts"
 import { spanBatchPayload } from "./SpanDecoding.ts"
 import { withExamples } from "./Examples.ts"
+import { optional, required } from "./Described.ts"
 
 export const TraceStatus = Schema.Literal("running", "completed", "failed")
 export type TraceStatus = typeof TraceStatus.Type
@@ -21,23 +22,23 @@ export const SpanBatch = spanBatchPayload(MAX_SPANS_PER_REQUEST)
 /** Body of POST /api/v1/traces (strict: unknown fields are refused). */
 export const CreateTraceRequest = withExamples(
   Schema.Struct({
-    id: Schema.propertySignature(TraceId).annotations({ description: "The trace's id, a UUID you choose (the SDK makes one); used again, it is a 409" }),
-    started_at: Schema.propertySignature(Instant).annotations({ description: "When the run started (ISO 8601)" }),
-    project_id: Schema.optional(ProjectId).annotations({ description: "Groups traces by project (a UUID of your choosing)" }),
-    name: Schema.optional(Text(500)).annotations({ description: "What ran: the agent's or workflow's name, at most 500 characters" }),
-    input: Schema.optional(JsonValue).annotations({ description: "The run's input: any JSON value" }),
-    output: Schema.optional(JsonValue).annotations({ description: "The run's output: any JSON value" }),
+    id: required(TraceId, "The trace's id, a UUID you choose (the SDK makes one); used again, it is a 409"),
+    started_at: required(Instant, "When the run started (ISO 8601)"),
+    project_id: optional(ProjectId, "Groups traces by project (a UUID of your choosing)"),
+    name: optional(Text(500), "What ran: the agent's or workflow's name, at most 500 characters"),
+    input: optional(JsonValue, "The run's input: any JSON value"),
+    output: optional(JsonValue, "The run's output: any JSON value"),
     status: Schema.optionalWith(TraceStatus, { default: () => "running" as const }).annotations({
       description: "running (more spans will come), completed or failed; default running"
     }),
-    total_tokens: Schema.optional(Count).annotations({ description: "Tokens of the run; omitted, the spans' sum" }),
-    total_cost: Schema.optional(Amount).annotations({ description: "Cost in USD of the run; omitted, the spans' sum (estimated costs included)" }),
-    total_duration_ms: Schema.optional(Count).annotations({ description: "Duration in milliseconds; omitted, from the spans' times" }),
-    metadata: Schema.optional(JsonObject).annotations({ description: "Free-form attributes (user id, version, tags)" }),
-    session_id: Schema.optional(Text(100)).annotations({ description: "Groups the traces of one conversation or user session" }),
-    lossy: Schema.optional(Schema.Boolean).annotations({ description: "The recorder dropped some spans (a full queue)" }),
-    terminated_early: Schema.optional(Schema.Boolean).annotations({ description: "The run was stopped before it finished (a guardrail, a timeout)" }),
-    ended_at: Schema.optional(Instant).annotations({ description: "When the run ended (ISO 8601)" }),
+    total_tokens: optional(Count, "Tokens of the run; omitted, the spans' sum"),
+    total_cost: optional(Amount, "Cost in USD of the run; omitted, the spans' sum (estimated costs included)"),
+    total_duration_ms: optional(Count, "Duration in milliseconds; omitted, from the spans' times"),
+    metadata: optional(JsonObject, "Free-form attributes (user id, version, tags)"),
+    session_id: optional(Text(100), "Groups the traces of one conversation or user session"),
+    lossy: optional(Schema.Boolean, "The recorder dropped some spans (a full queue)"),
+    terminated_early: optional(Schema.Boolean, "The run was stopped before it finished (a guardrail, a timeout)"),
+    ended_at: optional(Instant, "When the run ended (ISO 8601)"),
     spans: Schema.optionalWith(SpanBatch, { default: () => [] }).annotations({ description: "The run's spans, at most 1000; more can be added while it runs" })
   }).annotations({ identifier: "CreateTraceRequest", ...strict }),
   {
@@ -88,14 +89,14 @@ export type CreateTraceRequest = typeof CreateTraceRequest.Type
 /** Body of PATCH /api/v1/traces/{traceId} (strict, every field optional). */
 export const FinishTraceRequest = withExamples(
   Schema.Struct({
-    status: Schema.optional(TraceStatus).annotations({ description: "completed or failed ends the run; running keeps it open" }),
-    output: Schema.optional(JsonValue).annotations({ description: "The run's output: any JSON value" }),
-    ended_at: Schema.optional(Instant).annotations({ description: "When the run ended (ISO 8601)" }),
-    total_tokens: Schema.optional(Count).annotations({ description: "Tokens of the run, kept as sent instead of the spans' sum" }),
-    total_cost: Schema.optional(Amount).annotations({ description: "Cost in USD of the run, kept as sent instead of the spans' sum" }),
-    total_duration_ms: Schema.optional(Count).annotations({ description: "Duration in milliseconds, kept as sent" }),
-    lossy: Schema.optional(Schema.Boolean).annotations({ description: "The recorder dropped some spans (a full queue)" }),
-    terminated_early: Schema.optional(Schema.Boolean).annotations({ description: "The run was stopped before it finished" })
+    status: optional(TraceStatus, "completed or failed ends the run; running keeps it open"),
+    output: optional(JsonValue, "The run's output: any JSON value"),
+    ended_at: optional(Instant, "When the run ended (ISO 8601)"),
+    total_tokens: optional(Count, "Tokens of the run, kept as sent instead of the spans' sum"),
+    total_cost: optional(Amount, "Cost in USD of the run, kept as sent instead of the spans' sum"),
+    total_duration_ms: optional(Count, "Duration in milliseconds, kept as sent"),
+    lossy: optional(Schema.Boolean, "The recorder dropped some spans (a full queue)"),
+    terminated_early: optional(Schema.Boolean, "The run was stopped before it finished")
   }).annotations({ identifier: "FinishTraceRequest", ...strict }),
   {
     status: "completed",
@@ -108,7 +109,7 @@ export type FinishTraceRequest = typeof FinishTraceRequest.Type
 /** Body of POST /api/v1/traces/{traceId}/spans: spans streamed into a running trace. */
 export const AppendSpansRequest = withExamples(
   Schema.Struct({
-    spans: SpanBatch
+    spans: required(SpanBatch, "1 to 1000 spans to add; a span id sent again replaces that span")
   }).annotations({ identifier: "AppendSpansRequest", ...strict }),
   {
     spans: [{
@@ -126,42 +127,47 @@ export const AppendSpansRequest = withExamples(
 export type AppendSpansRequest = typeof AppendSpansRequest.Type
 
 export const TraceCreateResult = Schema.Struct({
-  id: TraceId,
-  status: Schema.Literal("created", "resumed", "updated"),
-  jobId: Schema.optional(Schema.UUID).annotations({
-    description: "The downstream processing job enqueued when this request made the trace terminal"
-  })
+  id: required(TraceId, "The trace's id"),
+  status: required(
+    Schema.Literal("created", "resumed", "updated"),
+    "created: a new trace; resumed: a fork replay's result trace that already existed; updated: the trace was changed (PATCH)"
+  ),
+  jobId: optional(Schema.UUID, "The downstream processing job enqueued when this request made the trace terminal")
 }).annotations({ identifier: "TraceCreateResult" })
 export type TraceCreateResult = typeof TraceCreateResult.Type
 
 export const AppendSpansResult = Schema.Struct({
-  id: TraceId,
-  spans_written: Count,
-  spanCount: Count
+  id: required(TraceId, "The trace's id"),
+  spans_written: required(Count, "How many spans this request wrote (new or replaced)"),
+  spanCount: required(Count, "How many spans the trace has now")
 }).annotations({ identifier: "AppendSpansResult" })
 
 /** A trace in responses (camelCase). */
 export const Trace = Schema.Struct({
-  id: TraceId,
-  projectId: Schema.optional(Schema.NullOr(ProjectId)),
-  name: Schema.optional(Schema.NullOr(Schema.String)),
-  status: TraceStatus,
-  input: Schema.optional(Schema.Unknown),
-  output: Schema.optional(Schema.Unknown),
-  totalTokens: Schema.optional(Schema.Int),
-  totalCost: Schema.optional(Schema.String),
-  totalDurationMs: Schema.optional(Schema.Int),
-  spanCount: Schema.optional(Schema.Int),
-  sessionId: Schema.optional(Schema.NullOr(Schema.String)),
-  startedAt: Instant,
-  endedAt: Schema.optional(Schema.NullOr(Instant)),
-  metadata: Schema.optional(Schema.Unknown),
-  lossy: Schema.optional(Schema.Boolean),
-  terminatedEarly: Schema.optional(Schema.Boolean),
-  environment: Schema.optional(Schema.Literal("production", "sandbox")),
-  otelTraceId: Schema.optional(Schema.String).annotations({
-    description: "The OpenTelemetry trace id (32 hex digits) of a trace received over OTLP; GET /api/v1/traces/{id} accepts it too"
-  })
+  id: required(TraceId, "The trace's id"),
+  projectId: optional(Schema.NullOr(ProjectId), "The project it belongs to, or null"),
+  name: optional(Schema.NullOr(Schema.String), "What ran: the agent's or workflow's name, or null"),
+  status: required(TraceStatus, "running, completed or failed"),
+  input: optional(Schema.Unknown, "The run's input, as sent"),
+  output: optional(Schema.Unknown, "The run's output, as sent"),
+  totalTokens: optional(Schema.Int, "Tokens of the run: as sent, or the spans' sum"),
+  totalCost: optional(Schema.String, "Cost in USD as a decimal string (exact): as sent, or the spans' sum, estimated costs included"),
+  totalDurationMs: optional(Schema.Int, "Duration in milliseconds: as sent, or from the spans' times"),
+  spanCount: optional(Schema.Int, "How many spans the trace has"),
+  sessionId: optional(Schema.NullOr(Schema.String), "The conversation or user session it belongs to, or null"),
+  startedAt: required(Instant, "When the run started (ISO 8601)"),
+  endedAt: optional(Schema.NullOr(Instant), "When the run ended (ISO 8601), or null while it runs"),
+  metadata: optional(Schema.Unknown, "Free-form attributes, as sent (OTLP traces keep their resource and ids under otel)"),
+  lossy: optional(Schema.Boolean, "The recorder dropped some spans"),
+  terminatedEarly: optional(Schema.Boolean, "The run was stopped before it finished (a guardrail, a timeout)"),
+  environment: optional(
+    Schema.Literal("production", "sandbox"),
+    "production, or sandbox for fork replays and traces sent with metadata.environment = sandbox"
+  ),
+  otelTraceId: optional(
+    Schema.String,
+    "The OpenTelemetry trace id (32 hex digits) of a trace received over OTLP; GET /api/v1/traces/{id} accepts it too"
+  )
 }).annotations({ identifier: "Trace" })
 export type Trace = typeof Trace.Type
 /** A trace as JSON: ISO date-time strings. */
@@ -169,20 +175,20 @@ export type TraceWire = typeof Trace.Encoded
 
 export const TraceDetail = Schema.Struct({
   ...Trace.fields,
-  spans: Schema.Array(Span),
-  causalOrder: Schema.Array(Schema.UUID),
-  concurrentGroups: Schema.Array(Schema.Array(Schema.UUID))
+  spans: required(Schema.Array(Span), "The trace's spans, in start order"),
+  causalOrder: required(Schema.Array(Schema.UUID), "Span ids in an order where each span comes after its parent and the steps it followed"),
+  concurrentGroups: required(Schema.Array(Schema.Array(Schema.UUID)), "Groups of span ids that ran at the same time")
 }).annotations({ identifier: "TraceDetail" })
 export type TraceDetail = typeof TraceDetail.Type
 export type TraceDetailWire = typeof TraceDetail.Encoded
 
 export const TraceList = Schema.Struct({
-  items: Schema.Array(Trace),
-  total: Schema.Int,
-  limit: Schema.Int,
-  offset: Schema.Int,
-  hasMore: Schema.Boolean,
-  nextCursor: Schema.optional(Schema.String)
+  items: required(Schema.Array(Trace), "This page's traces, newest first"),
+  total: required(Schema.Int, "How many traces match over all pages (with total=capped, at most 1001: more than 1000)"),
+  limit: required(Schema.Int, "The page size asked for"),
+  offset: required(Schema.Int, "How many were skipped before this page"),
+  hasMore: required(Schema.Boolean, "Another page follows"),
+  nextCursor: optional(Schema.String, "Pass as cursor to get the next page (present when hasMore)")
 }).annotations({ identifier: "TraceList" })
 export type TraceList = typeof TraceList.Type
 export type TraceListWire = typeof TraceList.Encoded
@@ -274,7 +280,7 @@ export const TraceLookupPath = Schema.Struct({
   })
 })
 
-export const DeleteResult = Schema.Struct({ deleted: Schema.Literal(true) }).annotations({ identifier: "DeleteResult" })
+export const DeleteResult = Schema.Struct({ deleted: required(Schema.Literal(true), "Always true: the record is gone") }).annotations({ identifier: "DeleteResult" })
 
 export class TraceNotFound extends Schema.TaggedError<TraceNotFound>()("TraceNotFound", { traceId: TraceId }) {}
 export class TraceIdTaken extends Schema.TaggedError<TraceIdTaken>()("TraceIdTaken", { traceId: TraceId }) {}
