@@ -2,6 +2,7 @@ import { Schema } from "effect"
 import { ProjectId, TraceId } from "./Ids.ts"
 import { Text } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
+import { optional, required, withDefault } from "./Described.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
@@ -38,11 +39,11 @@ export const EnforcementCheckRequest = withExamples(
 export type EnforcementCheckRequest = typeof EnforcementCheckRequest.Type
 
 export const EnforcementDecision = Schema.Struct({
-  verdict: Schema.Literal("allow", "block", "hold"),
-  policy_id: Schema.NullOr(Schema.UUID),
-  policy_type: Schema.NullOr(Schema.String),
-  reason: Schema.String,
-  hold_id: Schema.optional(Schema.UUID)
+  verdict: required(Schema.Literal("allow", "block", "hold"), "allow: go ahead; block: do not; hold: wait for a person's approval"),
+  policy_id: required(Schema.NullOr(Schema.UUID), "The guardrail that decided, or null when none objected"),
+  policy_type: required(Schema.NullOr(Schema.String), "That guardrail's type (budget_usd, tool_denylist…), or null"),
+  reason: required(Schema.String, "Why, in one sentence"),
+  hold_id: optional(Schema.UUID, "With hold: the approval to wait for (poll or approve it by this id)")
 }).annotations({ identifier: "EnforcementDecision" })
 export type EnforcementDecision = typeof EnforcementDecision.Type
 

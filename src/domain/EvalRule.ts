@@ -4,6 +4,7 @@ import { globMatch } from "./PolicyEvaluation.ts"
 import { ProjectId } from "./Ids.ts"
 import { Text } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
+import { optional, required, withDefault } from "./Described.ts"
 
 export const EvalRuleId = Schema.UUID.pipe(Schema.brand("EvalRuleId"))
 export type EvalRuleId = typeof EvalRuleId.Type
@@ -21,17 +22,18 @@ const MetadataKey = Text(200).pipe(
 
 /** Which terminal traces a rule applies to (strict; every given condition must hold). */
 export const EvalRuleFilter = Schema.Struct({
-  project_id: Schema.optional(ProjectId),
+  project_id: optional(ProjectId, "Only traces of this project"),
   /** Glob over the trace name: `*` any run of characters, `?` one character; a trace without a name never matches. */
-  name_pattern: Schema.optional(Text(500).pipe(Schema.minLength(1))),
-  status: Schema.optional(Schema.Literal("completed", "failed")),
-  metadata: Schema.optional(
+  name_pattern: optional(Text(500).pipe(Schema.minLength(1)), "Only traces whose name matches this glob (* matches any text)"),
+  status: optional(Schema.Literal("completed", "failed"), "Only traces that ended in this status"),
+  metadata: optional(
     Schema.Record({ key: MetadataKey, value: MetadataValue }).pipe(
       Schema.filter((m) => Object.keys(m).length <= 20 || "at most 20 metadata conditions")
-    )
+    ),
+    "Only traces whose metadata has each of these keys with exactly this value (at most 20)"
   ),
   /** The trace's total cost (USD) must be at least this. */
-  min_cost: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)))
+  min_cost: optional(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)), "Only traces whose total cost is at least this (USD)")
 }).annotations({ identifier: "EvalRuleFilter", ...strict })
 export type EvalRuleFilter = typeof EvalRuleFilter.Type
 
@@ -61,12 +63,16 @@ export const WebhookUrl = Schema.String.pipe(
 /** Body of POST /api/v1/eval-rules (strict). */
 export const CreateEvalRuleRequest = withExamples(
   Schema.Struct({
-    evaluation_id: Schema.UUID,
-    name: Schema.optional(Text(500)),
-    filter: Schema.optionalWith(EvalRuleFilter, { default: () => ({}) }),
-    sampling_rate: Schema.optionalWith(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)), { default: () => 1 }),
-    webhook_url: Schema.optional(WebhookUrl),
-    enabled: Schema.optionalWith(Schema.Boolean, { default: () => true })
+    evaluation_id: required(Schema.UUID, "The evaluation that judges each matching trace when it finishes"),
+    name: optional(Text(500), "A label for the rule (at most 500 characters)"),
+    filter: withDefault(EvalRuleFilter, () => ({}), "Which finished traces the rule applies to; every condition must hold; default all"),
+    sampling_rate: withDefault(
+      Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)),
+      () => 1,
+      "The share of matching traces that are judged, 0 to 1 (the same trace is always in or out); default 1"
+    ),
+    webhook_url: optional(WebhookUrl, "Where each result is POSTed, signed with the rule's webhook secret"),
+    enabled: withDefault(Schema.Boolean, () => true, "The rule applies to new traces; default true")
   }).annotations({ identifier: "CreateEvalRuleRequest", ...strict }),
   {
     evaluation_id: "3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a",
@@ -79,24 +85,24 @@ export type CreateEvalRuleRequest = typeof CreateEvalRuleRequest.Type
 
 /** An eval rule in responses (camelCase). `webhookSecret` appears once, in the answer to its creation. */
 export const EvalRule = Schema.Struct({
-  id: EvalRuleId,
-  evaluationId: Schema.UUID,
-  name: Schema.NullOr(Schema.String),
-  filter: EvalRuleFilter,
-  samplingRate: Schema.Number,
-  webhookUrl: Schema.NullOr(Schema.String),
-  enabled: Schema.Boolean,
-  createdAt: Schema.String,
-  updatedAt: Schema.String,
-  webhookSecret: Schema.optional(Schema.String)
+  id: required(EvalRuleId, "The rule's id"),
+  evaluationId: required(Schema.UUID, "The evaluation that judges the matching traces"),
+  name: required(Schema.NullOr(Schema.String), "The rule's label, or null"),
+  filter: required(EvalRuleFilter, "Which finished traces the rule applies to"),
+  samplingRate: required(Schema.Number, "The share of matching traces that are judged, 0 to 1"),
+  webhookUrl: required(Schema.NullOr(Schema.String), "Where results are POSTed, or null"),
+  enabled: required(Schema.Boolean, "The rule applies to new traces"),
+  createdAt: required(Schema.String, "When it was created (ISO 8601)"),
+  updatedAt: required(Schema.String, "When it last changed (ISO 8601)"),
+  webhookSecret: optional(Schema.String, "The secret webhook deliveries are signed with; shown only when the rule is created")
 }).annotations({ identifier: "EvalRule" })
 export type EvalRule = typeof EvalRule.Type
 
 export const EvalRuleList = Schema.Struct({
-  items: Schema.Array(EvalRule),
-  total: Schema.Int,
-  limit: Schema.Int,
-  offset: Schema.Int
+  items: required(Schema.Array(EvalRule), "This page's rules"),
+  total: required(Schema.Int, "How many rules there are, over all pages"),
+  limit: required(Schema.Int, "The page size asked for"),
+  offset: required(Schema.Int, "How many were skipped before this page")
 }).annotations({ identifier: "EvalRuleList" })
 
 export const ListEvalRulesParams = Schema.Struct({ ...pageParams }).annotations(strict)
@@ -104,26 +110,29 @@ export const EvalRulePath = Schema.Struct({ id: EvalRuleId })
 
 /** One attempt to deliver a webhook (the delivery log). */
 export const WebhookDeliveryAttempt = Schema.Struct({
-  id: Schema.UUID,
-  deliveryId: Schema.UUID,
-  ruleId: EvalRuleId,
-  traceId: Schema.UUID,
-  event: Schema.String,
-  attempt: Schema.Int,
-  outcome: Schema.Literal("succeeded", "failed", "blocked", "gave_up"),
-  statusCode: Schema.NullOr(Schema.Int),
-  error: Schema.NullOr(Schema.String),
-  durationMs: Schema.NullOr(Schema.Number),
-  nextAttemptAt: Schema.NullOr(Schema.String),
-  createdAt: Schema.String
+  id: required(Schema.UUID, "The attempt's id"),
+  deliveryId: required(Schema.UUID, "The delivery it belongs to: retries of one delivery share it"),
+  ruleId: required(EvalRuleId, "The rule whose webhook was called"),
+  traceId: required(Schema.UUID, "The trace the result is about"),
+  event: required(Schema.String, "The event delivered"),
+  attempt: required(Schema.Int, "Which attempt of the delivery this was, from 1"),
+  outcome: required(
+    Schema.Literal("succeeded", "failed", "blocked", "gave_up"),
+    "succeeded (a 2xx), failed (will be retried), blocked (the address is refused) or gave_up (no retries left)"
+  ),
+  statusCode: required(Schema.NullOr(Schema.Int), "The HTTP status the webhook answered, or null"),
+  error: required(Schema.NullOr(Schema.String), "Why the attempt failed, or null"),
+  durationMs: required(Schema.NullOr(Schema.Number), "How long the call took in milliseconds, or null"),
+  nextAttemptAt: required(Schema.NullOr(Schema.String), "When the next retry is due (ISO 8601), or null"),
+  createdAt: required(Schema.String, "When the attempt was made (ISO 8601)")
 }).annotations({ identifier: "WebhookDeliveryAttempt" })
 export type WebhookDeliveryAttempt = typeof WebhookDeliveryAttempt.Type
 
 export const WebhookDeliveryList = Schema.Struct({
-  items: Schema.Array(WebhookDeliveryAttempt),
-  total: Schema.Int,
-  limit: Schema.Int,
-  offset: Schema.Int
+  items: required(Schema.Array(WebhookDeliveryAttempt), "This page's attempts, newest first"),
+  total: required(Schema.Int, "How many attempts there are, over all pages"),
+  limit: required(Schema.Int, "The page size asked for"),
+  offset: required(Schema.Int, "How many were skipped before this page")
 }).annotations({ identifier: "WebhookDeliveryList" })
 
 /** What a filter is matched against: the terminal trace as stored. */

@@ -3,6 +3,7 @@ import { pageParams } from "./Page.ts"
 import { ForkId, SpanId, TraceId } from "./Ids.ts"
 import { JsonObject, JsonValue, Text } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
+import { optional, required, withDefault } from "./Described.ts"
 
 export const ForkStatus = Schema.Literal("pending", "replaying", "completed", "failed")
 export type ForkStatus = typeof ForkStatus.Type
@@ -37,29 +38,29 @@ export type CreateForkRequest = typeof CreateForkRequest.Type
 
 /** A fork in responses (camelCase). */
 export const Fork = Schema.Struct({
-  id: ForkId,
-  traceId: TraceId,
-  forkPointSpanId: SpanId,
-  name: Schema.NullOr(Schema.String),
-  description: Schema.NullOr(Schema.String),
-  modifiedInput: Schema.Unknown,
-  mockOutputs: Schema.optional(Schema.Unknown),
-  status: ForkStatus,
-  resultTraceId: Schema.NullOr(TraceId),
-  generation: Schema.optional(Schema.Int),
-  executionId: Schema.optional(Schema.NullOr(Schema.String)),
-  mode: Schema.optional(Schema.NullOr(Schema.Literal("sdk", "server"))),
-  error: Schema.optional(Schema.NullOr(Schema.String)),
-  createdAt: Schema.optional(Schema.String),
-  updatedAt: Schema.optional(Schema.String)
+  id: required(ForkId, "The fork's id"),
+  traceId: required(TraceId, "The recorded trace it branches from"),
+  forkPointSpanId: required(SpanId, "The span where the replay starts differing"),
+  name: required(Schema.NullOr(Schema.String), "The fork's label, or null"),
+  description: required(Schema.NullOr(Schema.String), "What the fork tries out, or null"),
+  modifiedInput: required(Schema.Unknown, "The input the fork point runs with instead of the recorded one"),
+  mockOutputs: optional(Schema.Unknown, "Tool name or span id → the output used instead of the recorded one"),
+  status: required(ForkStatus, "pending (not replayed yet), replaying, completed or failed"),
+  resultTraceId: required(Schema.NullOr(TraceId), "The sandbox trace the replay recorded, or null before it starts"),
+  generation: optional(Schema.Int, "How many times it was replayed"),
+  executionId: optional(Schema.NullOr(Schema.String), "The current replay's execution id, or null"),
+  mode: optional(Schema.NullOr(Schema.Literal("sdk", "server")), "How it was replayed: by your agent through the SDK, or by the server; null before"),
+  error: optional(Schema.NullOr(Schema.String), "Why the replay failed, or null"),
+  createdAt: optional(Schema.String, "When it was created (ISO 8601)"),
+  updatedAt: optional(Schema.String, "When it last changed (ISO 8601)")
 }).annotations({ identifier: "Fork" })
 export type Fork = typeof Fork.Encoded
 
 export const ForkList = Schema.Struct({
-  items: Schema.Array(Fork),
-  total: Schema.Int,
-  limit: Schema.Int,
-  offset: Schema.Int
+  items: required(Schema.Array(Fork), "This page's forks, newest first"),
+  total: required(Schema.Int, "How many forks there are, over all pages"),
+  limit: required(Schema.Int, "The page size asked for"),
+  offset: required(Schema.Int, "How many were skipped before this page")
 }).annotations({ identifier: "ForkList" })
 
 export const ListForksParams = Schema.Struct({
@@ -72,15 +73,15 @@ export const ForkPath = Schema.Struct({ forkId: ForkId })
 export const ReplayRequest = Schema.Struct({}).annotations({ identifier: "ReplayRequest", ...strict })
 
 export const ReplayResult = Schema.Struct({
-  fork_id: ForkId,
-  result_trace_id: Schema.optional(TraceId),
-  status: Schema.Literal("replaying", "completed", "failed"),
-  mode: Schema.Literal("sdk", "server"),
-  execution_id: Schema.optional(Schema.String),
-  byte_replayed: Schema.optional(Schema.Int),
-  faithful_reexec: Schema.optional(Schema.Int),
-  fidelity_caveats: Schema.optional(Schema.Array(Schema.String)),
-  error: Schema.optional(Schema.String)
+  fork_id: required(ForkId, "The fork replayed"),
+  result_trace_id: optional(TraceId, "The sandbox trace the replay records into"),
+  status: required(Schema.Literal("replaying", "completed", "failed"), "replaying (your agent runs it through the SDK), completed or failed"),
+  mode: required(Schema.Literal("sdk", "server"), "sdk: your connected agent re-runs from the fork point; server: the server re-executes the recorded model calls"),
+  execution_id: optional(Schema.String, "The replay's execution id (the SDK connects with it)"),
+  byte_replayed: optional(Schema.Int, "Steps answered with their recorded output, unchanged"),
+  faithful_reexec: optional(Schema.Int, "Model calls the server executed again with the recorded request"),
+  fidelity_caveats: optional(Schema.Array(Schema.String), "Where the replay may differ from what the agent would do, one sentence each"),
+  error: optional(Schema.String, "Why the replay failed")
 }).annotations({ identifier: "ReplayResult" })
 export type ReplayResult = typeof ReplayResult.Type
 
