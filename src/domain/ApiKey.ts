@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { required } from "./Described.ts"
 import { isStorableText } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
 
@@ -49,25 +50,25 @@ export type CreateApiKeyRequest = typeof CreateApiKeyRequest.Type
 
 /** A live key in listings: never the key nor its digest. */
 export const ApiKeySummary = Schema.Struct({
-  id: Schema.UUID,
-  name: Schema.NullOr(Schema.String),
+  id: required(Schema.UUID, "The key's id (to revoke it)"),
+  name: required(Schema.NullOr(Schema.String), "What the key is for, or null"),
   prefix: Schema.String.annotations({ description: "The key's first 12 characters, to recognise it" }),
-  createdAt: Schema.String,
+  createdAt: required(Schema.String, "When it was created (ISO 8601)"),
   lastUsedAt: Schema.NullOr(Schema.String).annotations({ description: "Kept to the minute" })
 }).annotations({ identifier: "ApiKeySummary" })
 export type ApiKeySummary = typeof ApiKeySummary.Type
 
-export const ApiKeyList = Schema.Struct({ items: Schema.Array(ApiKeySummary) }).annotations({ identifier: "ApiKeyList" })
+export const ApiKeyList = Schema.Struct({ items: required(Schema.Array(ApiKeySummary), "The account's live keys") }).annotations({ identifier: "ApiKeyList" })
 
 /** POST /api/v1/api-keys: the new key in full, shown this once (only its SHA-256 digest is stored). */
 export const CreatedApiKey = Schema.Struct({
   ...ApiKeySummary.fields,
-  key: Schema.String
+  key: required(Schema.String, "The key itself, shown only this once: send it as x-service-key")
 }).annotations({ identifier: "CreatedApiKey" })
 
 export const ApiKeyPath = Schema.Struct({ keyId: Schema.UUID })
 
 export const RevokedApiKey = Schema.Struct({
-  id: Schema.UUID,
-  revoked: Schema.Literal(true)
+  id: required(Schema.UUID, "The revoked key's id"),
+  revoked: required(Schema.Literal(true), "Always true: the key no longer authenticates")
 }).annotations({ identifier: "RevokedApiKey" })

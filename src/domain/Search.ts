@@ -4,6 +4,7 @@ import { Instant } from "./Instant.ts"
 import { Span, SpanType } from "./Span.ts"
 import { TraceStatus } from "./Trace.ts"
 import { withExamples } from "./Examples.ts"
+import { optional, required } from "./Described.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
@@ -25,10 +26,11 @@ export type SearchFilters = typeof SearchFilters.Type
 /** Body of POST /api/v1/search (strict). */
 export const SearchRequest = withExamples(
   Schema.Struct({
-    query: Schema.propertySignature(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000))).annotations({
-      description: "What to look for, in your own words: matched by meaning against span inputs, outputs, names and errors"
-    }),
-    filters: Schema.optional(SearchFilters).annotations({ description: "Narrows the spans searched; every filter given must hold" }),
+    query: required(
+      Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000)),
+      "What to look for, in your own words: matched by meaning against span inputs, outputs, names and errors"
+    ),
+    filters: optional(SearchFilters, "Narrows the spans searched; every filter given must hold"),
     limit: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 100)), { default: () => 20 }).annotations({
       description: "Hits per page, 1 to 100 (default 20)"
     }),
@@ -54,7 +56,7 @@ export const SearchMatch = Schema.Literal("lexical", "vector")
 export const SearchHit = Schema.extend(
   Span,
   Schema.Struct({
-    trace_id: Schema.optional(Schema.String),
+    trace_id: optional(Schema.String, "The trace the span belongs to"),
     similarity: Schema.optional(Schema.Number.pipe(Schema.between(-1, 1))).annotations({
       description: "Cosine similarity of the span's embedding to the query's"
     }),
@@ -69,20 +71,26 @@ export const SearchHit = Schema.extend(
 
 /** Response of POST /api/v1/search (strict): in descending order of `score`. */
 export const SearchResult = Schema.Struct({
-  spans: Schema.Array(SearchHit)
+  spans: required(Schema.Array(SearchHit), "The matching spans, best first (descending score)")
 }).annotations({ identifier: "SearchResult", ...strict })
 
 /** GET /api/v1/diagnostics: how search is set up on this instance. */
 export const Diagnostics = Schema.Struct({
-  search: Schema.Struct({
-    embedder: Schema.String,
-    embedder_kind: Schema.Literal("offline", "openai-compatible"),
-    dimensions: Schema.NullOr(Schema.Int),
-    index_mode: Schema.Literal("pgvector-hnsw", "exact-fallback"),
-    pending_jobs: Schema.Int,
-    indexed_spans: Schema.Int,
-    stale_spans: Schema.Int
-  })
+  search: required(Schema.Struct({
+    embedder: required(Schema.String, "The embedding model in use"),
+    embedder_kind: required(
+      Schema.Literal("offline", "openai-compatible"),
+      "offline (built in, no network) or openai-compatible (a configured embeddings endpoint)"
+    ),
+    dimensions: required(Schema.NullOr(Schema.Int), "The embeddings' dimensions, or null before the first one"),
+    index_mode: required(
+      Schema.Literal("pgvector-hnsw", "exact-fallback"),
+      "pgvector-hnsw (an approximate vector index) or exact-fallback (every vector compared; no pgvector)"
+    ),
+    pending_jobs: required(Schema.Int, "Spans waiting to be embedded"),
+    indexed_spans: required(Schema.Int, "Spans embedded with the current embedder"),
+    stale_spans: required(Schema.Int, "Spans embedded with another embedder, waiting to be embedded again")
+  }), "How semantic search is set up and how far indexing has got")
 }).annotations({ identifier: "Diagnostics" })
 export type Diagnostics = typeof Diagnostics.Type
 

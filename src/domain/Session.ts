@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { pageParams } from "./Page.ts"
 import { Trace } from "./Trace.ts"
+import { required } from "./Described.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
@@ -21,60 +22,60 @@ export const SessionGraphParams = Schema.Struct(env).annotations(strict)
 
 /** A session: the account's traces that share a `sessionId`, summed. */
 export const SessionSummary = Schema.Struct({
-  id: Schema.String,
-  traceCount: Schema.Number,
-  spanCount: Schema.Number,
-  failedTraceCount: Schema.Number,
-  totalTokens: Schema.Number,
-  totalCost: Schema.String,
+  id: required(Schema.String, "The session id the traces carry"),
+  traceCount: required(Schema.Number, "How many traces the session has"),
+  spanCount: required(Schema.Number, "How many spans those traces have"),
+  failedTraceCount: required(Schema.Number, "How many of its traces failed"),
+  totalTokens: required(Schema.Number, "Tokens over its traces"),
+  totalCost: required(Schema.String, "Cost in USD over its traces (decimal string)"),
   firstSeen: Schema.String.annotations({ description: "Earliest trace start" }),
   lastSeen: Schema.String.annotations({ description: "Latest trace end (or start, for a running trace)" })
 }).annotations({ identifier: "SessionSummary" })
 export type SessionSummary = typeof SessionSummary.Type
 
 export const SessionList = Schema.Struct({
-  items: Schema.Array(SessionSummary),
-  total: Schema.Number,
-  limit: Schema.Number,
-  offset: Schema.Number,
-  hasMore: Schema.Boolean
+  items: required(Schema.Array(SessionSummary), "This page's sessions, most recently active first"),
+  total: required(Schema.Number, "How many sessions there are, over all pages"),
+  limit: required(Schema.Number, "The page size asked for"),
+  offset: required(Schema.Number, "How many were skipped before this page"),
+  hasMore: required(Schema.Boolean, "Another page follows")
 }).annotations({ identifier: "SessionList" })
 
 /** GET /api/v1/sessions/{id}: the summary and a page of its traces, oldest first. */
 export const SessionDetail = Schema.Struct({
   ...SessionSummary.fields,
-  traces: Schema.Array(Trace),
-  limit: Schema.Number,
-  offset: Schema.Number,
-  hasMore: Schema.Boolean
+  traces: required(Schema.Array(Trace), "A page of the session's traces, oldest first"),
+  limit: required(Schema.Number, "The page size asked for"),
+  offset: required(Schema.Number, "How many traces were skipped before this page"),
+  hasMore: required(Schema.Boolean, "More traces follow")
 }).annotations({ identifier: "SessionDetail" })
 
 /** An agent of the session; the root node (`agent_id` null) gathers the spans without an agent id. */
 export const AgentNode = Schema.Struct({
-  agent_id: Schema.NullOr(Schema.String),
-  agent_role: Schema.NullOr(Schema.String),
-  root: Schema.Boolean,
-  span_count: Schema.Number,
-  tokens: Schema.Number,
-  cost: Schema.String,
-  errors: Schema.Number,
-  first_seen: Schema.NullOr(Schema.String),
-  last_seen: Schema.NullOr(Schema.String)
+  agent_id: required(Schema.NullOr(Schema.String), "The agent's id, or null for the root node"),
+  agent_role: required(Schema.NullOr(Schema.String), "The agent's role as its spans give it, or null"),
+  root: required(Schema.Boolean, "The root node: spans without an agent id"),
+  span_count: required(Schema.Number, "The agent's spans in the session"),
+  tokens: required(Schema.Number, "Tokens of those spans"),
+  cost: required(Schema.String, "Cost in USD of those spans (decimal string)"),
+  errors: required(Schema.Number, "Those spans that recorded an error"),
+  first_seen: required(Schema.NullOr(Schema.String), "When its first span started (ISO 8601), or null"),
+  last_seen: required(Schema.NullOr(Schema.String), "When its last span ended (ISO 8601), or null")
 }).annotations({ identifier: "AgentNode" })
 export type AgentNode = typeof AgentNode.Type
 
 /** parent_agent_id → agent_id; `calls` counts the spans where the agent was entered from that parent. */
 export const AgentEdge = Schema.Struct({
   parent_agent_id: Schema.NullOr(Schema.String).annotations({ description: "null: the root node" }),
-  agent_id: Schema.String,
-  calls: Schema.Number
+  agent_id: required(Schema.String, "The agent entered"),
+  calls: required(Schema.Number, "How many spans entered it from that parent")
 }).annotations({ identifier: "AgentEdge" })
 export type AgentEdge = typeof AgentEdge.Type
 
 export const SessionGraph = Schema.Struct({
-  session_id: Schema.String,
-  nodes: Schema.Array(AgentNode),
-  edges: Schema.Array(AgentEdge)
+  session_id: required(Schema.String, "The session"),
+  nodes: required(Schema.Array(AgentNode), "Its agents"),
+  edges: required(Schema.Array(AgentEdge), "Which agent entered which, and how often")
 }).annotations({ identifier: "SessionGraph" })
 export type SessionGraph = typeof SessionGraph.Type
 

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { required } from "./Described.ts"
 
 /** A calendar month, `YYYY-MM` (1970-01 to 9999-12). */
 export const UsageMonth = Schema.String.pipe(
@@ -17,26 +18,29 @@ const Money = Schema.String.annotations({ description: "USD, a decimal string" }
 
 /** GET /api/v1/usage: what the account used in one calendar month (UTC). */
 export const Usage = Schema.Struct({
-  month: Schema.String,
-  periodStart: Schema.String,
+  month: required(Schema.String, "The month reported (YYYY-MM, UTC)"),
+  periodStart: required(Schema.String, "Start of the month (ISO 8601)"),
   periodEnd: Schema.String.annotations({ description: "Exclusive end of the month" }),
-  traces: Schema.Struct({
+  traces: required(Schema.Struct({
     recorded: Count.annotations({ description: "Traces created in the month (deleted ones included)" }),
     spans: Count.annotations({ description: "Spans of those traces" })
-  }),
-  otlp: Schema.Struct({ requests: Count.annotations({ description: "Accepted POST /v1/traces exports" }) }),
-  replays: Schema.Struct({
-    used: Count,
-    allowance: Count,
-    remaining: Count,
+  }), "Traces recorded in the month"),
+  otlp: required(
+    Schema.Struct({ requests: Count.annotations({ description: "Accepted POST /v1/traces exports" }) }),
+    "OpenTelemetry exports received"
+  ),
+  replays: required(Schema.Struct({
+    used: required(Count, "Fork replays started in the month"),
+    allowance: required(Count, "Replays the account may start per month"),
+    remaining: required(Count, "Replays left this month"),
     tokens: Count.annotations({ description: "Tokens of the replays' result traces" }),
-    cost: Money
-  }),
-  evaluations: Schema.Struct({
-    runs: Count,
-    judgeTokens: Count,
-    judgeCost: Money
-  }),
-  search: Schema.Struct({ queries: Count })
+    cost: required(Money, "Cost of the replays' result traces in USD (decimal string)")
+  }), "Fork replays"),
+  evaluations: required(Schema.Struct({
+    runs: required(Count, "Evaluation runs (traces judged) in the month"),
+    judgeTokens: required(Count, "Tokens the judge model used"),
+    judgeCost: required(Money, "What judging cost in USD (decimal string)")
+  }), "Evaluation runs"),
+  search: required(Schema.Struct({ queries: required(Count, "Search requests answered") }), "Semantic search")
 }).annotations({ identifier: "Usage" })
 export type Usage = typeof Usage.Type
