@@ -8,25 +8,26 @@ import { ConflictWire } from "./ApiErrors.ts"
 import { Authentication, RateLimit } from "./Security.ts"
 import { PageNumber } from "../domain/Page.ts"
 import { withExamples } from "../domain/Examples.ts"
+import { optional, required } from "../domain/Described.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
 export const Guardrail = Schema.Struct({
-  id: Schema.UUID,
-  type: Schema.String,
-  name: Schema.NullOr(Schema.String),
-  projectId: Schema.NullOr(Schema.UUID),
-  enabled: Schema.Boolean,
-  params: Schema.Unknown,
-  createdAt: Schema.String,
-  updatedAt: Schema.String
+  id: required(Schema.UUID, "The guardrail's id"),
+  type: required(Schema.String, "The policy: budget_usd, token_budget, max_steps, tool_denylist, tool_allowlist, model_allowlist, loop_breaker, rate or require_approval"),
+  name: required(Schema.NullOr(Schema.String), "Its label, or null"),
+  projectId: required(Schema.NullOr(Schema.UUID), "The project it applies to, or null for the whole account"),
+  enabled: required(Schema.Boolean, "It is checked"),
+  params: required(Schema.Unknown, "The policy's parameters (see the create request of each type)"),
+  createdAt: required(Schema.String, "When it was created (ISO 8601)"),
+  updatedAt: required(Schema.String, "When it last changed (ISO 8601)")
 }).annotations({ identifier: "Guardrail" })
 
 const Free = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 const IdPath = Schema.Struct({ id: Schema.UUID })
 const HoldPath = Schema.Struct({ holdId: Schema.UUID })
 const HoldDecision = withExamples(
-  Schema.Struct({ reason: Schema.optional(Text(2000)) }).annotations({ identifier: "HoldDecision", ...strict }),
+  Schema.Struct({ reason: optional(Text(2000), "Why, for the record (at most 2000 characters)") }).annotations({ identifier: "HoldDecision", ...strict }),
   { reason: "Confirmed with the customer by phone" }
 )
 

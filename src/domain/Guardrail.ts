@@ -2,6 +2,7 @@ import { Schema } from "effect"
 import { ProjectId } from "./Ids.ts"
 import { Text } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
+import { optional, required, withDefault } from "./Described.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
@@ -10,24 +11,32 @@ const PositiveInt = Schema.Int.pipe(Schema.between(1, 1e12))
 
 /** The parameters of each policy type (strict). */
 export const PolicyParams = {
-  budget_usd: Schema.Struct({ max_usd: Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)) }).annotations(strict),
-  token_budget: Schema.Struct({ max_tokens: Schema.Int.pipe(Schema.between(0, 1e15)) }).annotations(strict),
-  max_steps: Schema.Struct({ max_steps: PositiveInt }).annotations(strict),
-  tool_denylist: Schema.Struct({ patterns: Patterns }).annotations(strict),
-  tool_allowlist: Schema.Struct({ patterns: Patterns }).annotations(strict),
-  model_allowlist: Schema.Struct({ patterns: Patterns }).annotations(strict),
+  budget_usd: Schema.Struct({
+    max_usd: required(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)), "Most a run may spend in USD, proposed costs included")
+  }).annotations(strict),
+  token_budget: Schema.Struct({
+    max_tokens: required(Schema.Int.pipe(Schema.between(0, 1e15)), "Most tokens a run may use, proposed tokens included")
+  }).annotations(strict),
+  max_steps: Schema.Struct({ max_steps: required(PositiveInt, "Most steps a run may take (step_index is checked against it)") })
+    .annotations(strict),
+  tool_denylist: Schema.Struct({ patterns: required(Patterns, "Tools refused: names or globs (* matches any text), 1 to 100") })
+    .annotations(strict),
+  tool_allowlist: Schema.Struct({ patterns: required(Patterns, "The only tools allowed: names or globs, 1 to 100") })
+    .annotations(strict),
+  model_allowlist: Schema.Struct({ patterns: required(Patterns, "The only models allowed: names or globs, 1 to 100") })
+    .annotations(strict),
   loop_breaker: Schema.Struct({
-    max_repeats: Schema.Int.pipe(Schema.between(1, 1000)),
-    window_steps: Schema.optional(Schema.Int.pipe(Schema.between(1, 1_000_000)))
+    max_repeats: required(Schema.Int.pipe(Schema.between(1, 1000)), "How many identical calls (same tool and tool_args_hash) a run may make"),
+    window_steps: optional(Schema.Int.pipe(Schema.between(1, 1_000_000)), "Count repeats only among this many latest steps")
   }).annotations(strict),
   rate: Schema.Struct({
-    max_calls: Schema.Int.pipe(Schema.between(1, 1000)),
-    window_seconds: Schema.Int.pipe(Schema.between(1, 86_400))
+    max_calls: required(Schema.Int.pipe(Schema.between(1, 1000)), "Most checked actions a run may make per window"),
+    window_seconds: required(Schema.Int.pipe(Schema.between(1, 86_400)), "The window's length in seconds, 1 to 86400")
   }).annotations(strict),
   require_approval: Schema.Struct({
-    tool_patterns: Schema.optional(Patterns),
-    model_patterns: Schema.optional(Patterns),
-    expires_in_seconds: Schema.optional(Schema.Int.pipe(Schema.between(1, 30 * 86_400))),
+    tool_patterns: optional(Patterns, "Tools that need a person's approval: names or globs"),
+    model_patterns: optional(Patterns, "Models that need a person's approval: names or globs"),
+    expires_in_seconds: optional(Schema.Int.pipe(Schema.between(1, 30 * 86_400)), "An unanswered hold expires (refused) after this many seconds"),
     /** "once": an approval allows one action; "run": every identical action of the run. */
     approval_scope: Schema.optionalWith(Schema.Literal("once", "run"), { default: () => "once" as const })
   }).annotations(strict)
@@ -37,9 +46,9 @@ export type PolicyType = keyof typeof PolicyParams
 export const POLICY_TYPES = Object.keys(PolicyParams) as ReadonlyArray<PolicyType>
 
 const common = {
-  name: Schema.optional(Text(500)),
-  project_id: Schema.optional(ProjectId),
-  enabled: Schema.optionalWith(Schema.Boolean, { default: () => true })
+  name: optional(Text(500), "A label for the guardrail (at most 500 characters)"),
+  project_id: optional(ProjectId, "Applies only to checks of this project; omitted, to every check of the account"),
+  enabled: withDefault(Schema.Boolean, () => true, "The guardrail is checked; default true")
 }
 
 /** One example per policy type, for the API reference (each member of the union shows its own). */
@@ -69,9 +78,12 @@ export type CreateGuardrailRequest = typeof CreateGuardrailRequest.Type
 /** Body of PATCH /api/v1/guardrails/{id}: any of name, enabled, params (validated against the policy's type). */
 export const UpdateGuardrailRequest = withExamples(
   Schema.Struct({
-    name: Schema.optional(Schema.NullOr(Text(500))),
-    enabled: Schema.optional(Schema.Boolean),
-    params: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+    name: optional(Schema.NullOr(Text(500)), "A new label, or null to remove it"),
+    enabled: optional(Schema.Boolean, "Turn the guardrail on or off"),
+    params: optional(
+      Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+      "New parameters, checked against the guardrail's type as on creation"
+    )
   }).annotations({ identifier: "UpdateGuardrailRequest", ...strict }),
   { enabled: false }
 )

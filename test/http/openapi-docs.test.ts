@@ -98,6 +98,32 @@ describe("/openapi.json", () => {
     }
   })
 
+  test("every property of every model has a human description, none generated from its validation", () => {
+    // What the generator writes from a schema's checks: "a string at most 500 character(s) long", "a number between…".
+    const generated = /character\(s\)|item\(s\)|^a string|^an? (number|integer|boolean|array|object|non-negative|positive|finite)\b/i
+    // The platform's own decode-error model, not ours to annotate.
+    const platform = new Set(["HttpApiDecodeError", "Issue", "PropertyKey"])
+    const described = (text: unknown) => typeof text === "string" && text.trim() !== "" && !generated.test(text)
+    const problems: Array<string> = []
+    const check = (schema: any, where: string) => {
+      for (const [name, property] of Object.entries<any>(schema.properties ?? {})) {
+        // A bare reference is a named model shared by many fields, described once on the model itself.
+        const ownText = property.$ref !== undefined && property.description === undefined
+          ? resolve(property).description
+          : property.description
+        if (!described(ownText)) problems.push(`${where}.${name}: ${ownText ?? "(no description)"}`)
+        if (property.properties !== undefined) check(property, `${where}.${name}`)
+      }
+      for (const member of [...(schema.anyOf ?? []), ...(schema.oneOf ?? []), ...(schema.allOf ?? [])]) {
+        if (member.$ref === undefined) check(member, where)
+      }
+    }
+    for (const [name, schema] of Object.entries<any>(spec.components.schemas)) {
+      if (!platform.has(name)) check(schema, name)
+    }
+    expect(problems).toEqual([])
+  })
+
   test("the server accepts each request example (created records feed the examples that refer to them)", async () => {
     // Path parameters: the example trace's id, and the ids the server gives to what the examples create.
     const traceExample = examplesOf(operations().find((o) => o.id === "traces.create")!.op)[0] as { id: string }
