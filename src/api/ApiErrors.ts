@@ -1,5 +1,6 @@
 import { HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
+import { required } from "../domain/Described.ts"
 
 /**
  * The wire vocabulary: one class per contract `code`. Each is paired with a codec that writes exactly
@@ -10,7 +11,11 @@ const wire = <Self extends { readonly message: string }, const Code extends stri
   spec: { readonly status: number; readonly code: Code; readonly retryable: boolean; readonly description: string }
 ) =>
   Schema.transform(
-    Schema.Struct({ error: Schema.String, code: Schema.Literal(spec.code), retryable: Schema.Boolean }),
+    Schema.Struct({
+      error: required(Schema.String, "What went wrong, in one sentence"),
+      code: required(Schema.Literal(spec.code), "A stable code for programs to act on"),
+      retryable: required(Schema.Boolean, "true: the same request may succeed later (after Retry-After when given)")
+    }),
     Schema.declare((u): u is Self => u instanceof ErrorClass),
     {
       strict: true,

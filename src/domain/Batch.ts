@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { required } from "./Described.ts"
 import { JobId } from "./Ids.ts"
 import { JsonValue } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
@@ -52,9 +53,10 @@ export type BatchOperation = typeof BatchOperation.Type
 /** Body of POST /api/v1/batch (strict). */
 export const BatchRequest = withExamples(
   Schema.Struct({
-    operations: Schema.propertySignature(
-      Schema.Array(BatchOperation).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH_OPERATIONS))
-    ).annotations({ description: "1 to 100 operations, run in order" }),
+    operations: required(
+      Schema.Array(BatchOperation).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH_OPERATIONS)),
+      "1 to 100 operations, run in order"
+    ),
     async: Schema.optionalWith(Schema.Boolean, { default: () => false }).annotations({
       description: "Queue the batch and answer 202 with a job at once (default false: answer when all have run)"
     })
@@ -70,8 +72,8 @@ export type BatchRequest = typeof BatchRequest.Type
 
 /** One operation's answer: its HTTP status and body (JSON when the route answered JSON). */
 export const BatchOperationResult = Schema.Struct({
-  status: Schema.Int,
-  body: Schema.Unknown,
+  status: required(Schema.Int, "The operation's HTTP status"),
+  body: required(Schema.Unknown, "The operation's answer (JSON when the route answered JSON)"),
   truncated: Schema.optional(Schema.Boolean).annotations({
     description: "Set on a background batch when the body was too large to keep (body is then null)"
   })
@@ -80,14 +82,14 @@ export type BatchOperationResult = typeof BatchOperationResult.Type
 
 /** 200: the operations ran in order; each has its own status. */
 export const BatchResult = Schema.Struct({
-  results: Schema.Array(BatchOperationResult)
+  results: required(Schema.Array(BatchOperationResult), "One answer per operation, in order")
 }).annotations({ identifier: "BatchResult" })
 
 /** 202: `async: true`; follow GET /api/v1/jobs/{job_id}. */
 export const BatchAccepted = Schema.Struct({
-  job_id: JobId,
-  status: Schema.Literal("queued"),
-  total: Schema.Int
+  job_id: required(JobId, "The job running the batch: follow GET /api/v1/jobs/{job_id}"),
+  status: required(Schema.Literal("queued"), "Always queued"),
+  total: required(Schema.Int, "How many operations it will run")
 }).annotations({ identifier: "BatchAccepted" })
 
 /** What a `batch.run` job stores: never a credential, only the account and the credential's id. */

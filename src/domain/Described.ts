@@ -1,17 +1,16 @@
 import { Option, Schema, SchemaAST } from "effect"
 
 /**
- * A field's schema with its description for the API reference (/openapi.json). The description goes on the
- * schema itself, not only on the property signature: a struct with defaults is documented by its encoded side,
- * where property-signature annotations are dropped. A schema with an identifier is a model of its own, shared
- * by other fields: it keeps its own description, and the field's goes on the property signature.
+ * A field's schema with its description for the API reference (/openapi.json). A struct with defaults is
+ * documented by its encoded side, where property-signature annotations are dropped, so a refinement (bounded
+ * text, a range) also carries the description in its JSON Schema annotation. Not as a `description` annotation:
+ * validation messages are written from that one ("Expected a number between 0 and 1"), and must not change.
+ * A schema with an identifier is a model of its own, described once: the field's text stays on the property.
  */
 const describe = <S extends Schema.Schema.All>(schema: S, description: string): S => {
-  if (Option.isSome(SchemaAST.getIdentifierAnnotation(schema.ast))) return schema
-  // A filter with no JSON Schema of its own (NUL-free text, unique names) is skipped by the generator with its
-  // annotations; an empty one keeps it, and the description with it. Validation is unchanged.
-  const skipped = SchemaAST.isRefinement(schema.ast) && Option.isNone(SchemaAST.getJSONSchemaAnnotation(schema.ast))
-  return schema.annotations({ description, ...(skipped ? { jsonSchema: {} } : {}) }) as S
+  if (Option.isSome(SchemaAST.getIdentifierAnnotation(schema.ast)) || !SchemaAST.isRefinement(schema.ast)) return schema
+  const own = Option.getOrUndefined(SchemaAST.getJSONSchemaAnnotation(schema.ast))
+  return schema.annotations({ jsonSchema: { ...own, description } }) as S
 }
 
 /** A required field with its description. */

@@ -1,22 +1,23 @@
 import { Schema } from "effect"
+import { required } from "./Described.ts"
 
 /** RFC 9728 OAuth 2.0 Protected Resource Metadata (additional fields allowed). */
 export const ProtectedResourceMetadata = Schema.Struct({
-  resource: Schema.String,
-  authorization_servers: Schema.Array(Schema.String),
-  bearer_methods_supported: Schema.Array(Schema.String),
-  scopes_supported: Schema.Array(Schema.String),
-  resource_name: Schema.String,
-  resource_documentation: Schema.String
+  resource: required(Schema.String, "The protected resource's URL (the MCP endpoint)"),
+  authorization_servers: required(Schema.Array(Schema.String), "Issuers that grant access to it"),
+  bearer_methods_supported: required(Schema.Array(Schema.String), "How a bearer token may be sent"),
+  scopes_supported: required(Schema.Array(Schema.String), "Scopes it understands"),
+  resource_name: required(Schema.String, "A human-readable name"),
+  resource_documentation: required(Schema.String, "Where its documentation is")
 }).annotations({ identifier: "ProtectedResourceMetadata" })
 
 /** RFC 8414 OAuth 2.0 Authorization Server Metadata (additional fields allowed). */
 export const AuthorizationServerMetadata = Schema.Struct({
-  issuer: Schema.String,
-  token_endpoint: Schema.String,
-  response_types_supported: Schema.Array(Schema.String),
-  grant_types_supported: Schema.Array(Schema.String),
-  scopes_supported: Schema.Array(Schema.String),
-  token_endpoint_auth_methods_supported: Schema.Array(Schema.String),
-  service_documentation: Schema.String
+  issuer: required(Schema.String, "The authorization server's issuer URL"),
+  token_endpoint: required(Schema.String, "Where tokens are requested"),
+  response_types_supported: required(Schema.Array(Schema.String), "OAuth response types supported"),
+  grant_types_supported: required(Schema.Array(Schema.String), "OAuth grant types supported"),
+  scopes_supported: required(Schema.Array(Schema.String), "Scopes that can be granted"),
+  token_endpoint_auth_methods_supported: required(Schema.Array(Schema.String), "How clients authenticate at the token endpoint"),
+  service_documentation: required(Schema.String, "Where the documentation is")
 }).annotations({ identifier: "AuthorizationServerMetadata" })

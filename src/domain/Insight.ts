@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { required } from "./Described.ts"
 import { PageNumber } from "./Page.ts"
 import { TraceId } from "./Ids.ts"
 
@@ -12,21 +13,21 @@ export type InsightSeverity = typeof InsightSeverity.Type
 
 /** A finding of the terminal-trace detection, in responses (camelCase). */
 export const Insight = Schema.Struct({
-  id: Schema.UUID,
-  traceId: TraceId,
-  kind: InsightKind,
-  severity: InsightSeverity,
-  message: Schema.String,
-  details: Schema.Unknown,
-  createdAt: Schema.String
+  id: required(Schema.UUID, "The finding's id"),
+  traceId: required(TraceId, "The trace it is about"),
+  kind: required(InsightKind, "What was detected"),
+  severity: required(InsightSeverity, "low, medium or high"),
+  message: required(Schema.String, "What was found, in one sentence"),
+  details: required(Schema.Unknown, "The evidence: span ids, counts, costs, depending on the kind"),
+  createdAt: required(Schema.String, "When it was found (ISO 8601)")
 }).annotations({ identifier: "Insight" })
 export type Insight = typeof Insight.Type
 
 export const InsightList = Schema.Struct({
-  items: Schema.Array(Insight),
-  total: Schema.Int,
-  limit: Schema.Int,
-  offset: Schema.Int
+  items: required(Schema.Array(Insight), "This page's findings, newest first"),
+  total: required(Schema.Int, "How many findings match, over all pages"),
+  limit: required(Schema.Int, "The page size asked for"),
+  offset: required(Schema.Int, "How many were skipped before this page")
 }).annotations({ identifier: "InsightList" })
 
 /** Query of GET /api/v1/insights (strict). */

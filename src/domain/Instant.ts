@@ -107,6 +107,13 @@ const generalMillis = (text: string): number | undefined => {
 const IsoDateTime = Schema.String.pipe(
   Schema.filter((s) => instantMillis(s) !== undefined, {
     message: () => "must be an ISO 8601 date-time with a zone between 1970 and 9999, e.g. 2026-01-01T00:00:00Z"
+  }),
+  // The API reference's text for every instant (this is the side it documents). In the JSON Schema annotation,
+  // not `description`: validation messages are written from that one.
+  Schema.annotations({
+    jsonSchema: {
+      description: "An instant as an ISO 8601 date-time with a time zone (e.g. 2026-06-01T09:30:00.000Z), between 1970 and 9999"
+    }
   })
 )
 

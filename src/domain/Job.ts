@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { required } from "./Described.ts"
 import { JobId } from "./Ids.ts"
 import { Instant } from "./Instant.ts"
 
@@ -8,14 +9,17 @@ export type JobStatus = typeof JobStatus.Type
 
 /** GET /api/v1/jobs/{id} */
 export const Job = Schema.Struct({
-  id: JobId,
-  kind: Schema.String,
-  status: JobStatus,
-  attempts: Schema.Int,
-  error: Schema.NullOr(Schema.String),
-  createdAt: Instant,
-  updatedAt: Instant,
-  progress: Schema.optional(Schema.Struct({ done: Schema.Int, total: Schema.Int })).annotations({
+  id: required(JobId, "The job's id"),
+  kind: required(Schema.String, "What the job does (batch.run, trace processing…)"),
+  status: required(JobStatus, "Where the job is"),
+  attempts: required(Schema.Int, "How many times it was started (failed attempts are retried)"),
+  error: required(Schema.NullOr(Schema.String), "Why the last attempt failed, or null"),
+  createdAt: required(Instant, "When it was queued (ISO 8601)"),
+  updatedAt: required(Instant, "When it last changed (ISO 8601)"),
+  progress: Schema.optional(Schema.Struct({
+    done: required(Schema.Int, "Operations done"),
+    total: required(Schema.Int, "Operations in all")
+  })).annotations({
     description: "Jobs that report progress (batch.run): operations done out of total"
   }),
   result: Schema.optional(Schema.Unknown).annotations({

@@ -38,13 +38,16 @@ export const unstorableReason = (value: unknown, depth = 0): string | undefined 
 /** Any JSON value that PostgreSQL can store. */
 export const JsonValue = Schema.Unknown.pipe(
   Schema.filter((u) => unstorableReason(u)),
-  Schema.annotations({ identifier: "JsonValue", jsonSchema: {} })
+  Schema.annotations({
+    identifier: "JsonValue",
+    jsonSchema: { description: "Any JSON value: object, array, string, number, boolean or null" }
+  })
 )
 
 /** A free-form JSON object that PostgreSQL can store. */
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
   Schema.filter((u) => unstorableReason(u)),
-  Schema.annotations({ identifier: "JsonObject" })
+  Schema.annotations({ identifier: "JsonObject", jsonSchema: { description: "A JSON object of your own keys and values" } })
 )
 
 /** Text that PostgreSQL can store, at most `max` characters. */

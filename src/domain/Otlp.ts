@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { required } from "./Described.ts"
 
 /**
  * One OTLP span after decoding (JSON or protobuf), flattened with its resource and scope. Attribute values
@@ -48,8 +49,11 @@ export const OtlpJsonRequest = Schema.Struct({
 }).annotations({ identifier: "ExportTraceServiceRequest" })
 
 export const OtlpTraceResult = Schema.Struct({
-  partialSuccess: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
-  traces_created: Schema.Int.pipe(Schema.nonNegative()),
-  spans_ingested: Schema.Int.pipe(Schema.nonNegative())
+  partialSuccess: required(
+    Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+    "OTLP's partial success: empty when every span was accepted, else rejectedSpans and an errorMessage"
+  ),
+  traces_created: required(Schema.Int.pipe(Schema.nonNegative()), "Traces this export created"),
+  spans_ingested: required(Schema.Int.pipe(Schema.nonNegative()), "Spans this export recorded")
 }).annotations({ identifier: "OtlpTraceResult" })
 export type OtlpTraceResult = typeof OtlpTraceResult.Type

@@ -20,7 +20,11 @@ export const SearchFilters = Schema.Struct({
   min_duration_ms: Schema.optional(Schema.Int).annotations({
     description: "Spans that lasted at least this long: duration_ms, or ended_at − started_at when duration_ms is absent"
   })
-}).annotations({ identifier: "SearchFilters", ...strict })
+}).annotations({
+  identifier: "SearchFilters",
+  description: "Narrows the spans searched; every filter given must hold",
+  ...strict
+})
 export type SearchFilters = typeof SearchFilters.Type
 
 /** Body of POST /api/v1/search (strict). */

@@ -19,6 +19,13 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
 export const SpanBatch = spanBatchPayload(MAX_SPANS_PER_REQUEST)
 
+/**
+ * A boolean with its description in the JSON Schema itself: this struct has defaults, so the reference shows its
+ * encoded side, where a property's own description is dropped (a `description` annotation would change the
+ * validation message instead).
+ */
+const DescribedBoolean = (description: string) => Schema.Boolean.annotations({ jsonSchema: { type: "boolean", description } })
+
 /** Body of POST /api/v1/traces (strict: unknown fields are refused). */
 export const CreateTraceRequest = withExamples(
   Schema.Struct({
@@ -36,8 +43,8 @@ export const CreateTraceRequest = withExamples(
     total_duration_ms: optional(Count, "Duration in milliseconds; omitted, from the spans' times"),
     metadata: optional(JsonObject, "Free-form attributes (user id, version, tags)"),
     session_id: optional(Text(100), "Groups the traces of one conversation or user session"),
-    lossy: optional(Schema.Boolean, "The recorder dropped some spans (a full queue)"),
-    terminated_early: optional(Schema.Boolean, "The run was stopped before it finished (a guardrail, a timeout)"),
+    lossy: optional(DescribedBoolean("The recorder dropped some spans (a full queue)"), "The recorder dropped some spans (a full queue)"),
+    terminated_early: optional(DescribedBoolean("The run was stopped before it finished (a guardrail, a timeout)"), "The run was stopped before it finished (a guardrail, a timeout)"),
     ended_at: optional(Instant, "When the run ended (ISO 8601)"),
     spans: Schema.optionalWith(SpanBatch, { default: () => [] }).annotations({ description: "The run's spans, at most 1000; more can be added while it runs" })
   }).annotations({ identifier: "CreateTraceRequest", ...strict }),
