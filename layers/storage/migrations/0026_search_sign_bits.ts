@@ -4,7 +4,8 @@ import { Effect } from "effect"
 // The sign bits of each span's embedding (bit i set when component i is positive), written beside the vector by
 // SpanIndex.store. Without pgvector, search orders the rows that pass the filters by the Hamming distance of these
 // bits to the query's (bit_count of the XOR: a short bit string per row, no array to unnest) and re-ranks only the
-// best few hundred by the exact cosine. With pgvector the column is written but unused (HNSW answers).
+// best few hundred by the exact cosine. With pgvector the column is written but unused (HNSW answers), and no index
+// is built on it.
 // Existing rows are backfilled here in batches of BATCH rows (each a bounded statement); a row written later by an
 // older instance without the bits has NULL, which the search ranks first among the candidates so it is always
 // re-ranked exactly rather than lost.
@@ -27,5 +28,16 @@ export default Effect.gen(function*() {
       )
       SELECT count(*)::int AS n FROM done`
     if ((updated[0]?.n ?? 0) < BATCH) break
+  }
+  // Without pgvector (embedding is real[]): the prefilter reads every matching row's bits, and a span_embeddings row
+  // is about a kilobyte inline (its vector is below the TOAST threshold), so a scan of the table reads them all.
+  // This covering index holds just the bits and keys: an unfiltered search is an index-only scan of it.
+  const column = yield* sql<{ type: string }>`
+    SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute
+    WHERE attrelid = 'span_embeddings'::regclass AND attname = 'embedding'`
+  if (column[0]?.type === "real[]") {
+    yield* sql`
+      CREATE INDEX IF NOT EXISTS span_embeddings_sign_bits
+      ON span_embeddings (account_id, embedder, dims) INCLUDE (trace_id, span_id, sign_bits)`
   }
 })
