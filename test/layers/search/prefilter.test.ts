@@ -7,6 +7,8 @@ import { Embedder } from "#layers/search/Embedder"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
 import { type PendingSpan, SpanIndex } from "#layers/search/SpanIndex"
 import { StorageLive } from "#layers/storage/Sql"
+import { signBits } from "#layers/search/VectorText"
+import backfillSignBits from "#layers/storage/migrations/0026_search_sign_bits"
 import { RUN_QUERIES, runSpans } from "../../fixtures/search/agentRuns.ts"
 import { createTestDatabase, type TestDatabase } from "../../support/Database.ts"
 import { uuid } from "../../support/Fixtures.ts"
@@ -157,5 +159,26 @@ describe("sign-bit prefilter and exact re-rank", () => {
       sql<{ n: number }>`SELECT count(*)::int AS n FROM span_embeddings WHERE sign_bits IS NULL OR length(sign_bits) <> dims`
     ).pipe(Effect.orDie))
     expect(missing[0]!.n).toBe(0)
+  })
+
+  test("migration 0026 backfills rows stored without sign bits with the bits the store writes", async () => {
+    const before = await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ span_id: string; bits: string }>`
+        SELECT span_id, sign_bits::text AS bits FROM span_embeddings WHERE account_id = ${RANDOM} ORDER BY span_id LIMIT 50`
+    ).pipe(Effect.orDie))
+    await runtime.runPromise(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE span_embeddings SET sign_bits = NULL`
+      yield* backfillSignBits
+    }).pipe(Effect.orDie))
+    const after = await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ span_id: string; bits: string; nulls: number }>`
+        SELECT span_id, sign_bits::text AS bits,
+               (SELECT count(*)::int FROM span_embeddings WHERE sign_bits IS NULL) AS nulls
+        FROM span_embeddings WHERE account_id = ${RANDOM} ORDER BY span_id LIMIT 50`
+    ).pipe(Effect.orDie))
+    expect(after.map((r) => r.bits)).toEqual(before.map((r) => r.bits))
+    expect(after[0]!.nulls).toBe(0)
+    expect(signBits([0.5, -0.25, 0, 0.00000004, 1e-6])).toBe("10001")
   })
 })
