@@ -103,6 +103,40 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
   }, 60_000)
 })
 
+describe("blocked checks write nothing to their run", () => {
+  test("three blocks on a never-allowed run leave no run row; three on an allowed run leave its version as it was", async () => {
+    const project = uuid()
+    const created = await a.post("/api/v1/guardrails", { type: "budget_usd", project_id: project, params: { max_usd: 1 } })
+    expect(created.status).toBe(200)
+    const runRow = (run: string) =>
+      a.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ version: string; spent: number }>`
+          SELECT xmin::text AS version, spent_usd::float8 AS spent FROM enforcement_runs WHERE run_id = ${run}`))
+
+    const never = `never-${uuid()}`
+    for (let i = 0; i < 3; i++) {
+      expect((await check(a, { run_id: never, project_id: project, proposed_usd: 5 })).verdict).toBe("block")
+    }
+    expect(await runRow(never)).toEqual([])
+    // Decided and recorded all the same.
+    expect((await decisionsOf(never, 3)).map((d) => d.verdict)).toEqual(["block", "block", "block"])
+
+    const spent = `spent-${uuid()}`
+    expect((await check(a, { run_id: spent, project_id: project, proposed_usd: 0.5 })).verdict).toBe("allow")
+    const [before] = await runRow(spent)
+    expect(before!.spent).toBe(0.5)
+    // In parallel too (one batch), and from the other instance when there are two.
+    const blocks = await Promise.all(
+      [a, b, a].map((server) => check(server, { run_id: spent, project_id: project, proposed_usd: 0.9 }))
+    )
+    expect(blocks.map((d) => d.verdict)).toEqual(["block", "block", "block"])
+    expect(await runRow(spent)).toEqual([before!])
+    // The run still counts: what is left of the budget is allowed.
+    expect((await check(b, { run_id: spent, project_id: project, proposed_usd: 0.5 })).verdict).toBe("allow")
+    expect((await runRow(spent))[0]!.spent).toBe(1)
+  })
+})
+
 describe("checks first under overload", () => {
   test("while checks wait for their turn past TAPEDECK_ENFORCEMENT_SHED_INGEST_MS, new exports are shed with 503 and Retry-After", async () => {
     const server = await startTestServer({
