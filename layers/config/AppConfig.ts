@@ -86,6 +86,10 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
         Config.validate({ message: "must be 1 to 64", validation: (n) => n >= 1 && n <= 64 }),
         Config.withDefault(8)
       ),
+      // A JSON file of model prices over the built-in table (layers/llm/Prices.ts), for estimated span costs.
+      modelPricesFile: yield* Config.option(Config.string("TAPEDECK_MODEL_PRICES_FILE").pipe(
+        Config.validate({ message: "must be a file path", validation: (s) => s.trim() !== "" })
+      )),
       jobMaxAttempts: yield* Config.integer("TAPEDECK_JOB_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
       jobBackoffMs: yield* Config.integer("TAPEDECK_JOB_BACKOFF_MS").pipe(Config.withDefault(1000)),
       jobPollMs: yield* Config.integer("TAPEDECK_JOB_POLL_MS").pipe(Config.withDefault(500)),

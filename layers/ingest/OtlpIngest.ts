@@ -5,6 +5,7 @@ import type { DecodedExport } from "#src/domain/Otlp"
 import type { TraceStatus } from "#src/domain/Trace"
 import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
+import { ModelPrices } from "../llm/Prices.ts"
 import { SEARCH_INDEX_JOB } from "../search/Search.ts"
 import { copyMessage } from "../storage/PgCopy.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
@@ -55,6 +56,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
     const store = yield* OtlpStore
     const jobs = yield* JobQueue
     const stream = yield* StreamEvents
+    const prices = yield* ModelPrices
 
     /** The stream row, terminal jobs and search-indexing job of the traces written (same transaction). */
     const announce = Effect.fn("OtlpIngest.announce")(function*(
@@ -88,7 +90,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
         for (const [id, fresh] of incoming) {
           // fromRow leaves absent fields absent (never undefined), which is what StoredSpan means.
           const earlier = ((stored.get(id) ?? []) as ReadonlyArray<StoredSpan>).filter((s) => !fresh.has(s.id))
-          const finalized = finalizeWith(earlier, fresh)
+          const finalized = finalizeWith(earlier, fresh, prices.table)
           finalOwn.push(...finalized.spans)
           for (const update of finalized.earlierUpdates) updates.push({ ...update, traceId: id })
           traces.push({ id, trace: finalized.trace })
@@ -178,5 +180,5 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
 
     return { ingest, ingestPrepared } as const
   }),
-  dependencies: [OtlpStore.Default, JobQueue.Default, StreamEvents.Default]
+  dependencies: [OtlpStore.Default, JobQueue.Default, StreamEvents.Default, ModelPrices.Default]
 }) {}

@@ -2,6 +2,7 @@ import { Either } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
 import { toRecord } from "../traces/SpanRecords.ts"
+import { DEFAULT_PRICES, type PriceTable } from "../llm/Prices.ts"
 import { CopyData, copyJson, copyText } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
 import { type MappedSpan, mapSpan } from "./GenAiMapping.ts"
@@ -57,10 +58,10 @@ export const traceStarts = (spans: ReadonlyArray<MappedSpan>) => {
 
 /**
  * Finalizes one trace from its spans stored earlier and this request's (`fresh`, by span id): this request's spans
- * with their final agent fields and usage, the changes to earlier spans, and the trace's derived fields.
+ * with their final agent fields, usage and estimated costs, the changes to earlier spans, and the trace's derived fields.
  */
-export const finalizeWith = (earlier: ReadonlyArray<StoredSpan>, fresh: ReadonlyMap<string, MappedSpan>) => {
-  const finalized = finalizeTrace([...earlier, ...[...fresh.values()].map((m) => m.span)])
+export const finalizeWith = (earlier: ReadonlyArray<StoredSpan>, fresh: ReadonlyMap<string, MappedSpan>, prices: PriceTable) => {
+  const finalized = finalizeTrace([...earlier, ...[...fresh.values()].map((m) => m.span)], prices)
   const changed = new Map(finalized.spanUpdates.map((u) => [u.id, u]))
   const spans: Array<MappedSpan> = []
   for (const m of fresh.values()) {
@@ -170,14 +171,17 @@ export interface PreparedExport {
   readonly copy: Uint8Array
 }
 
-/** Prepares an export on the assumption that every trace in it is new (the writer checks, and starts over if not). */
-export const prepareExport = (accountId: AccountId, decoded: DecodedExport): PreparedExport => {
+/**
+ * Prepares an export on the assumption that every trace in it is new (the writer checks, and starts over if not),
+ * estimating missing costs from `prices` (the server's table, which the preparing thread is sent).
+ */
+export const prepareExport = (accountId: AccountId, decoded: DecodedExport, prices: PriceTable = DEFAULT_PRICES): PreparedExport => {
   const { reasons, rejected, spans } = mapAll(accountId, decoded)
   const starts = traceStarts(spans)
   const traces: Array<PreparedTrace> = []
   const finalSpans: Array<MappedSpan> = []
   for (const [id, fresh] of byTrace(spans)) {
-    const finalized = finalizeWith([], fresh)
+    const finalized = finalizeWith([], fresh, prices)
     finalSpans.push(...finalized.spans)
     const start = starts.get(id)!
     traces.push({ ...start, trace: finalized.trace, spanIds: [...fresh.keys()], totals: totalsOf(finalized.spans) })

@@ -10,13 +10,13 @@ import type { PrepareReply, PrepareRequest } from "./OtlpPreparer.ts"
 declare const self: Worker
 
 self.onmessage = (event: MessageEvent<PrepareRequest>) => {
-  const { id, accountId, body, contentEncoding, maxDecompressedBytes } = event.data
+  const { id, accountId, body, contentEncoding, maxDecompressedBytes, prices } = event.data
   let reply: PrepareReply
   try {
     const decoded = decodeProtobufBody(body, contentEncoding, maxDecompressedBytes)
     if (Either.isLeft(decoded)) reply = { id, refusal: decoded.left }
     else {
-      const prepared = prepareExport(accountId as AccountId, decoded.right)
+      const prepared = prepareExport(accountId as AccountId, decoded.right, new Map(prices))
       reply = { id, prepared }
     }
   } catch (error) {

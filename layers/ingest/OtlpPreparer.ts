@@ -1,6 +1,7 @@
 import { Context, Effect, Option } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import { AppConfig } from "../config/AppConfig.ts"
+import { type ModelPrice, ModelPrices } from "../llm/Prices.ts"
 import type { PreparedExport } from "./OtlpPrepare.ts"
 
 /** Bodies below this size are prepared on the request's thread: the hand-over would cost more than it saves. */
@@ -12,6 +13,8 @@ export interface PrepareRequest {
   readonly body: Uint8Array
   readonly contentEncoding: string | undefined
   readonly maxDecompressedBytes: number
+  /** The server's price table (defaults and overrides), for costs estimated on the thread. */
+  readonly prices: ReadonlyArray<readonly [string, ModelPrice]>
 }
 
 /** The thread's answer. */
@@ -37,6 +40,7 @@ export type Prepared =
 export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpPreparer", {
   scoped: Effect.gen(function*() {
     const config = yield* AppConfig
+    const prices = [...(yield* ModelPrices).table]
     const enabled = config.ingestPrepareThread && Option.isSome(config.databaseUrl)
     const script = Option.getOrElse(
       yield* Effect.serviceOption(PrepareThreadScript),
@@ -92,7 +96,8 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
             accountId,
             body,
             contentEncoding,
-            maxDecompressedBytes: config.ingestMaxDecompressedBytes
+            maxDecompressedBytes: config.ingestMaxDecompressedBytes,
+            prices
           }
           // Copied, not moved: the caller keeps the body for the case it has to map the export itself.
           thread.worker.postMessage(request)
@@ -103,5 +108,5 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
 
     return { prepare } as const
   }),
-  dependencies: [AppConfig.Default]
+  dependencies: [AppConfig.Default, ModelPrices.Default]
 }) {}

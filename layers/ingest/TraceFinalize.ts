@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto"
 import { SPAN_TEXT_LIMITS } from "#src/domain/Span"
+import { estimatedCost, type PriceTable } from "../llm/Prices.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
 
 /** A span of an OTLP trace as reloaded from storage: the mapped shape, absent optionals absent. */
@@ -19,6 +20,8 @@ export interface TraceFinalization {
     input_tokens?: number
     output_tokens?: number
     cost?: number
+    /** Set with `cost` when that cost is the price table's estimate (stored as the span's `cost_estimated`). */
+    cost_estimated?: true
   }>
   readonly trace: {
     name: string | null
@@ -30,6 +33,8 @@ export interface TraceFinalization {
     endedAt: string | null
     metadata: Record<string, unknown>
     environment: "production" | "sandbox"
+    /** The project a sender named (openinference.project.name); absent leaves the trace's project as it is. */
+    projectId?: string
   }
 }
 
@@ -110,10 +115,10 @@ const byStart = (x: Node, y: Node) => x.startMs - y.startMs || (x.span.id < y.sp
 
 /**
  * Finalizes one OTLP trace from all its stored spans (docs/otel-mapping.md, "Agents" to "Traces"): inherited agent fields,
- * promotion of orphan aggregate usage, and the trace row's derived fields. Pure and total; spans may arrive
- * in any order, and a span whose parent is not among them has no known ancestors.
+ * promotion of orphan aggregate usage, the trace row's derived fields and, given `prices`, estimated costs.
+ * Pure and total; spans may arrive in any order, and a span whose parent is not among them has no known ancestors.
  */
-export const finalizeTrace = (spans: ReadonlyArray<StoredSpan>): TraceFinalization => {
+export const finalizeTrace = (spans: ReadonlyArray<StoredSpan>, prices?: PriceTable): TraceFinalization => {
   const nodes = spans.map(nodeOf)
   const byId = new Map<string, Node>()
   for (const n of nodes) if (!byId.has(n.span.id)) byId.set(n.span.id, n)
@@ -133,7 +138,8 @@ export const finalizeTrace = (spans: ReadonlyArray<StoredSpan>): TraceFinalizati
     return u
   }
   resolveAgents(nodes, updateOf)
-  promoteUsage(nodes, updateOf)
+  const costPromoted = promoteUsage(nodes, updateOf)
+  if (prices !== undefined) estimateCosts(nodes, prices, updates, updateOf, costPromoted)
 
   return { spanUpdates: [...updates.values()], trace: deriveTrace(ordered, byId) }
 }
@@ -242,7 +248,8 @@ const postOrder = (nodes: ReadonlyArray<Node>): Array<Node> => {
  * so an aggregate cost still counts when the children report tokens without cost. A child reporting zero
  * tokens (streaming without usage) does not count as reporting.
  */
-const promoteUsage = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUpdate) => {
+const promoteUsage = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUpdate): ReadonlySet<Node> => {
+  const promotedCost = new Set<Node>()
   const tokensBelow = new Set<Node>()
   const costBelow = new Set<Node>()
   const hasTokens = new Set<Node>()
@@ -269,10 +276,48 @@ const promoteUsage = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUpd
     const promoteCost = !cost && agg.cost !== undefined
     const wantCost = promoteCost ? agg.cost : s.cost !== undefined ? 0 : undefined
     if (promoteTokens && ((agg.input_tokens ?? 0) > 0 || (agg.output_tokens ?? 0) > 0)) hasTokens.add(n)
-    if (promoteCost && agg.cost! > 0) hasCost.add(n)
+    if (promoteCost && agg.cost! > 0) {
+      hasCost.add(n)
+      promotedCost.add(n)
+    }
     if (wantIn !== undefined && wantIn !== s.input_tokens) updateOf(n).input_tokens = wantIn
     if (wantOut !== undefined && wantOut !== s.output_tokens) updateOf(n).output_tokens = wantOut
     if (wantCost !== undefined && wantCost !== s.cost) updateOf(n).cost = wantCost
+  }
+  return promotedCost
+}
+
+/**
+ * A span with a model and tokens but no cost (sent or promoted) gets the price table's estimate, marked
+ * `cost_estimated`; except below a span whose promoted aggregate cost already counts the calls under it.
+ */
+const estimateCosts = (
+  nodes: ReadonlyArray<Node>,
+  prices: PriceTable,
+  updates: ReadonlyMap<Node, SpanUpdate>,
+  updateOf: (n: Node) => SpanUpdate,
+  costPromoted: ReadonlySet<Node>
+) => {
+  const limit = nodes.length + 1
+  const covered = (n: Node) => {
+    let cur = n.parent
+    for (let steps = 0; cur !== undefined && steps < limit; steps++, cur = cur.parent) {
+      if (costPromoted.has(cur)) return true
+    }
+    return false
+  }
+  for (const n of nodes) {
+    const u = updates.get(n)
+    if ((u?.cost ?? n.span.cost) !== undefined || n.span.model === undefined) continue
+    const cost = estimatedCost(prices, {
+      model: n.span.model,
+      input_tokens: u?.input_tokens ?? n.span.input_tokens,
+      output_tokens: u?.output_tokens ?? n.span.output_tokens
+    })
+    if (cost === undefined || covered(n)) continue
+    const update = updateOf(n)
+    update.cost = cost
+    update.cost_estimated = true
   }
 }
 
@@ -339,9 +384,24 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
     for (const t of n.hints.tags) if (typeof t === "string" && tags.length < MAX_TAGS && !tags.includes(t)) tags.push(t)
   }
   if (tags.length > 0) metadata.tags = tags
-  // Sandbox only when a sender says so explicitly (langfuse.environment / deployment.environment.name).
+  // Sandbox only when a sender says so explicitly (langfuse.environment / deployment.environment.name); any other
+  // environment name is kept, and filterable, as metadata.environment.
   const sandbox = ordered.some((n) => text(n.hints.environment)?.trim().toLowerCase() === "sandbox")
+  const environmentName = firstOf(root, ordered, (n) => text(n.hints.environment))
   if (sandbox) metadata.environment = "sandbox"
+  else if (environmentName !== undefined) metadata.environment = environmentName
+  const release = firstOf(root, ordered, (n) => text(n.hints.release))
+  if (release !== undefined) metadata.release = release
+  const version = firstOf(root, ordered, (n) => text(n.hints.version))
+  if (version !== undefined) metadata.version = version
+  // Trace metadata from the vendor conventions: every span's, the root's winning on a shared key.
+  let sent: Json | undefined
+  for (const n of root === undefined ? ordered : [...ordered.filter((o) => o !== root), root]) {
+    const m = n.hints.metadata
+    if (typeof m === "object" && m !== null && !Array.isArray(m)) sent = { ...sent, ...(m as Json) }
+  }
+  if (sent !== undefined) metadata.metadata = sent
+  const project = firstOf(root, ordered, (n) => text(n.hints.project_id))
 
   const trace: TraceFinalization["trace"] = {
     name,
@@ -352,6 +412,7 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
     metadata,
     environment: sandbox ? "sandbox" : "production"
   }
+  if (project !== undefined) trace.projectId = project
   if (input !== undefined) trace.input = input
   if (output !== undefined) trace.output = output
   return trace

@@ -1,4 +1,7 @@
+import { readFileSync } from "node:fs"
 import { Config, ConfigError, Effect, Either, Option, ParseResult, Schema } from "effect"
+import { MAX_AMOUNT } from "#src/domain/Json"
+import { AppConfig } from "../config/AppConfig.ts"
 
 /** The price of one model in USD per million tokens. */
 export interface ModelPrice {
@@ -43,6 +46,23 @@ export const DEFAULT_PRICES: PriceTable = new Map([
   ["gemini-2.5-flash", price(0.3, 2.5)]
 ])
 
+/**
+ * Other names of listed models, which neither a prefix nor a `vendor/` prefix reaches: dotted versions, `-latest`
+ * and ChatGPT aliases, Bedrock and Vertex spellings. Looked up after the exact id and before prefixes.
+ */
+export const MODEL_ALIASES: ReadonlyMap<string, string> = new Map([
+  ["chatgpt-4o-latest", "gpt-4o"],
+  ["gpt-4o-latest", "gpt-4o"],
+  ["claude-3.5-sonnet", "claude-3-5-sonnet"],
+  ["claude-3.7-sonnet", "claude-3-7-sonnet"],
+  ["claude-3.5-haiku", "claude-3-5-haiku"],
+  ["claude-sonnet-4-0", "claude-sonnet-4"],
+  ["claude-opus-4-0", "claude-opus-4"]
+])
+
+/** Cloud prefixes in front of a model id: `anthropic.claude-3-5-sonnet-20241022-v2:0` (Bedrock), `us.anthropic.…`. */
+const CLOUD_PREFIX = /^(?:(?:us|eu|apac|global)\.)?(?:anthropic|openai|meta|mistral|amazon|google|cohere)\./
+
 /** Characters that end a model family's name inside a longer id: `gpt-4o-2024-08-06`, `claude-3-5-haiku@20241022`. */
 const SEPARATORS = new Set(["-", ":", "@", "_"])
 
@@ -63,10 +83,13 @@ const longestPrefixMatch = (table: PriceTable, model: string): ModelPrice | unde
  */
 export const priceOf = (table: PriceTable, model: string): ModelPrice | undefined => {
   const id = model.trim().toLowerCase()
-  const found = table.get(id) ?? longestPrefixMatch(table, id)
+  const alias = MODEL_ALIASES.get(id)
+  const found = table.get(id) ?? (alias === undefined ? undefined : table.get(alias)) ?? longestPrefixMatch(table, id)
   if (found !== undefined) return found
   const slash = id.lastIndexOf("/")
-  return slash >= 0 ? priceOf(table, id.slice(slash + 1)) : undefined
+  if (slash >= 0) return priceOf(table, id.slice(slash + 1))
+  const cloud = CLOUD_PREFIX.exec(id)
+  return cloud !== null ? priceOf(table, id.slice(cloud[0].length)) : undefined
 }
 
 /** The cost in USD of a call, or undefined for a model the table does not know. */
@@ -81,6 +104,41 @@ export const costOf = (
   // Rounded to 1e-12 USD, which removes float noise from decimal prices (0.0005253, not 0.0005252999999999999).
   const microUsd = inputTokens * entry.inputPerMtok + outputTokens * entry.outputPerMtok
   return Math.round(microUsd * 1e6) / 1e12
+}
+
+/** The additional span field that marks a cost Tapedeck estimated from its price table. */
+export const COST_ESTIMATED = "cost_estimated"
+
+/**
+ * The cost a span gets when it was sent without one: its model's price times its tokens, for a span that names a
+ * model the table knows and counts some tokens; undefined otherwise (a sent cost is never replaced: callers
+ * only ask for spans without one).
+ */
+export const estimatedCost = (
+  table: PriceTable,
+  span: { readonly model?: string | undefined; readonly input_tokens?: number | undefined; readonly output_tokens?: number | undefined }
+): number | undefined => {
+  if (span.model === undefined || span.model === "") return undefined
+  const input = span.input_tokens ?? 0
+  const output = span.output_tokens ?? 0
+  if (input + output <= 0) return undefined
+  const cost = costOf(table, span.model, input, output)
+  return cost === undefined ? undefined : Math.min(cost, MAX_AMOUNT)
+}
+
+/**
+ * A span as stored: without a cost, it gets the estimate and `cost_estimated: true` (an additional field, returned
+ * with the span); with a cost, or none to estimate, it is returned as it came.
+ */
+export const withEstimatedCost = <S extends {
+  readonly model?: string | undefined
+  readonly input_tokens?: number | undefined
+  readonly output_tokens?: number | undefined
+  readonly cost?: number | undefined
+}>(table: PriceTable, span: S): S => {
+  if (span.cost !== undefined) return span
+  const cost = estimatedCost(table, span)
+  return cost === undefined ? span : { ...span, cost, [COST_ESTIMATED]: true }
 }
 
 const PerMtok = Schema.Number.pipe(Schema.finite(), Schema.nonNegative())
@@ -130,20 +188,43 @@ const PriceOverridesConfig = Config.string("TAPEDECK_MODEL_PRICES").pipe(
   Config.withDefault(Option.none())
 )
 
-/** Model prices: the built-in defaults with TAPEDECK_MODEL_PRICES applied, read once at startup. */
+/** TAPEDECK_MODEL_PRICES_FILE: the same JSON object as TAPEDECK_MODEL_PRICES, in a file (unreadable or invalid: startup fails). */
+const readPriceFile = (path: string) =>
+  Effect.try({
+    try: () => readFileSync(path, "utf8"),
+    catch: (e) => ConfigError.InvalidData(["TAPEDECK_MODEL_PRICES_FILE"], `cannot read ${path}: ${e instanceof Error ? e.message : String(e)}`)
+  }).pipe(
+    Effect.flatMap((json) =>
+      Either.mapLeft(decodeOverrides(json), (e) =>
+        ConfigError.InvalidData(
+          ["TAPEDECK_MODEL_PRICES_FILE"],
+          `${path}: expected a JSON object {"<model>": {"input_per_mtok": number, "output_per_mtok": number}}: ${describeIssues(e)}`
+        ))
+    )
+  )
+
+/**
+ * Model prices: the built-in defaults, then the file TAPEDECK_MODEL_PRICES_FILE names, then TAPEDECK_MODEL_PRICES,
+ * each replacing or extending the one before; read once at startup.
+ */
 export class ModelPrices extends Effect.Service<ModelPrices>()("tapedeck/ModelPrices", {
   effect: Effect.gen(function*() {
+    const config = yield* AppConfig
+    const fromFile = Option.isSome(config.modelPricesFile) ? yield* readPriceFile(config.modelPricesFile.value) : undefined
     const overrides = yield* PriceOverridesConfig
+    const base = fromFile === undefined ? DEFAULT_PRICES : withOverrides(DEFAULT_PRICES, fromFile)
     const table = Option.match(overrides, {
-      onNone: () => DEFAULT_PRICES,
-      onSome: (o) => withOverrides(DEFAULT_PRICES, o)
+      onNone: () => base,
+      onSome: (o) => withOverrides(base, o)
     })
     // Plain functions, not Effect.fn: a map lookup needs neither a span nor an error channel.
     return {
       table,
       priceOf: (model: string) => priceOf(table, model),
       costOf: (model: string, inputTokens: number, outputTokens: number) =>
-        costOf(table, model, inputTokens, outputTokens)
+        costOf(table, model, inputTokens, outputTokens),
+      withEstimatedCost: <S extends Parameters<typeof withEstimatedCost>[1]>(span: S) => withEstimatedCost(table, span)
     } as const
-  })
+  }),
+  dependencies: [AppConfig.Default]
 }) {}

@@ -1,7 +1,6 @@
 import { Effect, Layer, Runtime } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { Embedder } from "./Embedder.ts"
-import { conceptsOf } from "./Thesaurus.ts"
 import { chunkMemo, chunkWords } from "./Tokenize.ts"
 import { loadWordVectors, SOURCE_VOCABULARY, type WordVectors } from "./WordVectors.ts"
 
@@ -59,15 +58,12 @@ interface ChunkFeatures {
   /** Its hashed lexical features: dimension and signed weight. */
   readonly lexicalDims: ReadonlyArray<number>
   readonly lexicalWeights: ReadonlyArray<number>
-  /** The thesaurus heads of its words (possibly repeated). */
-  readonly heads: ReadonlyArray<string>
 }
 
 /**
  * The offline embedding of a text: a SIF-weighted average of GloVe vectors (the common component removed)
  * beside hashed lexical features (known words at half weight, identifiers, and character 3- and 4-grams of
  * unknown words, so "ETIMEDOUT" and "timed out" share something), each part normalised, the whole unit-length.
- * The text is first extended with the thesaurus heads of its words (Thesaurus.ts).
  *
  * What a chunk of text contributes is computed once and kept in a bounded memo (the words of agent spans repeat
  * a lot); it is added in the original order, so the result is exactly that of embedding word by word.
@@ -84,7 +80,6 @@ export const makeOfflineEmbedding = (wv: WordVectors) => {
     const rows: Array<number> = []
     const featureDims: Array<number> = []
     const featureWeights: Array<number> = []
-    const heads: Array<string> = []
     const feature = (key: string, weight: number) => {
       const h = hash(key)
       featureDims.push((h >>> 1) % HASH_DIMS)
@@ -94,7 +89,6 @@ export const makeOfflineEmbedding = (wv: WordVectors) => {
       chunk,
       ascii,
       (word) => {
-        for (const head of conceptsOf(word)) heads.push(head)
         const row = wv.index.get(word)
         if (row !== undefined) {
           rows.push(row)
@@ -113,7 +107,7 @@ export const makeOfflineEmbedding = (wv: WordVectors) => {
     )
     // Most chunks are one word: empty lists are shared, to keep the memo small.
     const kept = <A>(xs: Array<A>): ReadonlyArray<A> => xs.length === 0 ? NONE : xs
-    return { rows: kept(rows), lexicalDims: kept(featureDims), lexicalWeights: kept(featureWeights), heads: kept(heads) }
+    return { rows: kept(rows), lexicalDims: kept(featureDims), lexicalWeights: kept(featureWeights) }
   }
   const features = chunkMemo(16_384, 48, chunkFeatures)
   const wordDims = wv.dims
@@ -140,13 +134,7 @@ export const makeOfflineEmbedding = (wv: WordVectors) => {
       }
       for (let k = 0; k < f.lexicalDims.length; k++) lexical[f.lexicalDims[k]!]! += f.lexicalWeights[k]!
     }
-    // The words of the input, then those of its concept text (`conceptText(input)`, as if appended on a new line).
-    const heads = new Set<string>()
-    features(input, (f) => {
-      add(f)
-      for (let i = 0; i < f.heads.length; i++) heads.add(f.heads[i]!)
-    })
-    if (heads.size > 0) features([...heads].join(" "), add)
+    features(input, add)
 
     let dot = 0
     for (let d = 0; d < wv.dims; d++) dot += semantic[d]! * common[d]!
@@ -163,7 +151,7 @@ export const makeOfflineEmbedding = (wv: WordVectors) => {
 }
 
 export const OFFLINE_DIMS = 100 + HASH_DIMS
-export const OFFLINE_EMBEDDER_ID = `offline:glove-sg100d-sif+hash${HASH_DIMS}:v1:${OFFLINE_DIMS}`
+export const OFFLINE_EMBEDDER_ID = `offline:glove-sg100d-sif+hash${HASH_DIMS}:v2:${OFFLINE_DIMS}`
 
 // One read-only copy per process (several servers in one test process share it).
 let shared: Promise<WordVectors> | undefined

@@ -5,7 +5,6 @@ import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
 import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
-import { conceptText } from "./Thesaurus.ts"
 import { vectorLiteral } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
@@ -13,9 +12,19 @@ export type IndexMode = "pgvector-hnsw" | "exact-fallback"
 
 /** HNSW indexes `vector` up to 2000 dimensions; a larger model is searched exactly. */
 export const HNSW_MAX_DIMS = 2000
-/** Weight of the full-text rank (0..1, ts_rank_cd normalised by rank/(rank+1)) added to the cosine for ranking. */
-export const TEXT_BOOST = 0.6
-/** Vector candidates fetched at least, before the hybrid re-rank and the page cut. */
+/**
+ * Reciprocal rank fusion: a span's `score` is the sum over the legs that found it of 1 / (RRF_K + its rank in that
+ * leg), ranks from 1. The constant is the customary 60: it keeps a first place in one leg from outweighing good
+ * places in both.
+ */
+export const RRF_K = 60
+/**
+ * A span joins the lexical leg only when the query lexemes it holds carry at least this share of the query's total
+ * inverse document frequency: one shared common word is no evidence, and in the fusion it would push aside the
+ * vector leg's answers to a query phrased in other words.
+ */
+export const LEXICAL_MIN_COVERAGE = 0.2
+/** Candidates fetched from each leg at least, before the fusion and the page cut. */
 const MIN_CANDIDATES = 100
 /** Vectors written per statement where HNSW maintains the index (PGlite inserts ~500/s into it). */
 const STORE_CHUNK_HNSW = 32
@@ -77,8 +86,15 @@ export interface PendingSpan {
   readonly hash: string
 }
 
+export type Leg = "lexical" | "vector"
+
 export interface Hit {
-  readonly span: SpanWire & { readonly trace_id: string; readonly similarity: number }
+  readonly span: SpanWire & {
+    readonly trace_id: string
+    readonly similarity: number
+    readonly score: number
+    readonly match: ReadonlyArray<Leg>
+  }
 }
 
 /** span_embeddings' copies of the span fields that search filters on (migration 0013), and their values from `s`. */
@@ -95,19 +111,11 @@ const literal = (s: string) => `'${s.replaceAll("'", "''")}'`
 const vectorText = (mode: IndexMode, v: Float32Array) =>
   mode === "pgvector-hnsw" ? vectorLiteral(v, "[", "]") : vectorLiteral(v, "{", "}")
 
-/** Words of a query for the OR-ed full-text query: alphanumerics only, identifiers split, so it always parses. */
-export const orQueryText = (input: string) => {
-  const query = `${input.slice(0, 2000)} ${conceptText(input.slice(0, 2000))}`
-  const words = new Set<string>()
-  for (const raw of query.matchAll(/[\p{L}\p{N}]+/gu)) {
-    for (const part of raw[0].matchAll(/\p{Lu}+(?!\p{Ll})|\p{Lu}?\p{Ll}+|\p{N}+|\p{L}+/gu)) {
-      const w = part[0].toLowerCase()
-      if (/^[a-z0-9]+$/.test(w) && w.length <= 64) words.add(w)
-    }
-    if (words.size >= 48) break
-  }
-  return [...words].join(" | ")
-}
+/**
+ * The text of a query for the lexical leg: the same parser step as the spans' (`ftsText`), so an identifier or an
+ * error code in the query meets its whole form in the spans; at most the first 2000 characters.
+ */
+export const lexicalQueryText = (input: string) => ftsText(input.slice(0, 2000))
 
 /** Whether a whitespace-free token splits into words: it holds identifier punctuation or a camelCase hump. */
 const SPLITS = /[_.:/-]|\p{Ll}\p{Lu}/u
@@ -116,17 +124,33 @@ const SPLITS = /[_.:/-]|\p{Ll}\p{Lu}/u
 const identifierWords = (token: string) =>
   token.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")
 
+/** An identifier inside a token: words joined by "_", "." or "-", or a camelCase word. */
+const IDENTIFIER = /[\p{L}\p{N}]+(?:[_.-][\p{L}\p{N}]+)+|\p{Ll}[\p{Ll}\p{N}]*(?:\p{Lu}[\p{Ll}\p{N}]*)+/gu
+
 /**
- * The text the full-text vector is built from: the span's text, the words of each distinct identifier in it,
- * thesaurus heads. The same lexemes as the text followed by a copy with every identifier split, at half the
- * `to_tsvector` work (the costliest part of storing a span's vectors: ~220 µs of PostgreSQL per 2 kB copy).
+ * An identifier kept whole for full-text search: its letters and digits in lower case, without the punctuation
+ * (`ERR_TLS_CERT_ALTNAME_INVALID` → `errtlscertaltnameinvalid`, `card_declined` → `carddeclined`), since
+ * PostgreSQL's parser would otherwise split it into common words.
+ */
+const wholeIdentifier = (identifier: string) => identifier.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "")
+
+/**
+ * The text the full-text vector is built from: the span's text, then for each distinct identifier in it its
+ * words (`card_declined` → `card declined`) and its whole form (see `wholeIdentifier`). Queries go through the
+ * same step (`lexicalQueryText`), so both sides yield the same lexemes.
  */
 export const ftsText = (text: string) => {
   const tokens = new Set<string>()
   forEachSplittingToken(text, (token) => tokens.add(token))
   const words = new Set<string>()
-  for (const token of tokens) words.add(identifierWords(token))
-  return `${text}\n${[...words].join(" ")}\n${conceptText(text)}`
+  for (const token of tokens) {
+    words.add(identifierWords(token))
+    for (const m of token.matchAll(IDENTIFIER)) {
+      const whole = wholeIdentifier(m[0])
+      if (whole.length >= 3 && whole.length <= 64) words.add(whole)
+    }
+  }
+  return words.size === 0 ? text : `${text}\n${[...words].join(" ")}`
 }
 
 const WHITESPACE = /\s/
@@ -134,8 +158,7 @@ const WHITESPACE = /\s/
 /**
  * Calls `f` with each whitespace-delimited token of `text` that SPLITS matches, in order: the same tokens as
  * `text.matchAll(/\S+/g)` filtered by `SPLITS.test`, found by one pass over the character codes (the regex way
- * allocated a match per token: with it, ftsText took 92–98 µs of a 3.6 kB span text, now 47–50, of which 33–40 are
- * the thesaurus). Tokens with characters beyond ASCII are left to SPLITS.
+ * allocated a match per token). Tokens with characters beyond ASCII are left to SPLITS.
  */
 const forEachSplittingToken = (text: string, f: (token: string) => void) => {
   let start = -1
@@ -373,8 +396,12 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       )
 
     /**
-     * One page of the account's spans, best first: candidates are the nearest vectors (and the spans matching
-     * every query word in full text), ranked by cosine + TEXT_BOOST · full-text rank; `similarity` is the cosine.
+     * One page of the account's spans, best first, by hybrid retrieval: the k nearest vectors (the vector leg) and
+     * the k best full-text matches (the lexical leg: spans holding query lexemes worth LEXICAL_MIN_COVERAGE of the
+     * query's inverse document frequency, ranked by the sum over the lexemes they hold of the lexeme's inverse
+     * document frequency among the account's spans times its `ts_rank`), both under
+     * the same filters, fused by reciprocal rank (RRF_K). `score` is the fused score, `similarity` the cosine,
+     * `match` the legs that found the span.
      */
     const search = Effect.fn("SpanIndex.search")(
       function*(input: {
@@ -390,6 +417,8 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
          * selectivity probe, no exact retry when it comes back short).
          */
         readonly path?: "exact" | "hnsw"
+        /** The relevance harness measures each leg alone; the service always uses both. */
+        readonly legs?: ReadonlyArray<Leg>
       }) {
         const { iterative, mode } = yield* setup
         const dims = input.vector.length
@@ -397,7 +426,10 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         const k = Math.max(MIN_CANDIDATES, 2 * depth)
         const where = candidateWhere(input.accountId, input.embedder, dims, input.filters)
         const q = vectorText(mode, input.vector)
-        const orQuery = orQueryText(input.query)
+        const queryText = lexicalQueryText(input.query)
+        const legs = input.legs ?? ["lexical", "vector"]
+        const useVector = legs.includes("vector")
+        const useLexical = legs.includes("lexical")
 
         const distance = mode === "pgvector-hnsw"
           ? sql`(e.embedding::vector(${sql.literal(String(dims))}) <=> ${q}::vector(${sql.literal(String(dims))}))`
@@ -412,7 +444,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             // Unfiltered HNSW: the index scan alone, its k rows then checked against their traces (a join inside
             // the ordered scan costs the scan its speed: p95 27 → 67 ms at 20k spans on PGlite).
             ? sql`
-              SELECT a.trace_id, a.span_id
+              SELECT a.trace_id, a.span_id, a.distance
               FROM (
                 SELECT e.trace_id, e.span_id, ${distance} AS distance
                 FROM span_embeddings e
@@ -428,49 +460,101 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               ORDER BY a.distance
               LIMIT ${k}`
             : sql`
-              SELECT e.trace_id, e.span_id
+              SELECT e.trace_id, e.span_id, ${distance} AS distance
               FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
               WHERE ${where}
               ORDER BY ${distance}${exact && mode === "pgvector-hnsw" ? sql` + 0` : sql``}
               LIMIT ${k}`
 
         // Row lookups by primary key (LATERAL … LIMIT 1): the planner must not hash-join a few hundred candidates
-        // against every span of the table.
+        // against every span of the table. The lexical leg: the query's lexemes (stop words dropped, stemmed), each
+        // weighted by its BM25 inverse document frequency among the account's spans under this embedder.
         const run = (exact: boolean) =>
-          sql<SpanRow & { trace_id: string; distance: number; text_rank: number; candidates: number }>`
-            WITH v AS MATERIALIZED (${vectorCandidates(exact)}
-            ), f AS (
-              SELECT e.trace_id, e.span_id
-              FROM span_embeddings e
-              JOIN LATERAL (
-                SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = e.trace_id LIMIT 1
-              ) t ON true
-              WHERE ${where} AND e.tsv @@ plainto_tsquery('english', ${input.query})
+          sql<SpanRow & { trace_id: string; distance: number; score: number; vrank: number | null; lrank: number | null; candidates: number }>`
+            WITH v0 AS MATERIALIZED (${useVector ? vectorCandidates(exact) : sql`SELECT NULL::uuid AS trace_id, NULL::uuid AS span_id, NULL::float8 AS distance WHERE false`}
+            ), v AS (
+              -- Ranked by the distance to 6 decimals: pgvector (float4) and the exact fallback (float8) differ in
+              -- the last digits, and near-twin spans must rank alike on both.
+              SELECT trace_id, span_id, row_number() OVER (ORDER BY round(distance::numeric, 6), trace_id, span_id) AS rank FROM v0
+            ), terms AS MATERIALIZED (
+              SELECT DISTINCT lexeme, format('%L', lexeme)::tsquery AS q
+              FROM unnest(tsvector_to_array(to_tsvector('english', ${useLexical ? queryText : ""}))) AS lexeme
+              LIMIT 64
+            ), docs AS MATERIALIZED (
+              SELECT count(*)::float8 AS n FROM span_embeddings e
+              WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(input.embedder))}
+                AND EXISTS (SELECT 1 FROM terms)
+            ), weights AS MATERIALIZED (
+              SELECT terms.q, ln(1 + (docs.n - df.n + 0.5) / (df.n + 0.5)) AS idf
+              FROM terms CROSS JOIN docs
+              CROSS JOIN LATERAL (
+                SELECT count(*)::float8 AS n FROM span_embeddings e
+                WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(input.embedder))}
+                  AND e.tsv @@ terms.q
+              ) df
+            ), needed AS MATERIALIZED (
+              -- A span holding only the commonest lexemes, together worth less than the coverage the leg asks for,
+              -- cannot join it: the full-text match looks for the others only (the same result, far fewer rows
+              -- to rank when the query has a common word).
+              SELECT q FROM (
+                SELECT q, sum(idf) OVER (ORDER BY idf, q::text) AS below, sum(idf) OVER () AS total FROM weights
+              ) x
+              WHERE below >= ${LEXICAL_MIN_COVERAGE} * total
+            ), any_term AS MATERIALIZED (
+              SELECT CASE WHEN count(*) = 0 THEN NULL ELSE string_agg(q::text, ' | ')::tsquery END AS q FROM needed
+            ), l0 AS MATERIALIZED (
+              SELECT m.trace_id, m.span_id, m.relevance
+              FROM (
+                SELECT e.trace_id, e.span_id, r.relevance, r.idf
+                FROM span_embeddings e
+                JOIN LATERAL (
+                  SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = e.trace_id LIMIT 1
+                ) t ON true
+                CROSS JOIN LATERAL (
+                  SELECT sum(w.idf * ts_rank(e.tsv, w.q, 1)) AS relevance, sum(w.idf) AS idf FROM weights w WHERE e.tsv @@ w.q
+                ) r
+                WHERE ${where} AND e.tsv @@ (SELECT q FROM any_term)
+              ) m
+              WHERE m.idf >= ${LEXICAL_MIN_COVERAGE} * (SELECT sum(idf) FROM weights)
+              ORDER BY round(m.relevance::numeric, 6) DESC, m.trace_id, m.span_id
               LIMIT ${k}
+            ), l AS (
+              -- To 6 decimals too: ts_rank's float4 arithmetic differs in the last bits between builds (PGlite is WASM).
+              SELECT trace_id, span_id,
+                     row_number() OVER (ORDER BY round(relevance::numeric, 6) DESC, trace_id, span_id) AS rank FROM l0
             ), c AS (
-              SELECT trace_id, span_id FROM v UNION SELECT trace_id, span_id FROM f
+              SELECT trace_id, span_id, min(vrank) AS vrank, min(lrank) AS lrank
+              FROM (
+                SELECT trace_id, span_id, rank AS vrank, NULL::bigint AS lrank FROM v
+                UNION ALL SELECT trace_id, span_id, NULL::bigint, rank FROM l
+              ) x
+              GROUP BY trace_id, span_id
             ), ranked AS (
-              SELECT s.trace_id, ${sql.literal(spanSelect())}, ${distance} AS distance,
-                     CASE WHEN ${orQuery} = '' THEN 0
-                          ELSE ts_rank_cd(e.tsv, to_tsquery('english', ${orQuery}), 32) END AS text_rank
+              SELECT s.trace_id, ${sql.literal(spanSelect())}, ${distance} AS distance, c.vrank, c.lrank,
+                     COALESCE(1.0 / (${RRF_K} + c.vrank), 0) + COALESCE(1.0 / (${RRF_K} + c.lrank), 0) AS score
               FROM c
               JOIN LATERAL (
-                SELECT e.embedding, e.tsv FROM span_embeddings e WHERE e.trace_id = c.trace_id AND e.span_id = c.span_id LIMIT 1
+                SELECT e.embedding FROM span_embeddings e WHERE e.trace_id = c.trace_id AND e.span_id = c.span_id LIMIT 1
               ) e ON true
               JOIN LATERAL (
                 SELECT * FROM spans s WHERE s.trace_id = c.trace_id AND s.id = c.span_id LIMIT 1
               ) s ON true
             )
             SELECT ranked.*, (SELECT count(*)::int FROM v) AS candidates FROM ranked
-            ORDER BY (1 - distance) + ${TEXT_BOOST} * text_rank DESC, trace_id, id
+            ORDER BY score DESC, round(distance::numeric, 6), trace_id, id
             LIMIT ${input.limit} OFFSET ${input.offset}`
 
-        const toHits = (rows: ReadonlyArray<SpanRow & { trace_id: string; distance: number }>) =>
+        const toHits = (
+          rows: ReadonlyArray<SpanRow & { trace_id: string; distance: number; score: number; vrank: number | null; lrank: number | null }>
+        ) =>
           rows.map((row): Hit => {
             // A query with no word in it embeds to the zero vector: its cosine is undefined, reported as 0.
             const cosine = 1 - Number(row.distance)
             const similarity = Number.isFinite(cosine) ? Math.max(-1, Math.min(1, cosine)) : 0
-            return { span: { ...fromRow(row), trace_id: row.trace_id, similarity } }
+            const match: Array<Leg> = []
+            if (row.lrank !== null) match.push("lexical")
+            if (row.vrank !== null) match.push("vector")
+            return { span: { ...fromRow(row), trace_id: row.trace_id, similarity, score: Number(row.score), match } }
           })
 
         const inTransaction = (exact: boolean) =>
@@ -502,7 +586,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         let rows = yield* inTransaction(!hnsw)
         // Fewer than k rows passed the filters in the HNSW scan: it stopped at hnsw.max_scan_tuples (or without
         // iterative scans, at ef_search), and matching rows may lie beyond, so go exact.
-        if (hnsw && (rows[0]?.candidates ?? 0) < k) rows = yield* inTransaction(true)
+        if (hnsw && useVector && (rows[0]?.candidates ?? 0) < k) rows = yield* inTransaction(true)
         return toHits(rows)
       },
       Effect.orDie

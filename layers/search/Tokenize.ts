@@ -1,5 +1,5 @@
 /**
- * The words of a text, as the offline embedder and the thesaurus see them: runs of letters, digits and "_"
+ * The words of a text, as the offline embedder sees them: runs of letters, digits and "_"
  * (Unicode-aware), split at underscores and case changes. Text is mostly ASCII, so it is scanned char by char:
  * a run of ASCII letters, digits and "_" is split by hand; a run that holds any non-ASCII char goes through the
  * Unicode regular expressions (`RAW`, `PART`), which define the result. Both paths give the same words (see

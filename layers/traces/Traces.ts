@@ -22,6 +22,7 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { accountNamespace, traceUuid } from "../ingest/OtlpIds.ts"
 import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
+import { ModelPrices } from "../llm/Prices.ts"
 import { SEARCH_INDEX_JOB } from "../search/Search.ts"
 import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
 import type { SpanJsonRow } from "./SpanRecords.ts"
@@ -87,11 +88,15 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     const jobs = yield* JobQueue
     const config = yield* AppConfig
     const stream = yield* StreamEvents
+    const prices = yield* ModelPrices
+    /** Spans sent without a cost get the price table's estimate (marked `cost_estimated`); sent costs stay. */
+    const priced = (spans: ReadonlyArray<Span>) => spans.map(prices.withEstimatedCost)
 
     /** `liveKey`: the digest of a cached API key the caller acts for, re-checked by the insert (see TraceRepo.insert). */
-    const create = Effect.fn("Traces.create")(function*(accountId: AccountId, request: CreateTraceRequest, liveKey: string | null = null) {
-      const problem = batchProblem(request.spans)
+    const create = Effect.fn("Traces.create")(function*(accountId: AccountId, sent: CreateTraceRequest, liveKey: string | null = null) {
+      const problem = batchProblem(sent.spans)
       if (problem) return yield* new SpansRejected({ reason: problem })
+      const request = { ...sent, spans: priced(sent.spans) }
       const jobId = isTerminal(request.status) ? crypto.randomUUID() : null
       // One statement writes the trace, its spans, its jobs and the live stream's row (atomic, no transaction).
       const events = stream.inStatement(accountId, [{
@@ -132,12 +137,13 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     )
 
     const appendSpans = Effect.fn("Traces.appendSpans")(
-      function*(accountId: AccountId, traceId: TraceId, spans: ReadonlyArray<Span>) {
+      function*(accountId: AccountId, traceId: TraceId, sent: ReadonlyArray<Span>) {
         const status = yield* repo.lockForUpdate(accountId, traceId)
         if (status !== "running") return yield* new TraceNotRunning({ traceId, status })
         const stored = yield* repo.parentsOf(traceId)
-        const problem = batchProblem(spans, stored)
+        const problem = batchProblem(sent, stored)
         if (problem) return yield* new SpansRejected({ reason: problem })
+        const spans = priced(sent)
         if (spans.length > 0) {
           yield* repo.upsertSpans(accountId, traceId, spans)
           yield* repo.recomputeTotals(traceId)
@@ -238,5 +244,5 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
 
     return { create, finish, appendSpans, annotate, get, getJson, list, remove } as const
   }),
-  dependencies: [TraceRepo.Default, JobQueue.Default, AppConfig.Default, StreamEvents.Default]
+  dependencies: [TraceRepo.Default, JobQueue.Default, AppConfig.Default, StreamEvents.Default, ModelPrices.Default]
 }) {}

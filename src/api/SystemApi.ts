@@ -7,5 +7,6 @@ export class SystemApi extends HttpApiGroup.make("system")
     HttpApiEndpoint.get("health", "/health")
       .addSuccess(Health)
       .annotate(OpenApi.Summary, "Liveness and version; no authentication")
+      .annotate(OpenApi.Description, "Answers 200 with the service version while the process is up; it does not query the database. Use it for load-balancer and container liveness checks.")
   )
 {}

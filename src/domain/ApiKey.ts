@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { isStorableText } from "./Json.ts"
+import { withExamples } from "./Examples.ts"
 
 export const KEY_PREFIX = "svc_"
 
@@ -33,14 +34,17 @@ export const ApiKeyText = Schema.String.pipe(
 export const MAX_LIVE_KEYS_PER_ACCOUNT = 100
 
 /** Body of POST /api/v1/api-keys (strict). */
-export const CreateApiKeyRequest = Schema.Struct({
-  name: Schema.String.pipe(
-    Schema.filter((s) => s.trim().length > 0 && s.length <= 100, {
-      message: () => "name must be 1 to 100 characters, not only spaces"
-    }),
-    Schema.filter((s) => isStorableText(s) || "name must not contain NUL characters or unpaired surrogates")
-  )
-}).annotations({ identifier: "CreateApiKeyRequest", parseOptions: { onExcessProperty: "error" } })
+export const CreateApiKeyRequest = withExamples(
+  Schema.Struct({
+    name: Schema.propertySignature(Schema.String.pipe(
+      Schema.filter((s) => s.trim().length > 0 && s.length <= 100, {
+        message: () => "name must be 1 to 100 characters, not only spaces"
+      }),
+      Schema.filter((s) => isStorableText(s) || "name must not contain NUL characters or unpaired surrogates")
+    )).annotations({ description: "What the key is for (1 to 100 characters), shown in listings" })
+  }).annotations({ identifier: "CreateApiKeyRequest", parseOptions: { onExcessProperty: "error" } }),
+  { name: "ci-pipeline" }
+)
 export type CreateApiKeyRequest = typeof CreateApiKeyRequest.Type
 
 /** A live key in listings: never the key nor its digest. */

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { JobId } from "./Ids.ts"
 import { JsonValue } from "./Json.ts"
+import { withExamples } from "./Examples.ts"
 
 export const MAX_BATCH_OPERATIONS = 100
 const BATCH_PATH_PREFIX = "/api/v1/"
@@ -35,24 +36,36 @@ export const batchTarget = (path: string): string | undefined => {
 export const BatchMethod = Schema.Literal("GET", "POST", "PUT", "PATCH", "DELETE")
 
 export const BatchOperation = Schema.Struct({
-  method: BatchMethod,
-  path: Schema.String.pipe(
+  method: Schema.propertySignature(BatchMethod).annotations({ description: "The operation's HTTP method" }),
+  path: Schema.propertySignature(Schema.String.pipe(
     Schema.maxLength(2048),
     Schema.filter((p) => batchTarget(p) !== undefined, {
       message: () => "path must be an /api/v1/ route of this API other than /api/v1/batch (e.g. /api/v1/traces?limit=5)"
     })
-  ),
-  body: Schema.optional(JsonValue)
+  )).annotations({ description: "An /api/v1/ route of this API with its query string (not /api/v1/batch itself)" }),
+  body: Schema.optional(JsonValue).annotations({ description: "The operation's JSON body; none for GET" })
 }).annotations({ identifier: "BatchOperation", parseOptions: { onExcessProperty: "error" } }).pipe(
   Schema.filter((op) => op.method !== "GET" || op.body === undefined, { message: () => "a GET operation takes no body" })
 )
 export type BatchOperation = typeof BatchOperation.Type
 
 /** Body of POST /api/v1/batch (strict). */
-export const BatchRequest = Schema.Struct({
-  operations: Schema.Array(BatchOperation).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH_OPERATIONS)),
-  async: Schema.optionalWith(Schema.Boolean, { default: () => false })
-}).annotations({ identifier: "BatchRequest", parseOptions: { onExcessProperty: "error" } })
+export const BatchRequest = withExamples(
+  Schema.Struct({
+    operations: Schema.propertySignature(
+      Schema.Array(BatchOperation).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH_OPERATIONS))
+    ).annotations({ description: "1 to 100 operations, run in order" }),
+    async: Schema.optionalWith(Schema.Boolean, { default: () => false }).annotations({
+      description: "Queue the batch and answer 202 with a job at once (default false: answer when all have run)"
+    })
+  }).annotations({ identifier: "BatchRequest", parseOptions: { onExcessProperty: "error" } }),
+  {
+    operations: [
+      { method: "GET", path: "/api/v1/traces?limit=5" },
+      { method: "GET", path: "/api/v1/usage" }
+    ]
+  }
+)
 export type BatchRequest = typeof BatchRequest.Type
 
 /** One operation's answer: its HTTP status and body (JSON when the route answered JSON). */

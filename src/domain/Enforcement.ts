@@ -1,21 +1,40 @@
 import { Schema } from "effect"
 import { ProjectId, TraceId } from "./Ids.ts"
 import { Text } from "./Json.ts"
+import { withExamples } from "./Examples.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
 /** Body of POST /api/v1/enforcement/check (strict). */
-export const EnforcementCheckRequest = Schema.Struct({
-  run_id: Text(200).pipe(Schema.minLength(1)),
-  project_id: Schema.optional(ProjectId),
-  trace_id: Schema.optional(TraceId),
-  tool_name: Schema.optional(Text(200)),
-  tool_args_hash: Schema.optional(Text(200)),
-  model: Schema.optional(Text(200)),
-  proposed_tokens: Schema.optional(Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER))),
-  proposed_usd: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12))),
-  step_index: Schema.optional(Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER)))
-}).annotations({ identifier: "EnforcementCheckRequest", ...strict })
+export const EnforcementCheckRequest = withExamples(
+  Schema.Struct({
+    run_id: Schema.propertySignature(Text(200).pipe(Schema.minLength(1))).annotations({
+      description: "The agent run the action belongs to: budgets, step and loop limits count per run"
+    }),
+    project_id: Schema.optional(ProjectId).annotations({ description: "Applies the project's guardrails besides the account-wide ones" }),
+    trace_id: Schema.optional(TraceId).annotations({ description: "The run's trace: a block or hold is recorded on it as a span" }),
+    tool_name: Schema.optional(Text(200)).annotations({ description: "The tool about to be called (matched by tool allow/deny lists and approvals)" }),
+    tool_args_hash: Schema.optional(Text(200)).annotations({ description: "A hash of the tool's arguments: the loop breaker counts identical calls" }),
+    model: Schema.optional(Text(200)).annotations({ description: "The model about to be called (matched by model allowlists)" }),
+    proposed_tokens: Schema.optional(Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER))).annotations({
+      description: "Tokens the action will use, counted against token budgets"
+    }),
+    proposed_usd: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12))).annotations({
+      description: "What the action will cost in USD, counted against spend budgets"
+    }),
+    step_index: Schema.optional(Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER))).annotations({
+      description: "The action's step number in the run, checked against max_steps"
+    })
+  }).annotations({ identifier: "EnforcementCheckRequest", ...strict }),
+  {
+    run_id: "7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10",
+    trace_id: "7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10",
+    tool_name: "book_flight",
+    model: "gpt-4o-mini",
+    proposed_usd: 0.02,
+    step_index: 3
+  }
+)
 export type EnforcementCheckRequest = typeof EnforcementCheckRequest.Type
 
 export const EnforcementDecision = Schema.Struct({

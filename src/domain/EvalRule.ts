@@ -3,6 +3,7 @@ import { pageParams } from "./Page.ts"
 import { globMatch } from "./PolicyEvaluation.ts"
 import { ProjectId } from "./Ids.ts"
 import { Text } from "./Json.ts"
+import { withExamples } from "./Examples.ts"
 
 export const EvalRuleId = Schema.UUID.pipe(Schema.brand("EvalRuleId"))
 export type EvalRuleId = typeof EvalRuleId.Type
@@ -58,14 +59,22 @@ export const WebhookUrl = Schema.String.pipe(
 ).annotations({ description: "An https URL (no credentials, no fragment); private and internal addresses are refused" })
 
 /** Body of POST /api/v1/eval-rules (strict). */
-export const CreateEvalRuleRequest = Schema.Struct({
-  evaluation_id: Schema.UUID,
-  name: Schema.optional(Text(500)),
-  filter: Schema.optionalWith(EvalRuleFilter, { default: () => ({}) }),
-  sampling_rate: Schema.optionalWith(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)), { default: () => 1 }),
-  webhook_url: Schema.optional(WebhookUrl),
-  enabled: Schema.optionalWith(Schema.Boolean, { default: () => true })
-}).annotations({ identifier: "CreateEvalRuleRequest", ...strict })
+export const CreateEvalRuleRequest = withExamples(
+  Schema.Struct({
+    evaluation_id: Schema.UUID,
+    name: Schema.optional(Text(500)),
+    filter: Schema.optionalWith(EvalRuleFilter, { default: () => ({}) }),
+    sampling_rate: Schema.optionalWith(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)), { default: () => 1 }),
+    webhook_url: Schema.optional(WebhookUrl),
+    enabled: Schema.optionalWith(Schema.Boolean, { default: () => true })
+  }).annotations({ identifier: "CreateEvalRuleRequest", ...strict }),
+  {
+    evaluation_id: "3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a",
+    name: "Score completed bookings",
+    filter: { name_pattern: "book-*", status: "completed" },
+    sampling_rate: 0.25
+  }
+)
 export type CreateEvalRuleRequest = typeof CreateEvalRuleRequest.Type
 
 /** An eval rule in responses (camelCase). `webhookSecret` appears once, in the answer to its creation. */

@@ -2,6 +2,7 @@ import { Schema } from "effect"
 import { pageParams } from "./Page.ts"
 import { ProjectId, TraceId } from "./Ids.ts"
 import { Text } from "./Json.ts"
+import { withExamples } from "./Examples.ts"
 
 export const EvaluationId = Schema.UUID.pipe(Schema.brand("EvaluationId"))
 export type EvaluationId = typeof EvaluationId.Type
@@ -57,30 +58,46 @@ const TraceIds = Schema.Array(TraceId).pipe(
 const JudgeModel = Name(100)
 
 /** Body of POST /api/v1/evaluations (strict). */
-export const CreateEvaluationRequest = Schema.Struct({
-  name: Name(500),
-  criteria: Criteria,
-  description: Schema.optional(Text(10_000)),
-  project_id: Schema.optional(ProjectId),
-  judge_model: Schema.optional(JudgeModel),
-  is_public: Schema.optionalWith(Schema.Boolean, { default: () => false })
-}).annotations({ identifier: "CreateEvaluationRequest", ...strict })
+export const CreateEvaluationRequest = withExamples(
+  Schema.Struct({
+    name: Name(500),
+    criteria: Criteria,
+    description: Schema.optional(Text(10_000)),
+    project_id: Schema.optional(ProjectId),
+    judge_model: Schema.optional(JudgeModel),
+    is_public: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  }).annotations({ identifier: "CreateEvaluationRequest", ...strict }),
+  {
+    name: "Helpful booking answers",
+    description: "Scores the final answer of the travel agent",
+    criteria: [
+      { name: "correctness", description: "The booked flight matches the dates and cities the user asked for", weight: 2 },
+      { name: "clarity", description: "The answer states the flight, the price and the confirmation code", weight: 1 }
+    ]
+  }
+)
 export type CreateEvaluationRequest = typeof CreateEvaluationRequest.Type
 
 /** Body of POST /api/v1/evaluations/{evaluationId}/run (strict). */
-export const RunEvaluationRequest = Schema.Struct({
-  trace_ids: TraceIds,
-  judge_model: Schema.optional(JudgeModel)
-}).annotations({ identifier: "RunEvaluationRequest", ...strict })
+export const RunEvaluationRequest = withExamples(
+  Schema.Struct({
+    trace_ids: TraceIds,
+    judge_model: Schema.optional(JudgeModel)
+  }).annotations({ identifier: "RunEvaluationRequest", ...strict }),
+  { trace_ids: ["7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10"] }
+)
 export type RunEvaluationRequest = typeof RunEvaluationRequest.Type
 
 /** Body of POST /api/v1/evaluations/{evaluationId}/gate (strict). */
-export const EvaluationGateRequest = Schema.Struct({
-  trace_ids: TraceIds,
-  threshold: Schema.optionalWith(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)), { default: () => 0.7 }),
-  fail_on_regression: Schema.optionalWith(Schema.Boolean, { default: () => true }),
-  baseline_run_ids: Schema.optional(Schema.Array(EvaluationRunId).pipe(Schema.maxItems(1000)))
-}).annotations({ identifier: "EvaluationGateRequest", ...strict })
+export const EvaluationGateRequest = withExamples(
+  Schema.Struct({
+    trace_ids: TraceIds,
+    threshold: Schema.optionalWith(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)), { default: () => 0.7 }),
+    fail_on_regression: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+    baseline_run_ids: Schema.optional(Schema.Array(EvaluationRunId).pipe(Schema.maxItems(1000)))
+  }).annotations({ identifier: "EvaluationGateRequest", ...strict }),
+  { trace_ids: ["7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10"], threshold: 0.8 }
+)
 export type EvaluationGateRequest = typeof EvaluationGateRequest.Type
 
 /** A criterion in responses (weight always present). */

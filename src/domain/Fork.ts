@@ -2,6 +2,7 @@ import { Schema } from "effect"
 import { pageParams } from "./Page.ts"
 import { ForkId, SpanId, TraceId } from "./Ids.ts"
 import { JsonObject, JsonValue, Text } from "./Json.ts"
+import { withExamples } from "./Examples.ts"
 
 export const ForkStatus = Schema.Literal("pending", "replaying", "completed", "failed")
 export type ForkStatus = typeof ForkStatus.Type
@@ -9,17 +10,29 @@ export type ForkStatus = typeof ForkStatus.Type
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
 /** Body of POST /api/v1/forks (strict). */
-export const CreateForkRequest = Schema.Struct({
-  trace_id: TraceId,
-  fork_point_span_id: SpanId,
-  // Unknown would also accept a missing key: the API requires it (null is a value).
-  modified_input: JsonValue.pipe(Schema.filter((u) => u !== undefined, { message: () => "is missing" })),
-  name: Schema.optional(Text(500)),
-  description: Schema.optional(Text(10_000)),
-  mock_outputs: Schema.optional(JsonObject).annotations({
-    description: "Tool name or span id → the output to use instead of the recorded one"
-  })
-}).annotations({ identifier: "CreateForkRequest", ...strict })
+export const CreateForkRequest = withExamples(
+  Schema.Struct({
+    trace_id: Schema.propertySignature(TraceId).annotations({ description: "The recorded trace to branch from (one of the account's)" }),
+    fork_point_span_id: Schema.propertySignature(SpanId).annotations({
+      description: "The span of that trace where the replay starts differing: it runs with modified_input"
+    }),
+    // Unknown would also accept a missing key: the API requires it (null is a value).
+    modified_input: Schema.propertySignature(JsonValue.pipe(Schema.filter((u) => u !== undefined, { message: () => "is missing" })))
+      .annotations({ description: "The input the fork point runs with instead of the recorded one (null is a value)" }),
+    name: Schema.optional(Text(500)).annotations({ description: "A label for the fork, at most 500 characters" }),
+    description: Schema.optional(Text(10_000)).annotations({ description: "What the fork tries out" }),
+    mock_outputs: Schema.optional(JsonObject).annotations({
+      description: "Tool name or span id → the output to use instead of the recorded one"
+    })
+  }).annotations({ identifier: "CreateForkRequest", ...strict }),
+  {
+    trace_id: "7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10",
+    fork_point_span_id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a52",
+    name: "What if the user wanted Porto?",
+    modified_input: [{ role: "user", content: "Find me a flight from Paris to Porto on June 12" }],
+    mock_outputs: { search_flights: [{ flight: "TP439", price_eur: 121 }] }
+  }
+)
 export type CreateForkRequest = typeof CreateForkRequest.Type
 
 /** A fork in responses (camelCase). */

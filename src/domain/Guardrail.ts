@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { ProjectId } from "./Ids.ts"
 import { Text } from "./Json.ts"
+import { withExamples } from "./Examples.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
@@ -41,20 +42,39 @@ const common = {
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => true })
 }
 
+/** One example per policy type, for the API reference (each member of the union shows its own). */
+const GUARDRAIL_EXAMPLES: { readonly [T in PolicyType]: Record<string, unknown> } = {
+  budget_usd: { name: "Spend cap per run", params: { max_usd: 5 } },
+  token_budget: { name: "Token cap per run", params: { max_tokens: 200000 } },
+  max_steps: { name: "At most 40 steps", params: { max_steps: 40 } },
+  tool_denylist: { name: "No shell", params: { patterns: ["shell_*", "exec"] } },
+  tool_allowlist: { name: "Travel tools only", params: { patterns: ["search_*", "book_flight"] } },
+  model_allowlist: { name: "Approved models", params: { patterns: ["gpt-4o*", "claude-3-5-*"] } },
+  loop_breaker: { name: "Stop repeated calls", params: { max_repeats: 3, window_steps: 10 } },
+  rate: { name: "20 calls a minute", params: { max_calls: 20, window_seconds: 60 } },
+  require_approval: { name: "A person approves bookings", params: { tool_patterns: ["book_*"], expires_in_seconds: 3600 } }
+}
+
 /** Body of POST /api/v1/guardrails: a policy type with its parameters (strict). */
 export const CreateGuardrailRequest = Schema.Union(
   ...POLICY_TYPES.map((type) =>
-    Schema.Struct({ type: Schema.Literal(type), params: PolicyParams[type], ...common }).annotations(strict)
+    withExamples(
+      Schema.Struct({ type: Schema.Literal(type), params: PolicyParams[type], ...common }).annotations(strict),
+      { type, ...GUARDRAIL_EXAMPLES[type] } as never
+    )
   )
 ).annotations({ identifier: "CreateGuardrailRequest" })
 export type CreateGuardrailRequest = typeof CreateGuardrailRequest.Type
 
 /** Body of PATCH /api/v1/guardrails/{id}: any of name, enabled, params (validated against the policy's type). */
-export const UpdateGuardrailRequest = Schema.Struct({
-  name: Schema.optional(Schema.NullOr(Text(500))),
-  enabled: Schema.optional(Schema.Boolean),
-  params: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
-}).annotations({ identifier: "UpdateGuardrailRequest", ...strict })
+export const UpdateGuardrailRequest = withExamples(
+  Schema.Struct({
+    name: Schema.optional(Schema.NullOr(Text(500))),
+    enabled: Schema.optional(Schema.Boolean),
+    params: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  }).annotations({ identifier: "UpdateGuardrailRequest", ...strict }),
+  { enabled: false }
+)
 
 /** A stored policy, as evaluated. */
 export interface Policy {

@@ -3,6 +3,7 @@ import { ProjectId } from "./Ids.ts"
 import { Instant } from "./Instant.ts"
 import { Span, SpanType } from "./Span.ts"
 import { TraceStatus } from "./Trace.ts"
+import { withExamples } from "./Examples.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
@@ -10,7 +11,7 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 export const SearchFilters = Schema.Struct({
   project_id: Schema.optional(ProjectId).annotations({ description: "Spans of the project's traces" }),
   model: Schema.optional(Schema.String.pipe(Schema.maxLength(100))).annotations({ description: "The span's model, exactly" }),
-  span_type: Schema.optional(SpanType),
+  span_type: Schema.optional(SpanType).annotations({ description: "The span's type" }),
   status: Schema.optional(TraceStatus).annotations({ description: "The status of the span's trace" }),
   date_from: Schema.optional(Instant).annotations({ description: "Spans that started at or after this instant" }),
   date_to: Schema.optional(Instant).annotations({ description: "Spans that started at or before this instant" }),
@@ -22,24 +23,51 @@ export const SearchFilters = Schema.Struct({
 export type SearchFilters = typeof SearchFilters.Type
 
 /** Body of POST /api/v1/search (strict). */
-export const SearchRequest = Schema.Struct({
-  query: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000)),
-  filters: Schema.optional(SearchFilters),
-  limit: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 100)), { default: () => 20 }),
-  offset: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 100_000)), { default: () => 0 })
-}).annotations({ identifier: "SearchRequest", ...strict })
+export const SearchRequest = withExamples(
+  Schema.Struct({
+    query: Schema.propertySignature(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10_000))).annotations({
+      description: "What to look for, in your own words: matched by meaning against span inputs, outputs, names and errors"
+    }),
+    filters: Schema.optional(SearchFilters).annotations({ description: "Narrows the spans searched; every filter given must hold" }),
+    limit: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 100)), { default: () => 20 }).annotations({
+      description: "Hits per page, 1 to 100 (default 20)"
+    }),
+    offset: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 100_000)), { default: () => 0 }).annotations({
+      description: "Hits to skip (default 0)"
+    })
+  }).annotations({ identifier: "SearchRequest", ...strict }),
+  {
+    query: "the payment was declined while booking",
+    filters: { span_type: "tool_call" },
+    limit: 10
+  }
+)
 export type SearchRequest = typeof SearchRequest.Type
 
-/** A span as GET /api/v1/traces/{id} renders it, plus its trace and the cosine similarity to the query. */
+/** A retrieval leg that found a hit: full-text search or vector similarity. */
+export const SearchMatch = Schema.Literal("lexical", "vector")
+
+/**
+ * A span as GET /api/v1/traces/{id} renders it, plus its trace, its cosine similarity to the query, its fused
+ * ranking score and the legs that found it.
+ */
 export const SearchHit = Schema.extend(
   Span,
   Schema.Struct({
     trace_id: Schema.optional(Schema.String),
-    similarity: Schema.optional(Schema.Number.pipe(Schema.between(-1, 1)))
+    similarity: Schema.optional(Schema.Number.pipe(Schema.between(-1, 1))).annotations({
+      description: "Cosine similarity of the span's embedding to the query's"
+    }),
+    score: Schema.optional(Schema.Number.pipe(Schema.nonNegative())).annotations({
+      description: "Ranking score, higher is better: the sum over the legs that found the span of 1 / (60 + its rank in that leg)"
+    }),
+    match: Schema.optional(Schema.Array(SearchMatch)).annotations({
+      description: "Which retrieval legs found the span: lexical (full text) and/or vector (embedding similarity)"
+    })
   })
 ).annotations({ identifier: "SearchHit" })
 
-/** Response of POST /api/v1/search (strict): best first. */
+/** Response of POST /api/v1/search (strict): in descending order of `score`. */
 export const SearchResult = Schema.Struct({
   spans: Schema.Array(SearchHit)
 }).annotations({ identifier: "SearchResult", ...strict })

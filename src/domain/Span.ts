@@ -20,25 +20,30 @@ export const SPAN_TEXT_LIMITS = {
   error: 100_000
 } as const
 
+/** `Schema.optional` with the field's description, for the API reference. */
+const described = <S extends Schema.Schema.All>(schema: S, description: string) => Schema.optional(schema).annotations({ description })
+const required = <S extends Schema.Schema.All>(schema: S, description: string) =>
+  Schema.propertySignature(schema).annotations({ description })
+
 export const spanFields = {
-  id: SpanId,
-  parent_id: Schema.NullOr(SpanId),
-  span_type: SpanType,
-  name: Text(SPAN_TEXT_LIMITS.name),
-  model: Schema.optional(Text(SPAN_TEXT_LIMITS.model)),
-  input: Schema.optional(JsonValue),
-  output: Schema.optional(JsonValue),
-  input_tokens: Schema.optional(SpanCount),
-  output_tokens: Schema.optional(SpanCount),
-  cost: Schema.optional(Amount),
-  duration_ms: Schema.optional(SpanCount),
-  metadata: Schema.optional(JsonObject),
-  agent_id: Schema.optional(Text(SPAN_TEXT_LIMITS.agent_id)),
-  parent_agent_id: Schema.optional(Text(SPAN_TEXT_LIMITS.parent_agent_id)),
-  agent_role: Schema.optional(Text(SPAN_TEXT_LIMITS.agent_role)),
-  started_at: Instant,
-  ended_at: Schema.optional(Instant),
-  error: Schema.optional(Text(SPAN_TEXT_LIMITS.error))
+  id: required(SpanId, "The span's id (a UUID you choose), unique within its trace; sending it again replaces the span"),
+  parent_id: required(Schema.NullOr(SpanId), "The enclosing span of the same trace, or null for a top-level span"),
+  span_type: required(SpanType, "What the step was: a model call, a tool call or its result, reasoning, an action, an error, or a fork point"),
+  name: required(Text(SPAN_TEXT_LIMITS.name), "A short label: the tool's or step's name, at most 500 characters"),
+  model: described(Text(SPAN_TEXT_LIMITS.model), "The model called (e.g. gpt-4o-mini, claude-3-5-sonnet-20241022); with token counts and no cost, the cost is estimated from it"),
+  input: described(JsonValue, "What the step received: messages, tool arguments, any JSON value"),
+  output: described(JsonValue, "What the step produced: a completion, a tool result, any JSON value"),
+  input_tokens: described(SpanCount, "Prompt tokens of a model call"),
+  output_tokens: described(SpanCount, "Completion tokens of a model call"),
+  cost: described(Amount, "Cost in USD as you computed it; kept as sent. Omitted, it is estimated from model and tokens (see cost_estimated)"),
+  duration_ms: described(SpanCount, "How long the step took, in milliseconds"),
+  metadata: described(JsonObject, "Free-form attributes of the span"),
+  agent_id: described(Text(SPAN_TEXT_LIMITS.agent_id), "The agent that ran the step, in multi-agent systems"),
+  parent_agent_id: described(Text(SPAN_TEXT_LIMITS.parent_agent_id), "The agent that delegated to agent_id"),
+  agent_role: described(Text(SPAN_TEXT_LIMITS.agent_role), "The agent's role (e.g. planner, researcher)"),
+  started_at: required(Instant, "When the step started (ISO 8601)"),
+  ended_at: described(Instant, "When the step ended (ISO 8601)"),
+  error: described(Text(SPAN_TEXT_LIMITS.error), "The error message, when the step failed")
 }
 
 export const SPAN_FIELD_NAMES: ReadonlySet<string> = new Set(Object.keys(spanFields))
@@ -49,7 +54,10 @@ export const SPAN_FIELD_NAMES: ReadonlySet<string> = new Set(Object.keys(spanFie
  * `onExcessProperty: "preserve"`.)
  */
 export const Span = Schema.Struct(spanFields, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
-  identifier: "Span"
+  identifier: "Span",
+  description: "One step of a trace. Additional properties are kept and returned as sent. A span stored without a " +
+    "cost but with a model and token counts carries `cost_estimated: true` beside the cost Tapedeck estimated " +
+    "from its price table."
 })
 export type Span = typeof Span.Type
 /** A span as JSON: ISO date-time strings. */

@@ -5,6 +5,7 @@ import { Instant } from "./Instant.ts"
 import { Amount, Count, JsonObject, JsonValue, Text } from "./Json.ts"
 import { Span } from "./Span.ts"
 import { spanBatchPayload } from "./SpanDecoding.ts"
+import { withExamples } from "./Examples.ts"
 
 export const TraceStatus = Schema.Literal("running", "completed", "failed")
 export type TraceStatus = typeof TraceStatus.Type
@@ -18,43 +19,110 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 export const SpanBatch = spanBatchPayload(MAX_SPANS_PER_REQUEST)
 
 /** Body of POST /api/v1/traces (strict: unknown fields are refused). */
-export const CreateTraceRequest = Schema.Struct({
-  id: TraceId,
-  started_at: Instant,
-  project_id: Schema.optional(ProjectId),
-  name: Schema.optional(Text(500)),
-  input: Schema.optional(JsonValue),
-  output: Schema.optional(JsonValue),
-  status: Schema.optionalWith(TraceStatus, { default: () => "running" as const }),
-  total_tokens: Schema.optional(Count),
-  total_cost: Schema.optional(Amount),
-  total_duration_ms: Schema.optional(Count),
-  metadata: Schema.optional(JsonObject),
-  session_id: Schema.optional(Text(100)),
-  lossy: Schema.optional(Schema.Boolean),
-  terminated_early: Schema.optional(Schema.Boolean),
-  ended_at: Schema.optional(Instant),
-  spans: Schema.optionalWith(SpanBatch, { default: () => [] })
-}).annotations({ identifier: "CreateTraceRequest", ...strict })
+export const CreateTraceRequest = withExamples(
+  Schema.Struct({
+    id: Schema.propertySignature(TraceId).annotations({ description: "The trace's id, a UUID you choose (the SDK makes one); used again, it is a 409" }),
+    started_at: Schema.propertySignature(Instant).annotations({ description: "When the run started (ISO 8601)" }),
+    project_id: Schema.optional(ProjectId).annotations({ description: "Groups traces by project (a UUID of your choosing)" }),
+    name: Schema.optional(Text(500)).annotations({ description: "What ran: the agent's or workflow's name, at most 500 characters" }),
+    input: Schema.optional(JsonValue).annotations({ description: "The run's input: any JSON value" }),
+    output: Schema.optional(JsonValue).annotations({ description: "The run's output: any JSON value" }),
+    status: Schema.optionalWith(TraceStatus, { default: () => "running" as const }).annotations({
+      description: "running (more spans will come), completed or failed; default running"
+    }),
+    total_tokens: Schema.optional(Count).annotations({ description: "Tokens of the run; omitted, the spans' sum" }),
+    total_cost: Schema.optional(Amount).annotations({ description: "Cost in USD of the run; omitted, the spans' sum (estimated costs included)" }),
+    total_duration_ms: Schema.optional(Count).annotations({ description: "Duration in milliseconds; omitted, from the spans' times" }),
+    metadata: Schema.optional(JsonObject).annotations({ description: "Free-form attributes (user id, version, tags)" }),
+    session_id: Schema.optional(Text(100)).annotations({ description: "Groups the traces of one conversation or user session" }),
+    lossy: Schema.optional(Schema.Boolean).annotations({ description: "The recorder dropped some spans (a full queue)" }),
+    terminated_early: Schema.optional(Schema.Boolean).annotations({ description: "The run was stopped before it finished (a guardrail, a timeout)" }),
+    ended_at: Schema.optional(Instant).annotations({ description: "When the run ended (ISO 8601)" }),
+    spans: Schema.optionalWith(SpanBatch, { default: () => [] }).annotations({ description: "The run's spans, at most 1000; more can be added while it runs" })
+  }).annotations({ identifier: "CreateTraceRequest", ...strict }),
+  {
+    id: "7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10",
+    name: "book-flight",
+    started_at: "2026-06-01T09:30:00.000Z",
+    input: { question: "Find me a flight from Paris to Lisbon on June 12" },
+    session_id: "chat-42",
+    metadata: { user_id: "u_1842", agent_version: "1.4.0" },
+    spans: [
+      {
+        id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a51",
+        parent_id: null,
+        span_type: "action",
+        name: "travel-agent",
+        agent_id: "travel-agent",
+        started_at: "2026-06-01T09:30:00.000Z"
+      },
+      {
+        id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a52",
+        parent_id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a51",
+        span_type: "llm_call",
+        name: "plan",
+        model: "gpt-4o-mini",
+        input: [{ role: "user", content: "Find me a flight from Paris to Lisbon on June 12" }],
+        output: { role: "assistant", content: "Search flights CDG to LIS on 2026-06-12, then book the cheapest." },
+        input_tokens: 412,
+        output_tokens: 38,
+        duration_ms: 820,
+        started_at: "2026-06-01T09:30:00.050Z",
+        ended_at: "2026-06-01T09:30:00.870Z"
+      },
+      {
+        id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a53",
+        parent_id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a51",
+        span_type: "tool_call",
+        name: "search_flights",
+        input: { from: "CDG", to: "LIS", date: "2026-06-12" },
+        output: [{ flight: "TP1351", price_eur: 149 }],
+        duration_ms: 240,
+        started_at: "2026-06-01T09:30:00.900Z"
+      }
+    ]
+  }
+)
 export type CreateTraceRequest = typeof CreateTraceRequest.Type
 
 /** Body of PATCH /api/v1/traces/{traceId} (strict, every field optional). */
-export const FinishTraceRequest = Schema.Struct({
-  status: Schema.optional(TraceStatus),
-  output: Schema.optional(JsonValue),
-  ended_at: Schema.optional(Instant),
-  total_tokens: Schema.optional(Count),
-  total_cost: Schema.optional(Amount),
-  total_duration_ms: Schema.optional(Count),
-  lossy: Schema.optional(Schema.Boolean),
-  terminated_early: Schema.optional(Schema.Boolean)
-}).annotations({ identifier: "FinishTraceRequest", ...strict })
+export const FinishTraceRequest = withExamples(
+  Schema.Struct({
+    status: Schema.optional(TraceStatus).annotations({ description: "completed or failed ends the run; running keeps it open" }),
+    output: Schema.optional(JsonValue).annotations({ description: "The run's output: any JSON value" }),
+    ended_at: Schema.optional(Instant).annotations({ description: "When the run ended (ISO 8601)" }),
+    total_tokens: Schema.optional(Count).annotations({ description: "Tokens of the run, kept as sent instead of the spans' sum" }),
+    total_cost: Schema.optional(Amount).annotations({ description: "Cost in USD of the run, kept as sent instead of the spans' sum" }),
+    total_duration_ms: Schema.optional(Count).annotations({ description: "Duration in milliseconds, kept as sent" }),
+    lossy: Schema.optional(Schema.Boolean).annotations({ description: "The recorder dropped some spans (a full queue)" }),
+    terminated_early: Schema.optional(Schema.Boolean).annotations({ description: "The run was stopped before it finished" })
+  }).annotations({ identifier: "FinishTraceRequest", ...strict }),
+  {
+    status: "completed",
+    output: { answer: "Booked TP1351 on June 12 for 149 EUR", confirmation: "CONF-TP1351" },
+    ended_at: "2026-06-01T09:30:04.200Z"
+  }
+)
 export type FinishTraceRequest = typeof FinishTraceRequest.Type
 
 /** Body of POST /api/v1/traces/{traceId}/spans: spans streamed into a running trace. */
-export const AppendSpansRequest = Schema.Struct({
-  spans: SpanBatch
-}).annotations({ identifier: "AppendSpansRequest", ...strict })
+export const AppendSpansRequest = withExamples(
+  Schema.Struct({
+    spans: SpanBatch
+  }).annotations({ identifier: "AppendSpansRequest", ...strict }),
+  {
+    spans: [{
+      id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a54",
+      parent_id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a51",
+      span_type: "tool_call",
+      name: "book_flight",
+      input: { flight: "TP1351" },
+      output: { confirmation: "CONF-TP1351" },
+      duration_ms: 310,
+      started_at: "2026-06-01T09:30:03.100Z"
+    }]
+  }
+)
 export type AppendSpansRequest = typeof AppendSpansRequest.Type
 
 export const TraceCreateResult = Schema.Struct({

@@ -13,6 +13,12 @@ export interface ReplayContext {
   /** The input to run with instead of the recorded one. */
   readonly modifiedInput: unknown
   readonly mockOutputs: Readonly<Record<string, unknown>>
+  /**
+   * Per recorded llm_call span id: the tools and request parameters (`tools`, `tool_choice`, `temperature`,
+   * `max_tokens`, …, Chat Completions names) it was made with, to pass to the model client again so the
+   * replayed model can call the same tools.
+   */
+  readonly modelRequests: Readonly<Record<string, Readonly<Record<string, unknown>>>>
   /** Record the replayed run here: its id is the result trace id the server allocated. */
   readonly run: Run
   /**
@@ -33,7 +39,24 @@ export interface ReplayOptions {
   /** Delay before reconnecting after the socket closed (doubles up to 30 s). */
   readonly reconnectDelayMs?: number
   readonly onError?: (error: Error) => void
+  /**
+   * The WebSocket class to connect with; by default the global one (Node 22+, Bun, Deno; Node 20 and 21 with
+   * `--experimental-websocket`). On Node 18 pass one that takes `{ headers }`, such as `WebSocket` from the
+   * `ws` package: the key travels in the `x-service-key` header, never in the URL.
+   */
+  readonly webSocket?: WebSocketClass
 }
+
+/** What the replay connection uses of a WebSocket (structural, so no DOM or Node typings are needed). */
+export interface ReplaySocket {
+  readonly readyState: number
+  send(data: string): void
+  close(): void
+  addEventListener(type: string, listener: (event: { readonly data?: unknown }) => void): void
+}
+
+/** A WebSocket constructor that takes request headers as its second argument (undici, Bun, Deno, `ws`). */
+export type WebSocketClass = new(url: string, options: { headers: Record<string, string> }) => ReplaySocket
 
 export interface ReplayConnection {
   /** Resolves once the server acknowledged the registration (the first time). */
@@ -52,6 +75,7 @@ interface Command {
   readonly fork_point_span_id: string
   readonly modified_input: unknown
   readonly mock_outputs: Record<string, unknown>
+  readonly model_requests?: Record<string, Record<string, unknown>>
   readonly result_trace_id: string
 }
 
@@ -65,7 +89,7 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
   const report = (error: unknown) => options.onError?.(error instanceof Error ? error : new Error(String(error)))
   const active = new Map<string, Promise<void>>()
   const url = `${options.baseUrl.replace(/^http/, "ws").replace(/\/$/, "")}/ws/v1/replay`
-  let socket: WebSocket | undefined
+  let socket: ReplaySocket | undefined
   let closed = false
   let delay = options.reconnectDelayMs ?? 500
   let markReady!: () => void
@@ -96,6 +120,7 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
       forkPointSpanId: command.fork_point_span_id,
       modifiedInput: command.modified_input,
       mockOutputs: command.mock_outputs,
+      modelRequests: command.model_requests ?? {},
       run: recording,
       tool: (name, fn) => {
         const real = wrapTool(recording, name, fn as never) as (...args: Array<unknown>) => Promise<never>
@@ -130,8 +155,14 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
 
   const connect = () => {
     if (closed) return
+    const Socket = options.webSocket ?? (globalThis as unknown as { WebSocket?: WebSocketClass }).WebSocket
+    if (Socket === undefined) {
+      // Not retried: no WebSocket will appear later in this process.
+      report(new Error("no WebSocket in this runtime: pass `webSocket` (e.g. from the ws package) or use Node 22+"))
+      return
+    }
     try {
-      socket = new WebSocket(url, { headers: { "x-service-key": options.apiKey } } as never)
+      socket = new Socket(url, { headers: { "x-service-key": options.apiKey } })
     } catch (e) {
       report(e)
       setTimeout(connect, delay)

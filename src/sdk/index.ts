@@ -2,7 +2,7 @@
  * Tapedeck's TypeScript SDK: records an agent's runs as traces made of spans.
  *
  * ```ts
- * import { Tapedeck, wrapModel, wrapTool } from "tapedeck/sdk"
+ * import { Tapedeck, wrapModel, wrapTool } from "@tapedeck/sdk"
  * const tapedeck = new Tapedeck({ baseUrl: "http://localhost:8080", apiKey: process.env.TAPEDECK_API_KEY! })
  * const run = tapedeck.startRun({ name: "book-flight", input: { question } })
  * const search = wrapTool(run, "search_flights", searchFlights)
@@ -11,7 +11,7 @@
  * await tapedeck.close()
  * ```
  *
- * Plain TypeScript over `fetch`: Node 18+ and Bun. Nothing it does throws into the agent.
+ * Plain TypeScript over `fetch`, no dependencies: Node 18+, Bun and Deno. Nothing it does throws into the agent.
  */
 export { API_MAX_BATCH_SPANS, Tapedeck, type TapedeckOptions, type TapedeckStats } from "./Client.ts"
 export {
@@ -27,4 +27,4 @@ export {
 } from "./Run.ts"
 export { type FetchLike, type Operation, TapedeckError } from "./Transport.ts"
 export { extractUsage, type ModelOptions, type SpanTarget, type Usage, type WrapOptions, wrapModel, wrapTool } from "./Wrap.ts"
-export { connectReplay, type ReplayAgent, type ReplayConnection, type ReplayContext, type ReplayOptions } from "./Replay.ts"
+export { connectReplay, type ReplayAgent, type ReplayConnection, type ReplayContext, type ReplayOptions, type ReplaySocket, type WebSocketClass } from "./Replay.ts"

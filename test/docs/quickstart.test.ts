@@ -112,10 +112,11 @@ describe("README quickstart", () => {
     })
     expect(checked).toBeGreaterThanOrEqual(3)
 
-    // The OpenTelemetry example printed its trace id; the listing that follows shows that very trace.
+    // The OpenTelemetry example's trace, fetched by the trace id it printed, is that very trace.
     const otelStep = steps.findIndex((s) => s.body.includes("node first-trace.mjs"))
-    const [otelId, listing] = [outputs[otelStep]!.split("\n")[0]!, outputs[otelStep]!.split("\n").slice(1).join("\n")]
-    expect(otelId).toMatch(/^[0-9a-f]{32}$/)
-    expect(JSON.parse(listing).items[0].metadata.otel.trace_id).toBe(otelId)
+    const detail = JSON.parse(outputs[otelStep]!)
+    expect(detail.otelTraceId).toMatch(/^[0-9a-f]{32}$/)
+    expect(detail.metadata.otel.trace_id).toBe(detail.otelTraceId)
+    expect(detail.spans.map((s: { model: string }) => s.model)).toEqual(["gpt-4o"])
   })
 })

@@ -2,7 +2,10 @@ import { afterEach, describe, expect, test } from "bun:test"
 import { Cause, ConfigProvider, Effect, Exit, Layer, Tracer } from "effect"
 import { type ChatRequest, LlmClient, type LlmUnavailable } from "#layers/llm/LlmClient"
 import { LlmClientLive, parseRetryAfter } from "#layers/llm/OpenAiCompatibleLlm"
-import { costOf, DEFAULT_PRICES, ModelPrices, priceOf } from "#layers/llm/Prices"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { costOf, DEFAULT_PRICES, estimatedCost, ModelPrices, priceOf, withEstimatedCost } from "#layers/llm/Prices"
 import { type FakeOpenAi, type FakeScript, startFakeOpenAi } from "../support/FakeOpenAi.ts"
 
 const API_KEY = "sk-test-0123456789-very-secret"
@@ -270,6 +273,51 @@ describe("model prices", () => {
     expect(service.costOf("unknown", 1, 1)).toBeUndefined()
     expect((await prices({})).costOf("gpt-4o", 1_000_000, 0)).toBe(2.5)
     expect((await prices({ TAPEDECK_MODEL_PRICES: "" })).table).toBe(DEFAULT_PRICES)
+  })
+
+  test("aliases, -latest names and cloud prefixes resolve to a listed model", () => {
+    expect(priceOf(DEFAULT_PRICES, "chatgpt-4o-latest")).toEqual(priceOf(DEFAULT_PRICES, "gpt-4o"))
+    expect(priceOf(DEFAULT_PRICES, "claude-3.5-sonnet")).toEqual(priceOf(DEFAULT_PRICES, "claude-3-5-sonnet"))
+    expect(priceOf(DEFAULT_PRICES, "claude-3-5-sonnet-latest")).toEqual({ inputPerMtok: 3, outputPerMtok: 15 })
+    expect(priceOf(DEFAULT_PRICES, "anthropic.claude-3-5-haiku-20241022-v1:0")).toEqual({ inputPerMtok: 0.8, outputPerMtok: 4 })
+    expect(priceOf(DEFAULT_PRICES, "us.anthropic.claude-3-7-sonnet-20250219-v1:0")).toEqual({ inputPerMtok: 3, outputPerMtok: 15 })
+    expect(priceOf(DEFAULT_PRICES, "vertex_ai/gemini-2.0-flash-001")).toEqual({ inputPerMtok: 0.1, outputPerMtok: 0.4 })
+    expect(priceOf(DEFAULT_PRICES, "acme.gpt-4o")).toBeUndefined()
+  })
+
+  test("an estimate needs a model the table knows and some tokens; a sent cost is never replaced", () => {
+    expect(estimatedCost(DEFAULT_PRICES, { model: "gpt-4o", input_tokens: 1000 })).toBe(0.0025)
+    expect(estimatedCost(DEFAULT_PRICES, { model: "gpt-4o", input_tokens: 0, output_tokens: 0 })).toBeUndefined()
+    expect(estimatedCost(DEFAULT_PRICES, { input_tokens: 10 })).toBeUndefined()
+    expect(estimatedCost(DEFAULT_PRICES, { model: "mystery", input_tokens: 10 })).toBeUndefined()
+    expect(estimatedCost(DEFAULT_PRICES, { model: "claude-3-opus", input_tokens: 1e12, output_tokens: 1e12 })).toBe(1e8 * 0.9)
+    const sent = { model: "gpt-4o", input_tokens: 1000, cost: 0 }
+    expect(withEstimatedCost(DEFAULT_PRICES, sent)).toBe(sent)
+    expect(withEstimatedCost(DEFAULT_PRICES, { model: "gpt-4o", input_tokens: 1000 }) as unknown)
+      .toEqual({ model: "gpt-4o", input_tokens: 1000, cost: 0.0025, cost_estimated: true })
+  })
+
+  test("TAPEDECK_MODEL_PRICES_FILE: a file of prices under TAPEDECK_MODEL_PRICES; unreadable or invalid fails startup", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "prices-"))
+    try {
+      const file = join(dir, "prices.json")
+      writeFileSync(file, JSON.stringify({ "gpt-4o": { input_per_mtok: 1, output_per_mtok: 1 }, "in-house": { input_per_mtok: 2, output_per_mtok: 2 } }))
+      const service = await prices({ TAPEDECK_MODEL_PRICES_FILE: file, TAPEDECK_MODEL_PRICES: JSON.stringify({ "in-house": { input_per_mtok: 3, output_per_mtok: 3 } }) })
+      expect(service.costOf("gpt-4o", 1_000_000, 0)).toBe(1)
+      expect(service.costOf("in-house", 1_000_000, 0)).toBe(3)
+      writeFileSync(join(dir, "bad.json"), JSON.stringify({ "gpt-4o": { input_per_mtok: "free" } }))
+      for (const [path, message] of [[join(dir, "missing.json"), "cannot read"], [join(dir, "bad.json"), "input_per_mtok"]] as const) {
+        const exit = await Effect.runPromiseExit(ModelPrices.pipe(
+          Effect.provide(ModelPrices.Default.pipe(Layer.provide(configured({ TAPEDECK_MODEL_PRICES_FILE: path }))))
+        ))
+        expect(Exit.isFailure(exit)).toBe(true)
+        const text = Cause.pretty((exit as Exit.Failure<unknown, unknown>).cause)
+        expect(text).toContain("TAPEDECK_MODEL_PRICES_FILE")
+        expect(text).toContain(message)
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   test("invalid TAPEDECK_MODEL_PRICES fails startup with a clear ConfigError", async () => {

@@ -7,6 +7,7 @@ import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
 import { decodeProtobufBody, prepareExport } from "#layers/ingest/OtlpPrepare"
 import { OtlpPreparer, PREPARE_THREAD_MIN_BYTES, PrepareThreadScript } from "#layers/ingest/OtlpPreparer"
+import { DEFAULT_PRICES, withOverrides } from "#layers/llm/Prices"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
@@ -214,6 +215,21 @@ describe("the preparing thread", () => {
       const expected = prepareExport(ACCOUNT, Either.getOrThrow(decodeProtobufBody(bodies[i]!, undefined, 1 << 30)))
       expect(answer).toEqual(Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } }))
     })
+  }, 60_000)
+
+  test("estimates missing costs with the server's price table, overrides included", async () => {
+    const overrides = { "gpt-4o": { input_per_mtok: 7, output_per_mtok: 70 } }
+    const body = largeBody(6)
+    const [answer] = await withPreparer({ ...ON, TAPEDECK_MODEL_PRICES: JSON.stringify(overrides) }, Effect.flatMap(OtlpPreparer, (p) =>
+      Effect.all([p.prepare(ACCOUNT, body, undefined)])))
+    const decodedBody = Either.getOrThrow(decodeProtobufBody(body, undefined, 1 << 30))
+    const expected = prepareExport(ACCOUNT, decodedBody, withOverrides(DEFAULT_PRICES, overrides))
+    expect(answer).toEqual(Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } }))
+    // The chat spans carry no cost: each got 7 and 70 USD per million tokens, not the default table's price.
+    const costs = expected.traces[0]!.totals.costs.map(Number)
+    expect(costs.length).toBe(20)
+    expect(costs[0]).toBe((10 * 7 + 3 * 70) / 1e6)
+    expect(prepareExport(ACCOUNT, decodedBody).traces[0]!.totals.costs.map(Number)[0]).toBe((10 * 2.5 + 3 * 10) / 1e6)
   }, 60_000)
 
   test("decompresses, and refuses a body it cannot decode with the request thread's message", async () => {

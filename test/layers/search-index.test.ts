@@ -5,9 +5,8 @@ import { ConfigProvider, Effect, FastCheck as fc, Layer, Logger, LogLevel, Manag
 import type { AccountId } from "#src/domain/Ids"
 import { Embedder } from "#layers/search/Embedder"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
-import { ftsText, SpanIndex } from "#layers/search/SpanIndex"
+import { ftsText, type Leg, SpanIndex } from "#layers/search/SpanIndex"
 import { spanText } from "#layers/search/SpanText"
-import { conceptText } from "#layers/search/Thesaurus"
 import { StorageLive } from "#layers/storage/Sql"
 import { KINDS, relevanceSpans } from "../fixtures/search/relevance.ts"
 import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
@@ -55,7 +54,7 @@ const load = (runtime: Runtime) =>
   }).pipe(Effect.orDie))
 
 type Path = "exact" | "hnsw" | undefined
-const top = (runtime: Runtime, query: string, options: { path?: Path; filters?: any; limit?: number } = {}) =>
+const top = (runtime: Runtime, query: string, options: { path?: Path; filters?: any; limit?: number; legs?: ReadonlyArray<Leg> } = {}) =>
   runtime.runPromise(Effect.gen(function*() {
     const index = yield* SpanIndex
     const embedder = yield* Embedder
@@ -68,7 +67,8 @@ const top = (runtime: Runtime, query: string, options: { path?: Path; filters?: 
       filters: options.filters,
       limit: options.limit ?? 10,
       offset: 0,
-      ...(options.path === undefined ? {} : { path: options.path })
+      ...(options.path === undefined ? {} : { path: options.path }),
+      ...(options.legs === undefined ? {} : { legs: options.legs })
     })
     return hits.map((h) => ({ id: h.span.id as string, similarity: h.span.similarity }))
   }).pipe(Effect.orDie))
@@ -152,10 +152,17 @@ describe("index paths", () => {
       console.log("index paths: set TEST_DATABASE_URL to compare with a PostgreSQL without pgvector")
       return
     }
+    // The vector leg alone: the same ranking and cosines. The fused ranking: its lexical leg's ts_rank may differ
+    // in the last bits between PostgreSQL builds (PGlite is WASM, another major version), which can reorder spans
+    // of equal text length, so the pages are compared as sets.
+    const vector = ["vector"] as const
     for (const kind of KINDS) {
-      expectSame(await top(pglite, kind.query), await top(postgres, kind.query))
-      expectSame(await top(pglite, kind.paraphrase, { filters: { model: "claude-haiku" } }),
-        await top(postgres, kind.paraphrase, { filters: { model: "claude-haiku" } }))
+      expectSame(await top(pglite, kind.query, { legs: vector }), await top(postgres, kind.query, { legs: vector }))
+      expectSame(await top(pglite, kind.paraphrase, { filters: { model: "claude-haiku" }, legs: vector }),
+        await top(postgres, kind.paraphrase, { filters: { model: "claude-haiku" }, legs: vector }))
+      const [a, b] = [await top(pglite, kind.query), await top(postgres, kind.query)]
+      expect(a[0]!.id).toBe(b[0]!.id)
+      expect(new Set(a.map((h) => h.id))).toEqual(new Set(b.map((h) => h.id)))
     }
   }, 60_000)
 
@@ -201,9 +208,8 @@ describe("index paths", () => {
 })
 
 describe("full-text input", () => {
-  /** What the full-text vector was built from before identifiers were split on their own: the text twice. */
-  const textTwice = (text: string) =>
-    `${text}\n${text.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")}\n${conceptText(text)}`
+  /** The text followed by a copy with its identifiers split (what a keyword index would want at least). */
+  const textTwice = (text: string) => `${text}\n${text.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")}`
 
   const texts = [
     ...spans.map(({ span }) => spanText({
@@ -225,23 +231,31 @@ describe("full-text input", () => {
         Effect.orDie
       ))
 
-  test("indexes the same lexemes as the text followed by a copy with its identifiers split, from less text", async () => {
+  test("indexes every lexeme of the text and of its identifiers split, and each identifier whole", async () => {
     for (const runtime of [pglite, ...(postgres ? [postgres] : [])]) {
       for (const text of texts) {
-        expect(await lexemes(runtime, ftsText(text))).toEqual(await lexemes(runtime, textTwice(text)))
-        if (/[_.:/-]|\p{Ll}\p{Lu}/u.test(text)) expect(ftsText(text).length).toBeLessThan(textTwice(text).length)
+        const got = new Set(await lexemes(runtime, ftsText(text)))
+        for (const l of await lexemes(runtime, textTwice(text))) expect(got).toContain(l)
       }
+      const got = await lexemes(runtime, ftsText("stripe said card_declined; ERR_TLS_CERT_ALTNAME_INVALID in getUserById"))
+      for (const whole of ["carddeclin", "errtlscertaltnameinvalid", "getuserbyid"]) expect(got).toContain(whole)
     }
   })
 
-  test("is the text, the words of each distinct identifier among its whitespace-delimited tokens, the concepts", () => {
+  test("is the text, then the words and the whole form of each distinct identifier among its whitespace-delimited tokens", () => {
     // The definition, written with regexes; ftsText finds the tokens by a pass over the character codes.
     const reference = (text: string) => {
       const words = new Set<string>()
-      for (const [token] of text.matchAll(/\S+/g)) {
-        if (/[_.:/-]|\p{Ll}\p{Lu}/u.test(token)) words.add(token.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2"))
+      for (const token of new Set([...text.matchAll(/\S+/g)].map((m) => m[0]))) {
+        if (!/[_.:/-]|\p{Ll}\p{Lu}/u.test(token)) continue
+        words.add(token.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2"))
+        const identifiers = token.matchAll(/[\p{L}\p{N}]+(?:[_.-][\p{L}\p{N}]+)+|\p{Ll}[\p{Ll}\p{N}]*(?:\p{Lu}[\p{Ll}\p{N}]*)+/gu)
+        for (const [identifier] of identifiers) {
+          const whole = identifier.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "")
+          if (whole.length >= 3 && whole.length <= 64) words.add(whole)
+        }
       }
-      return `${text}\n${[...words].join(" ")}\n${conceptText(text)}`
+      return words.size === 0 ? text : `${text}\n${[...words].join(" ")}`
     }
     const unit = fc.oneof(
       fc.constantFrom(" ", "\u00a0", "\u2028", "\u3000", "\ufeff", "\t", "\r\n", "\v", "\f", "_", ".", ":", "/", "-", "é", "É", "ß", "Ω", "ω"),
@@ -257,7 +271,7 @@ describe("full-text input", () => {
     for (const text of texts) expect(ftsText(text)).toBe(reference(text))
   })
 
-  test("so does any text of words, identifiers, punctuation and whitespace", async () => {
+  test("keeps every lexeme of the text and its split identifiers, on any text of words, identifiers and punctuation", async () => {
     const piece = fc.oneof(
       fc.constantFrom("error", "Timeout", "getUserById", "snake_case", "api.example.com", "/v1/x-y", "a:b", "HTTPServer",
         "rate-limited", "user@example.com", "v1.2.3", "naïve_Ünïcode", "x", "_", ".", "--", "::", "É"),
@@ -269,7 +283,8 @@ describe("full-text input", () => {
     for (const runtime of [pglite, ...(postgres ? [postgres] : [])]) {
       await fc.assert(
         fc.asyncProperty(text, async (t) => {
-          expect(await lexemes(runtime, ftsText(t))).toEqual(await lexemes(runtime, textTwice(t)))
+          const got = new Set(await lexemes(runtime, ftsText(t)))
+          for (const l of await lexemes(runtime, textTwice(t))) expect(got).toContain(l)
         }),
         { numRuns: 150 }
       )

@@ -1,12 +1,11 @@
 /**
  * The fast paths of the offline search text processing against the straightforward code they replaced (kept
- * here as references): the tokenizer, the thesaurus concept text, the embedding itself (bit for bit) and the
+ * here as references): the tokenizer, the embedding itself (bit for bit) and the
  * SQL text of a vector.
  */
 import { beforeAll, describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { HASH_DIMS, makeOfflineEmbedding, tokenize } from "#layers/search/OfflineEmbedder"
-import { conceptsOf, conceptText, GROUPS } from "#layers/search/Thesaurus"
 import { chunkMemo, forEachChunk } from "#layers/search/Tokenize"
 import { vectorLiteral } from "#layers/search/VectorText"
 import { loadWordVectors, SOURCE_VOCABULARY, type WordVectors } from "#layers/search/WordVectors"
@@ -29,30 +28,6 @@ const referenceTokenize = (text: string, onPart: (word: string) => void, onIdent
     }
     if (parts > 1) onIdentifier(token.toLowerCase())
   }
-}
-
-const referenceExact = new Map<string, Array<string>>()
-const referencePrefixes: Array<[string, string]> = []
-for (const group of GROUPS) {
-  const head = group[0]!
-  for (const word of group) {
-    if (word.endsWith("*")) referencePrefixes.push([word.slice(0, -1), head])
-    else referenceExact.set(word, [...(referenceExact.get(word) ?? []), head])
-  }
-}
-const referenceConceptsOf = (word: string): ReadonlyArray<string> => {
-  const found = referenceExact.get(word) ?? []
-  const more = referencePrefixes.filter(([p]) => word.startsWith(p)).map(([, head]) => head)
-  return more.length === 0 ? found : [...new Set([...found, ...more])]
-}
-const referenceConceptText = (text: string) => {
-  const heads = new Set<string>()
-  for (const raw of text.matchAll(/[\p{L}\p{N}]+/gu)) {
-    for (const part of raw[0].matchAll(/\p{Lu}+(?!\p{Ll})|\p{Lu}?\p{Ll}+|\p{N}+|\p{L}+/gu)) {
-      for (const head of referenceConceptsOf(part[0].toLowerCase())) heads.add(head)
-    }
-  }
-  return [...heads].join(" ")
 }
 
 /** The embedder as it was before the memo and the fast tokenizer (same constants). */
@@ -82,7 +57,7 @@ const referenceEmbedding = (wv: WordVectors) => {
   for (let row = 0; row < wv.count; row++) weights[row] = A / (A + probability(wv.ranks[row]!))
 
   return (input: string): Float32Array => {
-    const text = `${input}\n${referenceConceptText(input)}`
+    const text = input
     const semantic = new Float64Array(wv.dims)
     const lexical = new Float64Array(HASH_DIMS)
     const feature = (key: string, weight: number) => {
@@ -127,7 +102,7 @@ const referenceVectorText = (v: ArrayLike<number>) => `[${Array.from(v, (x) => M
 
 // ------------------------------------------------------------------------------------------------ generators
 
-/** Pieces of agent-span text: identifiers in every casing, thesaurus words, separators and awkward Unicode. */
+/** Pieces of agent-span text: identifiers in every casing, common words, separators and awkward Unicode. */
 const PIECES = [
   "get", "User", "By", "Id", "getUserById", "ETIMEDOUT", "ETIMEDOUT_ERR", "HTTPServer2xx", "HTTP", "Server", "2xx",
   "429", "_", "__", "ERR", "payment_intent.failed", "stripeChargeFailed", "XMLHttpRequest", "aB", "Ab", "AB", "a1B2",
@@ -182,25 +157,6 @@ describe("tokenizer", () => {
   })
 })
 
-describe("thesaurus", () => {
-  test("conceptsOf is the reference, word by word", () => {
-    const all = GROUPS.flat().map((w) => w.replace("*", ""))
-    for (const w of [...all, ...all.map((x) => `${x}s`), ...all.map((x) => x.slice(0, -1)), "", "zzz"]) {
-      expect(conceptsOf(w)).toEqual(referenceConceptsOf(w))
-    }
-  })
-
-  test("conceptText returns the reference's string, on any text (twice: computed, then remembered)", () => {
-    expect(conceptText("The AuthorizationError: permissions_denied, invoices unpaid; ETIMEDOUT")).toBe(
-      referenceConceptText("The AuthorizationError: permissions_denied, invoices unpaid; ETIMEDOUT")
-    )
-    fc.assert(fc.property(anyText, (s) => {
-      expect(conceptText(s)).toBe(referenceConceptText(s))
-      expect(conceptText(s)).toBe(referenceConceptText(s))
-    }), { numRuns: 5000 })
-  })
-})
-
 describe("chunk memo", () => {
   test("gives compute's value for each chunk, in order, across generations; long chunks are not kept", () => {
     let computed = 0
@@ -229,9 +185,10 @@ describe("memo keys", () => {
   test("do not keep the texts they were cut from alive", () => {
     // Bun makes a slice of 13+ chars a view of its parent: 3,000 remembered 36-char chunks, each cut from its own
     // 110 kB text, would hold 330 MB.
+    const memo = chunkMemo(16_384, 48, (chunk) => chunk.length)
     Bun.gc(true)
     const before = process.memoryUsage().rss
-    for (let i = 0; i < 3000; i++) conceptText(`w${i}x${"abcdefghij".repeat(3)}zz ${"abcdefghij ".repeat(10_000)}`)
+    for (let i = 0; i < 3000; i++) memo(`w${i}x${"abcdefghij".repeat(3)}zz ${"abcdefghij ".repeat(10_000)}`, () => {})
     Bun.gc(true)
     expect(process.memoryUsage().rss - before).toBeLessThan(150e6)
   })

@@ -384,7 +384,11 @@ describe("wrappers", () => {
     expect(spans.get("flaky-model")).toMatchObject({ model: "flaky-model", error: "RangeError: context too long" })
     expect(spans.get("flaky-model").input_tokens).toBeUndefined()
     expect(detail.totalTokens).toBe(12 + 3 + 7 + 2 + 5 + 1 + 3 + 1)
-    expect(detail.totalCost).toBe("0.75")
+    // The two calls reported without a cost are priced by the server (gpt-4o: 12 in, 3 out; gpt-4o-mini: 7 in, 2 out).
+    expect(spans.get("gpt-4o")).toMatchObject({ cost: (12 * 2.5 + 3 * 10) / 1e6, cost_estimated: true })
+    expect(spans.get("openai-chat")).toMatchObject({ cost: (7 * 0.15 + 2 * 0.6) / 1e6, cost_estimated: true })
+    expect(spans.get("claude-sonnet-4").cost_estimated).toBeUndefined()
+    expect(detail.totalCost).toBe("0.75006225")
     expect(errors).toEqual([])
   })
 

@@ -4,7 +4,7 @@ import { Effect } from "effect"
 // Span embeddings for POST /api/v1/search. With pgvector (embedded PGlite; PostgreSQL where the extension is
 // installed) the vector is a `vector` (any dimension: the HNSW index is an expression index per embedder,
 // created at start once the dimension is known); without it a `real[]`, searched exactly. The choice is made
-// here, once, and read back from the catalog at start. `tsv` feeds the full-text boost of hybrid ranking.
+// here, once, and read back from the catalog at start. `tsv` feeds the lexical leg of hybrid ranking.
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* sql.unsafe(`
