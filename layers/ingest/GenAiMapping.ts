@@ -2,7 +2,12 @@ import { MAX_AMOUNT, MAX_JSON_DEPTH, MAX_SPAN_COUNT } from "#src/domain/Json"
 import { isoOfMillis } from "#src/domain/Instant"
 import type { OtlpEvent, OtlpSpan } from "#src/domain/Otlp"
 import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
-import { parentUuid, spanUuid, traceUuid } from "./OtlpIds.ts"
+import { isConventionKey, readConventions } from "./conventions/Conventions.ts"
+import { parentUuid, spanUuid, traceUuid, uuidV5 } from "./OtlpIds.ts"
+import { requestParameters, withRequestParameters } from "./conventions/RequestParameters.ts"
+import { frameworkAgentId, isFrameworkAgentSpan } from "./conventions/AgentIdentity.ts"
+import { fromLangChainSerialized, unwrapAiSdkToolOutput, withFinishReason } from "./conventions/FrameworkValues.ts"
+import { isFrameworkPlumbing } from "./conventions/Plumbing.ts"
 
 /**
  * The GenAI mapping of one OTLP span to our span (docs/otel-mapping.md). Pure and total:
@@ -22,7 +27,8 @@ import { parentUuid, spanUuid, traceUuid } from "./OtlpIds.ts"
  *                            `langfuse.trace.name` / `traceloop.workflow.name` / `gen_ai.workflow.name` /
  *                            `ai.telemetry.functionId`,
  *                            `langfuse.trace.input` / `output`, the trace tags, the session id found on the
- *                            resource, and the raw deployment environment (`sandbox` marks a sandbox trace)
+ *                            resource, and the raw deployment environment (`sandbox` marks a sandbox trace);
+ *                            from the vendor conventions (conventions/): `metadata`, `release`, `version`, `project_id`
  * Flags are written only when true. As that page says, `attributes` holds the attributes not mapped elsewhere and
  * `resource` the resource attributes (both size-capped), `events` the events not turned into input, output
  * or `exception`, and `truncated` names what was cut. `mapping_error` marks the bare fallback span.
@@ -58,7 +64,7 @@ export interface MappedSpan {
 /** The instrumentation family that decided `span_type` (`metadata.source`, docs/otel-mapping.md). */
 export type Source =
   | "otel_genai" | "otel_genai_legacy" | "openinference" | "openllmetry" | "vercel_ai"
-  | "pydantic_ai" | "langsmith" | "langfuse" | "generic"
+  | "pydantic_ai" | "langsmith" | "langfuse" | "laminar" | "generic"
 
 type Attrs = Readonly<Record<string, unknown>>
 type Json = Record<string, unknown>
@@ -77,6 +83,8 @@ const MAX_META_TEXT = 1000
 const MAX_META_LONG_TEXT = 4000
 const MAX_TAGS = 50
 const MAX_TAG_CHARS = 200
+/** Characters kept of one vendor's span details, and of a span's trace metadata hint. */
+const CONVENTION_BUDGET = 16_384
 /** Latest instant the `Instant` schema accepts (9999-12-31T23:59:59.999Z). */
 const MAX_MS = Date.UTC(10000, 0, 1) - 1
 
@@ -514,7 +522,7 @@ const classify = (f: Facts): { type: SpanType; source: Source } => {
 const isAgentSpan = (f: Facts) =>
   f.operation === "invoke_agent" || f.operation === "create_agent" || f.oiKind === "AGENT" ||
   f.traceloopKind === "agent" || f.langfuseType === "agent" ||
-  (f.operation === undefined && !isBlank(f.a["agent_name"]))
+  (f.operation === undefined && !isBlank(f.a["agent_name"])) || isFrameworkAgentSpan(f.a, f.aiOp)
 
 /** "Aggregate usage": spans whose usage repeats their children's. An llm_call always owns its usage. */
 const isAggregate = (f: Facts, type: SpanType) => {
@@ -785,7 +793,7 @@ const aiSdkMessages = (v: unknown): unknown => {
           ;(calls ??= []).push(toolCall(p.toolCallId, p.toolName, p.input !== undefined ? p.input : p.args))
           break
         case "tool-result":
-          out.push(toolMessage(p.toolCallId, p.output !== undefined ? p.output : p.result))
+          out.push(toolMessage(p.toolCallId, p.output !== undefined ? unwrapAiSdkToolOutput(p.output) : p.result))
           results++
           break
         default:
@@ -1033,7 +1041,8 @@ const ioValue = (a: Attrs, key: string, mimeKey: string): unknown => {
   const v = a[key]
   if (isBlank(v)) return undefined
   const mime = str(a, mimeKey)
-  return mime !== undefined && mime.toLowerCase().startsWith("application/json") ? parseJsonAlways(v) : v
+  // LangGraph / LangChain chains (OpenInference) put their serialized messages here.
+  return mime !== undefined && mime.toLowerCase().startsWith("application/json") ? fromLangChainSerialized(parseJsonAlways(v)) : v
 }
 
 const toolInput = (a: Attrs): unknown =>
@@ -1043,7 +1052,8 @@ const toolInput = (a: Attrs): unknown =>
   firstParsed(a, ["gen_ai.prompt"])
 
 const toolOutput = (a: Attrs): unknown =>
-  firstParsed(a, ["langfuse.observation.output", "gen_ai.tool.call.result", "ai.toolCall.result", "tool_response"]) ??
+  firstParsed(a, ["langfuse.observation.output", "gen_ai.tool.call.result"]) ??
+  unwrapAiSdkToolOutput(firstParsed(a, ["ai.toolCall.result"])) ?? firstParsed(a, ["tool_response"]) ??
   ioValue(a, "output.value", "output.mime_type") ??
   (isBlank(a["traceloop.entity.output"]) ? undefined : parseJsonAlways(a["traceloop.entity.output"])) ??
   firstParsed(a, ["gen_ai.completion"])
@@ -1211,7 +1221,7 @@ const remainder = (
   let dropped = 0
   const b: Budget = { left: budget, maxString }
   for (const key in a) {
-    if (skip && (CONSUMED.has(key) || indexedFamily(key) !== 0)) continue
+    if (skip && (CONSUMED.has(key) || isConventionKey(key) || indexedFamily(key) !== 0)) continue
     const before = b.left
     const c = cleanValue(a[key], depth, b)
     if (c === OVERFLOW) {
@@ -1252,6 +1262,8 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   const operation = str(a, "gen_ai.operation.name")
   const oi = str(a, "openinference.span.kind")
   const failure = failureOf(span, a)
+  // Vendor SDK attributes (Langfuse, Laminar, OpenInference) beyond the conventions read here.
+  const conv = readConventions(a, resource)
   const f: Facts = {
     a, events, scan: scanKeys(a), operation, aiOp: aiOperation(a),
     oiKind: oi?.toUpperCase(), traceloopKind: str(a, "traceloop.span.kind"),
@@ -1262,7 +1274,8 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   const decided = classify(f)
   const override = str(a, "tapedeck.span.type")
   // The override only replaces the type: `source` still names the instrumentation that sent the span.
-  const type: SpanType = override !== undefined && SPAN_TYPES.has(override) ? (override as SpanType) : decided.type
+  const type: SpanType = override !== undefined && SPAN_TYPES.has(override) ? (override as SpanType) : conv.type ?? decided.type
+  const source: Source = conv.type !== undefined && decided.source === "generic" ? "laminar" : decided.source
 
   const modelRaw = firstString(a, MODEL_KEYS)
   const model = metaText(modelRaw, SPAN_TEXT_LIMITS.model)
@@ -1283,8 +1296,9 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   let output: unknown
   switch (type) {
     case "llm_call":
-      input = llmInput(f, io)
-      output = llmOutput(f, io)
+      // Tools and sampling parameters travel with the messages, so a replay can send the same request.
+      input = withRequestParameters(llmInput(f, io), requestParameters(a))
+      output = withFinishReason(llmOutput(f, io), a["llm.finish_reason"])
       break
     case "tool_call":
     case "tool_result":
@@ -1295,6 +1309,8 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
       input = actionInput(a)
       output = actionOutput(a)
   }
+  input ??= conv.input
+  output ??= conv.output
 
   const start = nanos(span.startTimeUnixNano) ?? { ms: 0, rest: 0 }
   const end = nanos(span.endTimeUnixNano)
@@ -1333,7 +1349,11 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   // The span's own agent identity; inherited values are resolved by finalize.
   const agentSpan = isAgentSpan(f)
   const traceloopAgent = f.traceloopKind === "agent" ? asText(a["traceloop.entity.name"]) : undefined
-  const ownId = metaText(firstText(a, ["gen_ai.agent.id", "gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]), SPAN_TEXT_LIMITS.agent_id)
+  const ownId = metaText(
+    firstText(a, ["gen_ai.agent.id", "gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]) ??
+      frameworkAgentId(a, agentSpan),
+    SPAN_TEXT_LIMITS.agent_id
+  )
   const ownRole = metaText(firstText(a, ["gen_ai.agent.name", "agent.name"]) ?? traceloopAgent ?? asText(a["agent_name"]), SPAN_TEXT_LIMITS.agent_role)
   if (ownId !== undefined) out.agent_id = ownId
   if (ownRole !== undefined && ownId !== undefined) out.agent_role = ownRole
@@ -1342,7 +1362,8 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
 
   // metadata (docs/otel-mapping.md, "Span metadata").
   const meta = out.metadata
-  meta.source = decided.source
+  meta.source = source
+  if (isFrameworkPlumbing(span.name, a, type !== "action" || agentSpan)) meta.framework_plumbing = true
   const otel: Json = { trace_id: traceHex, span_id: spanHex }
   if (parentHex !== null) otel.parent_span_id = parentHex
   otel.kind = KIND_NAMES[span.kind] ?? "UNSPECIFIED"
@@ -1374,7 +1395,7 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   if (!isBlank(a["gen_ai.response.finish_reasons"])) genAi.finish_reasons = small(parseStructured(a["gen_ai.response.finish_reasons"]))
   put(genAi, "conversation_id", metaText(asText(a["gen_ai.conversation.id"])))
   const usage: Json = {}
-  put(usage, "cache_read_input_tokens", firstCount(a, CACHE_READ_KEYS))
+  put(usage, "cache_read_input_tokens", firstCount(a, CACHE_READ_KEYS) ?? conv.cachedInputTokens)
   put(usage, "cache_creation_input_tokens", firstCount(a, CACHE_WRITE_KEYS))
   put(usage, "reasoning_output_tokens", firstCount(a, REASONING_KEYS))
   put(usage, "total_tokens", firstCount(a, TOTAL_KEYS))
@@ -1408,8 +1429,13 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
     if (!isBlank(totals)) meta.aggregate_usage = totals
   }
 
-  put(meta, "session_id", metaText(firstText(a, SESSION_KEYS)))
-  put(meta, "user_id", metaText(firstText(a, USER_KEYS)))
+  put(meta, "session_id", metaText(firstText(a, SESSION_KEYS) ?? conv.sessionId))
+  put(meta, "user_id", metaText(firstText(a, USER_KEYS) ?? conv.userId))
+  for (const vendor in conv.spanDetails) {
+    const fit = fitValue(conv.spanDetails[vendor], 1, CONVENTION_BUDGET, MAX_META_LONG_TEXT)
+    meta[vendor] = fit.value
+    if (fit.cut) truncated.push(vendor)
+  }
 
   if (failure.exception !== undefined) {
     const ea = failure.exception.attributes
@@ -1435,9 +1461,19 @@ const mapChecked = (accountNs: string, span: OtlpSpan, a: Attrs): MappedSpan => 
   }
   const tags: Array<string> = []
   for (const key of TAG_KEYS) if (!isBlank(a[key])) tagsOf(a[key], tags)
+  if (conv.tags !== undefined) tagsOf(conv.tags, tags)
   if (tags.length > 0) hints.tags = tags
   put(hints, "resource_session_id", metaText(firstText(resource, SESSION_KEYS)))
   put(hints, "environment", metaText(firstText(a, ENVIRONMENT_KEYS) ?? firstText(resource, ENVIRONMENT_KEYS)))
+  if (conv.traceMetadata !== undefined) {
+    const fit = fitValue(conv.traceMetadata, 2, CONVENTION_BUDGET, MAX_META_LONG_TEXT)
+    hints.metadata = fit.value
+    if (fit.cut) truncated.push("trace_hints.metadata")
+  }
+  put(hints, "release", metaText(conv.release))
+  put(hints, "version", metaText(conv.version))
+  // A project named by the sender: the same UUID for the same account and name, on every instance.
+  if (conv.projectName !== undefined) hints.project_id = uuidV5(accountNs, "project:" + conv.projectName)
   if (!isBlank(hints)) meta.trace_hints = hints
 
   const rest = remainder(a, 2, ATTRIBUTES_BUDGET, MAX_META_LONG_TEXT * 2, true)

@@ -9,12 +9,20 @@ const PROTO_DIR = fileURLToPath(new URL("./proto/", import.meta.url))
 
 const loadRoot = () => {
   const root = new protobuf.Root()
-  // Imports name paths from the proto root ("opentelemetry/proto/…"), not relative to the importing file.
-  root.resolvePath = (_origin, target) => (isAbsolute(target) ? target : join(PROTO_DIR, target))
-  return root.loadSync(join(PROTO_DIR, "opentelemetry/proto/collector/trace/v1/trace_service.proto"))
+  // Imports name paths from the proto root ("opentelemetry/proto/…"), not relative to the importing file;
+  // google/protobuf/* are the well-known types protobufjs carries itself.
+  root.resolvePath = (_origin, target) =>
+    isAbsolute(target) || target.startsWith("google/protobuf/") ? target : join(PROTO_DIR, target)
+  return root.loadSync([
+    join(PROTO_DIR, "opentelemetry/proto/collector/trace/v1/trace_service.proto"),
+    join(PROTO_DIR, "google/rpc/status.proto")
+  ])
 }
 
-/** The official OTLP definitions, loaded once: ExportTraceServiceRequest/Response and everything they use. */
+/**
+ * The official OTLP definitions, loaded once: ExportTraceServiceRequest/Response and everything they use, and
+ * google.rpc.Status (the body of an OTLP/HTTP error answered in protobuf).
+ */
 export const otlpProtoRoot = loadRoot()
 
 const ExportRequest = otlpProtoRoot.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")

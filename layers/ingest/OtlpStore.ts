@@ -43,11 +43,12 @@ const traceRecord = (id: string, trace: TraceFinalization["trace"]) => ({
   started_at: trace.startedAt,
   ended_at: trace.endedAt,
   metadata: trace.metadata,
-  environment: trace.environment
+  environment: trace.environment,
+  project_id: trace.projectId ?? null
 })
 
 const TRACE_RECORD_COLUMNS = `id uuid, name text, status text, input jsonb, output jsonb, session_id text,
-  started_at timestamptz, ended_at timestamptz, metadata jsonb, environment text`
+  started_at timestamptz, ended_at timestamptz, metadata jsonb, environment text, project_id uuid`
 
 /** total_duration_ms of a trace record `x` whose spans end at `lastEnd` (as TraceRepo derives it). */
 const durationMs = (lastEnd: string) =>
@@ -123,9 +124,10 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
         }))
         const inserted = yield* sql<{ id: string }>`
           INSERT INTO traces (id, account_id, name, status, input, output, session_id, started_at, ended_at, metadata,
-                              environment, span_count, total_tokens, total_cost, total_duration_ms, models, has_error)
+                              environment, project_id, span_count, total_tokens, total_cost, total_duration_ms, models,
+                              has_error)
           SELECT x.id, ${accountId}::uuid, x.name, x.status, x.input->0, x.output->0, x.session_id, x.started_at,
-                 x.ended_at, x.metadata, x.environment, x.n, x.tokens,
+                 x.ended_at, x.metadata, x.environment, x.project_id, x.n, x.tokens,
                  (SELECT COALESCE(sum(c::numeric), 0) FROM jsonb_array_elements_text(x.costs) AS c),
                  ${sql.literal(durationMs("x.last_end"))},
                  ARRAY(SELECT DISTINCT m FROM jsonb_array_elements_text(x.models) AS m ORDER BY m), x.has_error
@@ -229,6 +231,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
           UPDATE traces t SET
             name = x.name, status = x.status, input = x.input->0, output = x.output->0, session_id = x.session_id,
             started_at = x.started_at, ended_at = x.ended_at, metadata = x.metadata, environment = x.environment,
+            project_id = COALESCE(x.project_id, t.project_id),
             updated_at = now(),
             span_count = COALESCE(agg.n, t.span_count), total_tokens = COALESCE(agg.tokens, t.total_tokens),
             models = COALESCE(agg.models, t.models), has_error = COALESCE(agg.has_error, t.has_error),

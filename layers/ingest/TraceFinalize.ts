@@ -33,6 +33,8 @@ export interface TraceFinalization {
     endedAt: string | null
     metadata: Record<string, unknown>
     environment: "production" | "sandbox"
+    /** The project a sender named (openinference.project.name); absent leaves the trace's project as it is. */
+    projectId?: string
   }
 }
 
@@ -382,9 +384,24 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
     for (const t of n.hints.tags) if (typeof t === "string" && tags.length < MAX_TAGS && !tags.includes(t)) tags.push(t)
   }
   if (tags.length > 0) metadata.tags = tags
-  // Sandbox only when a sender says so explicitly (langfuse.environment / deployment.environment.name).
+  // Sandbox only when a sender says so explicitly (langfuse.environment / deployment.environment.name); any other
+  // environment name is kept, and filterable, as metadata.environment.
   const sandbox = ordered.some((n) => text(n.hints.environment)?.trim().toLowerCase() === "sandbox")
+  const environmentName = firstOf(root, ordered, (n) => text(n.hints.environment))
   if (sandbox) metadata.environment = "sandbox"
+  else if (environmentName !== undefined) metadata.environment = environmentName
+  const release = firstOf(root, ordered, (n) => text(n.hints.release))
+  if (release !== undefined) metadata.release = release
+  const version = firstOf(root, ordered, (n) => text(n.hints.version))
+  if (version !== undefined) metadata.version = version
+  // Trace metadata from the vendor conventions: every span's, the root's winning on a shared key.
+  let sent: Json | undefined
+  for (const n of root === undefined ? ordered : [...ordered.filter((o) => o !== root), root]) {
+    const m = n.hints.metadata
+    if (typeof m === "object" && m !== null && !Array.isArray(m)) sent = { ...sent, ...(m as Json) }
+  }
+  if (sent !== undefined) metadata.metadata = sent
+  const project = firstOf(root, ordered, (n) => text(n.hints.project_id))
 
   const trace: TraceFinalization["trace"] = {
     name,
@@ -395,6 +412,7 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
     metadata,
     environment: sandbox ? "sandbox" : "production"
   }
+  if (project !== undefined) trace.projectId = project
   if (input !== undefined) trace.input = input
   if (output !== undefined) trace.output = output
   return trace

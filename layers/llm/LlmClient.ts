@@ -14,10 +14,24 @@ export interface ChatRequest {
   readonly model: string
   readonly messages: ReadonlyArray<ChatMessage>
   readonly tools?: unknown
+  readonly tool_choice?: unknown
+  readonly parallel_tool_calls?: unknown
   readonly temperature?: number
   readonly max_tokens?: number
+  readonly top_p?: unknown
+  readonly frequency_penalty?: unknown
+  readonly presence_penalty?: unknown
+  readonly stop?: unknown
+  readonly seed?: unknown
+  readonly n?: unknown
   readonly response_format?: unknown
 }
+
+/** The optional request fields, in the order they are written on the wire. */
+export const CHAT_REQUEST_OPTIONS = [
+  "tools", "tool_choice", "parallel_tool_calls", "temperature", "max_tokens", "top_p", "frequency_penalty",
+  "presence_penalty", "stop", "seed", "n", "response_format"
+] as const satisfies ReadonlyArray<keyof ChatRequest>
 
 /** The first choice of a completion with its token usage (0 when the provider reports none). */
 export interface ChatResponse {

@@ -13,7 +13,7 @@ import {
   Redacted,
   Schema
 } from "effect"
-import { type ChatRequest, type ChatResponse, LlmClient, LlmUnavailable } from "./LlmClient.ts"
+import { CHAT_REQUEST_OPTIONS, type ChatRequest, type ChatResponse, LlmClient, LlmUnavailable } from "./LlmClient.ts"
 import { optionalBaseUrl } from "../config/BaseUrl.ts"
 
 /** The longest wait between attempts: a larger Retry-After is cut to this, and so is the backoff. */
@@ -99,14 +99,11 @@ interface AttemptFailure {
   readonly retryAfterMs?: number | undefined
 }
 
-const wireBody = (request: ChatRequest, model: string) => ({
-  model,
-  messages: request.messages,
-  ...(request.tools === undefined ? {} : { tools: request.tools }),
-  ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
-  ...(request.max_tokens === undefined ? {} : { max_tokens: request.max_tokens }),
-  ...(request.response_format === undefined ? {} : { response_format: request.response_format })
-})
+const wireBody = (request: ChatRequest, model: string) => {
+  const body: Record<string, unknown> = { model, messages: request.messages }
+  for (const name of CHAT_REQUEST_OPTIONS) if (request[name] !== undefined) body[name] = request[name]
+  return body
+}
 
 const clip = (text: string, max = 300) => (text.length > max ? `${text.slice(0, max)}…` : text)
 

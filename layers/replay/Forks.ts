@@ -5,7 +5,7 @@ import { ForkPointNotInTrace, ReplayAlreadyActive, ReplayQuotaExceeded } from "#
 import type { AccountId, ForkId, TraceId } from "#src/domain/Ids"
 import type { TraceDetailWire, TraceNotFound } from "#src/domain/Trace"
 import { ForkId as ForkIdSchema } from "#src/domain/Ids"
-import { splitAtForkPoint } from "#src/domain/ReplayPlan"
+import { modelRequests, splitAtForkPoint } from "#src/domain/ReplayPlan"
 import { AppConfig } from "../config/AppConfig.ts"
 import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
@@ -103,6 +103,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
             fork_point_span_id: fork.forkPointSpanId,
             modified_input: fork.modifiedInput,
             mock_outputs: (fork.mockOutputs ?? {}) as Record<string, unknown>,
+            model_requests: modelRequests(plan.source!.spans),
             result_trace_id: started.resultTraceId
           })
         } else if (!plan.short) {

@@ -1,12 +1,19 @@
 import { Effect, Either, Schema } from "effect"
 import type { Fork } from "#src/domain/Fork"
-import { messagesAfterForkPoint, messagesAtForkPoint, splitAtForkPoint } from "#src/domain/ReplayPlan"
+import { messagesAfterForkPoint, messagesAtForkPoint, recordedRequest, splitAtForkPoint } from "#src/domain/ReplayPlan"
 import type { SpanWire } from "#src/domain/Span"
 import { CreateTraceRequest, MAX_SPANS_PER_REQUEST, type TraceDetailWire } from "#src/domain/Trace"
-import { type ChatMessage, LlmClient } from "../llm/LlmClient.ts"
+import { type ChatMessage, type ChatRequest, LlmClient } from "../llm/LlmClient.ts"
 import { ModelPrices } from "../llm/Prices.ts"
 
 /** The result of re-running a fork on the server: the result trace to store and the fidelity report. */
+
+/** A re-executed call's times: it starts when the recorded call started and lasts `tookMs`. */
+const onRecordedTimeline = (recordedStart: unknown, ranAt: Date, tookMs: number) => {
+  const parsed = typeof recordedStart === "string" ? Date.parse(recordedStart) : Number.NaN
+  const start = Number.isFinite(parsed) ? parsed : ranAt.getTime()
+  return { started_at: new Date(start).toISOString(), ended_at: new Date(start + tookMs).toISOString(), duration_ms: tookMs }
+}
 export interface ServerReplayOutcome {
   readonly trace: CreateTraceRequest
   readonly byteReplayed: number
@@ -21,6 +28,35 @@ export class ReplayFailed extends Schema.TaggedError<ReplayFailed>()("ReplayFail
   reason: Schema.String,
   modelWork: Schema.Boolean
 }) {}
+
+/**
+ * The Chat Completions request that re-executes a recorded llm_call: its messages plus the tools and
+ * parameters recorded with its input. Adds to `sent` the parameters it carries and to `unsent` those it
+ * cannot (a field with no Chat Completions equivalent, or a value of the wrong kind).
+ */
+export const replayRequest = (
+  model: string,
+  messages: ReadonlyArray<ChatMessage>,
+  recordedInput: unknown,
+  sent: Set<string>,
+  unsent: Set<string>
+): ChatRequest => {
+  const recorded = recordedRequest(recordedInput)
+  const request: Record<string, unknown> = { model, messages }
+  for (const [name, value] of Object.entries(recorded.parameters)) {
+    const numeric = name === "temperature" || name === "max_tokens"
+    if (numeric && typeof value !== "number") {
+      unsent.add(`${name} (recorded value is not a number)`)
+      continue
+    }
+    request[name] = value
+    sent.add(name)
+  }
+  for (const name of recorded.unreproducible) unsent.add(`${name} (no Chat Completions equivalent)`)
+  return request as unknown as ChatRequest
+}
+
+const withoutModel = ({ model: _model, ...rest }: ChatRequest) => rest
 
 const toolName = (span: SpanWire) => {
   const tool = (span.metadata as { gen_ai?: { tool?: { name?: unknown } } } | undefined)?.gen_ai?.tool?.name
@@ -61,6 +97,10 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
   let modelWork = false
   let firstCall = true
   let lastOutput: unknown = undefined
+  // The fidelity report names the request parameters sent again and those that could not be.
+  const sentParameters = new Set<string>()
+  const unsentParameters = new Set<string>()
+  const withoutParameters: Array<string> = []
 
   const replayed: Array<Record<string, unknown>> = []
   for (const span of split.after) {
@@ -76,7 +116,9 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
         } else {
           const messages = (firstCall ? messagesAtForkPoint(span.input, fork.modifiedInput) : messagesAfterForkPoint(span.input, fork.modifiedInput)) as ReadonlyArray<ChatMessage>
           const started = new Date()
-          const answer = yield* llm.chat({ model, messages }).pipe(Effect.either)
+          const request = replayRequest(model, messages, span.input, sentParameters, unsentParameters)
+          if (request.tools === undefined && Object.keys(request).length === 2) withoutParameters.push(span.name)
+          const answer = yield* llm.chat(request).pipe(Effect.either)
           if (Either.isLeft(answer)) {
             return yield* new ReplayFailed({ reason: `model call for '${span.name}' failed: ${answer.left.message}`, modelWork })
           }
@@ -90,14 +132,19 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
           const output = { role: "assistant", content: response.message.content, ...(response.message.tool_calls ? { tool_calls: response.message.tool_calls } : {}) }
           Object.assign(copy, {
             model: response.model || model,
-            input: messages,
+            // The request as sent: messages plus the tools and parameters, so the branch can itself be replayed.
+            input: Object.keys(request).length > 2 ? withoutModel(request) : messages,
             output,
             input_tokens: response.usage.inputTokens,
             output_tokens: response.usage.outputTokens,
-            started_at: started.toISOString(),
-            ended_at: new Date().toISOString(),
-            duration_ms: Date.now() - started.getTime(),
-            metadata: { ...(span.metadata ?? {}), replay: { reexecuted: true, recorded_output: span.output ?? null } }
+            // On the recording's timeline (the copied spans keep their recorded times), lasting as long as the new
+            // call did: the branch's waterfall and its duration compare with the original's instead of spanning
+            // from the recording to now. When the call really ran is kept beside it.
+            ...onRecordedTimeline(span.started_at, started, Date.now() - started.getTime()),
+            metadata: {
+              ...(span.metadata ?? {}),
+              replay: { reexecuted: true, executed_at: started.toISOString(), recorded_output: span.output ?? null }
+            }
           })
           delete copy.cost
           if (cost !== undefined) copy.cost = cost
@@ -117,6 +164,12 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
       caveats.add(`${span.span_type} spans after the fork point were copied from the recording`)
     }
     replayed.push(copy)
+  }
+
+  if (sentParameters.size > 0) caveats.add(`request parameters sent again to the model: ${[...sentParameters].join(", ")}`)
+  if (unsentParameters.size > 0) caveats.add(`request parameters recorded but not reproduced: ${[...unsentParameters].join(", ")}`)
+  if (withoutParameters.length > 0) {
+    caveats.add(`no tools or request parameters were recorded for llm_call '${withoutParameters[0]}'${withoutParameters.length > 1 ? ` and ${withoutParameters.length - 1} more` : ""}: sent with its messages only, no tools offered`)
   }
 
   const forkPointSpan = {

@@ -19,7 +19,7 @@ import { BatchApi } from "./BatchApi.ts"
 import { DiscoveryApi } from "./DiscoveryApi.ts"
 import { SessionsApi } from "./SessionsApi.ts"
 import { UsageApi } from "./UsageApi.ts"
-import { OtlpApi } from "./OtlpApi.ts"
+import { LangfuseOtlpApi, OtlpApi } from "./OtlpApi.ts"
 import { SystemApi } from "./SystemApi.ts"
 import { TracesApi } from "./TracesApi.ts"
 import { SearchApi } from "./SearchApi.ts"
@@ -86,6 +86,7 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .add(AccountApi)
   .add(DiscoveryApi)
   .add(OtlpApi)
+  .add(LangfuseOtlpApi)
   .add(EvaluationsApi)
   .add(EvalRulesApi)
   .add(InsightsApi)

@@ -1,7 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { OtlpTraceResult } from "../domain/Otlp.ts"
 import { IngestBackpressureWire } from "./ApiErrors.ts"
-import { Authentication, RateLimit } from "./Security.ts"
+import { Authentication, LangfuseAuthentication, RateLimit } from "./Security.ts"
 
 /** The OTLP/HTTP trace export path (no /api prefix, as exporters expect). */
 export const OTLP_EXPORT_PATH = "/v1/traces"
@@ -31,7 +31,35 @@ export const OTLP_JSON_EXAMPLE = {
   }]
 }
 
+/** Where the Langfuse SDKs post their OTLP exports (`{baseUrl}/api/public/otel/v1/traces`). */
+export const LANGFUSE_EXPORT_PATH = "/api/public/otel/v1/traces"
+
+/** Whether a request URL (query string allowed) is one of the OTLP trace export paths. */
+export const isExportPath = (url: string) => {
+  const q = url.indexOf("?")
+  const path = q < 0 ? url : url.slice(0, q)
+  return path === OTLP_EXPORT_PATH || path === LANGFUSE_EXPORT_PATH
+}
+
 const body = (description: string) => ({ description, schema: { type: "string", format: "binary" } })
+
+const exportBody = {
+  requestBody: {
+    required: true,
+    content: {
+      "application/json": {
+        schema: {
+          type: "object",
+          required: ["resourceSpans"],
+          properties: { resourceSpans: { type: "array", maxItems: 100, items: { type: "object" } } },
+          examples: [OTLP_JSON_EXAMPLE]
+        }
+      },
+      "application/x-protobuf": body("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest"),
+      "application/protobuf": body("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
+    }
+  }
+}
 
 /**
  * POST /v1/traces (OTLP/HTTP). The body is read by the handler itself, not declared as a payload: it may be
@@ -44,24 +72,24 @@ export class OtlpApi extends HttpApiGroup.make("otlp")
       .addError(IngestBackpressureWire)
       .annotate(OpenApi.Summary, "OTLP/HTTP trace export (JSON or protobuf, optionally gzip/deflate)")
       .annotate(OpenApi.Description, "The standard OTLP/HTTP endpoint: point any OpenTelemetry exporter at the server's base URL with the API key in the `x-service-key` header. GenAI semantic conventions, OpenInference, OpenLLMetry, the Vercel AI SDK and others are mapped to spans (model, tokens, cost, input and output, agents); one Tapedeck trace is created per OpenTelemetry trace id. Model calls without a cost attribute get an estimated cost. Spans that cannot be stored are counted in `partialSuccess`.")
-      .annotate(OpenApi.Override, {
-        requestBody: {
-          required: true,
-          content: {
-            "application/json": {
-              schema: {
-                type: "object",
-                required: ["resourceSpans"],
-                properties: { resourceSpans: { type: "array", maxItems: 100, items: { type: "object" } } },
-                examples: [OTLP_JSON_EXAMPLE]
-              }
-            },
-            "application/x-protobuf": body("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest"),
-            "application/protobuf": body("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
-          }
-        }
-      })
+      .annotate(OpenApi.Override, exportBody)
   )
   .middleware(RateLimit)
   .middleware(Authentication)
+{}
+
+/**
+ * POST /api/public/otel/v1/traces: the same export for the Langfuse SDKs, which authenticate with
+ * `Authorization: Basic base64(publicKey:secretKey)`; the secret key is a Tapedeck API key.
+ */
+export class LangfuseOtlpApi extends HttpApiGroup.make("langfuseOtlp")
+  .add(
+    HttpApiEndpoint.post("export", LANGFUSE_EXPORT_PATH)
+      .addSuccess(OtlpTraceResult)
+      .addError(IngestBackpressureWire)
+      .annotate(OpenApi.Summary, "OTLP/HTTP trace export for the Langfuse SDKs (Basic authentication)")
+      .annotate(OpenApi.Override, exportBody)
+  )
+  .middleware(RateLimit)
+  .middleware(LangfuseAuthentication)
 {}

@@ -76,3 +76,51 @@ export const messagesAfterForkPoint = (recorded: unknown, modified: unknown): Re
   { role: "system", content: `This run was replayed from a fork with a modified input: ${asText(modified)}` },
   ...recordedMessages(recorded)
 ]
+
+/** Request fields a Chat Completions provider accepts, which replay sends again when the recording has them. */
+const REPLAYABLE = [
+  "tools", "tool_choice", "parallel_tool_calls", "temperature", "max_tokens", "top_p", "frequency_penalty",
+  "presence_penalty", "stop", "seed", "n", "response_format"
+] as const
+/** Request fields recorded by some conventions that a Chat Completions request cannot carry. */
+const NOT_REPLAYABLE = ["top_k"] as const
+
+export type ReplayableParameter = (typeof REPLAYABLE)[number]
+
+/** What a recorded llm_call input says about its request beyond the messages. */
+export interface RecordedRequest {
+  /** The fields to send again, under their Chat Completions names. */
+  readonly parameters: Partial<Record<ReplayableParameter, unknown>>
+  /** Recorded fields that cannot be sent again, by name. */
+  readonly unreproducible: ReadonlyArray<string>
+}
+
+/**
+ * The request parameters stored with an llm_call's input (`{messages, tools, temperature, …}`, as ingestion
+ * writes them and as the Traces API accepts them). A plain message list has none.
+ */
+export const recordedRequest = (input: unknown): RecordedRequest => {
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return { parameters: {}, unreproducible: [] }
+  const record = input as Record<string, unknown>
+  if (!isMessages(record.messages) && !Array.isArray(record.messages)) return { parameters: {}, unreproducible: [] }
+  const parameters: Partial<Record<ReplayableParameter, unknown>> = {}
+  for (const name of REPLAYABLE) {
+    const value = record[name]
+    if (value !== undefined && value !== null) parameters[name] = value
+  }
+  return { parameters, unreproducible: NOT_REPLAYABLE.filter((name) => record[name] !== undefined && record[name] !== null) }
+}
+
+/**
+ * For an SDK-mode replay: the recorded request parameters (tools, tool_choice, temperature, …) of every
+ * llm_call that has some, by span id, so the SDK can hand them to its model client as the server would.
+ */
+export const modelRequests = (spans: ReadonlyArray<SpanWire>): Record<string, RecordedRequest["parameters"]> => {
+  const out: Record<string, RecordedRequest["parameters"]> = {}
+  for (const span of spans) {
+    if (span.span_type !== "llm_call") continue
+    const { parameters } = recordedRequest(span.input)
+    if (Object.keys(parameters).length > 0) out[span.id] = parameters
+  }
+  return out
+}

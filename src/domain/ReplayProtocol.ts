@@ -34,5 +34,7 @@ export interface ReplayCommand {
   readonly fork_point_span_id: string
   readonly modified_input: unknown
   readonly mock_outputs: Record<string, unknown>
+  /** Per llm_call span id: the tools and request parameters it was recorded with, to be sent again. */
+  readonly model_requests: Record<string, unknown>
   readonly result_trace_id: string
 }

@@ -28,7 +28,9 @@ import { accessLog } from "./AccessLog.ts"
 import { MAX_PATH_PARAM_LENGTH } from "./ErrorBodies.ts"
 import { RequestSummary, RequestSummaryLogLive } from "./RequestSummary.ts"
 import { isExport, refuseWhileSaturated } from "./IngestGateMiddleware.ts"
+import { otlpProtobufAnswers } from "./OtlpResponses.ts"
 import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRouteLive, StudioRouteLive } from "./HttpLive.ts"
+import { OtlpOtherSignalsLive } from "./OtlpOtherSignals.ts"
 import { BATCH_JOB } from "#layers/batch/BatchRepo"
 import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "./BatchHttp.ts"
 
@@ -91,7 +93,8 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   // URL parsed, headers redacted, the peer's address asked of the socket (about 40 µs in Bun alone).
   const exporting = Option.isSome(yield* selfTelemetryEndpoint)
   const logged = accessLog({ log: (yield* AppConfig).accessLog, summary: yield* RequestSummary })
-  return HttpApiBuilder.serve((app) => refuseFast(logged(app))).pipe(
+  // A protobuf export is answered in protobuf, its refusals included (OtlpResponses).
+  return HttpApiBuilder.serve((app) => otlpProtobufAnswers(refuseFast(logged(app)))).pipe(
     // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=; an export
     // refused by the fast path is counted by the gate.
     HttpMiddleware.withTracerDisabledWhen((request) =>
@@ -107,6 +110,7 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   Layer.provide(StreamSocketRouteLive),
   Layer.provide(McpRouteLive),
   Layer.provide(StudioRouteLive),
+  Layer.provide(OtlpOtherSignalsLive),
   Layer.provide(SelfAppInstallLive), // the API's own HttpApp, for batch operations (needs ApiLive below)
   Layer.provide(ApiLive),
   Layer.provide(StartupLive),

@@ -5,7 +5,7 @@ import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { Unauthorized } from "../api/ApiErrors.ts"
 import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
 import { TRACE_CREATE_PATH } from "../api/TracesApi.ts"
-import { Authentication } from "../api/Security.ts"
+import { Authentication, LangfuseAuthentication } from "../api/Security.ts"
 
 const refuse = (e: { readonly reason: string }) => new Unauthorized({ message: e.reason })
 
@@ -22,32 +22,54 @@ const mayUseCachedKey = (request: HttpServerRequest.HttpServerRequest) => {
   return CACHED_KEY_ROUTES.has(q < 0 ? request.url : request.url.slice(0, q))
 }
 
+/** The `x-service-key` and `Authorization: Bearer` scheme handlers, shared by both authentication middlewares. */
+const headerSchemes = (credentials: Credentials) => ({
+  // An in-process identity (a background batch acting for its account) comes first: it has no header.
+  serviceKey: (key) =>
+    Effect.serviceOption(InternalIdentity).pipe(Effect.flatMap(Option.match({
+      onSome: Effect.succeed,
+      onNone: () =>
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(
+            Effect.mapError(refuse)
+          ))
+    }))),
+  bearer: (token) =>
+    Effect.gen(function*() {
+      // The platform strips the first seven characters whatever they are: insist they were "Bearer ".
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (!/^bearer /i.test(request.headers.authorization ?? "")) {
+        return yield* new Unauthorized({ message: "missing or invalid credentials" })
+      }
+      return yield* (mayUseCachedKey(request) ? credentials.cachedBearer(token) : credentials.bearer(token)).pipe(
+        Effect.mapError(refuse)
+      )
+    })
+} satisfies Omit<Authentication["Type"], never>)
+
 /** Only authenticates: both scheme handlers resolve the credential to an account or refuse with 401. */
 export const AuthenticationLive = Layer.effect(
   Authentication,
+  Effect.map(Credentials, (credentials) => Authentication.of(headerSchemes(credentials)))
+)
+
+/**
+ * The Langfuse SDKs' Basic scheme: the password (their "secret key") is a Tapedeck API key, looked up as
+ * `x-service-key` is; the user name (their "public key") is not checked. Our own headers work here too.
+ */
+export const LangfuseAuthenticationLive = Layer.effect(
+  LangfuseAuthentication,
   Effect.gen(function*() {
     const credentials = yield* Credentials
-    return Authentication.of({
-      // An in-process identity (a background batch acting for its account) comes first: it has no header.
-      serviceKey: (key) =>
-        Effect.serviceOption(InternalIdentity).pipe(Effect.flatMap(Option.match({
-          onSome: Effect.succeed,
-          onNone: () =>
-            Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-              (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(
-                Effect.mapError(refuse)
-              ))
-        }))),
-      bearer: (token) =>
+    return LangfuseAuthentication.of({
+      ...headerSchemes(credentials),
+      basic: ({ password }) =>
         Effect.gen(function*() {
-          // The platform strips the first seven characters whatever they are: insist they were "Bearer ".
           const request = yield* HttpServerRequest.HttpServerRequest
-          if (!/^bearer /i.test(request.headers.authorization ?? "")) {
-            return yield* new Unauthorized({ message: "missing or invalid credentials" })
+          if (!/^basic /i.test(request.headers.authorization ?? "")) {
+            return yield* new Unauthorized({ message: "missing or invalid credentials: send Authorization: Basic base64(publicKey:secretKey)" })
           }
-          return yield* (mayUseCachedKey(request) ? credentials.cachedBearer(token) : credentials.bearer(token)).pipe(
-            Effect.mapError(refuse)
-          )
+          return yield* credentials.serviceKey(password).pipe(Effect.mapError(refuse))
         })
     })
   })

@@ -12,7 +12,8 @@ import { Cause, Effect, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { IngestBackpressure, Internal, NotFound, RequestTimeout, Unavailable, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
-import { OTLP_EXPORT_PATH } from "../api/OtlpApi.ts"
+import { isExportPath } from "../api/OtlpApi.ts"
+import { OTLP_OTHER_SIGNAL_PATHS } from "./OtlpOtherSignals.ts"
 import { BodyPreempted, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
 
@@ -34,12 +35,13 @@ const describeIssues = (e: HttpApiError.HttpApiDecodeError) => {
 }
 
 /**
- * Every route but the OTLP export takes JSON: any other declared body type is refused before it is read
+ * Every route but the OTLP exports (and the OTLP paths refused whatever their body) takes JSON: any other declared body type is refused before it is read
  * (the framework would otherwise buffer form and multipart bodies without our size cap).
  */
 const requireJson = (request: HttpServerRequest.HttpServerRequest) => {
   const contentType = request.headers["content-type"]
-  if (contentType === undefined || request.url.split("?")[0] === OTLP_EXPORT_PATH) return Effect.void
+  const path = request.url.split("?")[0]!
+  if (contentType === undefined || isExportPath(path) || Object.hasOwn(OTLP_OTHER_SIGNAL_PATHS, path)) return Effect.void
   const mediaType = contentType.split(";")[0]!.trim().toLowerCase()
   return mediaType === "application/json" || mediaType === ""
     ? Effect.void

@@ -15,7 +15,7 @@ import { OtlpPreparer } from "#layers/ingest/OtlpPreparer"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { Traces } from "#layers/traces/Traces"
 import { TapedeckApi } from "../api/Api.ts"
-import { AuthenticationLive } from "./AuthenticationLive.ts"
+import { AuthenticationLive, LangfuseAuthenticationLive } from "./AuthenticationLive.ts"
 import { ErrorBodiesLive } from "./ErrorBodies.ts"
 import { IngestGateLive } from "./IngestGateMiddleware.ts"
 import { EnforcementHttpLive } from "./EnforcementHttp.ts"
@@ -40,7 +40,7 @@ import { SessionsHttpLive } from "./SessionsHttp.ts"
 import { UsageHttpLive } from "./UsageHttp.ts"
 import { UsageCounters } from "#layers/usage/UsageCounters"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
-import { OtlpHttpLive } from "./OtlpHttp.ts"
+import { LangfuseOtlpHttpLive, OtlpHttpLive } from "./OtlpHttp.ts"
 import { RateLimitLive } from "./RateLimitLive.ts"
 import { SystemHttpLive } from "./SystemHttp.ts"
 import { TracesHttpLive } from "./TracesHttp.ts"
@@ -50,14 +50,14 @@ import { SearchLive } from "#layers/search/SearchLive"
 
 /** The whole contract implemented: groups, API middleware, OpenAPI at /openapi.json and a reference at /docs. */
 export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
-  Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, EnforcementHttpLive, EvaluationsHttpLive, JobsHttpLive, OtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
+  Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, EnforcementHttpLive, EvaluationsHttpLive, JobsHttpLive, OtlpHttpLive, LangfuseOtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
   Layer.provide([EvalRulesHttpLive, InsightsHttpLive]),
   Layer.provide([SessionsHttpLive, UsageHttpLive, BatchHttpLive, ApiKeysHttpLive, DiscoveryHttpLive, AccountHttpLive]),
   Layer.provide([EvalRules.Default, InsightRepo.Default]),
   Layer.provide([SearchHttpLive, DiagnosticsHttpLive]),
   Layer.provide(SearchLive),
   Layer.provide([UsageCounters.Default, ApiKeyRepo.Default]),
-  Layer.provide([AuthenticationLive, RateLimitLive]),
+  Layer.provide([AuthenticationLive, LangfuseAuthenticationLive, RateLimitLive]),
   Layer.provide([Traces.Default, JobQueue.Default, Credentials.Default, OtlpIngest.Default, OtlpPreparer.Default, IngestGate.Default, Forks.Default, Enforcement.Default, Evaluations.Default, GuardrailRepo.Default]),
   Layer.provide(SqlPolicyStoreLive),
   Layer.provide([LlmClientLive, ModelPrices.Default])

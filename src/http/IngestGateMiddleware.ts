@@ -5,20 +5,31 @@ import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { IngestGate } from "#layers/ingest/IngestGate"
 import { IngestBackpressure, IngestBackpressureWire, Unauthorized, UnauthorizedWire } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
-import { OTLP_EXPORT_PATH } from "../api/OtlpApi.ts"
+import { isExportPath, LANGFUSE_EXPORT_PATH } from "../api/OtlpApi.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
 
 const RETRY_AFTER_SECONDS = 1
 
 export const isExport = (request: HttpServerRequest.HttpServerRequest) =>
-  request.method === "POST" && request.url.split("?")[0] === OTLP_EXPORT_PATH
+  request.method === "POST" && isExportPath(request.url)
 
-const saturatedMessage = (maxInflight: number) =>
-  `ingestion is saturated (${maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`
+const saturatedMessage = (maxInflight: number, by: "permits" | "checks") =>
+  by === "checks"
+    ? `ingestion is paused while enforcement checks are backed up on this instance; retry after ${RETRY_AFTER_SECONDS} s`
+    : `ingestion is saturated (${maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`
+
+/** The secret key of a Langfuse SDK's `Authorization: Basic base64(publicKey:secretKey)`; empty when malformed. */
+const basicSecret = (authorization: string) => {
+  const decoded = Buffer.from(authorization.slice(6).trim(), "base64").toString("utf8")
+  const colon = decoded.indexOf(":")
+  return colon < 0 ? "" : decoded.slice(colon + 1)
+}
+
+const isLangfusePath = (url: string) => url.split("?")[0] === LANGFUSE_EXPORT_PATH
 
 /**
  * The account an export acts for, from its headers alone, as the API's security schemes would find it
- * (`x-service-key` first, then `Authorization: Bearer`), so that the ingestion gate can be asked on its behalf
+ * (`x-service-key` first, then `Authorization: Bearer`, or `Basic` on the Langfuse path), so that the ingestion gate can be asked on its behalf
  * before anything else is done. An API key verified here in the last minute is taken from this instance's cache
  * (a revoked key leaves it at once); the export's own authentication still looks the key up.
  */
@@ -32,10 +43,12 @@ export const exportPrincipal = (
     const authorization = request.headers.authorization ?? ""
     const bearer = /^bearer /i.test(authorization)
       ? credentials.cachedBearer(Redacted.make(authorization.slice(7)))
+      : /^basic /i.test(authorization) && isLangfusePath(request.url)
+      ? credentials.cachedServiceKey(Redacted.make(basicSecret(authorization)))
       : Effect.fail(new InvalidCredential({ reason: "missing or invalid credentials" }))
     if (key === undefined || key === "") return bearer
     return credentials.cachedServiceKey(Redacted.make(key)).pipe(
-      Effect.catchTag("InvalidCredential", (e) => (/^bearer /i.test(authorization) ? bearer : Effect.fail(e)))
+      Effect.catchTag("InvalidCredential", (e) => (/^(bearer|basic) /i.test(authorization) ? bearer : Effect.fail(e)))
     )
   })
 
@@ -61,7 +74,7 @@ export const IngestGateLive = HttpApiBuilder.middleware(
         return yield* gate.guard(principal.right.accountId, app).pipe(
           Effect.catchTag("IngestSaturated", (e) =>
             setRetryAfter(RETRY_AFTER_SECONDS).pipe(
-              Effect.zipRight(Effect.fail(new IngestBackpressure({ message: saturatedMessage(e.maxInflight) })))
+              Effect.zipRight(Effect.fail(new IngestBackpressure({ message: saturatedMessage(e.maxInflight, e.by) })))
             ))
         )
       })
@@ -77,17 +90,19 @@ export const IngestGateLive = HttpApiBuilder.middleware(
  * the gate stays authoritative.
  */
 export const refuseWhileSaturated = (gate: IngestGate, credentials: Credentials) => {
-  const refusal = HttpServerResponse.unsafeJson(
-    Schema.encodeSync(IngestBackpressureWire)(new IngestBackpressure({ message: saturatedMessage(gate.maxInflight) })),
-    { status: 503, headers: { "retry-after": String(RETRY_AFTER_SECONDS) } }
-  )
+  const refusalFor = (by: "permits" | "checks") =>
+    HttpServerResponse.unsafeJson(
+      Schema.encodeSync(IngestBackpressureWire)(new IngestBackpressure({ message: saturatedMessage(gate.maxInflight, by) })),
+      { status: 503, headers: { "retry-after": String(RETRY_AFTER_SECONDS) } }
+    )
+  const refusals = { permits: refusalFor("permits"), checks: refusalFor("checks") }
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (!gate.saturated() || !isExport(request)) return app
       return Effect.flatMap(Effect.exit(exportPrincipal(credentials, request)), (principal) => {
         if (!Exit.isSuccess(principal) || gate.admits(principal.value.accountId)) return app
         gate.refuseFast()
-        return Effect.succeed(refusal)
+        return Effect.succeed(gate.shedForChecks() ? refusals.checks : refusals.permits)
       })
     })
 }

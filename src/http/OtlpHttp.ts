@@ -45,8 +45,8 @@ const decodeJson = (bytes: Uint8Array) => {
   return Either.match(decodeOtlpJson(body), { onLeft: refuse, onRight: Effect.succeed })
 }
 
-export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers) =>
-  Effect.gen(function*() {
+/** The export handler, one for both export paths (they differ only in how the caller authenticates). */
+const exportHandler = Effect.gen(function*() {
     const ingest = yield* OtlpIngest
     const preparer = yield* OtlpPreparer
     const usage = yield* UsageCounters
@@ -73,7 +73,7 @@ export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers)
         return yield* ingest.ingest(accountId, decoded)
       })
 
-    return handlers.handle("export", ({ request }) =>
+    return ({ request }: { readonly request: HttpServerRequest.HttpServerRequest }) =>
       Effect.gen(function*() {
         const { accountId } = yield* CurrentPrincipal
         const mediaType = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
@@ -90,5 +90,11 @@ export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers)
           traces_created: result.tracesCreated,
           spans_ingested: result.spansIngested
         }
-      }))
-  }))
+      })
+  })
+
+export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers) =>
+  Effect.map(exportHandler, (handler) => handlers.handle("export", handler)))
+
+export const LangfuseOtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "langfuseOtlp", (handlers) =>
+  Effect.map(exportHandler, (handler) => handlers.handle("export", handler)))

@@ -13,6 +13,12 @@ export interface ReplayContext {
   /** The input to run with instead of the recorded one. */
   readonly modifiedInput: unknown
   readonly mockOutputs: Readonly<Record<string, unknown>>
+  /**
+   * Per recorded llm_call span id: the tools and request parameters (`tools`, `tool_choice`, `temperature`,
+   * `max_tokens`, …, Chat Completions names) it was made with, to pass to the model client again so the
+   * replayed model can call the same tools.
+   */
+  readonly modelRequests: Readonly<Record<string, Readonly<Record<string, unknown>>>>
   /** Record the replayed run here: its id is the result trace id the server allocated. */
   readonly run: Run
   /**
@@ -69,6 +75,7 @@ interface Command {
   readonly fork_point_span_id: string
   readonly modified_input: unknown
   readonly mock_outputs: Record<string, unknown>
+  readonly model_requests?: Record<string, Record<string, unknown>>
   readonly result_trace_id: string
 }
 
@@ -113,6 +120,7 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
       forkPointSpanId: command.fork_point_span_id,
       modifiedInput: command.modified_input,
       mockOutputs: command.mock_outputs,
+      modelRequests: command.model_requests ?? {},
       run: recording,
       tool: (name, fn) => {
         const real = wrapTool(recording, name, fn as never) as (...args: Array<unknown>) => Promise<never>

@@ -108,6 +108,12 @@ describe("server replay", () => {
     expect(byName.web_search.output).toEqual({ results: ["mocked"] })
     expect(byName.book_flight.output).toBe("booked")
     expect(stored.totalTokens).toBe(76)
+    // Re-executed calls sit on the recording's timeline (the copied spans keep their times), so the branch's
+    // duration compares with the original's (10 s) instead of spanning from the recording to now.
+    expect(byName.plan.started_at).toBe(run.plan.started_at)
+    expect(byName.answer.started_at).toBe(run.answer.started_at)
+    expect(Date.parse(byName.plan.metadata.replay.executed_at)).toBeGreaterThan(Date.parse("2026-01-02T00:00:00Z"))
+    expect(stored.totalDurationMs).toBeLessThan(60_000)
 
     const sandbox = (await (await server.get("/api/v1/traces?env=sandbox&limit=100")).json()) as any
     expect(sandbox.items.map((t: any) => t.id)).toContain(result.result_trace_id)

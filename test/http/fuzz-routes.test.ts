@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test"
+import { otlpProtoRoot } from "#layers/ingest/OtlpDecode"
 import { FastCheck as fc } from "effect"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import {
@@ -42,6 +43,8 @@ const failures: Array<Failure> = []
 let requests = 0
 
 /** Sends one request and records a failure of the properties (a 5xx, or a 4xx without the error body). */
+const RpcStatus = otlpProtoRoot.lookupType("google.rpc.Status")
+
 const probe = async (
   label: string,
   path: string,
@@ -62,6 +65,16 @@ const probe = async (
   } catch (e) {
     failures.push({ label, status: 0, body: `request failed: ${String(e)}` })
     return { status: 0, body: undefined }
+  }
+  if (response.headers.get("content-type") === "application/x-protobuf") {
+    // OTLP answers a protobuf export in protobuf: a refusal is a google.rpc.Status with a code and a message.
+    const bytes = new Uint8Array(await response.arrayBuffer())
+    if (response.status >= 500) failures.push({ label, status: response.status, body: "protobuf" })
+    else if (response.status >= 400) {
+      const status = RpcStatus.toObject(RpcStatus.decode(bytes)) as { code?: number; message?: string }
+      if (!status.code || !status.message) failures.push({ label: `${label} (no google.rpc.Status)`, status: response.status, body: JSON.stringify(status) })
+    }
+    return { status: response.status, body: undefined }
   }
   const text = await response.text()
   let body: unknown = undefined

@@ -18,6 +18,8 @@ const send = (body: unknown, options: { key?: string; contentType?: string; enco
     headers: {
       "x-service-key": options.key ?? KEY_A,
       "content-type": options.contentType ?? "application/json",
+      // These tests read the JSON result (traces_created, spans_ingested) for protobuf exports too.
+      accept: "application/json",
       ...(options.encoding ? { "content-encoding": options.encoding } : {})
     },
     body: options.raw ?? JSON.stringify(body)

@@ -152,7 +152,8 @@ describe("properties through the HTTP API", () => {
         const response = await server.request(
           method!,
           path,
-          method === "GET" || method === "DELETE" ? {} : { body: payload, headers: { "content-type": type } }
+          // Accept JSON: a protobuf export is otherwise answered in protobuf (test/http/otlp-answers.test.ts).
+          method === "GET" || method === "DELETE" ? {} : { body: payload, headers: { "content-type": type, accept: "application/json" } }
         )
         expect(response.status).toBeLessThan(500)
         if (response.status >= 400) {

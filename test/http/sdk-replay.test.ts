@@ -44,7 +44,10 @@ const connect = async (key: string | null, query = "") => {
 
 const recordedFork = async (agent: string, key = KEY_A) => {
   const root = span({ span_type: "action", name: "run", agent_id: agent })
-  const plan = span({ parent_id: root.id, name: "plan", model: "gpt-4o-mini", input: "Lisbon" })
+  const plan = span({
+    parent_id: root.id, name: "plan", model: "gpt-4o-mini",
+    input: { messages: [{ role: "user", content: "Lisbon" }], tools: [{ type: "function", function: { name: "search" } }], temperature: 0.2 }
+  })
   const t = trace({ name: agent, spans: [root, plan] })
   expect((await server.post("/api/v1/traces", t, key)).status).toBe(200)
   const fork = (await (await server.post("/api/v1/forks", { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "Porto", mock_outputs: { search: 1 } }, key)).json()) as any
@@ -67,6 +70,8 @@ describe("SDK-mode replay over /ws/v1/replay", () => {
     })
     expect(command.source_trace.id).toBe(t.id)
     expect(command.source_trace.spans.length).toBe(2)
+    // The tools and parameters the model call was recorded with, for the SDK to send again.
+    expect(command.model_requests).toEqual({ [plan.id]: { tools: [{ type: "function", function: { name: "search" } }], temperature: 0.2 } })
     expect((await (await server.get(`/api/v1/forks/${fork.id}`)).json()) as any).toMatchObject({ status: "replaying", mode: "sdk" })
 
     // The SDK re-runs its agent and sends the result trace through the Traces API with the given id.

@@ -1,0 +1,55 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
+
+// The Langfuse JS SDK (@langfuse/otel + @langfuse/tracing, a devDependency) run unchanged in a child process
+// against the running server: only LANGFUSE_BASE_URL and the secret key point it at Tapedeck.
+let server: TestServer
+beforeAll(async () => {
+  server = await startTestServer()
+})
+afterAll(() => server.stop())
+
+const runProgram = async (secretKey: string) => {
+  const child = Bun.spawn([process.execPath, "test/sdk-programs/langfuse-js.ts"], {
+    env: { ...process.env, LANGFUSE_BASE_URL: server.url, LANGFUSE_SECRET_KEY: secretKey },
+    stdout: "pipe",
+    stderr: "pipe"
+  })
+  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+  return { code, err, result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean } }
+}
+
+const traceOf = async (otelTraceId: string): Promise<any> => {
+  const list = (await (await server.get("/api/v1/traces?limit=100")).json()) as any
+  const found = list.items.find((t: any) => t.metadata?.otel?.trace_id === otelTraceId)
+  return found === undefined ? undefined : (await server.get(`/api/v1/traces/${found.id}`)).json()
+}
+
+describe("Langfuse JS SDK", () => {
+  test("its trace lands: span types, model, tokens, input/output, session, user, environment, release", async () => {
+    const { code, result, err } = await runProgram(KEY_A)
+    expect({ code, flushed: result.flushed, err: err.includes("rror") ? err : "" }).toEqual({ code: 0, flushed: true, err: "" })
+    const trace = await traceOf(result.traceId)
+    expect(trace).toBeDefined()
+    expect(trace.session_id ?? trace.sessionId).toBe("sess-lf")
+    expect(trace.environment).toBe("production")
+    expect(trace.metadata).toMatchObject({ user_id: "user-lf", tags: ["support"], environment: "staging", release: "2026.11.3" })
+    expect(trace.input).toEqual({ question: "where is my parcel?" })
+    const generation = trace.spans.find((s: any) => s.span_type === "llm_call")
+    expect(generation).toMatchObject({ model: "gpt-4o-mini", input_tokens: 120, output_tokens: 8 })
+    expect(generation.output).toMatchObject({ content: "in Lyon" })
+    expect(generation.metadata.gen_ai.usage.cache_read_input_tokens).toBe(100)
+    expect(generation.metadata.langfuse.model_parameters).toMatchObject({ temperature: 0.2 })
+    expect(trace.spans.find((s: any) => s.span_type === "tool_call")?.output).toEqual({ city: "Lyon" })
+  }, 60_000)
+
+  test("a wrong secret key is refused and the program does not crash", async () => {
+    const before = ((await (await server.get("/api/v1/traces?limit=1")).json()) as any).total
+    const { code, result } = await runProgram("sk-lf-wrong")
+    // The SDK's forceFlush() rejects on a refused export (as on any failed one); the program catches it and exits.
+    expect({ code, flushed: result.flushed }).toEqual({ code: 0, flushed: false })
+    expect((result as any).error).toContain("Unauthorized")
+    expect(await traceOf(result.traceId)).toBeUndefined()
+    expect(((await (await server.get("/api/v1/traces?limit=1")).json()) as any).total).toBe(before)
+  }, 60_000)
+})
