@@ -55,12 +55,21 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
         Config.validate({ message: "must be 1 to 64", validation: (n) => n >= 1 && n <= 64 }),
         Config.withDefault(2)
       ),
-      // A check that waited longer than this in the queue for its batch statement makes ingestion refuse new exports
-      // (503) for a second; 0: never.
-      enforcementShedIngestMs: yield* Config.integer("TAPEDECK_ENFORCEMENT_SHED_INGEST_MS").pipe(
-        Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
-        Config.withDefault(10)
-      ),
+      // Checks that keep waiting longer than this in the queue for a lane (many of them within a second,
+      // layers/enforcement/CheckPressure.ts) make ingestion refuse new exports (503) for a second; 0: never. By default
+      // a fifth of TAPEDECK_ENFORCEMENT_TIMEOUT_MS: a check that waits that long for a lane still has most of its
+      // deadline for its statement, and when checks keep waiting past it they are heading for their deadline (failing
+      // closed), so ingestion steps aside before that, not after. Off by default on embedded PGlite: checks and exports
+      // share its one connection there, and refusing exports cannot give checks a connection of their own.
+      enforcementShedIngestMs: yield* Config.all({
+        explicit: Config.option(Config.integer("TAPEDECK_ENFORCEMENT_SHED_INGEST_MS").pipe(
+          Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 })
+        )),
+        timeoutMs: Config.integer("TAPEDECK_ENFORCEMENT_TIMEOUT_MS").pipe(Config.withDefault(250)),
+        embedded: Config.option(Config.string("DATABASE_URL")).pipe(Config.map((url) => url._tag === "None"))
+      }).pipe(Config.map(({ embedded, explicit, timeoutMs }) =>
+        explicit._tag === "Some" ? explicit.value : embedded ? 0 : Math.max(1, Math.floor(timeoutMs / 5))
+      )),
       replayInlineMaxModelCalls: yield* Config.integer("TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS").pipe(Config.withDefault(8)),
       replayTimeoutSeconds: yield* Config.integer("TAPEDECK_REPLAY_TIMEOUT_SECONDS").pipe(Config.withDefault(900)),
       replaySdkGraceSeconds: yield* Config.integer("TAPEDECK_REPLAY_SDK_GRACE_SECONDS").pipe(Config.withDefault(30)),

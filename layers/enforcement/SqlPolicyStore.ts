@@ -39,6 +39,8 @@ const OPTIMISTIC_ATTEMPTS = 4
 /** Checks per batch statement at most, and waiting at most (past it a check fails closed at once). */
 const MAX_BATCH = 256
 const MAX_QUEUED = 50_000
+/** Checks one account may have waiting: its flood fails its own excess closed, not other accounts' checks. */
+const MAX_QUEUED_PER_ACCOUNT = 5_000
 
 const NO_HOLDS: ReadonlyMap<string, HoldState> = new Map()
 
@@ -329,8 +331,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
     /** A check waiting for its batch. `resume` answers the caller (once: `settled`). */
     interface Pending {
       readonly runKey: string
+      readonly accountKey: string
       readonly args: DecisionArgs
-      readonly queuedAt: number
       attempts: number
       settled: boolean
       readonly resume: (answer: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => void
@@ -476,18 +478,16 @@ export const SqlPolicyStoreLive = Layer.scoped(
       lanes: config.enforcementConcurrency,
       maxBatch: MAX_BATCH,
       maxQueued: MAX_QUEUED,
+      maxQueuedPerAccount: MAX_QUEUED_PER_ACCOUNT,
       drop: (item) => {
         if (!item.args[3].abandoned) return false
-        pressure.observe(performance.now() - item.queuedAt)
         answer(item, Effect.fail(notStored()))
         return true
       },
-      process: (batch, done) => {
-        // How long checks waited for their turn (not how long their statement takes) is what sheds ingestion; taken
-        // as the batch is formed, before the fiber that writes it is even scheduled.
-        pressure.observe(performance.now() - batch[0]!.queuedAt)
-        runFork(writeBatch(batch, done))
-      }
+      process: (batch, done) => runFork(writeBatch(batch, done)),
+      // How long checks waited for a lane (not how long their statement takes, nor behind their own run) is what
+      // sheds ingestion; taken as the batch is formed, before the fiber that writes it is even scheduled.
+      waited: pressure.observe
     })
 
     const decideAtomically = (...args: DecisionArgs) =>
@@ -496,14 +496,18 @@ export const SqlPolicyStoreLive = Layer.scoped(
         : Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => {
           const item: Pending = {
             runKey: runKey(args[0], args[1].runId),
+            accountKey: args[0],
             args,
-            queuedAt: performance.now(),
             attempts: 0,
             settled: false,
             resume
           }
-          if (!batcher.submit(item)) {
-            answer(item, Effect.fail(new PolicyStateUnavailable({ reason: `${MAX_QUEUED} checks are already waiting` })))
+          const refused = batcher.submit(item)
+          if (refused !== undefined) {
+            const reason = refused === "full"
+              ? `${MAX_QUEUED} checks are already waiting`
+              : `${MAX_QUEUED_PER_ACCOUNT} checks of this account are already waiting`
+            answer(item, Effect.fail(new PolicyStateUnavailable({ reason })))
           }
         })
 

@@ -5,7 +5,9 @@ import { IngestPermits, type Permit } from "./IngestPermits.ts"
 
 /** No ingestion permit can be had now: the caller should retry later (503 with Retry-After). */
 export class IngestSaturated extends Schema.TaggedError<IngestSaturated>()("IngestSaturated", {
-  maxInflight: Schema.Number
+  maxInflight: Schema.Number,
+  /** Every permit taken ("permits"), or enforcement checks shedding ingestion ("checks"). */
+  by: Schema.Literal("permits", "checks")
 }) {}
 
 /** How often refusals answered by the fast path (`refuseFast`) are logged, as one line with their count. */
@@ -30,8 +32,8 @@ export class CurrentUploadPermit extends Context.Tag("tapedeck/CurrentUploadPerm
  * between accounts by the rule of `IngestPermits`: a free permit goes to whoever asks; when all are taken, an
  * account under its fair share takes back a permit from an upload of an account over its share (answered 503,
  * retryable), and any other asker is refused at once with 503, before its body is read, so overload costs no
- * memory and no database work; so is every export while enforcement checks wait for their decisions
- * (CheckPressure). With the body deadline and minimum rate (src/http/BodyLimit.ts), an account
+ * memory and no database work; so is every export while enforcement checks keep waiting for a lane
+ * (CheckPressure, sustained pressure only). With the body deadline and minimum rate (src/http/BodyLimit.ts), an account
  * that opens many slow uploads cannot keep another account's exports out.
  */
 export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGate", {
@@ -64,8 +66,11 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
     ): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.suspend((): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> => {
-          const granted = checks.active() ? undefined : permits.ask(accountId)
-          if (granted === undefined) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight }))
+          if (checks.active()) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight, by: "checks" }))
+          const granted = permits.ask(accountId)
+          if (granted === undefined) {
+            return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight, by: "permits" }))
+          }
           if (granted.preempted !== undefined) {
             // The permit passed to this request already; the upload that held it stops when its reader hears.
             preemptions++
@@ -101,7 +106,10 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
       return Effect.logWarning(`${parts.join("; ")} (in the last ${Duration.format(REFUSALS_LOG_INTERVAL)})`)
     }).pipe(Effect.repeat(Schedule.spaced(REFUSALS_LOG_INTERVAL)), Effect.forkScoped)
 
-    return { guard, saturated, admits, refuseFast, heldBy, maxInflight: ingestMaxInflight } as const
+    /** Whether exports are refused because enforcement checks keep waiting (rather than for want of permits). */
+    const shedForChecks = () => checks.active()
+
+    return { guard, saturated, admits, refuseFast, heldBy, shedForChecks, maxInflight: ingestMaxInflight } as const
   }),
   dependencies: [AppConfig.Default, CheckPressure.Default]
 }) {}

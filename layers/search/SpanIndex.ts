@@ -5,7 +5,7 @@ import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
 import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
-import { vectorLiteral } from "./VectorText.ts"
+import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
@@ -35,6 +35,13 @@ const STORE_CHUNK_HNSW = 32
  * for about 6 ms more per query (test/bench/search.ts, column "top 20 as exact").
  */
 const HNSW_EF_SEARCH = 1000
+/**
+ * Without pgvector, the vector leg orders the rows that pass the filters by the Hamming distance of their sign bits
+ * to the query's (migration 0026) and re-ranks this many of the best (or 4 × its k, if more) by the exact cosine:
+ * its agreement with the exact scan is tested (test/layers/search/prefilter.test.ts), its speed measured
+ * (test/bench/search.ts, docs/performance.md).
+ */
+export const PREFILTER_CANDIDATES = 500
 /** Past this offset + limit, a search is exact (HNSW's work stays bounded). */
 const MAX_HNSW_DEPTH = 1000
 /**
@@ -338,21 +345,23 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           account_id: s.accountId,
           text_hash: s.hash,
           body: ftsText(s.text),
-          embedding: vectorText(mode, vectors[i]!)
+          embedding: vectorText(mode, vectors[i]!),
+          sign_bits: signBits(vectors[i]!)
         })))
         const cast = mode === "pgvector-hnsw" ? "vector" : "real[]"
         // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored).
         yield* sql`
-          INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, text_hash, tsv, updated_at,
-                                       ${sql.literal(FILTER_COLUMNS)})
+          INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, sign_bits, text_hash, tsv,
+                                       updated_at, ${sql.literal(FILTER_COLUMNS)})
           SELECT x.trace_id, x.span_id, x.account_id, ${embedder}, ${dims}, x.embedding::${sql.literal(cast)},
+                 x.sign_bits::bit varying,
                  x.text_hash, to_tsvector('english', x.body), now(), ${sql.literal(FILTER_VALUES)}
           FROM jsonb_to_recordset(${records}::jsonb)
-            AS x(trace_id uuid, span_id uuid, account_id uuid, text_hash text, body text, embedding text)
+            AS x(trace_id uuid, span_id uuid, account_id uuid, text_hash text, body text, embedding text, sign_bits text)
           JOIN spans s ON s.trace_id = x.trace_id AND s.id = x.span_id
           ON CONFLICT (trace_id, span_id) DO UPDATE SET
             account_id = EXCLUDED.account_id, embedder = EXCLUDED.embedder, dims = EXCLUDED.dims,
-            embedding = EXCLUDED.embedding, text_hash = EXCLUDED.text_hash, tsv = EXCLUDED.tsv, updated_at = now(),
+            embedding = EXCLUDED.embedding, sign_bits = EXCLUDED.sign_bits, text_hash = EXCLUDED.text_hash, tsv = EXCLUDED.tsv, updated_at = now(),
             span_type = EXCLUDED.span_type, model = EXCLUDED.model, started_at = EXCLUDED.started_at,
             cost = EXCLUDED.cost, duration_ms = EXCLUDED.duration_ms`
       })
@@ -413,10 +422,13 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         readonly limit: number
         readonly offset: number
         /**
-         * Tests compare the paths: "exact" skips the HNSW index; "hnsw" answers from the HNSW scan alone (no
-         * selectivity probe, no exact retry when it comes back short).
+         * Tests compare the paths: "exact" scans every matching row by cosine; "hnsw" answers from the HNSW scan
+         * alone (no selectivity probe, no exact retry when it comes back short); "prefilter" is the sign-bit
+         * prefilter and exact re-rank (the default without pgvector, available with it for comparison).
          */
-        readonly path?: "exact" | "hnsw"
+        readonly path?: "exact" | "hnsw" | "prefilter"
+        /** Tests shrink the prefilter's cut (default PREFILTER_CANDIDATES) to measure it on small sets. */
+        readonly prefilterCut?: number
         /** The relevance harness measures each leg alone; the service always uses both. */
         readonly legs?: ReadonlyArray<Leg>
       }) {
@@ -439,8 +451,31 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         // when selective), ordered by distance. HNSW: the index scan in distance order, filtering as it goes;
         // iterative scans continue past ef_search until k rows pass (or hnsw.max_scan_tuples were scanned).
         const filtered = input.filters !== undefined && Object.values(input.filters).some((v) => v !== undefined)
+        // Without pgvector (or when asked): the sign-bit prefilter, then the exact cosine of its best candidates,
+        // each embedding read by primary key (only the short bit strings are read for every matching row).
+        const prefilter = input.path === "prefilter" || (mode === "exact-fallback" && input.path !== "exact")
+        const prefilterCut = input.prefilterCut ?? Math.max(PREFILTER_CANDIDATES, 4 * k)
+        const query = weightedSignMasks(input.vector)
+        const signDistance = sql.join(" + ", false)(query.classes.map((c) =>
+          sql`${sql.literal(c.weight.toPrecision(6))} * bit_count((e.sign_bits # ${query.bits}::bit varying) & ${c.mask}::bit varying)`))
+        const prefilterCandidates = sql`
+          SELECT p.trace_id, p.span_id, ${distance} AS distance
+          FROM (
+            SELECT e.trace_id, e.span_id
+            FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
+            WHERE ${where}
+            ORDER BY ${signDistance} NULLS FIRST
+            LIMIT ${prefilterCut}
+          ) p
+          JOIN LATERAL (
+            SELECT e.embedding FROM span_embeddings e WHERE e.trace_id = p.trace_id AND e.span_id = p.span_id LIMIT 1
+          ) e ON true
+          ORDER BY distance
+          LIMIT ${k}`
         const vectorCandidates = (exact: boolean) =>
-          !exact && !filtered
+          prefilter
+            ? prefilterCandidates
+            : !exact && !filtered
             // Unfiltered HNSW: the index scan alone, its k rows then checked against their traces (a join inside
             // the ordered scan costs the scan its speed: p95 27 → 67 ms at 20k spans on PGlite).
             ? sql`
@@ -573,7 +608,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           }))
 
         const hnswable = mode === "pgvector-hnsw" && dims <= HNSW_MAX_DIMS && depth <= MAX_HNSW_DEPTH &&
-          input.path !== "exact"
+          input.path !== "exact" && input.path !== "prefilter"
         if (hnswable && input.path === "hnsw") return toHits(yield* inTransaction(false))
         // A filter few rows pass: the exact scan reads just those (through the filters' indexes), where an HNSW
         // scan would walk past the many that fail before it found k that pass, or come back short. The planner's

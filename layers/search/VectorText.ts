@@ -70,3 +70,42 @@ export const vectorLiteral = (v: ArrayLike<number>, open: string, close: string)
   }
   return open + decoder.decode(buffer.subarray(0, at)) + close
 }
+
+/**
+ * The vector's sign bits as SQL bit-string text: '1' where the component, rounded as `vectorLiteral` writes it,
+ * is positive (migration 0026 computes the same from the stored components).
+ */
+export const signBits = (v: ArrayLike<number>): string => {
+  let bits = ""
+  for (let i = 0; i < v.length; i++) bits += Math.round(v[i]! * 1e7) > 0 ? "1" : "0"
+  return bits
+}
+
+/** How many weight classes the query's components fall into for the prefilter's weighted Hamming distance. */
+export const WEIGHT_CLASSES = 4
+
+/**
+ * The query side of the sign-bit prefilter: its sign bits, and its dimensions split into WEIGHT_CLASSES masks by
+ * the magnitude of the component (quantiles of |q|), each with the mean magnitude of its class as weight. The
+ * prefilter's distance to a span is the sum over classes of weight × the number of the class's bits where the signs
+ * differ: a sign disagreement on a large query component costs more than one on a small one, and the query's zero
+ * components (most of the sparse hashed features) cost nothing. Plain Hamming distance weighs them all alike.
+ */
+export const weightedSignMasks = (v: ArrayLike<number>) => {
+  const bits = signBits(v)
+  const order = Array.from({ length: v.length }, (_, i) => i)
+    .filter((i) => Math.round(v[i]! * 1e7) !== 0)
+    .sort((a, b) => Math.abs(v[a]!) - Math.abs(v[b]!))
+  const classes: Array<{ mask: string; weight: number }> = []
+  for (let c = 0; c < WEIGHT_CLASSES; c++) {
+    const members = order.slice(Math.floor((c * order.length) / WEIGHT_CLASSES), Math.floor(((c + 1) * order.length) / WEIGHT_CLASSES))
+    const mask = new Array<string>(v.length).fill("0")
+    let sum = 0
+    for (const i of members) {
+      mask[i] = "1"
+      sum += Math.abs(v[i]!)
+    }
+    classes.push({ mask: mask.join(""), weight: members.length === 0 ? 0 : sum / members.length })
+  }
+  return { bits, classes }
+}

@@ -13,8 +13,10 @@ const RETRY_AFTER_SECONDS = 1
 export const isExport = (request: HttpServerRequest.HttpServerRequest) =>
   request.method === "POST" && isExportPath(request.url)
 
-const saturatedMessage = (maxInflight: number) =>
-  `ingestion is saturated (${maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`
+const saturatedMessage = (maxInflight: number, by: "permits" | "checks") =>
+  by === "checks"
+    ? `ingestion is paused while enforcement checks are backed up on this instance; retry after ${RETRY_AFTER_SECONDS} s`
+    : `ingestion is saturated (${maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`
 
 /** The secret key of a Langfuse SDK's `Authorization: Basic base64(publicKey:secretKey)`; empty when malformed. */
 const basicSecret = (authorization: string) => {
@@ -72,7 +74,7 @@ export const IngestGateLive = HttpApiBuilder.middleware(
         return yield* gate.guard(principal.right.accountId, app).pipe(
           Effect.catchTag("IngestSaturated", (e) =>
             setRetryAfter(RETRY_AFTER_SECONDS).pipe(
-              Effect.zipRight(Effect.fail(new IngestBackpressure({ message: saturatedMessage(e.maxInflight) })))
+              Effect.zipRight(Effect.fail(new IngestBackpressure({ message: saturatedMessage(e.maxInflight, e.by) })))
             ))
         )
       })
@@ -88,17 +90,19 @@ export const IngestGateLive = HttpApiBuilder.middleware(
  * the gate stays authoritative.
  */
 export const refuseWhileSaturated = (gate: IngestGate, credentials: Credentials) => {
-  const refusal = HttpServerResponse.unsafeJson(
-    Schema.encodeSync(IngestBackpressureWire)(new IngestBackpressure({ message: saturatedMessage(gate.maxInflight) })),
-    { status: 503, headers: { "retry-after": String(RETRY_AFTER_SECONDS) } }
-  )
+  const refusalFor = (by: "permits" | "checks") =>
+    HttpServerResponse.unsafeJson(
+      Schema.encodeSync(IngestBackpressureWire)(new IngestBackpressure({ message: saturatedMessage(gate.maxInflight, by) })),
+      { status: 503, headers: { "retry-after": String(RETRY_AFTER_SECONDS) } }
+    )
+  const refusals = { permits: refusalFor("permits"), checks: refusalFor("checks") }
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (!gate.saturated() || !isExport(request)) return app
       return Effect.flatMap(Effect.exit(exportPrincipal(credentials, request)), (principal) => {
         if (!Exit.isSuccess(principal) || gate.admits(principal.value.accountId)) return app
         gate.refuseFast()
-        return Effect.succeed(refusal)
+        return Effect.succeed(gate.shedForChecks() ? refusals.checks : refusals.permits)
       })
     })
 }

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Effect, FastCheck as fc } from "effect"
-import { startTestServer, type TestServer } from "../support/TestServer.ts"
+import { KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { chatAttributes, exportBody, hex, otlpSpan } from "../support/Otlp.ts"
 import { uuid } from "../support/Fixtures.ts"
 
 // Checks of one run arriving together (parallel tool calls, sub-agents) on one instance or on two sharing a
@@ -102,6 +103,40 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
   }, 60_000)
 })
 
+describe("blocked checks write nothing to their run", () => {
+  test("three blocks on a never-allowed run leave no run row; three on an allowed run leave its version as it was", async () => {
+    const project = uuid()
+    const created = await a.post("/api/v1/guardrails", { type: "budget_usd", project_id: project, params: { max_usd: 1 } })
+    expect(created.status).toBe(200)
+    const runRow = (run: string) =>
+      a.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ version: string; spent: number }>`
+          SELECT xmin::text AS version, spent_usd::float8 AS spent FROM enforcement_runs WHERE run_id = ${run}`))
+
+    const never = `never-${uuid()}`
+    for (let i = 0; i < 3; i++) {
+      expect((await check(a, { run_id: never, project_id: project, proposed_usd: 5 })).verdict).toBe("block")
+    }
+    expect(await runRow(never)).toEqual([])
+    // Decided and recorded all the same.
+    expect((await decisionsOf(never, 3)).map((d) => d.verdict)).toEqual(["block", "block", "block"])
+
+    const spent = `spent-${uuid()}`
+    expect((await check(a, { run_id: spent, project_id: project, proposed_usd: 0.5 })).verdict).toBe("allow")
+    const [before] = await runRow(spent)
+    expect(before!.spent).toBe(0.5)
+    // In parallel too (one batch), and from the other instance when there are two.
+    const blocks = await Promise.all(
+      [a, b, a].map((server) => check(server, { run_id: spent, project_id: project, proposed_usd: 0.9 }))
+    )
+    expect(blocks.map((d) => d.verdict)).toEqual(["block", "block", "block"])
+    expect(await runRow(spent)).toEqual([before!])
+    // The run still counts: what is left of the budget is allowed.
+    expect((await check(b, { run_id: spent, project_id: project, proposed_usd: 0.5 })).verdict).toBe("allow")
+    expect((await runRow(spent))[0]!.spent).toBe(1)
+  })
+})
+
 describe("checks first under overload", () => {
   test("while checks wait for their turn past TAPEDECK_ENFORCEMENT_SHED_INGEST_MS, new exports are shed with 503 and Retry-After", async () => {
     const server = await startTestServer({
@@ -125,6 +160,9 @@ describe("checks first under overload", () => {
       // Now a batch is held up: another transaction holds its run's row (on PGlite, the one connection) for half a
       // second, so the checks behind it in the one batch lane wait their turn that long.
       expect((await check(server, { run_id: "run-held" })).verdict).toBe("allow")
+      // Those prompt checks leave the window (a pile-up must be most of the window's checks to shed).
+      await Bun.sleep(1100)
+      // A check of its own run never counts, however long it waits behind that run's earlier checks.
       const holder = server.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
         // Slept here, not in the database: PGlite runs on this thread, and pg_sleep would stop the server outright.
         sql.withTransaction(Effect.zipRight(
@@ -132,20 +170,74 @@ describe("checks first under overload", () => {
           Effect.sleep("500 millis")
         ))))
       await Bun.sleep(100)
-      const decisions = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => check(server, { run_id: i % 2 === 0 ? "run-held" : `run-${i}`, proposed_usd: 0.01 }))
-      )
+      // The held run's check takes the one lane; the checks of 20 other runs then wait for a lane, all of them: that
+      // is sustained pressure, not one account's slow check.
+      const first = check(server, { run_id: "run-held", proposed_usd: 0.01 })
+      await Bun.sleep(50)
+      const decisions = await Promise.all([
+        first,
+        ...Array.from({ length: 20 }, (_, i) => check(server, { run_id: `run-${i}`, proposed_usd: 0.01 }))
+      ])
       await holder
       expect(decisions.every((d) => d.verdict === "allow")).toBe(true)
       const shed = await exportNow()
       expect(shed.status).toBe(503)
       expect(Number(shed.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
-      expect(await shed.json()).toMatchObject({ code: "ingest_backpressure", retryable: true })
+      const body = (await shed.json()) as { error: string }
+      expect(body).toMatchObject({ code: "ingest_backpressure", retryable: true })
+      // Its own message: not the "exports in flight" of a saturated gate.
+      expect(body.error).toContain("enforcement checks")
+      expect(body.error).not.toContain("in flight")
       // Checks are never shed themselves.
       expect((await check(server, { run_id: "run-x" })).verdict).toBe("allow")
       // Once checks stop waiting, exports are taken again.
       await Bun.sleep(1200)
       expect((await exportNow()).status).toBe(200)
+    } finally {
+      await server.stop()
+    }
+  }, 60_000)
+})
+
+describe("one account's checks never shut off another account's ingestion", () => {
+  test("another account sending a check every 250 ms, and a few at once: the victim's 20-span exports are all taken", async () => {
+    // The threshold set low on purpose (checks on PGlite share its one connection with the exports, and wait behind
+    // them): only a sustained pile-up of slow checks may shed, never an account's occasional ones.
+    const server = await startTestServer({
+      TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000",
+      TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "1",
+      // One lane: of checks arriving together, all but the first wait for a lane.
+      TAPEDECK_ENFORCEMENT_CONCURRENCY: "1"
+    })
+    const exportSpans = () =>
+      fetch(`${server.url}/v1/traces`, {
+        method: "POST",
+        headers: { "x-service-key": "svc_test_key_acme_0001", "content-type": "application/json" },
+        body: JSON.stringify(exportBody(Array.from({ length: 20 }, () => otlpSpan({ traceId: hex(16), attributes: chatAttributes }))))
+      })
+    const checkAsB = async (run: string) => {
+      const response = await server.post("/api/v1/enforcement/check", { run_id: run, proposed_usd: 0.01 }, KEY_B)
+      expect(response.status).toBe(200)
+    }
+    try {
+      let stop = false
+      const checker = (async () => {
+        for (let i = 0; !stop; i++) {
+          // Every other tick a few at once, on runs of their own (sub-agents), else one.
+          await Promise.all(Array.from({ length: i % 2 === 1 ? 4 : 1 }, (_, j) => checkAsB(`b-run-${i}-${j}`)))
+          await Bun.sleep(250)
+        }
+      })()
+      const statuses: Array<number> = []
+      const until = Date.now() + 3000
+      while (Date.now() < until) {
+        const exported = await Promise.all(Array.from({ length: 4 }, () => exportSpans()))
+        statuses.push(...exported.map((r) => r.status))
+      }
+      stop = true
+      await checker
+      expect(statuses.length).toBeGreaterThan(0)
+      expect(statuses.filter((status) => status !== 200)).toEqual([])
     } finally {
       await server.stop()
     }
