@@ -11,19 +11,10 @@ import { StorageLive } from "#layers/storage/Sql"
 import { KINDS, relevanceSpans } from "../fixtures/search/relevance.ts"
 import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
 import { uuid } from "../support/Fixtures.ts"
+import { openSearchRuntime, type SearchRuntime } from "../support/SearchRuntime.ts"
 
-/** Migrated storage with the search layers, configured by `env`. */
-const open = async (env: Record<string, string>) => {
-  const runtime = ManagedRuntime.make(SearchDependenciesLive.pipe(
-    Layer.provideMerge(StorageLive),
-    Layer.provide(BunContext.layer),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error)),
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
-  ))
-  await runtime.runPromise(runtime.runtimeEffect)
-  return runtime
-}
-type Runtime = Awaited<ReturnType<typeof open>>
+const open = openSearchRuntime
+type Runtime = SearchRuntime
 
 const spans = relevanceSpans()
 const ACCOUNT = uuid() as AccountId

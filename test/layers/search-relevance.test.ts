@@ -12,6 +12,7 @@ import { type RunQuery, runQueryHalves, runSpans, type RunScores, scoreRuns } fr
 import { bm25, type Bm25Doc } from "../support/Bm25.ts"
 import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
 import { uuid } from "../support/Fixtures.ts"
+import { openSearchRuntime, type SearchRuntime } from "../support/SearchRuntime.ts"
 
 /**
  * The relevance harness: recall@10, MRR and nDCG@10 of the product's search and of a reference BM25 over the same
@@ -19,17 +20,8 @@ import { uuid } from "../support/Fixtures.ts"
  * older generated set. Runs on PGlite, or on PostgreSQL when TEST_DATABASE_URL is set.
  */
 
-const open = async (env: Record<string, string>) => {
-  const runtime = ManagedRuntime.make(SearchDependenciesLive.pipe(
-    Layer.provideMerge(StorageLive),
-    Layer.provide(BunContext.layer),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error)),
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
-  ))
-  await runtime.runPromise(runtime.runtimeEffect)
-  return runtime
-}
-type Runtime = Awaited<ReturnType<typeof open>>
+const open = openSearchRuntime
+type Runtime = SearchRuntime
 
 const NEW_ACCOUNT = uuid() as AccountId
 const OLD_ACCOUNT = uuid() as AccountId

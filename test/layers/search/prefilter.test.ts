@@ -12,6 +12,7 @@ import backfillSignBits from "#layers/storage/migrations/0026_search_sign_bits"
 import { RUN_QUERIES, runSpans } from "../../fixtures/search/agentRuns.ts"
 import { createTestDatabase, type TestDatabase } from "../../support/Database.ts"
 import { uuid } from "../../support/Fixtures.ts"
+import { openSearchRuntime, type SearchRuntime } from "../../support/SearchRuntime.ts"
 
 // The sign-bit prefilter (migration 0026) against the exact scan: recall@10 of the prefilter and re-rank, the
 // exact vector leg's top 10 as truth. Ties count as found (near-twin spans share a similarity): a prefilter hit
@@ -20,17 +21,8 @@ import { uuid } from "../../support/Fixtures.ts"
 // measures the agreement there).
 const RECALL_FLOOR = 0.95
 
-const open = async (env: Record<string, string>) => {
-  const runtime = ManagedRuntime.make(SearchDependenciesLive.pipe(
-    Layer.provideMerge(StorageLive),
-    Layer.provide(BunContext.layer),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error)),
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
-  ))
-  await runtime.runPromise(runtime.runtimeEffect)
-  return runtime
-}
-type Runtime = Awaited<ReturnType<typeof open>>
+const open = openSearchRuntime
+type Runtime = SearchRuntime
 
 const RELEVANCE = uuid() as AccountId
 const RANDOM = uuid() as AccountId
