@@ -48,7 +48,8 @@ export const StudioHttpLive = HttpApiBuilder.Router.use((router) =>
     const asset = withBundle((studio) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const name = decodeURIComponent(new URL(request.url, "http://localhost").pathname.slice("/ui/assets/".length))
+        // Asset names are hashed ASCII, so the raw path names them: no decoding (a malformed escape is just unknown).
+        const name = new URL(request.url, "http://localhost").pathname.slice("/ui/assets/".length)
         const file = studio.assets.get(name)
         if (file === undefined) return notFound
         const gzip = acceptsGzip(request)

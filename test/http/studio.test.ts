@@ -53,6 +53,8 @@ describe("Studio serving", () => {
     const missing = await plain("/ui/assets/main-nothere.js")
     expect(missing.status).toBe(404)
     expect(await missing.json()).toEqual({ error: "asset not found", code: "not_found", retryable: false })
+    const malformed = await plain("/ui/assets/%zz.js")
+    expect(malformed.status).toBe(400)
     const api = await plain("/api/v1/traces")
     expect(api.status).toBe(401)
   })
