@@ -20,6 +20,7 @@
  * Keys are compared without case, `_`, `-` or spaces, so `overallScore` is `overall_score`. Extra keys are ignored.
  */
 import { Either } from "effect"
+import { clip } from "./JudgePrompt.ts"
 
 /** A closed range of scores, as declared by the prompt or the answer. */
 export interface Scale {
@@ -67,9 +68,6 @@ export interface ReadOptions {
   /** The scale the prompt declared; UNIT_SCALE when absent. */
   readonly scale?: Scale
 }
-
-const clip = (text: string, max: number) =>
-  text.length <= max ? text : `${text.slice(0, max)}…[+${text.length - max} chars]`
 
 const normKey = (key: string) => key.toLowerCase().replace(/[\s_-]/g, "")
 const normName = (name: string) => name.trim().toLowerCase().replace(/\s+/g, " ")

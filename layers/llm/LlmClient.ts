@@ -1,4 +1,5 @@
 import { Context, type Effect, Schema } from "effect"
+import { REPLAYABLE } from "#src/domain/ReplayPlan"
 
 /** One message of an OpenAI-style conversation; field names are the wire names. */
 export interface ChatMessage {
@@ -28,10 +29,7 @@ export interface ChatRequest {
 }
 
 /** The optional request fields, in the order they are written on the wire. */
-export const CHAT_REQUEST_OPTIONS = [
-  "tools", "tool_choice", "parallel_tool_calls", "temperature", "max_tokens", "top_p", "frequency_penalty",
-  "presence_penalty", "stop", "seed", "n", "response_format"
-] as const satisfies ReadonlyArray<keyof ChatRequest>
+export const CHAT_REQUEST_OPTIONS = REPLAYABLE satisfies ReadonlyArray<keyof ChatRequest>
 
 /** The first choice of a completion with its token usage (0 when the provider reports none). */
 export interface ChatResponse {

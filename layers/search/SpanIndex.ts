@@ -455,26 +455,29 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         // each embedding read by primary key (only the short bit strings are read for every matching row).
         const prefilter = input.path === "prefilter" || (mode === "exact-fallback" && input.path !== "exact")
         const prefilterCut = input.prefilterCut ?? Math.max(PREFILTER_CANDIDATES, 4 * k)
-        const query = weightedSignMasks(input.vector)
-        const signDistance = sql.join(" + ", false)(query.classes.map((c) =>
-          sql`${sql.literal(c.weight.toPrecision(6))} * bit_count((e.sign_bits # ${query.bits}::bit varying) & ${c.mask}::bit varying)`))
-        const prefilterCandidates = sql`
-          SELECT p.trace_id, p.span_id, ${distance} AS distance
-          FROM (
-            SELECT e.trace_id, e.span_id
-            FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
-            WHERE ${where}
-            ORDER BY ${signDistance} NULLS FIRST
-            LIMIT ${prefilterCut}
-          ) p
-          JOIN LATERAL (
-            SELECT e.embedding FROM span_embeddings e WHERE e.trace_id = p.trace_id AND e.span_id = p.span_id LIMIT 1
-          ) e ON true
-          ORDER BY distance
-          LIMIT ${k}`
+        // Built only when asked for: the masks sort the query's dimensions.
+        const prefilterCandidates = () => {
+          const query = weightedSignMasks(input.vector)
+          const signDistance = sql.join(" + ", false)(query.classes.map((c) =>
+            sql`${sql.literal(c.weight.toPrecision(6))} * bit_count((e.sign_bits # ${query.bits}::bit varying) & ${c.mask}::bit varying)`))
+          return sql`
+            SELECT p.trace_id, p.span_id, ${distance} AS distance
+            FROM (
+              SELECT e.trace_id, e.span_id
+              FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
+              WHERE ${where}
+              ORDER BY ${signDistance} NULLS FIRST
+              LIMIT ${prefilterCut}
+            ) p
+            JOIN LATERAL (
+              SELECT e.embedding FROM span_embeddings e WHERE e.trace_id = p.trace_id AND e.span_id = p.span_id LIMIT 1
+            ) e ON true
+            ORDER BY distance
+            LIMIT ${k}`
+        }
         const vectorCandidates = (exact: boolean) =>
           prefilter
-            ? prefilterCandidates
+            ? prefilterCandidates()
             : !exact && !filtered
             // Unfiltered HNSW: the index scan alone, its k rows then checked against their traces (a join inside
             // the ordered scan costs the scan its speed: p95 27 → 67 ms at 20k spans on PGlite).

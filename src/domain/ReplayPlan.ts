@@ -77,8 +77,11 @@ export const messagesAfterForkPoint = (recorded: unknown, modified: unknown): Re
   ...recordedMessages(recorded)
 ]
 
-/** Request fields a Chat Completions provider accepts, which replay sends again when the recording has them. */
-const REPLAYABLE = [
+/**
+ * Request fields a Chat Completions provider accepts, which replay sends again when the recording has them; also the
+ * optional fields the model client writes on the wire (LlmClient's CHAT_REQUEST_OPTIONS), in this order.
+ */
+export const REPLAYABLE = [
   "tools", "tool_choice", "parallel_tool_calls", "temperature", "max_tokens", "top_p", "frequency_penalty",
   "presence_penalty", "stop", "seed", "n", "response_format"
 ] as const

@@ -9,8 +9,12 @@ const notFound = HttpServerResponse.unsafeJson({ error: "asset not found", code:
 const unavailable = (message: string) =>
   HttpServerResponse.unsafeJson({ error: message, code: "unavailable", retryable: true }, { status: 503 })
 
+/** Whether the client takes gzip: listed, and not with `q=0`. */
 const acceptsGzip = (request: HttpServerRequest.HttpServerRequest) =>
-  /\bgzip\b/.test(request.headers["accept-encoding"] ?? "")
+  (request.headers["accept-encoding"] ?? "").split(",").some((part) => {
+    const [coding, ...params] = part.trim().split(";")
+    return coding?.trim().toLowerCase() === "gzip" && !params.some((p) => /^\s*q\s*=\s*0(\.0*)?\s*$/.test(p))
+  })
 
 /**
  * Tapedeck Studio, beside the API on the same server: `/` redirects to `/ui`; `/ui/assets/<hashed name>` are the

@@ -46,6 +46,8 @@ describe("Studio serving", () => {
       expect(zipped.headers.get("content-encoding")).toBe("gzip")
       // fetch inflates it: the same bytes as the plain answer.
       expect(new Uint8Array(await zipped.arrayBuffer())).toEqual(body)
+      const refused = await plain(`/ui/assets/${name}`, { "accept-encoding": "gzip;q=0, identity" })
+      expect(refused.headers.get("content-encoding")).toBeNull()
     }
   })
 

@@ -74,10 +74,10 @@ export const TracesPage = (props: PageProps) => {
 
   const loadMore = useCallback(() => {
     if (loadingMore.current || state.nextCursor === undefined || Either.isLeft(params)) return
-    loadingMore.current = true
     const cursor = state.nextCursor
     const next = listParams(filters, { limit: PAGE, cursor })
     if (Either.isLeft(next)) return
+    loadingMore.current = true
     run((client) => client.traces.list({ urlParams: next.right })).then(
       (page) => {
         setState((s) => {
