@@ -1,28 +1,12 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { isProtobufType, rpcStatus } from "./OtlpResponses.ts"
 
 /** The OTLP/HTTP paths of the signals Tapedeck does not store (it receives traces only, at /v1/traces). */
 export const OTLP_OTHER_SIGNAL_PATHS = { "/v1/logs": "logs", "/v1/metrics": "metrics" } as const
 
 /** google.rpc.Status code UNIMPLEMENTED, the gRPC status a receiver without the signal reports. */
 const UNIMPLEMENTED = 12
-
-/** A google.rpc.Status message (field 1: code, field 2: message), hand-encoded: two fields, no dependency. */
-const statusProtobuf = (code: number, message: string): Uint8Array => {
-  const text = new TextEncoder().encode(message)
-  const length: Array<number> = []
-  let n = text.length
-  do {
-    length.push((n & 0x7f) | (n > 0x7f ? 0x80 : 0))
-    n >>>= 7
-  } while (n > 0)
-  return new Uint8Array([0x08, code, 0x12, ...length, ...text])
-}
-
-const isProtobuf = (contentType: string | undefined) => {
-  const media = (contentType ?? "").split(";")[0]!.trim().toLowerCase()
-  return media === "application/x-protobuf" || media === "application/protobuf"
-}
 
 /**
  * POST /v1/logs and /v1/metrics: a refusal every exporter understands as final. 404 is not among the
@@ -39,8 +23,8 @@ export const OtlpOtherSignalsLive = HttpApiBuilder.Router.use((router) =>
         path as `/${string}`,
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          if (isProtobuf(request.headers["content-type"])) {
-            return HttpServerResponse.uint8Array(statusProtobuf(UNIMPLEMENTED, message), {
+          if (isProtobufType(request.headers["content-type"])) {
+            return HttpServerResponse.uint8Array(rpcStatus(UNIMPLEMENTED, message), {
               status: 404,
               contentType: "application/x-protobuf"
             })

@@ -11,6 +11,9 @@ const PROTOBUF = "application/x-protobuf"
 
 const mediaTypeOf = (header: string | undefined) => (header ?? "").split(";")[0]!.trim().toLowerCase()
 
+/** Whether a Content-Type header names OTLP's protobuf encoding. */
+export const isProtobufType = (header: string | undefined) => PROTOBUF_TYPES.has(mediaTypeOf(header))
+
 /**
  * OTLP/HTTP answers in the request's encoding: a protobuf export gets a protobuf answer unless its Accept asks
  * for JSON (clients that want the JSON result with traces_created and spans_ingested can still have it).
@@ -18,7 +21,7 @@ const mediaTypeOf = (header: string | undefined) => (header ?? "").split(";")[0]
 export const wantsProtobuf = (request: HttpServerRequest.HttpServerRequest) =>
   request.method === "POST" &&
   isExportPath(request.url) &&
-  PROTOBUF_TYPES.has(mediaTypeOf(request.headers["content-type"])) &&
+  isProtobufType(request.headers["content-type"]) &&
   !(request.headers.accept ?? "").toLowerCase().includes("application/json")
 
 /** google.rpc.Code for an HTTP status, as the gRPC/HTTP mapping pairs them. */
@@ -57,12 +60,13 @@ export const encodeExportResponse = (result: Record<string, unknown> | undefined
   )).finish()
 }
 
+/** A google.rpc.Status message. */
+export const rpcStatus = (code: number, message: string): Uint8Array =>
+  RpcStatus.encode(RpcStatus.create({ code, message })).finish()
+
 /** A google.rpc.Status for an error answer; its message is the `error` of our JSON body. */
 export const encodeRpcStatus = (status: number, body: Record<string, unknown> | undefined): Uint8Array =>
-  RpcStatus.encode(RpcStatus.create({
-    code: rpcCodeOf(status),
-    message: typeof body?.error === "string" ? body.error : `HTTP ${status}`
-  })).finish()
+  rpcStatus(rpcCodeOf(status), typeof body?.error === "string" ? body.error : `HTTP ${status}`)
 
 /** A response re-encoded for a protobuf client: status and headers (Retry-After…) kept, body and Content-Type changed. */
 const toProtobuf = (response: HttpServerResponse.HttpServerResponse) => {
