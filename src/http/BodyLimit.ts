@@ -66,6 +66,13 @@ export interface BodyPace {
   readonly minBytesPerSecond: number
 }
 
+/** The pace the configuration sets. */
+export const bodyPaceOf = (config: { readonly bodyDeadlineMs: number; readonly bodyGraceMs: number; readonly bodyMinBytesPerSecond: number }): BodyPace => ({
+  deadlineMs: config.bodyDeadlineMs,
+  graceMs: config.bodyGraceMs,
+  minBytesPerSecond: config.bodyMinBytesPerSecond
+})
+
 /** The body did not arrive within the deadline, or fell behind the minimum rate: 408. */
 export class BodyTimedOut extends Error {
   constructor(readonly received: number, readonly elapsedMs: number, readonly why: "deadline" | "rate", deadlineMs: number) {
@@ -208,16 +215,13 @@ const readOverrides = (
   read: Effect.Effect<Uint8Array, HttpServerError.RequestError>
 ): Record<PropertyKey, unknown> => {
   const bytes = Effect.runSync(Effect.cached(read))
-  const text = Effect.flatMap(bytes, (b) =>
-    Effect.try({
-      try: () => new TextDecoder().decode(b),
-      catch: (cause) => requestError(request, cause)
-    }))
+  // A non-fatal decoder replaces invalid UTF-8 instead of throwing.
+  const text = Effect.map(bytes, (b) => new TextDecoder().decode(b))
   return {
     arrayBuffer: Effect.map(bytes, (b) => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer),
     text,
     json: Effect.flatMap(text, (t) => parseJson(request, t)),
-    urlParamsBody: Effect.flatMap(text, (t) => Effect.succeed(UrlParams.fromInput(new URLSearchParams(t)))),
+    urlParamsBody: Effect.map(text, (t) => UrlParams.fromInput(new URLSearchParams(t))),
     stream: Stream.fromEffect(bytes)
   }
 }

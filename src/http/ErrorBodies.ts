@@ -14,7 +14,7 @@ import { IngestBackpressure, Internal, NotFound, RequestTimeout, Unavailable, Va
 import { TapedeckApi } from "../api/Api.ts"
 import { isExportPath } from "../api/OtlpApi.ts"
 import { OTLP_OTHER_SIGNAL_PATHS } from "./OtlpOtherSignals.ts"
-import { BodyPreempted, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
+import { BodyPreempted, bodyPaceOf, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
 
 type Rewritten = Effect.Effect<never, ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure>
@@ -161,8 +161,9 @@ const rewriteDefect = (defect: unknown): Rewritten => {
 export const ErrorBodiesLive = HttpApiBuilder.middleware(
   TapedeckApi,
   Effect.gen(function*() {
-    const { bodyDeadlineMs, bodyGraceMs, bodyMinBytesPerSecond, maxBodyBytes } = yield* AppConfig
-    const pace = { deadlineMs: bodyDeadlineMs, graceMs: bodyGraceMs, minBytesPerSecond: bodyMinBytesPerSecond }
+    const config = yield* AppConfig
+    const { maxBodyBytes } = config
+    const pace = bodyPaceOf(config)
     return (
       app: HttpApp.Default
     ): HttpApp.Default<ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure> =>

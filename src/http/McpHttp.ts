@@ -9,7 +9,7 @@ import { AppConfig } from "#layers/config/AppConfig"
 import { makeDocsIndex } from "#layers/mcp/DocsIndex"
 import { type ProductServices, registerProductTools, type Runner } from "#layers/mcp/ProductTools"
 import { TapedeckApi } from "../api/Api.ts"
-import { type BodyPace, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
+import { type BodyPace, bodyPaceOf, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 import { publicBase } from "./DiscoveryHttp.ts"
 import { headerCredential } from "./HeaderCredentials.ts"
 import { retryAfterSeconds } from "./RateLimitLive.ts"
@@ -107,7 +107,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
     const limiter = yield* RateLimiter.RateLimiter
     const config = yield* AppConfig
     const { maxBodyBytes, rateLimitPerMinute } = config
-    const pace = { deadlineMs: config.bodyDeadlineMs, graceMs: config.bodyGraceMs, minBytesPerSecond: config.bodyMinBytesPerSecond }
+    const pace = bodyPaceOf(config)
     const runtime = yield* Effect.runtime<ProductServices>()
     const run: Runner = (effect) => Runtime.runPromiseExit(runtime)(effect)
 
