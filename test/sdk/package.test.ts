@@ -3,6 +3,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { until } from "../support/Until.ts"
 
 // The published shape of the SDK, as a user gets it: built (npm run build:sdk), packed (npm pack), installed from
 // the tarball into an empty folder, and run by the machine's real `node` (not Bun) against a running server.
@@ -55,15 +56,6 @@ const readEvents = (stream: ReadableStream<Uint8Array>) => {
   return events
 }
 
-const waitFor = async <A>(what: string, probe: () => A | undefined | Promise<A | undefined>, tries = 300): Promise<A> => {
-  for (let i = 0; i < tries; i++) {
-    const found = await probe()
-    if (found !== undefined) return found
-    await Bun.sleep(50)
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
-
 describe("@tapedeck/sdk as published", () => {
   test("the package holds JavaScript and declarations, has no dependencies, and loads by import and require", () => {
     const installed = join(app, "node_modules", "@tapedeck", "sdk")
@@ -101,7 +93,7 @@ export const answer: Promise<{ content: string }> = m("hi")
     })
     try {
       const events = readEvents(agent.stdout)
-      const recorded = await waitFor("the recorded run", () => events.find((e) => "recorded" in e)?.recorded as string | undefined)
+      const recorded = await until(async () => events.find((e) => "recorded" in e)?.recorded as string | undefined, "the recorded run", 15_000)
       const trace = (await (await server.get(`/api/v1/traces/${recorded}`)).json()) as any
       expect(trace).toMatchObject({ id: recorded, name: "weekend-planner", status: "completed", input: "Weekend in Lisbon" })
       const plan = trace.spans.find((s: any) => s.name === "plan")
@@ -109,17 +101,17 @@ export const answer: Promise<{ content: string }> = m("hi")
       expect(plan).toMatchObject({ span_type: "llm_call", input_tokens: 1200, output_tokens: 300, cost: 0.00036, cost_estimated: true })
       expect(trace.spans.find((s: any) => s.name === "lookup_city")).toMatchObject({ span_type: "tool_call" })
 
-      await waitFor("the replay registration", () => events.find((e) => e.ready === true))
+      await until(async () => events.find((e) => e.ready === true), "the replay registration", 15_000)
       const fork = (await (await server.post("/api/v1/forks", {
         trace_id: recorded, fork_point_span_id: plan.id, modified_input: "Weekend in Porto",
         mock_outputs: { lookup_city: { city: "Porto", rating: 5, mocked: true } }
       })).json()) as any
       const started = (await (await server.post(`/api/v1/forks/${fork.id}/replay`, {})).json()) as any
       expect(started).toMatchObject({ status: "replaying", mode: "sdk" })
-      const state = await waitFor("the replay to finish", async () => {
+      const state = await until(async () => {
         const s = (await (await server.get(`/api/v1/forks/${fork.id}`)).json()) as any
         return s.status === "replaying" ? undefined : s
-      })
+      }, "the replay to finish", 15_000)
       expect(state).toMatchObject({ status: "completed", resultTraceId: started.result_trace_id })
       const result = (await (await server.get(`/api/v1/traces/${started.result_trace_id}?env=sandbox`)).json()) as any
       expect(result.input).toBe("Weekend in Porto")
