@@ -5,6 +5,7 @@ import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import { accountNamespace } from "#layers/ingest/OtlpIds"
 import { finalizeTrace } from "#layers/ingest/TraceFinalize"
 import langfuseJs from "../fixtures/otlp/langfuse-js.json"
+import laminarJs from "../fixtures/otlp/laminar-js.json"
 
 // Raw exports recorded once from the real SDKs on loopback (test/fixtures/otlp/record-export.ts), mapped here
 // without a server: what each SDK sends, attribute for attribute, and what we make of it.
@@ -51,5 +52,29 @@ describe("Langfuse JS SDK 5.11 export (test/sdk-programs/langfuse-js.ts)", () =>
     })
     expect(trace.input).toEqual({ question: "where is my parcel?" })
     expect(trace.output).toEqual({ answer: "in Lyon" })
+  })
+})
+
+describe("Laminar JS SDK 0.8 export (test/sdk-programs/laminar-js.ts)", () => {
+  const { mapped, trace } = mappedExport(laminarJs)
+  const byName = (name: string) => mapped.find((m) => m.span.name === name)!.span
+
+  test("lmnr.span.type: TOOL is a tool call, LLM a model call with its model and tokens", () => {
+    expect(byName("track_parcel")).toMatchObject({ span_type: "tool_call", metadata: { source: "laminar" } })
+    expect(byName("answer")).toMatchObject({ span_type: "llm_call", model: "gpt-4o-mini", input_tokens: 120, output_tokens: 8 })
+    expect(byName("support-run").span_type).toBe("action")
+  })
+
+  test("lmnr.span.input / output are the spans' input and output, the root's the trace's", () => {
+    expect(byName("track_parcel").input).toEqual(["P-1"])
+    expect(byName("track_parcel").output).toEqual({ parcel: "P-1", city: "Lyon" })
+    expect(byName("answer").output).toMatchObject({ content: "where is my parcel? in Lyon" })
+    expect(trace.input).toEqual(["where is my parcel?"])
+    expect(trace.output).toEqual({ answer: "where is my parcel? in Lyon", where: { parcel: "P-1", city: "Lyon" } })
+  })
+
+  test("association properties: session, user, tags and metadata on the trace", () => {
+    expect(trace.sessionId).toBe("sess-lmnr")
+    expect(trace.metadata).toMatchObject({ user_id: "user-lmnr", tags: ["support"], metadata: { tier: "gold" } })
   })
 })
