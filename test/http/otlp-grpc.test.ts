@@ -19,7 +19,7 @@ const ExportResponse = otlpProtoRoot.lookupType("opentelemetry.proto.collector.t
 
 let server: TestServer
 beforeAll(async () => {
-  server = await startTestServer({ ...GRPC_ENV, TAPEDECK_INGEST_MAX_INFLIGHT: "1" })
+  server = await startTestServer({ ...GRPC_ENV, TAPEDECK_INGEST_MAX_INFLIGHT: "1", TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES: "200000" })
 })
 afterAll(() => server.stop())
 
@@ -124,6 +124,9 @@ describe("OTLP/gRPC", () => {
     const garbage = await exportRaw(new Uint8Array([0xff, 0xff, 0xff, 0x0f, 0x01]), { "x-service-key": KEY_A })
     expect(garbage.code).toBe(grpc.status.INVALID_ARGUMENT)
     expect(garbage.details).toContain("not an OTLP protobuf")
+    // Over TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES: refused before anything is decoded.
+    const large = protobufBody(exportBody([otlpSpan({ traceId: hex(16), attributes: { ...chatAttributes, "gen_ai.prompt": "x".repeat(250_000) } })]))
+    expect((await exportRaw(large, { "x-service-key": KEY_A })).code).toBe(grpc.status.RESOURCE_EXHAUSTED)
     // The same bytes gzipped by hand are not a gRPC-compressed message: still just bytes that are not an export.
     expect((await exportRaw(gzipSync(Buffer.from("hello")), { "x-service-key": KEY_A })).code).toBe(grpc.status.INVALID_ARGUMENT)
   }, 60_000)
