@@ -39,17 +39,22 @@ const endpointOf = (method: string, path: string): Endpoint => {
 /** The (group, endpoint) pairs whose handler answers raw, read from src/http: what this file must cover. */
 const rawHandlers = (): ReadonlyArray<string> => {
   const dir = join(root, "src/http")
-  return readdirSync(dir).filter((f) => f.endsWith(".ts")).flatMap((file) => {
-    const text = readFileSync(join(dir, file), "utf8")
-    const group = /HttpApiBuilder\.group\(\s*TapedeckApi,\s*"([^"]+)"/.exec(text)?.[1]
-    if (group === undefined) return []
-    const helpers = [...text.matchAll(/const (\w+) = \([^)]*\)(?:: [^=]+)? =>\s*HttpServerResponse\.(?:unsafeJson|raw)\b/g)]
-      .map((m) => m[1]!)
-    const raw = new RegExp(`HttpServerResponse\\.(unsafeJson|raw)\\(${helpers.map((h) => `|\\b${h}\\(`).join("")}`)
-    return text.split(/\.handle\(\s*"/).slice(1)
-      .filter((segment) => raw.test(segment))
-      .map((segment) => `${group}.${segment.slice(0, segment.indexOf('"'))}`)
-  })
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".ts"))
+    .flatMap((file) => {
+      const text = readFileSync(join(dir, file), "utf8")
+      const group = /HttpApiBuilder\.group\(\s*TapedeckApi,\s*"([^"]+)"/.exec(text)?.[1]
+      if (group === undefined) return []
+      const helpers = [
+        ...text.matchAll(/const (\w+) = \([^)]*\)(?:: [^=]+)? =>\s*HttpServerResponse\.(?:unsafeJson|raw)\b/g)
+      ].map((m) => m[1]!)
+      const raw = new RegExp(`HttpServerResponse\\.(unsafeJson|raw)\\(${helpers.map((h) => `|\\b${h}\\(`).join("")}`)
+      return text
+        .split(/\.handle\(\s*"/)
+        .slice(1)
+        .filter((segment) => raw.test(segment))
+        .map((segment) => `${group}.${segment.slice(0, segment.indexOf('"'))}`)
+    })
 }
 
 let fake: FakeOpenAi
@@ -112,7 +117,11 @@ describe("raw answers match the declared success schema", () => {
 
     await answer("POST", "/api/v1/search", { query: "flight to Lisbon" })
 
-    const fork = await answer("POST", "/api/v1/forks", { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "Porto" })
+    const fork = await answer("POST", "/api/v1/forks", {
+      trace_id: t.id,
+      fork_point_span_id: plan.id,
+      modified_input: "Porto"
+    })
     await answer("GET", `/api/v1/forks/${fork.id}`)
     await answer("GET", "/api/v1/forks?limit=5")
 
@@ -126,7 +135,12 @@ describe("raw answers match the declared success schema", () => {
     await answer("POST", "/api/v1/api-keys", { name: "raw answers" })
 
     await answer("POST", "/api/v1/batch", { operations: [{ method: "GET", path: `/api/v1/traces/${t.id}` }] })
-    await answer("POST", "/api/v1/batch", { async: true, operations: [{ method: "GET", path: "/api/v1/traces?limit=1" }] }, 202)
+    await answer(
+      "POST",
+      "/api/v1/batch",
+      { async: true, operations: [{ method: "GET", path: "/api/v1/traces?limit=1" }] },
+      202
+    )
 
     await answer("GET", "/.well-known/oauth-protected-resource")
     await answer("GET", "/.well-known/oauth-authorization-server")

@@ -112,10 +112,14 @@ const lint = (files: ReadonlyArray<readonly [path: string, text: string]>): Map<
     mkdirSync(dirname(join(scratch, path)), { recursive: true })
     writeFileSync(join(scratch, path), text)
   }
-  const run = spawnSync(biome, ["lint", "--reporter=github", "--max-diagnostics=none", "--only=style/noRestrictedImports", "."], {
-    cwd: scratch,
-    encoding: "utf8"
-  })
+  const run = spawnSync(
+    biome,
+    ["lint", "--reporter=github", "--max-diagnostics=none", "--only=style/noRestrictedImports", "."],
+    {
+      cwd: scratch,
+      encoding: "utf8"
+    }
+  )
   const found = new Map<string, Array<string>>()
   for (const m of `${run.stdout}${run.stderr}`.matchAll(/^::error title=([^,]+),file=([^,]+),/gm)) {
     const file = m[2]!.slice(scratch.length + 1)
@@ -126,7 +130,13 @@ const lint = (files: ReadonlyArray<readonly [path: string, text: string]>): Map<
 
 describe("dependency rules between floors (biome.json)", () => {
   const probes = rows.flatMap(([file, specifier, allowed], i) =>
-    forms(specifier).map((text, j) => ({ path: file.replace(/Probe(\.tsx?)$/, `Probe${i}_${j}$1`), text, file, specifier, allowed }))
+    forms(specifier).map((text, j) => ({
+      path: file.replace(/Probe(\.tsx?)$/, `Probe${i}_${j}$1`),
+      text,
+      file,
+      specifier,
+      allowed
+    }))
   )
   const found = lint(probes.map((p) => [p.path, p.text] as const))
 
@@ -141,10 +151,14 @@ describe("dependency rules between floors (biome.json)", () => {
   })
 
   test("the tree as it is keeps every rule", () => {
-    const run = spawnSync(biome, ["lint", "--reporter=github", "--max-diagnostics=none", "--only=style/noRestrictedImports", "."], {
-      cwd: root,
-      encoding: "utf8"
-    })
+    const run = spawnSync(
+      biome,
+      ["lint", "--reporter=github", "--max-diagnostics=none", "--only=style/noRestrictedImports", "."],
+      {
+        cwd: root,
+        encoding: "utf8"
+      }
+    )
     expect(run.stdout.split("\n").filter((line) => line.startsWith("::error"))).toEqual([])
     expect(run.status).toBe(0)
   })
