@@ -44,21 +44,30 @@ export const RETRY_INFO_TYPE_URL = "type.googleapis.com/google.rpc.RetryInfo"
 
 /** The `grpc-status-details-bin` of a refusal the client should retry after `seconds`. */
 export const statusWithRetryInfo = (code: number, message: string, seconds: number): Buffer =>
-  Buffer.from(Status.encode(Status.create({
-    code,
-    message,
-    details: [{
-      type_url: RETRY_INFO_TYPE_URL,
-      value: RetryInfo.encode(RetryInfo.create({ retry_delay: { seconds, nanos: 0 } })).finish()
-    }]
-  })).finish())
+  Buffer.from(
+    Status.encode(
+      Status.create({
+        code,
+        message,
+        details: [
+          {
+            type_url: RETRY_INFO_TYPE_URL,
+            value: RetryInfo.encode(RetryInfo.create({ retry_delay: { seconds, nanos: 0 } })).finish()
+          }
+        ]
+      })
+    ).finish()
+  )
 
 /** The retry delay in seconds of a `grpc-status-details-bin`, if it carries a RetryInfo (for tests and clients). */
 export const retryDelayOf = (details: Uint8Array): number | undefined => {
-  const status = Status.toObject(Status.decode(details), { longs: Number }) as { details?: Array<{ type_url: string; value: Uint8Array }> }
+  const status = Status.toObject(Status.decode(details), { longs: Number }) as {
+    details?: Array<{ type_url: string; value: Uint8Array }>
+  }
   const info = status.details?.find((d) => d.type_url === RETRY_INFO_TYPE_URL)
   if (info === undefined) return undefined
-  const decoded = RetryInfo.toObject(RetryInfo.decode(info.value), { longs: Number }) as { retry_delay?: { seconds?: number } }
+  const decoded = RetryInfo.toObject(RetryInfo.decode(info.value), { longs: Number }) as {
+    retry_delay?: { seconds?: number }
+  }
   return decoded.retry_delay?.seconds ?? 0
 }
-

@@ -65,7 +65,7 @@ const TRACE_SERVICE: grpc.ServiceDefinition = {
 }
 
 /** Authenticates, limits and writes one export as POST /v1/traces does; answers an ExportTraceServiceResponse. */
-const exportHandler = Effect.gen(function*() {
+const exportHandler = Effect.gen(function* () {
   const write = yield* exportWriter
   const credentials = yield* Credentials
   const gate = yield* IngestGate
@@ -80,35 +80,45 @@ const exportHandler = Effect.gen(function*() {
   }
 
   return (metadata: grpc.Metadata, body: Uint8Array): Effect.Effect<Uint8Array, Refusal> =>
-    Effect.gen(function*() {
-      const principal = yield* Effect.mapError(principalOf(metadata), (e) => refusal(GrpcCode.UNAUTHENTICATED, e.reason))
-      yield* limiter.consume({
-        key: `${principal.credentialId}:grpc ${EXPORT_METHOD}`,
-        limit: rateLimitPerMinute,
-        window: "1 minute",
-        onExceeded: "fail"
-      }).pipe(Effect.mapError((e) => {
-        const seconds = e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1
-        return refusal(GrpcCode.RESOURCE_EXHAUSTED, `rate limit exceeded; retry after ${seconds} s`, seconds)
-      }))
-      const result = yield* gate.guard(
-        principal.accountId,
-        // The message has arrived whole before the handler runs: its permit cannot be taken back any more.
-        Effect.flatMap(currentUploadPermit, (permit) => {
-          permit?.uploaded()
-          return write(principal.accountId, true, body, undefined)
+    Effect.gen(function* () {
+      const principal = yield* Effect.mapError(principalOf(metadata), (e) =>
+        refusal(GrpcCode.UNAUTHENTICATED, e.reason)
+      )
+      yield* limiter
+        .consume({
+          key: `${principal.credentialId}:grpc ${EXPORT_METHOD}`,
+          limit: rateLimitPerMinute,
+          window: "1 minute",
+          onExceeded: "fail"
         })
-      ).pipe(Effect.mapError((e) =>
-        e._tag === "IngestSaturated"
-          ? refusal(
-            GrpcCode.UNAVAILABLE,
-            e.by === "checks"
-              ? `ingestion is paused while enforcement checks are backed up on this instance; retry after ${RETRY_AFTER_SECONDS} s`
-              : `ingestion is saturated (${e.maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`,
-            RETRY_AFTER_SECONDS
+        .pipe(
+          Effect.mapError((e) => {
+            const seconds = e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1
+            return refusal(GrpcCode.RESOURCE_EXHAUSTED, `rate limit exceeded; retry after ${seconds} s`, seconds)
+          })
+        )
+      const result = yield* gate
+        .guard(
+          principal.accountId,
+          // The message has arrived whole before the handler runs: its permit cannot be taken back any more.
+          Effect.flatMap(currentUploadPermit, (permit) => {
+            permit?.uploaded()
+            return write(principal.accountId, true, body, undefined)
+          })
+        )
+        .pipe(
+          Effect.mapError((e) =>
+            e._tag === "IngestSaturated"
+              ? refusal(
+                  GrpcCode.UNAVAILABLE,
+                  e.by === "checks"
+                    ? `ingestion is paused while enforcement checks are backed up on this instance; retry after ${RETRY_AFTER_SECONDS} s`
+                    : `ingestion is saturated (${e.maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`,
+                  RETRY_AFTER_SECONDS
+                )
+              : refusal(GrpcCode.INVALID_ARGUMENT, e.message)
           )
-          : refusal(GrpcCode.INVALID_ARGUMENT, e.message)
-      ))
+        )
       return encodeExportResponse({
         partialSuccess: { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage ?? "" }
       })
@@ -116,11 +126,13 @@ const exportHandler = Effect.gen(function*() {
       Effect.catchAllDefect((defect) =>
         defect instanceof SqlError.SqlError && isTransient(defect)
           ? Effect.logWarning("database unavailable", Cause.die(defect)).pipe(
-            Effect.zipRight(Effect.fail(refusal(GrpcCode.UNAVAILABLE, "the database cannot be reached; retry shortly", 1)))
-          )
+              Effect.zipRight(
+                Effect.fail(refusal(GrpcCode.UNAVAILABLE, "the database cannot be reached; retry shortly", 1))
+              )
+            )
           : Effect.logError("unhandled defect", Cause.die(defect)).pipe(
-            Effect.zipRight(Effect.fail(refusal(GrpcCode.INTERNAL, "internal error")))
-          )
+              Effect.zipRight(Effect.fail(refusal(GrpcCode.INTERNAL, "internal error")))
+            )
       )
     )
 })
@@ -144,7 +156,7 @@ const answer = (callback: grpc.sendUnaryData<Uint8Array>) => (exit: Exit.Exit<Ui
  */
 export const OtlpGrpcLive = Layer.scoped(
   OtlpGrpcServer,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const settings = yield* grpcSettings
     const worker = process.env[WORKER_INDEX_ENV]
     if (!settings.enabled || (worker !== undefined && worker !== "0")) return { port: Option.none() }
@@ -162,18 +174,33 @@ export const OtlpGrpcLive = Layer.scoped(
     const address = `${settings.host.includes(":") ? `[${settings.host}]` : settings.host}:${settings.port}`
     const port = yield* Effect.async<number, Error>((resume) =>
       server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, port) =>
-        resume(error === null ? Effect.succeed(port) : Effect.fail(new Error(`OTLP/gRPC cannot listen on ${address}: ${error.message}`))))
+        resume(
+          error === null
+            ? Effect.succeed(port)
+            : Effect.fail(new Error(`OTLP/gRPC cannot listen on ${address}: ${error.message}`))
+        )
+      )
     ).pipe(Effect.orDie)
     yield* Effect.addFinalizer(() =>
       Effect.async<void>((resume) => server.tryShutdown(() => resume(Effect.void))).pipe(
-        Effect.timeoutTo({ duration: Duration.seconds(5), onSuccess: () => undefined, onTimeout: () => server.forceShutdown() })
+        Effect.timeoutTo({
+          duration: Duration.seconds(5),
+          onSuccess: () => undefined,
+          onTimeout: () => server.forceShutdown()
+        })
       )
     )
     yield* Effect.logInfo(`OTLP/gRPC listening on ${settings.host}:${port}`)
     return { port: Option.some(port) }
   })
 ).pipe(
-  Layer.provide([OtlpIngest.Default, OtlpPreparer.Default, UsageCounters.Default, IngestGate.Default, Credentials.Default]),
+  Layer.provide([
+    OtlpIngest.Default,
+    OtlpPreparer.Default,
+    UsageCounters.Default,
+    IngestGate.Default,
+    Credentials.Default
+  ]),
   Layer.provide(RateLimiter.layer),
   Layer.provide(RateLimiter.layerStoreMemory)
 )

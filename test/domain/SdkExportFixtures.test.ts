@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test"
 import { Either } from "effect"
-import { mapSpan } from "#layers/ingest/GenAiMapping"
+import { mapSpan } from "#src/domain/genai/MapSpan"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
-import { accountNamespace, uuidV5 } from "#layers/ingest/OtlpIds"
+import { accountSpanIds } from "#layers/ingest/OtlpIds"
 import { finalizeTrace } from "#layers/ingest/TraceFinalize"
 import langfuseJs from "../fixtures/otlp/langfuse-js.json"
 import laminarJs from "../fixtures/otlp/laminar-js.json"
@@ -11,11 +11,11 @@ import phoenixJs from "../fixtures/otlp/phoenix-js.json"
 
 // Raw exports recorded once from the real SDKs on loopback (test/fixtures/otlp/record-export.ts), mapped here
 // without a server: what each SDK sends, attribute for attribute, and what we make of it.
-const NS = accountNamespace("00000000-0000-4000-8000-000000000001")
+const IDS = accountSpanIds("00000000-0000-4000-8000-000000000001")
 
 const mappedExport = (recorded: ReadonlyArray<{ body: unknown }>) => {
   const spans = recorded.flatMap(({ body }) => Either.getOrThrow(decodeOtlpJson(body)).spans)
-  const mapped = spans.map((s) => mapSpan(NS, s)!)
+  const mapped = spans.map((s) => mapSpan(IDS, s)!)
   return { mapped, trace: finalizeTrace(mapped.map((m) => m.span)).trace }
 }
 
@@ -63,7 +63,12 @@ describe("Laminar JS SDK 0.8 export (test/sdk-programs/laminar-js.ts)", () => {
 
   test("lmnr.span.type: TOOL is a tool call, LLM a model call with its model and tokens", () => {
     expect(byName("track_parcel")).toMatchObject({ span_type: "tool_call", metadata: { source: "laminar" } })
-    expect(byName("answer")).toMatchObject({ span_type: "llm_call", model: "gpt-4o-mini", input_tokens: 120, output_tokens: 8 })
+    expect(byName("answer")).toMatchObject({
+      span_type: "llm_call",
+      model: "gpt-4o-mini",
+      input_tokens: 120,
+      output_tokens: 8
+    })
     expect(byName("support-run").span_type).toBe("action")
   })
 
@@ -97,9 +102,9 @@ describe("Phoenix (phoenix-otel 2.1 + OpenInference OpenAI 4.2) export (test/sdk
   })
 
   test("openinference.project.name is the trace's project: the UUIDv5 of the account's namespace and the name", () => {
-    expect(trace.projectId).toBe(uuidV5(NS, "project:support-app"))
+    expect(trace.projectId).toBe(IDS.project("support-app"))
     expect(mappedExport(phoenixJs).trace.projectId).toBe(trace.projectId)
-    const other = accountNamespace("00000000-0000-4000-8000-000000000002")
+    const other = accountSpanIds("00000000-0000-4000-8000-000000000002")
     const elsewhere = finalizeTrace(
       phoenixJs.flatMap(({ body }) => Either.getOrThrow(decodeOtlpJson(body)).spans).map((s) => mapSpan(other, s)!.span)
     ).trace
@@ -120,7 +125,10 @@ describe("OpenLLMetry (@traceloop/node-server-sdk 0.27) export (test/sdk-program
 
   test("workflow, tool and model call spans", () => {
     expect(byName("support-run.workflow").span_type).toBe("action")
-    expect(byName("track_parcel.tool")).toMatchObject({ span_type: "tool_call", output: { parcel: "P-1", city: "Lyon" } })
+    expect(byName("track_parcel.tool")).toMatchObject({
+      span_type: "tool_call",
+      output: { parcel: "P-1", city: "Lyon" }
+    })
     expect(byName("chat gpt-4o-mini")).toMatchObject({
       span_type: "llm_call",
       model: "gpt-4o-mini",

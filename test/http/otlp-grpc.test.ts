@@ -19,21 +19,28 @@ const ExportResponse = otlpProtoRoot.lookupType("opentelemetry.proto.collector.t
 
 let server: TestServer
 beforeAll(async () => {
-  server = await startTestServer({ ...GRPC_ENV, TAPEDECK_INGEST_MAX_INFLIGHT: "1", TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES: "200000" })
+  server = await startTestServer({
+    ...GRPC_ENV,
+    TAPEDECK_INGEST_MAX_INFLIGHT: "1",
+    TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES: "200000"
+  })
 })
 afterAll(() => server.stop())
 
-const Client = grpc.makeGenericClientConstructor({
-  Export: {
-    path: EXPORT_METHOD,
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: (b: Uint8Array) => Buffer.from(b),
-    requestDeserialize: (b: Buffer) => b,
-    responseSerialize: (b: Uint8Array) => Buffer.from(b),
-    responseDeserialize: (b: Buffer) => b
-  }
-}, "TraceService")
+const Client = grpc.makeGenericClientConstructor(
+  {
+    Export: {
+      path: EXPORT_METHOD,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: (b: Uint8Array) => Buffer.from(b),
+      requestDeserialize: (b: Buffer) => b,
+      responseSerialize: (b: Uint8Array) => Buffer.from(b),
+      responseDeserialize: (b: Buffer) => b
+    }
+  },
+  "TraceService"
+)
 
 interface Answer {
   readonly code: number
@@ -47,29 +54,45 @@ const exportRaw = (body: Uint8Array, metadata: Record<string, string>): Promise<
   const md = new grpc.Metadata()
   for (const [k, v] of Object.entries(metadata)) md.set(k, v)
   return new Promise<Answer>((resolve) =>
-    (client as any).Export(body, md, { deadline: Date.now() + 30_000 }, (error: grpc.ServiceError | null, response?: Buffer) => {
-      client.close()
-      if (error === null) {
-        resolve({ code: 0, details: "", retryDelay: undefined, response: ExportResponse.toObject(ExportResponse.decode(response!), { longs: Number }) })
-        return
+    (client as any).Export(
+      body,
+      md,
+      { deadline: Date.now() + 30_000 },
+      (error: grpc.ServiceError | null, response?: Buffer) => {
+        client.close()
+        if (error === null) {
+          resolve({
+            code: 0,
+            details: "",
+            retryDelay: undefined,
+            response: ExportResponse.toObject(ExportResponse.decode(response!), { longs: Number })
+          })
+          return
+        }
+        const details = error.metadata?.get("grpc-status-details-bin")[0]
+        resolve({
+          code: error.code,
+          details: error.details,
+          retryDelay: details instanceof Buffer ? retryDelayOf(details) : undefined,
+          response: undefined
+        })
       }
-      const details = error.metadata?.get("grpc-status-details-bin")[0]
-      resolve({
-        code: error.code,
-        details: error.details,
-        retryDelay: details instanceof Buffer ? retryDelayOf(details) : undefined,
-        response: undefined
-      })
-    })
+    )
   )
 }
 
 const traceOf = (otelTraceId: string, key = KEY_A) =>
-  until(async () => {
-    const list = (await (await server.get("/api/v1/traces?limit=100", key)).json()) as any
-    const found = list.items.find((t: any) => t.metadata?.otel?.trace_id === otelTraceId)
-    return found === undefined ? undefined : (await server.get(`/api/v1/traces/${found.id}`, key)).json() as Promise<any>
-  }, `trace ${otelTraceId}`, 30_000)
+  until(
+    async () => {
+      const list = (await (await server.get("/api/v1/traces?limit=100", key)).json()) as any
+      const found = list.items.find((t: any) => t.metadata?.otel?.trace_id === otelTraceId)
+      return found === undefined
+        ? undefined
+        : ((await server.get(`/api/v1/traces/${found.id}`, key)).json() as Promise<any>)
+    },
+    `trace ${otelTraceId}`,
+    30_000
+  )
 
 describe("OTLP/gRPC", () => {
   test("the official OpenTelemetry gRPC exporter (gzip): its spans land, and its WARN diagnostic logger logs nothing", async () => {
@@ -80,14 +103,22 @@ describe("OTLP/gRPC", () => {
     metadata.set("x-service-key", KEY_A)
     const provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ "service.name": "grpc-agent" }),
-      spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({ url: `http://127.0.0.1:${server.grpcPort}`, metadata, compression: "gzip" as any }))]
+      spanProcessors: [
+        new SimpleSpanProcessor(
+          new OTLPTraceExporter({ url: `http://127.0.0.1:${server.grpcPort}`, metadata, compression: "gzip" as any })
+        )
+      ]
     })
     let traceId = ""
     try {
       const tracer = provider.getTracer("grpc-test")
       const root = tracer.startSpan("invoke_agent support")
       traceId = root.spanContext().traceId
-      const chat = tracer.startSpan("chat gpt-4o", { attributes: chatAttributes }, trace.setSpan(context.active(), root))
+      const chat = tracer.startSpan(
+        "chat gpt-4o",
+        { attributes: chatAttributes },
+        trace.setSpan(context.active(), root)
+      )
       chat.end()
       root.end()
       await provider.forceFlush()
@@ -97,7 +128,11 @@ describe("OTLP/gRPC", () => {
     }
     expect(logged).toEqual([])
     const stored = await traceOf(traceId)
-    expect(stored.spans.find((s: any) => s.span_type === "llm_call")).toMatchObject({ model: "gpt-4o", input_tokens: 12, output_tokens: 5 })
+    expect(stored.spans.find((s: any) => s.span_type === "llm_call")).toMatchObject({
+      model: "gpt-4o",
+      input_tokens: 12,
+      output_tokens: 5
+    })
     expect(stored.spans).toHaveLength(2)
   }, 60_000)
 
@@ -125,10 +160,16 @@ describe("OTLP/gRPC", () => {
     expect(garbage.code).toBe(grpc.status.INVALID_ARGUMENT)
     expect(garbage.details).toContain("not an OTLP protobuf")
     // Over TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES: refused before anything is decoded.
-    const large = protobufBody(exportBody([otlpSpan({ traceId: hex(16), attributes: { ...chatAttributes, "gen_ai.prompt": "x".repeat(250_000) } })]))
+    const large = protobufBody(
+      exportBody([
+        otlpSpan({ traceId: hex(16), attributes: { ...chatAttributes, "gen_ai.prompt": "x".repeat(250_000) } })
+      ])
+    )
     expect((await exportRaw(large, { "x-service-key": KEY_A })).code).toBe(grpc.status.RESOURCE_EXHAUSTED)
     // The same bytes gzipped by hand are not a gRPC-compressed message: still just bytes that are not an export.
-    expect((await exportRaw(gzipSync(Buffer.from("hello")), { "x-service-key": KEY_A })).code).toBe(grpc.status.INVALID_ARGUMENT)
+    expect((await exportRaw(gzipSync(Buffer.from("hello")), { "x-service-key": KEY_A })).code).toBe(
+      grpc.status.INVALID_ARGUMENT
+    )
   }, 60_000)
 
   test("saturated (the one permit held by an HTTP upload): UNAVAILABLE with RetryInfo, then accepted once it is free", async () => {

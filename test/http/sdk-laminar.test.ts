@@ -23,8 +23,16 @@ const runProgram = async (key: string, forceHttp: boolean) => {
     stdout: "pipe",
     stderr: "pipe"
   })
-  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-  return { code, err, result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean; error?: string } }
+  const [out, err, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited
+  ])
+  return {
+    code,
+    err,
+    result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean; error?: string }
+  }
 }
 
 const findTrace = async (otelTraceId: string): Promise<any> => {
@@ -34,15 +42,26 @@ const findTrace = async (otelTraceId: string): Promise<any> => {
 }
 
 const landed = (otelTraceId: string) =>
-  until(async () => {
-    const trace = await findTrace(otelTraceId)
-    return trace?.spans?.length === 3 ? trace : undefined
-  }, `Laminar trace ${otelTraceId}`, 30_000)
+  until(
+    async () => {
+      const trace = await findTrace(otelTraceId)
+      return trace?.spans?.length === 3 ? trace : undefined
+    },
+    `Laminar trace ${otelTraceId}`,
+    30_000
+  )
 
-describe.each([["OTLP/gRPC (its default)", false], ["OTLP/HTTP (forceHttp)", true]] as const)("Laminar JS SDK over %s", (_transport, forceHttp) => {
+describe.each([
+  ["OTLP/gRPC (its default)", false],
+  ["OTLP/HTTP (forceHttp)", true]
+] as const)("Laminar JS SDK over %s", (_transport, forceHttp) => {
   test("its trace lands: span types, model, tokens, input/output, session, user, tags, metadata", async () => {
     const { code, result, err } = await runProgram(KEY_A, forceHttp)
-    expect({ code, flushed: result.flushed, err: /rror|UNAVAILABLE/.test(err) ? err : "" }).toEqual({ code: 0, flushed: true, err: "" })
+    expect({ code, flushed: result.flushed, err: /rror|UNAVAILABLE/.test(err) ? err : "" }).toEqual({
+      code: 0,
+      flushed: true,
+      err: ""
+    })
     const trace = await landed(result.traceId)
     expect(trace.session_id ?? trace.sessionId).toBe("sess-lmnr")
     expect(trace.metadata).toMatchObject({ user_id: "user-lmnr", tags: ["support"], metadata: { tier: "gold" } })

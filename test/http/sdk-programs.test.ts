@@ -18,8 +18,16 @@ afterAll(async () => {
 })
 
 const SDKS = {
-  phoenix: { program: "test/sdk-programs/phoenix-js.ts", env: (key: string) => ({ PHOENIX_COLLECTOR_ENDPOINT: server.url, PHOENIX_API_KEY: key }), spans: 2 },
-  openllmetry: { program: "test/sdk-programs/openllmetry-js.ts", env: (key: string) => ({ TRACELOOP_BASE_URL: server.url, TRACELOOP_API_KEY: key }), spans: 3 }
+  phoenix: {
+    program: "test/sdk-programs/phoenix-js.ts",
+    env: (key: string) => ({ PHOENIX_COLLECTOR_ENDPOINT: server.url, PHOENIX_API_KEY: key }),
+    spans: 2
+  },
+  openllmetry: {
+    program: "test/sdk-programs/openllmetry-js.ts",
+    env: (key: string) => ({ TRACELOOP_BASE_URL: server.url, TRACELOOP_API_KEY: key }),
+    spans: 3
+  }
 } as const
 
 const runProgram = async (sdk: keyof typeof SDKS, key: string) => {
@@ -28,8 +36,16 @@ const runProgram = async (sdk: keyof typeof SDKS, key: string) => {
     stdout: "pipe",
     stderr: "pipe"
   })
-  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-  return { code, err, result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean; error?: string } }
+  const [out, err, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited
+  ])
+  return {
+    code,
+    err,
+    result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean; error?: string }
+  }
 }
 
 const findTrace = async (otelTraceId: string): Promise<any> => {
@@ -39,15 +55,23 @@ const findTrace = async (otelTraceId: string): Promise<any> => {
 }
 
 const landed = (sdk: keyof typeof SDKS, otelTraceId: string) =>
-  until(async () => {
-    const trace = await findTrace(otelTraceId)
-    return trace?.spans?.length === SDKS[sdk].spans ? trace : undefined
-  }, `${sdk} trace ${otelTraceId}`, 30_000)
+  until(
+    async () => {
+      const trace = await findTrace(otelTraceId)
+      return trace?.spans?.length === SDKS[sdk].spans ? trace : undefined
+    },
+    `${sdk} trace ${otelTraceId}`,
+    30_000
+  )
 
 describe("Phoenix (phoenix-otel register + OpenInference OpenAI instrumentation)", () => {
   test("its trace lands: model call, tokens, messages, session, user, tags, metadata, project", async () => {
     const { code, result, err } = await runProgram("phoenix", KEY_A)
-    expect({ code, flushed: result.flushed, err: /rror|deserialize/.test(err) ? err : "" }).toEqual({ code: 0, flushed: true, err: "" })
+    expect({ code, flushed: result.flushed, err: /rror|deserialize/.test(err) ? err : "" }).toEqual({
+      code: 0,
+      flushed: true,
+      err: ""
+    })
     const trace = await landed("phoenix", result.traceId)
     expect(trace.session_id ?? trace.sessionId).toBe("sess-px")
     expect(trace.metadata).toMatchObject({ user_id: "user-px", tags: ["support"], metadata: { tier: "gold" } })
@@ -71,7 +95,11 @@ describe("Phoenix (phoenix-otel register + OpenInference OpenAI instrumentation)
 describe("OpenLLMetry (@traceloop/node-server-sdk initialize)", () => {
   test("its trace lands: workflow, tool, model call, tokens, messages, session, user", async () => {
     const { code, result, err } = await runProgram("openllmetry", KEY_A)
-    expect({ code, flushed: result.flushed, err: /rror|deserialize/.test(err) ? err : "" }).toEqual({ code: 0, flushed: true, err: "" })
+    expect({ code, flushed: result.flushed, err: /rror|deserialize/.test(err) ? err : "" }).toEqual({
+      code: 0,
+      flushed: true,
+      err: ""
+    })
     const trace = await landed("openllmetry", result.traceId)
     expect(trace.name).toBe("support-run")
     expect(trace.session_id ?? trace.sessionId).toBe("sess-ol")

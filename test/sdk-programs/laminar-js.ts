@@ -16,19 +16,24 @@ Laminar.initialize({
 })
 
 let traceId = ""
-const trackParcel = (id: string) => observe({ name: "track_parcel", spanType: "TOOL" }, async (parcel: string) => ({ parcel, city: "Lyon" }), id)
+const trackParcel = (id: string) =>
+  observe({ name: "track_parcel", spanType: "TOOL" }, async (parcel: string) => ({ parcel, city: "Lyon" }), id)
 
 const answer = (question: string) =>
-  observe({ name: "answer", spanType: "LLM" }, async (q: string) => {
-    Laminar.setSpanAttributes({
-      [LaminarAttributes.PROVIDER]: "openai",
-      [LaminarAttributes.REQUEST_MODEL]: "gpt-4o-mini",
-      [LaminarAttributes.RESPONSE_MODEL]: "gpt-4o-mini",
-      [LaminarAttributes.INPUT_TOKEN_COUNT]: 120,
-      [LaminarAttributes.OUTPUT_TOKEN_COUNT]: 8
-    })
-    return { role: "assistant", content: `${q} in Lyon` }
-  }, question)
+  observe(
+    { name: "answer", spanType: "LLM" },
+    async (q: string) => {
+      Laminar.setSpanAttributes({
+        [LaminarAttributes.PROVIDER]: "openai",
+        [LaminarAttributes.REQUEST_MODEL]: "gpt-4o-mini",
+        [LaminarAttributes.RESPONSE_MODEL]: "gpt-4o-mini",
+        [LaminarAttributes.INPUT_TOKEN_COUNT]: 120,
+        [LaminarAttributes.OUTPUT_TOKEN_COUNT]: 8
+      })
+      return { role: "assistant", content: `${q} in Lyon` }
+    },
+    question
+  )
 
 await observe(
   { name: "support-run", sessionId: "sess-lmnr", userId: "user-lmnr", tags: ["support"], metadata: { tier: "gold" } },

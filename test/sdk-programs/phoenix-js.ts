@@ -36,7 +36,8 @@ await context.with(ctx, () =>
     })
     span.setAttribute("output.value", completion.choices[0]?.message.content ?? "")
     span.end()
-  }))
+  })
+)
 
 let flushed = true
 let error: string | undefined
