@@ -5,7 +5,7 @@ import * as grpc from "@grpc/grpc-js"
 import { context, diag, DiagLogLevel, trace } from "@opentelemetry/api"
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-grpc"
 import { resourceFromAttributes } from "@opentelemetry/resources"
-import { BasicTracerProvider, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { otlpProtoRoot } from "#layers/ingest/OtlpDecode"
 import { retryDelayOf } from "#src/grpc/GrpcStatus"
 import { EXPORT_METHOD } from "#src/grpc/OtlpGrpc"
@@ -21,6 +21,7 @@ let server: TestServer
 beforeAll(async () => {
   server = await startTestServer({
     ...GRPC_ENV,
+    // One permit, which the saturation test holds with an HTTP upload: the other tests send one export at a time.
     TAPEDECK_INGEST_MAX_INFLIGHT: "1",
     TAPEDECK_INGEST_MAX_DECOMPRESSED_BYTES: "200000"
   })
@@ -104,7 +105,7 @@ describe("OTLP/gRPC", () => {
     const provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ "service.name": "grpc-agent" }),
       spanProcessors: [
-        new SimpleSpanProcessor(
+        new BatchSpanProcessor(
           new OTLPTraceExporter({ url: `http://127.0.0.1:${server.grpcPort}`, metadata, compression: "gzip" as any })
         )
       ]
