@@ -5,6 +5,7 @@ import { Cause, Config, Context, Duration, Effect, Exit, Layer, Option, Redacted
 import { Credentials, type InvalidCredential, type Principal } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
 import { currentUploadPermit, IngestGate } from "#layers/ingest/IngestGate"
+import { enterForeground, leaveForeground } from "#layers/jobs/Foreground"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
 import { OtlpPreparer } from "#layers/ingest/OtlpPreparer"
 import { UsageCounters } from "#layers/usage/UsageCounters"
@@ -168,8 +169,16 @@ export const OtlpGrpcLive = Layer.scoped(
       "grpc.max_receive_message_length": ingestMaxDecompressedBytes
     })
     server.addService(TRACE_SERVICE, {
-      Export: (call: grpc.ServerUnaryCall<Uint8Array, Uint8Array>, callback: grpc.sendUnaryData<Uint8Array>) =>
-        run(handle(call.metadata, call.request), { onExit: answer(callback) })
+      // Counted as a request in flight, as the HTTP server counts its own: background indexing yields to it.
+      Export: (call: grpc.ServerUnaryCall<Uint8Array, Uint8Array>, callback: grpc.sendUnaryData<Uint8Array>) => {
+        enterForeground()
+        run(handle(call.metadata, call.request), {
+          onExit: (exit) => {
+            leaveForeground()
+            answer(callback)(exit)
+          }
+        })
+      }
     })
     const address = `${settings.host.includes(":") ? `[${settings.host}]` : settings.host}:${settings.port}`
     const port = yield* Effect.async<number, Error>((resume) =>
