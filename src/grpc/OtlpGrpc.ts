@@ -21,12 +21,16 @@ export const EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceServi
 
 const RETRY_AFTER_SECONDS = 1
 
-/** Where OTLP/gRPC is served: TAPEDECK_OTLP_GRPC_PORT on HOST; TAPEDECK_OTLP_GRPC_ENABLED=false turns it off. */
+/** Where OTLP/gRPC is served: TAPEDECK_OTLP_GRPC_PORT (4317) on HOST; TAPEDECK_OTLP_GRPC_ENABLED=false turns it off. */
+export const DEFAULT_GRPC_PORT = 4317
+
 export const grpcSettings = Config.all({
   enabled: Config.boolean("TAPEDECK_OTLP_GRPC_ENABLED").pipe(Config.withDefault(true)),
-  port: Config.integer("TAPEDECK_OTLP_GRPC_PORT").pipe(
-    Config.validate({ message: "must be a port (0 to 65535)", validation: (n) => n >= 0 && n <= 65535 }),
-    Config.withDefault(4317)
+  /** None: the default port, which another process may hold (see OtlpGrpcLive). */
+  port: Config.option(
+    Config.integer("TAPEDECK_OTLP_GRPC_PORT").pipe(
+      Config.validate({ message: "must be a port (0 to 65535)", validation: (n) => n >= 0 && n <= 65535 })
+    )
   ),
   host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
 })
@@ -180,8 +184,9 @@ export const OtlpGrpcLive = Layer.scoped(
         })
       }
     })
-    const address = `${settings.host.includes(":") ? `[${settings.host}]` : settings.host}:${settings.port}`
-    const port = yield* Effect.async<number, Error>((resume) =>
+    const wanted = Option.getOrElse(settings.port, () => DEFAULT_GRPC_PORT)
+    const address = `${settings.host.includes(":") ? `[${settings.host}]` : settings.host}:${wanted}`
+    const bound = yield* Effect.async<number, Error>((resume) =>
       server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, port) =>
         resume(
           error === null
@@ -189,7 +194,18 @@ export const OtlpGrpcLive = Layer.scoped(
             : Effect.fail(new Error(`OTLP/gRPC cannot listen on ${address}: ${error.message}`))
         )
       )
-    ).pipe(Effect.orDie)
+    ).pipe(Effect.either)
+    if (bound._tag === "Left") {
+      // A port asked for is owed: the service does not start without it. The default one may be another
+      // process's (a second instance on the machine, a collector): the HTTP API serves on, and says so.
+      if (Option.isSome(settings.port)) return yield* Effect.die(bound.left)
+      yield* Effect.logError(
+        `${bound.left.message}; OTLP/gRPC is off (set TAPEDECK_OTLP_GRPC_PORT, or TAPEDECK_OTLP_GRPC_ENABLED=false)`
+      )
+      server.forceShutdown()
+      return { port: Option.none() }
+    }
+    const port = bound.right
     yield* Effect.addFinalizer(() =>
       Effect.async<void>((resume) => server.tryShutdown(() => resume(Effect.void))).pipe(
         Effect.timeoutTo({

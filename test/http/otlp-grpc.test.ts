@@ -195,4 +195,24 @@ describe("OTLP/gRPC", () => {
     }, "the export accepted once the permit is free")
     expect(accepted.response).toEqual({})
   }, 60_000)
+
+  test("a port that is taken: fatal when it was set, the HTTP API serving on when it is the default 4317", async () => {
+    await expect(startTestServer({ ...GRPC_ENV, TAPEDECK_OTLP_GRPC_PORT: String(server.grpcPort) })).rejects.toThrow(
+      "OTLP/gRPC cannot listen"
+    )
+    // Held here, or already by another process: either way the default port cannot be had.
+    const holder = net.createServer()
+    await new Promise<void>((resolve) =>
+      holder.once("error", () => resolve()).listen(4317, "127.0.0.1", () => resolve())
+    )
+    const { TAPEDECK_OTLP_GRPC_PORT: _, ...defaultPort } = GRPC_ENV
+    const second = await startTestServer(defaultPort)
+    try {
+      expect(second.grpcPort).toBeUndefined()
+      expect((await second.get("/health")).status).toBe(200)
+    } finally {
+      await second.stop()
+      holder.close()
+    }
+  }, 60_000)
 })
