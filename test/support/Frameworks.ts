@@ -33,6 +33,15 @@ export const FRAMEWORKS = {
 
 export type FrameworkName = keyof typeof FRAMEWORKS
 
+/**
+ * The environment a framework program runs in: this process's, without `NODE_ENV` (Bun's test runner sets it to
+ * `test`, which turns the OpenAI Agents SDK's tracing off, as it would not be in an agent's own deployment).
+ */
+export const programEnv = (name: FrameworkName, vars: Record<string, string>): Record<string, string | undefined> => {
+  const { NODE_ENV: _, ...env } = process.env
+  return { ...env, ...FRAMEWORKS[name].env, ...vars }
+}
+
 /** test/fixtures/otlp/frameworks/<name>-<version>.json */
 export const fixturePath = (name: FrameworkName) =>
   join(ROOT, "test", "fixtures", "otlp", "frameworks", `${name}-${FRAMEWORKS[name].version()}.json`)
