@@ -52,6 +52,9 @@ export const readMastra = (a: Attrs, into: ConventionReading) => {
   set(into, "userId", textOf(a["mastra.metadata.resourceId"]))
 }
 
+/** A Mastra model step: the span around one model call that holds the call's messages and tool calls. */
+export const isMastraModelStep = (a: Attrs) => textOf(a["mastra.span.type"]) === "model_step"
+
 export const isMastraKey = (key: string) =>
   key === "mastra.metadata.threadId" || key === "mastra.metadata.resourceId" ||
   IO_SPANS.some((t) => key === `mastra.${t}.input` || key === `mastra.${t}.output`)
