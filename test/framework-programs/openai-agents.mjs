@@ -9,7 +9,7 @@ import { MODEL, QUESTION, modelUrl, tracing, weather } from "./otel.mjs"
 const provider = tracing("openai-agents")
 new OpenAIAgentsInstrumentation({ tracerProvider: provider }).manuallyInstrument(agents)
 agents.setDefaultOpenAIClient(new OpenAI({ apiKey: "sk-fake", baseURL: modelUrl() }))
-agents.setOpenAIAPI(process.env.OPENAI_API_MODE === "chat_completions" ? "chat_completions" : "responses")
+agents.setOpenAIAPI("responses")
 
 const getWeather = agents.tool({
   name: "get_weather",

@@ -23,8 +23,8 @@ afterAll(async () => {
 
 const runAgent = async (name: FrameworkName) => {
   const framework = FRAMEWORKS[name]
-  const child = Bun.spawn(["node", framework.program, ...framework.args], {
-    env: programEnv(name, { MODEL_URL: model.baseUrl, OTLP_URL: server.url, TAPEDECK_KEY: KEY_A }),
+  const child = Bun.spawn(["node", framework.program], {
+    env: programEnv({ MODEL_URL: model.baseUrl, OTLP_URL: server.url, TAPEDECK_KEY: KEY_A }),
     stdout: "pipe",
     stderr: "pipe"
   })

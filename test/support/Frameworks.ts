@@ -7,18 +7,14 @@ import { join } from "node:path"
  */
 export interface Framework {
   readonly program: string
-  readonly args: ReadonlyArray<string>
-  readonly env: Readonly<Record<string, string>>
   readonly packageName: string
   readonly version: () => string
 }
 
 const ROOT = join(import.meta.dir, "..", "..")
 
-const framework = (file: string, packageName: string, env: Record<string, string> = {}): Framework => ({
+const framework = (file: string, packageName: string): Framework => ({
   program: join(ROOT, "test", "framework-programs", file),
-  args: [],
-  env,
   packageName,
   version: () => JSON.parse(readFileSync(join(ROOT, "node_modules", packageName, "package.json"), "utf8")).version
 })
@@ -37,9 +33,9 @@ export type FrameworkName = keyof typeof FRAMEWORKS
  * The environment a framework program runs in: this process's, without `NODE_ENV` (Bun's test runner sets it to
  * `test`, which turns the OpenAI Agents SDK's tracing off, as it would not be in an agent's own deployment).
  */
-export const programEnv = (name: FrameworkName, vars: Record<string, string>): Record<string, string | undefined> => {
+export const programEnv = (vars: Record<string, string>): Record<string, string | undefined> => {
   const { NODE_ENV: _, ...env } = process.env
-  return { ...env, ...FRAMEWORKS[name].env, ...vars }
+  return { ...env, ...vars }
 }
 
 /** test/fixtures/otlp/frameworks/<name>-<version>.json */
