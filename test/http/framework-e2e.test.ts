@@ -15,7 +15,7 @@ let server: TestServer
 beforeAll(async () => {
   model = startFakeAgentModel()
   server = await startTestServer()
-})
+}, 60_000)
 afterAll(async () => {
   await server.stop()
   await model.stop()

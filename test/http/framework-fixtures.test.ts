@@ -32,7 +32,7 @@ beforeAll(async () => {
     TAPEDECK_LLM_RETRY_BASE_MS: "10",
     TAPEDECK_REPLAY_MONTHLY_ALLOWANCE: "1000"
   })
-})
+}, 60_000)
 afterAll(async () => {
   await server.stop()
   await replayModel.stop()
