@@ -28,20 +28,28 @@ const runAgent = async (name: FrameworkName) => {
     stdout: "pipe",
     stderr: "pipe"
   })
-  const [code, stdout, stderr] = await Promise.all([child.exited, new Response(child.stdout).text(), new Response(child.stderr).text()])
+  const [code, stdout, stderr] = await Promise.all([
+    child.exited,
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text()
+  ])
   if (code !== 0) throw new Error(`${name} exited with ${code}: ${stderr}`)
   expect(stdout).toContain(FINAL_ANSWER)
 }
 
 /** The trace whose resource service.name is the program's, once it holds at least `spans` spans. */
 const recordedTrace = (serviceName: string, spans: number) =>
-  until(async () => {
-    const list = (await (await server.get("/api/v1/traces?limit=100", KEY_A)).json()) as any
-    const found = list.items.find((t: any) => t.metadata?.service_name === serviceName)
-    if (found === undefined) return undefined
-    const detail = (await (await server.get(`/api/v1/traces/${found.id}`, KEY_A)).json()) as any
-    return detail.spans.length >= spans ? detail : undefined
-  }, `the ${serviceName} trace`, 60_000)
+  until(
+    async () => {
+      const list = (await (await server.get("/api/v1/traces?limit=100", KEY_A)).json()) as any
+      const found = list.items.find((t: any) => t.metadata?.service_name === serviceName)
+      if (found === undefined) return undefined
+      const detail = (await (await server.get(`/api/v1/traces/${found.id}`, KEY_A)).json()) as any
+      return detail.spans.length >= spans ? detail : undefined
+    },
+    `the ${serviceName} trace`,
+    60_000
+  )
 
 const ofType = (trace: any, type: string) => trace.spans.filter((s: any) => s.span_type === type)
 
@@ -63,7 +71,9 @@ describe("framework agents run under Node and are recorded", () => {
     const trace = await recordedTrace("ai-sdk-agent", 4)
     expectTwoModelTurns(trace, before)
     expect(trace.name).toBe("weather-agent")
-    expect(ofType(trace, "tool_call").map((s: any) => [s.agent_id, s.output])).toEqual([["weather-agent", "sunny, 21°C in Lisbon"]])
+    expect(ofType(trace, "tool_call").map((s: any) => [s.agent_id, s.output])).toEqual([
+      ["weather-agent", "sunny, 21°C in Lisbon"]
+    ])
     expect(ofType(trace, "llm_call")[0].input.tools[0].function.name).toBe(WEATHER_TOOL)
   }, 120_000)
 
@@ -74,7 +84,7 @@ describe("framework agents run under Node and are recorded", () => {
     expectTwoModelTurns(trace, before)
     expect(ofType(trace, "tool_call").map((s: any) => s.name)).toEqual([WEATHER_TOOL])
     expect(trace.spans.filter((s: any) => s.metadata?.framework_plumbing === true).length).toBeGreaterThan(0)
-    expect(JSON.stringify(trace.output)).not.toContain("\"lc\":1")
+    expect(JSON.stringify(trace.output)).not.toContain('"lc":1')
     expect(ofType(trace, "llm_call")[0].input.tools[0].function.name).toBe(WEATHER_TOOL)
     expect(new Set(trace.spans.map((s: any) => s.agent_id))).toEqual(new Set(["weather_agent"]))
     expect(trace.sessionId).toBe("langgraph-thread-1")
@@ -97,9 +107,16 @@ describe("framework agents run under Node and are recorded", () => {
     await runAgent("mastra")
     const trace = await recordedTrace("mastra-agent", 10)
     expectTwoModelTurns(trace, before)
-    expect(ofType(trace, "tool_call").map((s: any) => [s.name, s.agent_id])).toEqual([[`execute_tool ${WEATHER_TOOL}`, "weather-agent"]])
+    expect(ofType(trace, "tool_call").map((s: any) => [s.name, s.agent_id])).toEqual([
+      [`execute_tool ${WEATHER_TOOL}`, "weather-agent"]
+    ])
     expect(ofType(trace, "llm_call").map((s: any) => s.agent_id)).toEqual(["weather-agent", "weather-agent"])
-    expect([trace.input, trace.output, trace.sessionId, trace.metadata.user_id]).toEqual(["What is the weather in Lisbon?", FINAL_ANSWER, "mastra-thread-1", "user-1"])
+    expect([trace.input, trace.output, trace.sessionId, trace.metadata.user_id]).toEqual([
+      "What is the weather in Lisbon?",
+      FINAL_ANSWER,
+      "mastra-thread-1",
+      "user-1"
+    ])
     // The step's answer holds the tool call (its model call takes it when both arrive in one export, which the
     // exporter's batching timer does not promise under load; the recorded fixture checks that part).
     const steps = trace.spans.filter((s: any) => s.metadata?.model_step === true)

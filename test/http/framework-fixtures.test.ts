@@ -23,7 +23,11 @@ beforeAll(async () => {
   // Server replay's model: like a real one, it can call get_weather only when the request offers it.
   replayModel = startFakeOpenAi((request) =>
     Array.isArray(request.body?.tools) && request.body.tools.some((t: any) => t?.function?.name === WEATHER_TOOL)
-      ? { toolCalls: [{ id: "call_r", type: "function", function: { name: WEATHER_TOOL, arguments: "{\"city\":\"Porto\"}" } }] }
+      ? {
+          toolCalls: [
+            { id: "call_r", type: "function", function: { name: WEATHER_TOOL, arguments: '{"city":"Porto"}' } }
+          ]
+        }
       : { content: "I cannot look that up." }
   )
   server = await startTestServer({
@@ -46,7 +50,11 @@ const replayExport = async (name: FrameworkName) => {
   const others: Array<Response> = []
   for (const r of recorded.requests) {
     const body = r.body.base64 === undefined ? JSON.stringify(r.body) : Buffer.from(r.body.base64, "base64")
-    const response = await fetch(server.url + r.path, { method: "POST", headers: { "x-service-key": KEY_A, "content-type": r.contentType }, body })
+    const response = await fetch(server.url + r.path, {
+      method: "POST",
+      headers: { "x-service-key": KEY_A, "content-type": r.contentType },
+      body
+    })
     if (r.path === "/v1/traces") expect(response.status).toBe(200)
     else others.push(response)
   }
@@ -79,11 +87,14 @@ describe("recorded framework exports", () => {
     expect(trace.name).toBe("weather-agent")
     expect(new Set(trace.spans.map((s: any) => s.agent_id))).toEqual(new Set(["weather-agent"]))
     expect(trace.sessionId).toBe("ai-sdk-session-1")
-    expect(tokens(ofType(trace, "llm_call"))).toEqual([[30, 8], [30, 8]])
+    expect(tokens(ofType(trace, "llm_call"))).toEqual([
+      [30, 8],
+      [30, 8]
+    ])
     expect(trace.output).toBe(FINAL_ANSWER)
     const [first, second] = ofType(trace, "llm_call")
     expect(first.input.tools.map((t: any) => t.function.name)).toEqual([WEATHER_TOOL])
-    expect(first.output.tool_calls[0].function).toEqual({ name: WEATHER_TOOL, arguments: "{\"city\":\"Lisbon\"}" })
+    expect(first.output.tool_calls[0].function).toEqual({ name: WEATHER_TOOL, arguments: '{"city":"Lisbon"}' })
     expect(second.input.messages.at(-1)).toMatchObject({ role: "tool", content: TOOL_RESULT })
     expect(ofType(trace, "tool_call")[0]).toMatchObject({ input: { city: "Lisbon" }, output: TOOL_RESULT })
   })
@@ -96,16 +107,22 @@ describe("recorded framework exports", () => {
     expect(trace.sessionId).toBe("langgraph-thread-1")
     expect(trace.metadata.metadata).toMatchObject({ thread_id: "langgraph-thread-1", ls_integration: "langgraph" })
     expect(new Set(trace.spans.map((s: any) => s.agent_id))).toEqual(new Set(["weather_agent"]))
-    expect(trace.spans.filter(plumbing).map((s: any) => s.name).sort()).toEqual(
-      ["RunnableLambda", "RunnableLambda", "RunnableSequence", "RunnableSequence", "__start__"]
-    )
+    expect(
+      trace.spans
+        .filter(plumbing)
+        .map((s: any) => s.name)
+        .sort()
+    ).toEqual(["RunnableLambda", "RunnableLambda", "RunnableSequence", "RunnableSequence", "__start__"])
     // The graph's nodes keep their LangGraph node name.
     expect(named(trace, "tools")[0].metadata.langgraph).toMatchObject({ node: "tools", step: 2 })
     const calls = ofType(trace, "llm_call")
-    expect(tokens(calls)).toEqual([[30, 8], [30, 8]])
+    expect(tokens(calls)).toEqual([
+      [30, 8],
+      [30, 8]
+    ])
     expect(calls[0].input.tools.map((t: any) => t.function.name)).toEqual([WEATHER_TOOL])
     expect(calls[0].input.temperature).toBe(0.2)
-    expect(JSON.stringify(trace)).not.toContain("\"lc\":1")
+    expect(JSON.stringify(trace)).not.toContain('"lc":1')
     expect(trace.output.messages.at(-1)).toMatchObject({ role: "assistant", content: FINAL_ANSWER })
     expect(ofType(trace, "tool_call")[0]).toMatchObject({ name: WEATHER_TOOL, output: TOOL_RESULT })
   })
@@ -116,8 +133,13 @@ describe("recorded framework exports", () => {
     expect(trace.output).toBe(FINAL_ANSWER)
     const calls = ofType(trace, "llm_call")
     expect(calls.map((s: any) => s.agent_id)).toEqual(["Weather agent", "Weather agent"])
-    expect(ofType(trace, "tool_call").map((s: any) => [s.name, s.agent_id, s.output])).toEqual([[WEATHER_TOOL, "Weather agent", TOOL_RESULT]])
-    expect(tokens(calls)).toEqual([[30, 8], [30, 8]])
+    expect(ofType(trace, "tool_call").map((s: any) => [s.name, s.agent_id, s.output])).toEqual([
+      [WEATHER_TOOL, "Weather agent", TOOL_RESULT]
+    ])
+    expect(tokens(calls)).toEqual([
+      [30, 8],
+      [30, 8]
+    ])
     expect(calls[0].output.tool_calls[0].function.name).toBe(WEATHER_TOOL)
     expect(calls[1].output).toMatchObject({ role: "assistant", content: FINAL_ANSWER, finish_reason: "stop" })
     expect(calls[0].input.messages[0]).toEqual({ role: "system", content: "Answer with the weather." })
@@ -137,25 +159,37 @@ describe("recorded framework exports", () => {
     expect(trace.sessionId).toBe("mastra-thread-1")
     expect(trace.metadata.user_id).toBe("user-1")
     const run = named(trace, "invoke_agent Weather agent")[0]
-    expect(run).toMatchObject({ span_type: "action", agent_id: "weather-agent", input: "What is the weather in Lisbon?", output: FINAL_ANSWER })
+    expect(run).toMatchObject({
+      span_type: "action",
+      agent_id: "weather-agent",
+      input: "What is the weather in Lisbon?",
+      output: FINAL_ANSWER
+    })
     expect(run.metadata.gen_ai.system_instructions).toBe("Answer with the weather.")
     expect(new Set(trace.spans.map((s: any) => s.agent_id))).toEqual(new Set(["weather-agent"]))
 
     const calls = ofType(trace, "llm_call")
-    expect(tokens(calls)).toEqual([[30, 8], [30, 8]])
+    expect(tokens(calls)).toEqual([
+      [30, 8],
+      [30, 8]
+    ])
     // Each model call has its step's messages, and the first one's tool call is kept.
     expect(calls[0].input).toEqual([
       { role: "system", content: "Answer with the weather." },
       { role: "user", content: "What is the weather in Lisbon?" }
     ])
-    expect(calls[0].output.tool_calls[0].function).toEqual({ name: WEATHER_TOOL, arguments: "{\"city\":\"Lisbon\"}" })
+    expect(calls[0].output.tool_calls[0].function).toEqual({ name: WEATHER_TOOL, arguments: '{"city":"Lisbon"}' })
     // Mastra's step input names the earlier tool call and result instead of holding them (docs/compatibility.md).
     expect(calls[1].input.at(-1)).toEqual({ role: "tool", content: "[tool-result: get_weather]" })
     expect(calls[1].output).toMatchObject({ role: "assistant", content: FINAL_ANSWER })
     const steps = trace.spans.filter((s: any) => s.name === "agent_step Weather agent")
     expect(steps.map((s: any) => s.output?.tool_calls?.length ?? 0)).toEqual([1, 0])
 
-    expect(trace.spans.filter(plumbing).map((s: any) => s.name)).toEqual(["model_chunk Weather agent", "model_chunk Weather agent", "model_chunk Weather agent"])
+    expect(trace.spans.filter(plumbing).map((s: any) => s.name)).toEqual([
+      "model_chunk Weather agent",
+      "model_chunk Weather agent",
+      "model_chunk Weather agent"
+    ])
     expect(ofType(trace, "tool_call")[0]).toMatchObject({ input: { city: "Lisbon" }, output: TOOL_RESULT })
   })
 
@@ -172,7 +206,11 @@ describe("recorded framework exports", () => {
 })
 
 describe("server replay of a recorded framework model call", () => {
-  for (const [name, serviceName] of [["ai-sdk", "ai-sdk-agent"], ["langgraph", "langgraph-agent"], ["openai-agents", "openai-agents"]] as const) {
+  for (const [name, serviceName] of [
+    ["ai-sdk", "ai-sdk-agent"],
+    ["langgraph", "langgraph-agent"],
+    ["openai-agents", "openai-agents"]
+  ] as const) {
     test(`${name}: the first model call is sent again with its tools, so the replayed model calls the tool`, async () => {
       let trace = await traceOfMaybe(serviceName)
       if (trace === undefined) {
@@ -180,13 +218,21 @@ describe("server replay of a recorded framework model call", () => {
         trace = await traceOf(serviceName)
       }
       const first = ofType(trace, "llm_call")[0]
-      const fork = (await (await server.post("/api/v1/forks", { trace_id: trace.id, fork_point_span_id: first.id, modified_input: "What is the weather in Porto?" })).json()) as any
+      const fork = (await (
+        await server.post("/api/v1/forks", {
+          trace_id: trace.id,
+          fork_point_span_id: first.id,
+          modified_input: "What is the weather in Porto?"
+        })
+      ).json()) as any
       const before = replayModel.requests.length
       const result = (await (await server.post(`/api/v1/forks/${fork.id}/replay`, {})).json()) as any
       expect(result).toMatchObject({ status: "completed", mode: "server" })
       const sent = replayModel.requests.slice(before)[0]!.body
       expect(sent.tools.map((t: any) => t.function.name)).toEqual([WEATHER_TOOL])
-      expect(result.fidelity_caveats.some((c: string) => c.startsWith("request parameters sent again to the model: tools"))).toBe(true)
+      expect(
+        result.fidelity_caveats.some((c: string) => c.startsWith("request parameters sent again to the model: tools"))
+      ).toBe(true)
       const replayed = (await (await server.get(`/api/v1/traces/${result.result_trace_id}`)).json()) as any
       const call = replayed.spans.find((s: any) => s.span_type === "llm_call")
       expect(call.output.tool_calls[0].function.name).toBe(WEATHER_TOOL)

@@ -9,7 +9,7 @@
 
 export const WEATHER_TOOL = "get_weather"
 export const FINAL_ANSWER = "It is sunny in Lisbon, 21°C."
-export const TOOL_ARGUMENTS = "{\"city\":\"Lisbon\"}"
+export const TOOL_ARGUMENTS = '{"city":"Lisbon"}'
 
 export interface ModelRequest {
   readonly path: string
@@ -46,20 +46,39 @@ const chatCompletion = (body: any, tool: boolean, n: number) => ({
   object: "chat.completion",
   created: Math.floor(Date.now() / 1000),
   model: body?.model ?? "fake-model",
-  choices: [{
-    index: 0,
-    message: tool
-      ? { role: "assistant", content: null, tool_calls: [{ id: `call_${n}`, type: "function", function: { name: WEATHER_TOOL, arguments: TOOL_ARGUMENTS } }] }
-      : { role: "assistant", content: FINAL_ANSWER },
-    finish_reason: tool ? "tool_calls" : "stop"
-  }],
+  choices: [
+    {
+      index: 0,
+      message: tool
+        ? {
+            role: "assistant",
+            content: null,
+            tool_calls: [
+              { id: `call_${n}`, type: "function", function: { name: WEATHER_TOOL, arguments: TOOL_ARGUMENTS } }
+            ]
+          }
+        : { role: "assistant", content: FINAL_ANSWER },
+      finish_reason: tool ? "tool_calls" : "stop"
+    }
+  ],
   usage: USAGE
 })
 
 const chatChunks = (body: any, tool: boolean, n: number): Array<unknown> => {
-  const base = { id: `chatcmpl-fake-${n}`, object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000), model: body?.model ?? "fake-model" }
+  const base = {
+    id: `chatcmpl-fake-${n}`,
+    object: "chat.completion.chunk",
+    created: Math.floor(Date.now() / 1000),
+    model: body?.model ?? "fake-model"
+  }
   const delta = tool
-    ? { role: "assistant", content: null, tool_calls: [{ index: 0, id: `call_${n}`, type: "function", function: { name: WEATHER_TOOL, arguments: TOOL_ARGUMENTS } }] }
+    ? {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { index: 0, id: `call_${n}`, type: "function", function: { name: WEATHER_TOOL, arguments: TOOL_ARGUMENTS } }
+        ]
+      }
     : { role: "assistant", content: FINAL_ANSWER }
   return [
     { ...base, choices: [{ index: 0, delta, finish_reason: null }] },
@@ -70,8 +89,21 @@ const chatChunks = (body: any, tool: boolean, n: number): Array<unknown> => {
 
 const responseOutput = (tool: boolean, n: number) =>
   tool
-    ? { type: "function_call", id: `fc_${n}`, call_id: `call_${n}`, name: WEATHER_TOOL, arguments: TOOL_ARGUMENTS, status: "completed" }
-    : { type: "message", id: `msg_${n}`, role: "assistant", status: "completed", content: [{ type: "output_text", text: FINAL_ANSWER, annotations: [] }] }
+    ? {
+        type: "function_call",
+        id: `fc_${n}`,
+        call_id: `call_${n}`,
+        name: WEATHER_TOOL,
+        arguments: TOOL_ARGUMENTS,
+        status: "completed"
+      }
+    : {
+        type: "message",
+        id: `msg_${n}`,
+        role: "assistant",
+        status: "completed",
+        content: [{ type: "output_text", text: FINAL_ANSWER, annotations: [] }]
+      }
 
 /** A Responses API response; like OpenAI's, it echoes the request's instructions, tools and settings. */
 const response = (body: any, tool: boolean, n: number) => ({
@@ -88,7 +120,13 @@ const response = (body: any, tool: boolean, n: number) => ({
   top_p: body?.top_p ?? 1,
   max_output_tokens: body?.max_output_tokens ?? null,
   output: [responseOutput(tool, n)],
-  usage: { input_tokens: 30, output_tokens: 8, total_tokens: 38, input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } }
+  usage: {
+    input_tokens: 30,
+    output_tokens: 8,
+    total_tokens: 38,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: 0 }
+  }
 })
 
 const responseEvents = (body: any, tool: boolean, n: number): Array<unknown> => {
@@ -133,7 +171,9 @@ export const startFakeAgentModel = (): FakeAgentModel => {
           : Response.json(chatCompletion(body, tool, turn))
       }
       if (req.method === "POST" && path === "/v1/responses") {
-        return body?.stream === true ? sse(responseEvents(body, tool, turn), true, false) : Response.json(response(body, tool, turn))
+        return body?.stream === true
+          ? sse(responseEvents(body, tool, turn), true, false)
+          : Response.json(response(body, tool, turn))
       }
       return Response.json({ error: { message: `no route ${req.method} ${path}`, type: "not_found" } }, { status: 404 })
     }

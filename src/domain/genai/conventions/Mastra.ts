@@ -56,5 +56,6 @@ export const readMastra = (a: Attrs, into: ConventionReading) => {
 export const isMastraModelStep = (a: Attrs) => textOf(a["mastra.span.type"]) === "model_step"
 
 export const isMastraKey = (key: string) =>
-  key === "mastra.metadata.threadId" || key === "mastra.metadata.resourceId" ||
+  key === "mastra.metadata.threadId" ||
+  key === "mastra.metadata.resourceId" ||
   IO_SPANS.some((t) => key === `mastra.${t}.input` || key === `mastra.${t}.output`)
