@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { unwrapToolMessage, withPlainTextContent } from "#src/domain/genai/conventions/FrameworkValues"
-import { isLangGraphRun, readLangGraph } from "#src/domain/genai/conventions/LangGraph"
+import { isLangGraphPrompt, isLangGraphRun, readLangGraph } from "#src/domain/genai/conventions/LangGraph"
 import { readMastra } from "#src/domain/genai/conventions/Mastra"
 import type { ConventionReading } from "#src/domain/genai/conventions/Reading"
 
@@ -121,6 +121,12 @@ describe("LangGraph (OpenInference metadata)", () => {
     })
     expect([isLangGraphRun(graph), isLangGraphRun(node)]).toEqual([true, false])
     expect(isLangGraphRun({ ...graph, "openinference.span.kind": "LLM" })).toBe(false)
+    // The prebuilt agent's prompt runnable inside a node is plumbing; a span merely named "prompt" elsewhere is not.
+    expect([
+      isLangGraphPrompt("prompt", node),
+      isLangGraphPrompt("prompt", graph),
+      isLangGraphPrompt("agent", node)
+    ]).toEqual([true, false, false])
     expect(isLangGraphRun({ "openinference.span.kind": "CHAIN", metadata: "not json" })).toBe(false)
   })
 })

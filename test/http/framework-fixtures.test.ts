@@ -112,8 +112,17 @@ describe("recorded framework exports", () => {
         .filter(plumbing)
         .map((s: any) => s.name)
         .sort()
-    ).toEqual(["RunnableLambda", "RunnableLambda", "RunnableSequence", "RunnableSequence", "__start__"])
-    // The graph's nodes keep their LangGraph node name.
+    ).toEqual([
+      "RunnableLambda",
+      "RunnableLambda",
+      "RunnableSequence",
+      "RunnableSequence",
+      "__start__",
+      "prompt",
+      "prompt"
+    ])
+    // The graph's nodes are the agent's steps, not plumbing, and keep their LangGraph node name.
+    expect(named(trace, "agent").map(plumbing)).toEqual([false, false])
     expect(named(trace, "tools")[0].metadata.langgraph).toMatchObject({ node: "tools", step: 2 })
     const calls = ofType(trace, "llm_call")
     expect(tokens(calls)).toEqual([

@@ -29,6 +29,13 @@ export const readLangGraph = (a: Attrs, into: ConventionReading) => {
   into.spanDetails = { ...into.spanDetails, langgraph: details }
 }
 
+/**
+ * The prebuilt agent's `prompt` runnable inside a graph node: it only puts the agent's instructions before the
+ * messages (a prompt template by another name), so it is plumbing.
+ */
+export const isLangGraphPrompt = (name: string, a: Attrs): boolean =>
+  name === "prompt" && textOf(metadataOf(a)?.langgraph_node) !== undefined
+
 /** Whether this OpenInference span is a LangGraph graph run itself rather than a step inside one of its nodes. */
 export const isLangGraphRun = (a: Attrs): boolean => {
   if (textOf(a["openinference.span.kind"])?.toUpperCase() !== "CHAIN") return false
