@@ -247,4 +247,25 @@ describe("server replay of a recorded framework model call", () => {
       expect(call.output.tool_calls[0].function.name).toBe(WEATHER_TOOL)
     })
   }
+
+  test("mastra: the first model call is sent again with its step's messages, and no tools, which the report says", async () => {
+    const trace = (await traceOfMaybe("mastra-agent")) ?? (await replayExport("mastra"), await traceOf("mastra-agent"))
+    const first = ofType(trace, "llm_call")[0]
+    const fork = (await (
+      await server.post("/api/v1/forks", {
+        trace_id: trace.id,
+        fork_point_span_id: first.id,
+        modified_input: "What is the weather in Porto?"
+      })
+    ).json()) as any
+    const before = replayModel.requests.length
+    const result = (await (await server.post(`/api/v1/forks/${fork.id}/replay`, {})).json()) as any
+    expect(result).toMatchObject({ status: "completed", mode: "server" })
+    const sent = replayModel.requests.slice(before)[0]!.body
+    expect(sent.messages[0]).toEqual({ role: "system", content: "Answer with the weather." })
+    expect(sent.tools).toBeUndefined()
+    expect(
+      result.fidelity_caveats.some((c: string) => c.startsWith("no tools or request parameters were recorded"))
+    ).toBe(true)
+  })
 })
