@@ -3,7 +3,6 @@ import { Context, Deferred, Effect, Layer, Option, Schema } from "effect"
 import type { Principal } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { BatchRepo } from "#layers/batch/BatchRepo"
-import { JobFailed } from "#layers/jobs/JobHandlers"
 import type { ClaimedJob } from "#layers/jobs/JobQueue"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
 import { type BatchOperation, type BatchOperationResult, BatchJobPayload, batchTarget } from "#src/domain/Batch"
@@ -11,6 +10,7 @@ import type { AccountId } from "#src/domain/Ids"
 import { TapedeckApi } from "../api/Api.ts"
 import { ValidationFailed } from "../api/ApiErrors.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 type App = HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
 type Services = Context.Context<HttpRouter.HttpRouter.DefaultServices>

@@ -1,10 +1,10 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { EvalRules } from "#layers/evaluations/EvalRules"
-import type { EvalRuleNotFound } from "#src/domain/EvalRule"
 import { NotFound, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import type { EvalRuleNotFound } from "#src/domain/Errors"
 
 const ruleNotFound = (e: EvalRuleNotFound) => new NotFound({ message: `eval rule ${e.ruleId} not found` })
 

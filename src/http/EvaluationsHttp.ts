@@ -1,11 +1,10 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Evaluations } from "#layers/evaluations/Evaluations"
-import type { EvaluationNotFound } from "#src/domain/Evaluation"
-import type { TraceNotFound } from "#src/domain/Trace"
 import { NotFound, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import type { EvaluationNotFound, TraceNotFound } from "#src/domain/Errors"
 
 const evaluationNotFound = (e: EvaluationNotFound) => new NotFound({ message: `evaluation ${e.evaluationId} not found` })
 const traceNotFound = (e: TraceNotFound) => new NotFound({ message: `trace ${e.traceId} not found` })

@@ -1,11 +1,10 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { Forks } from "#layers/replay/Forks"
-import type { ForkNotFound } from "#src/domain/Fork"
-import type { TraceNotFound } from "#src/domain/Trace"
 import { NotFound, ReplayAllowanceExhausted, ReplayInProgress, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import type { ForkNotFound, TraceNotFound } from "#src/domain/Errors"
 
 const forkNotFound = (e: ForkNotFound) => new NotFound({ message: `fork ${e.forkId} not found` })
 const traceNotFound = (e: TraceNotFound) => new NotFound({ message: `trace ${e.traceId} not found` })

@@ -1,12 +1,13 @@
 import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Exit, Option, Redacted, Schema } from "effect"
-import { Credentials, InvalidCredential, type Principal } from "#layers/auth/Credentials"
+import { Credentials, type Principal } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { IngestGate } from "#layers/ingest/IngestGate"
 import { IngestBackpressure, IngestBackpressureWire, Unauthorized, UnauthorizedWire } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { isExportPath, LANGFUSE_EXPORT_PATH } from "../api/OtlpApi.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
+import { InvalidCredential } from "#src/domain/Errors"
 
 const RETRY_AFTER_SECONDS = 1
 

@@ -1,10 +1,10 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { SessionRepo } from "#layers/sessions/SessionRepo"
-import type { SessionNotFound } from "#src/domain/Session"
 import { NotFound } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import type { SessionNotFound } from "#src/domain/Errors"
 
 const notFound = (e: SessionNotFound) => new NotFound({ message: `session ${JSON.stringify(e.sessionId)} not found` })
 

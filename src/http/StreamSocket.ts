@@ -1,12 +1,13 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
 import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, Option, Queue, Redacted, Schedule, Schema } from "effect"
-import { Credentials, type InvalidCredential, type Principal } from "#layers/auth/Credentials"
+import { Credentials, type Principal } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
 import { StreamHub, type Subscriber } from "#layers/stream/StreamHub"
 import type { AccountId } from "#src/domain/Ids"
 import { EventIdParam, StreamClientMessage, StreamCloseCode } from "#src/domain/StreamEvent"
 import { DecimalDigits } from "#src/domain/Page"
 import { headerCredential } from "./HeaderCredentials.ts"
+import type { InvalidCredential } from "#src/domain/Errors"
 
 const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(StreamClientMessage))
 const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.compose(DecimalDigits, Schema.NumberFromString), EventIdParam))

@@ -1,10 +1,10 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Option } from "effect"
 import { Traces } from "#layers/traces/Traces"
-import type { TraceNotFound } from "#src/domain/Trace"
 import { Conflict, NotFound, Unauthorized, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import type { TraceNotFound } from "#src/domain/Errors"
 
 const notFound = (e: TraceNotFound) => new NotFound({ message: `trace ${e.traceId} not found` })
 const rejected = (e: { readonly reason: string }) => new ValidationFailed({ message: e.reason })

@@ -5,7 +5,7 @@ import { startFakeOpenAi, type FakeOpenAi } from "../support/FakeOpenAi.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { describeFailure } from "#layers/mcp/ProductTools"
-import { EmbedderUnavailable } from "#src/domain/Search"
+import { EmbedderUnavailable } from "#src/domain/Errors"
 
 let fake: FakeOpenAi
 let server: TestServer
