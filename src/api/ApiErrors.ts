@@ -116,3 +116,13 @@ export const RateLimitedWire = wire(RateLimited, "RateLimited")
 export const IngestBackpressureWire = wire(IngestBackpressure, "IngestBackpressure")
 export const UnavailableWire = wire(Unavailable, "Unavailable")
 export const InternalWire = wire(Internal, "Internal")
+
+/** The answer to a failure that is not the caller's: the body says nothing of it (the log does). */
+export const internalError = () => new Internal({ message: "internal error" })
+
+/** The answer to a request with no credential, or one that names no account. */
+export const missingCredentials = () => new Unauthorized({ message: "missing or invalid credentials" })
+
+/** The answer past a route's rate limit. */
+export const rateLimited = (retryAfterSeconds: number) =>
+  new RateLimited({ message: `rate limit exceeded; retry after ${retryAfterSeconds} s` })

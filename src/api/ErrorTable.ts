@@ -1,10 +1,10 @@
 import { Effect } from "effect"
-import type { DomainError, DomainErrorTag } from "../domain/DomainError.ts"
+import type { DomainError } from "../domain/DomainError.ts"
 import {
   type ApiError,
   Conflict,
   IngestBackpressure,
-  Internal,
+  internalError,
   NotFound,
   ReplayAllowanceExhausted,
   ReplayInProgress,
@@ -16,10 +16,10 @@ import {
 /** Seconds an export refused by the ingestion gate is told to wait (its message and its Retry-After). */
 export const INGEST_RETRY_AFTER_SECONDS = 1
 
-/** An error no route answers as the caller's: the body says nothing of it (the log does). */
-const internal = () => new Internal({ message: "internal error" })
-
-type Entries = { readonly [Tag in DomainErrorTag]: (e: Extract<DomainError, { readonly _tag: Tag }>) => ApiError }
+/** A table for the errors `E`: one entry per tag, each taking the error of its tag. */
+export type ErrorTableOf<E extends { readonly _tag: string }> = {
+  readonly [Tag in E["_tag"]]: (e: Extract<E, { readonly _tag: Tag }>) => ApiError
+}
 
 /**
  * Every domain error's answer on the wire, for every transport (REST, batch, MCP): its API error (status, code,
@@ -40,7 +40,7 @@ export const errorTable = {
   ReplayAlreadyActive: (e) => new ReplayInProgress({ message: `fork ${e.forkId} is already replaying` }),
   ReplayQuotaExceeded: (e) =>
     new ReplayAllowanceExhausted({ message: `the monthly fork-replay allowance (${e.allowance}) is exhausted for ${e.month}` }),
-  ReplayFailed: internal,
+  ReplayFailed: internalError,
 
   EvaluationNotFound: (e) => new NotFound({ message: `evaluation ${e.evaluationId} not found` }),
   EvaluationRunNotFound: (e) =>
@@ -52,14 +52,14 @@ export const errorTable = {
   WebhookUrlRefused: (e) => new ValidationFailed({ message: `webhook_url: ${e.reason}` }),
 
   // Enforcement answers block instead (it fails closed): this never reaches a caller.
-  PolicyStateUnavailable: internal,
+  PolicyStateUnavailable: internalError,
   GuardrailNotFound: (e) => new NotFound({ message: `guardrail ${e.id} not found` }),
   HoldNotFound: (e) => new NotFound({ message: `hold ${e.id} not found` }),
   HoldAlreadyDecided: (e) => new Conflict({ message: `hold ${e.id} is already ${e.status}` }),
 
   InvalidCredential: (e) => new Unauthorized({ message: e.reason }),
   CredentialRevoked: () => new Unauthorized({ message: "invalid or revoked API key" }),
-  ApiKeysMisconfigured: internal,
+  ApiKeysMisconfigured: internalError,
 
   IngestSaturated: (e) =>
     new IngestBackpressure({
@@ -68,13 +68,13 @@ export const errorTable = {
         : `ingestion is saturated (${e.maxInflight} exports in flight); retry after ${INGEST_RETRY_AFTER_SECONDS} s`
     }),
   EmbedderUnavailable: (e) => new Unavailable({ message: `the search embedder is unavailable: ${e.reason}` }),
-  EmbeddingRetryable: internal,
+  EmbeddingRetryable: internalError,
   JobNotFound: (e) => new NotFound({ message: `job ${e.jobId} not found` }),
-  JobFailed: internal,
-  LlmUnavailable: internal,
+  JobFailed: internalError,
+  LlmUnavailable: internalError,
 
-  DataDirInUse: internal
-} satisfies Entries
+  DataDirInUse: internalError
+} satisfies ErrorTableOf<DomainError>
 
 /** The API error a given domain error is answered with. */
 export type WireError<E extends DomainError> = ReturnType<(typeof errorTable)[E["_tag"]]>

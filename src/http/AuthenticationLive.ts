@@ -2,7 +2,7 @@ import { HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
-import { Unauthorized } from "../api/ApiErrors.ts"
+import { missingCredentials, Unauthorized } from "../api/ApiErrors.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
 import { TRACE_CREATE_PATH } from "../api/TracesApi.ts"
@@ -38,7 +38,7 @@ const headerSchemes = (credentials: Credentials) => ({
       // The platform strips the first seven characters whatever they are: insist they were "Bearer ".
       const request = yield* HttpServerRequest.HttpServerRequest
       if (!/^bearer /i.test(request.headers.authorization ?? "")) {
-        return yield* new Unauthorized({ message: "missing or invalid credentials" })
+        return yield* missingCredentials()
       }
       return yield* (mayUseCachedKey(request) ? credentials.cachedBearer(token) : credentials.bearer(token)).pipe(
         answerDomainErrors

@@ -6,6 +6,8 @@ import { StreamHub, type Subscriber } from "#layers/stream/StreamHub"
 import type { AccountId } from "#src/domain/Ids"
 import { EventIdParam, StreamClientMessage, StreamCloseCode } from "#src/domain/StreamEvent"
 import { DecimalDigits } from "#src/domain/Page"
+import { missingCredentials, ValidationFailed } from "../api/ApiErrors.ts"
+import { errorResponse } from "./ErrorBodies.ts"
 import { headerCredential } from "./HeaderCredentials.ts"
 import type { InvalidCredential } from "#src/domain/Errors"
 
@@ -15,12 +17,8 @@ const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.compose(D
 /** Past this many bytes buffered in the socket, the writer waits for the client to read. */
 const HIGH_WATER_BYTES = 1024 * 1024
 
-const unauthorized = HttpServerResponse.unsafeJson(
-  { error: "missing or invalid credentials", code: "unauthorized", retryable: false },
-  { status: 401 }
-)
-const badRequest = (error: string) =>
-  HttpServerResponse.unsafeJson({ error, code: "validation_failed", retryable: false }, { status: 400 })
+const unauthorized = errorResponse(missingCredentials())
+const badRequest = (message: string) => errorResponse(new ValidationFailed({ message }))
 
 /** The part of Bun's ServerWebSocket this route uses. */
 interface RawSocket {
@@ -343,10 +341,7 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
         }
         const raw = yield* upgradeRaw(request)
         if (Option.isNone(raw)) {
-          return HttpServerResponse.unsafeJson(
-            { error: "a WebSocket upgrade is required", code: "validation_failed", retryable: false },
-            { status: 400 }
-          )
+          return badRequest("a WebSocket upgrade is required")
         }
         yield* connection(raw.value, preset, token, Option.getOrUndefined(lastEventId)).pipe(
           Effect.catchAllCause((cause) => Effect.logWarning("stream connection failed", cause))
