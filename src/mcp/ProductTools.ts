@@ -40,7 +40,7 @@ const traceIds = z.array(uuid()).min(1).max(50).refine((ids) => new Set(ids.map(
 })
 
 /** A failure as a tool result carrying the API's error body. */
-export const errorResult = (e: ApiError): CallToolResult => ({
+const errorResult = (e: ApiError): CallToolResult => ({
   isError: true,
   content: [{ type: "text", text: JSON.stringify(errorBody(e)) }]
 })
