@@ -6,7 +6,7 @@ import { StreamHub, type Subscriber } from "#layers/stream/StreamHub"
 import type { AccountId } from "#src/domain/Ids"
 import { EventIdParam, StreamClientMessage, StreamCloseCode } from "#src/domain/StreamEvent"
 import { DecimalDigits } from "#src/domain/Page"
-import { missingCredentials, ValidationFailed } from "../api/ApiErrors.ts"
+import { type ApiError, errorBody, missingCredentials, ValidationFailed } from "../api/ApiErrors.ts"
 import { errorResponse } from "./ErrorBodies.ts"
 import { headerCredential } from "./HeaderCredentials.ts"
 import type { InvalidCredential } from "#src/domain/Errors"
@@ -19,6 +19,9 @@ const HIGH_WATER_BYTES = 1024 * 1024
 
 const unauthorized = errorResponse(missingCredentials())
 const badRequest = (message: string) => errorResponse(new ValidationFailed({ message }))
+
+/** An API error as a message on an open stream: the error body's code with its message. */
+const errorMessage = (e: ApiError) => ({ type: "error", code: errorBody(e).code, message: e.message })
 
 /** The part of Bun's ServerWebSocket this route uses. */
 interface RawSocket {
@@ -142,7 +145,7 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
             authenticated = yield* authenticate(credentials.bearer(Redacted.make(token.value)))
           }
           if (Option.isNone(authenticated)) {
-            yield* sendNow({ type: "error", code: "unauthorized", message: "missing or invalid credentials" })
+            yield* sendNow(errorMessage(missingCredentials()))
             return yield* close(StreamCloseCode.unauthorized, "unauthorized")
           }
         }
@@ -237,7 +240,7 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
             const text = typeof frame === "string" ? frame : new TextDecoder().decode(frame)
             const decoded = decodeMessage(text)
             if (Either.isLeft(decoded)) {
-              return yield* enqueue({ type: "error", code: "validation_failed", message: `not a stream message: ${decoded.left.message.slice(0, 500)}` })
+              return yield* enqueue(errorMessage(new ValidationFailed({ message: `not a stream message: ${decoded.left.message.slice(0, 500)}` })))
             }
             const message = decoded.right
             switch (message.type) {
