@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { SPAN_TEXT_LIMITS } from "#src/domain/Span"
 import { estimatedCost, type PriceTable } from "../llm/Prices.ts"
-import type { MappedSpan } from "./GenAiMapping.ts"
+import type { MappedSpan } from "#src/domain/genai/MapSpan"
 
 /** A span of an OTLP trace as reloaded from storage: the mapped shape, absent optionals absent. */
 export type StoredSpan = MappedSpan["span"]
