@@ -2,9 +2,9 @@ import { HttpServer } from "@effect/platform"
 import { BunContext, BunHttpServer, BunRuntime } from "@effect/platform-bun"
 import { Config, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { StorageLive } from "#layers/storage/Sql"
-import { AppLive } from "./http/AppLive.ts"
-import { drainSecondsConfig, makeLifecycleRoutes } from "./http/LifecycleRoutes.ts"
-import { healthBuild } from "./http/SystemHttp.ts"
+import { AppLive } from "./AppLive.ts"
+import { drainSecondsConfig, makeLifecycleRoutes } from "#src/http/LifecycleRoutes"
+import { healthBuild } from "#src/http/SystemHttp"
 import { superviseWorkers, WORKER_INDEX_ENV } from "./Supervisor.ts"
 
 const healthFacts = Config.all({
