@@ -2,15 +2,6 @@ import { HttpApiBuilder, HttpMiddleware, HttpRouter } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { bootstrapKeys } from "#layers/auth/KeyBootstrap"
 import { AppConfig } from "#layers/config/AppConfig"
-import { EVALUATION_RUN_JOB, Evaluations, evaluationRunHandler, evaluationRunLostHandler } from "#layers/evaluations/Evaluations"
-import { terminalTraceHandlers, TERMINAL_TRACE_JOB } from "#layers/events/TerminalTraceHook"
-import { TerminalTraceConsumersLive } from "#layers/evaluations/DetectionConsumers"
-import { WebhookDelivery } from "#layers/webhooks/WebhookDelivery"
-import { WEBHOOK_DELIVER_JOB } from "#src/domain/Webhook"
-import { DeferrableJobKinds, JobBatchHandlers, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
-import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
-import { ModelPrices } from "#layers/llm/Prices"
-import { FORK_REPLAY_JOB, Forks, forkReplayHandler } from "#layers/replay/Forks"
 import { IngestGate } from "#layers/ingest/IngestGate"
 import { Credentials } from "#layers/auth/Credentials"
 import { JobQueue } from "#layers/jobs/JobQueue"
@@ -22,7 +13,7 @@ import { describeStorage } from "#layers/storage/Sql"
 import { selfTelemetryEndpoint, TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
-import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
+import { SearchStartupLive } from "#layers/search/Search"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
 import { accessLog } from "#src/http/AccessLog"
 import { MAX_PATH_PARAM_LENGTH } from "#src/http/ErrorBodies"
@@ -31,41 +22,8 @@ import { isExport, refuseWhileSaturated } from "#src/http/IngestGateMiddleware"
 import { otlpProtobufAnswers } from "#src/http/OtlpResponses"
 import { ApiLive, DocsLive, McpRouteLive, ReplaySocketRouteLive, StreamSocketRouteLive, StudioRouteLive } from "./ApiLive.ts"
 import { OtlpOtherSignalsLive } from "#src/http/OtlpOtherSignals"
-import { BATCH_JOB } from "#layers/batch/BatchRepo"
-import { BatchJobDependencies, batchJobHandler, SelfAppInstallLive } from "#src/http/BatchHttp"
-
-const JobHandlersLive = Layer.mergeAll(
-  Layer.effect(
-    JobHandlers,
-    Effect.gen(function*() {
-      return new Map([
-        [TERMINAL_TRACE_JOB, (yield* terminalTraceHandlers).single],
-        [FORK_REPLAY_JOB, yield* forkReplayHandler],
-        [EVALUATION_RUN_JOB, yield* evaluationRunHandler],
-        [WEBHOOK_DELIVER_JOB, (yield* WebhookDelivery).handler],
-        [BATCH_JOB, yield* batchJobHandler],
-        [SEARCH_INDEX_JOB, yield* searchIndexHandler],
-        [SEARCH_REEMBED_JOB, yield* searchReembedHandler]
-      ])
-    })
-  ),
-  // A fork replay left `replaying` is taken over by the next replay (ForkRepo.abandonStale); a batch's record is its
-  // job. An evaluation run would stay running: it is failed.
-  Layer.effect(LostJobHandlers, Effect.map(evaluationRunLostHandler, (settle) => new Map([[EVALUATION_RUN_JOB, settle]]))),
-  // A burst of terminal traces (an OTLP export finishes up to a hundred) runs in batches, in a lane of its own.
-  Layer.effect(JobBatchHandlers, Effect.map(terminalTraceHandlers, ({ batch }) => new Map([[TERMINAL_TRACE_JOB, batch]]))),
-  // Under a load that never pauses, indexing and the terminal lane (insights, eval rules, webhooks) trail the requests
-  // by up to TAPEDECK_JOB_DEFER_SECONDS, then take their share: a burst does not pay for the work it causes.
-  Layer.succeed(DeferrableJobKinds, new Set([SEARCH_INDEX_JOB, TERMINAL_TRACE_JOB]))
-).pipe(
-  Layer.provide(BatchJobDependencies),
-  Layer.provide(SearchDependenciesLive),
-  Layer.provide(TerminalTraceConsumersLive),
-  Layer.provide(WebhookDelivery.Default),
-  Layer.provide(Forks.Default),
-  Layer.provide(Evaluations.Default),
-  Layer.provide([LlmClientLive, ModelPrices.Default])
-)
+import { SelfAppInstallLive } from "#src/http/BatchRunner"
+import { JobRegistryLive } from "./JobRegistry.ts"
 
 /** Runs once storage is migrated, before the server answers: configured keys, then background work. */
 const StartupLive = Layer.mergeAll(
@@ -76,7 +34,7 @@ const StartupLive = Layer.mergeAll(
       yield* bootstrapKeys
     })
   ).pipe(Layer.provide([AccountRepo.Default, ApiKeyRepo.Default])),
-  JobWorkerLive.pipe(Layer.provide([JobQueue.Default, JobHandlersLive])),
+  JobWorkerLive.pipe(Layer.provide([JobQueue.Default, JobRegistryLive])),
   RetentionLive.pipe(Layer.provide(TraceRepo.Default)),
   EmbeddedMaintenanceLive,
   SearchStartupLive.pipe(Layer.provide(SearchDependenciesLive))
