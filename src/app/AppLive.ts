@@ -10,7 +10,7 @@ import { AccountRepo } from "#layers/storage/AccountRepo"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
 import { EmbeddedMaintenanceLive } from "#layers/storage/EmbeddedMaintenance"
 import { describeStorage } from "#layers/storage/Sql"
-import { selfTelemetryEndpoint, TracingLive } from "#layers/telemetry/Tracing"
+import { TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
 import { SearchStartupLive } from "#layers/search/Search"
@@ -49,8 +49,9 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   const refuseFast = refuseWhileSaturated(gate, yield* Credentials)
   // Without an exporter (TracingLive) a request's span goes nowhere, but building it still costs the request: its
   // URL parsed, headers redacted, the peer's address asked of the socket (about 40 µs in Bun alone).
-  const exporting = Option.isSome(yield* selfTelemetryEndpoint)
-  const logged = accessLog({ log: (yield* AppConfig).accessLog, summary: yield* RequestSummary })
+  const config = yield* AppConfig
+  const exporting = Option.isSome(config.telemetryEndpoint)
+  const logged = accessLog({ log: config.accessLog, summary: yield* RequestSummary })
   // A protobuf export is answered in protobuf, its refusals included (OtlpResponses).
   return HttpApiBuilder.serve((app) => otlpProtobufAnswers(refuseFast(logged(app)))).pipe(
     // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=; an export
