@@ -3,15 +3,12 @@ import { TerminalTraceConsumersLive } from "#layers/evaluations/DetectionConsume
 import { Evaluations, evaluationRunHandler, evaluationRunLostHandler } from "#layers/evaluations/Evaluations"
 import { terminalTraceHandlers } from "#layers/events/TerminalTraceHook"
 import { type JobRegistry, jobRegistryLive } from "#layers/jobs/JobHandlers"
-import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
-import { ModelPrices } from "#layers/llm/Prices"
 import { Forks, forkReplayHandler } from "#layers/replay/Forks"
 import { searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
-import { SearchDependenciesLive } from "#layers/search/SearchLive"
 import { WebhookDelivery } from "#layers/webhooks/WebhookDelivery"
 import { BatchJobDependencies, batchJobHandler } from "#src/http/BatchRunner"
 
-/** What runs each kind of job (src/domain/Jobs.ts), with what the handlers need. */
+/** What runs each kind of job (src/domain/Jobs.ts), with the services of its handlers (the ports come from AppLive). */
 export const JobRegistryLive = jobRegistryLive(Effect.gen(function*() {
   const terminal = yield* terminalTraceHandlers
   return {
@@ -29,7 +26,5 @@ export const JobRegistryLive = jobRegistryLive(Effect.gen(function*() {
     "batch.run": { run: yield* batchJobHandler }
   } satisfies JobRegistry
 })).pipe(
-  Layer.provide([BatchJobDependencies, SearchDependenciesLive, TerminalTraceConsumersLive, WebhookDelivery.Default]),
-  Layer.provide([Forks.Default, Evaluations.Default]),
-  Layer.provide([LlmClientLive, ModelPrices.Default])
+  Layer.provide([BatchJobDependencies, TerminalTraceConsumersLive, WebhookDelivery.Default, Forks.Default, Evaluations.Default])
 )
