@@ -20,7 +20,7 @@ import { gateVerdict, REGRESSION_TOLERANCE } from "#src/domain/EvaluationScoring
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import { TraceNotFound } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
-import { type Job, JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { JobFailed, type JobHandler, type JobOf } from "../jobs/JobHandlers.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { Traces } from "../traces/Traces.ts"
 import { EvaluationRepo, type RunOutcome } from "./EvaluationRepo.ts"
@@ -251,7 +251,7 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
 /** For an `evaluation.run` job dead-lettered because its worker died on every attempt: the run is failed, not left running. */
 export const evaluationRunLostHandler = Effect.gen(function*() {
   const evaluations = yield* Evaluations
-  return (job: Job<"evaluation.run">) =>
+  return (job: JobOf<"evaluation.run">) =>
     evaluations.abandonRun(job.payload.runId, "internal error: the worker running it stopped on every attempt")
 })
 

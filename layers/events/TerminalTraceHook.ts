@@ -1,7 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { TraceStatus } from "#src/domain/Trace"
-import type { Job, JobBatchHandler, JobFailed, JobHandler } from "../jobs/JobHandlers.ts"
+import type { JobBatchHandler, JobFailed, JobHandler, JobOf } from "../jobs/JobHandlers.ts"
 
 export interface TerminalTrace {
   readonly accountId: AccountId
@@ -22,7 +22,7 @@ export class TerminalTraceConsumers extends Context.Tag("tapedeck/TerminalTraceC
 export const TerminalTraceConsumersNone = Layer.succeed(TerminalTraceConsumers, [])
 
 /** The terminal trace a job names. */
-const terminalTrace = (job: Job<"trace.terminal">): TerminalTrace => ({
+const terminalTrace = (job: JobOf<"trace.terminal">): TerminalTrace => ({
   accountId: job.accountId,
   traceId: job.payload.traceId as TraceId,
   status: job.payload.status

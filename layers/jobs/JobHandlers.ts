@@ -6,18 +6,18 @@ import type { ClaimedJob } from "./JobQueue.ts"
 export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { reason: Schema.String }) {}
 
 /** A claimed job of kind `K`, its payload decoded with the kind's schema. */
-export interface Job<K extends JobKind> extends Omit<ClaimedJob, "kind" | "payload"> {
+export interface JobOf<K extends JobKind> extends Omit<ClaimedJob, "kind" | "payload"> {
   readonly kind: K
   readonly payload: JobPayload<K>
 }
 
-export type JobHandler<K extends JobKind> = (job: Job<K>) => Effect.Effect<void, JobFailed>
+export type JobHandler<K extends JobKind> = (job: JobOf<K>) => Effect.Effect<void, JobFailed>
 
 /**
  * Runs many claimed jobs of one kind at once: all succeed, or the batch fails and so does each job's attempt (the
  * retries then run alone, with the kind's JobHandler). Only for idempotent kinds.
  */
-export type JobBatchHandler<K extends JobKind> = (jobs: ReadonlyArray<Job<K>>) => Effect.Effect<void, JobFailed>
+export type JobBatchHandler<K extends JobKind> = (jobs: ReadonlyArray<JobOf<K>>) => Effect.Effect<void, JobFailed>
 
 /** How one kind of job runs. */
 export interface JobRunner<K extends JobKind> {
@@ -28,7 +28,7 @@ export interface JobRunner<K extends JobKind> {
    * Settles a job dead-lettered because its lease expired on its last attempt (the process running it died every
    * time, so no handler saw its last failure), e.g. marking the run it was judging failed.
    */
-  readonly lost?: (job: Job<K>) => Effect.Effect<void, unknown>
+  readonly lost?: (job: JobOf<K>) => Effect.Effect<void, unknown>
   /**
    * Its first attempts may wait while this process is busy answering requests, for up to TAPEDECK_JOB_DEFER_SECONDS
    * after the queue was last drained (JobWorker): for work nobody waits on by the second (search indexing), so a burst
@@ -67,7 +67,7 @@ export class DeferrableJobKinds extends Context.Tag("tapedeck/DeferrableJobKinds
 /** The job with its payload decoded by its kind's schema; a payload that does not decode fails the attempt. */
 const decodeJob = <K extends JobKind>(kind: K) => {
   const decode = Schema.decodeUnknown(JobPayloads[kind] as unknown as Schema.Schema<JobPayload<K>, unknown>)
-  return (job: ClaimedJob): Effect.Effect<Job<K>, JobFailed> =>
+  return (job: ClaimedJob): Effect.Effect<JobOf<K>, JobFailed> =>
     decode(job.payload).pipe(
       Effect.map((payload) => ({ ...job, kind, payload })),
       Effect.mapError(() => new JobFailed({ reason: `malformed ${kind} payload` }))
