@@ -1,7 +1,7 @@
 import { RateLimiter } from "@effect/experimental"
 import { SqlError } from "@effect/sql"
 import * as grpc from "@grpc/grpc-js"
-import { Cause, Config, Context, Duration, Effect, Exit, Layer, Option, Redacted, Runtime } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Option, Redacted, Runtime } from "effect"
 import { Credentials, type Principal } from "#layers/auth/Credentials"
 import type { InvalidCredential } from "#src/domain/Errors"
 import { AppConfig } from "#layers/config/AppConfig"
@@ -14,7 +14,6 @@ import { isTransient } from "../http/ErrorBodies.ts"
 import { exportWriter } from "../http/OtlpHttp.ts"
 import { encodeExportResponse } from "../http/OtlpResponses.ts"
 import { retryAfterSeconds } from "../http/RateLimitLive.ts"
-import { WORKER_INDEX_ENV } from "../Supervisor.ts"
 import { GrpcCode, statusWithRetryInfo } from "./GrpcStatus.ts"
 
 /** The OTLP/gRPC trace export method (opentelemetry/proto/collector/trace/v1/trace_service.proto). */
@@ -24,17 +23,6 @@ const RETRY_AFTER_SECONDS = 1
 
 /** Where OTLP/gRPC is served: TAPEDECK_OTLP_GRPC_PORT (4317) on HOST; TAPEDECK_OTLP_GRPC_ENABLED=false turns it off. */
 export const DEFAULT_GRPC_PORT = 4317
-
-export const grpcSettings = Config.all({
-  enabled: Config.boolean("TAPEDECK_OTLP_GRPC_ENABLED").pipe(Config.withDefault(true)),
-  /** None: the default port, which another process may hold (see OtlpGrpcLive). */
-  port: Config.option(
-    Config.integer("TAPEDECK_OTLP_GRPC_PORT").pipe(
-      Config.validate({ message: "must be a port (0 to 65535)", validation: (n) => n >= 0 && n <= 65535 })
-    )
-  ),
-  host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
-})
 
 /** The OTLP/gRPC server of this process: its port, none when it is off. */
 export class OtlpGrpcServer extends Context.Tag("tapedeck/OtlpGrpcServer")<
@@ -163,10 +151,9 @@ const answer = (callback: grpc.sendUnaryData<Uint8Array>) => (exit: Exit.Exit<Ui
 export const OtlpGrpcLive = Layer.scoped(
   OtlpGrpcServer,
   Effect.gen(function* () {
-    const settings = yield* grpcSettings
-    const worker = process.env[WORKER_INDEX_ENV]
-    if (!settings.enabled || (worker !== undefined && worker !== "0")) return { port: Option.none() }
-    const { ingestMaxDecompressedBytes } = yield* AppConfig
+    const { host, ingestMaxDecompressedBytes, otlpGrpc, workerIndex } = yield* AppConfig
+    const settings = { ...otlpGrpc, host }
+    if (!settings.enabled || Option.exists(workerIndex, (i) => i !== 0)) return { port: Option.none() }
     const handle = yield* exportHandler
     const run = Runtime.runCallback(yield* Effect.runtime<never>())
     const server = new grpc.Server({

@@ -1,5 +1,5 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { EvalRules } from "#layers/evaluations/EvalRules"
 import { TapedeckApi } from "../api/Api.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
@@ -34,4 +34,4 @@ export const EvalRulesHttpLive = HttpApiBuilder.group(TapedeckApi, "evalRules", 
           const { accountId } = yield* CurrentPrincipal
           return yield* rules.deliveries(accountId, path.id, urlParams.limit, urlParams.offset)
         }).pipe(answerDomainErrors))
-  }))
+  })).pipe(Layer.provide(EvalRules.Default))

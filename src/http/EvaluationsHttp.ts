@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Evaluations } from "#layers/evaluations/Evaluations"
 import { TapedeckApi } from "../api/Api.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
@@ -40,4 +40,4 @@ export const EvaluationsHttpLive = HttpApiBuilder.group(TapedeckApi, "evaluation
           const { accountId } = yield* CurrentPrincipal
           return HttpServerResponse.unsafeJson(yield* evaluations.gate(accountId, path.evaluationId, payload))
         }).pipe(answerDomainErrors))
-  }))
+  })).pipe(Layer.provide(Evaluations.Default))

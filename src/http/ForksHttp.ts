@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Forks } from "#layers/replay/Forks"
 import { ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
@@ -45,4 +45,4 @@ export const ForksHttpLive = HttpApiBuilder.group(TapedeckApi, "forks", (handler
           if (!emptyBody(text)) return yield* new ValidationFailed({ message: "the replay body must be empty or {}" })
           return yield* forks.replay(accountId, path.forkId)
         }).pipe(answerDomainErrors))
-  }))
+  })).pipe(Layer.provide(Forks.Default))

@@ -1,5 +1,5 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { TapedeckApi } from "../api/Api.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
@@ -13,4 +13,4 @@ export const JobsHttpLive = HttpApiBuilder.group(TapedeckApi, "jobs", (handlers)
         const { accountId } = yield* CurrentPrincipal
         return yield* jobs.get(accountId, path.jobId)
       }).pipe(answerDomainErrors))
-  }))
+  })).pipe(Layer.provide(JobQueue.Default))

@@ -1,10 +1,11 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Search } from "#layers/search/Search"
 import { UsageCounters } from "#layers/usage/UsageCounters"
 import { TapedeckApi } from "../api/Api.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { SearchLive } from "#layers/search/SearchLive"
 
 export const SearchHttpLive = HttpApiBuilder.group(TapedeckApi, "search", (handlers) =>
   Effect.gen(function*() {
@@ -18,4 +19,4 @@ export const SearchHttpLive = HttpApiBuilder.group(TapedeckApi, "search", (handl
         yield* usage.increment(accountId, "search_queries") // usage: one upsert per answered search; never fails it
         return HttpServerResponse.unsafeJson(result)
       }).pipe(answerDomainErrors))
-  }))
+  })).pipe(Layer.provide([SearchLive, UsageCounters.Default]))

@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { Traces } from "#layers/traces/Traces"
 import { TapedeckApi } from "../api/Api.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
@@ -48,4 +48,4 @@ export const TracesHttpLive = HttpApiBuilder.group(TapedeckApi, "traces", (handl
           const result = yield* traces.appendSpans(accountId, path.traceId, payload.spans)
           return { id: path.traceId, spans_written: result.spansWritten, spanCount: result.spanCount }
         }).pipe(answerDomainErrors))
-  }))
+  })).pipe(Layer.provide(Traces.Default))
