@@ -1,7 +1,7 @@
-import { createHash } from "node:crypto"
 import { SPAN_TEXT_LIMITS } from "#src/domain/Span"
-import { estimatedCost, type PriceTable } from "../llm/Prices.ts"
-import type { MappedSpan } from "#src/domain/genai/MapSpan"
+import { estimatedCost, type PriceTable } from "#src/domain/pricing/Prices"
+import { sha256Hex } from "#src/domain/hashing/Sha256"
+import type { MappedSpan } from "./MapSpan.ts"
 
 /** A span of an OTLP trace as reloaded from storage: the mapped shape, absent optionals absent. */
 export type StoredSpan = MappedSpan["span"]
@@ -69,7 +69,8 @@ interface Node {
 const isRecord = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
 const record = (v: unknown): Json => (isRecord(v) ? v : {})
 const text = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined)
-const count = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined)
+const count = (v: unknown): number | undefined =>
+  typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined
 const cap = (s: string, max: number) => {
   if (s.length <= max) return s
   const last = s.charCodeAt(max - 1)
@@ -102,20 +103,27 @@ const nodeOf = (span: StoredSpan): Node => {
   const ownId = text(agent.own_id)
   const ownRole = ownId === undefined ? undefined : text(agent.own_role)
   return {
-    span, meta, otel: record(meta.otel), hints: record(meta.trace_hints), startMs,
+    span,
+    meta,
+    otel: record(meta.otel),
+    hints: record(meta.trace_hints),
+    startMs,
     endMs: endMs === Number.POSITIVE_INFINITY ? Number.NEGATIVE_INFINITY : endMs,
     isAgent: agent.is_agent_span === true,
     ownId: ownId === undefined ? undefined : cap(ownId, SPAN_TEXT_LIMITS.agent_id),
     ownRole: ownRole === undefined ? undefined : cap(ownRole, SPAN_TEXT_LIMITS.agent_role),
-    aggregate, parent: undefined, children: []
+    aggregate,
+    parent: undefined,
+    children: []
   }
 }
 
-const byStart = (x: Node, y: Node) => x.startMs - y.startMs || (x.span.id < y.span.id ? -1 : x.span.id > y.span.id ? 1 : 0)
+const byStart = (x: Node, y: Node) =>
+  x.startMs - y.startMs || (x.span.id < y.span.id ? -1 : x.span.id > y.span.id ? 1 : 0)
 
 /**
- * Finalizes one OTLP trace from all its stored spans (docs/otel-mapping.md, "Agents" to "Traces"): inherited agent fields,
- * promotion of orphan aggregate usage, the trace row's derived fields and, given `prices`, estimated costs.
+ * Finalizes one OTLP trace from all its stored spans (docs/otel-mapping.md, "Agents" to "Traces"): inherited agent
+ * fields, promotion of orphan aggregate usage, the trace row's derived fields and, given `prices`, estimated costs.
  * Pure and total; spans may arrive in any order, and a span whose parent is not among them has no known ancestors.
  */
 export const finalizeTrace = (spans: ReadonlyArray<StoredSpan>, prices?: PriceTable): TraceFinalization => {
@@ -207,7 +215,8 @@ const resolveAgents = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUp
     const id = resolved?.id
     const role = resolved?.role
     // An update cannot clear a column; a value that disappears (which inheritance never causes) stays.
-    const changed = (id !== undefined && id !== n.span.agent_id) ||
+    const changed =
+      (id !== undefined && id !== n.span.agent_id) ||
       (role !== undefined && role !== n.span.agent_role) ||
       (parentAgentId !== undefined && parentAgentId !== n.span.parent_agent_id)
     if (!changed) continue
@@ -243,8 +252,8 @@ const postOrder = (nodes: ReadonlyArray<Node>): Array<Node> => {
 }
 
 /**
- * "Aggregate usage": an aggregate span takes its aggregate usage as its own when no descendant reports any (a remote agent
- * whose model calls are invisible), and gives it back (0) once one does. Tokens and cost are decided apart,
+ * "Aggregate usage": an aggregate span takes its aggregate usage as its own when no descendant reports any (a remote
+ * agent whose model calls are invisible), and gives it back (0) once one does. Tokens and cost are decided apart,
  * so an aggregate cost still counts when the children report tokens without cost. A child reporting zero
  * tokens (streaming without usage) does not count as reporting.
  */
@@ -322,10 +331,14 @@ const estimateCosts = (
 }
 
 const sessionId = (raw: string): string =>
-  raw.length <= MAX_SESSION_ID ? raw : "sha256:" + createHash("sha256").update(raw, "utf8").digest("hex").slice(0, 56)
+  raw.length <= MAX_SESSION_ID ? raw : "sha256:" + sha256Hex(raw).slice(0, 56)
 
 /** The first value `pick` finds on the root, then on the spans in start order. */
-const firstOf = <A>(root: Node | undefined, ordered: ReadonlyArray<Node>, pick: (n: Node) => A | undefined): A | undefined => {
+const firstOf = <A>(
+  root: Node | undefined,
+  ordered: ReadonlyArray<Node>,
+  pick: (n: Node) => A | undefined
+): A | undefined => {
   if (root !== undefined) {
     const v = pick(root)
     if (v !== undefined) return v
@@ -348,9 +361,10 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
   // The instrumentation's own name for the run (TRACE_NAME_KEYS: a workflow name, an AI SDK functionId), on the root
   // or else on the first span that has one (OpenLLMetry and the AI SDK repeat it on the spans under a plain root, an
   // HTTP request for example); without one, the root span's name.
-  const name = root === undefined
-    ? null
-    : cap(firstOf(root, ordered, (n) => text(n.hints.name)) ?? String(root.span.name), SPAN_TEXT_LIMITS.name)
+  const name =
+    root === undefined
+      ? null
+      : cap(firstOf(root, ordered, (n) => text(n.hints.name)) ?? String(root.span.name), SPAN_TEXT_LIMITS.name)
 
   // Langfuse trace input: the root's, else the earliest span's; output: the root's, else the latest-ending span's.
   const byEnd = [...ordered].sort((x, y) => y.endMs - x.endMs)
@@ -362,14 +376,16 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
   output ??= root?.span.output
   output ??= [...llmCalls].sort((x, y) => y.endMs - x.endMs).find((n) => n.span.output !== undefined)?.span.output
 
-  const session = firstOf(root, ordered, (n) => text(n.meta.session_id)) ??
+  const session =
+    firstOf(root, ordered, (n) => text(n.meta.session_id)) ??
     firstOf(root, ordered, (n) => text(n.hints.resource_session_id))
 
   const first = ordered[0]
   // An empty list has no start; the epoch keeps the field a valid instant (callers never finalize nothing).
   const startedAt = first === undefined ? new Date(0).toISOString() : first.span.started_at
   let endedAt: string | null = null
-  if (root !== undefined) endedAt = root.span.ended_at ?? byEnd.find((n) => n.span.ended_at !== undefined)?.span.ended_at ?? null
+  if (root !== undefined)
+    endedAt = root.span.ended_at ?? byEnd.find((n) => n.span.ended_at !== undefined)?.span.ended_at ?? null
 
   const metadata: Json = {}
   const traceId = firstOf(root, ordered, (n) => text(n.otel.trace_id))

@@ -3,8 +3,8 @@ import { Either } from "effect"
 import { mapSpan } from "#src/domain/genai/MapSpan"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import { accountSpanIds } from "#layers/ingest/OtlpIds"
-import { finalizeTrace } from "#layers/ingest/TraceFinalize"
-import langfuseJs from "../fixtures/otlp/langfuse-js.json"
+import { finalizeTrace } from "#src/domain/genai/TraceFinalize"
+import langfuseJs from "../../fixtures/otlp/langfuse-js.json"
 
 // Raw exports recorded once from the real SDKs on loopback (test/fixtures/otlp/record-export.ts), mapped here
 // without a server: what each SDK sends, attribute for attribute, and what we make of it.
