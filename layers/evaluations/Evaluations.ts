@@ -25,7 +25,7 @@ import { type ClaimedJob, JobQueue } from "../jobs/JobQueue.ts"
 import { Traces } from "../traces/Traces.ts"
 import { EvaluationRepo, type RunOutcome } from "./EvaluationRepo.ts"
 import { Judge, type JudgeCriterion, type JudgeOutcome } from "./Judge.ts"
-import { RUBRIC_PROMPT_VERSION } from "./JudgePrompt.ts"
+import { RUBRIC_PROMPT_VERSION } from "#src/domain/evaluation/JudgePrompt"
 
 /** The job kind of one queued evaluation run; its payload is `{ runId }`. */
 export const EVALUATION_RUN_JOB = "evaluation.run"

@@ -4,7 +4,7 @@ import type { AccountId } from "#src/domain/Ids"
 import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
-import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
+import { type SpanTextSource, spanText } from "#src/domain/search/SpanText"
 import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
@@ -26,6 +26,9 @@ export const RRF_K = 60
 export const LEXICAL_MIN_COVERAGE = 0.2
 /** Candidates fetched from each leg at least, before the fusion and the page cut. */
 const MIN_CANDIDATES = 100
+
+/** A short, stable digest of a text: a span whose text did not change is not embedded again. */
+const textHash = (text: string) => Bun.hash(text).toString(36)
 /** Vectors written per statement where HNSW maintains the index (PGlite inserts ~500/s into it). */
 const STORE_CHUNK_HNSW = 32
 /**
