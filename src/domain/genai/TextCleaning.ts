@@ -92,38 +92,46 @@ export const cleanValue = (v: unknown, depth: number, b: Budget): unknown => {
     b.left -= folded.length + 2
     return b.left < 0 ? OVERFLOW : folded
   }
-  if (Array.isArray(v)) {
-    let out: Array<unknown> | undefined
-    b.left -= 2
-    for (let i = 0; i < v.length; i++) {
-      const item: unknown = v[i]
-      let c = cleanValue(item, depth + 1, b)
-      if (c === OVERFLOW) return OVERFLOW
-      if (c === undefined) c = null
-      b.left -= 1
-      if (out === undefined && !Object.is(c, item)) out = v.slice(0, i)
-      if (out !== undefined) out.push(c)
-    }
-    return out ?? v
-  }
+  if (Array.isArray(v)) return cleanArray(v, depth, b)
   if (v instanceof Date) {
     const t = Number.isNaN(v.getTime()) ? "Invalid Date" : v.toISOString()
     b.left -= t.length + 2
     return t
   }
+  return cleanObject(v as Json, depth, b)
+}
+
+/** `cleanValue` of an array: items that clean to nothing become null, as JSON.stringify writes them. */
+const cleanArray = (v: Array<unknown>, depth: number, b: Budget): unknown => {
+  let out: Array<unknown> | undefined
+  b.left -= 2
+  for (let i = 0; i < v.length; i++) {
+    const item: unknown = v[i]
+    let c = cleanValue(item, depth + 1, b)
+    if (c === OVERFLOW) return OVERFLOW
+    if (c === undefined) c = null
+    b.left -= 1
+    if (out === undefined && !Object.is(c, item)) out = v.slice(0, i)
+    if (out !== undefined) out.push(c)
+  }
+  return out ?? v
+}
+
+/** `cleanValue` of an object: keys cleaned like strings, entries that clean to nothing left out. */
+const cleanObject = (v: Json, depth: number, b: Budget): unknown => {
   const keys = Object.keys(v)
   let out: Json | undefined
   b.left -= 2
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]!
-    const item = (v as Json)[key]
+    const item = v[key]
     const c = cleanValue(item, depth + 1, b)
     if (c === OVERFLOW) return OVERFLOW
     const k = key.indexOf("\u0000") === -1 && key.isWellFormed() ? key : cleanText(key)
     b.left -= key.length + 4
     if (out === undefined && (!Object.is(c, item) || k !== key)) {
       out = {}
-      for (let j = 0; j < i; j++) setKey(out, keys[j]!, (v as Json)[keys[j]!])
+      for (let j = 0; j < i; j++) setKey(out, keys[j]!, v[keys[j]!])
     }
     if (out !== undefined && c !== undefined) setKey(out, k, c)
   }

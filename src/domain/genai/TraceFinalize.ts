@@ -155,6 +155,37 @@ export const finalizeTrace = (spans: ReadonlyArray<StoredSpan>, prices?: PriceTa
 /** "Agents": agent_id/agent_role from the nearest agent span, parent_agent_id from the next distinct agent above. */
 const resolveAgents = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUpdate) => {
   const limit = nodes.length + 1
+  const { agentAbove, identity } = agentLookups(nodes)
+  for (const n of nodes) {
+    const a = n.isAgent ? n : agentAbove(n)
+    const own = n.ownId !== undefined ? { id: n.ownId, role: n.ownRole } : undefined
+    const resolved = own ?? (a !== undefined ? identity(a) : undefined)
+    let parentAgentId: string | undefined
+    if (a !== undefined) {
+      const aId = identity(a).id
+      let b = agentAbove(a)
+      // A remote-client span and the in-process span of the same agent share an id: skip to a distinct one.
+      for (let steps = 0; b !== undefined && identity(b).id === aId && steps < limit; steps++) b = agentAbove(b)
+      parentAgentId = b !== undefined ? identity(b).id : undefined
+    }
+    const id = resolved?.id
+    const role = resolved?.role
+    // An update cannot clear a column; a value that disappears (which inheritance never causes) stays.
+    const changed =
+      (id !== undefined && id !== n.span.agent_id) ||
+      (role !== undefined && role !== n.span.agent_role) ||
+      (parentAgentId !== undefined && parentAgentId !== n.span.parent_agent_id)
+    if (!changed) continue
+    const u = updateOf(n)
+    if (id !== undefined) u.agent_id = id
+    if (role !== undefined) u.agent_role = role
+    if (parentAgentId !== undefined) u.parent_agent_id = parentAgentId
+  }
+}
+
+/** The nearest agent above a node and an agent's identity, memoized over one trace; bounded against parent cycles. */
+const agentLookups = (nodes: ReadonlyArray<Node>) => {
+  const limit = nodes.length + 1
   const above = new Map<Node, Node | undefined>()
   // The nearest agent span strictly above `n`, memoized along the walked path; bounded against parent cycles.
   const agentAbove = (n: Node): Node | undefined => {
@@ -199,32 +230,7 @@ const resolveAgents = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUp
     identities.set(agent, known)
     return known
   }
-
-  for (const n of nodes) {
-    const a = n.isAgent ? n : agentAbove(n)
-    const own = n.ownId !== undefined ? { id: n.ownId, role: n.ownRole } : undefined
-    const resolved = own ?? (a !== undefined ? identity(a) : undefined)
-    let parentAgentId: string | undefined
-    if (a !== undefined) {
-      const aId = identity(a).id
-      let b = agentAbove(a)
-      // A remote-client span and the in-process span of the same agent share an id: skip to a distinct one.
-      for (let steps = 0; b !== undefined && identity(b).id === aId && steps < limit; steps++) b = agentAbove(b)
-      parentAgentId = b !== undefined ? identity(b).id : undefined
-    }
-    const id = resolved?.id
-    const role = resolved?.role
-    // An update cannot clear a column; a value that disappears (which inheritance never causes) stays.
-    const changed =
-      (id !== undefined && id !== n.span.agent_id) ||
-      (role !== undefined && role !== n.span.agent_role) ||
-      (parentAgentId !== undefined && parentAgentId !== n.span.parent_agent_id)
-    if (!changed) continue
-    const u = updateOf(n)
-    if (id !== undefined) u.agent_id = id
-    if (role !== undefined) u.agent_role = role
-    if (parentAgentId !== undefined) u.parent_agent_id = parentAgentId
-  }
+  return { agentAbove, identity }
 }
 
 /** Children before parents; nodes only reachable through a parent cycle come last. */
@@ -353,10 +359,7 @@ const firstOf = <A>(
 
 /** "Traces": the trace row. A true root (no parent) wins over a local root (remote parent, flags bits 8+9). */
 const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Node>): TraceFinalization["trace"] => {
-  let root = ordered.find((n) => n.span.parent_id === null || n.otel.root === true)
-  // A local root whose parent did arrive here is not the top of what we have.
-  root ??= ordered.find((n) => n.otel.local_root === true && (n.span.parent_id === null || !byId.has(n.span.parent_id)))
-
+  const root = traceRootOf(ordered, byId)
   const status = root === undefined ? "running" : root.otel.failed === true ? "failed" : "completed"
   // The instrumentation's own name for the run (TRACE_NAME_KEYS: a workflow name, an AI SDK functionId), on the root
   // or else on the first span that has one (OpenLLMetry and the AI SDK repeat it on the spans under a plain root, an
@@ -365,17 +368,8 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
     root === undefined
       ? null
       : cap(firstOf(root, ordered, (n) => text(n.hints.name)) ?? String(root.span.name), SPAN_TEXT_LIMITS.name)
-
-  // Langfuse trace input: the root's, else the earliest span's; output: the root's, else the latest-ending span's.
   const byEnd = [...ordered].sort((x, y) => y.endMs - x.endMs)
-  const llmCalls = ordered.filter((n) => n.span.span_type === "llm_call")
-  let input = firstOf(root, ordered, (n) => n.hints.input)
-  input ??= root?.span.input
-  input ??= llmCalls.find((n) => n.span.input !== undefined)?.span.input
-  let output = firstOf(root, byEnd, (n) => n.hints.output)
-  output ??= root?.span.output
-  output ??= [...llmCalls].sort((x, y) => y.endMs - x.endMs).find((n) => n.span.output !== undefined)?.span.output
-
+  const { input, output } = traceInputOutput(root, ordered, byEnd)
   const session =
     firstOf(root, ordered, (n) => text(n.meta.session_id)) ??
     firstOf(root, ordered, (n) => text(n.hints.resource_session_id))
@@ -387,6 +381,43 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
   if (root !== undefined)
     endedAt = root.span.ended_at ?? byEnd.find((n) => n.span.ended_at !== undefined)?.span.ended_at ?? null
 
+  const { metadata, sandbox } = traceMetadata(root, ordered)
+  const project = firstOf(root, ordered, (n) => text(n.hints.project_id))
+
+  const trace: TraceFinalization["trace"] = {
+    name,
+    status,
+    sessionId: session === undefined ? null : sessionId(session),
+    startedAt,
+    endedAt,
+    metadata,
+    environment: sandbox ? "sandbox" : "production"
+  }
+  if (project !== undefined) trace.projectId = project
+  if (input !== undefined) trace.input = input
+  if (output !== undefined) trace.output = output
+  return trace
+}
+
+/** The span without a parent, else a local root whose parent did not arrive here (the top of what we have). */
+const traceRootOf = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Node>): Node | undefined =>
+  ordered.find((n) => n.span.parent_id === null || n.otel.root === true) ??
+  ordered.find((n) => n.otel.local_root === true && (n.span.parent_id === null || !byId.has(n.span.parent_id)))
+
+/** Langfuse trace input: the root's, else the earliest span's; output: the root's, else the latest-ending span's. */
+const traceInputOutput = (root: Node | undefined, ordered: ReadonlyArray<Node>, byEnd: ReadonlyArray<Node>) => {
+  const llmCalls = ordered.filter((n) => n.span.span_type === "llm_call")
+  let input = firstOf(root, ordered, (n) => n.hints.input)
+  input ??= root?.span.input
+  input ??= llmCalls.find((n) => n.span.input !== undefined)?.span.input
+  let output = firstOf(root, byEnd, (n) => n.hints.output)
+  output ??= root?.span.output
+  output ??= [...llmCalls].sort((x, y) => y.endMs - x.endMs).find((n) => n.span.output !== undefined)?.span.output
+  return { input, output }
+}
+
+/** The trace's `metadata` from its spans' hints, the root's first, and whether a sender marked it a sandbox. */
+const traceMetadata = (root: Node | undefined, ordered: ReadonlyArray<Node>) => {
   const metadata: Json = {}
   const traceId = firstOf(root, ordered, (n) => text(n.otel.trace_id))
   if (traceId !== undefined) metadata.otel = { trace_id: traceId }
@@ -417,19 +448,5 @@ const deriveTrace = (ordered: ReadonlyArray<Node>, byId: ReadonlyMap<string, Nod
     if (typeof m === "object" && m !== null && !Array.isArray(m)) sent = { ...sent, ...(m as Json) }
   }
   if (sent !== undefined) metadata.metadata = sent
-  const project = firstOf(root, ordered, (n) => text(n.hints.project_id))
-
-  const trace: TraceFinalization["trace"] = {
-    name,
-    status,
-    sessionId: session === undefined ? null : sessionId(session),
-    startedAt,
-    endedAt,
-    metadata,
-    environment: sandbox ? "sandbox" : "production"
-  }
-  if (project !== undefined) trace.projectId = project
-  if (input !== undefined) trace.input = input
-  if (output !== undefined) trace.output = output
-  return trace
+  return { metadata, sandbox }
 }
