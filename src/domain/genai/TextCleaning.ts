@@ -52,7 +52,8 @@ export const setKey = (target: Json, key: string, value: unknown) => {
 /**
  * A storable copy of a JSON-like value: strings cleaned and capped, non-finite numbers as strings, nesting
  * folded into a string at the jsonb depth limit. Copy-on-write, so clean input allocates nothing.
- * `OVERFLOW` when the budget (approximate serialised characters) runs out.
+ * `OVERFLOW` when the budget (approximate serialised characters) runs out. One function, arrays and objects
+ * included: it runs on every stored value, and a call per container is a cost it shows.
  */
 export const cleanValue = (v: unknown, depth: number, b: Budget): unknown => {
   switch (typeof v) {
@@ -92,46 +93,38 @@ export const cleanValue = (v: unknown, depth: number, b: Budget): unknown => {
     b.left -= folded.length + 2
     return b.left < 0 ? OVERFLOW : folded
   }
-  if (Array.isArray(v)) return cleanArray(v, depth, b)
+  if (Array.isArray(v)) {
+    let out: Array<unknown> | undefined
+    b.left -= 2
+    for (let i = 0; i < v.length; i++) {
+      const item: unknown = v[i]
+      let c = cleanValue(item, depth + 1, b)
+      if (c === OVERFLOW) return OVERFLOW
+      if (c === undefined) c = null
+      b.left -= 1
+      if (out === undefined && !Object.is(c, item)) out = v.slice(0, i)
+      if (out !== undefined) out.push(c)
+    }
+    return out ?? v
+  }
   if (v instanceof Date) {
     const t = Number.isNaN(v.getTime()) ? "Invalid Date" : v.toISOString()
     b.left -= t.length + 2
     return t
   }
-  return cleanObject(v as Json, depth, b)
-}
-
-/** `cleanValue` of an array: items that clean to nothing become null, as JSON.stringify writes them. */
-const cleanArray = (v: Array<unknown>, depth: number, b: Budget): unknown => {
-  let out: Array<unknown> | undefined
-  b.left -= 2
-  for (let i = 0; i < v.length; i++) {
-    const item: unknown = v[i]
-    let c = cleanValue(item, depth + 1, b)
-    if (c === OVERFLOW) return OVERFLOW
-    if (c === undefined) c = null
-    b.left -= 1
-    if (out === undefined && !Object.is(c, item)) out = v.slice(0, i)
-    if (out !== undefined) out.push(c)
-  }
-  return out ?? v
-}
-
-/** `cleanValue` of an object: keys cleaned like strings, entries that clean to nothing left out. */
-const cleanObject = (v: Json, depth: number, b: Budget): unknown => {
   const keys = Object.keys(v)
   let out: Json | undefined
   b.left -= 2
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i]!
-    const item = v[key]
+    const item = (v as Json)[key]
     const c = cleanValue(item, depth + 1, b)
     if (c === OVERFLOW) return OVERFLOW
     const k = key.indexOf("\u0000") === -1 && key.isWellFormed() ? key : cleanText(key)
     b.left -= key.length + 4
     if (out === undefined && (!Object.is(c, item) || k !== key)) {
       out = {}
-      for (let j = 0; j < i; j++) setKey(out, keys[j]!, v[keys[j]!])
+      for (let j = 0; j < i; j++) setKey(out, keys[j]!, (v as Json)[keys[j]!])
     }
     if (out !== undefined && c !== undefined) setKey(out, k, c)
   }
