@@ -29,12 +29,7 @@ const PriceOverridesConfig = Config.string("TAPEDECK_MODEL_PRICES").pipe(
       ? Either.right(Option.none())
       : decodeOverrides(json).pipe(
           Either.map(Option.some),
-          Either.mapLeft((e) =>
-            ConfigError.InvalidData(
-              [],
-              `${EXPECTED}: ${describeIssues(e)}`
-            )
-          )
+          Either.mapLeft((e) => ConfigError.InvalidData([], `${EXPECTED}: ${describeIssues(e)}`))
         )
   ),
   Config.withDefault(Option.none())
@@ -55,10 +50,7 @@ const readPriceFile = (path: string) =>
   }).pipe(
     Effect.flatMap((json) =>
       Either.mapLeft(decodeOverrides(json), (e) =>
-        ConfigError.InvalidData(
-          ["TAPEDECK_MODEL_PRICES_FILE"],
-          `${path}: ${EXPECTED}: ${describeIssues(e)}`
-        )
+        ConfigError.InvalidData(["TAPEDECK_MODEL_PRICES_FILE"], `${path}: ${EXPECTED}: ${describeIssues(e)}`)
       )
     )
   )
