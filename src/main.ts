@@ -3,6 +3,7 @@ import { BunContext, BunHttpServer, BunRuntime } from "@effect/platform-bun"
 import { Config, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { StorageLive } from "#layers/storage/Sql"
 import { AppLive } from "./http/AppLive.ts"
+import { OtlpGrpcLive } from "./grpc/OtlpGrpc.ts"
 import { drainSecondsConfig, makeLifecycleRoutes } from "./http/LifecycleRoutes.ts"
 import { healthBuild } from "./http/SystemHttp.ts"
 import { superviseWorkers, WORKER_INDEX_ENV } from "./Supervisor.ts"
@@ -44,7 +45,8 @@ const serve = Effect.gen(function*() {
   const lifecycle = makeLifecycleRoutes(healthBuild(yield* healthFacts), yield* drainSecondsConfig)
   return yield* Layer.scopedDiscard(lifecycle.lifecycle).pipe(
     // The lifecycle is acquired once the app is served, and released first, while the app still answers.
-    Layer.provideMerge(AppLive.pipe(HttpServer.withLogAddress)),
+    // OTLP/gRPC on its own port, in the same build so it shares the ingestion gate and services with the API.
+    Layer.provideMerge(Layer.merge(AppLive.pipe(HttpServer.withLogAddress), OtlpGrpcLive)),
     Layer.provide(StorageLive),
     Layer.provide(serverLive(lifecycle.routes)),
     Layer.provide(BunContext.layer),

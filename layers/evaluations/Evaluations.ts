@@ -1,7 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Duration, Effect, Option, Schema } from "effect"
 import {
-  BaselineRunUnscored,
   type CreateEvaluationRequest,
   DETAIL_RUNS,
   type EvaluationDetail,
@@ -9,23 +8,21 @@ import {
   type EvaluationGateResult,
   EvaluationId,
   EvaluationRunId,
-  EvaluationRunNotFound,
   type GateRun,
-  NoOwnedTraces,
   type RunEvaluationRequest,
   type RunEvaluationResult,
   type RunItem
 } from "#src/domain/Evaluation"
 import { gateVerdict, REGRESSION_TOLERANCE } from "#src/domain/EvaluationScoring"
 import type { AccountId, TraceId } from "#src/domain/Ids"
-import { TraceNotFound } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
-import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { type JobHandler } from "../jobs/JobHandlers.ts"
 import { type ClaimedJob, JobQueue } from "../jobs/JobQueue.ts"
 import { Traces } from "../traces/Traces.ts"
 import { EvaluationRepo, type RunOutcome } from "./EvaluationRepo.ts"
 import { Judge, type JudgeCriterion, type JudgeOutcome } from "./Judge.ts"
 import { RUBRIC_PROMPT_VERSION } from "#src/domain/evaluation/JudgePrompt"
+import { BaselineRunUnscored, EvaluationRunNotFound, JobFailed, NoOwnedTraces, TraceNotFound } from "#src/domain/Errors"
 
 /** The job kind of one queued evaluation run; its payload is `{ runId }`. */
 export const EVALUATION_RUN_JOB = "evaluation.run"

@@ -1,8 +1,9 @@
 import { Context, Effect, Either, Layer, Schema } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { TraceStatus } from "#src/domain/Trace"
-import { type JobBatchHandler, JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { type JobBatchHandler, type JobHandler } from "../jobs/JobHandlers.ts"
 import type { ClaimedJob } from "../jobs/JobQueue.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 export const TERMINAL_TRACE_JOB = "trace.terminal"
 

@@ -72,7 +72,11 @@ export const finalizeWith = (earlier: ReadonlyArray<StoredSpan>, fresh: Readonly
       spans.push({ ...m, span: { ...m.span, ...fields } })
     }
   }
-  return { spans, earlierUpdates: finalized.spanUpdates.filter((u) => !fresh.has(u.id)), trace: finalized.trace }
+  // A stored span's input and output are not rewritten: a payload taken from a step applies to spans of this request.
+  const earlierUpdates = finalized.spanUpdates.filter((u) => !fresh.has(u.id)).flatMap(({ input: _i, output: _o, ...u }) =>
+    Object.keys(u).length > 1 ? [u] : []
+  )
+  return { spans, earlierUpdates, trace: finalized.trace }
 }
 
 /** The spans of an export grouped by trace, then by span id, in first-seen order. */

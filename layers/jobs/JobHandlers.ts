@@ -1,8 +1,6 @@
-import { Context, type Effect, Schema } from "effect"
+import { Context, type Effect } from "effect"
 import type { ClaimedJob } from "./JobQueue.ts"
-
-/** A job attempt that did not succeed; the worker retries it with backoff. */
-export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { reason: Schema.String }) {}
+import { JobFailed } from "#src/domain/Errors"
 
 export type JobHandler = (job: ClaimedJob) => Effect.Effect<void, JobFailed>
 

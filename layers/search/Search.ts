@@ -3,11 +3,12 @@ import { Effect, Layer, Schema } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { Diagnostics, SearchRequest } from "#src/domain/Search"
 import { AppConfig } from "../config/AppConfig.ts"
-import { attemptTimeoutMs, JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { attemptTimeoutMs, type JobHandler } from "../jobs/JobHandlers.ts"
 import { yieldToForeground } from "../jobs/Foreground.ts"
 import { Embedder } from "./Embedder.ts"
 import { type PendingSpan, SpanIndex } from "./SpanIndex.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 /** Embeds the spans of the traces a write touched: payload `{ traceIds }` (or `{ traceId }`). */
 export const SEARCH_INDEX_JOB = "search.index"

@@ -14,12 +14,13 @@ import {
   type WebhookPayload
 } from "#src/domain/Webhook"
 import { AppConfig } from "../config/AppConfig.ts"
-import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { type JobHandler } from "../jobs/JobHandlers.ts"
 import { AddressBlocked, type GuardOptions, systemResolver } from "./AddressGuard.ts"
 import { safePost } from "./SafeFetch.ts"
 import { makeSecretBox } from "./SecretBox.ts"
 import { sign } from "./Signing.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 interface RuleRow {
   readonly webhook_url: string | null

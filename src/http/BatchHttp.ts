@@ -3,14 +3,14 @@ import { Context, Deferred, Effect, Layer, Option, Schema } from "effect"
 import type { Principal } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { BatchRepo } from "#layers/batch/BatchRepo"
-import { JobFailed } from "#layers/jobs/JobHandlers"
 import type { ClaimedJob } from "#layers/jobs/JobQueue"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
 import { type BatchOperation, type BatchOperationResult, BatchJobPayload, batchTarget } from "#src/domain/Batch"
 import type { AccountId } from "#src/domain/Ids"
 import { TapedeckApi } from "../api/Api.ts"
-import { ValidationFailed } from "../api/ApiErrors.ts"
+import { type ApiError, errorBody, internalError, statusOf, Unauthorized, ValidationFailed } from "../api/ApiErrors.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 type App = HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
 type Services = Context.Context<HttpRouter.HttpRouter.DefaultServices>
@@ -38,7 +38,8 @@ class InsideBatch extends Context.Tag("tapedeck/InsideBatch")<InsideBatch, true>
 /** Bodies kept per operation of a background batch (results live in the job row). */
 const MAX_KEPT_BODY_CHARS = 1_000_000
 
-const internalError = { error: "internal error", code: "internal", retryable: true }
+/** An operation's result that did not come from the app: an API error with its status and body. */
+const refused = (e: ApiError): BatchOperationResult => ({ status: statusOf(e), body: errorBody(e) })
 
 const parseBody = (text: string, contentType: string | undefined): unknown => {
   if (text === "") return null
@@ -66,7 +67,7 @@ const runOperation = (
   Effect.gen(function*() {
     const target = batchTarget(op.path)
     if (target === undefined) {
-      return { status: 400, body: { error: "path: not an /api/v1/ route", code: "validation_failed", retryable: false }, text: "" }
+      return { ...refused(new ValidationFailed({ message: "path: not an /api/v1/ route" })), text: "" }
     }
     const requestHeaders = new Headers(headers)
     let body: string | undefined
@@ -99,7 +100,7 @@ const runOperation = (
   }).pipe(
     Effect.catchAllCause((cause) =>
       Effect.logError("batch operation failed", cause).pipe(
-        Effect.as({ status: 500, body: internalError, text: "" })
+        Effect.as({ ...refused(internalError()), text: "" })
       )
     )
   )
@@ -157,10 +158,7 @@ export const BatchHttpLive = HttpApiBuilder.group(TapedeckApi, "batch", (handler
       }))
   })).pipe(Layer.provide([SelfAppLive, BatchRepo.Default]))
 
-const revokedResult: BatchOperationResult = {
-  status: 401,
-  body: { error: "the API key that submitted this batch has been revoked", code: "unauthorized", retryable: false }
-}
+const revokedResult = refused(new Unauthorized({ message: "the API key that submitted this batch has been revoked" }))
 
 /**
  * The `batch.run` job: runs the remaining operations as the account that submitted them (an in-process

@@ -1,6 +1,7 @@
 import { HttpServer } from "@effect/platform"
 import { Config, Effect } from "effect"
 import { requestsInFlight } from "#layers/jobs/Foreground"
+import { errorBody, Unavailable } from "../api/ApiErrors.ts"
 import { healthBody, type healthBuild } from "./SystemHttp.ts"
 
 /** TAPEDECK_DRAIN_SECONDS: how long a stopping instance lets the requests in flight finish before the app closes under them. */
@@ -106,7 +107,7 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>, drain
 
 const refusal = (state: State) =>
   Response.json(
-    { error: state === "stopping" ? "stopping" : "starting", code: "unavailable", retryable: true },
+    errorBody(new Unavailable({ message: state === "stopping" ? "stopping" : "starting" })),
     // Stopping: the client's next attempt opens a new connection, which reaches another instance, or is refused.
     { status: 503, headers: state === "stopping" ? { "retry-after": "1", connection: "close" } : { "retry-after": "1" } }
   )

@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Deferred, Effect, Layer, Ref } from "effect"
-import { DeferrableJobKinds, type JobBatchHandler, JobBatchHandlers, JobFailed, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import { DeferrableJobKinds, type JobBatchHandler, JobBatchHandlers, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
 import { enterForeground, leaveForeground } from "#layers/jobs/Foreground"
 import { backoffMs, type ClaimedJob, JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import type { AccountId, JobId } from "#src/domain/Ids"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 let storage: TestStorage
 let account: AccountId

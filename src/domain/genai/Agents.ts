@@ -11,7 +11,7 @@ export interface OwnAgent {
   readonly ownRole: string | undefined
 }
 
-export const ownAgentOf = (f: Facts): OwnAgent => {
+export const ownAgentOf = (f: Facts, spanName: string): OwnAgent => {
   const a = f.a
   const agentSpan = isAgentSpan(f)
   const traceloopAgent = f.traceloopKind === "agent" ? asText(a["traceloop.entity.name"]) : undefined
@@ -19,7 +19,7 @@ export const ownAgentOf = (f: Facts): OwnAgent => {
     firstText(a, ["gen_ai.agent.id", "gen_ai.agent.name", "agent.name"]) ??
       traceloopAgent ??
       asText(a["agent_name"]) ??
-      frameworkAgentId(a, agentSpan),
+      frameworkAgentId(a, agentSpan, spanName),
     SPAN_TEXT_LIMITS.agent_id
   )
   const ownRole = metaText(

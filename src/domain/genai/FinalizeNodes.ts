@@ -24,6 +24,9 @@ export interface TraceFinalization {
     cost?: number
     /** Set with `cost` when that cost is the price table's estimate (stored as the span's `cost_estimated`). */
     cost_estimated?: true
+    /** A model call's request and answer taken from the step span that wraps it (see `stepPayloads`). */
+    input?: unknown
+    output?: unknown
   }>
   readonly trace: {
     name: string | null
@@ -68,8 +71,8 @@ export interface Node {
   readonly children: Array<Node>
 }
 
-const isRecord = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
-const record = (v: unknown): Json => (isRecord(v) ? v : {})
+export const isRecord = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
+export const record = (v: unknown): Json => (isRecord(v) ? v : {})
 export const text = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined)
 const count = (v: unknown): number | undefined =>
   typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined

@@ -2,7 +2,13 @@ import type { SpanType } from "#src/domain/Span"
 import { type Attrs, firstParsed, isBlank, parseJsonAlways, str } from "./Attributes.ts"
 import type { Facts } from "./SpanKinds.ts"
 import type { ConventionReading } from "./conventions/Conventions.ts"
-import { fromLangChainSerialized, unwrapAiSdkToolOutput, withFinishReason } from "./conventions/FrameworkValues.ts"
+import {
+  fromLangChainSerialized,
+  unwrapAiSdkToolOutput,
+  unwrapToolMessage,
+  withFinishReason,
+  withPlainTextContent
+} from "./conventions/FrameworkValues.ts"
 import { requestParameters, withRequestParameters } from "./conventions/RequestParameters.ts"
 import { aiSdkMessages, aiSdkOutput } from "./messages/AiSdkMessages.ts"
 import { asOutput, yields } from "./messages/ChatMessages.ts"
@@ -132,7 +138,7 @@ const toolOutput = (a: Attrs): unknown =>
   firstParsed(a, ["langfuse.observation.output", "gen_ai.tool.call.result"]) ??
   unwrapAiSdkToolOutput(firstParsed(a, ["ai.toolCall.result"])) ??
   firstParsed(a, ["tool_response"]) ??
-  ioValue(a, "output.value", "output.mime_type") ??
+  unwrapToolMessage(ioValue(a, "output.value", "output.mime_type")) ??
   (isBlank(a["traceloop.entity.output"]) ? undefined : parseJsonAlways(a["traceloop.entity.output"])) ??
   firstParsed(a, ["gen_ai.completion"])
 
@@ -174,7 +180,7 @@ export const inputOutputOf = (f: Facts, type: SpanType, conv: ConventionReading,
     case "llm_call":
       // Tools and sampling parameters travel with the messages, so a replay can send the same request.
       input = withRequestParameters(llmInput(f, io), requestParameters(f.a))
-      output = withFinishReason(llmOutput(f, io), f.a["llm.finish_reason"])
+      output = withFinishReason(withPlainTextContent(llmOutput(f, io)), f.a["llm.finish_reason"])
       break
     case "tool_call":
     case "tool_result":

@@ -4,7 +4,7 @@ import type { OtlpSpan } from "#src/domain/Otlp"
 import { SPAN_TEXT_LIMITS, type SpanType } from "#src/domain/Span"
 import { type OwnAgent, agentMetadata, ownAgentOf } from "./Agents.ts"
 import { MODEL_KEYS, SESSION_KEYS, USER_KEYS } from "./AttributeKeys.ts"
-import { type Attrs, firstString, firstText, isBlank, scanKeys, str } from "./Attributes.ts"
+import { type Attrs, firstString, firstText, isBlank, parseStructured, scanKeys, str } from "./Attributes.ts"
 import { type Failure, exceptionMetadata, failureOf } from "./Failure.ts"
 import { type IoState, inputOutputOf } from "./InputOutput.ts"
 import { CONVENTION_BUDGET, MAX_IO_CHARS, MAX_META_LONG_TEXT } from "./Limits.ts"
@@ -12,10 +12,11 @@ import { type OtelHexIds, genAiMetadata, otelIdsOf, otelMetadata, putLeftovers }
 import { nanos } from "./OtlpTime.ts"
 import type { SpanIds } from "./SpanIds.ts"
 import { type Facts, type Source, aiOperation, nameOf, spanTypeOf, toolNameOf } from "./SpanKinds.ts"
-import { type Json, fitText, fitValue, metaText, put } from "./TextCleaning.ts"
+import { type Json, fitText, fitValue, metaText, put, small } from "./TextCleaning.ts"
 import { traceHints } from "./TraceHints.ts"
 import { type SpanUsage, putAggregateUsage, usageOf } from "./Usage.ts"
 import { type ConventionReading, readConventions } from "./conventions/Conventions.ts"
+import { isMastraModelStep } from "./conventions/Mastra.ts"
 import { isFrameworkPlumbing } from "./conventions/Plumbing.ts"
 
 /**
@@ -121,7 +122,7 @@ interface SpanReading {
 const readSpan = (span: OtlpSpan, a: Attrs): SpanReading => {
   const resource: Attrs = span.resource ?? {}
   const failure = failureOf(span, a)
-  // Vendor SDK attributes (Langfuse, Laminar, OpenInference) beyond the conventions read here.
+  // Vendor SDK and framework attributes (Langfuse, Laminar, OpenInference, Mastra, LangGraph) beyond the conventions read here.
   const conv = readConventions(a, resource)
   const f = readFacts(span, a, failure.failed)
   const { type, source } = spanTypeOf(f, conv.type)
@@ -144,7 +145,7 @@ const readSpan = (span: OtlpSpan, a: Attrs): SpanReading => {
     input,
     output,
     usedEvents: io.usedEvents,
-    agent: ownAgentOf(f),
+    agent: ownAgentOf(f, span.name),
     toolName,
     modelRaw,
     name,
@@ -187,8 +188,14 @@ const putMetadata = (meta: Json, ids: SpanIds, r: SpanReading, truncated: Array<
   const { a, conv, agent, failure } = r
   meta.source = r.source
   if (isFrameworkPlumbing(r.span.name, a, r.type !== "action" || agent.agentSpan)) meta.framework_plumbing = true
+  // Finalize lends such a step's messages and tool calls to the model call inside it.
+  if (isMastraModelStep(a)) meta.model_step = true
   meta.otel = otelMetadata(r.span, r.resource, r.hex, r.originalName, failure.failed)
   const genAi = genAiMetadata(a, r.f.operation, r.toolName, conv)
+  // A model call's instructions are its input's system message; an agent's are kept here.
+  if (r.type !== "llm_call" && !isBlank(a["gen_ai.system_instructions"])) {
+    genAi.system_instructions = small(parseStructured(a["gen_ai.system_instructions"]))
+  }
   if (!isBlank(genAi)) meta.gen_ai = genAi
   if (agent.agentSpan || agent.ownId !== undefined) meta.agent = agentMetadata(agent)
   if (r.usage.aggregate) putAggregateUsage(meta, a, r.usage)

@@ -1,8 +1,10 @@
 import { estimatedCost, type PriceTable } from "#src/domain/pricing/Prices"
 import {
   byStart,
+  isRecord,
   type Node,
   nodeOf,
+  record,
   type SpanUpdate,
   type StoredSpan,
   type TraceFinalization
@@ -36,6 +38,7 @@ export const finalizeTrace = (spans: ReadonlyArray<StoredSpan>, prices?: PriceTa
     return u
   }
   resolveAgents(nodes, updateOf)
+  stepPayloads(nodes, updateOf)
   const costPromoted = promoteUsage(nodes, updateOf)
   if (prices !== undefined) estimateCosts(nodes, prices, updates, updateOf, costPromoted)
 
@@ -121,6 +124,31 @@ const agentLookups = (nodes: ReadonlyArray<Node>) => {
     return known
   }
   return { agentAbove, identity }
+}
+
+const toolCallsOf = (v: unknown): ReadonlyArray<unknown> | undefined =>
+  isRecord(v) && Array.isArray(v.tool_calls) && v.tool_calls.length > 0 ? v.tool_calls : undefined
+
+/**
+ * Frameworks that record a model call's messages and tool calls on the step span wrapping it, not on the call
+ * itself (Mastra: `model_step` around `chat <model>`, flagged by the mapping as `metadata.model_step: true`): the
+ * call takes its step's input when it has none, and its step's answer when that holds tool calls its own lacks
+ * (keeping its own finish reason), so the call can be read and replayed as sent.
+ */
+const stepPayloads = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUpdate) => {
+  for (const n of nodes) {
+    const step = n.parent
+    if (n.span.span_type !== "llm_call" || step === undefined || step.meta.model_step !== true) continue
+    if (n.span.input === undefined && step.span.input !== undefined) updateOf(n).input = step.span.input
+    const stepCalls = toolCallsOf(step.span.output)
+    if (stepCalls !== undefined && toolCallsOf(n.span.output) === undefined) {
+      const own = record(n.span.output)
+      updateOf(n).output = {
+        ...record(step.span.output),
+        ...(own.finish_reason === undefined ? {} : { finish_reason: own.finish_reason })
+      }
+    }
+  }
 }
 
 /** Children before parents; nodes only reachable through a parent cycle come last. */
