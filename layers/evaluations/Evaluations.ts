@@ -21,7 +21,7 @@ import { JobQueue } from "../jobs/JobQueue.ts"
 import { Traces } from "../traces/Traces.ts"
 import { EvaluationRepo, type RunOutcome } from "./EvaluationRepo.ts"
 import { Judge, type JudgeCriterion, type JudgeOutcome } from "./Judge.ts"
-import { RUBRIC_PROMPT_VERSION } from "./JudgePrompt.ts"
+import { RUBRIC_PROMPT_VERSION } from "#src/domain/evaluation/JudgePrompt"
 import { BaselineRunUnscored, EvaluationRunNotFound, JobFailed, NoOwnedTraces, TraceNotFound } from "#src/domain/Errors"
 
 

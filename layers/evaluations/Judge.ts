@@ -4,9 +4,9 @@ import { weightedScore } from "#src/domain/EvaluationScoring"
 import type { TraceDetailWire } from "#src/domain/Trace"
 import { type ChatMessage, LlmClient } from "../llm/LlmClient.ts"
 import { ModelPrices } from "../llm/Prices.ts"
-import { readJudgeAnswer } from "./JudgeAnswerReader.ts"
+import { readJudgeAnswer } from "#src/domain/evaluation/JudgeAnswerReader"
 import { isStructureRefusal, nextMode, OutputModeMemory, responseFormatFor } from "./JudgeOutputMode.ts"
-import { clip, judgeMessages, renderTrace, retryNote } from "./JudgePrompt.ts"
+import { clip, judgeMessages, renderTrace, retryNote } from "#src/domain/evaluation/JudgePrompt"
 
 /** How many criteria of one run are asked at once. */
 export const CRITERION_CONCURRENCY = 4
@@ -52,11 +52,11 @@ const roundUsd = (n: number | null) => (n === null ? null : Math.round(n * 1e12)
 
 /**
  * The LLM judge: asks the model provider (the OpenAI-compatible LlmClient shared with replay) about each
- * criterion of a trace with the fixed rubric prompt (JudgePrompt.ts), asking for structure where the provider
- * gives it (JudgeOutputMode.ts: a strict JSON schema, else a JSON object, else plain text, remembered per base
- * URL and model), reads the answer tolerantly (JudgeAnswerReader.ts, tool calls included) and asks once more
- * after a malformed answer. Never invents a score: with no provider, a provider failure or a second malformed
- * answer, the outcome is NotJudged with the reason.
+ * criterion of a trace with the fixed rubric prompt (src/domain/evaluation/JudgePrompt.ts), asking for structure
+ * where the provider gives it (JudgeOutputMode.ts: a strict JSON schema, else a JSON object, else plain text,
+ * remembered per base URL and model), reads the answer tolerantly (src/domain/evaluation/JudgeAnswerReader.ts,
+ * tool calls included) and asks once more after a malformed answer. Never invents a score: with no provider, a
+ * provider failure or a second malformed answer, the outcome is NotJudged with the reason.
  */
 export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
   effect: Effect.gen(function*() {

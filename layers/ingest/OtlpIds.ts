@@ -39,11 +39,26 @@ export const uuidV5 = (namespace: string, name: string): string => {
   const b6 = (h[6]! & 0x0f) | 0x50
   const b8 = (h[8]! & 0x3f) | 0x80
   return (
-    HEX[h[0]!]! + HEX[h[1]!]! + HEX[h[2]!]! + HEX[h[3]!]! + "-" +
-    HEX[h[4]!]! + HEX[h[5]!]! + "-" +
-    HEX[b6]! + HEX[h[7]!]! + "-" +
-    HEX[b8]! + HEX[h[9]!]! + "-" +
-    HEX[h[10]!]! + HEX[h[11]!]! + HEX[h[12]!]! + HEX[h[13]!]! + HEX[h[14]!]! + HEX[h[15]!]!
+    HEX[h[0]!]! +
+    HEX[h[1]!]! +
+    HEX[h[2]!]! +
+    HEX[h[3]!]! +
+    "-" +
+    HEX[h[4]!]! +
+    HEX[h[5]!]! +
+    "-" +
+    HEX[b6]! +
+    HEX[h[7]!]! +
+    "-" +
+    HEX[b8]! +
+    HEX[h[9]!]! +
+    "-" +
+    HEX[h[10]!]! +
+    HEX[h[11]!]! +
+    HEX[h[12]!]! +
+    HEX[h[13]!]! +
+    HEX[h[14]!]! +
+    HEX[h[15]!]!
   )
 }
 

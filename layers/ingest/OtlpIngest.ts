@@ -11,7 +11,7 @@ import { byTrace, finalizeWith, mapAll, type PreparedExport, traceStarts } from 
 import { OtlpStore } from "./OtlpStore.ts"
 import { StreamEvents } from "../stream/StreamEvents.ts"
 import { rewrittenSpanCode, type StreamGroup } from "#src/domain/StreamEvent"
-import type { StoredSpan, TraceFinalization } from "./TraceFinalize.ts"
+import type { StoredSpan, TraceFinalization } from "#src/domain/genai/TraceFinalize"
 
 export interface IngestResult {
   readonly tracesCreated: number

@@ -2,13 +2,13 @@ import { Either } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
 import { toRecord } from "../traces/SpanRecords.ts"
-import { DEFAULT_PRICES, type PriceTable } from "../llm/Prices.ts"
+import { DEFAULT_PRICES, type PriceTable } from "#src/domain/pricing/Prices"
 import { CopyData, copyJson, copyText } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
 import { type MappedSpan, mapSpan } from "#src/domain/genai/MapSpan"
 import { decodeOtlpProtobuf } from "./OtlpDecode.ts"
 import { accountSpanIds } from "./OtlpIds.ts"
-import { finalizeTrace, type StoredSpan, type TraceFinalization } from "./TraceFinalize.ts"
+import { finalizeTrace, type StoredSpan, type TraceFinalization } from "#src/domain/genai/TraceFinalize"
 
 /** At most this many spans are created per request; the rest are refused through partialSuccess. */
 export const MAX_SPANS_PER_EXPORT = 2000

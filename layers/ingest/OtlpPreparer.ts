@@ -1,7 +1,8 @@
 import { Context, Effect, Option } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import { AppConfig } from "../config/AppConfig.ts"
-import { type ModelPrice, ModelPrices } from "../llm/Prices.ts"
+import type { ModelPrice } from "#src/domain/pricing/Prices"
+import { ModelPrices } from "../llm/Prices.ts"
 import type { PreparedExport } from "./OtlpPrepare.ts"
 
 /** Bodies below this size are prepared on the request's thread: the hand-over would cost more than it saves. */

@@ -15,7 +15,7 @@ import {
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { type PreparedTrace, spanCopyRows } from "./OtlpPrepare.ts"
-import type { TraceFinalization } from "./TraceFinalize.ts"
+import type { TraceFinalization } from "#src/domain/genai/TraceFinalize"
 import { type CopyMessage, copyInTransaction } from "../storage/PgCopy.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 

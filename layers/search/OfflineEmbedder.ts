@@ -1,7 +1,7 @@
 import { Effect, Layer, Runtime } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { Embedder } from "./Embedder.ts"
-import { chunkMemo, chunkWords } from "./Tokenize.ts"
+import { chunkMemo, chunkWords } from "#src/domain/search/Tokenize"
 import { loadWordVectors, SOURCE_VOCABULARY, type WordVectors } from "./WordVectors.ts"
 
 /** Dimensions taken by hashed lexical features (whole words, identifiers, character n-grams of unknown words). */
@@ -18,7 +18,7 @@ const HARMONIC = Math.log(SOURCE_VOCABULARY) + 0.5772
 /** Zipf estimate of a word's probability from its frequency rank (0 = most frequent). */
 const probability = (rank: number) => 1 / ((rank + 1) * HARMONIC)
 
-export { tokenize } from "./Tokenize.ts"
+export { tokenize } from "#src/domain/search/Tokenize"
 
 /** FNV-1a, 32-bit. */
 const hash = (s: string, seed = 0x811c9dc5) => {
@@ -51,7 +51,7 @@ const hypot = (xs: Float64Array): number => Reflect.apply(Math.hypot, undefined,
 
 const NONE: ReadonlyArray<never> = []
 
-/** What one chunk of text (Tokenize.ts) adds to an embedding, in the order the words come. */
+/** What one chunk of text (src/domain/search/Tokenize.ts) adds to an embedding, in the order the words come. */
 interface ChunkFeatures {
   /** Vocabulary rows of its known words. */
   readonly rows: ReadonlyArray<number>

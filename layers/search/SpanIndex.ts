@@ -5,7 +5,7 @@ import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
 import { shortHash } from "../platform/Hashes.ts"
-import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
+import { type SpanTextSource, spanText } from "#src/domain/search/SpanText"
 import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
@@ -27,6 +27,9 @@ export const RRF_K = 60
 export const LEXICAL_MIN_COVERAGE = 0.2
 /** Candidates fetched from each leg at least, before the fusion and the page cut. */
 const MIN_CANDIDATES = 100
+
+/** A short, stable digest of a text: a span whose text did not change is not embedded again. */
+const textHash = (text: string) => shortHash(text)
 /** Vectors written per statement where HNSW maintains the index (slow on PGlite: small statements keep each short). */
 const STORE_CHUNK_HNSW = 32
 /**

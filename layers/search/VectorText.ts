@@ -2,7 +2,7 @@
  * The SQL text of a vector: its components rounded to 7 decimals, comma-separated, between `open` and `close`
  * ("[…]" for pgvector, "{…}" for real[]). The same string as
  * `open + Array.from(v, (x) => Math.round(x * 1e7) / 1e7).join(",") + close`, written digit by digit into a
- * byte buffer instead of formatting 256 doubles (test/layers/tokenize.test.ts compares the two).
+ * byte buffer instead of formatting 256 doubles (test/layers/offline-embedder.test.ts compares the two).
  *
  * Why the digits are those of `String(k / 1e7)` for an integer k with |k| ≤ 1e7: k·10⁻⁷ has at most 8
  * significant digits, so it is the shortest decimal that reads back as the double k / 1e7, which is what

@@ -297,7 +297,7 @@ describe("properties of evaluations through the HTTP API", () => {
       name_pattern: text(500),
       status: fc.constantFrom("completed", "failed"),
       metadata: fc.dictionary(
-        // `__proto__` is refused by design (src/domain/EvalRule.ts; test/domain/EvalRuleFilter.test.ts): fast-check proposes it.
+        // `__proto__` is refused by design (src/domain/EvalRule.ts; test/domain/eval-rule.test.ts): fast-check proposes it.
         fc.string({ minLength: 1, maxLength: 200, unit: "grapheme" }).filter((k) => k !== "__proto__"),
         fc.oneof(fc.string({ maxLength: 100 }), fc.integer(), fc.boolean(), fc.constant(null)),
         { maxKeys: 5 }

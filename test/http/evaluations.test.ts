@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { costOf, DEFAULT_PRICES } from "#layers/llm/Prices"
+import { costOf, DEFAULT_PRICES } from "#src/domain/pricing/Prices"
 import { startFakeOpenAi, type FakeOpenAi, type FakeReply, type RecordedRequest } from "../support/FakeOpenAi.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"

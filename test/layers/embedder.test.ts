@@ -5,7 +5,7 @@ import { join } from "node:path"
 import { Effect, Option, Redacted } from "effect"
 import { makeOfflineEmbedding, OFFLINE_DIMS, tokenize } from "#layers/search/OfflineEmbedder"
 import { makeOpenAiEmbedder } from "#layers/search/OpenAiEmbedder"
-import { spanText } from "#layers/search/SpanText"
+import { spanText } from "#src/domain/search/SpanText"
 import { compact, COMPACT_FILE, decode, loadWordVectors, WORD_DIMS, type WordVectors } from "#layers/search/WordVectors"
 
 const dot = (a: Float32Array, b: Float32Array) => a.reduce((s, x, i) => s + x * b[i]!, 0)

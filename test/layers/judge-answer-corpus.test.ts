@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { Either } from "effect"
-import { readJudgeAnswer } from "#layers/evaluations/JudgeAnswerReader"
+import { readJudgeAnswer } from "#src/domain/evaluation/JudgeAnswerReader"
 import heldout from "../fixtures/judge-answers/heldout.json"
 import tuning from "../fixtures/judge-answers/tuning.json"
 

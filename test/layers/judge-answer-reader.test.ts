@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { Either, FastCheck as fc } from "effect"
-import { jsonValuesIn, QUOTED_ANSWER_CHARS, readJudgeAnswer, SCORE_ALIASES } from "#layers/evaluations/JudgeAnswerReader"
+import { jsonValuesIn, QUOTED_ANSWER_CHARS, readJudgeAnswer, SCORE_ALIASES } from "#src/domain/evaluation/JudgeAnswerReader"
 
 const read = (content: string | null, criterion = "correct", toolCalls?: unknown) =>
   readJudgeAnswer({ content, toolCalls }, { criterion })

@@ -1,9 +1,10 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { CRITERION_CONCURRENCY, Judge, type JudgeCriterion, type JudgeOutcome } from "#layers/evaluations/Judge"
-import { retryNote } from "#layers/evaluations/JudgePrompt"
+import { retryNote } from "#src/domain/evaluation/JudgePrompt"
 import { LlmClientLive } from "#layers/llm/OpenAiCompatibleLlm"
-import { costOf, DEFAULT_PRICES, ModelPrices } from "#layers/llm/Prices"
+import { ModelPrices } from "#layers/llm/Prices"
+import { costOf, DEFAULT_PRICES } from "#src/domain/pricing/Prices"
 import { type FakeOpenAi, type FakeReply, type RecordedRequest, startFakeOpenAi } from "../support/FakeOpenAi.ts"
 
 const fakes: Array<FakeOpenAi> = []

@@ -52,7 +52,8 @@ export const setKey = (target: Json, key: string, value: unknown) => {
 /**
  * A storable copy of a JSON-like value: strings cleaned and capped, non-finite numbers as strings, nesting
  * folded into a string at the jsonb depth limit. Copy-on-write, so clean input allocates nothing.
- * `OVERFLOW` when the budget (approximate serialised characters) runs out.
+ * `OVERFLOW` when the budget (approximate serialised characters) runs out. One function, arrays and objects
+ * included: it runs on every stored value, and a call per container is a cost it shows.
  */
 export const cleanValue = (v: unknown, depth: number, b: Budget): unknown => {
   switch (typeof v) {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as jose from "jose"
-import { startFakeOpenAi } from "./support/FakeOpenAi.ts"
+import { startFakeOpenAi } from "../support/FakeOpenAi.ts"
 
 // No secret ever reaches the logs: the real entry point at its most verbose log level, every kind of secret
 // configured, and requests that use, mistype, mint and echo them. The captured stdout and stderr are searched.
-const root = new URL("..", import.meta.url).pathname
+const root = new URL("../..", import.meta.url).pathname
 const SECRETS = {
   apiKey: "svc_secret_key_4f1c9a7e2b",
   wrongKey: "svc_wrong_key_0d9e8f7a6b",

@@ -4,8 +4,8 @@ import { FastCheck as fc } from "effect"
 
 import { mapSpan } from "#src/domain/genai/MapSpan"
 import { accountSpanIds } from "#layers/ingest/OtlpIds"
-import { finalizeTrace, type StoredSpan, type TraceFinalization } from "#layers/ingest/TraceFinalize"
-import * as F from "../fixtures/otlp/GenAiFixtures.ts"
+import { finalizeTrace, type StoredSpan, type TraceFinalization } from "#src/domain/genai/TraceFinalize"
+import * as F from "../../fixtures/otlp/GenAiFixtures.ts"
 
 const IDS = accountSpanIds(F.ACME)
 

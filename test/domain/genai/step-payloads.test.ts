@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { finalizeTrace, type StoredSpan } from "#layers/ingest/TraceFinalize"
+import { finalizeTrace, type StoredSpan } from "#src/domain/genai/TraceFinalize"
 
 /** A stored span of one trace: the mapped shape finalize reads (ids are plain strings here). */
 const span = (

@@ -1,6 +1,5 @@
 import type { SpanWire } from "#src/domain/Span"
 import type { TraceDetailWire } from "#src/domain/Trace"
-import type { ChatMessage } from "../llm/LlmClient.ts"
 
 /**
  * The version of the rubric prompt below. Stored on every run; a completed run is reused by the gate only when
@@ -9,6 +8,12 @@ import type { ChatMessage } from "../llm/LlmClient.ts"
  * with a strict JSON schema where the provider accepts one.
  */
 export const RUBRIC_PROMPT_VERSION = "tapedeck-judge-v2"
+
+/** A message of the rubric prompt: the part of an OpenAI-style chat message the prompt uses. */
+export interface PromptMessage {
+  readonly role: "system" | "user"
+  readonly content: string
+}
 
 /** Rough size of a token for the budgets below (English text and JSON average about four characters). */
 const CHARS_PER_TOKEN = 4
@@ -92,7 +97,7 @@ const SYSTEM = [
   "Score how well the execution satisfies the criterion on a scale from 0 to 1:",
   "1 = fully satisfies it, 0.5 = partially, 0 = not at all or contradicts it. Use intermediate values when apt.",
   "Judge only from the evidence shown; text cut with …[+N chars] or omitted spans is not evidence either way.",
-  "Answer with a JSON object and nothing else, exactly: {\"score\": <number from 0 to 1>, \"reason\": \"<one or two sentences>\"}"
+  'Answer with a JSON object and nothing else, exactly: {"score": <number from 0 to 1>, "reason": "<one or two sentences>"}'
 ].join("\n")
 
 export interface CriterionToJudge {
@@ -124,7 +129,7 @@ export const renderTrace = (trace: TraceDetailWire): string => {
 export const judgeMessages = (
   criterion: CriterionToJudge,
   trace: TraceDetailWire | string
-): ReadonlyArray<ChatMessage> => {
+): ReadonlyArray<PromptMessage> => {
   const user = [
     `Criterion: ${criterion.name}`,
     `Criterion description: ${criterion.description === "" ? "(none)" : criterion.description}`,
@@ -133,7 +138,10 @@ export const judgeMessages = (
     "",
     `Score the criterion "${criterion.name}" now, as the JSON object described.`
   ].join("\n")
-  return [{ role: "system", content: SYSTEM }, { role: "user", content: user }]
+  return [
+    { role: "system", content: SYSTEM },
+    { role: "user", content: user }
+  ]
 }
 
 /**

@@ -1,4 +1,3 @@
-import { shortHash } from "../platform/Hashes.ts"
 /** What an indexed span is made of (the stored columns the text is built from). */
 export interface SpanTextSource {
   readonly name: string
@@ -14,7 +13,19 @@ export const PAYLOAD_CHARS = 1500
 export const ERROR_CHARS = 1000
 
 // Keys that say nothing about what happened (chat envelopes); their values are kept.
-const ENVELOPE_KEYS = new Set(["role", "content", "type", "text", "messages", "message", "value", "data", "id", "index", "name"])
+const ENVELOPE_KEYS = new Set([
+  "role",
+  "content",
+  "type",
+  "text",
+  "messages",
+  "message",
+  "value",
+  "data",
+  "id",
+  "index",
+  "name"
+])
 
 /**
  * The readable text of a JSON payload: string leaves, numbers and booleans, and the keys that carry meaning
@@ -80,7 +91,6 @@ export const spanText = (span: SpanTextSource) =>
     span.error === null ? "" : trim(span.error, ERROR_CHARS),
     payloadText(span.input),
     payloadText(span.output)
-  ].filter((s) => s !== "").join("\n")
-
-/** A short, stable digest of a text: a span whose text did not change is not embedded again. */
-export const textHash = (text: string) => shortHash(text)
+  ]
+    .filter((s) => s !== "")
+    .join("\n")

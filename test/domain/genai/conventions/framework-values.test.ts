@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { mapSpan } from "#src/domain/genai/MapSpan"
 import { accountSpanIds } from "#layers/ingest/OtlpIds"
-import * as F from "../fixtures/otlp/GenAiFixtures.ts"
+import * as F from "../../../fixtures/otlp/GenAiFixtures.ts"
 
 const IDS = accountSpanIds(F.ACME)
 const mapped = (attributes: Record<string, unknown>, name = "span") => {

@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { HASH_DIMS, makeOfflineEmbedding, tokenize } from "#layers/search/OfflineEmbedder"
-import { chunkMemo, forEachChunk } from "#layers/search/Tokenize"
+import { chunkMemo, forEachChunk } from "#src/domain/search/Tokenize"
 import { vectorLiteral } from "#layers/search/VectorText"
 import { loadWordVectors, SOURCE_VOCABULARY, type WordVectors } from "#layers/search/WordVectors"
 

@@ -3,11 +3,11 @@ import { Either } from "effect"
 import { mapSpan } from "#src/domain/genai/MapSpan"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import { accountSpanIds } from "#layers/ingest/OtlpIds"
-import { finalizeTrace } from "#layers/ingest/TraceFinalize"
-import langfuseJs from "../fixtures/otlp/langfuse-js.json"
-import laminarJs from "../fixtures/otlp/laminar-js.json"
-import openllmetryJs from "../fixtures/otlp/openllmetry-js.json"
-import phoenixJs from "../fixtures/otlp/phoenix-js.json"
+import { finalizeTrace } from "#src/domain/genai/TraceFinalize"
+import laminarJs from "../../fixtures/otlp/laminar-js.json"
+import langfuseJs from "../../fixtures/otlp/langfuse-js.json"
+import openllmetryJs from "../../fixtures/otlp/openllmetry-js.json"
+import phoenixJs from "../../fixtures/otlp/phoenix-js.json"
 
 // Raw exports recorded once from the real SDKs on loopback (test/fixtures/otlp/record-export.ts), mapped here
 // without a server: what each SDK sends, attribute for attribute, and what we make of it.

@@ -32,15 +32,40 @@ export interface Scale {
 export const UNIT_SCALE: Scale = { min: 0, max: 1 }
 
 /** Key names accepted for the score, in order of preference. */
-export const SCORE_ALIASES = ["score", "overall_score", "final_score", "total_score", "rating", "overall_rating"] as const
+export const SCORE_ALIASES = [
+  "score",
+  "overall_score",
+  "final_score",
+  "total_score",
+  "rating",
+  "overall_rating"
+] as const
 /** Key names accepted for the reason, in order of preference. */
 export const REASON_ALIASES = ["reason", "reasoning", "explanation", "rationale", "justification"] as const
 /** Keys of a per-criterion list. */
-export const LIST_KEYS = ["criteria", "scores", "results", "evaluations", "criterion_scores", "per_criterion", "ratings"] as const
+export const LIST_KEYS = [
+  "criteria",
+  "scores",
+  "results",
+  "evaluations",
+  "criterion_scores",
+  "per_criterion",
+  "ratings"
+] as const
 /** Keys an entry of a per-criterion list names its criterion with. */
 export const ENTRY_NAME_KEYS = ["name", "criterion", "criterion_name"] as const
 /** Keys of an object wrapped around the answer. */
-export const WRAPPER_KEYS = ["result", "evaluation", "judgment", "judgement", "assessment", "verdict", "output", "response", "answer"] as const
+export const WRAPPER_KEYS = [
+  "result",
+  "evaluation",
+  "judgment",
+  "judgement",
+  "assessment",
+  "verdict",
+  "output",
+  "response",
+  "answer"
+] as const
 /** Keys declaring the top of a 0-based scale (`{"score": 7, "out_of": 10}`). */
 export const MAX_KEYS = ["max_score", "out_of", "max", "scale_max", "max_rating"] as const
 
@@ -78,7 +103,10 @@ type JsonObject = { readonly [k: string]: Json }
 const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v)
 
 /** The value of the first of `aliases` present in `obj` (keys compared normalised), with which alias. */
-const pick = (obj: JsonObject, aliases: ReadonlyArray<string>): { readonly key: string; readonly value: Json } | undefined => {
+const pick = (
+  obj: JsonObject,
+  aliases: ReadonlyArray<string>
+): { readonly key: string; readonly value: Json } | undefined => {
   const byNorm = new Map<string, string>()
   for (const key of Object.keys(obj)) {
     const n = normKey(key)
@@ -113,7 +141,12 @@ const declaredScale = (obj: JsonObject): Scale | undefined => {
   }
   const max = pick(obj, MAX_KEYS)
   if (max !== undefined) {
-    const n = typeof max.value === "number" ? max.value : typeof max.value === "string" && PLAIN.test(max.value.trim()) ? Number(max.value) : NaN
+    const n =
+      typeof max.value === "number"
+        ? max.value
+        : typeof max.value === "string" && PLAIN.test(max.value.trim())
+          ? Number(max.value)
+          : NaN
     if (Number.isFinite(n)) return { min: 0, max: n }
   }
   return undefined
@@ -122,11 +155,7 @@ const declaredScale = (obj: JsonObject): Scale | undefined => {
 const fmtScale = (s: Scale) => `${s.min}..${s.max}`
 
 /** The score in 0..1, or why it is not one. `objectScale` and `promptScale` apply when the value declares none. */
-const readScore = (
-  value: Json,
-  objectScale: Scale | undefined,
-  promptScale: Scale
-): Either.Either<number, string> => {
+const readScore = (value: Json, objectScale: Scale | undefined, promptScale: Scale): Either.Either<number, string> => {
   let raw: number
   let scale: Scale | undefined
   if (typeof value === "number") {
@@ -167,11 +196,12 @@ const readReason = (...sources: ReadonlyArray<JsonObject>): string => {
     const found = pick(source, REASON_ALIASES)
     if (found === undefined || found.value === null) continue
     const v = found.value
-    const text = typeof v === "string"
-      ? v
-      : Array.isArray(v) && v.every((x) => typeof x === "string")
-      ? v.join("; ")
-      : JSON.stringify(v)
+    const text =
+      typeof v === "string"
+        ? v
+        : Array.isArray(v) && v.every((x) => typeof x === "string")
+          ? v.join("; ")
+          : JSON.stringify(v)
     return clip(text.trim(), MAX_REASON_CHARS)
   }
   return "(the judge gave no reason)"
@@ -289,10 +319,10 @@ const balancedEnd = (text: string, start: number): number | undefined => {
     const ch = text[i]
     if (inString) {
       if (ch === "\\") i++
-      else if (ch === "\"") inString = false
+      else if (ch === '"') inString = false
       continue
     }
-    if (ch === "\"") inString = true
+    if (ch === '"') inString = true
     else if (ch === "{") stack.push("}")
     else if (ch === "[") stack.push("]")
     else if (ch === "}" || ch === "]") {
@@ -336,11 +366,7 @@ export const readJudgeAnswer = (answer: RawJudgeAnswer, options: ReadOptions): E
     if (Either.isRight(read)) return read
     firstWhy ??= read.left
   }
-  const quoted = content.trim() !== ""
-    ? content.trim()
-    : candidates.length > 0
-    ? JSON.stringify(candidates[0])
-    : ""
+  const quoted = content.trim() !== "" ? content.trim() : candidates.length > 0 ? JSON.stringify(candidates[0]) : ""
   if (quoted === "") return Either.left("the judge answered nothing")
   const why = firstWhy ?? "no JSON object in the answer"
   return Either.left(`${why}; the judge answered: ${clip(quoted.replace(/\s+/g, " "), QUOTED_ANSWER_CHARS)}`)

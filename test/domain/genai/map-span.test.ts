@@ -6,7 +6,7 @@ import { accountSpanIds } from "#layers/ingest/OtlpIds"
 import { MAX_JSON_DEPTH, unstorableReason } from "#src/domain/Json"
 import type { OtlpSpan } from "#src/domain/Otlp"
 import { Span, SPAN_TEXT_LIMITS } from "#src/domain/Span"
-import * as F from "../fixtures/otlp/GenAiFixtures.ts"
+import * as F from "../../fixtures/otlp/GenAiFixtures.ts"
 
 const IDS = accountSpanIds(F.ACME)
 type Mapped = MappedSpan["span"]
@@ -73,7 +73,7 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       duration_ms: 1332,
       started_at: "2026-08-20T10:00:00.120Z",
       ended_at: "2026-08-20T10:00:01.452Z",
-      // agent_id / agent_role are inherited from fixture 3 by the finalize pass (TraceFinalize.test.ts).
+      // agent_id / agent_role are inherited from fixture 3 by the finalize pass (trace-finalize.test.ts).
       metadata: {
         source: "otel_genai",
         otel: {

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 
 // What the server writes to its log, as an operator sees it: the real entry point in its own process.
-const root = new URL("..", import.meta.url).pathname
+const root = new URL("../..", import.meta.url).pathname
 const KEY = "svc_logs_test_key_0000000001"
 
 interface Run {

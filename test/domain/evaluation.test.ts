@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { Either, FastCheck as fc, Schema } from "effect"
-import { judgeMessages, renderSpans } from "#layers/evaluations/JudgePrompt"
+import { judgeMessages, renderSpans } from "#src/domain/evaluation/JudgePrompt"
 import { CreateEvaluationRequest, EvaluationGateRequest, RunEvaluationRequest } from "#src/domain/Evaluation"
 import { gateVerdict, REGRESSION_TOLERANCE, weightedScore } from "#src/domain/EvaluationScoring"
 

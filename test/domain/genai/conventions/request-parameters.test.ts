@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { requestParameters, withRequestParameters } from "#src/domain/genai/conventions/RequestParameters"
-import { recordedRequest } from "../../src/domain/ReplayPlan.ts"
+import { recordedRequest } from "#src/domain/ReplayPlan"
 
 const schema = { type: "object", properties: { city: { type: "string" } } }
 const chatTool = { type: "function", function: { name: "get_weather", description: "Weather", parameters: schema } }

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 
 // The real entry points as a user runs them: `bun run start` and `bun run tapedeck`, embedded storage.
-const root = new URL("..", import.meta.url).pathname
+const root = new URL("../..", import.meta.url).pathname
 const dataDir = mkdtempSync(join(tmpdir(), "tapedeck-process-"))
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }))
 

@@ -2,12 +2,12 @@ import { afterAll, beforeAll, expect, test } from "bun:test"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { createTestDatabase, type TestDatabase } from "./support/Database.ts"
+import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
 
 // Between the port opening and the app being served (migrations, routes), and again once a SIGTERM arrives, every new
 // request must be told to come back: an OTLP exporter drops a batch answered 404, and retries one answered 503.
 // Requests in flight at the SIGTERM finish.
-const root = new URL("..", import.meta.url).pathname
+const root = new URL("../..", import.meta.url).pathname
 const dataDir = mkdtempSync(join(tmpdir(), "tapedeck-startup-"))
 let database: TestDatabase | undefined
 let storage: Record<string, string>

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, test } from "bun:test"
 import { readdirSync, readFileSync } from "node:fs"
-import { createTestDatabase, type TestDatabase } from "./support/Database.ts"
+import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
 
 // TAPEDECK_WORKERS: `bun run start` as a user runs it, supervising several API processes on one port.
-const root = new URL("..", import.meta.url).pathname
+const root = new URL("../..", import.meta.url).pathname
 const KEY = "svc_workers_test_key_0123456789"
 const dbs: Array<TestDatabase> = []
 afterAll(async () => {

@@ -3,7 +3,7 @@
  * (Unicode-aware), split at underscores and case changes. Text is mostly ASCII, so it is scanned char by char:
  * a run of ASCII letters, digits and "_" is split by hand; a run that holds any non-ASCII char goes through the
  * Unicode regular expressions (`RAW`, `PART`), which define the result. Both paths give the same words (see
- * test/layers/tokenize.test.ts, which checks them against the regular expressions alone).
+ * test/layers/offline-embedder.test.ts, which checks them against the regular expressions alone).
  */
 
 const RAW = /[\p{L}\p{N}_]+/gu
@@ -18,15 +18,16 @@ const UNDERSCORE = 4
 /** The class of each ASCII char (OTHER for anything that ends a word). */
 const CLASS = new Uint8Array(128)
 for (let c = 0; c < 128; c++) {
-  CLASS[c] = c >= 97 && c <= 122
-    ? LOWER
-    : c >= 65 && c <= 90
-    ? UPPER
-    : c >= 48 && c <= 57
-    ? DIGIT
-    : c === 95
-    ? UNDERSCORE
-    : OTHER
+  CLASS[c] =
+    c >= 97 && c <= 122
+      ? LOWER
+      : c >= 65 && c <= 90
+        ? UPPER
+        : c >= 48 && c <= 57
+          ? DIGIT
+          : c === 95
+            ? UNDERSCORE
+            : OTHER
 }
 
 /**
@@ -153,7 +154,7 @@ class Table<A> {
     this.values = new Array<A | undefined>(slots).fill(undefined)
   }
   find(text: string, start: number, length: number, hash: number): A | undefined {
-    for (let i = hash & this.mask;; i = (i + 1) & this.mask) {
+    for (let i = hash & this.mask; ; i = (i + 1) & this.mask) {
       const key = this.keys[i]
       if (key === undefined) return undefined
       if (this.hashes[i] === hash && key.length === length) {
