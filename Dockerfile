@@ -19,4 +19,4 @@ USER bun
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD bun -e "fetch('http://127.0.0.1:' + (process.env.PORT ?? 8080) + '/health').then((r) => process.exit(r.ok ? 0 : 1)).catch(() => process.exit(1))"
-CMD ["bun", "src/main.ts"]
+CMD ["bun", "src/app/main.ts"]

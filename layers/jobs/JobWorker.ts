@@ -3,7 +3,7 @@ import { AppConfig } from "../config/AppConfig.ts"
 import {
   attemptTimeoutMs,
   DeferrableJobKinds,
-  type JobBatchHandler,
+  type ClaimedBatchHandler,
   JobBatchHandlers,
   JobFailed,
   JobHandlers,
@@ -40,7 +40,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
     const queue = yield* JobQueue
     const handlers = yield* JobHandlers
     const lostHandlers = yield* Effect.serviceOption(LostJobHandlers)
-    const batchHandlers: ReadonlyMap<string, JobBatchHandler> = Option.getOrElse(
+    const batchHandlers: ReadonlyMap<string, ClaimedBatchHandler> = Option.getOrElse(
       yield* Effect.serviceOption(JobBatchHandlers),
       () => new Map()
     )

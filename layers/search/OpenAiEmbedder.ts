@@ -2,34 +2,11 @@ import { Config, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } f
 import { EmbedderUnavailable } from "#src/domain/Search"
 import { Embedder, type EmbedderShape } from "./Embedder.ts"
 import { OfflineEmbedderLive } from "./OfflineEmbedder.ts"
-import { optionalBaseUrl } from "../config/BaseUrl.ts"
+import { AppConfig, type EmbeddingsSettings } from "../config/AppConfig.ts"
 
 /** Characters of one text sent at most (≈ 2k tokens: every common embedding model takes that). */
 export const MAX_INPUT_CHARS = 8000
 
-export const EmbeddingsSettings = Config.all({
-  baseUrl: optionalBaseUrl("TAPEDECK_EMBEDDINGS_BASE_URL"),
-  model: Config.string("TAPEDECK_EMBEDDINGS_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
-  apiKey: Config.option(Config.redacted("TAPEDECK_EMBEDDINGS_API_KEY")).pipe(
-    Config.map(Option.filter((key) => Redacted.value(key) !== ""))
-  ),
-  dimensions: Config.option(Config.integer("TAPEDECK_EMBEDDINGS_DIMENSIONS").pipe(
-    Config.validate({ message: "must be a positive integer", validation: (n) => n > 0 })
-  )),
-  batchSize: Config.integer("TAPEDECK_EMBEDDINGS_BATCH_SIZE").pipe(
-    Config.validate({ message: "must be between 1 and 2048", validation: (n) => n >= 1 && n <= 2048 }),
-    Config.withDefault(64)
-  ),
-  timeoutMs: Config.integer("TAPEDECK_EMBEDDINGS_TIMEOUT_MS").pipe(
-    Config.validate({ message: "must be a positive number of milliseconds", validation: (n) => n > 0 }),
-    Config.withDefault(30_000)
-  ),
-  maxRetries: Config.integer("TAPEDECK_EMBEDDINGS_MAX_RETRIES").pipe(
-    Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
-    Config.withDefault(2)
-  )
-})
-export type EmbeddingsSettings = Config.Config.Success<typeof EmbeddingsSettings>
 
 const EmbeddingsResponse = Schema.Struct({
   data: Schema.Array(Schema.Struct({
@@ -140,7 +117,7 @@ export const makeOpenAiEmbedder = (
 /** TAPEDECK_EMBEDDINGS_BASE_URL set: that provider. Unset: the offline embedder. */
 export const EmbedderLive = Layer.unwrapEffect(
   Effect.gen(function*() {
-    const settings = yield* EmbeddingsSettings
+    const settings = (yield* AppConfig).embeddings
     return Option.match(settings.baseUrl, {
       onNone: () => OfflineEmbedderLive,
       onSome: (baseUrl) => Layer.succeed(Embedder, makeOpenAiEmbedder({ ...settings, baseUrl }))

@@ -185,7 +185,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
                    jsonb_build_object('traceId', t.id, 'status', ${request.status}::text), 'queued', ${maxAttempts}::int
             FROM t WHERE ${terminalJobId}::uuid IS NOT NULL
           ), k AS (
-            -- search indexing (layers/search/Search.ts SEARCH_INDEX_JOB), one job per write that has spans
+            -- search indexing (the search.index job), one job per write that has spans
             INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
             SELECT gen_random_uuid(), ${accountId}::uuid, 'search.index', jsonb_build_object('traceId', t.id), 'queued',
                    ${maxAttempts}::int

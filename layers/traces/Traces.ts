@@ -20,10 +20,8 @@ import {
 } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
 import { accountNamespace, traceUuid } from "../ingest/OtlpIds.ts"
-import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { ModelPrices } from "../llm/Prices.ts"
-import { SEARCH_INDEX_JOB } from "../search/Search.ts"
 import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
 import type { SpanJsonRow } from "./SpanRecords.ts"
 import { TraceRepo } from "./TraceRepo.ts"
@@ -129,7 +127,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         const terminalTransition = next !== previous && isTerminal(next)
         yield* stream.record(accountId, [{ t: traceId, s: [], a: terminalTransition ? "terminal" : "updated" }])
         if (!terminalTransition) return { jobId: Option.none<string>() }
-        const jobId = yield* jobs.enqueue(accountId, TERMINAL_TRACE_JOB, { traceId, status: next })
+        const jobId = yield* jobs.enqueue(accountId, "trace.terminal", { traceId, status: next })
         return { jobId: Option.some<string>(jobId) }
       },
       (effect) => sql.withTransaction(effect),
@@ -147,7 +145,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         if (spans.length > 0) {
           yield* repo.upsertSpans(accountId, traceId, spans)
           yield* repo.recomputeTotals(traceId)
-          yield* jobs.enqueue(accountId, SEARCH_INDEX_JOB, { traceId })
+          yield* jobs.enqueue(accountId, "search.index", { traceId })
           yield* stream.record(accountId, [{
             t: traceId,
             s: spans.map((span) => [span.id, stored.has(span.id) ? rewrittenSpanCode(span) : "c"] as const),
@@ -235,7 +233,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         yield* repo.lockForUpdate(accountId, traceId)
         yield* repo.upsertSpans(accountId, traceId, [span])
         yield* repo.recomputeTotals(traceId)
-        yield* jobs.enqueue(accountId, SEARCH_INDEX_JOB, { traceId })
+        yield* jobs.enqueue(accountId, "search.index", { traceId })
         yield* stream.record(accountId, [{ t: traceId, s: [[span.id, "c"] as const], a: "updated" }])
       },
       (effect) => sql.withTransaction(effect),

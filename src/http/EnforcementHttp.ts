@@ -1,5 +1,5 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Layer, Schema } from "effect"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
 import { PolicyParams } from "#src/domain/Guardrail"
@@ -79,4 +79,4 @@ export const EnforcementHttpLive = HttpApiBuilder.group(TapedeckApi, "enforcemen
           const { accountId } = yield* CurrentPrincipal
           return { items: yield* repo.decisions(accountId, urlParams.run_id, urlParams.limit) }
         }))
-  }))
+  })).pipe(Layer.provide([Enforcement.Default, GuardrailRepo.Default]))

@@ -1,5 +1,5 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { EvalRules } from "#layers/evaluations/EvalRules"
 import type { EvalRuleNotFound } from "#src/domain/EvalRule"
 import { NotFound, ValidationFailed } from "../api/ApiErrors.ts"
@@ -40,4 +40,4 @@ export const EvalRulesHttpLive = HttpApiBuilder.group(TapedeckApi, "evalRules", 
           const { accountId } = yield* CurrentPrincipal
           return yield* rules.deliveries(accountId, path.id, urlParams.limit, urlParams.offset)
         }).pipe(Effect.catchTags({ EvalRuleNotFound: ruleNotFound })))
-  }))
+  })).pipe(Layer.provide(EvalRules.Default))

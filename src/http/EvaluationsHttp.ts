@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Evaluations } from "#layers/evaluations/Evaluations"
 import type { EvaluationNotFound } from "#src/domain/Evaluation"
 import type { TraceNotFound } from "#src/domain/Trace"
@@ -55,4 +55,4 @@ export const EvaluationsHttpLive = HttpApiBuilder.group(TapedeckApi, "evaluation
           BaselineRunUnscored: (e) =>
             new ValidationFailed({ message: `baseline_run_ids: run ${e.runId} has no score (it is ${e.status})` })
         })))
-  }))
+  })).pipe(Layer.provide(Evaluations.Default))

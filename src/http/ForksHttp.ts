@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Forks } from "#layers/replay/Forks"
 import type { ForkNotFound } from "#src/domain/Fork"
 import type { TraceNotFound } from "#src/domain/Trace"
@@ -60,4 +60,4 @@ export const ForksHttpLive = HttpApiBuilder.group(TapedeckApi, "forks", (handler
               message: `the monthly fork-replay allowance (${e.allowance}) is exhausted for ${e.month}`
             })
         })))
-  }))
+  })).pipe(Layer.provide(Forks.Default))

@@ -1,5 +1,5 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { JobQueue } from "#layers/jobs/JobQueue"
 import { NotFound } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
@@ -13,4 +13,4 @@ export const JobsHttpLive = HttpApiBuilder.group(TapedeckApi, "jobs", (handlers)
         const { accountId } = yield* CurrentPrincipal
         return yield* jobs.get(accountId, path.jobId)
       }).pipe(Effect.catchTags({ JobNotFound: (e) => new NotFound({ message: `job ${e.jobId} not found` }) })))
-  }))
+  })).pipe(Layer.provide(JobQueue.Default))

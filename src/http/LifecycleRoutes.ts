@@ -1,13 +1,8 @@
 import { HttpServer } from "@effect/platform"
-import { Config, Effect } from "effect"
+import { Effect } from "effect"
 import { requestsInFlight } from "#layers/jobs/Foreground"
 import { healthBody, type healthBuild } from "./SystemHttp.ts"
 
-/** TAPEDECK_DRAIN_SECONDS: how long a stopping instance lets the requests in flight finish before the app closes under them. */
-export const drainSecondsConfig = Config.number("TAPEDECK_DRAIN_SECONDS").pipe(
-  Config.withDefault(10),
-  Config.validate({ message: "TAPEDECK_DRAIN_SECONDS must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
-)
 /** A stopping instance closes once no request has come for this long (the ones sent before the SIGTERM are answered). */
 const QUIET_MS = 100
 

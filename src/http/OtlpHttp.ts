@@ -1,5 +1,5 @@
 import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
-import { Effect, Either, Option, Schema } from "effect"
+import { Effect, Either, Layer, Option, Schema } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { decompress } from "#layers/ingest/Decompress"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
@@ -93,8 +93,10 @@ const exportHandler = Effect.gen(function*() {
       })
   })
 
+const ExportServicesLive = Layer.mergeAll(OtlpIngest.Default, OtlpPreparer.Default, UsageCounters.Default)
+
 export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers) =>
-  Effect.map(exportHandler, (handler) => handlers.handle("export", handler)))
+  Effect.map(exportHandler, (handler) => handlers.handle("export", handler))).pipe(Layer.provide(ExportServicesLive))
 
 export const LangfuseOtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "langfuseOtlp", (handlers) =>
-  Effect.map(exportHandler, (handler) => handlers.handle("export", handler)))
+  Effect.map(exportHandler, (handler) => handlers.handle("export", handler))).pipe(Layer.provide(ExportServicesLive))

@@ -1,10 +1,11 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Search } from "#layers/search/Search"
 import { UsageCounters } from "#layers/usage/UsageCounters"
 import { Unavailable } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { SearchLive } from "#layers/search/SearchLive"
 
 export const SearchHttpLive = HttpApiBuilder.group(TapedeckApi, "search", (handlers) =>
   Effect.gen(function*() {
@@ -20,4 +21,4 @@ export const SearchHttpLive = HttpApiBuilder.group(TapedeckApi, "search", (handl
       }).pipe(Effect.catchTags({
         EmbedderUnavailable: (e) => new Unavailable({ message: `the search embedder is unavailable: ${e.reason}` })
       })))
-  }))
+  })).pipe(Layer.provide([SearchLive, UsageCounters.Default]))

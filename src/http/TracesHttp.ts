@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { Traces } from "#layers/traces/Traces"
 import type { TraceNotFound } from "#src/domain/Trace"
 import { Conflict, NotFound, Unauthorized, ValidationFailed } from "../api/ApiErrors.ts"
@@ -60,4 +60,4 @@ export const TracesHttpLive = HttpApiBuilder.group(TapedeckApi, "traces", (handl
           TraceNotRunning: (e) =>
             new Conflict({ message: `trace ${e.traceId} is ${e.status}: spans can only be added to a running trace` })
         })))
-  }))
+  })).pipe(Layer.provide(Traces.Default))

@@ -4,7 +4,7 @@ import type { SqlClient } from "@effect/sql"
 import { ConfigProvider, type Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import type { AppConfig } from "#layers/config/AppConfig"
 import { StorageLive } from "#layers/storage/Sql"
-import { AppLive } from "#src/http/AppLive"
+import { AppLive } from "#src/app/AppLive"
 import { createTestDatabase } from "./Database.ts"
 
 export const KEY_A = "svc_test_key_acme_0001"
