@@ -1,7 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Duration, Effect, Option, Schema } from "effect"
 import {
-  BaselineRunUnscored,
   type CreateEvaluationRequest,
   DETAIL_RUNS,
   type EvaluationDetail,
@@ -9,23 +8,21 @@ import {
   type EvaluationGateResult,
   EvaluationId,
   EvaluationRunId,
-  EvaluationRunNotFound,
   type GateRun,
-  NoOwnedTraces,
   type RunEvaluationRequest,
   type RunEvaluationResult,
   type RunItem
 } from "#src/domain/Evaluation"
 import { gateVerdict, REGRESSION_TOLERANCE } from "#src/domain/EvaluationScoring"
 import type { AccountId, TraceId } from "#src/domain/Ids"
-import { TraceNotFound } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
-import { JobFailed, type JobHandler, type JobOf } from "../jobs/JobHandlers.ts"
+import type { JobHandler, JobOf } from "../jobs/JobHandlers.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { Traces } from "../traces/Traces.ts"
 import { EvaluationRepo, type RunOutcome } from "./EvaluationRepo.ts"
 import { Judge, type JudgeCriterion, type JudgeOutcome } from "./Judge.ts"
 import { RUBRIC_PROMPT_VERSION } from "./JudgePrompt.ts"
+import { BaselineRunUnscored, EvaluationRunNotFound, JobFailed, NoOwnedTraces, TraceNotFound } from "#src/domain/Errors"
 
 
 const isUuid = Schema.is(Schema.UUID)

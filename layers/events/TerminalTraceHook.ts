@@ -1,7 +1,8 @@
 import { Context, Effect, Layer } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { TraceStatus } from "#src/domain/Trace"
-import type { JobBatchHandler, JobFailed, JobHandler, JobOf } from "../jobs/JobHandlers.ts"
+import type { JobBatchHandler, JobHandler, JobOf } from "../jobs/JobHandlers.ts"
+import type { JobFailed } from "#src/domain/Errors"
 
 export interface TerminalTrace {
   readonly accountId: AccountId

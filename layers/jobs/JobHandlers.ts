@@ -1,9 +1,7 @@
 import { Context, Effect, Layer, Schema } from "effect"
 import { type JobKind, type JobPayload, JobPayloads } from "#src/domain/Jobs"
 import type { ClaimedJob } from "./JobQueue.ts"
-
-/** A job attempt that did not succeed; the worker retries it with backoff. */
-export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { reason: Schema.String }) {}
+import { JobFailed } from "#src/domain/Errors"
 
 /** A claimed job of kind `K`, its payload decoded with the kind's schema. */
 export interface JobOf<K extends JobKind> extends Omit<ClaimedJob, "kind" | "payload"> {

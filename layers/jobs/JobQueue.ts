@@ -2,10 +2,11 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { AccountId, JobId } from "#src/domain/Ids"
 import { InstantFromDate } from "#src/domain/Instant"
-import { type Job, JobNotFound, JobStatus } from "#src/domain/Job"
+import { type Job, JobStatus } from "#src/domain/Job"
 import { type JobKind, type JobPayload, JobPayloads } from "#src/domain/Jobs"
 import { AppConfig } from "../config/AppConfig.ts"
 import { textArray } from "../storage/SqlArrays.ts"
+import { JobNotFound } from "#src/domain/Errors"
 
 const JobRow = Schema.Struct({
   id: JobId,

@@ -5,12 +5,12 @@ import {
   DeferrableJobKinds,
   type ClaimedBatchHandler,
   JobBatchHandlers,
-  JobFailed,
   JobHandlers,
   LostJobHandlers
 } from "./JobHandlers.ts"
 import { requestsInFlight, yieldToForeground } from "./Foreground.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 /**
  * How many jobs one instance runs at once. A job is claimed only into a free slot and starts at once, so its

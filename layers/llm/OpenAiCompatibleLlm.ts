@@ -13,8 +13,9 @@ import {
   Redacted,
   Schema
 } from "effect"
-import { CHAT_REQUEST_OPTIONS, type ChatRequest, type ChatResponse, LlmClient, LlmUnavailable } from "./LlmClient.ts"
+import { CHAT_REQUEST_OPTIONS, type ChatRequest, type ChatResponse, LlmClient } from "./LlmClient.ts"
 import { AppConfig } from "../config/AppConfig.ts"
+import { LlmUnavailable } from "#src/domain/Errors"
 
 /** The longest wait between attempts: a larger Retry-After is cut to this, and so is the backoff. */
 export const MAX_RETRY_DELAY_MS = 30_000

@@ -1,9 +1,8 @@
 import { SqlClient } from "@effect/sql"
 import { DateTime, Effect, Either, Option } from "effect"
 import type { CreateForkRequest, Fork, ReplayResult } from "#src/domain/Fork"
-import { ForkPointNotInTrace, ReplayAlreadyActive, ReplayQuotaExceeded } from "#src/domain/Fork"
 import type { AccountId, ForkId, TraceId } from "#src/domain/Ids"
-import type { TraceDetailWire, TraceNotFound } from "#src/domain/Trace"
+import type { TraceDetailWire } from "#src/domain/Trace"
 import { ForkId as ForkIdSchema } from "#src/domain/Ids"
 import { modelRequests, splitAtForkPoint } from "#src/domain/ReplayPlan"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -15,7 +14,8 @@ import { TraceRepo } from "../traces/TraceRepo.ts"
 import { Traces } from "../traces/Traces.ts"
 import { ForkRepo, type StartedGeneration } from "./ForkRepo.ts"
 import { SdkReplay } from "./SdkReplay.ts"
-import { ReplayFailed, replayOnServer } from "./ServerReplay.ts"
+import { replayOnServer } from "./ServerReplay.ts"
+import { ForkPointNotInTrace, JobFailed, ReplayAlreadyActive, ReplayFailed, ReplayQuotaExceeded, type TraceNotFound } from "#src/domain/Errors"
 
 
 interface ReplayPlan {

@@ -1,8 +1,8 @@
 import { Config, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
-import { EmbedderUnavailable } from "#src/domain/Search"
 import { Embedder, type EmbedderShape } from "./Embedder.ts"
 import { OfflineEmbedderLive } from "./OfflineEmbedder.ts"
 import { AppConfig, type EmbeddingsSettings } from "../config/AppConfig.ts"
+import { EmbedderUnavailable, EmbeddingRetryable } from "#src/domain/Errors"
 
 /** Characters of one text sent at most (≈ 2k tokens: every common embedding model takes that). */
 export const MAX_INPUT_CHARS = 8000
@@ -24,8 +24,6 @@ const normalise = (values: ReadonlyArray<number>) => {
   if (norm > 0) for (let i = 0; i < out.length; i++) out[i]! /= norm
   return out
 }
-
-class Retryable extends Schema.TaggedError<Retryable>()("Retryable", { reason: Schema.String }) {}
 
 /**
  * Any OpenAI-compatible `POST {base}/embeddings` (OpenAI, Ollama, vLLM, TEI, LiteLLM…): texts sent in batches
@@ -62,11 +60,11 @@ export const makeOpenAiEmbedder = (
         return { status: response.status, text: await response.text() }
       },
       catch: (cause) =>
-        new Retryable({ reason: scrub(`could not reach the embeddings provider at ${host}: ${String(cause)}`) })
+        new EmbeddingRetryable({ reason: scrub(`could not reach the embeddings provider at ${host}: ${String(cause)}`) })
     }).pipe(
-      Effect.flatMap(({ status, text }): Effect.Effect<Array<Float32Array>, Retryable | EmbedderUnavailable> => {
+      Effect.flatMap(({ status, text }): Effect.Effect<Array<Float32Array>, EmbeddingRetryable | EmbedderUnavailable> => {
         if (status === 429 || status >= 500) {
-          return Effect.fail(new Retryable({ reason: `embeddings provider at ${host} answered HTTP ${status}` }))
+          return Effect.fail(new EmbeddingRetryable({ reason: `embeddings provider at ${host} answered HTTP ${status}` }))
         }
         if (status < 200 || status >= 300) {
           return Effect.fail(new EmbedderUnavailable({
@@ -93,10 +91,10 @@ export const makeOpenAiEmbedder = (
         return Effect.succeed(ordered.map((d) => normalise(d.embedding)))
       }),
       Effect.retry({
-        while: (e) => e._tag === "Retryable",
+        while: (e) => e._tag === "EmbeddingRetryable",
         schedule: Schedule.exponential(Duration.millis(200)).pipe(Schedule.intersect(Schedule.recurs(settings.maxRetries)))
       }),
-      Effect.catchTag("Retryable", (e) => Effect.fail(new EmbedderUnavailable({ reason: e.reason })))
+      Effect.catchTag("EmbeddingRetryable", (e) => Effect.fail(new EmbedderUnavailable({ reason: e.reason })))
     )
 
   return {

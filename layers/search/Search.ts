@@ -4,11 +4,12 @@ import type { AccountId } from "#src/domain/Ids"
 import type { Diagnostics, SearchRequest } from "#src/domain/Search"
 import { type JobKind, SEARCH_JOB_KINDS } from "#src/domain/Jobs"
 import { AppConfig } from "../config/AppConfig.ts"
-import { attemptTimeoutMs, JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { attemptTimeoutMs, type JobHandler } from "../jobs/JobHandlers.ts"
 import { yieldToForeground } from "../jobs/Foreground.ts"
 import { Embedder } from "./Embedder.ts"
 import { type PendingSpan, SpanIndex } from "./SpanIndex.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 const REEMBED_KIND = "search.reembed" satisfies JobKind
 

@@ -2,9 +2,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { DateTime, Effect, Option } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { CreateTraceRequest, FinishTraceRequest, TraceStatus, TraceWire } from "#src/domain/Trace"
-import { TraceIdTaken, TraceNotFound } from "#src/domain/Trace"
 import type { Span } from "#src/domain/Span"
-import { CredentialRevoked } from "#src/domain/ApiKey"
 import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
 import { prepared } from "../storage/PreparedStatements.ts"
 import {
@@ -22,6 +20,7 @@ import {
   toRecordsJson,
   unwrap
 } from "./SpanRecords.ts"
+import { CredentialRevoked, TraceIdTaken, TraceNotFound } from "#src/domain/Errors"
 
 export const TRACE_SELECT = `id, project_id, name, status,
   CASE WHEN input IS NULL THEN NULL ELSE jsonb_build_array(input) END AS input,

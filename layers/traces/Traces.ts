@@ -12,8 +12,6 @@ import {
   type ListTracesParams,
   OtelTraceId,
   TOTAL_CAP,
-  SpansRejected,
-  TraceNotRunning,
   type TraceDetailWire,
   type TraceListWire,
   type TraceWire
@@ -26,11 +24,9 @@ import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
 import type { SpanJsonRow } from "./SpanRecords.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 import { rewrittenSpanCode } from "#src/domain/StreamEvent"
+import { InvalidCursor, SpansRejected, TraceNotRunning } from "#src/domain/Errors"
 
 const isOtelTraceId = Schema.is(OtelTraceId)
-
-/** The `cursor` of a listing is not one this service issued. */
-export class InvalidCursor extends Schema.TaggedError<InvalidCursor>()("InvalidCursor", {}) {}
 
 const timing = (span: SpanWire) => {
   const startMs = Date.parse(span.started_at)

@@ -20,6 +20,7 @@ import { safePost } from "./SafeFetch.ts"
 import { makeSecretBox } from "./SecretBox.ts"
 import { sign } from "./Signing.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 interface RuleRow {
   readonly webhook_url: string | null

@@ -3,7 +3,7 @@ import { Deferred, Effect, Layer, Option } from "effect"
 import { BatchRepo } from "#layers/batch/BatchRepo"
 import { type BatchOperation, batchTarget } from "#src/domain/Batch"
 import { TapedeckApi } from "../api/Api.ts"
-import { ValidationFailed } from "../api/ApiErrors.ts"
+import { type ApiError, errorBody, internalError, statusOf, Unauthorized, ValidationFailed } from "../api/ApiErrors.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { InsideBatch, runOperation, SelfApp, SelfAppLive } from "./BatchRunner.ts"
 

@@ -3,10 +3,12 @@ import { Context, Deferred, Effect, Layer, Option } from "effect"
 import type { Principal } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { BatchRepo } from "#layers/batch/BatchRepo"
-import { JobFailed, type JobHandler } from "#layers/jobs/JobHandlers"
+import type { JobHandler } from "#layers/jobs/JobHandlers"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
 import { type BatchOperation, type BatchOperationResult, batchTarget } from "#src/domain/Batch"
 import type { AccountId } from "#src/domain/Ids"
+import { JobFailed } from "#src/domain/Errors"
+import { type ApiError, errorBody, internalError, statusOf, Unauthorized, ValidationFailed } from "../api/ApiErrors.ts"
 
 // Batch operations run through the API's own app: in the request (src/http/BatchHttp.ts) or as the batch.run job.
 
@@ -36,7 +38,8 @@ export class InsideBatch extends Context.Tag("tapedeck/InsideBatch")<InsideBatch
 /** Bodies kept per operation of a background batch (results live in the job row). */
 const MAX_KEPT_BODY_CHARS = 1_000_000
 
-const internalError = { error: "internal error", code: "internal", retryable: true }
+/** An operation's result that did not come from the app: an API error with its status and body. */
+const refused = (e: ApiError): BatchOperationResult => ({ status: statusOf(e), body: errorBody(e) })
 
 const parseBody = (text: string, contentType: string | undefined): unknown => {
   if (text === "") return null
@@ -64,7 +67,7 @@ export const runOperation = (
   Effect.gen(function*() {
     const target = batchTarget(op.path)
     if (target === undefined) {
-      return { status: 400, body: { error: "path: not an /api/v1/ route", code: "validation_failed", retryable: false }, text: "" }
+      return { ...refused(new ValidationFailed({ message: "path: not an /api/v1/ route" })), text: "" }
     }
     const requestHeaders = new Headers(headers)
     let body: string | undefined
@@ -97,15 +100,12 @@ export const runOperation = (
   }).pipe(
     Effect.catchAllCause((cause) =>
       Effect.logError("batch operation failed", cause).pipe(
-        Effect.as({ status: 500, body: internalError, text: "" })
+        Effect.as({ ...refused(internalError()), text: "" })
       )
     )
   )
 
-const revokedResult: BatchOperationResult = {
-  status: 401,
-  body: { error: "the API key that submitted this batch has been revoked", code: "unauthorized", retryable: false }
-}
+const revokedResult = refused(new Unauthorized({ message: "the API key that submitted this batch has been revoked" }))
 
 /**
  * The `batch.run` job: runs the remaining operations as the account that submitted them (an in-process

@@ -1,6 +1,7 @@
 import { HttpServer } from "@effect/platform"
 import { Effect } from "effect"
 import { requestsInFlight } from "#layers/jobs/Foreground"
+import { errorBody, Unavailable } from "../api/ApiErrors.ts"
 import { healthBody, type healthBuild } from "./SystemHttp.ts"
 
 /** A stopping instance closes once no request has come for this long (the ones sent before the SIGTERM are answered). */
@@ -101,7 +102,7 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>, drain
 
 const refusal = (state: State) =>
   Response.json(
-    { error: state === "stopping" ? "stopping" : "starting", code: "unavailable", retryable: true },
+    errorBody(new Unavailable({ message: state === "stopping" ? "stopping" : "starting" })),
     // Stopping: the client's next attempt opens a new connection, which reaches another instance, or is refused.
     { status: 503, headers: state === "stopping" ? { "retry-after": "1", connection: "close" } : { "retry-after": "1" } }
   )

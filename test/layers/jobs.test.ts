@@ -5,7 +5,6 @@ import {
   type ClaimedBatchHandler,
   DeferrableJobKinds,
   JobBatchHandlers,
-  JobFailed,
   JobHandlers,
   type JobRegistry,
   jobRegistryLive,
@@ -19,6 +18,7 @@ import { type AccountId, JobId } from "#src/domain/Ids"
 import { AppConfig } from "#layers/config/AppConfig"
 import { EvaluationRunId } from "#src/domain/Evaluation"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 let storage: TestStorage
 let account: AccountId
