@@ -11,6 +11,7 @@ import type { AccountId } from "#src/domain/Ids"
 import { OtlpJsonRequest } from "#src/domain/Otlp"
 import { type IngestBackpressure, type RequestTimeout, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { BodyPreempted, BodyTimedOut, BodyTooLarge, MAX_BODY_DEPTH, nestsDeeperThan } from "./BodyLimit.ts"
 import { bodyPreempted, bodyTimedOut } from "./ErrorBodies.ts"
@@ -71,7 +72,7 @@ const exportHandler = Effect.gen(function*() {
           )
           : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
         return yield* ingest.ingest(accountId, decoded)
-      })
+      }).pipe(answerDomainErrors)
 
     return ({ request }: { readonly request: HttpServerRequest.HttpServerRequest }) =>
       Effect.gen(function*() {
