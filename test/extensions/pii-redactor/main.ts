@@ -1,4 +1,4 @@
-// A team's server: Tapedeck with the redactor installed, run as `bun test/extensions/pii-redactor/main.ts`.
+// A team's server: Tapedeck with the redactor installed, run as `npx bun test/extensions/pii-redactor/main.ts`.
 import { Tapedeck } from "tapedeck"
 import { PiiRedactorLive } from "./Redactor.ts"
 
