@@ -6,6 +6,7 @@
 import { BunRuntime } from "@effect/platform-bun"
 import { Effect, Layer } from "effect"
 import { type ProcessedSpan, type SpanContext, type SpanProcessor, SpanProcessors } from "#layers/extensions/SpanProcessors"
+import { type SinkDelivery, type TraceSink, TraceSinks } from "#layers/extensions/TraceSinks"
 import { runServer } from "./app/Program.ts"
 import { ServerLive } from "./app/Server.ts"
 
@@ -16,9 +17,11 @@ export { SpanProcessorFailed } from "./domain/Errors.ts"
 export type { AccountId } from "./domain/Ids.ts"
 export { Span, type SpanWire } from "./domain/Span.ts"
 export { type ProcessedSpan, type SpanContext, type SpanProcessor, SpanProcessors }
+export { type SinkDelivery, type TraceSink, TraceSinks }
 
 /** An extension: a layer whose outputs (extension points) the server reads while it is built. */
-export type Extension<E = never> = Layer.Layer<never, E> | Layer.Layer<SpanProcessors, E>
+// biome-ignore lint/suspicious/noExplicitAny: an extension outputs any of the extension points' Tags
+export type Extension<E = never> = Layer.Layer<any, E>
 
 /**
  * Installs a span processor after those already installed (extensions compose in the order given to `extend`).
@@ -26,6 +29,10 @@ export type Extension<E = never> = Layer.Layer<never, E> | Layer.Layer<SpanProce
  */
 export const spanProcessor = (processor: SpanProcessor): Layer.Layer<SpanProcessors> =>
   Layer.effect(SpanProcessors, Effect.map(SpanProcessors, (installed) => [...installed, processor]))
+
+/** Installs a trace sink beside those already installed; each is called for every terminal trace (TraceSink). */
+export const traceSink = (sink: TraceSink): Layer.Layer<TraceSinks> =>
+  Layer.effect(TraceSinks, Effect.map(TraceSinks, (installed) => [...installed, sink]))
 
 /** Composes extensions into a server layer, in order: each sees what the ones before it installed. */
 export const extend = (...extensions: ReadonlyArray<Extension<unknown>>) =>

@@ -35,7 +35,8 @@ export interface TestServer {
 
 const KEYS = { acme: "svc_kit_key_acme_0001", globex: "svc_kit_key_globex_0002" } as const
 
-const freshDatabase = async (): Promise<{ env: Record<string, string>; backend: TestServer["backend"]; drop: () => Promise<void> }> => {
+/** A new empty database for the caller to pass in `env` to several servers in turn (`drop` when done). */
+export const freshDatabase = async (): Promise<{ env: Record<string, string>; backend: TestServer["backend"]; drop: () => Promise<void> }> => {
   const base = process.env.TEST_DATABASE_URL
   if (!base) return { env: { TAPEDECK_DATA_DIR: "memory://" }, backend: "pglite", drop: async () => {} }
   const name = `tapedeck_kit_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`
@@ -59,7 +60,9 @@ const freshDatabase = async (): Promise<{ env: Record<string, string>; backend: 
 
 /** The real application on Bun's HTTP server (an ephemeral port) with the extensions composed in. */
 export const startServer = async (options: TestServerOptions = {}): Promise<TestServer> => {
-  const database = await freshDatabase()
+  // A database named in `env` is the caller's (a restart over the same data): it is neither created nor dropped.
+  const own = options.env?.DATABASE_URL !== undefined || options.env?.TAPEDECK_DATA_DIR !== undefined
+  const database = own ? { env: {}, backend: options.env?.DATABASE_URL ? "postgresql" as const : "pglite" as const, drop: async () => {} } : await freshDatabase()
   const env = {
     TAPEDECK_API_KEYS: `acme=${KEYS.acme},globex=${KEYS.globex}`,
     TAPEDECK_JOB_POLL_MS: "50",
