@@ -6,6 +6,7 @@
 import { BunRuntime } from "@effect/platform-bun"
 import { Effect, Layer } from "effect"
 import { type ProcessedSpan, type SpanContext, type SpanProcessor, SpanProcessors } from "#layers/extensions/SpanProcessors"
+import { type AuthenticatedToken, Authentication, type TokenAuthenticator } from "#layers/extensions/Authentication"
 import { type SinkDelivery, type TraceSink, TraceSinks } from "#layers/extensions/TraceSinks"
 import { runServer } from "./app/Program.ts"
 import { ServerLive } from "./app/Server.ts"
@@ -18,6 +19,7 @@ export type { AccountId } from "./domain/Ids.ts"
 export { Span, type SpanWire } from "./domain/Span.ts"
 export { type ProcessedSpan, type SpanContext, type SpanProcessor, SpanProcessors }
 export { type SinkDelivery, type TraceSink, TraceSinks }
+export { type AuthenticatedToken, Authentication, type TokenAuthenticator }
 
 /** An extension: a layer whose outputs (extension points) the server reads while it is built. */
 // biome-ignore lint/suspicious/noExplicitAny: an extension outputs any of the extension points' Tags
@@ -33,6 +35,10 @@ export const spanProcessor = (processor: SpanProcessor): Layer.Layer<SpanProcess
 /** Installs a trace sink beside those already installed; each is called for every terminal trace (TraceSink). */
 export const traceSink = (sink: TraceSink): Layer.Layer<TraceSinks> =>
   Layer.effect(TraceSinks, Effect.map(TraceSinks, (installed) => [...installed, sink]))
+
+/** Replaces API keys and JWTs with the team's own token verification (the last one installed wins). */
+export const authentication = (authenticator: TokenAuthenticator): Layer.Layer<Authentication> =>
+  Layer.succeed(Authentication, authenticator)
 
 /** Composes extensions into a server layer, in order: each sees what the ones before it installed. */
 export const extend = (...extensions: ReadonlyArray<Extension<unknown>>) =>
