@@ -24,7 +24,10 @@ export interface TestServer {
   readonly backend: "pglite" | "postgresql"
   /** The API keys of the two accounts the server starts with, "acme" and "globex". */
   readonly keys: { readonly acme: string; readonly globex: string }
-  /** A request with the acme key unless `key` says otherwise (`null`: no key). */
+  /**
+   * A request with the acme key unless `key` says otherwise (`null`: no key). A body that is not a string or bytes
+   * is sent as JSON.
+   */
   readonly request: (
     method: string,
     path: string,
@@ -87,8 +90,9 @@ export const startServer = async (options: TestServerOptions = {}): Promise<Test
     const headers: Record<string, string> = { ...opts.headers }
     const key = opts.key === undefined ? KEYS.acme : opts.key
     if (key !== null) headers["x-service-key"] = key
-    let body: string | undefined
-    if (opts.body !== undefined) {
+    let body: string | Uint8Array | undefined
+    if (opts.body instanceof Uint8Array) body = opts.body
+    else if (opts.body !== undefined) {
       body = typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body)
       headers["content-type"] ??= "application/json"
     }
