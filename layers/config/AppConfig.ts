@@ -66,6 +66,18 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       host: yield* Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
       // API processes on one port (a supervisor starts them); needs DATABASE_URL (embedded PGlite is one process).
       workers: yield* Config.integer("TAPEDECK_WORKERS").pipe(Config.withDefault(1)),
+      // Which of the supervisor's API processes this is (src/app/Supervisor.ts sets it); none in a single process.
+      workerIndex: yield* Config.option(Config.integer("TAPEDECK_WORKER_INDEX")),
+      // OTLP/gRPC on a port of its own (src/grpc/OtlpGrpc.ts); no port set: the default 4317, which another
+      // process may hold.
+      otlpGrpc: {
+        enabled: yield* Config.boolean("TAPEDECK_OTLP_GRPC_ENABLED").pipe(Config.withDefault(true)),
+        port: yield* Config.option(
+          Config.integer("TAPEDECK_OTLP_GRPC_PORT").pipe(
+            Config.validate({ message: "must be a port (0 to 65535)", validation: (n) => n >= 0 && n <= 65535 })
+          )
+        )
+      },
       /** How long a stopping instance lets the requests in flight finish before the app closes under them. */
       drainSeconds: yield* Config.number("TAPEDECK_DRAIN_SECONDS").pipe(
         Config.withDefault(10),

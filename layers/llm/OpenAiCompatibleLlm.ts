@@ -1,7 +1,6 @@
 import { FetchHttpClient, HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
 import {
   Clock,
-  Config,
   type ConfigError,
   Duration,
   Effect,

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs"
-import { Config, ConfigError, Effect, Either, Option, ParseResult, Schema } from "effect"
+import { ConfigError, Effect, Either, Option, ParseResult, Schema } from "effect"
 import { MAX_AMOUNT } from "#src/domain/Json"
 import { AppConfig } from "../config/AppConfig.ts"
 

@@ -1,4 +1,4 @@
-import { Config, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { Embedder, type EmbedderShape } from "./Embedder.ts"
 import { OfflineEmbedderLive } from "./OfflineEmbedder.ts"
 import { AppConfig, type EmbeddingsSettings } from "../config/AppConfig.ts"

@@ -38,17 +38,21 @@ export const errorTable = {
   SessionNotFound: (e) => new NotFound({ message: `session ${JSON.stringify(e.sessionId)} not found` }),
 
   ForkNotFound: (e) => new NotFound({ message: `fork ${e.forkId} not found` }),
-  ForkPointNotInTrace: (e) => new ValidationFailed({ message: `fork_point_span_id: ${e.spanId} is not a span of the trace` }),
+  ForkPointNotInTrace: (e) =>
+    new ValidationFailed({ message: `fork_point_span_id: ${e.spanId} is not a span of the trace` }),
   ReplayAlreadyActive: (e) => new ReplayInProgress({ message: `fork ${e.forkId} is already replaying` }),
   ReplayQuotaExceeded: (e) =>
-    new ReplayAllowanceExhausted({ message: `the monthly fork-replay allowance (${e.allowance}) is exhausted for ${e.month}` }),
+    new ReplayAllowanceExhausted({
+      message: `the monthly fork-replay allowance (${e.allowance}) is exhausted for ${e.month}`
+    }),
   ReplayFailed: internalError,
 
   EvaluationNotFound: (e) => new NotFound({ message: `evaluation ${e.evaluationId} not found` }),
   EvaluationRunNotFound: (e) =>
     new NotFound({ message: `baseline run ${e.runId} is not a run of this evaluation by this account` }),
   NoOwnedTraces: () => new NotFound({ message: "none of trace_ids is a trace of this account" }),
-  BaselineRunUnscored: (e) => new ValidationFailed({ message: `baseline_run_ids: run ${e.runId} has no score (it is ${e.status})` }),
+  BaselineRunUnscored: (e) =>
+    new ValidationFailed({ message: `baseline_run_ids: run ${e.runId} has no score (it is ${e.status})` }),
   EvalRuleNotFound: (e) => new NotFound({ message: `eval rule ${e.ruleId} not found` }),
   RuleEvaluationNotFound: (e) => new NotFound({ message: `evaluation ${e.evaluationId} not found` }),
   WebhookUrlRefused: (e) => new ValidationFailed({ message: `webhook_url: ${e.reason}` }),
@@ -65,9 +69,10 @@ export const errorTable = {
 
   IngestSaturated: (e) =>
     new IngestBackpressure({
-      message: e.by === "checks"
-        ? `ingestion is paused while enforcement checks are backed up on this instance; retry after ${INGEST_RETRY_AFTER_SECONDS} s`
-        : `ingestion is saturated (${e.maxInflight} exports in flight); retry after ${INGEST_RETRY_AFTER_SECONDS} s`
+      message:
+        e.by === "checks"
+          ? `ingestion is paused while enforcement checks are backed up on this instance; retry after ${INGEST_RETRY_AFTER_SECONDS} s`
+          : `ingestion is saturated (${e.maxInflight} exports in flight); retry after ${INGEST_RETRY_AFTER_SECONDS} s`
     }),
   EmbedderUnavailable: (e) => new Unavailable({ message: `the search embedder is unavailable: ${e.reason}` }),
   EmbeddingRetryable: internalError,

@@ -61,7 +61,8 @@ const ServeLive = Layer.unwrapEffect(Effect.gen(function*() {
   const refuseFast = refuseWhileSaturated(gate, yield* Credentials)
   const config = yield* AppConfig
   // Without an exporter (TracingLive) a request's span goes nowhere, but building it still costs the request: its
-  // URL parsed, headers redacted, the peer's address asked of the socket.
+  // URL parsed, headers redacted, the peer's address asked of the socket (docs/performance.md, "Figures behind
+  // choices in the code").
   const exporting = Option.isSome(config.telemetryEndpoint)
   const logged = accessLog({ log: config.accessLog, summary: yield* RequestSummary })
   // A protobuf export is answered in protobuf, its refusals included (OtlpResponses).

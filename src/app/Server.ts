@@ -6,6 +6,7 @@ import { StorageLive } from "#layers/storage/Sql"
 import { makeLifecycleRoutes } from "#src/http/LifecycleRoutes"
 import { healthBuild } from "#src/http/SystemHttp"
 import { AppLive } from "./AppLive.ts"
+import { OtlpGrpcLive } from "#src/grpc/OtlpGrpc"
 import { WORKER_INDEX_ENV } from "./Supervisor.ts"
 
 const serverLive = (config: AppConfig, routes: ReturnType<typeof makeLifecycleRoutes>["routes"]) =>
@@ -37,7 +38,8 @@ export const serverLayer = (config: AppConfig) => {
   const lifecycle = makeLifecycleRoutes(healthBuild(config), config.drainSeconds)
   return Layer.scopedDiscard(lifecycle.lifecycle).pipe(
     // The lifecycle is acquired once the app is served, and released first, while the app still answers.
-    Layer.provideMerge(AppLive.pipe(HttpServer.withLogAddress)),
+    // OTLP/gRPC on its own port, in the same build so it shares the ingestion gate and services with the API.
+    Layer.provideMerge(Layer.merge(AppLive.pipe(HttpServer.withLogAddress), OtlpGrpcLive)),
     Layer.provide(StorageLive),
     Layer.provide(serverLive(config, lifecycle.routes)),
     Layer.provide(BunContext.layer),

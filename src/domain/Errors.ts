@@ -78,15 +78,19 @@ export class BaselineRunUnscored extends Schema.TaggedError<BaselineRunUnscored>
 }) {}
 
 /** Missing, deleted, or not the caller's. */
-export class EvalRuleNotFound extends Schema.TaggedError<EvalRuleNotFound>()("EvalRuleNotFound", { ruleId: Schema.String }) {}
+export class EvalRuleNotFound extends Schema.TaggedError<EvalRuleNotFound>()("EvalRuleNotFound", {
+  ruleId: Schema.String
+}) {}
 
 /** The rule names an evaluation that is missing, deleted, or neither owned nor public. */
-export class RuleEvaluationNotFound
-  extends Schema.TaggedError<RuleEvaluationNotFound>()("RuleEvaluationNotFound", { evaluationId: Schema.String })
-{}
+export class RuleEvaluationNotFound extends Schema.TaggedError<RuleEvaluationNotFound>()("RuleEvaluationNotFound", {
+  evaluationId: Schema.String
+}) {}
 
 /** The webhook URL names a host or address deliveries would refuse. */
-export class WebhookUrlRefused extends Schema.TaggedError<WebhookUrlRefused>()("WebhookUrlRefused", { reason: Schema.String }) {}
+export class WebhookUrlRefused extends Schema.TaggedError<WebhookUrlRefused>()("WebhookUrlRefused", {
+  reason: Schema.String
+}) {}
 
 // Enforcement
 
@@ -95,7 +99,9 @@ export class PolicyStateUnavailable extends Schema.TaggedError<PolicyStateUnavai
   reason: Schema.String
 }) {}
 
-export class GuardrailNotFound extends Schema.TaggedError<GuardrailNotFound>()("GuardrailNotFound", { id: Schema.String }) {}
+export class GuardrailNotFound extends Schema.TaggedError<GuardrailNotFound>()("GuardrailNotFound", {
+  id: Schema.String
+}) {}
 
 export class HoldNotFound extends Schema.TaggedError<HoldNotFound>()("HoldNotFound", { id: Schema.String }) {}
 
@@ -138,7 +144,9 @@ export class EmbedderUnavailable extends Schema.TaggedError<EmbedderUnavailable>
 }) {}
 
 /** One embeddings call failed in a way a retry may mend (429, 5xx, a network error or a timeout). */
-export class EmbeddingRetryable extends Schema.TaggedError<EmbeddingRetryable>()("EmbeddingRetryable", { reason: Schema.String }) {}
+export class EmbeddingRetryable extends Schema.TaggedError<EmbeddingRetryable>()("EmbeddingRetryable", {
+  reason: Schema.String
+}) {}
 
 export class JobNotFound extends Schema.TaggedError<JobNotFound>()("JobNotFound", { jobId: JobId }) {}
 
@@ -164,8 +172,10 @@ export class DataDirInUse extends Schema.TaggedError<DataDirInUse>()("DataDirInU
   pid: Schema.Number
 }) {
   get message() {
-    return `the data directory ${this.dataDir} is in use by another Tapedeck process (pid ${this.pid}); ` +
+    return (
+      `the data directory ${this.dataDir} is in use by another Tapedeck process (pid ${this.pid}); ` +
       "stop it first, or set DATABASE_URL to use a PostgreSQL server that several processes can share"
+    )
   }
 }
 

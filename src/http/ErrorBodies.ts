@@ -118,7 +118,7 @@ const isDataException = (e: SqlError.SqlError) => sqlState(e)?.startsWith("22") 
  * out), class 08 (connection exception), 40 (serialization failure, deadlock), 53 (insufficient resources),
  * 57 (operator intervention: shutdown, statement timeout). Anything else is a bug of ours, not an outage.
  */
-const isTransient = (e: SqlError.SqlError) => {
+export const isTransient = (e: SqlError.SqlError) => {
   const state = sqlState(e)
   return state === undefined || ["08", "40", "53", "57"].includes(state.slice(0, 2))
 }

@@ -46,33 +46,46 @@ const decodeJson = (bytes: Uint8Array) => {
   return Either.match(decodeOtlpJson(body), { onLeft: refuse, onRight: Effect.succeed })
 }
 
+/**
+ * An export written for an account, whatever carried it (OTLP/HTTP here, OTLP/gRPC in src/grpc): prepared on the
+ * ingest thread when that takes it (OtlpPreparer), else decoded and mapped here; counted in the account's usage.
+ */
+export const exportWriter = Effect.gen(function*() {
+  const ingest = yield* OtlpIngest
+  const preparer = yield* OtlpPreparer
+  const usage = yield* UsageCounters
+  const config = yield* AppConfig
+
+  const write = (accountId: AccountId, protobuf: boolean, raw: Uint8Array, contentEncoding: string | undefined) =>
+    Effect.gen(function*() {
+      const decodeProtobuf = () => decodeProtobufBody(raw, contentEncoding, config.ingestMaxDecompressedBytes)
+      if (protobuf) {
+        const prepared = yield* preparer.prepare(accountId, raw, contentEncoding)
+        if (Option.isSome(prepared)) {
+          if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
+          // The thread decoded this body already: decoding it again here cannot fail.
+          return yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () => Either.getOrThrow(decodeProtobuf()))
+        }
+      }
+      const decoded = !protobuf
+        ? yield* Either.match(
+          decompress(raw, contentEncoding, config.ingestMaxDecompressedBytes),
+          { onLeft: (e) => refuse(e.message), onRight: decodeJson }
+        )
+        : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
+      return yield* ingest.ingest(accountId, decoded)
+    }).pipe(answerDomainErrors)
+
+  return (accountId: AccountId, protobuf: boolean, raw: Uint8Array, contentEncoding: string | undefined) =>
+    write(accountId, protobuf, raw, contentEncoding).pipe(
+      // One upsert per accepted export; never fails the export.
+      Effect.tap(() => usage.increment(accountId, "otlp_requests"))
+    )
+})
+
 /** The export handler, one for both export paths (they differ only in how the caller authenticates). */
 const exportHandler = Effect.gen(function*() {
-    const ingest = yield* OtlpIngest
-    const preparer = yield* OtlpPreparer
-    const usage = yield* UsageCounters
-    const config = yield* AppConfig
-
-    /** The export written: prepared on the ingest thread when that takes it (OtlpPreparer), else decoded and mapped here. */
-    const write = (accountId: AccountId, mediaType: string, raw: Uint8Array, contentEncoding: string | undefined) =>
-      Effect.gen(function*() {
-        const decodeProtobuf = () => decodeProtobufBody(raw, contentEncoding, config.ingestMaxDecompressedBytes)
-        if (mediaType !== "application/json") {
-          const prepared = yield* preparer.prepare(accountId, raw, contentEncoding)
-          if (Option.isSome(prepared)) {
-            if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
-            // The thread decoded this body already: decoding it again here cannot fail.
-            return yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () => Either.getOrThrow(decodeProtobuf()))
-          }
-        }
-        const decoded = mediaType === "application/json"
-          ? yield* Either.match(
-            decompress(raw, contentEncoding, config.ingestMaxDecompressedBytes),
-            { onLeft: (e) => refuse(e.message), onRight: decodeJson }
-          )
-          : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
-        return yield* ingest.ingest(accountId, decoded)
-      }).pipe(answerDomainErrors)
+    const write = yield* exportWriter
 
     return ({ request }: { readonly request: HttpServerRequest.HttpServerRequest }) =>
       Effect.gen(function*() {
@@ -82,8 +95,7 @@ const exportHandler = Effect.gen(function*() {
           return yield* refuse("Content-Type must be application/json, application/x-protobuf or application/protobuf")
         }
         const raw = yield* readBody(request)
-        const result = yield* write(accountId, mediaType, raw, request.headers["content-encoding"])
-        yield* usage.increment(accountId, "otlp_requests") // one upsert per accepted export; never fails the export
+        const result = yield* write(accountId, mediaType !== "application/json", raw, request.headers["content-encoding"])
         return {
           partialSuccess: result.rejectedSpans > 0
             ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage ?? "" }

@@ -388,7 +388,8 @@ export interface Server {
   readonly stop: () => Promise<void>
 }
 
-const freePort = () => {
+/** A TCP port free on loopback now. */
+export const freePort = () => {
   const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
   const port = listener.port
   listener.stop(true)

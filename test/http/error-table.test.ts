@@ -18,9 +18,11 @@ const _withNewError: ErrorTableOf<DomainError | NewlyDeclared> = errorTable
 const { TraceNotFound: _dropped, ...withoutTraceNotFound } = errorTable
 // @ts-expect-error a table missing one entry is not a table
 const _incomplete: ErrorTableOf<DomainError> = withoutTraceNotFound
+const forkEntry = (e: Errors.ForkNotFound) => toApiError(e)
 // @ts-expect-error each entry takes the error of its own tag
-const _mismatched: ErrorTableOf<DomainError> = { ...errorTable, TraceNotFound: (e: Errors.ForkNotFound) => toApiError(e) }
-type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false
+const _mismatched: ErrorTableOf<DomainError> = { ...errorTable, TraceNotFound: forkEntry }
+type Probe<A> = <T>() => T extends A ? 1 : 2
+type Equal<A, B> = Probe<A> extends Probe<B> ? true : false
 // Every export of Errors.ts (named as its tag, checked below) has its entry, and nothing else has one.
 const _exact: Equal<keyof typeof Errors, keyof typeof errorTable> = true
 
@@ -79,7 +81,11 @@ describe("REST, batch and MCP answer a domain error alike (through the server)",
   beforeAll(async () => {
     server = await startTestServer()
     mcp = new Client({ name: "tapedeck-test", version: "1.0.0" })
-    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { "x-service-key": KEY_A } } }))
+    await mcp.connect(
+      new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
+        requestInit: { headers: { "x-service-key": KEY_A } }
+      })
+    )
   }, 60_000)
   afterAll(async () => {
     await mcp.close().catch(() => {})
@@ -87,7 +93,10 @@ describe("REST, batch and MCP answer a domain error alike (through the server)",
   }, 60_000)
 
   const tool = async (name: string, args: Record<string, unknown>) => {
-    const result = (await mcp.callTool({ name, arguments: args })) as { isError?: boolean; content: Array<{ text: string }> }
+    const result = (await mcp.callTool({ name, arguments: args })) as {
+      isError?: boolean
+      content: Array<{ text: string }>
+    }
     expect(result.isError).toBe(true)
     return JSON.parse(result.content[0]!.text)
   }
@@ -96,7 +105,11 @@ describe("REST, batch and MCP answer a domain error alike (through the server)",
     return { status: response.status, body: await response.json() }
   }
   const batched = async (method: "GET" | "POST", path: string, body?: unknown) => {
-    const response = await server.post("/api/v1/batch", { operations: [{ method, path, ...(body === undefined ? {} : { body }) }] }, KEY_A)
+    const response = await server.post(
+      "/api/v1/batch",
+      { operations: [{ method, path, ...(body === undefined ? {} : { body }) }] },
+      KEY_A
+    )
     expect(response.status).toBe(200)
     return ((await response.json()) as { results: Array<{ status: number; body: unknown }> }).results[0]!
   }
@@ -104,32 +117,58 @@ describe("REST, batch and MCP answer a domain error alike (through the server)",
   test("property: missing trace, fork, evaluation and hold; a forged cursor", async () => {
     await fc.assert(
       fc.asyncProperty(fc.uuid({ version: 4 }), fc.uuid({ version: 4 }), async (id, other) => {
-        const cases: Array<{ expected: ApiError; method: "GET" | "POST"; path: string; body?: unknown; tool: string; args: Record<string, unknown> }> = [
+        const cases: Array<{
+          expected: ApiError
+          method: "GET" | "POST"
+          path: string
+          body?: unknown
+          tool: string
+          args: Record<string, unknown>
+        }> = [
           {
             expected: toApiError(new Errors.TraceNotFound({ traceId: id as never })),
-            method: "GET", path: `/api/v1/traces/${id}`, tool: "get_trace", args: { trace_id: id }
+            method: "GET",
+            path: `/api/v1/traces/${id}`,
+            tool: "get_trace",
+            args: { trace_id: id }
           },
           {
             expected: toApiError(new Errors.TraceNotFound({ traceId: id as never })),
-            method: "POST", path: "/api/v1/forks", body: { trace_id: id, fork_point_span_id: other, modified_input: "x" },
-            tool: "create_fork", args: { trace_id: id, fork_point_span_id: other, modified_input: "x" }
+            method: "POST",
+            path: "/api/v1/forks",
+            body: { trace_id: id, fork_point_span_id: other, modified_input: "x" },
+            tool: "create_fork",
+            args: { trace_id: id, fork_point_span_id: other, modified_input: "x" }
           },
           {
             expected: toApiError(new Errors.ForkNotFound({ forkId: id as never })),
-            method: "POST", path: `/api/v1/forks/${id}/replay`, tool: "replay_fork", args: { fork_id: id }
+            method: "POST",
+            path: `/api/v1/forks/${id}/replay`,
+            tool: "replay_fork",
+            args: { fork_id: id }
           },
           {
             expected: toApiError(new Errors.EvaluationNotFound({ evaluationId: id as never })),
-            method: "POST", path: `/api/v1/evaluations/${id}/run`, body: { trace_ids: [other] },
-            tool: "run_evaluation", args: { evaluation_id: id, trace_ids: [other] }
+            method: "POST",
+            path: `/api/v1/evaluations/${id}/run`,
+            body: { trace_ids: [other] },
+            tool: "run_evaluation",
+            args: { evaluation_id: id, trace_ids: [other] }
           },
           {
             expected: toApiError(new Errors.HoldNotFound({ id })),
-            method: "POST", path: `/api/v1/enforcement/holds/${id}/approve`, body: {}, tool: "approve_hold", args: { hold_id: id }
+            method: "POST",
+            path: `/api/v1/enforcement/holds/${id}/approve`,
+            body: {},
+            tool: "approve_hold",
+            args: { hold_id: id }
           },
           {
             expected: toApiError(new Errors.InvalidCursor()),
-            method: "GET", path: `/api/v1/traces?cursor=forged${id.slice(0, 8)}`, tool: "list_traces", args: { cursor: `forged${id.slice(0, 8)}` }
+            method: "GET",
+            path: `/api/v1/traces?cursor=forged${id.slice(0, 8)}`,
+            tool: "list_traces",
+            args: { cursor: `forged${id.slice(0, 8)}` }
           }
         ]
         for (const c of cases) {
