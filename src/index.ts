@@ -5,7 +5,12 @@
  */
 import { BunRuntime } from "@effect/platform-bun"
 import { Effect, Layer } from "effect"
-import { type ProcessedSpan, type SpanContext, type SpanProcessor, SpanProcessors } from "#layers/extensions/SpanProcessors"
+import {
+  type ProcessedSpan,
+  type SpanContext,
+  type SpanProcessor,
+  SpanProcessors
+} from "#layers/extensions/SpanProcessors"
 import { type AuthenticatedToken, Authentication, type TokenAuthenticator } from "#layers/extensions/Authentication"
 import { type SinkDelivery, type TraceSink, TraceSinks } from "#layers/extensions/TraceSinks"
 import { runServer } from "./app/Program.ts"
@@ -30,24 +35,31 @@ export type Extension<E = never> = Layer.Layer<any, E>
  * `process` returns the span to store (rewritten or not) or `Option.none()` to drop it.
  */
 export const spanProcessor = (processor: SpanProcessor): Layer.Layer<SpanProcessors> =>
-  Layer.effect(SpanProcessors, Effect.map(SpanProcessors, (installed) => [...installed, processor]))
+  Layer.effect(
+    SpanProcessors,
+    Effect.map(SpanProcessors, (installed) => [...installed, processor])
+  )
 
 /** Installs a trace sink beside those already installed; each is called for every terminal trace (TraceSink). */
 export const traceSink = (sink: TraceSink): Layer.Layer<TraceSinks> =>
-  Layer.effect(TraceSinks, Effect.map(TraceSinks, (installed) => [...installed, sink]))
+  Layer.effect(
+    TraceSinks,
+    Effect.map(TraceSinks, (installed) => [...installed, sink])
+  )
 
 /** Replaces API keys and JWTs with the team's own token verification (the last one installed wins). */
 export const authentication = (authenticator: TokenAuthenticator): Layer.Layer<Authentication> =>
   Layer.succeed(Authentication, authenticator)
 
 /** Composes extensions into a server layer, in order: each sees what the ones before it installed. */
-export const extend = (...extensions: ReadonlyArray<Extension<unknown>>) =>
-<A, E, R>(server: Layer.Layer<A, E, R>): Layer.Layer<A, unknown, R> =>
-  // The first extension is provided outermost, so each later one is built seeing what the earlier ones installed.
-  extensions.reduceRight<Layer.Layer<A, unknown, R>>(
-    (built, extension) => built.pipe(Layer.provide(extension as Layer.Layer<never, unknown>)),
-    server
-  )
+export const extend =
+  (...extensions: ReadonlyArray<Extension<unknown>>) =>
+  <A, E, R>(server: Layer.Layer<A, E, R>): Layer.Layer<A, unknown, R> =>
+    // The first extension is provided outermost, so each later one is built seeing what the earlier ones installed.
+    extensions.reduceRight<Layer.Layer<A, unknown, R>>(
+      (built, extension) => built.pipe(Layer.provide(extension as Layer.Layer<never, unknown>)),
+      server
+    )
 
 export const Tapedeck = {
   /** The whole server, configured from the environment (docs/configuration.md): what `npm start` runs. */

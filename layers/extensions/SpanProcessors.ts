@@ -46,24 +46,29 @@ export const processSpans = <S extends ProcessedSpan>(
   spans: ReadonlyArray<S>,
   context: SpanContext
 ): Effect.Effect<ReadonlyArray<S>, SpanProcessorFailed> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     let current: ReadonlyArray<S> = spans
     for (const processor of processors) {
       const kept: Array<S> = []
       const dropped = new Map<string, string | null | undefined>()
       for (const span of current) {
-        const result = yield* processor.process(span, context).pipe(
-          Effect.catchAllCause((cause) =>
-            Effect.fail(new SpanProcessorFailed({ processor: processor.name, reason: reasonOf(cause) }))
+        const result = yield* processor
+          .process(span, context)
+          .pipe(
+            Effect.catchAllCause((cause) =>
+              Effect.fail(new SpanProcessorFailed({ processor: processor.name, reason: reasonOf(cause) }))
+            )
           )
-        )
         if (Option.isNone(result)) {
           dropped.set(span.id, span.parent_id)
           continue
         }
         const next = result.value
         if (typeof next?.id !== "string" || typeof next.name !== "string" || typeof next.started_at !== "string") {
-          return yield* new SpanProcessorFailed({ processor: processor.name, reason: "it returned a span without id, name or started_at" })
+          return yield* new SpanProcessorFailed({
+            processor: processor.name,
+            reason: "it returned a span without id, name or started_at"
+          })
         }
         if (next.id !== span.id) {
           return yield* new SpanProcessorFailed({ processor: processor.name, reason: "it changed a span's id" })

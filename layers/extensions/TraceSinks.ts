@@ -36,58 +36,69 @@ export class TraceSinks extends Context.Reference<TraceSinks>()("tapedeck/TraceS
 }) {}
 
 /** A terminal-trace consumer: one `trace.sink` job per terminal trace and installed sink, in its trace's account. */
-export const traceSinkConsumer = Effect.gen(function*() {
+export const traceSinkConsumer = Effect.gen(function* () {
   const sinks = yield* TraceSinks
   const jobs = yield* JobQueue
   return (traces: ReadonlyArray<TerminalTrace>) =>
-    sinks.length === 0 ? Effect.void : Effect.forEach(traces, (trace) =>
-      jobs.enqueueMany(
-        trace.accountId,
-        "trace.sink",
-        sinks.map((sink) => ({ traceId: trace.traceId, status: trace.status, sink: sink.name }))
-      ), { discard: true })
+    sinks.length === 0
+      ? Effect.void
+      : Effect.forEach(
+          traces,
+          (trace) =>
+            jobs.enqueueMany(
+              trace.accountId,
+              "trace.sink",
+              sinks.map((sink) => ({ traceId: trace.traceId, status: trace.status, sink: sink.name }))
+            ),
+          { discard: true }
+        )
 })
 
 /**
  * Delivers one trace to one sink. The trace is read as the job's account, so a sink never receives another
  * account's trace; a trace deleted before its delivery is not delivered.
  */
-export const traceSinkHandler = Effect.gen(function*() {
+export const traceSinkHandler = Effect.gen(function* () {
   const sinks = yield* TraceSinks
   const traces = yield* Traces
   const handler: JobHandler<"trace.sink"> = (job) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const sink = sinks.find((s) => s.name === job.payload.sink)
-      if (sink === undefined) return yield* new JobFailed({ reason: `no trace sink named ${JSON.stringify(job.payload.sink)} is installed` })
-      const text = yield* traces.getJson(job.accountId, job.payload.traceId as TraceId).pipe(
-        Effect.catchTag("TraceNotFound", () => Effect.succeed(undefined))
-      )
+      if (sink === undefined)
+        return yield* new JobFailed({ reason: `no trace sink named ${JSON.stringify(job.payload.sink)} is installed` })
+      const text = yield* traces
+        .getJson(job.accountId, job.payload.traceId as TraceId)
+        .pipe(Effect.catchTag("TraceNotFound", () => Effect.succeed(undefined)))
       if (text === undefined) return
-      yield* sink.deliver({
-        idempotencyKey: `${job.payload.traceId}:${sink.name}`,
-        accountId: job.accountId,
-        traceId: job.payload.traceId,
-        status: job.payload.status,
-        trace: JSON.parse(text),
-        attempt: job.attempts
-      }).pipe(
-        Effect.catchAllCause((cause) => {
-          const reason = `trace sink ${JSON.stringify(sink.name)} failed: ${failureText(cause)}`
-          return Effect.logWarning(reason).pipe(Effect.zipRight(Effect.fail(new JobFailed({ reason }))))
+      yield* sink
+        .deliver({
+          idempotencyKey: `${job.payload.traceId}:${sink.name}`,
+          accountId: job.accountId,
+          traceId: job.payload.traceId,
+          status: job.payload.status,
+          trace: JSON.parse(text),
+          attempt: job.attempts
         })
-      )
+        .pipe(
+          Effect.catchAllCause((cause) => {
+            const reason = `trace sink ${JSON.stringify(sink.name)} failed: ${failureText(cause)}`
+            return Effect.logWarning(reason).pipe(Effect.zipRight(Effect.fail(new JobFailed({ reason }))))
+          })
+        )
     })
   return handler
 })
 
 const failureText = (cause: Cause.Cause<unknown>): string => {
   const e = Cause.squash(cause)
-  const text = String(e instanceof Error ? e.message : typeof e === "object" && e !== null && "message" in e ? e.message : e)
+  const text = String(
+    e instanceof Error ? e.message : typeof e === "object" && e !== null && "message" in e ? e.message : e
+  )
   return text.length > 500 ? `${text.slice(0, 500)}…` : text
 }
 
 /** Per installed sink, for the account: jobs waiting, attempts failed so far, deliveries given up, the last error. */
-export const sinkDiagnostics = Effect.fn("TraceSinks.diagnostics")(function*(accountId: AccountId) {
+export const sinkDiagnostics = Effect.fn("TraceSinks.diagnostics")(function* (accountId: AccountId) {
   const sinks = yield* TraceSinks
   if (sinks.length === 0) return []
   const sql = yield* SqlClient.SqlClient
@@ -102,6 +113,12 @@ export const sinkDiagnostics = Effect.fn("TraceSinks.diagnostics")(function*(acc
   const byName = new Map(rows.map((r) => [r.sink, r]))
   return sinks.map((s) => {
     const r = byName.get(s.name)
-    return { name: s.name, pending_jobs: r?.pending ?? 0, failing_jobs: r?.failing ?? 0, dead_jobs: r?.dead ?? 0, last_error: r?.last_error ?? null }
+    return {
+      name: s.name,
+      pending_jobs: r?.pending ?? 0,
+      failing_jobs: r?.failing ?? 0,
+      dead_jobs: r?.dead ?? 0,
+      last_error: r?.last_error ?? null
+    }
   })
 })

@@ -23,7 +23,7 @@ const serverLive = (config: AppConfig, routes: ReturnType<typeof makeLifecycleRo
   })
 
 export const LoggingLive = Layer.unwrapEffect(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { format, level } = yield* LoggingConfig
     const logger = format === "json" ? Logger.json : format === "pretty" ? Logger.pretty : Logger.logFmt
     return Layer.merge(logger, Logger.minimumLogLevel(level))

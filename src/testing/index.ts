@@ -5,7 +5,16 @@
  */
 import { HttpServer } from "@effect/platform"
 import { BunContext, BunHttpServer } from "@effect/platform-bun"
-import { Arbitrary, ConfigProvider, type FastCheck as fc, Layer, Logger, LogLevel, ManagedRuntime, Schema } from "effect"
+import {
+  Arbitrary,
+  ConfigProvider,
+  type FastCheck as fc,
+  Layer,
+  Logger,
+  LogLevel,
+  ManagedRuntime,
+  Schema
+} from "effect"
 import pg from "pg"
 import { StorageLive } from "#layers/storage/Sql"
 import { AppLive } from "../app/AppLive.ts"
@@ -39,7 +48,11 @@ export interface TestServer {
 const KEYS = { acme: "svc_kit_key_acme_0001", globex: "svc_kit_key_globex_0002" } as const
 
 /** A new empty database for the caller to pass in `env` to several servers in turn (`drop` when done). */
-export const freshDatabase = async (): Promise<{ env: Record<string, string>; backend: TestServer["backend"]; drop: () => Promise<void> }> => {
+export const freshDatabase = async (): Promise<{
+  env: Record<string, string>
+  backend: TestServer["backend"]
+  drop: () => Promise<void>
+}> => {
   const base = process.env.TEST_DATABASE_URL
   if (!base) return { env: { TAPEDECK_DATA_DIR: "memory://" }, backend: "pglite", drop: async () => {} }
   const name = `tapedeck_kit_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`
@@ -65,7 +78,13 @@ export const freshDatabase = async (): Promise<{ env: Record<string, string>; ba
 export const startServer = async (options: TestServerOptions = {}): Promise<TestServer> => {
   // A database named in `env` is the caller's (a restart over the same data): it is neither created nor dropped.
   const own = options.env?.DATABASE_URL !== undefined || options.env?.TAPEDECK_DATA_DIR !== undefined
-  const database = own ? { env: {}, backend: options.env?.DATABASE_URL ? "postgresql" as const : "pglite" as const, drop: async () => {} } : await freshDatabase()
+  const database = own
+    ? {
+        env: {},
+        backend: options.env?.DATABASE_URL ? ("postgresql" as const) : ("pglite" as const),
+        drop: async () => {}
+      }
+    : await freshDatabase()
   const env = {
     TAPEDECK_API_KEYS: `acme=${KEYS.acme},globex=${KEYS.globex}`,
     TAPEDECK_JOB_POLL_MS: "50",

@@ -39,45 +39,54 @@ const restBody = (r: number) => {
   }
 }
 
-const hex = (bytes: number) => [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) => b.toString(16).padStart(2, "0")).join("")
+const hex = (bytes: number) =>
+  [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) => b.toString(16).padStart(2, "0")).join("")
 
 const otlpBody = () => {
   const traceId = hex(16)
   const nanos = `${Date.now()}000000`
   return {
-    resourceSpans: [{
-      resource: { attributes: [{ key: "service.name", value: { stringValue: "bench" } }] },
-      scopeSpans: [{
-        spans: Array.from({ length: SPANS }, (_, i) => ({
-          traceId,
-          spanId: hex(8),
-          name: "chat gpt-4o-mini",
-          kind: 3,
-          startTimeUnixNano: nanos,
-          endTimeUnixNano: nanos,
-          attributes: [
-            { key: "gen_ai.operation.name", value: { stringValue: "chat" } },
-            { key: "gen_ai.request.model", value: { stringValue: "gpt-4o-mini" } },
-            { key: "gen_ai.prompt", value: { stringValue: text(i) } },
-            { key: "gen_ai.completion", value: { stringValue: `ok sk-${"y".repeat(24)}` } }
-          ]
-        }))
-      }]
-    }]
+    resourceSpans: [
+      {
+        resource: { attributes: [{ key: "service.name", value: { stringValue: "bench" } }] },
+        scopeSpans: [
+          {
+            spans: Array.from({ length: SPANS }, (_, i) => ({
+              traceId,
+              spanId: hex(8),
+              name: "chat gpt-4o-mini",
+              kind: 3,
+              startTimeUnixNano: nanos,
+              endTimeUnixNano: nanos,
+              attributes: [
+                { key: "gen_ai.operation.name", value: { stringValue: "chat" } },
+                { key: "gen_ai.request.model", value: { stringValue: "gpt-4o-mini" } },
+                { key: "gen_ai.prompt", value: { stringValue: text(i) } },
+                { key: "gen_ai.completion", value: { stringValue: `ok sk-${"y".repeat(24)}` } }
+              ]
+            }))
+          }
+        ]
+      }
+    ]
   }
 }
 
 type Path = "rest" | "otlp"
 const send = async (server: TestServer, path: Path, r: number) => {
-  const response = path === "rest"
-    ? await server.request("POST", "/api/v1/traces", { body: restBody(r) })
-    : await server.request("POST", "/v1/traces", { body: otlpBody() })
+  const response =
+    path === "rest"
+      ? await server.request("POST", "/api/v1/traces", { body: restBody(r) })
+      : await server.request("POST", "/v1/traces", { body: otlpBody() })
   if (response.status !== 200) throw new Error(`${path}: ${response.status} ${await response.text()}`)
 }
 
 const plain = await startServer()
 const redacted = await startServer({ extensions: [PiiRedactorLive] })
-const arms = [["without", plain], ["with redactor", redacted]] as const
+const arms = [
+  ["without", plain],
+  ["with redactor", redacted]
+] as const
 const totals = new Map<string, { wallMs: number; cpuUs: number; spans: number }>()
 
 try {
@@ -94,7 +103,11 @@ try {
         const cpu = process.cpuUsage(cpu0)
         const key = `${path}|${name}`
         const t = totals.get(key) ?? { wallMs: 0, cpuUs: 0, spans: 0 }
-        totals.set(key, { wallMs: t.wallMs + wallMs, cpuUs: t.cpuUs + cpu.user + cpu.system, spans: t.spans + REQUESTS * SPANS })
+        totals.set(key, {
+          wallMs: t.wallMs + wallMs,
+          cpuUs: t.cpuUs + cpu.user + cpu.system,
+          spans: t.spans + REQUESTS * SPANS
+        })
       }
     }
   }

@@ -21,9 +21,17 @@ afterAll(async () => {
 
 const exportProtobuf = async (server: TestServer, gzip: boolean) => {
   const traceId = hex(16)
-  const body = protobufBody(exportBody(Array.from({ length: 3 }, (_, i) =>
-    otlpSpan({ traceId, name: `chat ${i}`, attributes: { ...chatAttributes, "gen_ai.prompt": `write to ${SECRET}`, "app.user": SECRET } })
-  )))
+  const body = protobufBody(
+    exportBody(
+      Array.from({ length: 3 }, (_, i) =>
+        otlpSpan({
+          traceId,
+          name: `chat ${i}`,
+          attributes: { ...chatAttributes, "gen_ai.prompt": `write to ${SECRET}`, "app.user": SECRET }
+        })
+      )
+    )
+  )
   const r = await server.request("POST", "/v1/traces", {
     body: gzip ? gzipSync(body) : body,
     headers: { "content-type": "application/x-protobuf", ...(gzip ? { "content-encoding": "gzip" } : {}) }

@@ -25,7 +25,9 @@ describe(`custom authentication composed into a real server (${process.env.TEST_
     expect((await server.request("GET", `/api/v1/traces/${t.id}`, bearer(acme))).status).toBe(200)
     expect((await server.request("GET", `/api/v1/traces/${t.id}`, { key: acme })).status).toBe(200)
     // Another account's token: 404, as for any other account's data.
-    expect((await server.request("GET", `/api/v1/traces/${t.id}`, bearer(signToken(SECRET, "globex", "bob")))).status).toBe(404)
+    expect(
+      (await server.request("GET", `/api/v1/traces/${t.id}`, bearer(signToken(SECRET, "globex", "bob")))).status
+    ).toBe(404)
     // The server's API keys no longer authenticate.
     const byKey = await server.request("GET", `/api/v1/traces/${t.id}`, { key: server.keys.acme })
     expect(byKey.status).toBe(401)

@@ -13,9 +13,19 @@ export const jsonlSink = (path: string) =>
       Effect.try(() => {
         const written = existsSync(path) ? readFileSync(path, "utf8") : ""
         if (written.includes(`"key":${JSON.stringify(delivery.idempotencyKey)}`)) return
-        appendFileSync(path, `${JSON.stringify({ key: delivery.idempotencyKey, account: delivery.accountId, trace: delivery.trace })}\n`)
+        appendFileSync(
+          path,
+          `${JSON.stringify({ key: delivery.idempotencyKey, account: delivery.accountId, trace: delivery.trace })}\n`
+        )
       })
   })
 
-export const readLines = (path: string): ReadonlyArray<{ key: string; account: string; trace: { id: string; name: string } }> =>
-  existsSync(path) ? readFileSync(path, "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l)) : []
+export const readLines = (
+  path: string
+): ReadonlyArray<{ key: string; account: string; trace: { id: string; name: string } }> =>
+  existsSync(path)
+    ? readFileSync(path, "utf8")
+        .split("\n")
+        .filter((l) => l !== "")
+        .map((l) => JSON.parse(l))
+    : []

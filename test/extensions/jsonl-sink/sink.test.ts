@@ -24,7 +24,13 @@ const finishedTrace = async (server: TestServer, key: string, name: string) => {
   const at = new Date().toISOString()
   const r = await server.request("POST", "/api/v1/traces", {
     key,
-    body: { id, name, started_at: at, status: "completed", spans: [{ id: crypto.randomUUID(), parent_id: null, span_type: "action", name: "step", started_at: at }] }
+    body: {
+      id,
+      name,
+      started_at: at,
+      status: "completed",
+      spans: [{ id: crypto.randomUUID(), parent_id: null, span_type: "action", name: "step", started_at: at }]
+    }
   })
   expect(r.status).toBe(200)
   return id
@@ -44,7 +50,9 @@ describe(`JSON-lines trace sink composed into a real server (${process.env.TEST_
     // The first server's sink takes deliveries and never finishes them: the server stops while they are in flight.
     const first = await startServer({
       env,
-      extensions: [traceSink({ name: "jsonl", deliver: () => Effect.sync(() => started++).pipe(Effect.zipRight(Effect.never)) })]
+      extensions: [
+        traceSink({ name: "jsonl", deliver: () => Effect.sync(() => started++).pipe(Effect.zipRight(Effect.never)) })
+      ]
     })
     const acme = [await finishedTrace(first, first.keys.acme, "a1"), await finishedTrace(first, first.keys.acme, "a2")]
     const globex = [await finishedTrace(first, first.keys.globex, "g1")]
@@ -58,7 +66,8 @@ describe(`JSON-lines trace sink composed into a real server (${process.env.TEST_
         return [...acme, ...globex].every((id) => keys.has(id))
       })
       const lines = readLines(file)
-      const accountOf = (ids: ReadonlyArray<string>) => new Set(lines.filter((l) => ids.includes(l.trace.id)).map((l) => l.account))
+      const accountOf = (ids: ReadonlyArray<string>) =>
+        new Set(lines.filter((l) => ids.includes(l.trace.id)).map((l) => l.account))
       expect(accountOf(acme).size).toBe(1)
       expect(accountOf(globex).size).toBe(1)
       expect([...accountOf(acme)][0]).not.toBe([...accountOf(globex)][0])
@@ -77,7 +86,12 @@ describe(`JSON-lines trace sink composed into a real server (${process.env.TEST_
     let calls = 0
     const server = await startServer({
       env: { TAPEDECK_JOB_BACKOFF_MS: "100", TAPEDECK_JOB_MAX_ATTEMPTS: "3", TAPEDECK_JOB_DEFER_SECONDS: "0" },
-      extensions: [traceSink({ name: "warehouse", deliver: () => Effect.sync(() => calls++).pipe(Effect.zipRight(Effect.fail(new Error("warehouse said 503")))) })]
+      extensions: [
+        traceSink({
+          name: "warehouse",
+          deliver: () => Effect.sync(() => calls++).pipe(Effect.zipRight(Effect.fail(new Error("warehouse said 503"))))
+        })
+      ]
     })
     try {
       await finishedTrace(server, server.keys.acme, "t")
@@ -91,7 +105,9 @@ describe(`JSON-lines trace sink composed into a real server (${process.env.TEST_
       expect(sinks[0]!.name).toBe("warehouse")
       expect(sinks[0]!.last_error).toContain("warehouse said 503")
       // The other account has no deliveries of its own.
-      const other = (await (await server.request("GET", "/api/v1/diagnostics", { key: server.keys.globex })).json()) as { sinks: typeof sinks }
+      const other = (await (
+        await server.request("GET", "/api/v1/diagnostics", { key: server.keys.globex })
+      ).json()) as { sinks: typeof sinks }
       expect(other.sinks[0]!.dead_jobs).toBe(0)
     } finally {
       await server.stop()
