@@ -9,6 +9,7 @@ import { AccountRepo } from "../storage/AccountRepo.ts"
 import { hashKey } from "./KeyMaterial.ts"
 import { ApiKeyRepo, KEY_REVOKED_CHANNEL } from "../storage/ApiKeyRepo.ts"
 import { InvalidCredential } from "#src/domain/Errors"
+import { Authentication } from "../extensions/Authentication.ts"
 
 export interface Principal {
   readonly accountId: AccountId
@@ -180,6 +181,28 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
     /** Drops a revoked key (by digest) from this instance's outage cache. */
     const forgetKey = (keyHash: string) => Effect.sync(() => void recent.delete(`key:${keyHash}`))
 
+    const custom = yield* Authentication
+    if (custom !== undefined) {
+      /** An installed authenticator (an extension) verifies every credential: API keys and JWTs are not accepted. */
+      const byExtension = (credential: Redacted.Redacted<string>) =>
+        Effect.gen(function*() {
+          const token = Redacted.value(credential)
+          if (token === "") return yield* new InvalidCredential({ reason: "missing credentials" })
+          if (token.length > MAX_CREDENTIAL_LENGTH) return yield* new InvalidCredential({ reason: "invalid credential" })
+          const verified = yield* custom.authenticate(token).pipe(
+            Effect.catchAllCause((cause) =>
+              Effect.logWarning(`authenticator ${JSON.stringify(custom.name)} failed`, cause).pipe(
+                Effect.zipRight(Effect.fail(new InvalidCredential({ reason: "invalid credential" })))
+              )
+            )
+          )
+          if (Option.isNone(verified)) return yield* new InvalidCredential({ reason: "invalid credential" })
+          const accountId = yield* accountNamed(verified.value.account)
+          if (Option.isNone(accountId)) return yield* new InvalidCredential({ reason: "invalid credential" })
+          return { accountId: accountId.value, credentialId: `${custom.name}:${verified.value.subject}` } satisfies Principal
+        })
+      return { serviceKey: byExtension, bearer: byExtension, cachedServiceKey: byExtension, cachedBearer: byExtension, forgetKey } as const
+    }
     return { serviceKey, bearer, cachedServiceKey, cachedBearer, forgetKey } as const
   }),
   dependencies: [AccountRepo.Default, ApiKeyRepo.Default, AppConfig.Default]

@@ -1,5 +1,7 @@
 import { Effect, Layer } from "effect"
 import { TerminalTraceConsumers } from "../events/TerminalTraceHook.ts"
+import { traceSinkConsumer } from "../extensions/TraceSinks.ts"
+import { JobQueue } from "../jobs/JobQueue.ts"
 import { Detection } from "./Detection.ts"
 import { EvalRules } from "./EvalRules.ts"
 
@@ -12,9 +14,11 @@ export const TerminalTraceConsumersLive = Layer.effect(
   Effect.gen(function*() {
     const detection = yield* Detection
     const rules = yield* EvalRules
+    const sinks = yield* traceSinkConsumer
     return [
       (traces) => detection.runMany(traces).pipe(Effect.asVoid),
-      (traces) => rules.applyMany(traces)
+      (traces) => rules.applyMany(traces),
+      sinks
     ]
   })
-).pipe(Layer.provide([Detection.Default, EvalRules.Default]))
+).pipe(Layer.provide([Detection.Default, EvalRules.Default, JobQueue.Default]))

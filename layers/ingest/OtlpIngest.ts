@@ -9,6 +9,7 @@ import { copyMessage } from "../storage/PgCopy.ts"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { byTrace, finalizeWith, mapAll, type PreparedExport, traceStarts } from "./OtlpPrepare.ts"
 import { OtlpStore } from "./OtlpStore.ts"
+import { type ProcessedSpan, processSpans, SpanProcessors } from "../extensions/SpanProcessors.ts"
 import { StreamEvents } from "../stream/StreamEvents.ts"
 import { rewrittenSpanCode, type StreamGroup } from "#src/domain/StreamEvent"
 import type { StoredSpan, TraceFinalization } from "#src/domain/genai/TraceFinalize"
@@ -18,6 +19,17 @@ export interface IngestResult {
   readonly spansIngested: number
   readonly rejectedSpans: number
   readonly errorMessage: string | undefined
+}
+
+const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[string, Array<A>]> => {
+  const groups = new Map<string, Array<A>>()
+  for (const item of items) {
+    const k = key(item)
+    const group = groups.get(k)
+    if (group) group.push(item)
+    else groups.set(k, [item])
+  }
+  return [...groups]
 }
 
 const isTerminal = (status: TraceStatus) => status !== "running"
@@ -134,8 +146,20 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
       Effect.catchTags({ SqlError: Effect.die })
     )
 
+    const processors = yield* SpanProcessors
+    /** The installed span processors (extensions), one trace's spans at a time, before anything is written. */
+    const processed = (accountId: AccountId, mapped: ReadonlyArray<MappedSpan>) =>
+      processors.length === 0
+        ? Effect.succeed(mapped)
+        : Effect.forEach(groupBy(mapped, (m) => m.traceId), ([traceId, group]) =>
+          processSpans(processors, group.map((m) => m.span as ProcessedSpan), { accountId, traceId, path: "otlp" }).pipe(
+            Effect.map((spans) => spans.map((span): MappedSpan => ({ ...group[0]!, span: span as MappedSpan["span"] })))
+          )).pipe(Effect.map((groups) => groups.flat()))
+
     const ingest = Effect.fn("OtlpIngest.ingest")(function*(accountId: AccountId, decoded: DecodedExport) {
-      const { reasons, rejected, spans } = mapAll(accountId, decoded)
+      const mappedExport = mapAll(accountId, decoded)
+      const { reasons, rejected } = mappedExport
+      const spans = yield* processed(accountId, mappedExport.spans)
       const written = spans.length === 0
         ? { tracesCreated: 0, spansIngested: 0, refused: 0 }
         : yield* write(accountId, spans)
@@ -175,6 +199,8 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
 
     const ingestPrepared = Effect.fn("OtlpIngest.ingestPrepared")(
       function*(accountId: AccountId, prepared: PreparedExport, decoded: () => DecodedExport) {
+        // A prepared export was encoded for storage on another thread, before any processor could see it.
+        if (processors.length > 0) return yield* ingest(accountId, decoded())
         if (prepared.spanCount > 0) return yield* writePrepared(accountId, prepared, decoded)
         return resultOf({ tracesCreated: 0, spansIngested: 0, refused: 0 }, prepared.rejected, new Set(prepared.reasons))
       }

@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { DateTime, Effect, Option, Schema } from "effect"
 import { decodeCursor, encodeCursor } from "#src/domain/Cursor"
 import type { AccountId, TraceId } from "#src/domain/Ids"
-import type { Span, SpanWire } from "#src/domain/Span"
+import { Span, type SpanWire } from "#src/domain/Span"
 import { batchProblem } from "#src/domain/SpanBatch"
 import { layOut, type SpanTiming } from "#src/domain/CausalOrder"
 import {
@@ -24,7 +24,8 @@ import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
 import type { SpanJsonRow } from "./SpanRecords.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 import { rewrittenSpanCode } from "#src/domain/StreamEvent"
-import { InvalidCursor, SpansRejected, TraceNotRunning } from "#src/domain/Errors"
+import { InvalidCursor, SpanProcessorFailed, SpansRejected, TraceNotRunning } from "#src/domain/Errors"
+import { type ProcessedSpan, processSpans, SpanProcessors } from "../extensions/SpanProcessors.ts"
 
 const isOtelTraceId = Schema.is(OtelTraceId)
 
@@ -85,9 +86,28 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     const prices = yield* ModelPrices
     /** Spans sent without a cost get the price table's estimate (marked `cost_estimated`); sent costs stay. */
     const priced = (spans: ReadonlyArray<Span>) => spans.map(prices.withEstimatedCost)
+    const processors = yield* SpanProcessors
+    const encodeSpans = Schema.encode(Schema.Array(Span))
+    const decodeSpans = Schema.decodeUnknown(Schema.Array(Span))
+    /** The installed span processors (extensions) over a batch, before anything of it is checked or stored. */
+    const processed = (accountId: AccountId, traceId: string, spans: ReadonlyArray<Span>) =>
+      processors.length === 0 || spans.length === 0
+        ? Effect.succeed(spans)
+        : encodeSpans(spans).pipe(
+          Effect.orDie,
+          Effect.flatMap((wire) => processSpans(processors, wire as ReadonlyArray<ProcessedSpan>, { accountId, traceId, path: "rest" })),
+          Effect.flatMap((wire) =>
+            decodeSpans(wire).pipe(
+              Effect.mapError((e) =>
+                new SpanProcessorFailed({ processor: processors.map((p) => p.name).join(", "), reason: `it returned an invalid span: ${e.message}` })
+              )
+            )
+          )
+        )
 
     /** `liveKey`: the digest of a cached API key the caller acts for, re-checked by the insert (see TraceRepo.insert). */
-    const create = Effect.fn("Traces.create")(function*(accountId: AccountId, sent: CreateTraceRequest, liveKey: string | null = null) {
+    const create = Effect.fn("Traces.create")(function*(accountId: AccountId, received: CreateTraceRequest, liveKey: string | null = null) {
+      const sent = { ...received, spans: yield* processed(accountId, received.id, received.spans) }
       const problem = batchProblem(sent.spans)
       if (problem) return yield* new SpansRejected({ reason: problem })
       const request = { ...sent, spans: priced(sent.spans) }
@@ -131,7 +151,8 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     )
 
     const appendSpans = Effect.fn("Traces.appendSpans")(
-      function*(accountId: AccountId, traceId: TraceId, sent: ReadonlyArray<Span>) {
+      function*(accountId: AccountId, traceId: TraceId, received: ReadonlyArray<Span>) {
+        const sent = yield* processed(accountId, traceId, received)
         const status = yield* repo.lockForUpdate(accountId, traceId)
         if (status !== "running") return yield* new TraceNotRunning({ traceId, status })
         const stored = yield* repo.parentsOf(traceId)

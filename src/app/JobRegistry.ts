@@ -6,6 +6,8 @@ import { type JobRegistry, jobRegistryLive } from "#layers/jobs/JobHandlers"
 import { Forks, forkReplayHandler } from "#layers/replay/Forks"
 import { searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
 import { WebhookDelivery } from "#layers/webhooks/WebhookDelivery"
+import { traceSinkHandler } from "#layers/extensions/TraceSinks"
+import { Traces } from "#layers/traces/Traces"
 import { BatchJobDependencies, batchJobHandler } from "#src/http/BatchRunner"
 
 /** What runs each kind of job (src/domain/Jobs.ts), with the services of its handlers (the ports come from AppLive). */
@@ -23,8 +25,9 @@ export const JobRegistryLive = jobRegistryLive(Effect.gen(function*() {
     "fork.replay": { run: yield* forkReplayHandler },
     "evaluation.run": { run: yield* evaluationRunHandler, lost: yield* evaluationRunLostHandler },
     "webhook.deliver": { run: (yield* WebhookDelivery).handler },
-    "batch.run": { run: yield* batchJobHandler }
+    "batch.run": { run: yield* batchJobHandler },
+    "trace.sink": { run: yield* traceSinkHandler }
   } satisfies JobRegistry
 })).pipe(
-  Layer.provide([BatchJobDependencies, TerminalTraceConsumersLive, WebhookDelivery.Default, Forks.Default, Evaluations.Default])
+  Layer.provide([BatchJobDependencies, TerminalTraceConsumersLive, WebhookDelivery.Default, Forks.Default, Evaluations.Default, Traces.Default])
 )

@@ -178,3 +178,14 @@ export class DataDirInUse extends Schema.TaggedError<DataDirInUse>()("DataDirInU
     )
   }
 }
+
+// Extensions
+
+/**
+ * A span processor (an extension, docs/extensions.md) failed or returned a span that is not a span: the request
+ * is refused and nothing of it is stored, so an unprocessed span never reaches storage.
+ */
+export class SpanProcessorFailed extends Schema.TaggedError<SpanProcessorFailed>()("SpanProcessorFailed", {
+  processor: Schema.String,
+  reason: Schema.String
+}) {}

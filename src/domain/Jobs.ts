@@ -29,7 +29,13 @@ export const JobPayloads = {
   "fork.replay": Schema.Struct({ executionId: Schema.UUID }),
   "evaluation.run": Schema.Struct({ runId: EvaluationRunId }),
   "webhook.deliver": WebhookJobPayload,
-  "batch.run": BatchJobPayload
+  "batch.run": BatchJobPayload,
+  /** Delivers one terminal trace to one trace sink (an extension, docs/extensions.md). */
+  "trace.sink": Schema.Struct({
+    traceId: Schema.UUID,
+    status: Schema.Literal("completed", "failed"),
+    sink: Schema.String
+  })
 } as const
 
 export type JobKind = keyof typeof JobPayloads

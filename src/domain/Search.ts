@@ -94,7 +94,14 @@ export const Diagnostics = Schema.Struct({
     pending_jobs: required(Schema.Int, "Spans waiting to be embedded"),
     indexed_spans: required(Schema.Int, "Spans embedded with the current embedder"),
     stale_spans: required(Schema.Int, "Spans embedded with another embedder, waiting to be embedded again")
-  }), "How semantic search is set up and how far indexing has got")
+  }), "How semantic search is set up and how far indexing has got"),
+  sinks: Schema.optional(Schema.Array(Schema.Struct({
+    name: required(Schema.String, "The sink's name"),
+    pending_jobs: required(Schema.Int, "Deliveries of this account's traces waiting or running"),
+    failing_jobs: required(Schema.Int, "Of those, deliveries whose last attempt failed (retried with backoff)"),
+    dead_jobs: required(Schema.Int, "Deliveries given up after their last attempt"),
+    last_error: required(Schema.NullOr(Schema.String), "The most recent failure, or null")
+  }))).annotations({ description: "The trace sinks installed as extensions (docs/extensions.md); absent when none is" })
 }).annotations({ identifier: "Diagnostics" })
 export type Diagnostics = typeof Diagnostics.Type
 

@@ -110,7 +110,10 @@ const exportHandler = Effect.gen(function* () {
                     : `ingestion is saturated (${e.maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`,
                   RETRY_AFTER_SECONDS
                 )
-              : refusal(GrpcCode.INVALID_ARGUMENT, e.message)
+              : e._tag === "Unavailable"
+                ? // A span processor (an extension) failed: nothing was stored, the client may retry.
+                  refusal(GrpcCode.UNAVAILABLE, e.message, RETRY_AFTER_SECONDS)
+                : refusal(GrpcCode.INVALID_ARGUMENT, e.message)
           )
         )
       return encodeExportResponse({

@@ -1,5 +1,6 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
+import { sinkDiagnostics } from "#layers/extensions/TraceSinks"
 import { Search } from "#layers/search/Search"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
@@ -11,6 +12,7 @@ export const DiagnosticsHttpLive = HttpApiBuilder.group(TapedeckApi, "diagnostic
     return handlers.handle("get", () =>
       Effect.gen(function*() {
         const { accountId } = yield* CurrentPrincipal
-        return yield* search.diagnostics(accountId)
+        const sinks = yield* sinkDiagnostics(accountId)
+        return { ...(yield* search.diagnostics(accountId)), ...(sinks.length > 0 ? { sinks } : {}) }
       }))
   })).pipe(Layer.provide(SearchLive))

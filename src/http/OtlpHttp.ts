@@ -11,6 +11,7 @@ import type { AccountId } from "#src/domain/Ids"
 import { OtlpJsonRequest } from "#src/domain/Otlp"
 import { type IngestBackpressure, type RequestTimeout, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { BodyPreempted, BodyTimedOut, BodyTooLarge, MAX_BODY_DEPTH, nestsDeeperThan } from "./BodyLimit.ts"
 import { bodyPreempted, bodyTimedOut } from "./ErrorBodies.ts"
@@ -73,7 +74,7 @@ export const exportWriter = Effect.gen(function*() {
         )
         : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
       return yield* ingest.ingest(accountId, decoded)
-    })
+    }).pipe(answerDomainErrors)
 
   return (accountId: AccountId, protobuf: boolean, raw: Uint8Array, contentEncoding: string | undefined) =>
     write(accountId, protobuf, raw, contentEncoding).pipe(

@@ -364,6 +364,7 @@ const registryWith = (entries: Partial<JobRegistry>): JobRegistry => {
     "evaluation.run": done,
     "webhook.deliver": done,
     "batch.run": done,
+    "trace.sink": done,
     ...entries
   }
 }

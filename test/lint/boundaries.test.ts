@@ -88,7 +88,20 @@ const rows: ReadonlyArray<Row> = [
   ["src/ui/app/Probe.tsx", "#layers/traces/Traces", false],
   ["src/ui/app/pages/trace/Probe.tsx", "../../../../../layers/traces/Traces.ts", false],
   ["src/ui/app/Probe.tsx", "#src/http/TracesHttp", false],
-  ["src/ui/app/pages/trace/Probe.tsx", "../../../../http/TracesHttp.ts", false]
+  ["src/ui/app/pages/trace/Probe.tsx", "../../../../http/TracesHttp.ts", false],
+  // test/extensions: an extension written as its own package, importing only the public entry points
+  ["test/extensions/pii-redactor/Probe.ts", "tapedeck", true],
+  ["test/extensions/pii-redactor/Probe.ts", "tapedeck/testing", true],
+  ["test/extensions/pii-redactor/Probe.ts", "effect", true],
+  ["test/extensions/pii-redactor/Probe.ts", "./Redactor.ts", true],
+  ["test/extensions/pii-redactor/Probe.ts", "bun:test", true],
+  ["test/extensions/pii-redactor/Probe.ts", "#layers/extensions/SpanProcessors", false],
+  ["test/extensions/pii-redactor/Probe.ts", "#src/domain/Span", false],
+  ["test/extensions/pii-redactor/Probe.ts", "../../../src/app/AppLive.ts", false],
+  ["test/extensions/pii-redactor/Probe.ts", "../../../layers/traces/Traces.ts", false],
+  ["test/extensions/pii-redactor/Probe.ts", "../../support/TestServer.ts", false],
+  ["test/extensions/pii-redactor/Probe.ts", "tapedeck/src/index.ts", false],
+  ["test/extensions/pii-redactor/Probe.ts", "@effect/sql", false]
 ]
 
 /** The import forms a rule must see: a value import, a type-only import, a re-export and a dynamic import. */
