@@ -25,7 +25,11 @@ export interface GateArgs {
 const VALUE_FLAGS = new Set(["--evaluation", "--traces", "--threshold", "--baseline", "--url", "--key", "--timeout"])
 const BOOLEAN_FLAGS = new Set(["--no-fail-on-regression"])
 
-const list = (text: string) => text.split(",").map((s) => s.trim()).filter((s) => s !== "")
+const list = (text: string) =>
+  text
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "")
 
 /** The arguments, or why they are not usable. */
 export const parseGateArgs = (
@@ -110,10 +114,11 @@ export const formatGate = (result: any): string => {
   const runs: ReadonlyArray<any> = Array.isArray(result?.runs) ? result.runs : []
   const lines = [
     `${pad("TRACE", 37)} ${pad("STATUS", 10)} ${pad("SCORE", 7)} ${pad("REUSED", 6)} NOTE`,
-    ...runs.map((r) =>
-      `${pad(String(r.traceId), 37)} ${pad(String(r.status), 10)} ${pad(fmt(r.score), 7)} ${pad(r.reused ? "yes" : "no", 6)} ${
-        oneLine(String(r.error ?? "")).slice(0, 120)
-      }`
+    ...runs.map(
+      (r) =>
+        `${pad(String(r.traceId), 37)} ${pad(String(r.status), 10)} ${pad(fmt(r.score), 7)} ${pad(r.reused ? "yes" : "no", 6)} ${oneLine(
+          String(r.error ?? "")
+        ).slice(0, 120)}`
     ),
     ...failedRunLines(result, runs),
     "",
@@ -126,7 +131,9 @@ export const formatGate = (result: any): string => {
       `regression ${result.regression ? "yes" : "no"}`,
       `judge ${result.judge_model ?? "?"}`
     ].join(" · "),
-    result.passed === true ? "PASSED" : `FAILED${Array.isArray(result.reasons) && result.reasons.length > 0 ? `: ${result.reasons.join("; ")}` : ""}`
+    result.passed === true
+      ? "PASSED"
+      : `FAILED${Array.isArray(result.reasons) && result.reasons.length > 0 ? `: ${result.reasons.join("; ")}` : ""}`
   ]
   return lines.join("\n")
 }

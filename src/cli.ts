@@ -34,7 +34,7 @@ const accountArg = (args: ReadonlyArray<string>) =>
   })
 
 const create = (args: ReadonlyArray<string>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const account = yield* accountArg(args)
     const accounts = yield* AccountRepo
     const keys = yield* ApiKeyRepo
@@ -48,32 +48,36 @@ const create = (args: ReadonlyArray<string>) =>
   })
 
 const list = (args: ReadonlyArray<string>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const account = yield* accountArg(args)
     const accountId = yield* (yield* AccountRepo).findByName(account)
     if (Option.isNone(accountId)) return yield* new UsageError({ message: `no account named '${account}'` })
     const rows = yield* (yield* ApiKeyRepo).listByAccount(accountId.value)
     yield* Console.log(["PREFIX", "CREATED", "LAST USED", "STATUS", "NAME"].join("\t"))
     for (const row of rows) {
-      yield* Console.log([
-        row.prefix,
-        DateTime.formatIso(row.createdAt),
-        row.lastUsedAt ? DateTime.formatIso(row.lastUsedAt) : "never",
-        row.revokedAt ? `revoked ${DateTime.formatIso(row.revokedAt)}` : "active",
-        row.name ?? ""
-      ].join("\t"))
+      yield* Console.log(
+        [
+          row.prefix,
+          DateTime.formatIso(row.createdAt),
+          row.lastUsedAt ? DateTime.formatIso(row.lastUsedAt) : "never",
+          row.revokedAt ? `revoked ${DateTime.formatIso(row.revokedAt)}` : "active",
+          row.name ?? ""
+        ].join("\t")
+      )
     }
   })
 
 const revoke = (args: ReadonlyArray<string>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const prefix = args[0]
     if (prefix === undefined) return yield* new UsageError({ message: "PREFIX is required" })
     const keys = yield* ApiKeyRepo
     const live = yield* keys.countLiveWithPrefix(prefix)
     if (live === 0) return yield* new UsageError({ message: `no active key has the prefix '${prefix}'` })
     if (live > 1) {
-      return yield* new UsageError({ message: `${live} active keys share the prefix '${prefix}'; revoke by a longer one` })
+      return yield* new UsageError({
+        message: `${live} active keys share the prefix '${prefix}'; revoke by a longer one`
+      })
     }
     yield* keys.revokeByPrefix(prefix)
     yield* Console.log(`revoked ${prefix}`)
@@ -102,11 +106,12 @@ const ReposLive = Layer.mergeAll(AccountRepo.Default, ApiKeyRepo.Default).pipe(
 // The gate is an HTTP client of a running server: it needs no storage.
 if (process.argv[2] === "gate") {
   process.exitCode = await gateMain(process.argv.slice(3), process.env)
-} else command(process.argv.slice(2)).pipe(
-  Effect.provide(ReposLive),
-  Effect.catchAll((e) =>
-    Console.error(`tapedeck: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 1))))
-  ),
-  Logger.withMinimumLogLevel(LogLevel.Warning),
-  BunRuntime.runMain({ disablePrettyLogger: true })
-)
+} else
+  command(process.argv.slice(2)).pipe(
+    Effect.provide(ReposLive),
+    Effect.catchAll((e) =>
+      Console.error(`tapedeck: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 1))))
+    ),
+    Logger.withMinimumLogLevel(LogLevel.Warning),
+    BunRuntime.runMain({ disablePrettyLogger: true })
+  )

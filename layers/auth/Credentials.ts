@@ -32,7 +32,7 @@ const KNOWN_ACCOUNTS_REFRESH = Duration.minutes(1)
 
 /** Turns an API key or a web-session JWT into the account it acts for. */
 export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credentials", {
-  scoped: Effect.gen(function*() {
+  scoped: Effect.gen(function* () {
     const config = yield* AppConfig
     const keys = yield* ApiKeyRepo
     const accounts = yield* AccountRepo
@@ -90,11 +90,13 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
         ),
         Effect.catchAllDefect((defect) => {
           const known = knownAccounts.get(name)
-          return defect instanceof SqlError.SqlError && known !== undefined ? Effect.succeed(Option.some(known)) : Effect.die(defect)
+          return defect instanceof SqlError.SqlError && known !== undefined
+            ? Effect.succeed(Option.some(known))
+            : Effect.die(defect)
         })
       )
 
-    const apiKey = Effect.fn("Credentials.apiKey")(function*(key: string) {
+    const apiKey = Effect.fn("Credentials.apiKey")(function* (key: string) {
       if (!key.startsWith(KEY_PREFIX) || key.length > MAX_CREDENTIAL_LENGTH) {
         return yield* new InvalidCredential({ reason: "invalid API key" })
       }
@@ -105,7 +107,7 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
     })
 
     /** `fromKnown`: take the account from `knownAccounts` when it is there (routes whose statement re-checks nothing else). */
-    const jwt = Effect.fn("Credentials.jwt")(function*(token: string, fromKnown: boolean) {
+    const jwt = Effect.fn("Credentials.jwt")(function* (token: string, fromKnown: boolean) {
       if (Option.isNone(jwtKey)) return yield* new InvalidCredential({ reason: "invalid credential" })
       const verified = yield* Effect.tryPromise({
         try: () =>
@@ -122,7 +124,12 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
       })
       const { account, sub } = verified.payload
       // `requiredClaims` only asks that sub be present: an empty or blank subject names nobody.
-      if (typeof account !== "string" || typeof sub !== "string" || sub.trim() === "" || !Schema.is(AccountName)(account)) {
+      if (
+        typeof account !== "string" ||
+        typeof sub !== "string" ||
+        sub.trim() === "" ||
+        !Schema.is(AccountName)(account)
+      ) {
         return yield* new InvalidCredential({ reason: "token lacks a valid sub or account claim" })
       }
       const known = fromKnown ? knownAccounts.get(account) : undefined
@@ -141,7 +148,8 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
     const bearer = (credential: Redacted.Redacted<string>) => {
       const token = Redacted.value(credential)
       if (token === "") return Effect.fail(new InvalidCredential({ reason: "missing or invalid credentials" }))
-      if (token.length > MAX_CREDENTIAL_LENGTH) return Effect.fail(new InvalidCredential({ reason: "invalid credential" }))
+      if (token.length > MAX_CREDENTIAL_LENGTH)
+        return Effect.fail(new InvalidCredential({ reason: "invalid credential" }))
       return token.startsWith(KEY_PREFIX) ? apiKey(token) : jwt(token, false)
     }
 
@@ -152,14 +160,18 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
      * (`tapedeck_require_live_key`). Anything else is looked up as usual.
      */
     const cachedApiKey = (key: string) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (!key.startsWith(KEY_PREFIX) || key.length > MAX_CREDENTIAL_LENGTH) return yield* apiKey(key)
         const keyHash = yield* hashKey(key)
         const hit = recent.get(`key:${keyHash}`)
         if (hit === undefined || Date.now() - hit.at > CACHED_KEY_MS) return yield* apiKey(key)
         const found = hit.value as Option.Option<{ readonly accountId: AccountId; readonly keyId: string }>
         if (Option.isNone(found)) return yield* apiKey(key)
-        return { accountId: found.value.accountId, credentialId: `key:${found.value.keyId}`, liveKey: keyHash } satisfies Principal
+        return {
+          accountId: found.value.accountId,
+          credentialId: `key:${found.value.keyId}`,
+          liveKey: keyHash
+        } satisfies Principal
       })
 
     /** `x-service-key`, for a route that re-checks the key in its own statement: see `cachedApiKey`. */
@@ -185,23 +197,35 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
     if (custom !== undefined) {
       /** An installed authenticator (an extension) verifies every credential: API keys and JWTs are not accepted. */
       const byExtension = (credential: Redacted.Redacted<string>) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const token = Redacted.value(credential)
           if (token === "") return yield* new InvalidCredential({ reason: "missing credentials" })
-          if (token.length > MAX_CREDENTIAL_LENGTH) return yield* new InvalidCredential({ reason: "invalid credential" })
-          const verified = yield* custom.authenticate(token).pipe(
-            Effect.catchAllCause((cause) =>
-              Effect.logWarning(`authenticator ${JSON.stringify(custom.name)} failed`, cause).pipe(
-                Effect.zipRight(Effect.fail(new InvalidCredential({ reason: "invalid credential" })))
+          if (token.length > MAX_CREDENTIAL_LENGTH)
+            return yield* new InvalidCredential({ reason: "invalid credential" })
+          const verified = yield* custom
+            .authenticate(token)
+            .pipe(
+              Effect.catchAllCause((cause) =>
+                Effect.logWarning(`authenticator ${JSON.stringify(custom.name)} failed`, cause).pipe(
+                  Effect.zipRight(Effect.fail(new InvalidCredential({ reason: "invalid credential" })))
+                )
               )
             )
-          )
           if (Option.isNone(verified)) return yield* new InvalidCredential({ reason: "invalid credential" })
           const accountId = yield* accountNamed(verified.value.account)
           if (Option.isNone(accountId)) return yield* new InvalidCredential({ reason: "invalid credential" })
-          return { accountId: accountId.value, credentialId: `${custom.name}:${verified.value.subject}` } satisfies Principal
+          return {
+            accountId: accountId.value,
+            credentialId: `${custom.name}:${verified.value.subject}`
+          } satisfies Principal
         })
-      return { serviceKey: byExtension, bearer: byExtension, cachedServiceKey: byExtension, cachedBearer: byExtension, forgetKey } as const
+      return {
+        serviceKey: byExtension,
+        bearer: byExtension,
+        cachedServiceKey: byExtension,
+        cachedBearer: byExtension,
+        forgetKey
+      } as const
     }
     return { serviceKey, bearer, cachedServiceKey, cachedBearer, forgetKey } as const
   }),

@@ -31,9 +31,11 @@ const EmbeddingsSettings = Config.all({
   baseUrl: optionalBaseUrl("TAPEDECK_EMBEDDINGS_BASE_URL"),
   model: Config.string("TAPEDECK_EMBEDDINGS_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
   apiKey: optionalSecret("TAPEDECK_EMBEDDINGS_API_KEY"),
-  dimensions: Config.option(Config.integer("TAPEDECK_EMBEDDINGS_DIMENSIONS").pipe(
-    Config.validate({ message: "must be a positive integer", validation: (n) => n > 0 })
-  )),
+  dimensions: Config.option(
+    Config.integer("TAPEDECK_EMBEDDINGS_DIMENSIONS").pipe(
+      Config.validate({ message: "must be a positive integer", validation: (n) => n > 0 })
+    )
+  ),
   batchSize: Config.integer("TAPEDECK_EMBEDDINGS_BATCH_SIZE").pipe(
     Config.validate({ message: "must be between 1 and 2048", validation: (n) => n >= 1 && n <= 2048 }),
     Config.withDefault(64)
@@ -60,7 +62,7 @@ export const LoggingConfig = Config.all({
 
 /** Every environment knob of the service, typed; secrets stay `Redacted`. */
 export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     return {
       port: yield* Config.integer("PORT").pipe(Config.withDefault(8080)),
       host: yield* Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
@@ -81,13 +83,21 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       /** How long a stopping instance lets the requests in flight finish before the app closes under them. */
       drainSeconds: yield* Config.number("TAPEDECK_DRAIN_SECONDS").pipe(
         Config.withDefault(10),
-        Config.validate({ message: "TAPEDECK_DRAIN_SECONDS must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
+        Config.validate({
+          message: "TAPEDECK_DRAIN_SECONDS must be between 0 and 3600",
+          validation: (n) => n >= 0 && n <= 3600
+        })
       ),
       databaseUrl: yield* Config.option(Config.redacted("DATABASE_URL")),
       dataDir: yield* Config.string("TAPEDECK_DATA_DIR").pipe(Config.withDefault("./.tapedeck")),
-      pgliteSharedBuffers: yield* Config.option(Config.string("TAPEDECK_PGLITE_SHARED_BUFFERS").pipe(
-        Config.validate({ message: "must be a size such as 256MB, 1GB or 65536kB", validation: (s) => /^[1-9][0-9]*(kB|MB|GB)$/.test(s) })
-      )),
+      pgliteSharedBuffers: yield* Config.option(
+        Config.string("TAPEDECK_PGLITE_SHARED_BUFFERS").pipe(
+          Config.validate({
+            message: "must be a size such as 256MB, 1GB or 65536kB",
+            validation: (s) => /^[1-9][0-9]*(kB|MB|GB)$/.test(s)
+          })
+        )
+      ),
       dbPoolMax: yield* Config.integer("TAPEDECK_DB_POOL_MAX").pipe(Config.withDefault(10)),
       dbConnectTimeoutMs: yield* Config.integer("TAPEDECK_DB_CONNECT_TIMEOUT_MS").pipe(Config.withDefault(5000)),
       dbPreparedStatements: yield* Config.boolean("TAPEDECK_DB_PREPARED_STATEMENTS").pipe(Config.withDefault(true)),
@@ -140,15 +150,21 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       // closed), so ingestion steps aside before that, not after. Off by default on embedded PGlite: checks and exports
       // share its one connection there, and refusing exports cannot give checks a connection of their own.
       enforcementShedIngestMs: yield* Config.all({
-        explicit: Config.option(Config.integer("TAPEDECK_ENFORCEMENT_SHED_INGEST_MS").pipe(
-          Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 })
-        )),
+        explicit: Config.option(
+          Config.integer("TAPEDECK_ENFORCEMENT_SHED_INGEST_MS").pipe(
+            Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 })
+          )
+        ),
         timeoutMs: Config.integer("TAPEDECK_ENFORCEMENT_TIMEOUT_MS").pipe(Config.withDefault(250)),
         embedded: Config.option(Config.string("DATABASE_URL")).pipe(Config.map((url) => url._tag === "None"))
-      }).pipe(Config.map(({ embedded, explicit, timeoutMs }) =>
-        explicit._tag === "Some" ? explicit.value : embedded ? 0 : Math.max(1, Math.floor(timeoutMs / 5))
-      )),
-      replayInlineMaxModelCalls: yield* Config.integer("TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS").pipe(Config.withDefault(8)),
+      }).pipe(
+        Config.map(({ embedded, explicit, timeoutMs }) =>
+          explicit._tag === "Some" ? explicit.value : embedded ? 0 : Math.max(1, Math.floor(timeoutMs / 5))
+        )
+      ),
+      replayInlineMaxModelCalls: yield* Config.integer("TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS").pipe(
+        Config.withDefault(8)
+      ),
       replayTimeoutSeconds: yield* Config.integer("TAPEDECK_REPLAY_TIMEOUT_SECONDS").pipe(Config.withDefault(900)),
       replaySdkGraceSeconds: yield* Config.integer("TAPEDECK_REPLAY_SDK_GRACE_SECONDS").pipe(Config.withDefault(30)),
       replayMonthlyAllowance: yield* Config.integer("TAPEDECK_REPLAY_MONTHLY_ALLOWANCE").pipe(Config.withDefault(100)),
@@ -157,7 +173,10 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
         Config.withDefault(3600)
       ),
       defaultJudgeModel: yield* Config.string("TAPEDECK_DEFAULT_JUDGE_MODEL").pipe(
-        Config.validate({ message: "must be 1 to 100 characters", validation: (s) => s.trim() !== "" && s.length <= 100 }),
+        Config.validate({
+          message: "must be 1 to 100 characters",
+          validation: (s) => s.trim() !== "" && s.length <= 100
+        }),
         Config.withDefault("gpt-4o-mini")
       ),
       evalGateConcurrency: yield* Config.integer("TAPEDECK_EVAL_GATE_CONCURRENCY").pipe(
@@ -169,9 +188,11 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       // JSON of model prices over the built-in table (layers/llm/Prices.ts, which validates it), for estimated span
       // costs; the file's under the variable's.
       modelPrices: yield* nonBlank("TAPEDECK_MODEL_PRICES"),
-      modelPricesFile: yield* Config.option(Config.string("TAPEDECK_MODEL_PRICES_FILE").pipe(
-        Config.validate({ message: "must be a file path", validation: (s) => s.trim() !== "" })
-      )),
+      modelPricesFile: yield* Config.option(
+        Config.string("TAPEDECK_MODEL_PRICES_FILE").pipe(
+          Config.validate({ message: "must be a file path", validation: (s) => s.trim() !== "" })
+        )
+      ),
       jobMaxAttempts: yield* Config.integer("TAPEDECK_JOB_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
       jobBackoffMs: yield* Config.integer("TAPEDECK_JOB_BACKOFF_MS").pipe(Config.withDefault(1000)),
       jobPollMs: yield* Config.integer("TAPEDECK_JOB_POLL_MS").pipe(Config.withDefault(500)),
@@ -183,7 +204,9 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       // Terminal-trace detection (insights) and eval-rule webhooks.
       insightLoopRepeats: yield* Config.integer("TAPEDECK_INSIGHT_LOOP_REPEATS").pipe(Config.withDefault(3)),
       insightBaselineFactor: yield* Config.number("TAPEDECK_INSIGHT_BASELINE_FACTOR").pipe(Config.withDefault(3)),
-      insightBaselineMinSample: yield* Config.integer("TAPEDECK_INSIGHT_BASELINE_MIN_SAMPLE").pipe(Config.withDefault(10)),
+      insightBaselineMinSample: yield* Config.integer("TAPEDECK_INSIGHT_BASELINE_MIN_SAMPLE").pipe(
+        Config.withDefault(10)
+      ),
       insightBaselineWindow: yield* Config.integer("TAPEDECK_INSIGHT_BASELINE_WINDOW").pipe(Config.withDefault(100)),
       insightTokenFactor: yield* Config.number("TAPEDECK_INSIGHT_TOKEN_FACTOR").pipe(Config.withDefault(10)),
       insightTokenCap: yield* Config.integer("TAPEDECK_INSIGHT_TOKEN_CAP").pipe(Config.withDefault(200_000)),
@@ -204,14 +227,24 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       streamPingSeconds: yield* Config.number("TAPEDECK_STREAM_PING_SECONDS").pipe(Config.withDefault(15)),
       streamAuthTimeoutMs: yield* Config.integer("TAPEDECK_STREAM_AUTH_TIMEOUT_MS").pipe(Config.withDefault(5000)),
       // OAuth discovery metadata (src/http/DiscoveryHttp.ts): absolute http(s) URLs, no trailing slash kept.
-      publicUrl: yield* Config.option(Config.string("TAPEDECK_PUBLIC_URL").pipe(
-        Config.validate({ message: "must be an absolute http(s) URL", validation: (s) => /^https?:\/\/[^\s/?#]+/i.test(s) }),
-        Config.map((s) => s.replace(/\/+$/, ""))
-      )),
-      authUrl: yield* Config.option(Config.string("TAPEDECK_AUTH_URL").pipe(
-        Config.validate({ message: "must be an absolute http(s) URL", validation: (s) => /^https?:\/\/[^\s/?#]+/i.test(s) }),
-        Config.map((s) => s.replace(/\/+$/, ""))
-      )),
+      publicUrl: yield* Config.option(
+        Config.string("TAPEDECK_PUBLIC_URL").pipe(
+          Config.validate({
+            message: "must be an absolute http(s) URL",
+            validation: (s) => /^https?:\/\/[^\s/?#]+/i.test(s)
+          }),
+          Config.map((s) => s.replace(/\/+$/, ""))
+        )
+      ),
+      authUrl: yield* Config.option(
+        Config.string("TAPEDECK_AUTH_URL").pipe(
+          Config.validate({
+            message: "must be an absolute http(s) URL",
+            validation: (s) => /^https?:\/\/[^\s/?#]+/i.test(s)
+          }),
+          Config.map((s) => s.replace(/\/+$/, ""))
+        )
+      ),
       // Logs: one line per request only when asked for; otherwise a summary line per period (0: none).
       accessLog: yield* Config.boolean("TAPEDECK_ACCESS_LOG").pipe(Config.withDefault(false)),
       logSummarySeconds: yield* Config.number("TAPEDECK_LOG_SUMMARY_SECONDS").pipe(
@@ -227,4 +260,3 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
     } as const
   })
 }) {}
-

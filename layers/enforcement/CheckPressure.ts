@@ -23,7 +23,7 @@ const MIN_SLOW_IN_WINDOW = 16
  * (CheckBatcher leaves that out): one slow statement alone sheds nothing.
  */
 export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/CheckPressure", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const { enforcementShedIngestMs } = yield* AppConfig
     const bucketMs = WINDOW_MS / BUCKETS
     const slow = new Array<number>(BUCKETS).fill(0)

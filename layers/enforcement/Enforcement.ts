@@ -1,8 +1,5 @@
 import { DateTime, Effect, Runtime, Schedule } from "effect"
-import {
-  type EnforcementCheckRequest,
-  type EnforcementDecision
-} from "#src/domain/Enforcement"
+import { type EnforcementCheckRequest, type EnforcementDecision } from "#src/domain/Enforcement"
 import { type AccountId, SpanId, type TraceId } from "#src/domain/Ids"
 import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -57,7 +54,7 @@ const RECORD_BATCH = 500
  * well under a millisecond of this process's time.
  */
 export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforcement", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const store = yield* PolicyStore
     const config = yield* AppConfig
     const traces = yield* Traces
@@ -70,7 +67,12 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
      * (stopping a query would need `pg_cancel_backend`, which can hit whatever that connection runs next). The
      * `abandoned` flag tells the work to start no further attempt; `recordFailClosed` settles what it did.
      */
-    const withinDeadline = (accountId: AccountId, action: ProposedAction, audit: DecisionAudit, liveKey: string | null) =>
+    const withinDeadline = (
+      accountId: AccountId,
+      action: ProposedAction,
+      audit: DecisionAudit,
+      liveKey: string | null
+    ) =>
       Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => {
         let settled = false
         const timer = setTimeout(() => {
@@ -79,13 +81,16 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
           audit.abandoned = true
           resume(Effect.fail(new PolicyStateUnavailable({ reason: `no answer within ${timeoutMs} ms` })))
         }, timeoutMs)
-        runFork(Effect.flatMap(store.policies(accountId), (policies) => store.decideAtomically(accountId, action, policies, audit, liveKey)))
-          .addObserver((exit) => {
-            if (settled) return
-            settled = true
-            clearTimeout(timer)
-            resume(exit)
-          })
+        runFork(
+          Effect.flatMap(store.policies(accountId), (policies) =>
+            store.decideAtomically(accountId, action, policies, audit, liveKey)
+          )
+        ).addObserver((exit) => {
+          if (settled) return
+          settled = true
+          clearTimeout(timer)
+          resume(exit)
+        })
         // An interrupted check (the client went away) was not answered: its work may still record what it decides.
         return Effect.sync(() => {
           settled = true
@@ -130,14 +135,25 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
       )
     })
 
-    const recordFailClosed = (accountId: AccountId, request: EnforcementCheckRequest, audit: DecisionAudit, reason: string) =>
+    const recordFailClosed = (
+      accountId: AccountId,
+      request: EnforcementCheckRequest,
+      audit: DecisionAudit,
+      reason: string
+    ) =>
       Effect.suspend(() => {
         if (pendingRecords.length >= MAX_PENDING_RECORDS) {
           return Effect.logError("too many fail-closed decisions waiting to be recorded: one is dropped").pipe(
             Effect.annotateLogs({ decisionId: audit.decisionId, runId: request.run_id })
           )
         }
-        pendingRecords.push({ accountId, action: toAction(request), audit, reason, latencyMs: performance.now() - audit.startedAt })
+        pendingRecords.push({
+          accountId,
+          action: toAction(request),
+          audit,
+          reason,
+          latencyMs: performance.now() - audit.startedAt
+        })
         if (!recording) {
           recording = true
           runFork(recordPending)
@@ -146,15 +162,24 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
       })
 
     /** The trace a check names tells the whole story: a block or hold becomes an action span of it (if owned). */
-    const traceDecision = (accountId: AccountId, request: EnforcementCheckRequest, decision: EnforcementDecision, traceId: TraceId) =>
-      Effect.gen(function*() {
+    const traceDecision = (
+      accountId: AccountId,
+      request: EnforcementCheckRequest,
+      decision: EnforcementDecision,
+      traceId: TraceId
+    ) =>
+      Effect.gen(function* () {
         const now = DateTime.unsafeMake(Date.now())
         const span = {
           id: SpanId.make(crypto.randomUUID()),
           parent_id: null,
           span_type: "action" as const,
           name: `enforcement: ${decision.verdict}`,
-          input: { tool_name: request.tool_name ?? null, model: request.model ?? null, step_index: request.step_index ?? null },
+          input: {
+            tool_name: request.tool_name ?? null,
+            model: request.model ?? null,
+            step_index: request.step_index ?? null
+          },
           output: decision,
           metadata: { enforcement: { run_id: request.run_id, policy_type: decision.policy_type } },
           started_at: now,
@@ -190,7 +215,10 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
               policy_type: null,
               reason: `policy state unavailable: ${e.reason}`
             }
-            return Effect.zipRight(recordFailClosed(accountId, request, audit, block.reason), answered(accountId, request, block))
+            return Effect.zipRight(
+              recordFailClosed(accountId, request, audit, block.reason),
+              answered(accountId, request, block)
+            )
           }
         })
       })

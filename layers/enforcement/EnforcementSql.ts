@@ -9,7 +9,7 @@ import { pgPoolLayer } from "../storage/PreparedStatements.ts"
  * On embedded PGlite (one connection for everything), or with that setting 0, the shared client.
  */
 export const EnforcementSqlLive = Layer.unwrapEffect(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const config = yield* AppConfig
     const shared = Layer.effectContext(Effect.context<SqlClient.SqlClient>())
     if (config.enforcementDbConnections === 0) return shared

@@ -19,7 +19,11 @@ interface GuardrailRow {
   readonly updatedAt: Date
 }
 
-const toGuardrail = (r: GuardrailRow) => ({ ...r, createdAt: r.createdAt.toISOString(), updatedAt: r.updatedAt.toISOString() })
+const toGuardrail = (r: GuardrailRow) => ({
+  ...r,
+  createdAt: r.createdAt.toISOString(),
+  updatedAt: r.updatedAt.toISOString()
+})
 
 const HOLD_SELECT = `id, policy_id AS "policyId", run_id AS "runId", tool_name AS "toolName",
   tool_args_hash AS "toolArgsHash", model,
@@ -27,16 +31,21 @@ const HOLD_SELECT = `id, policy_id AS "policyId", run_id AS "runId", tool_name A
   reason, decided_by AS "decidedBy", consumed, expires_at AS "expiresAt", created_at AS "createdAt", decided_at AS "decidedAt"`
 
 const iso = (d: unknown) => (d instanceof Date ? d.toISOString() : d)
-const toHold = (r: Record<string, unknown>) => ({ ...r, expiresAt: iso(r.expiresAt), createdAt: iso(r.createdAt), decidedAt: iso(r.decidedAt) })
+const toHold = (r: Record<string, unknown>) => ({
+  ...r,
+  expiresAt: iso(r.expiresAt),
+  createdAt: iso(r.createdAt),
+  decidedAt: iso(r.decidedAt)
+})
 
 /** Guardrail policies, holds and the decision log of an account. Every change invalidates the policy cache. */
 export class GuardrailRepo extends Effect.Service<GuardrailRepo>()("tapedeck/GuardrailRepo", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const store = yield* PolicyStore
 
     const create = Effect.fn("GuardrailRepo.create")(
-      function*(accountId: AccountId, request: CreateGuardrailRequest) {
+      function* (accountId: AccountId, request: CreateGuardrailRequest) {
         const rows = yield* sql<GuardrailRow>`
           INSERT INTO guardrails (id, account_id, project_id, type, name, enabled, params)
           VALUES (${crypto.randomUUID()}, ${accountId}, ${request.project_id ?? null}, ${request.type},
@@ -49,7 +58,7 @@ export class GuardrailRepo extends Effect.Service<GuardrailRepo>()("tapedeck/Gua
     )
 
     const list = Effect.fn("GuardrailRepo.list")(
-      function*(accountId: AccountId) {
+      function* (accountId: AccountId) {
         const rows = yield* sql<GuardrailRow>`
           SELECT ${sql.literal(GUARDRAIL_SELECT)} FROM guardrails
           WHERE account_id = ${accountId} AND deleted_at IS NULL ORDER BY created_at, id`
@@ -59,7 +68,7 @@ export class GuardrailRepo extends Effect.Service<GuardrailRepo>()("tapedeck/Gua
     )
 
     const get = Effect.fn("GuardrailRepo.get")(
-      function*(accountId: AccountId, id: string) {
+      function* (accountId: AccountId, id: string) {
         const rows = yield* sql<GuardrailRow>`
           SELECT ${sql.literal(GUARDRAIL_SELECT)} FROM guardrails
           WHERE id = ${id} AND account_id = ${accountId} AND deleted_at IS NULL`
@@ -70,7 +79,15 @@ export class GuardrailRepo extends Effect.Service<GuardrailRepo>()("tapedeck/Gua
     )
 
     const update = Effect.fn("GuardrailRepo.update")(
-      function*(accountId: AccountId, id: string, change: { readonly name?: string | null | undefined; readonly enabled?: boolean | undefined; readonly params?: unknown }) {
+      function* (
+        accountId: AccountId,
+        id: string,
+        change: {
+          readonly name?: string | null | undefined
+          readonly enabled?: boolean | undefined
+          readonly params?: unknown
+        }
+      ) {
         const rows = yield* sql<GuardrailRow>`
           UPDATE guardrails SET
             name = CASE WHEN ${change.name !== undefined}::boolean THEN ${change.name ?? null} ELSE name END,
@@ -87,7 +104,7 @@ export class GuardrailRepo extends Effect.Service<GuardrailRepo>()("tapedeck/Gua
     )
 
     const remove = Effect.fn("GuardrailRepo.remove")(
-      function*(accountId: AccountId, id: string) {
+      function* (accountId: AccountId, id: string) {
         const rows = yield* sql`
           UPDATE guardrails SET deleted_at = now() WHERE id = ${id} AND account_id = ${accountId} AND deleted_at IS NULL
           RETURNING id`
@@ -98,7 +115,7 @@ export class GuardrailRepo extends Effect.Service<GuardrailRepo>()("tapedeck/Gua
     )
 
     const holds = Effect.fn("GuardrailRepo.holds")(
-      function*(accountId: AccountId, status: string | undefined) {
+      function* (accountId: AccountId, status: string | undefined) {
         const rows = yield* sql<Record<string, unknown>>`
           SELECT * FROM (SELECT ${sql.literal(HOLD_SELECT)} FROM enforcement_holds WHERE account_id = ${accountId}) h
           ${status === undefined ? sql`` : sql`WHERE h.status = ${status}`}
@@ -110,7 +127,7 @@ export class GuardrailRepo extends Effect.Service<GuardrailRepo>()("tapedeck/Gua
 
     /** Approves or denies a pending, unexpired hold; the approver (credential) and reason are recorded. */
     const decideHold = Effect.fn("GuardrailRepo.decideHold")(
-      function*(accountId: AccountId, id: string, status: "approved" | "denied", by: string, reason: string | null) {
+      function* (accountId: AccountId, id: string, status: "approved" | "denied", by: string, reason: string | null) {
         const rows = yield* sql<Record<string, unknown>>`
           UPDATE enforcement_holds SET status = ${status}, decided_by = ${by}, reason = ${reason}, decided_at = now()
           WHERE id = ${id} AND account_id = ${accountId} AND status = 'pending'
@@ -126,7 +143,7 @@ export class GuardrailRepo extends Effect.Service<GuardrailRepo>()("tapedeck/Gua
     )
 
     const decisions = Effect.fn("GuardrailRepo.decisions")(
-      function*(accountId: AccountId, runId: string | undefined, limit: number) {
+      function* (accountId: AccountId, runId: string | undefined, limit: number) {
         const rows = yield* sql<Record<string, unknown>>`
           SELECT id, run_id, trace_id, step_index::float8 AS step_index, tool_name, model, verdict, policy_id, policy_type,
                  hold_id, reason, latency_ms, created_at

@@ -37,29 +37,32 @@ export interface FailClosedRecord {
  * Where policy state lives: the account's policies and each run's counters and holds. Every failure to
  * reach that state is a `PolicyStateUnavailable` (never a default): the caller fails closed.
  */
-export class PolicyStore extends Context.Tag("tapedeck/PolicyStore")<PolicyStore, {
-  /** The account's policies in creation order (cached; invalidated on change, on every instance). */
-  readonly policies: (accountId: AccountId) => Effect.Effect<ReadonlyArray<Policy>, PolicyStateUnavailable>
-  /**
-   * Evaluates the action against the run's counters and stores the outcome atomically with the decision's
-   * record: counters advance only on allow, a hold is opened or consumed as the evaluation says. `liveKey`: the
-   * digest of the API key the caller was verified with from a cache (null: verified just now); if that key has been
-   * revoked since, nothing is stored and the result is CredentialRevoked.
-   */
-  readonly decideAtomically: (
-    accountId: AccountId,
-    action: ProposedAction,
-    policies: ReadonlyArray<Policy>,
-    audit: DecisionAudit,
-    liveKey: string | null
-  ) => Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>
-  /**
-   * Records fail-closed blocks, each as the decision `audit.decisionId`, whatever became of the attempt to decide
-   * it: if that attempt stored an allow after all, the allow is replaced and its counters are taken back, and no
-   * attempt still under way can store anything afterwards. All or none; idempotent: the caller retries until it
-   * succeeds.
-   */
-  readonly recordFailClosed: (records: ReadonlyArray<FailClosedRecord>) => Effect.Effect<void, PolicyStateUnavailable>
-  /** Forgets the cached policies of the account here and on the other instances. */
-  readonly invalidate: (accountId: AccountId) => Effect.Effect<void>
-}>() {}
+export class PolicyStore extends Context.Tag("tapedeck/PolicyStore")<
+  PolicyStore,
+  {
+    /** The account's policies in creation order (cached; invalidated on change, on every instance). */
+    readonly policies: (accountId: AccountId) => Effect.Effect<ReadonlyArray<Policy>, PolicyStateUnavailable>
+    /**
+     * Evaluates the action against the run's counters and stores the outcome atomically with the decision's
+     * record: counters advance only on allow, a hold is opened or consumed as the evaluation says. `liveKey`: the
+     * digest of the API key the caller was verified with from a cache (null: verified just now); if that key has been
+     * revoked since, nothing is stored and the result is CredentialRevoked.
+     */
+    readonly decideAtomically: (
+      accountId: AccountId,
+      action: ProposedAction,
+      policies: ReadonlyArray<Policy>,
+      audit: DecisionAudit,
+      liveKey: string | null
+    ) => Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>
+    /**
+     * Records fail-closed blocks, each as the decision `audit.decisionId`, whatever became of the attempt to decide
+     * it: if that attempt stored an allow after all, the allow is replaced and its counters are taken back, and no
+     * attempt still under way can store anything afterwards. All or none; idempotent: the caller retries until it
+     * succeeds.
+     */
+    readonly recordFailClosed: (records: ReadonlyArray<FailClosedRecord>) => Effect.Effect<void, PolicyStateUnavailable>
+    /** Forgets the cached policies of the account here and on the other instances. */
+    readonly invalidate: (accountId: AccountId) => Effect.Effect<void>
+  }
+>() {}

@@ -53,21 +53,30 @@ const unavailable = (e: unknown) =>
 const orUnavailable = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, PolicyStateUnavailable, R> =>
   effect.pipe(
     Effect.mapError((e) => (e instanceof PolicyStateUnavailable ? e : unavailable(e))),
-    Effect.catchAllDefect((defect) => (defect instanceof SqlError.SqlError ? Effect.fail(unavailable(defect)) : Effect.die(defect)))
+    Effect.catchAllDefect((defect) =>
+      defect instanceof SqlError.SqlError ? Effect.fail(unavailable(defect)) : Effect.die(defect)
+    )
   )
 
 /** As `orUnavailable`, but a statement that found the caller's API key revoked (migration 0014) is CredentialRevoked. */
-const orUnavailableOrRevoked = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, PolicyStateUnavailable | CredentialRevoked, R> =>
+const orUnavailableOrRevoked = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, PolicyStateUnavailable | CredentialRevoked, R> =>
   effect.pipe(
     Effect.mapError((e): PolicyStateUnavailable | CredentialRevoked =>
-      e instanceof PolicyStateUnavailable || e instanceof CredentialRevoked ? e : isKeyRevoked(e) ? new CredentialRevoked() : unavailable(e)
+      e instanceof PolicyStateUnavailable || e instanceof CredentialRevoked
+        ? e
+        : isKeyRevoked(e)
+          ? new CredentialRevoked()
+          : unavailable(e)
     ),
-    Effect.catchAllDefect((defect): Effect.Effect<never, PolicyStateUnavailable | CredentialRevoked> =>
-      isKeyRevoked(defect)
-        ? Effect.fail(new CredentialRevoked())
-        : defect instanceof SqlError.SqlError
-        ? Effect.fail(unavailable(defect))
-        : Effect.die(defect)
+    Effect.catchAllDefect(
+      (defect): Effect.Effect<never, PolicyStateUnavailable | CredentialRevoked> =>
+        isKeyRevoked(defect)
+          ? Effect.fail(new CredentialRevoked())
+          : defect instanceof SqlError.SqlError
+            ? Effect.fail(unavailable(defect))
+            : Effect.die(defect)
     )
   )
 
@@ -146,7 +155,7 @@ type DecisionArgs = [
  */
 export const SqlPolicyStoreLive = Layer.scoped(
   PolicyStore,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
     const config = yield* AppConfig
@@ -178,14 +187,16 @@ export const SqlPolicyStoreLive = Layer.scoped(
         WHERE account_id = ${accountId} AND deleted_at IS NULL
         ORDER BY created_at, id`.pipe(
         Effect.map((rows) =>
-          rows.map((r): Policy => ({
-            id: r.id,
-            type: r.type,
-            projectId: r.project_id,
-            enabled: r.enabled,
-            params: r.params,
-            createdAt: r.created_at.toISOString()
-          }))
+          rows.map(
+            (r): Policy => ({
+              id: r.id,
+              type: r.type,
+              projectId: r.project_id,
+              enabled: r.enabled,
+              params: r.params,
+              createdAt: r.created_at.toISOString()
+            })
+          )
         )
       )
 
@@ -204,7 +215,9 @@ export const SqlPolicyStoreLive = Layer.scoped(
 
     const invalidate = (accountId: AccountId) =>
       Effect.sync(() => forget(accountId)).pipe(
-        Effect.zipRight(Option.isSome(pg) ? Effect.asVoid(sql`SELECT pg_notify(${CHANNEL}, ${accountId})`) : Effect.void),
+        Effect.zipRight(
+          Option.isSome(pg) ? Effect.asVoid(sql`SELECT pg_notify(${CHANNEL}, ${accountId})`) : Effect.void
+        ),
         Effect.ignore
       )
 
@@ -256,7 +269,14 @@ export const SqlPolicyStoreLive = Layer.scoped(
     const notStored = () => new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
 
     const holdsFor = (accountId: AccountId, action: ProposedAction) =>
-      sql<{ id: string; policy_id: string; status: HoldState["status"]; reason: string | null; expires_at: Date | null; consumed: boolean }>`
+      sql<{
+        id: string
+        policy_id: string
+        status: HoldState["status"]
+        reason: string | null
+        expires_at: Date | null
+        consumed: boolean
+      }>`
         SELECT DISTINCT ON (policy_id) id, policy_id, status, reason, expires_at, consumed
         FROM enforcement_holds
         WHERE account_id = ${accountId} AND run_id = ${action.runId}
@@ -264,15 +284,21 @@ export const SqlPolicyStoreLive = Layer.scoped(
           AND tool_args_hash IS NOT DISTINCT FROM ${action.toolArgsHash ?? null}
           AND model IS NOT DISTINCT FROM ${action.model ?? null}
         ORDER BY policy_id, created_at DESC`.pipe(
-        Effect.map((rows) =>
-          new Map(rows.map((r) => [r.policy_id, {
-            id: r.id,
-            policyId: r.policy_id,
-            status: r.status,
-            reason: r.reason,
-            expiresAtMs: r.expires_at === null ? null : r.expires_at.getTime(),
-            consumed: r.consumed
-          } satisfies HoldState]))
+        Effect.map(
+          (rows) =>
+            new Map(
+              rows.map((r) => [
+                r.policy_id,
+                {
+                  id: r.id,
+                  policyId: r.policy_id,
+                  status: r.status,
+                  reason: r.reason,
+                  expiresAtMs: r.expires_at === null ? null : r.expires_at.getTime(),
+                  consumed: r.consumed
+                } satisfies HoldState
+              ])
+            )
         )
       )
 
@@ -281,7 +307,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * written last; if a fail-closed block took this decision's id meanwhile, the whole transaction is undone.
      */
     const decideLocked = (...[accountId, action, list, audit, liveKey]: DecisionArgs) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         // Checked and marked in one step: a check answered before this point is recorded without a run lock.
         if (audit.abandoned) return yield* notStored()
         audit.reachedStore = true
@@ -321,7 +347,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
            WHERE tapedeck_require_live_key($14::text) ON CONFLICT (id) DO NOTHING RETURNING id`,
           [...decisionParams(accountId, action, audit, evaluation), liveKey]
         )
-        if (recorded.length === 0) return yield* new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
+        if (recorded.length === 0)
+          return yield* new PolicyStateUnavailable({ reason: "answered before the decision was stored" })
         return evaluation
       }).pipe(sql.withTransaction)
 
@@ -359,7 +386,10 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * meanwhile are not written: their checks go round again against the state the statement answered (or take the
      * run's lock after OPTIMISTIC_ATTEMPTS); a check answered meanwhile (fail-closed) is dropped before that.
      */
-    const writeBatch = (batch: ReadonlyArray<Pending>, done: (again: ReadonlyArray<Pending>) => void): Effect.Effect<void> =>
+    const writeBatch = (
+      batch: ReadonlyArray<Pending>,
+      done: (again: ReadonlyArray<Pending>) => void
+    ): Effect.Effect<void> =>
       Effect.suspend(() => {
         const now = Date.now()
         const parts = new Map<string, RunPart>()
@@ -440,22 +470,32 @@ export const SqlPolicyStoreLive = Layer.scoped(
                 return
               }
               const byRun = new Map(rows.map((r) => [runKey(r.account_id as AccountId, r.run_id!), r]))
-              const answers: Array<[Pending, Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>]> = []
+              const answers: Array<[Pending, Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>]> =
+                []
               for (const [key, part] of parts) {
                 const row = byRun.get(key)
                 if (row?.written) {
-                  remember(key, { run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent }, version: row.version! })
+                  remember(key, {
+                    run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent },
+                    version: row.version!
+                  })
                   for (const { evaluation, item } of part.decided) answers.push([item, Effect.succeed(evaluation)])
                   continue
                 }
-                remember(key, row === undefined ? undefined : {
-                  run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] },
-                  version: row.version!
-                })
+                remember(
+                  key,
+                  row === undefined
+                    ? undefined
+                    : {
+                        run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] },
+                        version: row.version!
+                      }
+                )
                 for (const { item } of part.decided) {
                   item.attempts++
                   if (item.args[3].abandoned) answers.push([item, Effect.fail(notStored())])
-                  else if (item.attempts >= OPTIMISTIC_ATTEMPTS) answers.push([item, orUnavailableOrRevoked(decideLocked(...item.args))])
+                  else if (item.attempts >= OPTIMISTIC_ATTEMPTS)
+                    answers.push([item, orUnavailableOrRevoked(decideLocked(...item.args))])
                   else again.push(item)
                 }
               }
@@ -467,7 +507,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
         Effect.catchAllCause((cause) =>
           Effect.sync(() => {
             done([])
-            for (const item of batch) answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
+            for (const item of batch)
+              answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
           }).pipe(Effect.zipRight(Effect.logError("an enforcement batch failed unexpectedly", cause)))
         )
       )
@@ -493,28 +534,33 @@ export const SqlPolicyStoreLive = Layer.scoped(
       args[2].some((p) => needsApproval(p, args[1]))
         ? orUnavailableOrRevoked(decideLocked(...args))
         : Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => {
-          const item: Pending = {
-            runKey: runKey(args[0], args[1].runId),
-            accountKey: args[0],
-            args,
-            attempts: 0,
-            settled: false,
-            resume
-          }
-          const refused = batcher.submit(item)
-          if (refused !== undefined) {
-            const reason = refused === "full"
-              ? `${MAX_QUEUED} checks are already waiting`
-              : `${MAX_QUEUED_PER_ACCOUNT} checks of this account are already waiting`
-            answer(item, Effect.fail(new PolicyStateUnavailable({ reason })))
-          }
-        })
+            const item: Pending = {
+              runKey: runKey(args[0], args[1].runId),
+              accountKey: args[0],
+              args,
+              attempts: 0,
+              settled: false,
+              resume
+            }
+            const refused = batcher.submit(item)
+            if (refused !== undefined) {
+              const reason =
+                refused === "full"
+                  ? `${MAX_QUEUED} checks are already waiting`
+                  : `${MAX_QUEUED_PER_ACCOUNT} checks of this account are already waiting`
+              answer(item, Effect.fail(new PolicyStateUnavailable({ reason })))
+            }
+          })
 
     /** `recent` without the last action that matches this one (the one an allow being taken back added). */
     const withoutAction = (recent: ReadonlyArray<ActionRecord>, action: ProposedAction) => {
       for (let i = recent.length - 1; i >= 0; i--) {
         const r = recent[i]!
-        if (r.tool === (action.toolName ?? null) && r.args === (action.toolArgsHash ?? null) && r.step === (action.stepIndex ?? null)) {
+        if (
+          r.tool === (action.toolName ?? null) &&
+          r.args === (action.toolArgsHash ?? null) &&
+          r.step === (action.stepIndex ?? null)
+        ) {
           return [...recent.slice(0, i), ...recent.slice(i + 1)]
         }
       }
@@ -539,7 +585,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
 
     /** Locks the runs of records whose decisions may have been stored, and takes back the allows among them. */
     const takeBack = (byId: ReadonlyMap<string, FailClosedRecord>, mayBeStored: ReadonlyArray<FailClosedRecord>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const runs = new Map<string, { account_id: AccountId; run_id: string }>()
         for (const r of mayBeStored) {
           const key = runKey(r.accountId, r.action.runId)
@@ -558,11 +604,26 @@ export const SqlPolicyStoreLive = Layer.scoped(
           WHERE id = ANY(${uuidArray(mayBeStored.map((r) => r.audit.decisionId))}::uuid[]) AND verdict = 'allow'`
         if (allowed.length > 0) {
           const recentOf = new Map(locked.map((r) => [runKey(r.account_id as AccountId, r.run_id), r.recent]))
-          const takenBack = new Map<string, { account_id: string; run_id: string; usd: Array<string>; tokens: number; recent: ReadonlyArray<ActionRecord> }>()
+          const takenBack = new Map<
+            string,
+            {
+              account_id: string
+              run_id: string
+              usd: Array<string>
+              tokens: number
+              recent: ReadonlyArray<ActionRecord>
+            }
+          >()
           for (const { id } of allowed) {
             const { accountId, action } = byId.get(id)!
             const key = runKey(accountId, action.runId)
-            const run = takenBack.get(key) ?? { account_id: accountId, run_id: action.runId, usd: [], tokens: 0, recent: recentOf.get(key) ?? [] }
+            const run = takenBack.get(key) ?? {
+              account_id: accountId,
+              run_id: action.runId,
+              usd: [],
+              tokens: 0,
+              recent: recentOf.get(key) ?? []
+            }
             run.usd.push(String(action.proposedUsd ?? 0))
             run.tokens += action.proposedTokens ?? 0
             run.recent = withoutAction(run.recent, action)
@@ -580,7 +641,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
 
     /** The records, each taking over its decision's id (idempotent). */
     const insertRecords = (byId: ReadonlyMap<string, FailClosedRecord>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const rows = [...byId.values()].map((r) => ({
           id: r.audit.decisionId,
           account_id: r.accountId,

@@ -44,7 +44,7 @@ const latency = (t: string) => `CASE WHEN ${t}.total_duration_ms > 0 THEN ${t}.t
  * (trace, kind, key), so running it again for the same trace adds nothing it already found.
  */
 export class Detection extends Effect.Service<Detection>()("tapedeck/Detection", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const settings: DetectionSettings = {
@@ -60,7 +60,7 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
      * deleted ones are skipped): a few statements for the whole batch. How many new insights were stored.
      */
     const runMany = Effect.fn("Detection.runMany")(
-      function*(traces: ReadonlyArray<{ readonly accountId: AccountId; readonly traceId: TraceId }>) {
+      function* (traces: ReadonlyArray<{ readonly accountId: AccountId; readonly traceId: TraceId }>) {
         if (traces.length === 0) return 0
         yield* Effect.annotateCurrentSpan({ traces: traces.length })
         const ids = uuidArray(traces.map((t) => t.traceId))
@@ -88,7 +88,10 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
           WHERE s.trace_id = ANY(${foundIds}::uuid[])
           ORDER BY s.trace_id, s.started_at, s.id`
         const ownerOf = new Map(found.map((t) => [t.id as string, t.account_id as string]))
-        const spansOf = Map.groupBy(spans.filter((s) => ownerOf.get(s.trace_id) === s.account_id), (s) => s.trace_id)
+        const spansOf = Map.groupBy(
+          spans.filter((s) => ownerOf.get(s.trace_id) === s.account_id),
+          (s) => s.trace_id
+        )
         // Per trace: the account's last N terminal traces started before it, in the same environment.
         const baselines = yield* sql<BaselineRow>`
           SELECT t.id AS trace_id, b.sample, b.median_cost, b.median_latency_ms
@@ -115,15 +118,17 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
             medianCost: b?.median_cost ?? null,
             medianLatencyMs: b?.median_latency_ms ?? null
           }
-          const facts = (spansOf.get(trace.id) ?? []).map((s): SpanFacts => ({
-            id: s.id,
-            spanType: s.span_type,
-            name: s.name,
-            failed: s.failed,
-            error: s.error,
-            tokens: Number(s.tokens),
-            argsHash: s.args_hash
-          }))
+          const facts = (spansOf.get(trace.id) ?? []).map(
+            (s): SpanFacts => ({
+              id: s.id,
+              spanType: s.span_type,
+              name: s.name,
+              failed: s.failed,
+              error: s.error,
+              tokens: Number(s.tokens),
+              argsHash: s.args_hash
+            })
+          )
           const terminal = {
             status: trace.status as Exclude<TraceFactsRow["status"], "running">, // the statement left running ones out
             totalCost: Number(trace.total_cost),

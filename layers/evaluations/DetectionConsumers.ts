@@ -11,14 +11,10 @@ import { EvalRules } from "./EvalRules.ts"
  */
 export const TerminalTraceConsumersLive = Layer.effect(
   TerminalTraceConsumers,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const detection = yield* Detection
     const rules = yield* EvalRules
     const sinks = yield* traceSinkConsumer
-    return [
-      (traces) => detection.runMany(traces).pipe(Effect.asVoid),
-      (traces) => rules.applyMany(traces),
-      sinks
-    ]
+    return [(traces) => detection.runMany(traces).pipe(Effect.asVoid), (traces) => rules.applyMany(traces), sinks]
   })
 ).pipe(Layer.provide([Detection.Default, EvalRules.Default, JobQueue.Default]))

@@ -77,7 +77,7 @@ interface DeliveryRow {
  * to a trace (recorded in `eval_rule_matches`), so a retried terminal-trace job queues nothing twice.
  */
 export class EvalRules extends Effect.Service<EvalRules>()("tapedeck/EvalRules", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const evaluations = yield* Evaluations
     const webhooks = yield* WebhookDelivery
@@ -93,7 +93,7 @@ export class EvalRules extends Effect.Service<EvalRules>()("tapedeck/EvalRules",
     }
 
     const create = Effect.fn("EvalRules.create")(
-      function*(accountId: AccountId, request: CreateEvalRuleRequest) {
+      function* (accountId: AccountId, request: CreateEvalRuleRequest) {
         if (request.webhook_url !== undefined) {
           const problem = checkWebhookHost(request.webhook_url)
           if (problem !== undefined) return yield* new WebhookUrlRefused({ reason: problem })
@@ -117,20 +117,24 @@ export class EvalRules extends Effect.Service<EvalRules>()("tapedeck/EvalRules",
     )
 
     const list = Effect.fn("EvalRules.list")(
-      function*(accountId: AccountId, limit: number, offset: number) {
+      function* (accountId: AccountId, limit: number, offset: number) {
         const rows = yield* sql<RuleRow>`
           SELECT ${sql.unsafe(RULE_COLUMNS)}, count(*) OVER ()::int AS total
           FROM eval_rules WHERE account_id = ${accountId} AND deleted_at IS NULL
           ORDER BY created_at DESC, id DESC LIMIT ${limit} OFFSET ${offset}`
-        const total = rows[0]?.total ?? (yield* sql<{ total: number }>`
-          SELECT count(*)::int AS total FROM eval_rules WHERE account_id = ${accountId} AND deleted_at IS NULL`)[0]?.total ?? 0
+        const total =
+          rows[0]?.total ??
+          (yield* sql<{ total: number }>`
+          SELECT count(*)::int AS total FROM eval_rules WHERE account_id = ${accountId} AND deleted_at IS NULL`)[0]
+            ?.total ??
+          0
         return { items: rows.map(toRule), total, limit, offset }
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
 
     const get = Effect.fn("EvalRules.get")(
-      function*(accountId: AccountId, ruleId: EvalRuleId) {
+      function* (accountId: AccountId, ruleId: EvalRuleId) {
         const rows = yield* sql<RuleRow>`
           SELECT ${sql.unsafe(RULE_COLUMNS)} FROM eval_rules
           WHERE id = ${ruleId} AND account_id = ${accountId} AND deleted_at IS NULL`
@@ -142,7 +146,7 @@ export class EvalRules extends Effect.Service<EvalRules>()("tapedeck/EvalRules",
 
     /** Soft delete: the rule stops applying and its pending deliveries stop (recorded as gave_up). */
     const remove = Effect.fn("EvalRules.remove")(
-      function*(accountId: AccountId, ruleId: EvalRuleId) {
+      function* (accountId: AccountId, ruleId: EvalRuleId) {
         const rows = yield* sql<{ id: string }>`
           UPDATE eval_rules SET deleted_at = now(), updated_at = now()
           WHERE id = ${ruleId} AND account_id = ${accountId} AND deleted_at IS NULL
@@ -155,30 +159,35 @@ export class EvalRules extends Effect.Service<EvalRules>()("tapedeck/EvalRules",
 
     /** The delivery log of a live rule of the account, newest attempt first. */
     const deliveries = Effect.fn("EvalRules.deliveries")(
-      function*(accountId: AccountId, ruleId: EvalRuleId, limit: number, offset: number) {
+      function* (accountId: AccountId, ruleId: EvalRuleId, limit: number, offset: number) {
         yield* get(accountId, ruleId)
         const rows = yield* sql<DeliveryRow>`
           SELECT id, delivery_id, rule_id, trace_id, event, attempt, outcome, status_code, error, duration_ms,
                  next_attempt_at, created_at, count(*) OVER ()::int AS total
           FROM webhook_deliveries WHERE rule_id = ${ruleId} AND account_id = ${accountId}
           ORDER BY created_at DESC, id DESC LIMIT ${limit} OFFSET ${offset}`
-        const total = rows[0]?.total ?? (yield* sql<{ total: number }>`
+        const total =
+          rows[0]?.total ??
+          (yield* sql<{ total: number }>`
           SELECT count(*)::int AS total FROM webhook_deliveries WHERE rule_id = ${ruleId} AND account_id = ${accountId}`)[0]
-          ?.total ?? 0
-        const items = rows.map((r): WebhookDeliveryAttempt => ({
-          id: r.id,
-          deliveryId: r.delivery_id,
-          ruleId: EvalRuleId.make(r.rule_id),
-          traceId: r.trace_id,
-          event: r.event,
-          attempt: r.attempt,
-          outcome: r.outcome,
-          statusCode: r.status_code,
-          error: r.error,
-          durationMs: r.duration_ms,
-          nextAttemptAt: r.next_attempt_at === null ? null : r.next_attempt_at.toISOString(),
-          createdAt: r.created_at.toISOString()
-        }))
+            ?.total ??
+          0
+        const items = rows.map(
+          (r): WebhookDeliveryAttempt => ({
+            id: r.id,
+            deliveryId: r.delivery_id,
+            ruleId: EvalRuleId.make(r.rule_id),
+            traceId: r.trace_id,
+            event: r.event,
+            attempt: r.attempt,
+            outcome: r.outcome,
+            statusCode: r.status_code,
+            error: r.error,
+            durationMs: r.duration_ms,
+            nextAttemptAt: r.next_attempt_at === null ? null : r.next_attempt_at.toISOString(),
+            createdAt: r.created_at.toISOString()
+          })
+        )
         return { items, total, limit, offset }
       },
       Effect.catchTags({ SqlError: Effect.die })
@@ -190,7 +199,7 @@ export class EvalRules extends Effect.Service<EvalRules>()("tapedeck/EvalRules",
      * recorded (a second application finds it and stops), the runs are queued, and the webhook job enqueued.
      */
     const apply = Effect.fn("EvalRules.apply")(
-      function*(trace: TerminalTrace) {
+      function* (trace: TerminalTrace) {
         const subjects = yield* sql<SubjectRow>`
           SELECT project_id, name, status, metadata, total_cost::text AS total_cost
           FROM traces WHERE id = ${trace.traceId} AND account_id = ${trace.accountId} AND deleted_at IS NULL`
@@ -201,31 +210,34 @@ export class EvalRules extends Effect.Service<EvalRules>()("tapedeck/EvalRules",
           WHERE account_id = ${trace.accountId} AND deleted_at IS NULL AND enabled
           ORDER BY created_at, id`
         const status = subject.status
-        const due = rules.filter((rule) =>
-          matchesFilter(rule.filter, {
-            projectId: subject.project_id,
-            name: subject.name,
-            status,
-            metadata: subject.metadata,
-            totalCost: subject.total_cost
-          }) &&
-          isSampled(rule.sampling_rate, rule.id, trace.traceId)
+        const due = rules.filter(
+          (rule) =>
+            matchesFilter(rule.filter, {
+              projectId: subject.project_id,
+              name: subject.name,
+              status,
+              metadata: subject.metadata,
+              totalCost: subject.total_cost
+            }) && isSampled(rule.sampling_rate, rule.id, trace.traceId)
         )
         for (const rule of due) {
-          yield* Effect.gen(function*() {
+          yield* Effect.gen(function* () {
             const claimed = yield* sql<{ rule_id: string }>`
               INSERT INTO eval_rule_matches (rule_id, trace_id, account_id, sampled)
               VALUES (${rule.id}, ${trace.traceId}, ${trace.accountId}, true)
               ON CONFLICT (rule_id, trace_id) DO NOTHING
               RETURNING rule_id`
             if (claimed.length === 0) return
-            const runs = yield* evaluations.queueRuns(trace.accountId, rule.evaluation_id as EvaluationId, [trace.traceId]).pipe(
-              Effect.catchTag("EvaluationNotFound", () =>
-                Effect.logWarning("eval rule skipped: its evaluation is no longer visible").pipe(
-                  Effect.annotateLogs({ ruleId: rule.id, evaluationId: rule.evaluation_id }),
-                  Effect.as([] as ReadonlyArray<{ readonly id: string }>)
-                ))
-            )
+            const runs = yield* evaluations
+              .queueRuns(trace.accountId, rule.evaluation_id as EvaluationId, [trace.traceId])
+              .pipe(
+                Effect.catchTag("EvaluationNotFound", () =>
+                  Effect.logWarning("eval rule skipped: its evaluation is no longer visible").pipe(
+                    Effect.annotateLogs({ ruleId: rule.id, evaluationId: rule.evaluation_id }),
+                    Effect.as([] as ReadonlyArray<{ readonly id: string }>)
+                  )
+                )
+              )
             const runIds = runs.map((r) => r.id)
             const deliveryId = rule.webhook_url !== null && runIds.length > 0 ? crypto.randomUUID() : null
             yield* sql`
@@ -256,7 +268,7 @@ export class EvalRules extends Effect.Service<EvalRules>()("tapedeck/EvalRules",
      * traces are applied (most accounts have none, and a burst of terminal traces then costs one statement).
      */
     const applyMany = Effect.fn("EvalRules.applyMany")(
-      function*(traces: ReadonlyArray<TerminalTrace>) {
+      function* (traces: ReadonlyArray<TerminalTrace>) {
         if (traces.length === 0) return
         const accounts = [...new Set(traces.map((t) => t.accountId))]
         const withRules = yield* sql<{ account_id: string }>`

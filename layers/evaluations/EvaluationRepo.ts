@@ -128,11 +128,11 @@ export interface RunOutcome {
  * its owner deletes it (soft). A run belongs to the account that asked for it and is shown only to that account.
  */
 export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/EvaluationRepo", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     const insert = Effect.fn("EvaluationRepo.insert")(
-      function*(accountId: AccountId, e: NewEvaluation) {
+      function* (accountId: AccountId, e: NewEvaluation) {
         const rows = yield* sql<EvaluationRow>`
           INSERT INTO evaluations (id, account_id, project_id, name, description, judge_model, criteria, is_public)
           VALUES (${e.id}, ${accountId}, ${e.projectId}, ${e.name}, ${e.description}, ${e.judgeModel},
@@ -145,7 +145,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** An evaluation the account owns or that is public; `EvaluationNotFound` otherwise. */
     const findVisible = Effect.fn("EvaluationRepo.findVisible")(
-      function*(accountId: AccountId, evaluationId: EvaluationId) {
+      function* (accountId: AccountId, evaluationId: EvaluationId) {
         const rows = yield* sql<EvaluationRow>`
           SELECT ${sql.literal(EVALUATION_SELECT)} FROM evaluations
           WHERE id = ${evaluationId} AND deleted_at IS NULL AND (account_id = ${accountId} OR is_public)`
@@ -158,16 +158,19 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** The evaluations the account can see (its own and public ones), newest first, with the exact total. */
     const list = Effect.fn("EvaluationRepo.list")(
-      function*(accountId: AccountId, limit: number, offset: number) {
-        const [rows, totals] = yield* Effect.all([
-          sql<EvaluationRow>`
+      function* (accountId: AccountId, limit: number, offset: number) {
+        const [rows, totals] = yield* Effect.all(
+          [
+            sql<EvaluationRow>`
             SELECT ${sql.literal(EVALUATION_SELECT)} FROM evaluations
             WHERE deleted_at IS NULL AND (account_id = ${accountId} OR is_public)
             ORDER BY created_at DESC, id DESC LIMIT ${limit} OFFSET ${offset}`,
-          sql<{ n: number }>`
+            sql<{ n: number }>`
             SELECT count(*)::float8 AS n FROM evaluations
             WHERE deleted_at IS NULL AND (account_id = ${accountId} OR is_public)`
-        ], { concurrency: 2 })
+          ],
+          { concurrency: 2 }
+        )
         return { items: rows.map((r) => toRecord(r).evaluation), total: totals[0]?.n ?? 0, limit, offset }
       },
       Effect.catchTags({ SqlError: Effect.die })
@@ -175,7 +178,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** Soft delete by the owner; `EvaluationNotFound` for anyone else (even when it is public). */
     const softDelete = Effect.fn("EvaluationRepo.softDelete")(
-      function*(accountId: AccountId, evaluationId: EvaluationId) {
+      function* (accountId: AccountId, evaluationId: EvaluationId) {
         const rows = yield* sql`
           UPDATE evaluations SET deleted_at = now()
           WHERE id = ${evaluationId} AND account_id = ${accountId} AND deleted_at IS NULL
@@ -187,7 +190,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** The account's most recent runs of the evaluation, newest first. */
     const recentRuns = Effect.fn("EvaluationRepo.recentRuns")(
-      function*(accountId: AccountId, evaluationId: EvaluationId, limit: number) {
+      function* (accountId: AccountId, evaluationId: EvaluationId, limit: number) {
         const rows = yield* sql<RunRow>`
           SELECT ${sql.literal(RUN_SELECT)} FROM evaluation_runs
           WHERE evaluation_id = ${evaluationId} AND account_id = ${accountId}
@@ -199,7 +202,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** Of `traceIds`, those that are live traces of the account. */
     const ownedTraceIds = Effect.fn("EvaluationRepo.ownedTraceIds")(
-      function*(accountId: AccountId, traceIds: ReadonlyArray<string>) {
+      function* (accountId: AccountId, traceIds: ReadonlyArray<string>) {
         if (traceIds.length === 0) return new Set<string>()
         const rows = yield* sql<{ id: string }>`
           SELECT id FROM traces
@@ -211,7 +214,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** Inserts queued runs (in the caller's transaction, if any). */
     const insertQueued = Effect.fn("EvaluationRepo.insertQueued")(
-      function*(
+      function* (
         accountId: AccountId,
         evaluationId: EvaluationId,
         runs: ReadonlyArray<{ id: string; traceId: string }>,
@@ -234,7 +237,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
      * needs; None when the run is missing or already finished (a repeated job is a no-op).
      */
     const claimRun = Effect.fn("EvaluationRepo.claimRun")(
-      function*(runId: EvaluationRunId) {
+      function* (runId: EvaluationRunId) {
         const rows = yield* sql<{
           account_id: string
           trace_id: string
@@ -260,7 +263,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** Records how a running run ended (once: a finished run is left as it is). */
     const finishRun = Effect.fn("EvaluationRepo.finishRun")(
-      function*(runId: EvaluationRunId, outcome: RunOutcome) {
+      function* (runId: EvaluationRunId, outcome: RunOutcome) {
         yield* sql`
           UPDATE evaluation_runs SET status = ${outcome.status}, score = ${outcome.score},
             criterion_scores = ${JSON.stringify(outcome.criterionScores)}::jsonb, reasoning = ${outcome.reasoning},
@@ -273,7 +276,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** The database's current time (run start times compare with trace times written by other instances). */
     const now = Effect.fn("EvaluationRepo.now")(
-      function*() {
+      function* () {
         const rows = yield* sql<{ now: Date }>`SELECT now() AS now`
         return rows[0]!.now
       },
@@ -282,7 +285,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** Stores a run the gate judged synchronously, finished; returns it as shown. */
     const insertFinished = Effect.fn("EvaluationRepo.insertFinished")(
-      function*(run: {
+      function* (run: {
         readonly id: EvaluationRunId
         readonly accountId: AccountId
         readonly evaluationId: EvaluationId
@@ -312,7 +315,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
      * version that started after the trace last changed (a run of an older version of the trace is stale).
      */
     const reusableRuns = Effect.fn("EvaluationRepo.reusableRuns")(
-      function*(
+      function* (
         accountId: AccountId,
         evaluationId: EvaluationId,
         traceIds: ReadonlyArray<string>,
@@ -334,7 +337,7 @@ export class EvaluationRepo extends Effect.Service<EvaluationRepo>()("tapedeck/E
 
     /** The account's runs of this evaluation among `runIds`, by id. */
     const findRuns = Effect.fn("EvaluationRepo.findRuns")(
-      function*(accountId: AccountId, evaluationId: EvaluationId, runIds: ReadonlyArray<string>) {
+      function* (accountId: AccountId, evaluationId: EvaluationId, runIds: ReadonlyArray<string>) {
         if (runIds.length === 0) return new Map<string, EvaluationRun>()
         const rows = yield* sql<RunRow>`
           SELECT ${sql.literal(RUN_SELECT)} FROM evaluation_runs

@@ -24,31 +24,30 @@ import { Judge, type JudgeCriterion, type JudgeOutcome } from "./Judge.ts"
 import { RUBRIC_PROMPT_VERSION } from "#src/domain/evaluation/JudgePrompt"
 import { BaselineRunUnscored, EvaluationRunNotFound, JobFailed, NoOwnedTraces, TraceNotFound } from "#src/domain/Errors"
 
-
 const isUuid = Schema.is(Schema.UUID)
 
 const stored = (outcome: JudgeOutcome): RunOutcome =>
   outcome._tag === "Judged"
     ? {
-      status: "completed",
-      score: outcome.score,
-      criterionScores: outcome.criterionScores,
-      reasoning: outcome.reasoning,
-      inputTokens: outcome.inputTokens,
-      outputTokens: outcome.outputTokens,
-      costUsd: outcome.costUsd,
-      error: null
-    }
+        status: "completed",
+        score: outcome.score,
+        criterionScores: outcome.criterionScores,
+        reasoning: outcome.reasoning,
+        inputTokens: outcome.inputTokens,
+        outputTokens: outcome.outputTokens,
+        costUsd: outcome.costUsd,
+        error: null
+      }
     : {
-      status: "failed",
-      score: null,
-      criterionScores: outcome.criterionScores,
-      reasoning: null,
-      inputTokens: outcome.inputTokens,
-      outputTokens: outcome.outputTokens,
-      costUsd: outcome.costUsd,
-      error: outcome.error
-    }
+        status: "failed",
+        score: null,
+        criterionScores: outcome.criterionScores,
+        reasoning: null,
+        inputTokens: outcome.inputTokens,
+        outputTokens: outcome.outputTokens,
+        costUsd: outcome.costUsd,
+        error: outcome.error
+      }
 
 const failedBefore = (error: string): RunOutcome => ({
   status: "failed",
@@ -66,7 +65,7 @@ const failedBefore = (error: string): RunOutcome => ({
  * instances share the work), and the CI gate that judges traces synchronously with a bounded pool.
  */
 export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluations", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const repo = yield* EvaluationRepo
     const traces = yield* Traces
@@ -76,7 +75,7 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
     // Shared by every gate request of this instance, so concurrent gates cannot multiply the load on the provider.
     const gateSlots = yield* Effect.makeSemaphore(config.evalGateConcurrency)
 
-    const create = Effect.fn("Evaluations.create")(function*(accountId: AccountId, request: CreateEvaluationRequest) {
+    const create = Effect.fn("Evaluations.create")(function* (accountId: AccountId, request: CreateEvaluationRequest) {
       return yield* repo.insert(accountId, {
         id: EvaluationId.make(crypto.randomUUID()),
         projectId: request.project_id?.toLowerCase() ?? null,
@@ -91,7 +90,7 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
     const list = (accountId: AccountId, limit: number, offset: number) => repo.list(accountId, limit, offset)
 
     /** The evaluation with the caller's DETAIL_RUNS most recent runs of it, newest first. */
-    const get = Effect.fn("Evaluations.get")(function*(accountId: AccountId, evaluationId: EvaluationId) {
+    const get = Effect.fn("Evaluations.get")(function* (accountId: AccountId, evaluationId: EvaluationId) {
       const { evaluation } = yield* repo.findVisible(accountId, evaluationId)
       const runs = yield* repo.recentRuns(accountId, evaluationId, DETAIL_RUNS)
       return { ...evaluation, runs } satisfies EvaluationDetail
@@ -105,15 +104,30 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
      * visible to the account (`EvaluationNotFound`). The judge model is `judgeModel`, else the evaluation's.
      */
     const queueRuns = Effect.fn("Evaluations.queueRuns")(
-      function*(accountId: AccountId, evaluationId: EvaluationId, traceIds: ReadonlyArray<string>, judgeModel?: string) {
+      function* (
+        accountId: AccountId,
+        evaluationId: EvaluationId,
+        traceIds: ReadonlyArray<string>,
+        judgeModel?: string
+      ) {
         const { evaluation } = yield* repo.findVisible(accountId, evaluationId)
         const wanted = [...new Set(traceIds.filter(isUuid).map((id) => id.toLowerCase()))]
         const owned = yield* repo.ownedTraceIds(accountId, wanted)
         const runs: Array<RunItem> = wanted
           .filter((id) => owned.has(id))
           .map((traceId) => ({ id: crypto.randomUUID(), traceId, status: "queued" as const }))
-        yield* repo.insertQueued(accountId, evaluationId, runs, judgeModel ?? evaluation.judgeModel, RUBRIC_PROMPT_VERSION)
-        yield* jobs.enqueueMany(accountId, "evaluation.run", runs.map((r) => ({ runId: EvaluationRunId.make(r.id) })))
+        yield* repo.insertQueued(
+          accountId,
+          evaluationId,
+          runs,
+          judgeModel ?? evaluation.judgeModel,
+          RUBRIC_PROMPT_VERSION
+        )
+        yield* jobs.enqueueMany(
+          accountId,
+          "evaluation.run",
+          runs.map((r) => ({ runId: EvaluationRunId.make(r.id) }))
+        )
         return runs as ReadonlyArray<RunItem>
       },
       (effect) => sql.withTransaction(effect),
@@ -121,16 +135,23 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
     )
 
     /** POST …/run: `NoOwnedTraces` when none of the ids is a trace of the account. */
-    const run = Effect.fn("Evaluations.run")(
-      function*(accountId: AccountId, evaluationId: EvaluationId, request: RunEvaluationRequest) {
-        const runs = yield* queueRuns(accountId, evaluationId, request.trace_ids, request.judge_model)
-        if (runs.length === 0) return yield* new NoOwnedTraces()
-        return { evaluation_id: evaluationId.toLowerCase(), runs, status: "running" } satisfies RunEvaluationResult
-      }
-    )
+    const run = Effect.fn("Evaluations.run")(function* (
+      accountId: AccountId,
+      evaluationId: EvaluationId,
+      request: RunEvaluationRequest
+    ) {
+      const runs = yield* queueRuns(accountId, evaluationId, request.trace_ids, request.judge_model)
+      if (runs.length === 0) return yield* new NoOwnedTraces()
+      return { evaluation_id: evaluationId.toLowerCase(), runs, status: "running" } satisfies RunEvaluationResult
+    })
 
     /** Judges one trace of the account; a trace that vanished meanwhile is a failed outcome, not an error. */
-    const judgeTrace = (accountId: AccountId, traceId: TraceId, criteria: ReadonlyArray<JudgeCriterion>, model: string) =>
+    const judgeTrace = (
+      accountId: AccountId,
+      traceId: TraceId,
+      criteria: ReadonlyArray<JudgeCriterion>,
+      model: string
+    ) =>
       traces.get(accountId, traceId).pipe(
         Effect.matchEffect({
           onFailure: () => Effect.succeed(failedBefore(`trace ${traceId} no longer exists`)),
@@ -139,7 +160,7 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
       )
 
     /** Runs a queued run to its end (the `evaluation.run` job); a run already finished is left alone. */
-    const processRun = Effect.fn("Evaluations.processRun")(function*(runId: EvaluationRunId) {
+    const processRun = Effect.fn("Evaluations.processRun")(function* (runId: EvaluationRunId) {
       const claimed = yield* repo.claimRun(runId)
       if (Option.isNone(claimed)) return
       const { accountId, criteria, judgeModel, traceId } = claimed.value
@@ -149,12 +170,12 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
       const outcome = Option.isNone(criteria)
         ? failedBefore("the evaluation was deleted before the run started")
         : yield* judgeTrace(accountId, traceId, criteria.value, judgeModel).pipe(
-          Effect.timeoutTo({
-            duration: Duration.seconds(seconds),
-            onTimeout: () => failedBefore(`the judge did not finish within ${seconds} s`),
-            onSuccess: (o) => o
-          })
-        )
+            Effect.timeoutTo({
+              duration: Duration.seconds(seconds),
+              onTimeout: () => failedBefore(`the judge did not finish within ${seconds} s`),
+              onSuccess: (o) => o
+            })
+          )
       yield* repo.finishRun(runId, outcome)
     })
 
@@ -170,32 +191,37 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
      * judged fails the gate and is listed in `failed_runs` with why; it counts neither in the score nor in the
      * regression.
      */
-    const gate = Effect.fn("Evaluations.gate")(
-      function*(accountId: AccountId, evaluationId: EvaluationId, request: EvaluationGateRequest) {
-        const { evaluation } = yield* repo.findVisible(accountId, evaluationId)
-        const traceIds = request.trace_ids.map((id) => id.toLowerCase() as TraceId)
-        const owned = yield* repo.ownedTraceIds(accountId, traceIds)
-        const missing = traceIds.find((id) => !owned.has(id))
-        if (missing !== undefined) return yield* new TraceNotFound({ traceId: missing })
+    const gate = Effect.fn("Evaluations.gate")(function* (
+      accountId: AccountId,
+      evaluationId: EvaluationId,
+      request: EvaluationGateRequest
+    ) {
+      const { evaluation } = yield* repo.findVisible(accountId, evaluationId)
+      const traceIds = request.trace_ids.map((id) => id.toLowerCase() as TraceId)
+      const owned = yield* repo.ownedTraceIds(accountId, traceIds)
+      const missing = traceIds.find((id) => !owned.has(id))
+      if (missing !== undefined) return yield* new TraceNotFound({ traceId: missing })
 
-        const baselineIds = [...new Set((request.baseline_run_ids ?? []).map((id) => id.toLowerCase()))]
-        const baselineRuns = yield* repo.findRuns(accountId, evaluationId, baselineIds)
-        const baseline: Array<number> = []
-        for (const id of baselineIds) {
-          const found = baselineRuns.get(id)
-          if (found === undefined) return yield* new EvaluationRunNotFound({ runId: id as EvaluationRunId })
-          if (found.score === null) {
-            return yield* new BaselineRunUnscored({ runId: id as EvaluationRunId, status: found.status })
-          }
-          baseline.push(found.score)
+      const baselineIds = [...new Set((request.baseline_run_ids ?? []).map((id) => id.toLowerCase()))]
+      const baselineRuns = yield* repo.findRuns(accountId, evaluationId, baselineIds)
+      const baseline: Array<number> = []
+      for (const id of baselineIds) {
+        const found = baselineRuns.get(id)
+        if (found === undefined) return yield* new EvaluationRunNotFound({ runId: id as EvaluationRunId })
+        if (found.score === null) {
+          return yield* new BaselineRunUnscored({ runId: id as EvaluationRunId, status: found.status })
         }
+        baseline.push(found.score)
+      }
 
-        const model = evaluation.judgeModel
-        const reusable = yield* repo.reusableRuns(accountId, evaluationId, traceIds, model, RUBRIC_PROMPT_VERSION)
-        const runs = yield* Effect.forEach(traceIds, (traceId) => {
+      const model = evaluation.judgeModel
+      const reusable = yield* repo.reusableRuns(accountId, evaluationId, traceIds, model, RUBRIC_PROMPT_VERSION)
+      const runs = yield* Effect.forEach(
+        traceIds,
+        (traceId) => {
           const previous = reusable.get(traceId)
           if (previous !== undefined) return Effect.succeed<GateRun>({ ...previous, reused: true })
-          return Effect.gen(function*() {
+          return Effect.gen(function* () {
             // The database's clock, as the trace's updated_at that reuse compares it with.
             const startedAt = yield* repo.now()
             const outcome = yield* judgeTrace(accountId, traceId, evaluation.criteria, model)
@@ -211,34 +237,35 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
             })
             return { ...run, reused: false } satisfies GateRun
           }).pipe(gateSlots.withPermits(1))
-        }, { concurrency: config.evalGateConcurrency })
+        },
+        { concurrency: config.evalGateConcurrency }
+      )
 
-        const verdict = gateVerdict({
-          scores: runs.map((r) => r.status === "completed" ? r.score : null),
-          threshold: request.threshold,
-          failOnRegression: request.fail_on_regression,
-          baseline: baselineIds.length > 0 ? baseline : undefined,
-          tolerance: REGRESSION_TOLERANCE
-        })
-        return {
-          passed: verdict.passed,
-          score: verdict.score,
-          threshold: request.threshold,
-          regression: verdict.regression,
-          runs,
-          ...(verdict.baselineScore === undefined ? {} : { baseline_score: verdict.baselineScore }),
-          regression_tolerance: REGRESSION_TOLERANCE,
-          judge_model: model,
-          reasons: verdict.reasons,
-          judged_traces: verdict.judged,
-          failed_runs: runs.flatMap((r) =>
-            r.status === "completed"
-              ? []
-              : [{ trace_id: r.traceId, run_id: r.id, error: r.error ?? `the run is ${r.status}` }]
-          )
-        } satisfies EvaluationGateResult
-      }
-    )
+      const verdict = gateVerdict({
+        scores: runs.map((r) => (r.status === "completed" ? r.score : null)),
+        threshold: request.threshold,
+        failOnRegression: request.fail_on_regression,
+        baseline: baselineIds.length > 0 ? baseline : undefined,
+        tolerance: REGRESSION_TOLERANCE
+      })
+      return {
+        passed: verdict.passed,
+        score: verdict.score,
+        threshold: request.threshold,
+        regression: verdict.regression,
+        runs,
+        ...(verdict.baselineScore === undefined ? {} : { baseline_score: verdict.baselineScore }),
+        regression_tolerance: REGRESSION_TOLERANCE,
+        judge_model: model,
+        reasons: verdict.reasons,
+        judged_traces: verdict.judged,
+        failed_runs: runs.flatMap((r) =>
+          r.status === "completed"
+            ? []
+            : [{ trace_id: r.traceId, run_id: r.id, error: r.error ?? `the run is ${r.status}` }]
+        )
+      } satisfies EvaluationGateResult
+    })
 
     return { create, list, get, remove, queueRuns, run, gate, processRun, abandonRun } as const
   }),
@@ -246,7 +273,7 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
 }) {}
 
 /** For an `evaluation.run` job dead-lettered because its worker died on every attempt: the run is failed, not left running. */
-export const evaluationRunLostHandler = Effect.gen(function*() {
+export const evaluationRunLostHandler = Effect.gen(function* () {
   const evaluations = yield* Evaluations
   return (job: JobOf<"evaluation.run">) =>
     evaluations.abandonRun(job.payload.runId, "internal error: the worker running it stopped on every attempt")
@@ -257,17 +284,18 @@ export const evaluationRunLostHandler = Effect.gen(function*() {
  * not the job's; an unexpected error fails the attempt (retried with backoff), and on the last attempt the run is
  * marked failed so it never stays running.
  */
-export const evaluationRunHandler = Effect.gen(function*() {
+export const evaluationRunHandler = Effect.gen(function* () {
   const evaluations = yield* Evaluations
   const handler: JobHandler<"evaluation.run"> = (job) =>
     evaluations.processRun(job.payload.runId).pipe(
       Effect.catchAllCause((cause) => {
         const reason = `evaluation run failed: ${Cause.pretty(cause).split("\n")[0]}`
-        const giveUp = job.attempts >= job.maxAttempts
-          ? evaluations.abandonRun(job.payload.runId, "internal error: the run could not be completed").pipe(
-            Effect.catchAllCause(() => Effect.void)
-          )
-          : Effect.void
+        const giveUp =
+          job.attempts >= job.maxAttempts
+            ? evaluations
+                .abandonRun(job.payload.runId, "internal error: the run could not be completed")
+                .pipe(Effect.catchAllCause(() => Effect.void))
+            : Effect.void
         return giveUp.pipe(Effect.zipRight(Effect.fail(new JobFailed({ reason }))))
       })
     )

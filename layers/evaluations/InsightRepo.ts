@@ -17,11 +17,11 @@ interface InsightRow {
 
 /** The account's insights, newest first; insights of deleted traces are not listed. */
 export class InsightRepo extends Effect.Service<InsightRepo>()("tapedeck/InsightRepo", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     const list = Effect.fn("InsightRepo.list")(
-      function*(accountId: AccountId, params: ListInsightsParams) {
+      function* (accountId: AccountId, params: ListInsightsParams) {
         const conditions = [
           sql`i.account_id = ${accountId}`,
           sql`t.deleted_at IS NULL`,
@@ -42,15 +42,17 @@ export class InsightRepo extends Effect.Service<InsightRepo>()("tapedeck/Insight
           total = counted[0]?.total ?? 0
         }
         return {
-          items: rows.map((r): Insight => ({
-            id: r.id,
-            traceId: r.trace_id as TraceId,
-            kind: r.kind,
-            severity: r.severity,
-            message: r.message,
-            details: r.details,
-            createdAt: r.created_at.toISOString()
-          })),
+          items: rows.map(
+            (r): Insight => ({
+              id: r.id,
+              traceId: r.trace_id as TraceId,
+              kind: r.kind,
+              severity: r.severity,
+              message: r.message,
+              details: r.details,
+              createdAt: r.created_at.toISOString()
+            })
+          ),
           total,
           limit: params.limit,
           offset: params.offset

@@ -31,18 +31,18 @@ interface Usage {
 
 /** A run's outcome: judged (every criterion scored), or not, with the reason; the usage either way. */
 export type JudgeOutcome =
-  | Usage & {
-    readonly _tag: "Judged"
-    readonly score: number
-    readonly criterionScores: ReadonlyArray<CriterionScore>
-    readonly reasoning: string
-  }
-  | Usage & {
-    readonly _tag: "NotJudged"
-    readonly error: string
-    /** The criteria that were scored before or beside the failure. */
-    readonly criterionScores: ReadonlyArray<CriterionScore>
-  }
+  | (Usage & {
+      readonly _tag: "Judged"
+      readonly score: number
+      readonly criterionScores: ReadonlyArray<CriterionScore>
+      readonly reasoning: string
+    })
+  | (Usage & {
+      readonly _tag: "NotJudged"
+      readonly error: string
+      /** The criteria that were scored before or beside the failure. */
+      readonly criterionScores: ReadonlyArray<CriterionScore>
+    })
 
 type CriterionOutcome = Usage & { readonly result: Either.Either<CriterionScore, string> }
 
@@ -59,7 +59,7 @@ const roundUsd = (n: number | null) => (n === null ? null : Math.round(n * 1e12)
  * provider failure or a second malformed answer, the outcome is NotJudged with the reason.
  */
 export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const llm = yield* LlmClient
     const prices = yield* ModelPrices
 
@@ -67,17 +67,19 @@ export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
 
     /** One answer, in the best output mode the provider accepts; a refused mode is stepped down from and remembered. */
     const ask = (model: string, messages: ReadonlyArray<ChatMessage>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         let mode = outputModes.modeFor(llm.baseUrl, model)
         for (;;) {
           const format = responseFormatFor(mode)
-          const answered = yield* Effect.either(llm.chat({
-            model,
-            messages,
-            temperature: 0,
-            max_tokens: MAX_ANSWER_TOKENS,
-            ...(format === undefined ? {} : { response_format: format })
-          }))
+          const answered = yield* Effect.either(
+            llm.chat({
+              model,
+              messages,
+              temperature: 0,
+              max_tokens: MAX_ANSWER_TOKENS,
+              ...(format === undefined ? {} : { response_format: format })
+            })
+          )
           if (Either.isRight(answered)) {
             yield* Effect.annotateCurrentSpan("judge.output_mode", mode)
             return answered.right
@@ -91,7 +93,7 @@ export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
       })
 
     const judgeCriterion = (model: string, criterion: JudgeCriterion, rendered: string) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         let usage: Usage = { inputTokens: 0, outputTokens: 0, costUsd: 0 }
         const messages = judgeMessages(criterion, rendered)
         let conversation: ReadonlyArray<ChatMessage> = messages
@@ -108,7 +110,8 @@ export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
             costUsd: addCost(
               usage.costUsd,
               prices.costOf(response.model || model, response.usage.inputTokens, response.usage.outputTokens) ??
-                prices.costOf(model, response.usage.inputTokens, response.usage.outputTokens) ?? null
+                prices.costOf(model, response.usage.inputTokens, response.usage.outputTokens) ??
+                null
             )
           }
           const parsed = readJudgeAnswer(
@@ -129,7 +132,8 @@ export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
             {
               role: "assistant",
               content: clip(
-                response.message.content || JSON.stringify(response.message.tool_calls ?? response.message.content ?? ""),
+                response.message.content ||
+                  JSON.stringify(response.message.tool_calls ?? response.message.content ?? ""),
                 2000
               )
             },
@@ -143,7 +147,7 @@ export class Judge extends Effect.Service<Judge>()("tapedeck/Judge", {
       })
 
     /** Judges every criterion of the trace (a few at once) and combines them into the run's score. */
-    const judge = Effect.fn("Judge.judge")(function*(
+    const judge = Effect.fn("Judge.judge")(function* (
       criteria: ReadonlyArray<JudgeCriterion>,
       trace: TraceDetailWire,
       model: string

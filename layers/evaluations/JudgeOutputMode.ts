@@ -31,8 +31,8 @@ export const responseFormatFor = (mode: OutputMode): unknown =>
   mode === "json_schema"
     ? { type: "json_schema", json_schema: { name: "judge_verdict", strict: true, schema: VERDICT_SCHEMA } }
     : mode === "json_object"
-    ? { type: "json_object" }
-    : undefined
+      ? { type: "json_object" }
+      : undefined
 
 /** The mode to try after `mode` was refused; undefined after plain text. */
 export const nextMode = (mode: OutputMode): OutputMode | undefined => OUTPUT_MODES[OUTPUT_MODES.indexOf(mode) + 1]
@@ -42,7 +42,8 @@ export const nextMode = (mode: OutputMode): OutputMode | undefined => OUTPUT_MOD
  * gateways answer validation errors) whose message names response_format, json_schema or json_object.
  */
 export const isStructureRefusal = (error: LlmUnavailable): boolean =>
-  error.reason === "http_error" && (error.status === 400 || error.status === 422) &&
+  error.reason === "http_error" &&
+  (error.status === 400 || error.status === 422) &&
   /response[_ ]?format|json[_ ]?schema|json[_ ]?object|structured[_ ]output/i.test(error.message)
 
 /** Most (base URL, model) pairs remembered; the model is caller-chosen text, so the memory is bounded. */

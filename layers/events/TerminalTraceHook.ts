@@ -33,7 +33,7 @@ const terminalTrace = (job: JobOf<"trace.terminal">): TerminalTrace => ({
  * The job handlers for `trace.terminal`: one job, or a batch of them at once (every consumer runs once for the whole
  * batch, so a burst of terminal traces costs a few statements per batch instead of several per trace).
  */
-export const terminalTraceHandlers = Effect.gen(function*() {
+export const terminalTraceHandlers = Effect.gen(function* () {
   const consumers = yield* TerminalTraceConsumers
   const consume = (traces: ReadonlyArray<TerminalTrace>) =>
     Effect.forEach(consumers, (consumer) => consumer(traces), { discard: true })

@@ -12,7 +12,10 @@ const MAX_OUTPUT_LENGTH = 2 ** 32
 
 /** The single content coding of a Content-Encoding header, "identity" for none; undefined for a list of several. */
 const codingOf = (header: string | undefined) => {
-  const codings = (header ?? "").split(",").map((c) => c.trim().toLowerCase()).filter((c) => c !== "" && c !== "identity")
+  const codings = (header ?? "")
+    .split(",")
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== "" && c !== "identity")
   return codings.length === 0 ? "identity" : codings.length === 1 ? codings[0] : undefined
 }
 
@@ -25,17 +28,16 @@ const tooLarge = (maxBytes: number): DecompressError => ({
   message: `request body exceeds the limit of ${maxBytes} bytes after decompression`
 })
 
-const inflate = (
-  bytes: Uint8Array,
-  coding: string,
-  maxBytes: number
-): Either.Either<Uint8Array, DecompressError> => {
+const inflate = (bytes: Uint8Array, coding: string, maxBytes: number): Either.Either<Uint8Array, DecompressError> => {
   // maxOutputLength makes zlib stop at the cap, so a bomb never inflates past it in memory.
   const options = { maxOutputLength: Math.min(Math.max(maxBytes, 1), MAX_OUTPUT_LENGTH) }
   try {
-    const output = coding === "deflate"
-      ? hasZlibHeader(bytes) ? inflateSync(bytes, options) : inflateRawSync(bytes, options)
-      : gunzipSync(bytes, options)
+    const output =
+      coding === "deflate"
+        ? hasZlibHeader(bytes)
+          ? inflateSync(bytes, options)
+          : inflateRawSync(bytes, options)
+        : gunzipSync(bytes, options)
     return output.byteLength > maxBytes ? Either.left(tooLarge(maxBytes)) : Either.right(output)
   } catch (error) {
     if (error instanceof RangeError) return Either.left(tooLarge(maxBytes))

@@ -19,7 +19,10 @@ export interface UploadPermit {
 }
 
 /** The ingestion permit of the current request, when it holds one (provided by `IngestGate.guard`). */
-export class CurrentUploadPermit extends Context.Tag("tapedeck/CurrentUploadPermit")<CurrentUploadPermit, UploadPermit>() {}
+export class CurrentUploadPermit extends Context.Tag("tapedeck/CurrentUploadPermit")<
+  CurrentUploadPermit,
+  UploadPermit
+>() {}
 
 /**
  * Bounds concurrent OTLP requests per instance (TAPEDECK_INGEST_MAX_INFLIGHT permits) and shares the permits
@@ -31,7 +34,7 @@ export class CurrentUploadPermit extends Context.Tag("tapedeck/CurrentUploadPerm
  * that opens many slow uploads cannot keep another account's exports out.
  */
 export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGate", {
-  scoped: Effect.gen(function*() {
+  scoped: Effect.gen(function* () {
     const { ingestMaxInflight } = yield* AppConfig
     // Enforcement checks come first: while they wait for their decisions, new exports are refused like overload.
     const checks = yield* CheckPressure

@@ -65,7 +65,8 @@ export class IngestPermits {
     }
     if (victim === undefined) return undefined
     let oldest: Permit | undefined
-    for (const permit of victim) if (permit.uploading && (oldest === undefined || permit.admitted < oldest.admitted)) oldest = permit
+    for (const permit of victim)
+      if (permit.uploading && (oldest === undefined || permit.admitted < oldest.admitted)) oldest = permit
     return oldest
   }
 
@@ -83,7 +84,13 @@ export class IngestPermits {
       this.release(preempted)
       preempted.preempted = true
     }
-    const permit: Permit = { accountId, admitted: this.admissions++, uploading: true, preempted: false, released: false }
+    const permit: Permit = {
+      accountId,
+      admitted: this.admissions++,
+      uploading: true,
+      preempted: false,
+      released: false
+    }
     this.inflight++
     const permits = this.held.get(accountId)
     if (permits === undefined) this.held.set(accountId, new Set([permit]))

@@ -45,7 +45,8 @@ const has = (u: Obj, key: string) => Object.hasOwn(u, key) && !absent(u[key])
 
 /** Sets a key as an own property, "__proto__" included (plain assignment would swap the prototype). */
 const put = (target: Obj, key: string, value: unknown) => {
-  if (key === "__proto__") Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+  if (key === "__proto__")
+    Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
   else target[key] = value
 }
 
@@ -127,7 +128,11 @@ const SPAN_KINDS = new Map([
   ["SPAN_KIND_PRODUCER", 4],
   ["SPAN_KIND_CONSUMER", 5]
 ])
-const STATUS_CODES = new Map([["STATUS_CODE_UNSET", 0], ["STATUS_CODE_OK", 1], ["STATUS_CODE_ERROR", 2]])
+const STATUS_CODES = new Map([
+  ["STATUS_CODE_UNSET", 0],
+  ["STATUS_CODE_OK", 1],
+  ["STATUS_CODE_ERROR", 2]
+])
 
 /** An unsigned integer up to `max`, given as a number or a decimal string; 0 otherwise. */
 const uint = (u: unknown, max: number): number => {
@@ -168,8 +173,7 @@ const doubleValue = (u: unknown): unknown => {
   return Number.isFinite(n) ? n : null
 }
 
-const bytesValue = (u: unknown): unknown =>
-  typeof u === "string" ? u : u instanceof Uint8Array ? toBase64(u) : null
+const bytesValue = (u: unknown): unknown => (typeof u === "string" ? u : u instanceof Uint8Array ? toBase64(u) : null)
 
 /** A decoded AnyValue (section 1.3 of the mapping): `{}` and anything malformed are null. */
 const anyValue = (u: unknown, depth: number): unknown => {
@@ -203,7 +207,8 @@ const attributes = (list: unknown) => keyValues(list, 1)
 const events = (list: unknown): Array<OtlpEvent> => {
   const out: Array<OtlpEvent> = []
   for (const u of items(list)) {
-    if (isObject(u)) out.push({ name: text(u.name), timeUnixNano: nanos(u.timeUnixNano), attributes: attributes(u.attributes) })
+    if (isObject(u))
+      out.push({ name: text(u.name), timeUnixNano: nanos(u.timeUnixNano), attributes: attributes(u.attributes) })
   }
   return out
 }

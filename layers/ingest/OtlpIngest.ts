@@ -61,7 +61,7 @@ type Locks = Effect.Effect.Success<ReturnType<OtlpStore["createAndLock"]>>
  * new) is written as is when they all were; otherwise it is mapped again here and written the general way.
  */
 export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpIngest", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const store = yield* OtlpStore
     const jobs = yield* JobQueue
@@ -69,7 +69,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
     const prices = yield* ModelPrices
 
     /** The stream row, terminal jobs and search-indexing job of the traces written (same transaction). */
-    const announce = Effect.fn("OtlpIngest.announce")(function*(
+    const announce = Effect.fn("OtlpIngest.announce")(function* (
       accountId: AccountId,
       groups: ReadonlyArray<StreamGroup>,
       terminal: ReadonlyArray<{ traceId: string; status: TraceStatus }>
@@ -85,60 +85,70 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
     })
 
     /** Writes the spans once their traces are created and locked (`locks`, from createAndLock in this transaction). */
-    const writeLocked = Effect.fn("OtlpIngest.writeLocked")(
-      function*(accountId: AccountId, spans: ReadonlyArray<MappedSpan>, { created, locked }: Locks) {
-        const writable = (traceId: string) => {
-          const row = locked.get(traceId)
-          return row !== undefined && row.accountId === accountId && !row.deleted
-        }
-        const own = spans.filter((m) => writable(m.traceId))
-        const incoming = byTrace(own)
-        const traceIds = [...incoming.keys()]
-        // Finalize before writing: the spans of this request get their final agent fields and usage in the
-        // one INSERT, and only spans stored earlier that the pass changes are updated.
-        // A trace created by this request has no stored spans yet (nobody else can write it before we commit).
-        const stored = yield* store.spansOf(traceIds.filter((id) => !created.has(id)))
-        const finalOwn: Array<MappedSpan> = []
-        const updates: Array<Parameters<typeof store.applySpanUpdates>[0][number]> = []
-        const traces: Array<{ id: string; trace: TraceFinalization["trace"] }> = []
-        for (const [id, fresh] of incoming) {
-          // fromRow leaves absent fields absent (never undefined), which is what StoredSpan means.
-          const earlier = ((stored.get(id) ?? []) as ReadonlyArray<StoredSpan>).filter((s) => !fresh.has(s.id))
-          const finalized = finalizeWith(earlier, fresh, prices.table)
-          finalOwn.push(...finalized.spans)
-          for (const update of finalized.earlierUpdates) updates.push({ ...update, traceId: id })
-          traces.push({ id, trace: finalized.trace })
-        }
-        yield* store.insertNewSpans(accountId, finalOwn.filter((m) => created.has(m.traceId)))
-        yield* store.upsertSpans(accountId, finalOwn.filter((m) => !created.has(m.traceId)))
-        yield* store.applySpanUpdates(updates)
-        yield* store.applyTraces(traces)
-        const becameTerminal = ({ id, trace }: (typeof traces)[number]) =>
-          trace.status !== locked.get(id)!.status && isTerminal(trace.status)
-        // The live stream's events, in the same transaction: one row for the whole request.
-        yield* announce(
-          accountId,
-          traces.map((t): StreamGroup => {
-            const earlier = new Set((stored.get(t.id) ?? []).map((s) => s.id))
-            return {
-              t: t.id,
-              ...(created.has(t.id) ? { b: "created" as const } : {}),
-              s: [...incoming.get(t.id)!.values()].map((m) => [m.span.id, earlier.has(m.span.id) ? rewrittenSpanCode(m.span) : "c"] as const),
-              a: becameTerminal(t) ? "terminal" : "updated"
-            }
-          }),
-          traces.filter(becameTerminal).map(({ id, trace }) => ({ traceId: id, status: trace.status }))
-        )
-        return {
-          tracesCreated: traceIds.filter((id) => created.has(id)).length,
-          spansIngested: own.length,
-          refused: spans.length - own.length
-        }
+    const writeLocked = Effect.fn("OtlpIngest.writeLocked")(function* (
+      accountId: AccountId,
+      spans: ReadonlyArray<MappedSpan>,
+      { created, locked }: Locks
+    ) {
+      const writable = (traceId: string) => {
+        const row = locked.get(traceId)
+        return row !== undefined && row.accountId === accountId && !row.deleted
       }
-    )
+      const own = spans.filter((m) => writable(m.traceId))
+      const incoming = byTrace(own)
+      const traceIds = [...incoming.keys()]
+      // Finalize before writing: the spans of this request get their final agent fields and usage in the
+      // one INSERT, and only spans stored earlier that the pass changes are updated.
+      // A trace created by this request has no stored spans yet (nobody else can write it before we commit).
+      const stored = yield* store.spansOf(traceIds.filter((id) => !created.has(id)))
+      const finalOwn: Array<MappedSpan> = []
+      const updates: Array<Parameters<typeof store.applySpanUpdates>[0][number]> = []
+      const traces: Array<{ id: string; trace: TraceFinalization["trace"] }> = []
+      for (const [id, fresh] of incoming) {
+        // fromRow leaves absent fields absent (never undefined), which is what StoredSpan means.
+        const earlier = ((stored.get(id) ?? []) as ReadonlyArray<StoredSpan>).filter((s) => !fresh.has(s.id))
+        const finalized = finalizeWith(earlier, fresh, prices.table)
+        finalOwn.push(...finalized.spans)
+        for (const update of finalized.earlierUpdates) updates.push({ ...update, traceId: id })
+        traces.push({ id, trace: finalized.trace })
+      }
+      yield* store.insertNewSpans(
+        accountId,
+        finalOwn.filter((m) => created.has(m.traceId))
+      )
+      yield* store.upsertSpans(
+        accountId,
+        finalOwn.filter((m) => !created.has(m.traceId))
+      )
+      yield* store.applySpanUpdates(updates)
+      yield* store.applyTraces(traces)
+      const becameTerminal = ({ id, trace }: (typeof traces)[number]) =>
+        trace.status !== locked.get(id)!.status && isTerminal(trace.status)
+      // The live stream's events, in the same transaction: one row for the whole request.
+      yield* announce(
+        accountId,
+        traces.map((t): StreamGroup => {
+          const earlier = new Set((stored.get(t.id) ?? []).map((s) => s.id))
+          return {
+            t: t.id,
+            ...(created.has(t.id) ? { b: "created" as const } : {}),
+            s: [...incoming.get(t.id)!.values()].map(
+              (m) => [m.span.id, earlier.has(m.span.id) ? rewrittenSpanCode(m.span) : "c"] as const
+            ),
+            a: becameTerminal(t) ? "terminal" : "updated"
+          }
+        }),
+        traces.filter(becameTerminal).map(({ id, trace }) => ({ traceId: id, status: trace.status }))
+      )
+      return {
+        tracesCreated: traceIds.filter((id) => created.has(id)).length,
+        spansIngested: own.length,
+        refused: spans.length - own.length
+      }
+    })
 
     const write = Effect.fn("OtlpIngest.write")(
-      function*(accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
+      function* (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
         const locks = yield* store.createAndLock(accountId, [...traceStarts(spans).values()])
         return yield* writeLocked(accountId, spans, locks)
       },
@@ -151,18 +161,26 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
     const processed = (accountId: AccountId, mapped: ReadonlyArray<MappedSpan>) =>
       processors.length === 0
         ? Effect.succeed(mapped)
-        : Effect.forEach(groupBy(mapped, (m) => m.traceId), ([traceId, group]) =>
-          processSpans(processors, group.map((m) => m.span as ProcessedSpan), { accountId, traceId, path: "otlp" }).pipe(
-            Effect.map((spans) => spans.map((span): MappedSpan => ({ ...group[0]!, span: span as MappedSpan["span"] })))
-          )).pipe(Effect.map((groups) => groups.flat()))
+        : Effect.forEach(
+            groupBy(mapped, (m) => m.traceId),
+            ([traceId, group]) =>
+              processSpans(
+                processors,
+                group.map((m) => m.span as ProcessedSpan),
+                { accountId, traceId, path: "otlp" }
+              ).pipe(
+                Effect.map((spans) =>
+                  spans.map((span): MappedSpan => ({ ...group[0]!, span: span as MappedSpan["span"] }))
+                )
+              )
+          ).pipe(Effect.map((groups) => groups.flat()))
 
-    const ingest = Effect.fn("OtlpIngest.ingest")(function*(accountId: AccountId, decoded: DecodedExport) {
+    const ingest = Effect.fn("OtlpIngest.ingest")(function* (accountId: AccountId, decoded: DecodedExport) {
       const mappedExport = mapAll(accountId, decoded)
       const { reasons, rejected } = mappedExport
       const spans = yield* processed(accountId, mappedExport.spans)
-      const written = spans.length === 0
-        ? { tracesCreated: 0, spansIngested: 0, refused: 0 }
-        : yield* write(accountId, spans)
+      const written =
+        spans.length === 0 ? { tracesCreated: 0, spansIngested: 0, refused: 0 } : yield* write(accountId, spans)
       return resultOf(written, rejected, reasons)
     })
 
@@ -171,7 +189,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
      * existed, or when this connection cannot COPY.
      */
     const writePrepared = Effect.fn("OtlpIngest.writePrepared")(
-      function*(accountId: AccountId, prepared: PreparedExport, decoded: () => DecodedExport) {
+      function* (accountId: AccountId, prepared: PreparedExport, decoded: () => DecodedExport) {
         // New traces go in with their final fields and totals; when one was not new, writeLocked rewrites them all.
         const locks = yield* store.createFinalAndLock(accountId, prepared.traces)
         const allNew = prepared.traces.every((t) => locks.created.has(t.id))
@@ -182,12 +200,14 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
         const terminal = prepared.traces.filter((t) => isTerminal(t.trace.status))
         yield* announce(
           accountId,
-          prepared.traces.map((t): StreamGroup => ({
-            t: t.id,
-            b: "created",
-            s: t.spanIds.map((id) => [id, "c"] as const),
-            a: isTerminal(t.trace.status) ? "terminal" : "updated"
-          })),
+          prepared.traces.map(
+            (t): StreamGroup => ({
+              t: t.id,
+              b: "created",
+              s: t.spanIds.map((id) => [id, "c"] as const),
+              a: isTerminal(t.trace.status) ? "terminal" : "updated"
+            })
+          ),
           terminal.map((t) => ({ traceId: t.id, status: t.trace.status }))
         )
         const written = { tracesCreated: prepared.traces.length, spansIngested: prepared.spanCount, refused: 0 }
@@ -197,14 +217,16 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    const ingestPrepared = Effect.fn("OtlpIngest.ingestPrepared")(
-      function*(accountId: AccountId, prepared: PreparedExport, decoded: () => DecodedExport) {
-        // A prepared export was encoded for storage on another thread, before any processor could see it.
-        if (processors.length > 0) return yield* ingest(accountId, decoded())
-        if (prepared.spanCount > 0) return yield* writePrepared(accountId, prepared, decoded)
-        return resultOf({ tracesCreated: 0, spansIngested: 0, refused: 0 }, prepared.rejected, new Set(prepared.reasons))
-      }
-    )
+    const ingestPrepared = Effect.fn("OtlpIngest.ingestPrepared")(function* (
+      accountId: AccountId,
+      prepared: PreparedExport,
+      decoded: () => DecodedExport
+    ) {
+      // A prepared export was encoded for storage on another thread, before any processor could see it.
+      if (processors.length > 0) return yield* ingest(accountId, decoded())
+      if (prepared.spanCount > 0) return yield* writePrepared(accountId, prepared, decoded)
+      return resultOf({ tracesCreated: 0, spansIngested: 0, refused: 0 }, prepared.rejected, new Set(prepared.reasons))
+    })
 
     return { ingest, ingestPrepared } as const
   }),

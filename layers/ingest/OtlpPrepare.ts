@@ -60,7 +60,11 @@ export const traceStarts = (spans: ReadonlyArray<MappedSpan>) => {
  * Finalizes one trace from its spans stored earlier and this request's (`fresh`, by span id): this request's spans
  * with their final agent fields, usage and estimated costs, the changes to earlier spans, and the trace's derived fields.
  */
-export const finalizeWith = (earlier: ReadonlyArray<StoredSpan>, fresh: ReadonlyMap<string, MappedSpan>, prices: PriceTable) => {
+export const finalizeWith = (
+  earlier: ReadonlyArray<StoredSpan>,
+  fresh: ReadonlyMap<string, MappedSpan>,
+  prices: PriceTable
+) => {
   const finalized = finalizeTrace([...earlier, ...[...fresh.values()].map((m) => m.span)], prices)
   const changed = new Map(finalized.spanUpdates.map((u) => [u.id, u]))
   const spans: Array<MappedSpan> = []
@@ -73,9 +77,9 @@ export const finalizeWith = (earlier: ReadonlyArray<StoredSpan>, fresh: Readonly
     }
   }
   // A stored span's input and output are not rewritten: a payload taken from a step applies to spans of this request.
-  const earlierUpdates = finalized.spanUpdates.filter((u) => !fresh.has(u.id)).flatMap(({ input: _i, output: _o, ...u }) =>
-    Object.keys(u).length > 1 ? [u] : []
-  )
+  const earlierUpdates = finalized.spanUpdates
+    .filter((u) => !fresh.has(u.id))
+    .flatMap(({ input: _i, output: _o, ...u }) => (Object.keys(u).length > 1 ? [u] : []))
   return { spans, earlierUpdates, trace: finalized.trace }
 }
 
@@ -96,12 +100,27 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
   for (const m of spans) {
     const r = toRecord(m.span as never)
     data.addRow([
-      m.traceId, accountId, r.id, copyText(r.parent_id), copyText(r.span_type), copyText(r.name), copyText(r.model),
+      m.traceId,
+      accountId,
+      r.id,
+      copyText(r.parent_id),
+      copyText(r.span_type),
+      copyText(r.name),
+      copyText(r.model),
       m.span.input === undefined ? "\\N" : copyJson(m.span.input),
       m.span.output === undefined ? "\\N" : copyJson(m.span.output),
-      copyText(r.input_tokens), copyText(r.output_tokens), copyText(r.cost), copyText(r.duration_ms), copyText(r.metadata),
-      copyText(r.agent_id), copyText(r.parent_agent_id), copyText(r.agent_role), copyText(r.started_at),
-      copyText(r.ended_at), copyText(r.error), copyText(r.extra)
+      copyText(r.input_tokens),
+      copyText(r.output_tokens),
+      copyText(r.cost),
+      copyText(r.duration_ms),
+      copyText(r.metadata),
+      copyText(r.agent_id),
+      copyText(r.parent_agent_id),
+      copyText(r.agent_role),
+      copyText(r.started_at),
+      copyText(r.ended_at),
+      copyText(r.error),
+      copyText(r.extra)
     ])
   }
   return data
@@ -150,13 +169,19 @@ const totalsOf = (spans: ReadonlyArray<MappedSpan>): PreparedTotals => {
     tokens += BigInt(span.input_tokens ?? 0) + BigInt(span.output_tokens ?? 0)
     if (span.cost !== undefined) costs.push(String(span.cost))
     const start = Date.parse(span.started_at)
-    const end = span.ended_at !== undefined
-      ? Date.parse(span.ended_at)
-      : span.duration_ms !== undefined ? start + span.duration_ms : start
+    const end =
+      span.ended_at !== undefined
+        ? Date.parse(span.ended_at)
+        : span.duration_ms !== undefined
+          ? start + span.duration_ms
+          : start
     if (end > lastEnd) lastEnd = end
   }
   if (!(lastEnd >= FIRST_ISO_MS && lastEnd <= LAST_ISO_MS)) throw new RangeError("span end out of range")
-  return { count: spans.length, tokens: String(tokens > MAX_TOKENS ? MAX_TOKENS : tokens), costs,
+  return {
+    count: spans.length,
+    tokens: String(tokens > MAX_TOKENS ? MAX_TOKENS : tokens),
+    costs,
     lastEnd: new Date(lastEnd).toISOString(),
     models: [...models],
     hasError
@@ -179,7 +204,11 @@ export interface PreparedExport {
  * Prepares an export on the assumption that every trace in it is new (the writer checks, and starts over if not),
  * estimating missing costs from `prices` (the server's table, which the preparing thread is sent).
  */
-export const prepareExport = (accountId: AccountId, decoded: DecodedExport, prices: PriceTable = DEFAULT_PRICES): PreparedExport => {
+export const prepareExport = (
+  accountId: AccountId,
+  decoded: DecodedExport,
+  prices: PriceTable = DEFAULT_PRICES
+): PreparedExport => {
   const { reasons, rejected, spans } = mapAll(accountId, decoded)
   const starts = traceStarts(spans)
   const traces: Array<PreparedTrace> = []
@@ -190,7 +219,13 @@ export const prepareExport = (accountId: AccountId, decoded: DecodedExport, pric
     const start = starts.get(id)!
     traces.push({ ...start, trace: finalized.trace, spanIds: [...fresh.keys()], totals: totalsOf(finalized.spans) })
   }
-  return { rejected, reasons: [...reasons], spanCount: spans.length, traces, copy: spanCopyRows(accountId, finalSpans).message() }
+  return {
+    rejected,
+    reasons: [...reasons],
+    spanCount: spans.length,
+    traces,
+    copy: spanCopyRows(accountId, finalSpans).message()
+  }
 }
 
 /** A protobuf body as sent (before its Content-Encoding) decoded, or why it is refused (the 400's message). */
@@ -201,5 +236,9 @@ export const decodeProtobufBody = (
 ): Either.Either<DecodedExport, string> =>
   Either.flatMap(
     Either.mapLeft(decompress(raw, contentEncoding, maxDecompressedBytes), (e) => e.message),
-    (bytes) => Either.mapLeft(decodeOtlpProtobuf(bytes), (message) => `not an OTLP protobuf ExportTraceServiceRequest: ${message}`)
+    (bytes) =>
+      Either.mapLeft(
+        decodeOtlpProtobuf(bytes),
+        (message) => `not an OTLP protobuf ExportTraceServiceRequest: ${message}`
+      )
   )

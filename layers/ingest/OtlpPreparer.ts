@@ -19,9 +19,11 @@ export interface PrepareRequest {
 }
 
 /** The thread's answer. */
-export type PrepareReply =
-  & { readonly id: number }
-  & ({ readonly prepared: PreparedExport } | { readonly refusal: string } | { readonly failure: string })
+export type PrepareReply = { readonly id: number } & (
+  | { readonly prepared: PreparedExport }
+  | { readonly refusal: string }
+  | { readonly failure: string }
+)
 
 /** The thread's entry module (tests give one that dies, to see the exports fall back to the request thread). */
 export class PrepareThreadScript extends Context.Tag("tapedeck/PrepareThreadScript")<PrepareThreadScript, string>() {}
@@ -39,7 +41,7 @@ export type Prepared =
  * itself. A thread that dies is replaced on the next export.
  */
 export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpPreparer", {
-  scoped: Effect.gen(function*() {
+  scoped: Effect.gen(function* () {
     const config = yield* AppConfig
     const prices = [...(yield* ModelPrices).table]
     const enabled = config.ingestPrepareThread && Option.isSome(config.databaseUrl)
@@ -81,31 +83,33 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
     }
     yield* Effect.addFinalizer(() => Effect.sync(() => current && retire(current)))
 
-    const prepare = Effect.fn("OtlpPreparer.prepare")(
-      function*(accountId: AccountId, body: Uint8Array, contentEncoding: string | undefined) {
-        if (!enabled || body.byteLength < PREPARE_THREAD_MIN_BYTES) return Option.none<Prepared>()
-        return yield* Effect.async<Option.Option<Prepared>>((resume) => {
-          const id = nextId++
-          const thread = (current ??= start())
-          thread.pending.set(id, (reply) => {
-            if (reply === undefined || "failure" in reply) resume(Effect.succeedNone)
-            else if ("refusal" in reply) resume(Effect.succeedSome({ _tag: "Refused", message: reply.refusal }))
-            else resume(Effect.succeedSome({ _tag: "Prepared", prepared: reply.prepared }))
-          })
-          const request: PrepareRequest = {
-            id,
-            accountId,
-            body,
-            contentEncoding,
-            maxDecompressedBytes: config.ingestMaxDecompressedBytes,
-            prices
-          }
-          // Copied, not moved: the caller keeps the body for the case it has to map the export itself.
-          thread.worker.postMessage(request)
-          return Effect.sync(() => void thread.pending.delete(id))
+    const prepare = Effect.fn("OtlpPreparer.prepare")(function* (
+      accountId: AccountId,
+      body: Uint8Array,
+      contentEncoding: string | undefined
+    ) {
+      if (!enabled || body.byteLength < PREPARE_THREAD_MIN_BYTES) return Option.none<Prepared>()
+      return yield* Effect.async<Option.Option<Prepared>>((resume) => {
+        const id = nextId++
+        const thread = (current ??= start())
+        thread.pending.set(id, (reply) => {
+          if (reply === undefined || "failure" in reply) resume(Effect.succeedNone)
+          else if ("refusal" in reply) resume(Effect.succeedSome({ _tag: "Refused", message: reply.refusal }))
+          else resume(Effect.succeedSome({ _tag: "Prepared", prepared: reply.prepared }))
         })
-      }
-    )
+        const request: PrepareRequest = {
+          id,
+          accountId,
+          body,
+          contentEncoding,
+          maxDecompressedBytes: config.ingestMaxDecompressedBytes,
+          prices
+        }
+        // Copied, not moved: the caller keeps the body for the case it has to map the export itself.
+        thread.worker.postMessage(request)
+        return Effect.sync(() => void thread.pending.delete(id))
+      })
+    })
 
     return { prepare } as const
   }),

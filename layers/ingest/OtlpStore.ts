@@ -63,12 +63,16 @@ export interface LockedTrace {
 
 /** The SQL of OTLP ingestion: many traces and spans a request, each step one statement. */
 export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     /** The locks of a request's traces: those it created (locked by their insert) and the others, locked in id order. */
-    const lockRest = (accountId: AccountId, traces: ReadonlyArray<{ id: string }>, inserted: ReadonlyArray<{ id: string }>) =>
-      Effect.gen(function*() {
+    const lockRest = (
+      accountId: AccountId,
+      traces: ReadonlyArray<{ id: string }>,
+      inserted: ReadonlyArray<{ id: string }>
+    ) =>
+      Effect.gen(function* () {
         const created = new Set(inserted.map((r) => r.id))
         const locked = new Map<string, LockedTrace>()
         for (const id of created) locked.set(id, { id, accountId, status: "running", deleted: false })
@@ -91,7 +95,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
      * also run in id order), so two requests never wait on each other in a cycle.
      */
     const createAndLock = Effect.fn("OtlpStore.createAndLock")(
-      function*(accountId: AccountId, traces: ReadonlyArray<{ id: string; startedAt: string; otelTraceId: string }>) {
+      function* (accountId: AccountId, traces: ReadonlyArray<{ id: string; startedAt: string; otelTraceId: string }>) {
         const inserted = yield* sql<{ id: string }>`
           INSERT INTO traces (id, account_id, status, started_at, metadata)
           SELECT x.id, ${accountId}::uuid, 'running', x.started_at, jsonb_build_object('otel', jsonb_build_object('trace_id', x.otel_trace_id))
@@ -112,7 +116,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
      * the tokens (capped), the sum of the costs as numeric (exact, from the text COPY stores) and the latest end.
      */
     const createFinalAndLock = Effect.fn("OtlpStore.createFinalAndLock")(
-      function*(accountId: AccountId, traces: ReadonlyArray<PreparedTrace>) {
+      function* (accountId: AccountId, traces: ReadonlyArray<PreparedTrace>) {
         const records = traces.map(({ id, trace, totals }) => ({
           ...traceRecord(id, trace),
           n: totals.count,
@@ -144,7 +148,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
 
     /** Inserts or replaces the spans (idempotent on (trace, span id)). */
     const upsertSpans = Effect.fn("OtlpStore.upsertSpans")(
-      function*(accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
+      function* (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
         if (spans.length === 0) return
         const records = JSON.stringify(spans.map((m) => ({ ...toRecord(m.span as never), trace_id: m.traceId })))
         yield* sql`
@@ -171,7 +175,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
      * less CPU per span than the upsert's json_to_recordset; elsewhere, or for a few spans, by the upsert.
      */
     const insertNewSpans = Effect.fn("OtlpStore.insertNewSpans")(
-      function*(accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
+      function* (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
         const copied = spans.length >= COPY_MIN_SPANS && (yield* copySpans(accountId, spans))
         if (!copied) yield* upsertSpans(accountId, spans)
       },
@@ -183,7 +187,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
      * the spans it reads them from (roots, local roots and model calls).
      */
     const spansOf = Effect.fn("OtlpStore.spansOf")(
-      function*(traceIds: ReadonlyArray<string>) {
+      function* (traceIds: ReadonlyArray<string>) {
         if (traceIds.length === 0) return new Map<string, Array<ReturnType<typeof fromRow>>>()
         const rows = yield* sql<SpanRow & { trace_id: string }>`
           SELECT trace_id, ${sql.literal(FINALIZE_SELECT)} FROM spans
@@ -202,7 +206,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
 
     /** Writes the finalize pass's span changes (agent fields, promoted usage, estimated costs); absent fields are kept. */
     const applySpanUpdates = Effect.fn("OtlpStore.applySpanUpdates")(
-      function*(updates: ReadonlyArray<TraceFinalization["spanUpdates"][number] & { traceId: string }>) {
+      function* (updates: ReadonlyArray<TraceFinalization["spanUpdates"][number] & { traceId: string }>) {
         if (updates.length === 0) return
         yield* sql`
           UPDATE spans s SET
@@ -224,7 +228,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
 
     /** Writes the derived trace fields and, in the same statement, the span count and totals recomputed from the spans. */
     const applyTraces = Effect.fn("OtlpStore.applyTraces")(
-      function*(traces: ReadonlyArray<{ id: string; trace: TraceFinalization["trace"] }>) {
+      function* (traces: ReadonlyArray<{ id: string; trace: TraceFinalization["trace"] }>) {
         if (traces.length === 0) return
         const records = traces.map(({ id, trace }) => traceRecord(id, trace))
         yield* sql`
@@ -249,6 +253,16 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { createAndLock, createFinalAndLock, upsertSpans, copySpans, copyRows, insertNewSpans, spansOf, applySpanUpdates, applyTraces } as const
+    return {
+      createAndLock,
+      createFinalAndLock,
+      upsertSpans,
+      copySpans,
+      copyRows,
+      insertNewSpans,
+      spansOf,
+      applySpanUpdates,
+      applyTraces
+    } as const
   })
 }) {}

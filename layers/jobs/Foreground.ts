@@ -20,7 +20,7 @@ export const leaveForeground = () => {
  * a load that never pauses, background work still gets one step per `maxWaitMs`.
  */
 export const yieldToForeground = (maxWaitMs: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const deadline = Date.now() + maxWaitMs
     while (inFlight > 0 && Date.now() < deadline) yield* Effect.sleep("5 millis")
   })

@@ -48,10 +48,16 @@ export type ClaimedBatchHandler = (jobs: ReadonlyArray<ClaimedJob>) => Effect.Ef
  * The worker's dispatch table, by the kind a row carries (jobRegistryLive builds it from a JobRegistry). A kind with
  * no handler here fails its attempts (another instance may know it).
  */
-export class JobHandlers extends Context.Tag("tapedeck/JobHandlers")<JobHandlers, ReadonlyMap<string, ClaimedJobHandler>>() {}
+export class JobHandlers extends Context.Tag("tapedeck/JobHandlers")<
+  JobHandlers,
+  ReadonlyMap<string, ClaimedJobHandler>
+>() {}
 
 /** Optional, per job kind: its batch handler. The worker then runs the kind's first attempts in batches (JobWorker). */
-export class JobBatchHandlers extends Context.Tag("tapedeck/JobBatchHandlers")<JobBatchHandlers, ReadonlyMap<string, ClaimedBatchHandler>>() {}
+export class JobBatchHandlers extends Context.Tag("tapedeck/JobBatchHandlers")<
+  JobBatchHandlers,
+  ReadonlyMap<string, ClaimedBatchHandler>
+>() {}
 
 /** Optional, per job kind: what settles a job dead-lettered with its lease expired on its last attempt. */
 export class LostJobHandlers extends Context.Tag("tapedeck/LostJobHandlers")<
@@ -60,7 +66,10 @@ export class LostJobHandlers extends Context.Tag("tapedeck/LostJobHandlers")<
 >() {}
 
 /** Optional: the kinds whose first attempts may wait while this process answers requests (JobRunner.deferrable). */
-export class DeferrableJobKinds extends Context.Tag("tapedeck/DeferrableJobKinds")<DeferrableJobKinds, ReadonlySet<string>>() {}
+export class DeferrableJobKinds extends Context.Tag("tapedeck/DeferrableJobKinds")<
+  DeferrableJobKinds,
+  ReadonlySet<string>
+>() {}
 
 /** The job with its payload decoded by its kind's schema; a payload that does not decode fails the attempt. */
 const decodeJob = <K extends JobKind>(kind: K) => {
@@ -74,23 +83,25 @@ const decodeJob = <K extends JobKind>(kind: K) => {
 
 /** The worker's dispatch tables from a registry: each handler gets its jobs' payloads decoded. */
 export const jobRegistryLive = <E, R>(registry: Effect.Effect<JobRegistry, E, R>) =>
-  Layer.effectContext(Effect.map(registry, (entries) => {
-    const handlers = new Map<string, ClaimedJobHandler>()
-    const batches = new Map<string, ClaimedBatchHandler>()
-    const lost = new Map<string, (job: ClaimedJob) => Effect.Effect<void, unknown>>()
-    const deferrable = new Set<string>()
-    const add = <K extends JobKind>(kind: K, runner: JobRunner<K>) => {
-      const decode = decodeJob(kind)
-      handlers.set(kind, (job) => Effect.flatMap(decode(job), runner.run))
-      const { batch, lost: settle } = runner
-      if (batch) batches.set(kind, (jobs) => Effect.flatMap(Effect.forEach(jobs, decode), batch))
-      if (settle) lost.set(kind, (job) => Effect.flatMap(decode(job), settle))
-      if (runner.deferrable) deferrable.add(kind)
-    }
-    for (const kind of Object.keys(entries) as Array<JobKind>) add(kind, entries[kind] as JobRunner<typeof kind>)
-    return Context.make(JobHandlers, handlers as ReadonlyMap<string, ClaimedJobHandler>).pipe(
-      Context.add(JobBatchHandlers, batches as ReadonlyMap<string, ClaimedBatchHandler>),
-      Context.add(LostJobHandlers, lost as ReadonlyMap<string, (job: ClaimedJob) => Effect.Effect<void, unknown>>),
-      Context.add(DeferrableJobKinds, deferrable as ReadonlySet<string>)
-    )
-  }))
+  Layer.effectContext(
+    Effect.map(registry, (entries) => {
+      const handlers = new Map<string, ClaimedJobHandler>()
+      const batches = new Map<string, ClaimedBatchHandler>()
+      const lost = new Map<string, (job: ClaimedJob) => Effect.Effect<void, unknown>>()
+      const deferrable = new Set<string>()
+      const add = <K extends JobKind>(kind: K, runner: JobRunner<K>) => {
+        const decode = decodeJob(kind)
+        handlers.set(kind, (job) => Effect.flatMap(decode(job), runner.run))
+        const { batch, lost: settle } = runner
+        if (batch) batches.set(kind, (jobs) => Effect.flatMap(Effect.forEach(jobs, decode), batch))
+        if (settle) lost.set(kind, (job) => Effect.flatMap(decode(job), settle))
+        if (runner.deferrable) deferrable.add(kind)
+      }
+      for (const kind of Object.keys(entries) as Array<JobKind>) add(kind, entries[kind] as JobRunner<typeof kind>)
+      return Context.make(JobHandlers, handlers as ReadonlyMap<string, ClaimedJobHandler>).pipe(
+        Context.add(JobBatchHandlers, batches as ReadonlyMap<string, ClaimedBatchHandler>),
+        Context.add(LostJobHandlers, lost as ReadonlyMap<string, (job: ClaimedJob) => Effect.Effect<void, unknown>>),
+        Context.add(DeferrableJobKinds, deferrable as ReadonlySet<string>)
+      )
+    })
+  )

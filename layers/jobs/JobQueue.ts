@@ -45,12 +45,12 @@ export const backoffMs = (base: number, attempts: number) =>
  * `TAPEDECK_JOB_MAX_ATTEMPTS` attempts. A job whose worker died is claimed again once its lease expires.
  */
 export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
 
     const insertOne = Effect.fn("JobQueue.enqueue")(
-      function*(accountId: AccountId, kind: JobKind, payload: unknown) {
+      function* (accountId: AccountId, kind: JobKind, payload: unknown) {
         const id = JobId.make(crypto.randomUUID())
         yield* sql`
           INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
@@ -61,7 +61,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
     )
 
     const insertMany = Effect.fn("JobQueue.enqueueMany")(
-      function*(accountId: AccountId, kind: JobKind, payloads: ReadonlyArray<unknown>) {
+      function* (accountId: AccountId, kind: JobKind, payloads: ReadonlyArray<unknown>) {
         if (payloads.length === 0) return
         yield* sql`
           INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
@@ -93,7 +93,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
 
     /** A job of the account; `JobNotFound` for a missing or foreign one. */
     const get = Effect.fn("JobQueue.get")(
-      function*(accountId: AccountId, jobId: JobId) {
+      function* (accountId: AccountId, jobId: JobId) {
         const row = yield* findOwned({ accountId, jobId })
         if (Option.isNone(row)) return yield* new JobNotFound({ jobId })
         const { progressDone, progressTotal, result, ...job } = row.value
@@ -113,7 +113,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
      * left to the worker's lanes, which claim them in batches (`claimFirstAttempts`).
      */
     const claim = Effect.fn("JobQueue.claim")(
-      function*(max: number, laneKinds: ReadonlyArray<string> = []) {
+      function* (max: number, laneKinds: ReadonlyArray<string> = []) {
         const lost = yield* sql<ClaimedJob>`
           UPDATE jobs SET status = 'dead_letter', locked_until = NULL, updated_at = now(),
                           error = COALESCE(error, 'the last attempt did not finish within its lease')
@@ -139,7 +139,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
 
     /** Claims up to `max` due jobs of `kind` that no attempt has run yet (a lane's batch; retried jobs run alone). */
     const claimFirstAttempts = Effect.fn("JobQueue.claimFirstAttempts")(
-      function*(kind: string, max: number) {
+      function* (kind: string, max: number) {
         if (max <= 0) return []
         return yield* sql<ClaimedJob>`
           UPDATE jobs SET status = 'running', attempts = attempts + 1, updated_at = now(),
@@ -160,7 +160,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
      * whose lease expired (and whose job was claimed again) cannot overwrite the newer attempt.
      */
     const completeAll = Effect.fn("JobQueue.completeAll")(
-      function*(jobs: ReadonlyArray<Pick<ClaimedJob, "id" | "attempts">>) {
+      function* (jobs: ReadonlyArray<Pick<ClaimedJob, "id" | "attempts">>) {
         if (jobs.length === 0) return
         yield* sql`
           UPDATE jobs SET status = 'completed', error = NULL, locked_until = NULL, updated_at = now()
@@ -173,7 +173,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
 
     /** Records a failed attempt: back to the queue after a backoff, or dead-lettered after the last attempt. */
     const fail = Effect.fn("JobQueue.fail")(
-      function*(job: ClaimedJob, error: string) {
+      function* (job: ClaimedJob, error: string) {
         const dead = job.attempts >= job.maxAttempts
         const delayMs = backoffMs(config.jobBackoffMs, job.attempts)
         yield* sql`

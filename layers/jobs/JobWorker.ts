@@ -36,7 +36,7 @@ const MAX_YIELD_MS = 1000
  * and under a load that never pauses that work trails it by a bounded time.
  */
 export const JobWorkerLive = Layer.scopedDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const queue = yield* JobQueue
     const handlers = yield* JobHandlers
     const lostHandlers = yield* Effect.serviceOption(LostJobHandlers)
@@ -68,10 +68,22 @@ export const JobWorkerLive = Layer.scopedDiscard(
      * cause once (a failed batch is one failure, not a hundred).
      */
     const failed = (jobs: ReadonlyArray<ClaimedJob>, cause: Cause.Cause<JobFailed>) => {
-      const reason = Option.match(Cause.failureOption(cause), { onNone: () => "internal error", onSome: (e) => e.reason })
+      const reason = Option.match(Cause.failureOption(cause), {
+        onNone: () => "internal error",
+        onSome: (e) => e.reason
+      })
       return Effect.forEach(jobs, (job) => queue.fail(job, reason), { discard: true }).pipe(
-        Effect.zipRight(Effect.logWarning(jobs.length === 1 ? "job attempt failed" : `job batch attempt failed (${jobs.length} jobs)`, cause)),
-        Effect.annotateLogs({ jobId: jobs.map((j) => j.id).join(","), kind: jobs[0]!.kind, attempt: jobs.map((j) => j.attempts).join(",") }),
+        Effect.zipRight(
+          Effect.logWarning(
+            jobs.length === 1 ? "job attempt failed" : `job batch attempt failed (${jobs.length} jobs)`,
+            cause
+          )
+        ),
+        Effect.annotateLogs({
+          jobId: jobs.map((j) => j.id).join(","),
+          kind: jobs[0]!.kind,
+          attempt: jobs.map((j) => j.attempts).join(",")
+        }),
         Effect.as([] as ReadonlyArray<ClaimedJob>)
       )
     }
@@ -117,10 +129,12 @@ export const JobWorkerLive = Layer.scopedDiscard(
         running,
         work.pipe(
           Effect.tap((done) => Effect.sync(() => succeeded.push(...done))),
-          Effect.ensuring(Effect.suspend(() => {
-            settle()
-            return Queue.offer(ended, undefined)
-          }))
+          Effect.ensuring(
+            Effect.suspend(() => {
+              settle()
+              return Queue.offer(ended, undefined)
+            })
+          )
         )
       )
 
@@ -138,7 +152,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
     const batchKinds = [...batchHandlers.keys()]
     /** Fills the idle lanes but those of `deferred` kinds; whether every lane's queue was found drained. */
     const fillLanes = (deferred: ReadonlyArray<string>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         let drained = true
         for (const kind of batchKinds) {
           if (laneBusy.has(kind) || deferred.includes(kind)) {
@@ -158,7 +172,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
      * Records the successes so far, then fills the idle lanes and the free slots. What next: "full" (every slot and
      * lane taken), "more" (a claim found as many jobs as it asked for) or "idle".
      */
-    const refill = Effect.gen(function*() {
+    const refill = Effect.gen(function* () {
       if (succeeded.length > 0) {
         const done = succeeded.slice()
         yield* queue.completeAll(done)
@@ -171,13 +185,14 @@ export const JobWorkerLive = Layer.scopedDiscard(
       const deferred = deferredNow()
       const lanesDrained = yield* fillLanes(deferred)
       const free = SLOTS - active
-      const { jobs, lost } = free > 0
-        ? yield* queue.claim(free, deferred.length === 0 ? batchKinds : [...batchKinds, ...deferred])
-        : { jobs: [], lost: [] }
+      const { jobs, lost } =
+        free > 0
+          ? yield* queue.claim(free, deferred.length === 0 ? batchKinds : [...batchKinds, ...deferred])
+          : { jobs: [], lost: [] }
       yield* Effect.forEach(lost, settleLost, { discard: true })
       yield* Effect.forEach(jobs, startInSlot, { discard: true })
       if (deferred.length === 0 && lanesDrained && jobs.length < free) caughtUpAt = Date.now()
-      return full() ? "full" as const : free > 0 && jobs.length === free ? "more" as const : "idle" as const
+      return full() ? ("full" as const) : free > 0 && jobs.length === free ? ("more" as const) : ("idle" as const)
     }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("job poll failed", cause).pipe(Effect.as("idle" as const)))
     )
@@ -188,8 +203,8 @@ export const JobWorkerLive = Layer.scopedDiscard(
         next === "full"
           ? Queue.take(ended)
           : next === "more"
-          ? Effect.void
-          : Queue.take(ended).pipe(Effect.timeout(`${config.jobPollMs} millis`), Effect.ignore)
+            ? Effect.void
+            : Queue.take(ended).pipe(Effect.timeout(`${config.jobPollMs} millis`), Effect.ignore)
       ),
       Effect.forever,
       Effect.forkScoped

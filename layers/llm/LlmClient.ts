@@ -41,12 +41,15 @@ export interface ChatResponse {
 }
 
 /** Port to a chat-completion model provider (fork replay, LLM-judged evaluations). */
-export class LlmClient extends Context.Tag("tapedeck/LlmClient")<LlmClient, {
-  /** False when no provider is configured: every `chat` then fails `not_configured`. */
-  readonly configured: boolean
-  /** The model to use when the caller has no better choice (`TAPEDECK_LLM_MODEL`). */
-  readonly defaultModel: string | undefined
-  /** The provider's base URL, for callers that remember per provider what it accepts; absent when not configured. */
-  readonly baseUrl?: string
-  readonly chat: (request: ChatRequest) => Effect.Effect<ChatResponse, LlmUnavailable>
-}>() {}
+export class LlmClient extends Context.Tag("tapedeck/LlmClient")<
+  LlmClient,
+  {
+    /** False when no provider is configured: every `chat` then fails `not_configured`. */
+    readonly configured: boolean
+    /** The model to use when the caller has no better choice (`TAPEDECK_LLM_MODEL`). */
+    readonly defaultModel: string | undefined
+    /** The provider's base URL, for callers that remember per provider what it accepts; absent when not configured. */
+    readonly baseUrl?: string
+    readonly chat: (request: ChatRequest) => Effect.Effect<ChatResponse, LlmUnavailable>
+  }
+>() {}

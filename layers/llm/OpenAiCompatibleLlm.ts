@@ -24,17 +24,23 @@ const NOT_CONFIGURED = "no LLM provider is configured (set TAPEDECK_LLM_BASE_URL
 /** What may be absent or null in a completion is absent or null somewhere among OpenAI-compatible providers. */
 const ChatCompletion = Schema.Struct({
   model: Schema.optional(Schema.NullOr(Schema.String)),
-  choices: Schema.NonEmptyArray(Schema.Struct({
-    message: Schema.Struct({
-      content: Schema.optional(Schema.NullOr(Schema.String)),
-      tool_calls: Schema.optional(Schema.NullOr(Schema.Array(Schema.Unknown)))
-    }),
-    finish_reason: Schema.optional(Schema.NullOr(Schema.String))
-  })),
-  usage: Schema.optional(Schema.NullOr(Schema.Struct({
-    prompt_tokens: Schema.optional(Schema.NullOr(Schema.NonNegativeInt)),
-    completion_tokens: Schema.optional(Schema.NullOr(Schema.NonNegativeInt))
-  })))
+  choices: Schema.NonEmptyArray(
+    Schema.Struct({
+      message: Schema.Struct({
+        content: Schema.optional(Schema.NullOr(Schema.String)),
+        tool_calls: Schema.optional(Schema.NullOr(Schema.Array(Schema.Unknown)))
+      }),
+      finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+    })
+  ),
+  usage: Schema.optional(
+    Schema.NullOr(
+      Schema.Struct({
+        prompt_tokens: Schema.optional(Schema.NullOr(Schema.NonNegativeInt)),
+        completion_tokens: Schema.optional(Schema.NullOr(Schema.NonNegativeInt))
+      })
+    )
+  )
 })
 const decodeCompletion = Schema.decodeUnknownEither(Schema.parseJson(ChatCompletion))
 
@@ -85,20 +91,20 @@ const wireBody = (request: ChatRequest, model: string) => {
 const clip = (text: string, max = 300) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
 const modelOf = (request: ChatRequest, defaultModel: string | undefined) =>
-  request.model !== "" ? request.model : defaultModel ?? ""
+  request.model !== "" ? request.model : (defaultModel ?? "")
 
 const notConfigured = (defaultModel: string | undefined) =>
   LlmClient.of({
     configured: false,
     defaultModel,
-    chat: Effect.fn("LlmClient.chat")(function*(request: ChatRequest) {
+    chat: Effect.fn("LlmClient.chat")(function* (request: ChatRequest) {
       yield* Effect.annotateCurrentSpan("gen_ai.request.model", modelOf(request, defaultModel))
       return yield* new LlmUnavailable({ reason: "not_configured", message: NOT_CONFIGURED })
     })
   })
 
 const makeProvider = (settings: ProviderSettings) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const client = yield* HttpClient.HttpClient
     const endpoint = `${settings.baseUrl}/chat/completions`
     // The host only: a base URL may carry user:password, which must not reach an error message either.
@@ -137,11 +143,17 @@ const makeProvider = (settings: ProviderSettings) =>
     }
 
     const attempt = (body: unknown, model: string) =>
-      Effect.gen(function*() {
-        const response = yield* client.execute(withAuth(HttpClientRequest.post(endpoint).pipe(
-          HttpClientRequest.acceptJson,
-          HttpClientRequest.bodyUnsafeJson(body)
-        ))).pipe(Effect.mapError(networkFailure))
+      Effect.gen(function* () {
+        const response = yield* client
+          .execute(
+            withAuth(
+              HttpClientRequest.post(endpoint).pipe(
+                HttpClientRequest.acceptJson,
+                HttpClientRequest.bodyUnsafeJson(body)
+              )
+            )
+          )
+          .pipe(Effect.mapError(networkFailure))
         const text = yield* response.text.pipe(Effect.mapError(networkFailure))
         if (response.status < 200 || response.status >= 300) {
           const nowMs = yield* Clock.currentTimeMillis
@@ -152,9 +164,9 @@ const makeProvider = (settings: ProviderSettings) =>
             Effect.fail<AttemptFailure>({
               error: unavailable(
                 "bad_response",
-                `LLM provider at ${host} answered HTTP ${response.status} with something that is not a chat completion: ${
-                  clip(describeIssues(e))
-                }`
+                `LLM provider at ${host} answered HTTP ${response.status} with something that is not a chat completion: ${clip(
+                  describeIssues(e)
+                )}`
               ),
               retryable: false
             }),
@@ -167,7 +179,9 @@ const makeProvider = (settings: ProviderSettings) =>
           message: {
             role: "assistant",
             content: choice.message.content ?? null,
-            ...(toolCalls === undefined || toolCalls === null || toolCalls.length === 0 ? {} : { tool_calls: toolCalls })
+            ...(toolCalls === undefined || toolCalls === null || toolCalls.length === 0
+              ? {}
+              : { tool_calls: toolCalls })
           },
           usage: {
             inputTokens: completion.usage?.prompt_tokens ?? 0,
@@ -192,12 +206,12 @@ const makeProvider = (settings: ProviderSettings) =>
         Effect.map((jitter) => Math.min(MAX_RETRY_DELAY_MS, settings.retryBaseMs * 2 ** Math.min(retry, 30)) * jitter)
       )
 
-    const chat = Effect.fn("LlmClient.chat")(function*(request: ChatRequest) {
+    const chat = Effect.fn("LlmClient.chat")(function* (request: ChatRequest) {
       const model = modelOf(request, settings.defaultModel)
       yield* Effect.annotateCurrentSpan("gen_ai.request.model", model)
       const body = wireBody(request, model)
       const attempts = settings.maxRetries + 1
-      for (let n = 1;; n++) {
+      for (let n = 1; ; n++) {
         const outcome = yield* Effect.either(attempt(body, model))
         if (Either.isRight(outcome)) {
           const response = outcome.right
@@ -220,9 +234,10 @@ const makeProvider = (settings: ProviderSettings) =>
             ...(status === undefined ? {} : { status })
           })
         }
-        const delayMs = failure.retryAfterMs === undefined
-          ? yield* backoffMs(n - 1)
-          : Math.min(MAX_RETRY_DELAY_MS, failure.retryAfterMs)
+        const delayMs =
+          failure.retryAfterMs === undefined
+            ? yield* backoffMs(n - 1)
+            : Math.min(MAX_RETRY_DELAY_MS, failure.retryAfterMs)
         yield* Effect.logDebug(`LLM attempt ${n} of ${attempts} failed; retrying in ${Math.round(delayMs)} ms`).pipe(
           Effect.annotateLogs({ reason: failure.error.reason, status: failure.error.status })
         )
@@ -240,7 +255,7 @@ const makeProvider = (settings: ProviderSettings) =>
  * exponential backoff from `TAPEDECK_LLM_RETRY_BASE_MS` with jitter.
  */
 export const LlmClientLive: Layer.Layer<LlmClient, ConfigError.ConfigError> = Layer.unwrapEffect(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const settings = (yield* AppConfig).llm
     return Option.match(settings.baseUrl, {
       onNone: () => Layer.succeed(LlmClient, notConfigured(settings.defaultModel)),

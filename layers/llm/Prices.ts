@@ -22,7 +22,8 @@ const EXPECTED = `expected a JSON object {"<model>": {"input_per_mtok": number, 
 /** TAPEDECK_MODEL_PRICES: invalid JSON or prices fail startup with an InvalidData ConfigError naming the variable and the problem. */
 const decodeVariable = (json: string) =>
   Either.mapLeft(decodeOverrides(json), (e) =>
-    ConfigError.InvalidData(["TAPEDECK_MODEL_PRICES"], `${EXPECTED}: ${describeIssues(e)}`))
+    ConfigError.InvalidData(["TAPEDECK_MODEL_PRICES"], `${EXPECTED}: ${describeIssues(e)}`)
+  )
 
 /**
  * TAPEDECK_MODEL_PRICES_FILE: the same JSON object as TAPEDECK_MODEL_PRICES, in a file (unreadable or invalid:

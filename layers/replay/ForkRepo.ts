@@ -64,11 +64,11 @@ export interface StartedGeneration {
 
 /** Forks, their replay generations and the monthly replay allowance. Every read is scoped to the account. */
 export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     const insert = Effect.fn("ForkRepo.insert")(
-      function*(accountId: AccountId, fork: NewFork) {
+      function* (accountId: AccountId, fork: NewFork) {
         const rows = yield* sql<ForkRow>`
           INSERT INTO forks (id, account_id, trace_id, fork_point_span_id, name, description, modified_input,
                              mock_outputs, status)
@@ -82,7 +82,7 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
     )
 
     const find = Effect.fn("ForkRepo.find")(
-      function*(accountId: AccountId, forkId: ForkId, lock = false) {
+      function* (accountId: AccountId, forkId: ForkId, lock = false) {
         const rows = yield* sql<ForkRow>`
           SELECT ${sql.literal(FORK_SELECT)} FROM forks
           WHERE id = ${forkId} AND account_id = ${accountId}
@@ -95,13 +95,16 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
     )
 
     const list = Effect.fn("ForkRepo.list")(
-      function*(accountId: AccountId, limit: number, offset: number) {
-        const [rows, totals] = yield* Effect.all([
-          sql<ForkRow>`
+      function* (accountId: AccountId, limit: number, offset: number) {
+        const [rows, totals] = yield* Effect.all(
+          [
+            sql<ForkRow>`
             SELECT ${sql.literal(FORK_SELECT)} FROM forks WHERE account_id = ${accountId}
             ORDER BY created_at DESC, id DESC LIMIT ${limit} OFFSET ${offset}`,
-          sql<{ n: number }>`SELECT count(*)::float8 AS n FROM forks WHERE account_id = ${accountId}`
-        ], { concurrency: 2 })
+            sql<{ n: number }>`SELECT count(*)::float8 AS n FROM forks WHERE account_id = ${accountId}`
+          ],
+          { concurrency: 2 }
+        )
         return { items: rows.map(toFork), total: totals[0]?.n ?? 0, limit, offset }
       },
       Effect.catchTags({ SqlError: Effect.die })
@@ -109,7 +112,7 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
 
     /** Takes one unit of the month's allowance; false when it is spent. Atomic across instances. */
     const reserveUnit = Effect.fn("ForkRepo.reserveUnit")(
-      function*(accountId: AccountId, month: string, allowance: number) {
+      function* (accountId: AccountId, month: string, allowance: number) {
         if (allowance <= 0) return false
         const rows = yield* sql`
           INSERT INTO replay_usage (account_id, month, used) VALUES (${accountId}, ${month}, 1)
@@ -122,7 +125,7 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
     )
 
     const refundUnit = Effect.fn("ForkRepo.refundUnit")(
-      function*(accountId: AccountId, month: string) {
+      function* (accountId: AccountId, month: string) {
         yield* sql`
           UPDATE replay_usage SET used = GREATEST(0, used - 1) WHERE account_id = ${accountId} AND month = ${month}`
       },
@@ -131,7 +134,7 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
 
     /** Moves a locked fork into a new replaying generation. */
     const startGeneration = Effect.fn("ForkRepo.startGeneration")(
-      function*(accountId: AccountId, fork: Fork, mode: "sdk" | "server", month: string) {
+      function* (accountId: AccountId, fork: Fork, mode: "sdk" | "server", month: string) {
         const started: StartedGeneration = {
           executionId: crypto.randomUUID(),
           resultTraceId: crypto.randomUUID(),
@@ -155,7 +158,7 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
 
     /** Records how a generation ended, on it and on its fork (only if the fork is still on that generation). */
     const finishGeneration = Effect.fn("ForkRepo.finishGeneration")(
-      function*(outcome: {
+      function* (outcome: {
         readonly executionId: string
         readonly status: "completed" | "failed"
         readonly byteReplayed: number
@@ -177,8 +180,15 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
 
     /** The generation an execution id names, with its fork's owner. */
     const findGeneration = Effect.fn("ForkRepo.findGeneration")(
-      function*(executionId: string) {
-        const rows = yield* sql<{ forkId: string; accountId: string; generation: number; status: string; resultTraceId: string; month: string }>`
+      function* (executionId: string) {
+        const rows = yield* sql<{
+          forkId: string
+          accountId: string
+          generation: number
+          status: string
+          resultTraceId: string
+          month: string
+        }>`
           SELECT fork_id AS "forkId", account_id AS "accountId", generation, status,
                  result_trace_id AS "resultTraceId", usage_month AS month
           FROM replay_generations WHERE execution_id = ${executionId}`
@@ -192,7 +202,7 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
      * a new replay may take over (the generation is recorded as failed).
      */
     const abandonStale = Effect.fn("ForkRepo.abandonStale")(
-      function*(forkId: ForkId, seconds: number) {
+      function* (forkId: ForkId, seconds: number) {
         const rows = yield* sql<{ accountId: string; month: string; resultTraceId: string }>`
           UPDATE replay_generations SET status = 'failed', error = 'abandoned: no outcome within the replay timeout',
                                         finished_at = now()
@@ -211,6 +221,16 @@ export class ForkRepo extends Effect.Service<ForkRepo>()("tapedeck/ForkRepo", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { findGeneration, abandonStale, insert, find, list, reserveUnit, refundUnit, startGeneration, finishGeneration } as const
+    return {
+      findGeneration,
+      abandonStale,
+      insert,
+      find,
+      list,
+      reserveUnit,
+      refundUnit,
+      startGeneration,
+      finishGeneration
+    } as const
   })
 }) {}

@@ -15,8 +15,14 @@ import { Traces } from "../traces/Traces.ts"
 import { ForkRepo, type StartedGeneration } from "./ForkRepo.ts"
 import { SdkReplay } from "./SdkReplay.ts"
 import { replayOnServer } from "./ServerReplay.ts"
-import { ForkPointNotInTrace, JobFailed, ReplayAlreadyActive, ReplayFailed, ReplayQuotaExceeded, type TraceNotFound } from "#src/domain/Errors"
-
+import {
+  ForkPointNotInTrace,
+  JobFailed,
+  ReplayAlreadyActive,
+  ReplayFailed,
+  ReplayQuotaExceeded,
+  type TraceNotFound
+} from "#src/domain/Errors"
 
 interface ReplayPlan {
   readonly source: TraceDetailWire | undefined
@@ -45,7 +51,7 @@ const monthOf = (now: DateTime.Utc) => DateTime.formatIso(now).slice(0, 7)
  * wins), then runs on the server and stores the result as a sandbox trace linked to the fork.
  */
 export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const repo = yield* ForkRepo
     const traces = yield* Traces
@@ -56,7 +62,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
     const sdk = yield* SdkReplay
     const prices = yield* ModelPrices
 
-    const create = Effect.fn("Forks.create")(function*(accountId: AccountId, request: CreateForkRequest) {
+    const create = Effect.fn("Forks.create")(function* (accountId: AccountId, request: CreateForkRequest) {
       const source = yield* traces.get(accountId, request.trace_id)
       if (!source.spans.some((s) => s.id === request.fork_point_span_id.toLowerCase())) {
         return yield* new ForkPointNotInTrace({ spanId: request.fork_point_span_id })
@@ -81,7 +87,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
      * between the two.
      */
     const begin = Effect.fn("Forks.begin")(
-      function*(accountId: AccountId, forkId: ForkId, plan: ReplayPlan) {
+      function* (accountId: AccountId, forkId: ForkId, plan: ReplayPlan) {
         const fork = yield* repo.find(accountId, forkId, true)
         if (fork.status === "replaying" && !(yield* repo.abandonStale(forkId, config.replayTimeoutSeconds))) {
           return yield* new ReplayAlreadyActive({ forkId })
@@ -116,7 +122,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
 
     /** Runs a started generation on the server and records its outcome; the ReplayResult. */
     /** `source`, when the caller has just read it, saves reading the recorded trace again. */
-    const runOnServer = Effect.fn("Forks.runOnServer")(function*(
+    const runOnServer = Effect.fn("Forks.runOnServer")(function* (
       accountId: AccountId,
       fork: Fork,
       started: StartedGeneration,
@@ -126,7 +132,9 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
         ? Effect.succeed(source)
         : traces.get(accountId, fork.traceId as TraceId)
       const outcome = yield* read.pipe(
-        Effect.mapError(() => new ReplayFailed({ reason: `source trace ${fork.traceId} no longer exists`, modelWork: false })),
+        Effect.mapError(
+          () => new ReplayFailed({ reason: `source trace ${fork.traceId} no longer exists`, modelWork: false })
+        ),
         Effect.flatMap((source) =>
           replayOnServer({ source, fork, executionId: started.executionId, resultTraceId: started.resultTraceId }).pipe(
             Effect.provideService(LlmClient, llm),
@@ -136,13 +144,21 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
         Effect.either
       )
       if (Either.isLeft(outcome)) {
-        yield* sql.withTransaction(Effect.gen(function*() {
-          yield* repo.finishGeneration({
-            executionId: started.executionId, status: "failed", byteReplayed: 0, faithfulReexec: 0, caveats: [],
-            error: outcome.left.reason
-          })
-          if (!outcome.left.modelWork) yield* repo.refundUnit(accountId, started.month)
-        })).pipe(Effect.catchTags({ SqlError: Effect.die }))
+        yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              yield* repo.finishGeneration({
+                executionId: started.executionId,
+                status: "failed",
+                byteReplayed: 0,
+                faithfulReexec: 0,
+                caveats: [],
+                error: outcome.left.reason
+              })
+              if (!outcome.left.modelWork) yield* repo.refundUnit(accountId, started.month)
+            })
+          )
+          .pipe(Effect.catchTags({ SqlError: Effect.die }))
         return {
           fork_id: fork.id as ForkId,
           result_trace_id: started.resultTraceId as TraceId,
@@ -156,18 +172,26 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
         } satisfies ReplayResult
       }
       const result = outcome.right
-      yield* sql.withTransaction(Effect.gen(function*() {
-        // A result trace is created terminal: downstream processing runs on it like on any other.
-        // No cached key to re-check (no liveKey), so never CredentialRevoked.
-        yield* traceRepo.insert(accountId, result.trace, crypto.randomUUID(), config.jobMaxAttempts).pipe(
-          Effect.catchTag("CredentialRevoked", Effect.die)
+      yield* sql
+        .withTransaction(
+          Effect.gen(function* () {
+            // A result trace is created terminal: downstream processing runs on it like on any other.
+            // No cached key to re-check (no liveKey), so never CredentialRevoked.
+            yield* traceRepo
+              .insert(accountId, result.trace, crypto.randomUUID(), config.jobMaxAttempts)
+              .pipe(Effect.catchTag("CredentialRevoked", Effect.die))
+            yield* traceRepo.markForkResult(started.resultTraceId as TraceId, fork.id)
+            yield* repo.finishGeneration({
+              executionId: started.executionId,
+              status: "completed",
+              byteReplayed: result.byteReplayed,
+              faithfulReexec: result.faithfulReexec,
+              caveats: result.caveats,
+              error: null
+            })
+          })
         )
-        yield* traceRepo.markForkResult(started.resultTraceId as TraceId, fork.id)
-        yield* repo.finishGeneration({
-          executionId: started.executionId, status: "completed", byteReplayed: result.byteReplayed,
-          faithfulReexec: result.faithfulReexec, caveats: result.caveats, error: null
-        })
-      })).pipe(Effect.catchTags({ SqlError: Effect.die, TraceIdTaken: Effect.die }))
+        .pipe(Effect.catchTags({ SqlError: Effect.die, TraceIdTaken: Effect.die }))
       return {
         fork_id: fork.id as ForkId,
         result_trace_id: started.resultTraceId as TraceId,
@@ -184,10 +208,16 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
      * How a replay will run: by a connected SDK that registered the trace's agent, else on the server —
      * inline when it has few model calls to make, else as a durable job.
      */
-    const planFor = Effect.fn("Forks.planFor")(function*(accountId: AccountId, forkId: ForkId) {
+    const planFor = Effect.fn("Forks.planFor")(function* (accountId: AccountId, forkId: ForkId) {
       const fork = yield* repo.find(accountId, forkId)
       const source = yield* traces.get(accountId, fork.traceId as TraceId).pipe(Effect.option)
-      if (Option.isNone(source)) return { source: undefined, connection: Option.none<string>(), agent: undefined, short: true } satisfies ReplayPlan
+      if (Option.isNone(source))
+        return {
+          source: undefined,
+          connection: Option.none<string>(),
+          agent: undefined,
+          short: true
+        } satisfies ReplayPlan
       const agents = agentNamesOf(source.value)
       const connection = yield* sdk.connectionFor(accountId, agents)
       const split = splitAtForkPoint(source.value.spans, fork.forkPointSpanId)
@@ -200,7 +230,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
       } satisfies ReplayPlan
     })
 
-    const replay = Effect.fn("Forks.replay")(function*(accountId: AccountId, forkId: ForkId) {
+    const replay = Effect.fn("Forks.replay")(function* (accountId: AccountId, forkId: ForkId) {
       const plan = yield* planFor(accountId, forkId)
       const { fork, mode, runInline, started } = yield* begin(accountId, forkId, plan)
       // Once the generation is open it must reach an outcome: a client hanging up does not stop it.
@@ -215,7 +245,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
     })
 
     /** The `fork.replay` job: runs a generation that was handed to the queue, unless it already ended. */
-    const runJob = Effect.fn("Forks.runJob")(function*(executionId: string) {
+    const runJob = Effect.fn("Forks.runJob")(function* (executionId: string) {
       const generation = yield* repo.findGeneration(executionId)
       if (Option.isNone(generation) || generation.value.status !== "replaying") return
       const { accountId, forkId, generation: number, month, resultTraceId } = generation.value
@@ -226,11 +256,18 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
 
     return { create, get, list, replay, runJob } as const
   }),
-  dependencies: [ForkRepo.Default, Traces.Default, TraceRepo.Default, JobQueue.Default, SdkReplay.Default, AppConfig.Default]
+  dependencies: [
+    ForkRepo.Default,
+    Traces.Default,
+    TraceRepo.Default,
+    JobQueue.Default,
+    SdkReplay.Default,
+    AppConfig.Default
+  ]
 }) {}
 
 /** The job handler for `fork.replay`: runs the generation its payload names. */
-export const forkReplayHandler = Effect.gen(function*() {
+export const forkReplayHandler = Effect.gen(function* () {
   const forks = yield* Forks
   const handler: JobHandler<"fork.replay"> = (job) => forks.runJob(job.payload.executionId)
   return handler

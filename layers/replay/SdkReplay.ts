@@ -11,7 +11,7 @@ const STALE_SECONDS = 15
 const HEARTBEAT_TICKS = 30
 
 const textArray = (values: ReadonlyArray<string>) =>
-  `{${values.map((v) => `"${v.replaceAll("\\", "\\\\").replaceAll("\"", "\\\"")}"`).join(",")}}`
+  `{${values.map((v) => `"${v.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}`
 
 export interface SdkOutcome {
   readonly executionId: string
@@ -29,14 +29,14 @@ export interface SdkOutcome {
  * the commands of the sockets it holds.
  */
 export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay", {
-  scoped: Effect.gen(function*() {
+  scoped: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const instanceId = crypto.randomUUID()
     const sockets = new Map<string, (text: string) => Effect.Effect<void>>()
 
     const open = Effect.fn("SdkReplay.open")(
-      function*(accountId: AccountId, connectionId: string, send: (text: string) => Effect.Effect<void>) {
+      function* (accountId: AccountId, connectionId: string, send: (text: string) => Effect.Effect<void>) {
         sockets.set(connectionId, send)
         yield* sql`INSERT INTO sdk_connections (id, account_id, instance_id) VALUES (${connectionId}, ${accountId}, ${instanceId})`
       },
@@ -44,7 +44,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
     )
 
     const close = Effect.fn("SdkReplay.close")(
-      function*(connectionId: string) {
+      function* (connectionId: string) {
         sockets.delete(connectionId)
         yield* sql`UPDATE sdk_connections SET closed_at = now() WHERE id = ${connectionId}`
       },
@@ -52,7 +52,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
     )
 
     const register = Effect.fn("SdkReplay.register")(
-      function*(connectionId: string, agents: ReadonlyArray<string>) {
+      function* (connectionId: string, agents: ReadonlyArray<string>) {
         yield* sql`UPDATE sdk_connections SET agents = ${textArray(agents)}::text[], last_seen_at = now() WHERE id = ${connectionId}`
       },
       Effect.catchTags({ SqlError: Effect.die })
@@ -60,7 +60,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
 
     /** A live connection of the account that registered one of these agents (the most recently seen). */
     const connectionFor = Effect.fn("SdkReplay.connectionFor")(
-      function*(accountId: AccountId, agents: ReadonlyArray<string>) {
+      function* (accountId: AccountId, agents: ReadonlyArray<string>) {
         if (agents.length === 0) return Option.none<string>()
         const rows = yield* sql<{ id: string }>`
           SELECT id FROM sdk_connections
@@ -75,7 +75,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
 
     /** Queues the command for the connection, in the caller's transaction. */
     const enqueue = Effect.fn("SdkReplay.enqueue")(
-      function*(connectionId: string, command: ReplayCommand) {
+      function* (connectionId: string, command: ReplayCommand) {
         yield* sql`UPDATE replay_generations SET connection_id = ${connectionId} WHERE execution_id = ${command.execution_id}`
         yield* sql`
           INSERT INTO replay_commands (execution_id, connection_id, payload, status)
@@ -86,7 +86,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
 
     /** Rebinds executions the reconnected SDK is still running to its new connection. */
     const resume = Effect.fn("SdkReplay.resume")(
-      function*(accountId: AccountId, connectionId: string, executionIds: ReadonlyArray<string>) {
+      function* (accountId: AccountId, connectionId: string, executionIds: ReadonlyArray<string>) {
         if (executionIds.length === 0) return
         yield* sql`
           UPDATE replay_generations SET connection_id = ${connectionId}
@@ -101,7 +101,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
      * result trace was never stored gives its allowance unit back. The number of generations ended (0 or 1).
      */
     const finish = Effect.fn("SdkReplay.finish")(
-      function*(accountId: AccountId, outcome: SdkOutcome, connectionId?: string) {
+      function* (accountId: AccountId, outcome: SdkOutcome, connectionId?: string) {
         const ended = yield* sql<{ forkId: string; resultTraceId: string; month: string }>`
           UPDATE replay_generations SET status = ${outcome.status}, error = ${outcome.error},
                  byte_replayed = ${outcome.byteReplayed}, faithful_reexec = ${outcome.faithfulReexec},
@@ -132,7 +132,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
     // Delivery of the pending commands of the sockets this instance holds (every 100 ms), and their heartbeat
     // (every HEARTBEAT_TICKS of those, well within STALE_SECONDS).
     let tick = 0
-    const deliver = Effect.gen(function*() {
+    const deliver = Effect.gen(function* () {
       if (sockets.size === 0) return
       const ids = uuidArray(sockets.keys())
       if (tick++ % HEARTBEAT_TICKS === 0) {
@@ -149,7 +149,7 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("replay command delivery failed", cause)))
 
     // Generations whose SDK is gone (closed, or silent) for longer than the grace period fail.
-    const sweep = Effect.gen(function*() {
+    const sweep = Effect.gen(function* () {
       const lost = yield* sql<{ executionId: string; accountId: AccountId }>`
         SELECT g.execution_id AS "executionId", g.account_id AS "accountId"
         FROM replay_generations g LEFT JOIN sdk_connections c ON c.id = g.connection_id
@@ -158,8 +158,12 @@ export class SdkReplay extends Effect.Service<SdkReplay>()("tapedeck/SdkReplay",
                  < now() - make_interval(secs => ${config.replaySdkGraceSeconds}))`
       for (const { accountId, executionId } of lost) {
         yield* finish(accountId, {
-          executionId, status: "failed", error: "the SDK running this replay disconnected and did not come back",
-          byteReplayed: 0, faithfulReexec: 0, caveats: []
+          executionId,
+          status: "failed",
+          error: "the SDK running this replay disconnected and did not come back",
+          byteReplayed: 0,
+          faithfulReexec: 0,
+          caveats: []
         })
       }
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("replay sweep failed", cause)))

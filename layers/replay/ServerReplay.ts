@@ -13,7 +13,11 @@ import { ReplayFailed } from "#src/domain/Errors"
 const onRecordedTimeline = (recordedStart: unknown, ranAt: Date, tookMs: number) => {
   const parsed = typeof recordedStart === "string" ? Date.parse(recordedStart) : Number.NaN
   const start = Number.isFinite(parsed) ? parsed : ranAt.getTime()
-  return { started_at: new Date(start).toISOString(), ended_at: new Date(start + tookMs).toISOString(), duration_ms: tookMs }
+  return {
+    started_at: new Date(start).toISOString(),
+    ended_at: new Date(start + tookMs).toISOString(),
+    duration_ms: tookMs
+  }
 }
 export interface ServerReplayOutcome {
   readonly trace: CreateTraceRequest
@@ -64,7 +68,7 @@ const toolName = (span: SpanWire) => {
  * through the model provider with the modified input threaded in; tool spans take `mock_outputs` (by tool
  * name or span id) or their recorded output. Everything that was not faithful is listed in plain words.
  */
-export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
+export const replayOnServer = Effect.fn("ServerReplay.run")(function* (input: {
   readonly source: TraceDetailWire
   readonly fork: Fork
   readonly executionId: string
@@ -75,7 +79,10 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
   const { source, fork } = input
   const split = splitAtForkPoint(source.spans, fork.forkPointSpanId)
   if (split === undefined) {
-    return yield* new ReplayFailed({ reason: `span ${fork.forkPointSpanId} is no longer in trace ${source.id}`, modelWork: false })
+    return yield* new ReplayFailed({
+      reason: `span ${fork.forkPointSpanId} is no longer in trace ${source.id}`,
+      modelWork: false
+    })
   }
   // The result is written through the Traces API's own validation, 1000 spans at most (the fork point adds one).
   if (split.before.length + split.after.length + 1 > MAX_SPANS_PER_REQUEST) {
@@ -109,22 +116,36 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
         if (model === undefined) {
           caveats.add(`llm_call '${span.name}' has no recorded model and no default model is configured: output reused`)
         } else {
-          const messages = (firstCall ? messagesAtForkPoint(span.input, fork.modifiedInput) : messagesAfterForkPoint(span.input, fork.modifiedInput)) as ReadonlyArray<ChatMessage>
+          const messages = (
+            firstCall
+              ? messagesAtForkPoint(span.input, fork.modifiedInput)
+              : messagesAfterForkPoint(span.input, fork.modifiedInput)
+          ) as ReadonlyArray<ChatMessage>
           const started = new Date()
           const request = replayRequest(model, messages, span.input, sentParameters, unsentParameters)
           if (request.tools === undefined && Object.keys(request).length === 2) withoutParameters.push(span.name)
           const answer = yield* llm.chat(request).pipe(Effect.either)
           if (Either.isLeft(answer)) {
-            return yield* new ReplayFailed({ reason: `model call for '${span.name}' failed: ${answer.left.message}`, modelWork })
+            return yield* new ReplayFailed({
+              reason: `model call for '${span.name}' failed: ${answer.left.message}`,
+              modelWork
+            })
           }
           const response = answer.right
           modelWork = true
           faithful++
-          if (span.model === undefined) caveats.add(`llm_call '${span.name}' had no recorded model; replayed with '${model}'`)
-          else if (response.model && response.model !== span.model) caveats.add(`model '${span.model}' replaced by '${response.model}'`)
+          if (span.model === undefined)
+            caveats.add(`llm_call '${span.name}' had no recorded model; replayed with '${model}'`)
+          else if (response.model && response.model !== span.model)
+            caveats.add(`model '${span.model}' replaced by '${response.model}'`)
           const cost = prices.costOf(response.model || model, response.usage.inputTokens, response.usage.outputTokens)
-          if (cost === undefined) caveats.add(`no price known for model '${response.model || model}': its cost is not counted`)
-          const output = { role: "assistant", content: response.message.content, ...(response.message.tool_calls ? { tool_calls: response.message.tool_calls } : {}) }
+          if (cost === undefined)
+            caveats.add(`no price known for model '${response.model || model}': its cost is not counted`)
+          const output = {
+            role: "assistant",
+            content: response.message.content,
+            ...(response.message.tool_calls ? { tool_calls: response.message.tool_calls } : {})
+          }
           Object.assign(copy, {
             model: response.model || model,
             // The request as sent: messages plus the tools and parameters, so the branch can itself be replayed.
@@ -161,10 +182,14 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
     replayed.push(copy)
   }
 
-  if (sentParameters.size > 0) caveats.add(`request parameters sent again to the model: ${[...sentParameters].join(", ")}`)
-  if (unsentParameters.size > 0) caveats.add(`request parameters recorded but not reproduced: ${[...unsentParameters].join(", ")}`)
+  if (sentParameters.size > 0)
+    caveats.add(`request parameters sent again to the model: ${[...sentParameters].join(", ")}`)
+  if (unsentParameters.size > 0)
+    caveats.add(`request parameters recorded but not reproduced: ${[...unsentParameters].join(", ")}`)
   if (withoutParameters.length > 0) {
-    caveats.add(`no tools or request parameters were recorded for llm_call '${withoutParameters[0]}'${withoutParameters.length > 1 ? ` and ${withoutParameters.length - 1} more` : ""}: sent with its messages only, no tools offered`)
+    caveats.add(
+      `no tools or request parameters were recorded for llm_call '${withoutParameters[0]}'${withoutParameters.length > 1 ? ` and ${withoutParameters.length - 1} more` : ""}: sent with its messages only, no tools offered`
+    )
   }
 
   const forkPointSpan = {
@@ -175,14 +200,23 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
     input: fork.modifiedInput,
     started_at: forkPoint.started_at,
     ended_at: forkPoint.started_at,
-    metadata: { fork_id: fork.id, execution_id: input.executionId, source_trace_id: source.id, source_span_id: forkPoint.id }
+    metadata: {
+      fork_id: fork.id,
+      execution_id: input.executionId,
+      source_trace_id: source.id,
+      source_span_id: forkPoint.id
+    }
   }
   const request = {
     id: input.resultTraceId,
     started_at: source.startedAt,
     name: `${source.name ?? "trace"} (fork ${fork.name ?? fork.id.slice(0, 8)})`.slice(0, 500),
     input: fork.modifiedInput,
-    ...(lastOutput !== undefined ? { output: lastOutput } : source.output !== undefined ? { output: source.output } : {}),
+    ...(lastOutput !== undefined
+      ? { output: lastOutput }
+      : source.output !== undefined
+        ? { output: source.output }
+        : {}),
     status: "completed",
     ...(source.sessionId ? { session_id: source.sessionId } : {}),
     ...(source.projectId ? { project_id: source.projectId } : {}),
@@ -197,7 +231,9 @@ export const replayOnServer = Effect.fn("ServerReplay.run")(function*(input: {
     spans: [...split.before, forkPointSpan, ...replayed]
   }
   const trace = yield* Schema.decodeUnknown(CreateTraceRequest)(request).pipe(
-    Effect.mapError((e) => new ReplayFailed({ reason: `the replayed trace is not valid: ${e.message.slice(0, 300)}`, modelWork }))
+    Effect.mapError(
+      (e) => new ReplayFailed({ reason: `the replayed trace is not valid: ${e.message.slice(0, 300)}`, modelWork })
+    )
   )
   return {
     trace,

@@ -98,7 +98,7 @@ export const makeOfflineEmbedding = (wv: WordVectors) => {
         feature(word, 1)
         if (word.length < 4 || /^\p{N}+$/u.test(word)) return
         const marked = `<${word}>`
-        const grams = (marked.length - 2) + (marked.length - 3)
+        const grams = marked.length - 2 + (marked.length - 3)
         for (let n = 3; n <= 4; n++) {
           for (let i = 0; i + n <= marked.length; i++) feature(`#${marked.slice(i, i + n)}`, 1 / Math.sqrt(grams))
         }
@@ -106,7 +106,7 @@ export const makeOfflineEmbedding = (wv: WordVectors) => {
       (identifier) => feature(identifier, 1)
     )
     // Most chunks are one word: empty lists are shared, to keep the memo small.
-    const kept = <A>(xs: Array<A>): ReadonlyArray<A> => xs.length === 0 ? NONE : xs
+    const kept = <A>(xs: Array<A>): ReadonlyArray<A> => (xs.length === 0 ? NONE : xs)
     return { rows: kept(rows), lexicalDims: kept(featureDims), lexicalWeights: kept(featureWeights) }
   }
   const features = chunkMemo(16_384, 48, chunkFeatures)
@@ -163,15 +163,16 @@ let shared: Promise<WordVectors> | undefined
  */
 export const OfflineEmbedderLive = Layer.scoped(
   Embedder,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const config = yield* AppConfig
     const runtime = yield* Effect.runtime<never>()
     const log = (message: string) => Runtime.runSync(runtime)(Effect.logInfo(`search: ${message}`))
     const load = Effect.tryPromise({
-      try: () => (shared ??= loadWordVectors(config.dataDir, log).catch((e) => {
-        shared = undefined
-        throw e
-      })),
+      try: () =>
+        (shared ??= loadWordVectors(config.dataDir, log).catch((e) => {
+          shared = undefined
+          throw e
+        })),
       catch: (cause) => new Error(`the offline embedder could not load its word vectors: ${String(cause)}`)
     }).pipe(
       Effect.map(makeOfflineEmbedding),

@@ -7,12 +7,13 @@ import { EmbedderUnavailable, EmbeddingRetryable } from "#src/domain/Errors"
 /** Characters of one text sent at most (≈ 2k tokens: every common embedding model takes that). */
 export const MAX_INPUT_CHARS = 8000
 
-
 const EmbeddingsResponse = Schema.Struct({
-  data: Schema.Array(Schema.Struct({
-    index: Schema.optional(Schema.Int),
-    embedding: Schema.Array(Schema.Number).pipe(Schema.minItems(1))
-  }))
+  data: Schema.Array(
+    Schema.Struct({
+      index: Schema.optional(Schema.Int),
+      embedding: Schema.Array(Schema.Number).pipe(Schema.minItems(1))
+    })
+  )
 })
 const decodeResponse = Schema.decodeUnknownEither(EmbeddingsResponse)
 
@@ -60,39 +61,55 @@ export const makeOpenAiEmbedder = (
         return { status: response.status, text: await response.text() }
       },
       catch: (cause) =>
-        new EmbeddingRetryable({ reason: scrub(`could not reach the embeddings provider at ${host}: ${String(cause)}`) })
+        new EmbeddingRetryable({
+          reason: scrub(`could not reach the embeddings provider at ${host}: ${String(cause)}`)
+        })
     }).pipe(
-      Effect.flatMap(({ status, text }): Effect.Effect<Array<Float32Array>, EmbeddingRetryable | EmbedderUnavailable> => {
-        if (status === 429 || status >= 500) {
-          return Effect.fail(new EmbeddingRetryable({ reason: `embeddings provider at ${host} answered HTTP ${status}` }))
+      Effect.flatMap(
+        ({ status, text }): Effect.Effect<Array<Float32Array>, EmbeddingRetryable | EmbedderUnavailable> => {
+          if (status === 429 || status >= 500) {
+            return Effect.fail(
+              new EmbeddingRetryable({ reason: `embeddings provider at ${host} answered HTTP ${status}` })
+            )
+          }
+          if (status < 200 || status >= 300) {
+            return Effect.fail(
+              new EmbedderUnavailable({
+                reason: scrub(`embeddings provider at ${host} answered HTTP ${status}: ${text.slice(0, 300)}`)
+              })
+            )
+          }
+          let parsed: unknown
+          try {
+            parsed = JSON.parse(text)
+          } catch {
+            return Effect.fail(
+              new EmbedderUnavailable({ reason: `embeddings provider at ${host} answered something that is not JSON` })
+            )
+          }
+          const decoded = decodeResponse(parsed)
+          if (decoded._tag === "Left" || decoded.right.data.length !== texts.length) {
+            return Effect.fail(
+              new EmbedderUnavailable({
+                reason: `embeddings provider at ${host} did not answer one embedding per input`
+              })
+            )
+          }
+          const ordered = [...decoded.right.data].sort((a, b) => (a.index ?? 0) - (b.index ?? 0))
+          const width = ordered[0]!.embedding.length
+          if (ordered.some((d) => d.embedding.length !== width) || (dims !== null && width !== dims)) {
+            return Effect.fail(
+              new EmbedderUnavailable({ reason: `embeddings provider at ${host} answered vectors of differing sizes` })
+            )
+          }
+          return Effect.succeed(ordered.map((d) => normalise(d.embedding)))
         }
-        if (status < 200 || status >= 300) {
-          return Effect.fail(new EmbedderUnavailable({
-            reason: scrub(`embeddings provider at ${host} answered HTTP ${status}: ${text.slice(0, 300)}`)
-          }))
-        }
-        let parsed: unknown
-        try {
-          parsed = JSON.parse(text)
-        } catch {
-          return Effect.fail(new EmbedderUnavailable({ reason: `embeddings provider at ${host} answered something that is not JSON` }))
-        }
-        const decoded = decodeResponse(parsed)
-        if (decoded._tag === "Left" || decoded.right.data.length !== texts.length) {
-          return Effect.fail(new EmbedderUnavailable({
-            reason: `embeddings provider at ${host} did not answer one embedding per input`
-          }))
-        }
-        const ordered = [...decoded.right.data].sort((a, b) => (a.index ?? 0) - (b.index ?? 0))
-        const width = ordered[0]!.embedding.length
-        if (ordered.some((d) => d.embedding.length !== width) || (dims !== null && width !== dims)) {
-          return Effect.fail(new EmbedderUnavailable({ reason: `embeddings provider at ${host} answered vectors of differing sizes` }))
-        }
-        return Effect.succeed(ordered.map((d) => normalise(d.embedding)))
-      }),
+      ),
       Effect.retry({
         while: (e) => e._tag === "EmbeddingRetryable",
-        schedule: Schedule.exponential(Duration.millis(200)).pipe(Schedule.intersect(Schedule.recurs(settings.maxRetries)))
+        schedule: Schedule.exponential(Duration.millis(200)).pipe(
+          Schedule.intersect(Schedule.recurs(settings.maxRetries))
+        )
       }),
       Effect.catchTag("EmbeddingRetryable", (e) => Effect.fail(new EmbedderUnavailable({ reason: e.reason })))
     )
@@ -102,7 +119,7 @@ export const makeOpenAiEmbedder = (
     kind: "openai-compatible",
     dims,
     maxBatch: settings.batchSize,
-    embed: Effect.fn("Embedder.embed")(function*(texts: ReadonlyArray<string>) {
+    embed: Effect.fn("Embedder.embed")(function* (texts: ReadonlyArray<string>) {
       const out: Array<Float32Array> = []
       for (let i = 0; i < texts.length; i += settings.batchSize) {
         out.push(...(yield* call(texts.slice(i, i + settings.batchSize))))
@@ -114,7 +131,7 @@ export const makeOpenAiEmbedder = (
 
 /** TAPEDECK_EMBEDDINGS_BASE_URL set: that provider. Unset: the offline embedder. */
 export const EmbedderLive = Layer.unwrapEffect(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const settings = (yield* AppConfig).embeddings
     return Option.match(settings.baseUrl, {
       onNone: () => OfflineEmbedderLive,

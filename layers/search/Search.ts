@@ -36,12 +36,12 @@ const indexingTurn = Effect.unsafeMakeSemaphore(1)
  * loop, and ingestion comes first.
  */
 const embedAndStore = (pending: ReadonlyArray<PendingSpan>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const embedder = yield* Embedder
     const index = yield* SpanIndex
     for (let i = 0; i < pending.length; i += embedder.maxBatch) {
       const batch = pending.slice(i, i + embedder.maxBatch)
-      yield* Effect.gen(function*() {
+      yield* Effect.gen(function* () {
         yield* yieldToForeground(MAX_YIELD_MS)
         const vectors = yield* embedder.embed(batch.map((p) => p.text))
         yield* index.store(embedder.id, batch, vectors)
@@ -49,11 +49,11 @@ const embedAndStore = (pending: ReadonlyArray<PendingSpan>) =>
     }
   })
 
-export const searchIndexHandler = Effect.gen(function*() {
+export const searchIndexHandler = Effect.gen(function* () {
   const embedder = yield* Embedder
   const index = yield* SpanIndex
   const handler: JobHandler<"search.index"> = (job) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const traceIds = "traceIds" in job.payload ? job.payload.traceIds : [job.payload.traceId]
       const { filtersStale, pending } = yield* index.pendingOfTraces(job.accountId, traceIds, embedder.id)
       yield* embedAndStore(pending)
@@ -67,13 +67,13 @@ export const searchIndexHandler = Effect.gen(function*() {
   return handler
 })
 
-export const searchReembedHandler = Effect.gen(function*() {
+export const searchReembedHandler = Effect.gen(function* () {
   const embedder = yield* Embedder
   const index = yield* SpanIndex
   const sql = yield* SqlClient.SqlClient
   const config = yield* AppConfig
   const handler: JobHandler<"search.reembed"> = (job) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const started = Date.now()
       const sliceMs = reembedSliceMs(config.jobLeaseSeconds)
       for (;;) {
@@ -84,8 +84,9 @@ export const searchReembedHandler = Effect.gen(function*() {
           // Progress is committed batch by batch; the rest continues in a fresh job (a fresh lease).
           yield* sql`
             INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
-            VALUES (gen_random_uuid(), ${job.accountId}, ${REEMBED_KIND}, '{}'::jsonb, 'queued', ${config.jobMaxAttempts})`
-            .pipe(Effect.orDie)
+            VALUES (gen_random_uuid(), ${job.accountId}, ${REEMBED_KIND}, '{}'::jsonb, 'queued', ${config.jobMaxAttempts})`.pipe(
+            Effect.orDie
+          )
           return
         }
       }
@@ -103,7 +104,7 @@ export const searchReembedHandler = Effect.gen(function*() {
  * one is already queued or running.
  */
 export const SearchStartupLive = Layer.effectDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const embedder = yield* Embedder
     const index = yield* SpanIndex
     const sql = yield* SqlClient.SqlClient
@@ -119,19 +120,20 @@ export const SearchStartupLive = Layer.effectDiscard(
       FROM unnest(${uuidArray(accounts)}::uuid[]) AS a(id)
       WHERE NOT EXISTS (
         SELECT 1 FROM jobs j
-        WHERE j.account_id = a.id AND j.kind = ${REEMBED_KIND} AND j.status IN ('queued', 'running'))`
-      .pipe(Effect.orDie)
+        WHERE j.account_id = a.id AND j.kind = ${REEMBED_KIND} AND j.status IN ('queued', 'running'))`.pipe(
+      Effect.orDie
+    )
     yield* Effect.logInfo(`search: re-embedding queued for ${accounts.length} account(s)`)
   })
 )
 
 /** POST /api/v1/search and the search part of GET /api/v1/diagnostics. */
 export class Search extends Effect.Service<Search>()("tapedeck/search/Search", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const embedder = yield* Embedder
     const index = yield* SpanIndex
 
-    const search = Effect.fn("Search.search")(function*(accountId: AccountId, request: SearchRequest) {
+    const search = Effect.fn("Search.search")(function* (accountId: AccountId, request: SearchRequest) {
       const [vector] = yield* embedder.embed([request.query])
       const hits = yield* index.search({
         accountId,
@@ -145,7 +147,7 @@ export class Search extends Effect.Service<Search>()("tapedeck/search/Search", {
       return { spans: hits.map((h) => h.span) }
     })
 
-    const diagnostics = Effect.fn("Search.diagnostics")(function*(accountId: AccountId) {
+    const diagnostics = Effect.fn("Search.diagnostics")(function* (accountId: AccountId) {
       const mode = yield* index.mode
       const stats = yield* index.stats(accountId, embedder.id, SEARCH_JOB_KINDS)
       return {

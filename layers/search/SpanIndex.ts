@@ -67,7 +67,9 @@ export const planRows = (plan: unknown): number => {
       return Number.POSITIVE_INFINITY
     }
   }
-  const rows = Array.isArray(parsed) ? (parsed[0] as { Plan?: { "Plan Rows"?: unknown } })?.Plan?.["Plan Rows"] : undefined
+  const rows = Array.isArray(parsed)
+    ? (parsed[0] as { Plan?: { "Plan Rows"?: unknown } })?.Plan?.["Plan Rows"]
+    : undefined
   return typeof rows === "number" && Number.isFinite(rows) ? rows : Number.POSITIVE_INFINITY
 }
 
@@ -132,8 +134,7 @@ export const lexicalQueryText = (input: string) => ftsText(input.slice(0, 2000))
 const SPLITS = /[_.:/-]|\p{Ll}\p{Lu}/u
 
 /** An identifier's words: its punctuation and camelCase humps turned into spaces. */
-const identifierWords = (token: string) =>
-  token.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")
+const identifierWords = (token: string) => token.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")
 
 /** An identifier inside a token: words joined by "_", "." or "-", or a camelCase word. */
 const IDENTIFIER = /[\p{L}\p{N}]+(?:[_.-][\p{L}\p{N}]+)+|\p{Ll}[\p{Ll}\p{N}]*(?:\p{Lu}[\p{Ll}\p{N}]*)+/gu
@@ -192,7 +193,8 @@ const forEachSplittingToken = (text: string, f: (token: string) => void) => {
     if (c > 127) {
       beyondAscii = true
       lower = false
-    } else if (c === 95 || c === 46 || c === 58 || c === 47 || c === 45) { // _ . : / -
+    } else if (c === 95 || c === 46 || c === 58 || c === 47 || c === 45) {
+      // _ . : / -
       splits = true
       lower = false
     } else if (c >= 65 && c <= 90) {
@@ -209,17 +211,19 @@ const forEachSplittingToken = (text: string, f: (token: string) => void) => {
  * a short answer falls back to an exact scan) or, without pgvector, an exact scan that ranks the same way.
  */
 export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/SpanIndex", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
-    const detect = Effect.gen(function*() {
+    const detect = Effect.gen(function* () {
       const column = yield* sql<{ type: string }>`
         SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute
         WHERE attrelid = 'span_embeddings'::regclass AND attname = 'embedding'`
       const mode: IndexMode = column[0]?.type === "vector" ? "pgvector-hnsw" : "exact-fallback"
-      const version = mode === "pgvector-hnsw"
-        ? (yield* sql<{ v: string }>`SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'`)[0]?.v ?? "0"
-        : "0"
+      const version =
+        mode === "pgvector-hnsw"
+          ? ((yield* sql<{ v: string }>`SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'`)[0]?.v ??
+            "0")
+          : "0"
       const [major = 0, minor = 0] = version.split(".").map(Number)
       return { mode, iterative: major > 0 || minor >= 8, version }
     }).pipe(Effect.orDie)
@@ -227,17 +231,20 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
 
     const ensured = new Set<string>()
     /** Creates the embedder's HNSW index when missing (pgvector only; idempotent across instances). */
-    const ensureIndex = Effect.fn("SpanIndex.ensureIndex")(function*(embedder: string, dims: number) {
+    const ensureIndex = Effect.fn("SpanIndex.ensureIndex")(function* (embedder: string, dims: number) {
       const { mode } = yield* setup
       if (mode !== "pgvector-hnsw" || dims > HNSW_MAX_DIMS || ensured.has(embedder)) return
       const name = `span_embeddings_hnsw_${shortHash(embedder)}`
-      yield* sql.unsafe(`
+      yield* sql
+        .unsafe(`
         CREATE INDEX IF NOT EXISTS ${name} ON span_embeddings
-        USING hnsw ((embedding::vector(${dims})) vector_cosine_ops) WHERE embedder = ${literal(embedder)}`).pipe(
-        // Two instances creating it at once: the loser sees a duplicate; the index exists either way.
-        Effect.catchTag("SqlError", (e) =>
-          String(e.cause ?? e.message).includes("already exists") ? Effect.void : Effect.fail(e))
-      )
+        USING hnsw ((embedding::vector(${dims})) vector_cosine_ops) WHERE embedder = ${literal(embedder)}`)
+        .pipe(
+          // Two instances creating it at once: the loser sees a duplicate; the index exists either way.
+          Effect.catchTag("SqlError", (e) =>
+            String(e.cause ?? e.message).includes("already exists") ? Effect.void : Effect.fail(e)
+          )
+        )
       ensured.add(embedder)
     }, Effect.orDie)
 
@@ -269,39 +276,43 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
      * The spans of these traces (of the account) whose text or embedder changed since they were embedded, and
      * those whose filterable fields changed without their text (see `syncFilters`).
      */
-    const pendingOfTraces = Effect.fn("SpanIndex.pendingOfTraces")(
-      function*(accountId: AccountId, traceIds: ReadonlyArray<string>, embedder: string) {
-        if (traceIds.length === 0) return { pending: [], filtersStale: [] }
-        const rows = yield* sql<SourceRow>`
+    const pendingOfTraces = Effect.fn("SpanIndex.pendingOfTraces")(function* (
+      accountId: AccountId,
+      traceIds: ReadonlyArray<string>,
+      embedder: string
+    ) {
+      if (traceIds.length === 0) return { pending: [], filtersStale: [] }
+      const rows = yield* sql<SourceRow>`
           SELECT ${sql.literal(SOURCE)}, ${sql.literal(FILTERS_STALE)} AS filters_stale
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.trace_id = ANY(${uuidArray(traceIds)}::uuid[]) AND s.account_id = ${accountId}`
-        return toPending(rows, embedder, false)
-      },
-      Effect.orDie
-    )
+      return toPending(rows, embedder, false)
+    }, Effect.orDie)
 
     /** Up to `limit` spans of the account with no vector from this embedder (the re-embed job's batches). */
-    const pendingOfAccount = Effect.fn("SpanIndex.pendingOfAccount")(
-      function*(accountId: AccountId, embedder: string, limit: number) {
-        const rows = yield* sql<SourceRow>`
+    const pendingOfAccount = Effect.fn("SpanIndex.pendingOfAccount")(function* (
+      accountId: AccountId,
+      embedder: string,
+      limit: number
+    ) {
+      const rows = yield* sql<SourceRow>`
           SELECT ${sql.literal(SOURCE)}
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.account_id = ${accountId} AND (e.span_id IS NULL OR e.embedder <> ${embedder})
           LIMIT ${limit}`
-        return toPending(rows, embedder, true).pending
-      },
-      Effect.orDie
-    )
+      return toPending(rows, embedder, true).pending
+    }, Effect.orDie)
 
     /**
      * Copies the filterable fields of these spans onto their vectors where they changed without the text (a cost
      * promoted by a later export, say): the index job runs it for the spans `pendingOfTraces` found so.
      */
-    const syncFilters = Effect.fn("SpanIndex.syncFilters")(
-      function*(accountId: AccountId, spans: ReadonlyArray<SpanKey>) {
-        if (spans.length === 0) return
-        yield* sql`
+    const syncFilters = Effect.fn("SpanIndex.syncFilters")(function* (
+      accountId: AccountId,
+      spans: ReadonlyArray<SpanKey>
+    ) {
+      if (spans.length === 0) return
+      yield* sql`
           UPDATE span_embeddings e SET
             span_type = x.span_type, model = x.model, started_at = x.started_at, cost = x.cost, duration_ms = x.duration_ms
           FROM (
@@ -314,26 +325,25 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           WHERE e.trace_id = x.trace_id AND e.span_id = x.id
             AND (e.span_type, e.model, e.started_at, e.cost, e.duration_ms)
                 IS DISTINCT FROM (x.span_type, x.model, x.started_at, x.cost, x.duration_ms)`
-      },
-      Effect.orDie
-    )
+    }, Effect.orDie)
 
     /** Writes vectors (replacing a span's previous one), with the full-text vector of the same text. */
-    const store = Effect.fn("SpanIndex.store")(
-      function*(embedder: string, spans: ReadonlyArray<PendingSpan>, vectors: ReadonlyArray<Float32Array>) {
-        if (spans.length === 0) return
-        const { mode } = yield* setup
-        const dims = vectors[0]!.length
-        yield* ensureIndex(embedder, dims)
-        // HNSW inserts are slow on embedded PGlite (one shared connection): small statements keep other work
-        // (an enforcement check, a request) from waiting long behind an indexing batch.
-        const chunk = mode === "pgvector-hnsw" ? STORE_CHUNK_HNSW : spans.length
-        for (let at = 0; at < spans.length; at += chunk) {
-          yield* storeChunk(mode, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
-        }
-      },
-      Effect.orDie
-    )
+    const store = Effect.fn("SpanIndex.store")(function* (
+      embedder: string,
+      spans: ReadonlyArray<PendingSpan>,
+      vectors: ReadonlyArray<Float32Array>
+    ) {
+      if (spans.length === 0) return
+      const { mode } = yield* setup
+      const dims = vectors[0]!.length
+      yield* ensureIndex(embedder, dims)
+      // HNSW inserts are slow on embedded PGlite (one shared connection): small statements keep other work
+      // (an enforcement check, a request) from waiting long behind an indexing batch.
+      const chunk = mode === "pgvector-hnsw" ? STORE_CHUNK_HNSW : spans.length
+      for (let at = 0; at < spans.length; at += chunk) {
+        yield* storeChunk(mode, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
+      }
+    }, Effect.orDie)
 
     const storeChunk = (
       mode: IndexMode,
@@ -342,16 +352,18 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       spans: ReadonlyArray<PendingSpan>,
       vectors: ReadonlyArray<Float32Array>
     ) =>
-      Effect.gen(function*() {
-        const records = JSON.stringify(spans.map((s, i) => ({
-          trace_id: s.traceId,
-          span_id: s.spanId,
-          account_id: s.accountId,
-          text_hash: s.hash,
-          body: ftsText(s.text),
-          embedding: vectorText(mode, vectors[i]!),
-          sign_bits: signBits(vectors[i]!)
-        })))
+      Effect.gen(function* () {
+        const records = JSON.stringify(
+          spans.map((s, i) => ({
+            trace_id: s.traceId,
+            span_id: s.spanId,
+            account_id: s.accountId,
+            text_hash: s.hash,
+            body: ftsText(s.text),
+            embedding: vectorText(mode, vectors[i]!),
+            sign_bits: signBits(vectors[i]!)
+          }))
+        )
         const cast = mode === "pgvector-hnsw" ? "vector" : "real[]"
         // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored).
         yield* sql`
@@ -376,12 +388,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
      * HNSW scan filters as it goes, a selective filter finds its rows through their indexes); trace-level ones
      * (status, project, deletion) read the trace, which is where they change.
      */
-    const candidateWhere = (
-      accountId: AccountId,
-      embedder: string,
-      dims: number,
-      f: SearchFilters | undefined
-    ) => {
+    const candidateWhere = (accountId: AccountId, embedder: string, dims: number, f: SearchFilters | undefined) => {
       const parts = [
         sql`e.account_id = ${accountId}`,
         // A literal: the planner matches it against the partial HNSW index's predicate.
@@ -416,55 +423,62 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
      * the same filters, fused by reciprocal rank (RRF_K). `score` is the fused score, `similarity` the cosine,
      * `match` the legs that found the span.
      */
-    const search = Effect.fn("SpanIndex.search")(
-      function*(input: {
-        readonly accountId: AccountId
-        readonly embedder: string
-        readonly query: string
-        readonly vector: Float32Array
-        readonly filters: SearchFilters | undefined
-        readonly limit: number
-        readonly offset: number
-        /**
-         * Tests compare the paths: "exact" scans every matching row by cosine; "hnsw" answers from the HNSW scan
-         * alone (no selectivity probe, no exact retry when it comes back short); "prefilter" is the sign-bit
-         * prefilter and exact re-rank (the default without pgvector, available with it for comparison).
-         */
-        readonly path?: "exact" | "hnsw" | "prefilter"
-        /** Tests shrink the prefilter's cut (default PREFILTER_CANDIDATES) to measure it on small sets. */
-        readonly prefilterCut?: number
-        /** The relevance harness measures each leg alone; the service always uses both. */
-        readonly legs?: ReadonlyArray<Leg>
-      }) {
-        const { iterative, mode } = yield* setup
-        const dims = input.vector.length
-        const depth = input.offset + input.limit
-        const k = Math.max(MIN_CANDIDATES, 2 * depth)
-        const where = candidateWhere(input.accountId, input.embedder, dims, input.filters)
-        const q = vectorText(mode, input.vector)
-        const queryText = lexicalQueryText(input.query)
-        const legs = input.legs ?? ["lexical", "vector"]
-        const useVector = legs.includes("vector")
-        const useLexical = legs.includes("lexical")
+    const search = Effect.fn("SpanIndex.search")(function* (input: {
+      readonly accountId: AccountId
+      readonly embedder: string
+      readonly query: string
+      readonly vector: Float32Array
+      readonly filters: SearchFilters | undefined
+      readonly limit: number
+      readonly offset: number
+      /**
+       * Tests compare the paths: "exact" scans every matching row by cosine; "hnsw" answers from the HNSW scan
+       * alone (no selectivity probe, no exact retry when it comes back short); "prefilter" is the sign-bit
+       * prefilter and exact re-rank (the default without pgvector, available with it for comparison).
+       */
+      readonly path?: "exact" | "hnsw" | "prefilter"
+      /** Tests shrink the prefilter's cut (default PREFILTER_CANDIDATES) to measure it on small sets. */
+      readonly prefilterCut?: number
+      /** The relevance harness measures each leg alone; the service always uses both. */
+      readonly legs?: ReadonlyArray<Leg>
+    }) {
+      const { iterative, mode } = yield* setup
+      const dims = input.vector.length
+      const depth = input.offset + input.limit
+      const k = Math.max(MIN_CANDIDATES, 2 * depth)
+      const where = candidateWhere(input.accountId, input.embedder, dims, input.filters)
+      const q = vectorText(mode, input.vector)
+      const queryText = lexicalQueryText(input.query)
+      const legs = input.legs ?? ["lexical", "vector"]
+      const useVector = legs.includes("vector")
+      const useLexical = legs.includes("lexical")
 
-        const distance = mode === "pgvector-hnsw"
+      const distance =
+        mode === "pgvector-hnsw"
           ? sql`(e.embedding::vector(${sql.literal(String(dims))}) <=> ${q}::vector(${sql.literal(String(dims))}))`
           : sql`(1 - (SELECT sum(a::float8 * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)))`
 
-        // The k nearest rows that pass the filters. Exact: the matching rows (found through the filters' indexes
-        // when selective), ordered by distance. HNSW: the index scan in distance order, filtering as it goes;
-        // iterative scans continue past ef_search until k rows pass (or hnsw.max_scan_tuples were scanned).
-        const filtered = input.filters !== undefined && Object.values(input.filters).some((v) => v !== undefined)
-        // Without pgvector (or when asked): the sign-bit prefilter, then the exact cosine of its best candidates,
-        // each embedding read by primary key (only the short bit strings are read for every matching row).
-        const prefilter = input.path === "prefilter" || (mode === "exact-fallback" && input.path !== "exact")
-        const prefilterCut = input.prefilterCut ?? Math.max(PREFILTER_CANDIDATES, 4 * k)
-        // Built only when asked for: the masks sort the query's dimensions.
-        const prefilterCandidates = () => {
-          const query = weightedSignMasks(input.vector)
-          const signDistance = sql.join(" + ", false)(query.classes.map((c) =>
-            sql`${sql.literal(c.weight.toPrecision(6))} * bit_count((e.sign_bits # ${query.bits}::bit varying) & ${c.mask}::bit varying)`))
-          return sql`
+      // The k nearest rows that pass the filters. Exact: the matching rows (found through the filters' indexes
+      // when selective), ordered by distance. HNSW: the index scan in distance order, filtering as it goes;
+      // iterative scans continue past ef_search until k rows pass (or hnsw.max_scan_tuples were scanned).
+      const filtered = input.filters !== undefined && Object.values(input.filters).some((v) => v !== undefined)
+      // Without pgvector (or when asked): the sign-bit prefilter, then the exact cosine of its best candidates,
+      // each embedding read by primary key (only the short bit strings are read for every matching row).
+      const prefilter = input.path === "prefilter" || (mode === "exact-fallback" && input.path !== "exact")
+      const prefilterCut = input.prefilterCut ?? Math.max(PREFILTER_CANDIDATES, 4 * k)
+      // Built only when asked for: the masks sort the query's dimensions.
+      const prefilterCandidates = () => {
+        const query = weightedSignMasks(input.vector)
+        const signDistance = sql.join(
+          " + ",
+          false
+        )(
+          query.classes.map(
+            (c) =>
+              sql`${sql.literal(c.weight.toPrecision(6))} * bit_count((e.sign_bits # ${query.bits}::bit varying) & ${c.mask}::bit varying)`
+          )
+        )
+        return sql`
             SELECT p.trace_id, p.span_id, ${distance} AS distance
             FROM (
               SELECT e.trace_id, e.span_id
@@ -478,14 +492,14 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             ) e ON true
             ORDER BY distance
             LIMIT ${k}`
-        }
-        const vectorCandidates = (exact: boolean) =>
-          prefilter
-            ? prefilterCandidates()
-            : !exact && !filtered
-            // Unfiltered HNSW: the index scan alone, its k rows then checked against their traces (a join inside
-            // the ordered scan costs the scan its speed: pgvector stops walking the index in order).
-            ? sql`
+      }
+      const vectorCandidates = (exact: boolean) =>
+        prefilter
+          ? prefilterCandidates()
+          : !exact && !filtered
+            ? // Unfiltered HNSW: the index scan alone, its k rows then checked against their traces (a join inside
+              // the ordered scan costs the scan its speed: pgvector stops walking the index in order).
+              sql`
               SELECT a.trace_id, a.span_id, a.distance
               FROM (
                 SELECT e.trace_id, e.span_id, ${distance} AS distance
@@ -508,11 +522,20 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               ORDER BY ${distance}${exact && mode === "pgvector-hnsw" ? sql` + 0` : sql``}
               LIMIT ${k}`
 
-        // Row lookups by primary key (LATERAL … LIMIT 1): the planner must not hash-join a few hundred candidates
-        // against every span of the table. The lexical leg: the query's lexemes (stop words dropped, stemmed), each
-        // weighted by its BM25 inverse document frequency among the account's spans under this embedder.
-        const run = (exact: boolean) =>
-          sql<SpanRow & { trace_id: string; distance: number; score: number; vrank: number | null; lrank: number | null; candidates: number }>`
+      // Row lookups by primary key (LATERAL … LIMIT 1): the planner must not hash-join a few hundred candidates
+      // against every span of the table. The lexical leg: the query's lexemes (stop words dropped, stemmed), each
+      // weighted by its BM25 inverse document frequency among the account's spans under this embedder.
+      const run = (exact: boolean) =>
+        sql<
+          SpanRow & {
+            trace_id: string
+            distance: number
+            score: number
+            vrank: number | null
+            lrank: number | null
+            candidates: number
+          }
+        >`
             WITH v0 AS MATERIALIZED (${useVector ? vectorCandidates(exact) : sql`SELECT NULL::uuid AS trace_id, NULL::uuid AS span_id, NULL::float8 AS distance WHERE false`}
             ), v AS (
               -- Ranked by the distance to 6 decimals: pgvector (float4) and the exact fallback (float8) differ in
@@ -586,21 +609,24 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             ORDER BY score DESC, round(distance::numeric, 6), trace_id, id
             LIMIT ${input.limit} OFFSET ${input.offset}`
 
-        const toHits = (
-          rows: ReadonlyArray<SpanRow & { trace_id: string; distance: number; score: number; vrank: number | null; lrank: number | null }>
-        ) =>
-          rows.map((row): Hit => {
-            // A query with no word in it embeds to the zero vector: its cosine is undefined, reported as 0.
-            const cosine = 1 - Number(row.distance)
-            const similarity = Number.isFinite(cosine) ? Math.max(-1, Math.min(1, cosine)) : 0
-            const match: Array<Leg> = []
-            if (row.lrank !== null) match.push("lexical")
-            if (row.vrank !== null) match.push("vector")
-            return { span: { ...fromRow(row), trace_id: row.trace_id, similarity, score: Number(row.score), match } }
-          })
+      const toHits = (
+        rows: ReadonlyArray<
+          SpanRow & { trace_id: string; distance: number; score: number; vrank: number | null; lrank: number | null }
+        >
+      ) =>
+        rows.map((row): Hit => {
+          // A query with no word in it embeds to the zero vector: its cosine is undefined, reported as 0.
+          const cosine = 1 - Number(row.distance)
+          const similarity = Number.isFinite(cosine) ? Math.max(-1, Math.min(1, cosine)) : 0
+          const match: Array<Leg> = []
+          if (row.lrank !== null) match.push("lexical")
+          if (row.vrank !== null) match.push("vector")
+          return { span: { ...fromRow(row), trace_id: row.trace_id, similarity, score: Number(row.score), match } }
+        })
 
-        const inTransaction = (exact: boolean) =>
-          sql.withTransaction(Effect.gen(function*() {
+      const inTransaction = (exact: boolean) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
             if (!exact) {
               // The ordered HNSW scan is the plan: a filter the planner thinks selective must not turn it into a
               // scan of every matching row and a sort (a selective filter took the exact path already). Unfiltered,
@@ -609,35 +635,43 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               const settings: Array<readonly [string, string]> = [["hnsw.ef_search", String(HNSW_EF_SEARCH)]]
               if (iterative) settings.push(["hnsw.iterative_scan", "relaxed_order"])
               if (filtered) settings.push(["enable_seqscan", "off"], ["enable_sort", "off"])
-              yield* sql.unsafe(`SELECT ${settings.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(", ")}`)
+              yield* sql.unsafe(
+                `SELECT ${settings.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(", ")}`
+              )
             }
             return yield* run(exact)
-          }))
+          })
+        )
 
-        const hnswable = mode === "pgvector-hnsw" && dims <= HNSW_MAX_DIMS && depth <= MAX_HNSW_DEPTH &&
-          input.path !== "exact" && input.path !== "prefilter"
-        if (hnswable && input.path === "hnsw") return toHits(yield* inTransaction(false))
-        // A filter few rows pass: the exact scan reads just those (through the filters' indexes), where an HNSW
-        // scan would walk past the many that fail before it found k that pass, or come back short. The planner's
-        // estimate decides (statistics kept by autovacuum, on PGlite by EmbeddedMaintenance): counting the rows
-        // would cost about what the exact scan does. Without filters, HNSW first; a short answer (a small
-        // account) retries exactly below.
-        const selective = hnswable && filtered && (yield* estimatedRows(where)) <= EXACT_MAX_ROWS
-        const hnsw = hnswable && !selective
+      const hnswable =
+        mode === "pgvector-hnsw" &&
+        dims <= HNSW_MAX_DIMS &&
+        depth <= MAX_HNSW_DEPTH &&
+        input.path !== "exact" &&
+        input.path !== "prefilter"
+      if (hnswable && input.path === "hnsw") return toHits(yield* inTransaction(false))
+      // A filter few rows pass: the exact scan reads just those (through the filters' indexes), where an HNSW
+      // scan would walk past the many that fail before it found k that pass, or come back short. The planner's
+      // estimate decides (statistics kept by autovacuum, on PGlite by EmbeddedMaintenance): counting the rows
+      // would cost about what the exact scan does. Without filters, HNSW first; a short answer (a small
+      // account) retries exactly below.
+      const selective = hnswable && filtered && (yield* estimatedRows(where)) <= EXACT_MAX_ROWS
+      const hnsw = hnswable && !selective
 
-        let rows = yield* inTransaction(!hnsw)
-        // Fewer than k rows passed the filters in the HNSW scan: it stopped at hnsw.max_scan_tuples (or without
-        // iterative scans, at ef_search), and matching rows may lie beyond, so go exact.
-        if (hnsw && useVector && (rows[0]?.candidates ?? 0) < k) rows = yield* inTransaction(true)
-        return toHits(rows)
-      },
-      Effect.orDie
-    )
+      let rows = yield* inTransaction(!hnsw)
+      // Fewer than k rows passed the filters in the HNSW scan: it stopped at hnsw.max_scan_tuples (or without
+      // iterative scans, at ef_search), and matching rows may lie beyond, so go exact.
+      if (hnsw && useVector && (rows[0]?.candidates ?? 0) < k) rows = yield* inTransaction(true)
+      return toHits(rows)
+    }, Effect.orDie)
 
     /** The account's search-index state under the current embedder, for diagnostics. */
-    const stats = Effect.fn("SpanIndex.stats")(
-      function*(accountId: AccountId, embedder: string, jobKinds: ReadonlyArray<string>) {
-        const rows = yield* sql<{ indexed: number; stale: number; pending: number }>`
+    const stats = Effect.fn("SpanIndex.stats")(function* (
+      accountId: AccountId,
+      embedder: string,
+      jobKinds: ReadonlyArray<string>
+    ) {
+      const rows = yield* sql<{ indexed: number; stale: number; pending: number }>`
           SELECT
             (SELECT count(*)::int FROM span_embeddings WHERE account_id = ${accountId} AND embedder = ${embedder}) AS indexed,
             (SELECT count(*)::int FROM spans s
@@ -645,22 +679,17 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
                WHERE s.account_id = ${accountId} AND e.span_id IS NULL) AS stale,
             (SELECT count(*)::int FROM jobs WHERE account_id = ${accountId}
                AND kind = ANY(${`{${jobKinds.join(",")}}`}::text[]) AND status IN ('queued', 'running')) AS pending`
-        return rows[0]!
-      },
-      Effect.orDie
-    )
+      return rows[0]!
+    }, Effect.orDie)
 
     /** Accounts with spans that have no vector from this embedder (whose re-embedding is due). */
-    const accountsWithStale = Effect.fn("SpanIndex.accountsWithStale")(
-      function*(embedder: string) {
-        const rows = yield* sql<{ account_id: AccountId }>`
+    const accountsWithStale = Effect.fn("SpanIndex.accountsWithStale")(function* (embedder: string) {
+      const rows = yield* sql<{ account_id: AccountId }>`
           SELECT DISTINCT s.account_id FROM spans s
           LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id AND e.embedder = ${embedder}
           WHERE e.span_id IS NULL`
-        return rows.map((r) => r.account_id)
-      },
-      Effect.orDie
-    )
+      return rows.map((r) => r.account_id)
+    }, Effect.orDie)
 
     const mode = setup.pipe(Effect.map((s) => s.mode))
     return {

@@ -98,7 +98,10 @@ export const weightedSignMasks = (v: ArrayLike<number>) => {
     .sort((a, b) => Math.abs(v[a]!) - Math.abs(v[b]!))
   const classes: Array<{ mask: string; weight: number }> = []
   for (let c = 0; c < WEIGHT_CLASSES; c++) {
-    const members = order.slice(Math.floor((c * order.length) / WEIGHT_CLASSES), Math.floor(((c + 1) * order.length) / WEIGHT_CLASSES))
+    const members = order.slice(
+      Math.floor((c * order.length) / WEIGHT_CLASSES),
+      Math.floor(((c + 1) * order.length) / WEIGHT_CLASSES)
+    )
     const mask = new Array<string>(v.length).fill("0")
     let sum = 0
     for (const i of members) {

@@ -1,4 +1,16 @@
-import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs"
+import {
+  closeSync,
+  createReadStream,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync
+} from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
@@ -105,7 +117,14 @@ export const compact = async (source = sourcePath()) => {
   return encode({ count: words.length, dims: WORD_DIMS, words, ranks, scales, vectors })
 }
 
-const encode = (v: { count: number; dims: number; words: ReadonlyArray<string>; ranks: Uint32Array; scales: Float32Array; vectors: Int8Array }) => {
+const encode = (v: {
+  count: number
+  dims: number
+  words: ReadonlyArray<string>
+  ranks: Uint32Array
+  scales: Float32Array
+  vectors: Int8Array
+}) => {
   const text = new TextEncoder().encode(v.words.join("\n"))
   const header = 16
   const out = new Uint8Array(header + v.count * 8 + v.count * v.dims + text.length)
@@ -258,7 +277,9 @@ export const loadWordVectors = async (
     const temp = `${file}.${process.pid}.tmp`
     writeFileSync(temp, bytes)
     renameSync(temp, file)
-    log(`word vectors compacted in ${((Date.now() - started) / 1000).toFixed(1)} s (${(bytes.length / 1e6).toFixed(1)} MB)`)
+    log(
+      `word vectors compacted in ${((Date.now() - started) / 1000).toFixed(1)} s (${(bytes.length / 1e6).toFixed(1)} MB)`
+    )
     return decode(bytes)
   } finally {
     rmSync(lock, { force: true })

@@ -50,7 +50,7 @@ interface NodeRow {
  * out, and a session none of whose traces the account can see is `SessionNotFound`.
  */
 export class SessionRepo extends Effect.Service<SessionRepo>()("tapedeck/SessionRepo", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     const scope = (accountId: AccountId, environment: Environment) =>
@@ -58,16 +58,19 @@ export class SessionRepo extends Effect.Service<SessionRepo>()("tapedeck/Session
 
     /** A page of the account's sessions, most recently active first, with the exact total. */
     const list = Effect.fn("SessionRepo.list")(
-      function*(accountId: AccountId, environment: Environment, limit: number, offset: number) {
-        const [rows, totals] = yield* Effect.all([
-          sql<SummaryRow>`
+      function* (accountId: AccountId, environment: Environment, limit: number, offset: number) {
+        const [rows, totals] = yield* Effect.all(
+          [
+            sql<SummaryRow>`
             SELECT ${sql.literal(SUMMARY_COLUMNS)} FROM traces WHERE ${scope(accountId, environment)}
             GROUP BY session_id
             ORDER BY last_seen DESC, session_id
             LIMIT ${limit + 1} OFFSET ${offset}`,
-          sql<{ n: number }>`
+            sql<{ n: number }>`
             SELECT count(DISTINCT session_id)::float8 AS n FROM traces WHERE ${scope(accountId, environment)}`
-        ], { concurrency: 2 })
+          ],
+          { concurrency: 2 }
+        )
         return {
           items: rows.slice(0, limit).map(toSummary),
           total: totals[0]?.n ?? 0,
@@ -80,7 +83,7 @@ export class SessionRepo extends Effect.Service<SessionRepo>()("tapedeck/Session
     )
 
     const summary = Effect.fn("SessionRepo.summary")(
-      function*(accountId: AccountId, environment: Environment, sessionId: string) {
+      function* (accountId: AccountId, environment: Environment, sessionId: string) {
         const rows = yield* sql<SummaryRow>`
           SELECT ${sql.literal(SUMMARY_COLUMNS)} FROM traces
           WHERE ${scope(accountId, environment)} AND session_id = ${sessionId}
@@ -94,7 +97,7 @@ export class SessionRepo extends Effect.Service<SessionRepo>()("tapedeck/Session
 
     /** The session's summary and a page of its traces, oldest first. */
     const get = Effect.fn("SessionRepo.get")(
-      function*(accountId: AccountId, environment: Environment, sessionId: string, limit: number, offset: number) {
+      function* (accountId: AccountId, environment: Environment, sessionId: string, limit: number, offset: number) {
         const head = yield* summary(accountId, environment, sessionId)
         const rows = yield* sql<TraceRow>`
           SELECT ${sql.literal(TRACE_SELECT)} FROM traces
@@ -113,13 +116,14 @@ export class SessionRepo extends Effect.Service<SessionRepo>()("tapedeck/Session
      * without parent_agent_id is entered from its parent span's agent (the root when that has none).
      */
     const graph = Effect.fn("SessionRepo.graph")(
-      function*(accountId: AccountId, environment: Environment, sessionId: string) {
+      function* (accountId: AccountId, environment: Environment, sessionId: string) {
         yield* summary(accountId, environment, sessionId)
         const traces = sql`
           SELECT id FROM traces
           WHERE ${scope(accountId, environment)} AND session_id = ${sessionId}`
-        const [nodeRows, edgeRows] = yield* Effect.all([
-          sql<NodeRow>`
+        const [nodeRows, edgeRows] = yield* Effect.all(
+          [
+            sql<NodeRow>`
             SELECT s.agent_id,
                    mode() WITHIN GROUP (ORDER BY s.agent_role) AS agent_role,
                    count(*)::float8 AS span_count,
@@ -132,7 +136,7 @@ export class SessionRepo extends Effect.Service<SessionRepo>()("tapedeck/Session
             WHERE s.trace_id IN (${traces}) AND s.account_id = ${accountId}
             GROUP BY s.agent_id
             ORDER BY min(s.started_at), s.agent_id NULLS FIRST`,
-          sql<{ parent_agent_id: string | null; agent_id: string; calls: number }>`
+            sql<{ parent_agent_id: string | null; agent_id: string; calls: number }>`
             SELECT COALESCE(s.parent_agent_id, p.agent_id) AS parent_agent_id, s.agent_id, count(*)::float8 AS calls
             FROM spans s
             LEFT JOIN spans p ON p.trace_id = s.trace_id AND p.id = s.parent_id
@@ -140,7 +144,9 @@ export class SessionRepo extends Effect.Service<SessionRepo>()("tapedeck/Session
               AND s.agent_id IS NOT NULL AND p.agent_id IS DISTINCT FROM s.agent_id
             GROUP BY 1, 2
             ORDER BY 1 NULLS FIRST, 2`
-        ], { concurrency: 2 })
+          ],
+          { concurrency: 2 }
+        )
 
         const nodes: Array<AgentNode> = nodeRows.map((row) => ({
           agent_id: row.agent_id,
@@ -154,8 +160,15 @@ export class SessionRepo extends Effect.Service<SessionRepo>()("tapedeck/Session
           last_seen: row.last_seen.toISOString()
         }))
         const empty = (agentId: string | null): AgentNode => ({
-          agent_id: agentId, agent_role: null, root: agentId === null, span_count: 0, tokens: 0, cost: "0",
-          errors: 0, first_seen: null, last_seen: null
+          agent_id: agentId,
+          agent_role: null,
+          root: agentId === null,
+          span_count: 0,
+          tokens: 0,
+          cost: "0",
+          errors: 0,
+          first_seen: null,
+          last_seen: null
         })
         // Every edge end is a node: the root always, and parents that have no span of their own in the session.
         if (!nodes.some((n) => n.root)) nodes.unshift(empty(null))

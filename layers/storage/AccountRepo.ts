@@ -6,7 +6,7 @@ const AccountRow = Schema.Struct({ id: AccountId, name: Schema.String })
 
 /** Accounts own every record. Names are unique and stable; ids are what rows reference. */
 export class AccountRepo extends Effect.Service<AccountRepo>()("tapedeck/AccountRepo", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     const findByNameOption = SqlSchema.findOne({
@@ -17,7 +17,7 @@ export class AccountRepo extends Effect.Service<AccountRepo>()("tapedeck/Account
 
     /** The account's id, creating the account when it does not exist yet (safe under concurrency). */
     const ensure = Effect.fn("AccountRepo.ensure")(
-      function*(name: string) {
+      function* (name: string) {
         const id = crypto.randomUUID()
         yield* sql`INSERT INTO accounts (id, name) VALUES (${id}, ${name}) ON CONFLICT (name) DO NOTHING`
         const row = yield* findByNameOption(name)
@@ -27,7 +27,7 @@ export class AccountRepo extends Effect.Service<AccountRepo>()("tapedeck/Account
     )
 
     const findByName = Effect.fn("AccountRepo.findByName")(
-      function*(name: string) {
+      function* (name: string) {
         return Option.map(yield* findByNameOption(name), (row) => row.id)
       },
       Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
@@ -41,14 +41,14 @@ export class AccountRepo extends Effect.Service<AccountRepo>()("tapedeck/Account
 
     /** The account with this id; a missing one is a defect (ids come from credentials, and accounts are never deleted). */
     const findById = Effect.fn("AccountRepo.findById")(
-      function*(id: AccountId) {
+      function* (id: AccountId) {
         return Option.getOrThrowWith(yield* findByIdOption(id), () => new Error(`account ${id} does not exist`))
       },
       Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
     )
 
     const count = Effect.fn("AccountRepo.count")(
-      function*() {
+      function* () {
         const rows = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM accounts`
         return rows[0]?.n ?? 0
       },
@@ -63,7 +63,7 @@ export class AccountRepo extends Effect.Service<AccountRepo>()("tapedeck/Account
 
     /** Up to `limit` accounts, by name. */
     const list = Effect.fn("AccountRepo.list")(
-      function*(limit: number) {
+      function* (limit: number) {
         return yield* listRows(limit)
       },
       Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })

@@ -44,7 +44,7 @@ const toSummary = (row: LiveKeyRow): ApiKeySummary => ({
 
 /** API keys, stored as SHA-256 digests; the clear key exists only in the caller's hands. */
 export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRepo", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     const ownerByHash = SqlSchema.findOne({
@@ -58,7 +58,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
 
     /** The id and account of the key with this SHA-256 digest (see hashKey), or none for an unknown or revoked key. */
     const authenticate = Effect.fn("ApiKeyRepo.authenticate")(
-      function*(keyHash: string) {
+      function* (keyHash: string) {
         const found = yield* ownerByHash(keyHash)
         if (Option.isSome(found) && found.value.stale) {
           // Usage time is kept to the minute, off the request path.
@@ -73,7 +73,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
 
     /** The account a live key belongs to, without recording a use. */
     const owner = Effect.fn("ApiKeyRepo.owner")(
-      function*(key: string) {
+      function* (key: string) {
         return Option.map(yield* ownerByHash(yield* hashKey(key)), (row) => row.accountId)
       },
       Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die })
@@ -81,7 +81,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
 
     /** Stores a key for the account; false when that exact key is already stored (for any account). */
     const insert = Effect.fn("ApiKeyRepo.insert")(
-      function*(accountId: AccountId, key: string, name: string | null) {
+      function* (accountId: AccountId, key: string, name: string | null) {
         const rows = yield* sql`
           INSERT INTO api_keys (id, account_id, prefix, key_hash, name)
           VALUES (${crypto.randomUUID()}, ${accountId}, ${displayPrefix(key)}, ${yield* hashKey(key)}, ${name})
@@ -93,7 +93,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
     )
 
     const listByAccount = Effect.fn("ApiKeyRepo.listByAccount")(
-      function*(accountId: AccountId) {
+      function* (accountId: AccountId) {
         return yield* SqlSchema.findAll({
           Request: AccountId,
           Result: KeyListing,
@@ -108,7 +108,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
 
     /** Revokes the live keys shown with this prefix; the number revoked (0 when none matched). */
     const revokeByPrefix = Effect.fn("ApiKeyRepo.revokeByPrefix")(
-      function*(prefix: string) {
+      function* (prefix: string) {
         const rows = yield* sql`
           WITH revoked AS (
             UPDATE api_keys SET revoked_at = now()
@@ -122,7 +122,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
     )
 
     const countLiveWithPrefix = Effect.fn("ApiKeyRepo.countLiveWithPrefix")(
-      function*(prefix: string) {
+      function* (prefix: string) {
         const rows = yield* sql<{ n: number }>`
           SELECT count(*)::int AS n FROM api_keys WHERE prefix = ${prefix} AND revoked_at IS NULL`
         return rows[0]?.n ?? 0
@@ -135,7 +135,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
      * the count and the insert see the same snapshot.
      */
     const insertLimited = Effect.fn("ApiKeyRepo.insertLimited")(
-      function*(accountId: AccountId, key: string, name: string, maxLive: number) {
+      function* (accountId: AccountId, key: string, name: string, maxLive: number) {
         const rows = yield* sql<LiveKeyRow>`
           INSERT INTO api_keys (id, account_id, prefix, key_hash, name)
           SELECT ${crypto.randomUUID()}, ${accountId}, ${displayPrefix(key)}, ${yield* hashKey(key)}, ${name}
@@ -148,7 +148,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
 
     /** The account's live keys, oldest first. */
     const listLive = Effect.fn("ApiKeyRepo.listLive")(
-      function*(accountId: AccountId) {
+      function* (accountId: AccountId) {
         const rows = yield* sql<LiveKeyRow>`
           SELECT ${sql.literal(LIVE_KEY_COLUMNS)} FROM api_keys
           WHERE account_id = ${accountId} AND revoked_at IS NULL ORDER BY created_at, id`
@@ -162,7 +162,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
      * foreign or already revoked key. Every instance is told on channel KEY_REVOKED_CHANNEL (a no-op in PGlite).
      */
     const revokeOwned = Effect.fn("ApiKeyRepo.revokeOwned")(
-      function*(accountId: AccountId, keyId: string) {
+      function* (accountId: AccountId, keyId: string) {
         const rows = yield* sql<{ key_hash: string }>`
           WITH revoked AS (
             UPDATE api_keys SET revoked_at = now()
@@ -177,7 +177,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("tapedeck/ApiKeyRep
 
     /** Whether this key id is still live (a batch job re-checks the key that submitted it). */
     const isLive = Effect.fn("ApiKeyRepo.isLive")(
-      function*(keyId: string) {
+      function* (keyId: string) {
         const rows = yield* sql`SELECT 1 FROM api_keys WHERE id = ${keyId} AND revoked_at IS NULL`
         return rows.length > 0
       },

@@ -28,7 +28,7 @@ const tryCreate = (file: string) => {
  */
 export const holdDataDirLock = (dataDir: string) =>
   Effect.acquireRelease(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const file = path.join(dataDir, "tapedeck.lock")
       yield* Effect.sync(() => fs.mkdirSync(dataDir, { recursive: true }))
       for (let attempt = 0; attempt < 3; attempt++) {

@@ -17,7 +17,7 @@ interface TableState {
  * table never analysed (after a restart the change counters start at zero, but `reltuples` persists). The tables
  * done, in order.
  */
-export const maintainTables = Effect.gen(function*() {
+export const maintainTables = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   // Single-user PostgreSQL flushes its statistics counters lazily: without this the counts below may be stale.
   yield* sql`SELECT pg_stat_force_next_flush()`
@@ -31,7 +31,7 @@ export const maintainTables = Effect.gen(function*() {
   const done: Array<string> = []
   for (const table of tables) {
     if (!table.vacuum && !table.analyze) continue
-    const name = `"${table.name.replaceAll("\"", "\"\"")}"`
+    const name = `"${table.name.replaceAll('"', '""')}"`
     yield* sql.unsafe(table.vacuum ? `VACUUM (ANALYZE) ${name}` : `ANALYZE ${name}`)
     done.push(table.name)
   }
@@ -44,13 +44,17 @@ export const maintainTables = Effect.gen(function*() {
  * (a filtered search on a large account joined rows in the wrong order, several times slower). With DATABASE_URL the
  * server's own autovacuum does this; nothing runs here.
  */
-export const EmbeddedMaintenanceLive = Layer.scopedDiscard(Effect.gen(function*() {
-  const config = yield* AppConfig
-  if (Option.isSome(config.databaseUrl)) return
-  yield* maintainTables.pipe(
-    Effect.tap((done) => done.length > 0 ? Effect.logDebug(`embedded maintenance: ${done.join(", ")}`) : Effect.void),
-    Effect.catchAllCause((cause) => Effect.logWarning("embedded maintenance failed", cause)),
-    Effect.repeat(Schedule.spaced(MAINTENANCE_INTERVAL)),
-    Effect.forkScoped
-  )
-}))
+export const EmbeddedMaintenanceLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    if (Option.isSome(config.databaseUrl)) return
+    yield* maintainTables.pipe(
+      Effect.tap((done) =>
+        done.length > 0 ? Effect.logDebug(`embedded maintenance: ${done.join(", ")}`) : Effect.void
+      ),
+      Effect.catchAllCause((cause) => Effect.logWarning("embedded maintenance failed", cause)),
+      Effect.repeat(Schedule.spaced(MAINTENANCE_INTERVAL)),
+      Effect.forkScoped
+    )
+  })
+)

@@ -26,28 +26,28 @@ import m0029 from "./migrations/0029_enforcement_blocks_write_nothing.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
-    "0001_accounts": m0001,
-    "0002_traces": m0002,
-    "0003_jobs": m0003,
-    "0004_spans_without_fk": m0004,
-    "0005_forks": m0005,
-    "0006_sdk_replay": m0006,
-    "0007_enforcement": m0007,
-    "0008_evaluations": m0008,
-    "0009_eval_rules": m0009,
-    "0010_search": m0010,
-    "0011_usage_and_keys": m0011,
-    "0012_stream_events": m0012,
-    "0013_search_filters": m0013,
-    "0014_live_key_guard": m0014,
-    "0015_enforcement_check_functions": m0015,
-    "0016_stream_listeners": m0016,
-    "0017_lz4_compression": m0017,
-    "0018_span_payloads_json": m0018,
-    "0019_trace_list_filters": m0019,
-    "0020_enforcement_check_batch": m0020,
-    "0026_search_sign_bits": m0026,
-    "0029_enforcement_blocks_write_nothing": m0029
+  "0001_accounts": m0001,
+  "0002_traces": m0002,
+  "0003_jobs": m0003,
+  "0004_spans_without_fk": m0004,
+  "0005_forks": m0005,
+  "0006_sdk_replay": m0006,
+  "0007_enforcement": m0007,
+  "0008_evaluations": m0008,
+  "0009_eval_rules": m0009,
+  "0010_search": m0010,
+  "0011_usage_and_keys": m0011,
+  "0012_stream_events": m0012,
+  "0013_search_filters": m0013,
+  "0014_live_key_guard": m0014,
+  "0015_enforcement_check_functions": m0015,
+  "0016_stream_listeners": m0016,
+  "0017_lz4_compression": m0017,
+  "0018_span_payloads_json": m0018,
+  "0019_trace_list_filters": m0019,
+  "0020_enforcement_check_batch": m0020,
+  "0026_search_sign_bits": m0026,
+  "0029_enforcement_blocks_write_nothing": m0029
 }
 
 /** The migrator's own bookkeeping table (PgMigrator's default). */
@@ -59,19 +59,23 @@ const TABLE = "effect_sql_migrations"
  * run on such a database. Each is run here, in id order, recorded as the migrator records its own, under the same
  * table lock, so that instances starting together run it once.
  */
-const runSkipped = Effect.gen(function*() {
+const runSkipped = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  yield* sql.withTransaction(Effect.gen(function*() {
-    yield* sql`LOCK TABLE ${sql(TABLE)} IN ACCESS EXCLUSIVE MODE`
-    const applied = new Set((yield* sql<{ id: number }>`SELECT migration_id AS id FROM ${sql(TABLE)}`).map((r) => Number(r.id)))
-    for (const key of Object.keys(MIGRATIONS).sort()) {
-      const [, id, name] = /^(\d+)_(.+)$/.exec(key)!
-      if (applied.has(Number(id))) continue
-      yield* sql`INSERT INTO ${sql(TABLE)} (migration_id, name) VALUES (${Number(id)}, ${name!})`
-      yield* MIGRATIONS[key]!
-      yield* Effect.logInfo(`ran migration ${key}, which was merged after a later one had run`)
-    }
-  }))
+  yield* sql.withTransaction(
+    Effect.gen(function* () {
+      yield* sql`LOCK TABLE ${sql(TABLE)} IN ACCESS EXCLUSIVE MODE`
+      const applied = new Set(
+        (yield* sql<{ id: number }>`SELECT migration_id AS id FROM ${sql(TABLE)}`).map((r) => Number(r.id))
+      )
+      for (const key of Object.keys(MIGRATIONS).sort()) {
+        const [, id, name] = /^(\d+)_(.+)$/.exec(key)!
+        if (applied.has(Number(id))) continue
+        yield* sql`INSERT INTO ${sql(TABLE)} (migration_id, name) VALUES (${Number(id)}, ${name!})`
+        yield* MIGRATIONS[key]!
+        yield* Effect.logInfo(`ran migration ${key}, which was merged after a later one had run`)
+      }
+    })
+  )
 }).pipe(Effect.orDie)
 
 export const MigrationsLive = Layer.effectDiscard(runSkipped).pipe(

@@ -98,7 +98,10 @@ export class CopyFrom {
   callback: ((err: Error | null, rows?: number) => void) | undefined
   private rows = 0
   private done = false
-  constructor(private readonly text: string, private readonly data: CopyMessage) {}
+  constructor(
+    private readonly text: string,
+    private readonly data: CopyMessage
+  ) {}
   /** Runs COPY `text` with `data` (COPY text rows) on `client`; resolves to the rows copied, rejects on any error. */
   static run(client: PgQueryable, text: string, data: CopyMessage) {
     return new Promise<number>((ok, fail) => {
@@ -161,6 +164,7 @@ export const copyInTransaction = (text: string, rows: () => CopyMessage) =>
     Option.isNone(client)
       ? Effect.succeed(Option.none<number>())
       : Effect.tryPromise({
-        try: () => CopyFrom.run(client.value, text, rows()),
-        catch: (cause) => new SqlError.SqlError({ cause, message: "COPY failed" })
-      }).pipe(Effect.map(Option.some)))
+          try: () => CopyFrom.run(client.value, text, rows()),
+          catch: (cause) => new SqlError.SqlError({ cause, message: "COPY failed" })
+        }).pipe(Effect.map(Option.some))
+  )

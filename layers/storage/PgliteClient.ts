@@ -22,7 +22,7 @@ export const DEFAULT_SHARED_BUFFERS = "256MB"
  * the transaction's connection, and other fibers wait for it to finish.
  */
 export const make = (options: { readonly dataDir: string; readonly sharedBuffers?: string | undefined }) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     if (!isInMemory(options.dataDir)) yield* holdDataDirLock(options.dataDir)
     const sharedBuffers = options.sharedBuffers ?? (isInMemory(options.dataDir) ? undefined : DEFAULT_SHARED_BUFFERS)
     const db = yield* Effect.acquireRelease(
@@ -55,10 +55,11 @@ export const make = (options: { readonly dataDir: string; readonly sharedBuffers
       executeUnprepared: (sql, params, transformRows) =>
         (params.length === 0
           ? Effect.tryPromise({
-            try: () => db.exec(sql),
-            catch: (cause) => new SqlError.SqlError({ cause, message: (cause as Error)?.message ?? "query failed" })
-          }).pipe(Effect.map((results) => results.at(-1)?.rows ?? []))
-          : run(sql, params, "object")).pipe(Effect.map((rows) => (transformRows ? transformRows(rows) : rows))),
+              try: () => db.exec(sql),
+              catch: (cause) => new SqlError.SqlError({ cause, message: (cause as Error)?.message ?? "query failed" })
+            }).pipe(Effect.map((results) => results.at(-1)?.rows ?? []))
+          : run(sql, params, "object")
+        ).pipe(Effect.map((rows) => (transformRows ? transformRows(rows) : rows))),
       executeStream: (sql, params, transformRows) =>
         Stream.fromIterableEffect(
           run(sql, params, "object").pipe(Effect.map((rows) => (transformRows ? transformRows(rows) : rows)))
@@ -66,12 +67,18 @@ export const make = (options: { readonly dataDir: string; readonly sharedBuffers
     }
 
     const lock = yield* Effect.makeSemaphore(1)
-    const acquirer = Effect.as(Effect.acquireRelease(lock.take(1), () => lock.release(1)), connection)
+    const acquirer = Effect.as(
+      Effect.acquireRelease(lock.take(1), () => lock.release(1)),
+      connection
+    )
 
     return yield* SqlClient.make({
       acquirer,
       compiler: PgClient.makeCompiler(),
-      spanAttributes: [["db.system", "postgresql"], ["db.name", "pglite"]]
+      spanAttributes: [
+        ["db.system", "postgresql"],
+        ["db.name", "pglite"]
+      ]
     })
   })
 

@@ -59,7 +59,7 @@ export const pgPoolLayer = (options: PgPoolOptions) =>
   PgClient.layerFromPool({
     applicationName: options.applicationName,
     acquire: Effect.acquireRelease(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const pool = new pg.Pool({
           connectionString: options.url,
           connectionTimeoutMillis: Duration.toMillis(options.connectTimeout),
@@ -75,7 +75,10 @@ export const pgPoolLayer = (options: PgPoolOptions) =>
           Effect.timeoutFail({
             duration: options.connectTimeout,
             onTimeout: () =>
-              new SqlError.SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+              new SqlError.SqlError({
+                cause: new Error("Connection timed out"),
+                message: "PgClient: Connection timed out"
+              })
           }),
           Effect.tapError(() => Effect.promise(() => pool.end()))
         )
@@ -84,4 +87,3 @@ export const pgPoolLayer = (options: PgPoolOptions) =>
       (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
     )
   })
-

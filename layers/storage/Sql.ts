@@ -6,14 +6,16 @@ import { pgPoolLayer } from "./PreparedStatements.ts"
 
 // Instances starting together on an empty database race to create the migrator's own table (before its
 // lock is taken); the loser fails once and succeeds on retry, when the winner's migrations are visible.
-const MigratedLive = MigrationsLive.pipe(Layer.retry(Schedule.spaced("250 millis").pipe(Schedule.intersect(Schedule.recurs(4)))))
+const MigratedLive = MigrationsLive.pipe(
+  Layer.retry(Schedule.spaced("250 millis").pipe(Schedule.intersect(Schedule.recurs(4))))
+)
 
 /**
  * DATABASE_URL set: that PostgreSQL server. Unset: embedded PGlite in TAPEDECK_DATA_DIR. Migrated either way.
  * The migrator's type asks for the platform context (FileSystem, Path, CommandExecutor): main provides it.
  */
 export const SqlLive = Layer.unwrapEffect(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const config = yield* AppConfig
     return Option.match(config.databaseUrl, {
       onSome: (url) =>
@@ -25,7 +27,11 @@ export const SqlLive = Layer.unwrapEffect(
           applicationName: "tapedeck",
           prepareMarked: config.dbPreparedStatements
         }),
-      onNone: () => PgliteClient.layer({ dataDir: config.dataDir, sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers) })
+      onNone: () =>
+        PgliteClient.layer({
+          dataDir: config.dataDir,
+          sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers)
+        })
     })
   })
 ).pipe((client) => Layer.provideMerge(MigratedLive, client))

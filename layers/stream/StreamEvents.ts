@@ -16,7 +16,11 @@ export interface StreamNotice {
 export const parseNotice = (payload: string): StreamNotice | undefined => {
   const colon = payload.indexOf(":")
   if (colon <= 0) return undefined
-  const rowIds = payload.slice(colon + 1).split(",").map(Number).filter((n) => Number.isSafeInteger(n) && n > 0)
+  const rowIds = payload
+    .slice(colon + 1)
+    .split(",")
+    .map(Number)
+    .filter((n) => Number.isSafeInteger(n) && n > 0)
   return rowIds.length === 0 ? undefined : { accountId: payload.slice(0, colon), rowIds }
 }
 
@@ -71,7 +75,7 @@ export interface StreamResultColumns {
  * query waits for the writer's transaction to release the connection, so it sees the committed rows.
  */
 export class StreamEvents extends Effect.Service<StreamEvents>()("tapedeck/StreamEvents", {
-  scoped: Effect.gen(function*() {
+  scoped: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
     const local = yield* PubSub.unbounded<StreamNotice>()
@@ -102,7 +106,7 @@ export class StreamEvents extends Effect.Service<StreamEvents>()("tapedeck/Strea
 
     /** The rows of one write, as a statement of their own (inside the writer's transaction). */
     const record = Effect.fn("StreamEvents.record")(
-      function*(accountId: AccountId, groups: ReadonlyArray<StreamGroup>) {
+      function* (accountId: AccountId, groups: ReadonlyArray<StreamGroup>) {
         if (packRows(groups).length === 0) return
         const rows = yield* sql<StreamResultColumns>`
           WITH stream_gate AS (SELECT 1)${inStatement(accountId, groups, "stream_gate")}

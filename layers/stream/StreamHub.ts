@@ -73,18 +73,20 @@ const INBOX_MAX_NOTICES = 10_000
  * Also replays recent events to reconnecting clients and prunes the event log.
  */
 export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub", {
-  scoped: Effect.gen(function*() {
+  scoped: Effect.gen(function* () {
     const config = yield* AppConfig
     const events = yield* StreamEvents
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
     // Delivery reads through two connections of its own: under write load the shared pool is full of write
     // transactions, and waiting behind them would add their latency to every event.
-    const sql: SqlClient.SqlClient = Option.isSome(pg) && Option.isSome(config.databaseUrl)
-      ? yield* PgClient.make({ url: config.databaseUrl.value, maxConnections: 2, applicationName: "tapedeck-stream" }).pipe(
-        Effect.provide(Reactivity.layer),
-        Effect.orDie
-      )
-      : yield* SqlClient.SqlClient
+    const sql: SqlClient.SqlClient =
+      Option.isSome(pg) && Option.isSome(config.databaseUrl)
+        ? yield* PgClient.make({
+            url: config.databaseUrl.value,
+            maxConnections: 2,
+            applicationName: "tapedeck-stream"
+          }).pipe(Effect.provide(Reactivity.layer), Effect.orDie)
+        : yield* SqlClient.SqlClient
     const subscribers = new Map<string, Set<Subscriber>>()
     // The accounts watched here, in stream_listeners (PostgreSQL only: with PGlite notices go in process). Changed
     // under one permit, so that a register and an unregister of the same account cannot undo each other.
@@ -92,8 +94,11 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
     const listenerPermit = yield* Effect.makeSemaphore(1)
 
     /** Reads the data of these event rows (in the given order) and builds their events. */
-    const load = (rows: ReadonlyArray<EventRow>, wanted: (accountId: string, traceId: string, facts: TraceFacts) => boolean) =>
-      Effect.gen(function*() {
+    const load = (
+      rows: ReadonlyArray<EventRow>,
+      wanted: (accountId: string, traceId: string, facts: TraceFacts) => boolean
+    ) =>
+      Effect.gen(function* () {
         const traceIds = new Set<string>()
         for (const row of rows) for (const group of row.groups) traceIds.add(group.t)
         if (traceIds.size === 0) return []
@@ -196,7 +201,7 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
     }
 
     const dispatch = (notices: ReadonlyArray<StreamNotice>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ids: Array<number> = []
         for (const n of notices) if ((subscribers.get(n.accountId)?.size ?? 0) > 0) ids.push(...n.rowIds)
         if (ids.length === 0) return
@@ -241,9 +246,11 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
     const enqueue = (notice: StreamNotice) =>
       Queue.offer(inbox, notice).pipe(
         Effect.flatMap((accepted) =>
-          accepted ? Effect.void : Effect.sync(() => {
-            for (const set of subscribers.values()) for (const s of set) s.overflow()
-          })
+          accepted
+            ? Effect.void
+            : Effect.sync(() => {
+                for (const set of subscribers.values()) for (const s of set) s.overflow()
+              })
         )
       )
     if (Option.isSome(pg)) {
@@ -300,7 +307,7 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
      * running may not, and is then delivered only by replay: the stream is live from this point).
      */
     const register = (subscriber: Subscriber) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const set = subscribers.get(subscriber.accountId)
         if (set !== undefined) return void set.add(subscriber) // the account's row is already there (same permit)
         // Listed only once the row is committed: if that fails, the connection ends and nothing is left registered.
@@ -309,7 +316,7 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
       }).pipe(listenerPermit.withPermits(1), Effect.orDie)
 
     const unregister = (subscriber: Subscriber) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const set = subscribers.get(subscriber.accountId)
         set?.delete(subscriber)
         if (set?.size !== 0) return
@@ -325,7 +332,7 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
      * (at most `streamReplayMax`, the newest); live events meanwhile wait in `pending` until `endReplay`.
      */
     const subscribe = Effect.fn("StreamHub.subscribe")(
-      function*(subscriber: Subscriber, filters: StreamFilters, lastEventId: number | undefined) {
+      function* (subscriber: Subscriber, filters: StreamFilters, lastEventId: number | undefined) {
         if (lastEventId === undefined) {
           subscriber.filters = filters
           return { events: [] as Array<Delivered>, replayedRows: new Set<number>(), complete: true }
@@ -333,16 +340,20 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
         subscriber.pending = subscriber.pending ?? []
         subscriber.filters = filters
         const lastRow = Math.floor(lastEventId / EVENT_ID_STRIDE)
-        const rows = [...yield* sql<EventRow>`
+        const rows = [
+          ...(yield* sql<EventRow>`
           SELECT id::float8 AS id, account_id, groups FROM stream_events
           WHERE account_id = ${subscriber.accountId} AND id >= ${lastRow}
-          ORDER BY id DESC LIMIT ${config.streamReplayMax}`].reverse()
+          ORDER BY id DESC LIMIT ${config.streamReplayMax}`)
+        ].reverse()
         const oldest = yield* sql<{ id: number | null }>`SELECT min(id)::float8 AS id FROM stream_events`
         const loaded = yield* load(rows, (_, traceId, facts) => traceLevelMatch(filters, traceId, facts))
         const after = loaded.filter((e) => e.id > lastEventId && matches(filters, e))
         const kept = after.slice(Math.max(0, after.length - config.streamReplayMax))
         const oldestId = oldest[0]?.id ?? null
-        const complete = kept.length === after.length && rows.length < config.streamReplayMax &&
+        const complete =
+          kept.length === after.length &&
+          rows.length < config.streamReplayMax &&
           (oldestId === null || oldestId <= lastRow + 1)
         return { events: kept, replayedRows: new Set(rows.map((r) => r.id)), complete }
       },

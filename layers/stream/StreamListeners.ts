@@ -12,7 +12,9 @@ const STALE_AFTER_MINUTES = 5
 export const streamListeners = (sql: SqlClient.SqlClient, instanceId: string) => ({
   /** Marks the accounts as watched here (again: a refresh); committed when it returns. */
   listen: (accountIds: ReadonlyArray<string>) =>
-    accountIds.length === 0 ? Effect.void : sql`
+    accountIds.length === 0
+      ? Effect.void
+      : sql`
       INSERT INTO stream_listeners (account_id, instance_id)
       SELECT a, ${instanceId}::uuid FROM unnest(${uuidArray(accountIds)}::uuid[]) AS a
       ON CONFLICT (account_id, instance_id) DO UPDATE SET refreshed_at = now()`.pipe(Effect.asVoid),

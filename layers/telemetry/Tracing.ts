@@ -9,7 +9,7 @@ import { AppConfig } from "../config/AppConfig.ts"
  * set; nothing otherwise. Never point it at this service's own /v1/traces: it would ingest itself.
  */
 export const TracingLive = Layer.unwrapEffect(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { telemetryEndpoint, telemetryServiceName: serviceName } = yield* AppConfig
     return Option.match(telemetryEndpoint, {
       onNone: () => Layer.setTracerEnabled(false),

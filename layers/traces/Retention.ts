@@ -5,7 +5,7 @@ import { TraceRepo } from "./TraceRepo.ts"
 const BATCH = 500
 
 /** Removes every trace soft-deleted longer ago than the retention period, batch by batch; the number removed. */
-export const purgeDeletedTraces = Effect.gen(function*() {
+export const purgeDeletedTraces = Effect.gen(function* () {
   const repo = yield* TraceRepo
   const config = yield* AppConfig
   let removed = 0
@@ -18,7 +18,7 @@ export const purgeDeletedTraces = Effect.gen(function*() {
 
 /** Runs the purge at start and then every TAPEDECK_RETENTION_INTERVAL_SECONDS on every instance (it is safe to). */
 export const RetentionLive = Layer.scopedDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const config = yield* AppConfig
     yield* purgeDeletedTraces.pipe(
       Effect.tap((n) => (n > 0 ? Effect.logInfo("purged soft-deleted traces", { removed: n }) : Effect.void)),

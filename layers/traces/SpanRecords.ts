@@ -77,9 +77,9 @@ const isoMillis = (ms: number) => new Date(ms).toISOString()
 /** The JSON text of a span read by SPAN_PARTS_SELECT (extras first, as `fromRow` spreads them; absent fields left out). */
 export const spanJsonRow = (r: SpanPartsRow): SpanJsonRow => {
   let json = r.extra !== null && r.extra !== "{}" ? `{${r.extra.slice(1, -1)},` : "{"
-  json += `"id":"${r.id}","parent_id":${r.parent_id === null ? "null" : `"${r.parent_id}"`},"span_type":${
-    JSON.stringify(r.span_type)
-  },"name":${JSON.stringify(r.name)}`
+  json += `"id":"${r.id}","parent_id":${r.parent_id === null ? "null" : `"${r.parent_id}"`},"span_type":${JSON.stringify(
+    r.span_type
+  )},"name":${JSON.stringify(r.name)}`
   if (r.model !== null) json += `,"model":${JSON.stringify(r.model)}`
   if (r.input !== null) json += `,"input":${r.input}`
   if (r.output !== null) json += `,"output":${r.output}`
@@ -94,7 +94,14 @@ export const spanJsonRow = (r: SpanPartsRow): SpanJsonRow => {
   json += `,"started_at":"${isoMillis(r.start_ms)}"`
   if (r.end_ms !== null) json += `,"ended_at":"${isoMillis(r.end_ms)}"`
   if (r.error !== null) json += `,"error":${JSON.stringify(r.error)}`
-  return { id: r.id, parent_id: r.parent_id, start_ms: r.start_ms, end_ms: r.end_ms, duration_ms: r.duration_ms, json: `${json}}` }
+  return {
+    id: r.id,
+    parent_id: r.parent_id,
+    start_ms: r.start_ms,
+    end_ms: r.end_ms,
+    duration_ms: r.duration_ms,
+    json: `${json}}`
+  }
 }
 
 /** The distinct models of a set of spans, sorted (a trace's `models`, what `GET /api/v1/traces?model=` matches). */

@@ -124,7 +124,7 @@ export const containsPattern = (text: string) => `%${text.replace(/[\\%_]/g, (c)
  * a foreign, deleted or missing trace is the same `TraceNotFound`.
  */
 export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     /**
@@ -132,7 +132,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
      * derived from the spans. When `terminalJobId` is given the terminal-trace job is inserted with them.
      */
     const insert = Effect.fn("TraceRepo.insert")(
-      function*(
+      function* (
         accountId: AccountId,
         request: CreateTraceRequest,
         terminalJobId: string | null,
@@ -146,7 +146,10 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       ) {
         const { stream, liveKey = null } = options
         const environment = request.metadata?.environment === "sandbox" ? "sandbox" : "production"
-        const rows = yield* sql<{ id: string; stream_row_ids?: ReadonlyArray<number | string> | null }>`${sql.literal(prepared("trace.insert"))}
+        const rows = yield* sql<{
+          id: string
+          stream_row_ids?: ReadonlyArray<number | string> | null
+        }>`${sql.literal(prepared("trace.insert"))}
           WITH x AS (
             SELECT * FROM json_to_recordset(${toRecordsJson(request.spans)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ), agg AS (
@@ -200,7 +203,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /** Links a stored trace to the fork whose replay produced it. */
     const markForkResult = Effect.fn("TraceRepo.markForkResult")(
-      function*(traceId: TraceId, forkId: string) {
+      function* (traceId: TraceId, forkId: string) {
         yield* sql`UPDATE traces SET fork_id = ${forkId}, environment = 'sandbox' WHERE id = ${traceId}`
       },
       Effect.catchTags({ SqlError: Effect.die })
@@ -208,7 +211,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /** A terminal fork result of the account with this id exists (a repeated create is answered "resumed"). */
     const isTerminalForkResult = Effect.fn("TraceRepo.isTerminalForkResult")(
-      function*(accountId: AccountId, traceId: TraceId) {
+      function* (accountId: AccountId, traceId: TraceId) {
         const rows = yield* sql`
           SELECT 1 FROM traces
           WHERE id = ${traceId} AND account_id = ${accountId} AND fork_id IS NOT NULL
@@ -220,7 +223,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /** The trace's current status, locking its row for the caller's transaction. */
     const lockForUpdate = Effect.fn("TraceRepo.lockForUpdate")(
-      function*(accountId: AccountId, traceId: TraceId) {
+      function* (accountId: AccountId, traceId: TraceId) {
         const rows = yield* sql<{ status: TraceStatus }>`
           SELECT status FROM traces
           WHERE id = ${traceId} AND account_id = ${accountId} AND deleted_at IS NULL
@@ -234,7 +237,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /** Recomputes span_count and every total that the client did not set explicitly. */
     const recomputeTotals = Effect.fn("TraceRepo.recomputeTotals")(
-      function*(traceId: TraceId) {
+      function* (traceId: TraceId) {
         yield* sql`
           UPDATE traces t SET
             span_count = agg.n, models = agg.models, has_error = agg.has_error,
@@ -253,7 +256,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /** Applies a FinishTraceRequest to a locked trace. A terminal status without an end time ends it now. */
     const applyFinish = Effect.fn("TraceRepo.applyFinish")(
-      function*(traceId: TraceId, request: FinishTraceRequest) {
+      function* (traceId: TraceId, request: FinishTraceRequest) {
         const terminal = request.status !== undefined && request.status !== "running"
         yield* sql`
           UPDATE traces SET
@@ -277,7 +280,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /** The trace's stored spans: id → parent id. */
     const parentsOf = Effect.fn("TraceRepo.parentsOf")(
-      function*(traceId: TraceId) {
+      function* (traceId: TraceId) {
         const rows = yield* sql<{ id: string; parent_id: string | null }>`
           SELECT id, parent_id FROM spans WHERE trace_id = ${traceId}`
         return new Map(rows.map((r) => [r.id, r.parent_id]))
@@ -287,7 +290,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /** Inserts the spans, replacing stored spans with the same id (a re-send is idempotent). */
     const upsertSpans = Effect.fn("TraceRepo.upsertSpans")(
-      function*(accountId: AccountId, traceId: TraceId, spans: ReadonlyArray<Span>) {
+      function* (accountId: AccountId, traceId: TraceId, spans: ReadonlyArray<Span>) {
         yield* sql`
           INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_COLUMNS)})
           SELECT ${traceId}::uuid, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
@@ -298,7 +301,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
     )
 
     const findTrace = Effect.fn("TraceRepo.findTrace")(
-      function*(accountId: AccountId, traceId: TraceId) {
+      function* (accountId: AccountId, traceId: TraceId) {
         const rows = yield* sql<TraceRow>`
           SELECT ${sql.literal(TRACE_SELECT)} FROM traces
           WHERE id = ${traceId} AND account_id = ${accountId} AND deleted_at IS NULL`
@@ -310,7 +313,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
     )
 
     const listSpans = Effect.fn("TraceRepo.listSpans")(
-      function*(traceId: TraceId) {
+      function* (traceId: TraceId) {
         const rows = yield* sql<SpanRow>`SELECT ${sql.literal(SPAN_SELECT)} FROM spans WHERE trace_id = ${traceId}`
         return rows.map(fromRow)
       },
@@ -322,7 +325,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
      * unparsed. Scoped to the account as well as the trace, whose lookup checks ownership first.
      */
     const listSpansJson = Effect.fn("TraceRepo.listSpansJson")(
-      function*(accountId: AccountId, traceId: TraceId) {
+      function* (accountId: AccountId, traceId: TraceId) {
         const rows = yield* sql<SpanPartsRow>`
           SELECT ${sql.literal(SPAN_PARTS_SELECT)} FROM spans WHERE trace_id = ${traceId} AND account_id = ${accountId}`
         return rows.map(spanJsonRow)
@@ -352,23 +355,26 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /** A page of the account's traces, newest first (start time, then id), plus the total (exact, or capped). */
     const list = Effect.fn("TraceRepo.list")(
-      function*(accountId: AccountId, query: ListQuery) {
+      function* (accountId: AccountId, query: ListQuery) {
         const conditions = listConditions(accountId, query)
         const after = Option.match(query.after, {
           onNone: () => conditions,
           onSome: (p) => [...conditions, sql`(started_at, id) < (${p.startedAt}::timestamptz, ${p.id}::uuid)`]
         })
-        const [rows, totals] = yield* Effect.all([
-          sql<TraceRow>`
+        const [rows, totals] = yield* Effect.all(
+          [
+            sql<TraceRow>`
             SELECT ${sql.literal(TRACE_SELECT)} FROM traces
             WHERE ${sql.and(after)}
             ORDER BY started_at DESC, id DESC
             LIMIT ${query.limit + 1} OFFSET ${query.offset}`,
-          query.total === "exact"
-            ? sql<{ n: number }>`SELECT count(*)::float8 AS n FROM traces WHERE ${sql.and(conditions)}`
-            : sql<{ n: number }>`
+            query.total === "exact"
+              ? sql<{ n: number }>`SELECT count(*)::float8 AS n FROM traces WHERE ${sql.and(conditions)}`
+              : sql<{ n: number }>`
               SELECT count(*)::float8 AS n FROM (SELECT 1 FROM traces WHERE ${sql.and(conditions)} LIMIT ${query.totalCap + 1}) m`
-        ], { concurrency: 2 })
+          ],
+          { concurrency: 2 }
+        )
         return {
           items: rows.slice(0, query.limit).map(toTrace),
           hasMore: rows.length > query.limit,
@@ -380,7 +386,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
 
     /** Soft delete; the retention job removes the rows later. */
     const softDelete = Effect.fn("TraceRepo.softDelete")(
-      function*(accountId: AccountId, traceId: TraceId) {
+      function* (accountId: AccountId, traceId: TraceId) {
         const rows = yield* sql`
           UPDATE traces SET deleted_at = now(), updated_at = now()
           WHERE id = ${traceId} AND account_id = ${accountId} AND deleted_at IS NULL
@@ -395,7 +401,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
      * SKIP LOCKED lets several instances purge at once without waiting on each other.
      */
     const purgeDeleted = Effect.fn("TraceRepo.purgeDeleted")(
-      function*(days: number, batch: number) {
+      function* (days: number, batch: number) {
         const rows = yield* sql<{ id: string }>`
           WITH doomed AS (
             SELECT id FROM traces

@@ -59,16 +59,20 @@ const detailOrder = (timings: ReadonlyArray<SpanTiming>) => {
  * as `JSON.stringify({ ...trace, ...detailOf(spans) })` without parsing and re-serialising every payload.
  */
 export const detailJson = (trace: TraceWire, spans: ReadonlyArray<SpanJsonRow>) => {
-  const { order, layout } = detailOrder(spans.map((s) => ({
-    id: s.id,
-    parentId: s.parent_id,
-    startMs: s.start_ms,
-    endMs: s.end_ms ?? s.start_ms + (s.duration_ms ?? 0)
-  })))
+  const { order, layout } = detailOrder(
+    spans.map((s) => ({
+      id: s.id,
+      parentId: s.parent_id,
+      startMs: s.start_ms,
+      endMs: s.end_ms ?? s.start_ms + (s.duration_ms ?? 0)
+    }))
+  )
   const head = JSON.stringify(trace)
   const parts: Array<string> = [head.length > 2 ? `${head.slice(0, -1)},"spans":[` : `{"spans":[`]
   order.forEach((i, n) => parts.push(n === 0 ? spans[i]!.json : `,${spans[i]!.json}`))
-  parts.push(`],"causalOrder":${JSON.stringify(layout.causalOrder)},"concurrentGroups":${JSON.stringify(layout.concurrentGroups)}}`)
+  parts.push(
+    `],"causalOrder":${JSON.stringify(layout.causalOrder)},"concurrentGroups":${JSON.stringify(layout.concurrentGroups)}}`
+  )
   return parts.join("")
 }
 
@@ -77,7 +81,7 @@ export const detailJson = (trace: TraceWire, spans: ReadonlyArray<SpanJsonRow>) 
  * writes, and the terminal-trace job, enqueued once per transition into completed or failed.
  */
 export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const repo = yield* TraceRepo
     const jobs = yield* JobQueue
@@ -94,48 +98,70 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       processors.length === 0 || spans.length === 0
         ? Effect.succeed(spans)
         : encodeSpans(spans).pipe(
-          Effect.orDie,
-          Effect.flatMap((wire) => processSpans(processors, wire as ReadonlyArray<ProcessedSpan>, { accountId, traceId, path: "rest" })),
-          Effect.flatMap((wire) =>
-            decodeSpans(wire).pipe(
-              Effect.mapError((e) =>
-                new SpanProcessorFailed({ processor: processors.map((p) => p.name).join(", "), reason: `it returned an invalid span: ${e.message}` })
+            Effect.orDie,
+            Effect.flatMap((wire) =>
+              processSpans(processors, wire as ReadonlyArray<ProcessedSpan>, { accountId, traceId, path: "rest" })
+            ),
+            Effect.flatMap((wire) =>
+              decodeSpans(wire).pipe(
+                Effect.mapError(
+                  (e) =>
+                    new SpanProcessorFailed({
+                      processor: processors.map((p) => p.name).join(", "),
+                      reason: `it returned an invalid span: ${e.message}`
+                    })
+                )
               )
             )
           )
-        )
 
     /** `liveKey`: the digest of a cached API key the caller acts for, re-checked by the insert (see TraceRepo.insert). */
-    const create = Effect.fn("Traces.create")(function*(accountId: AccountId, received: CreateTraceRequest, liveKey: string | null = null) {
+    const create = Effect.fn("Traces.create")(function* (
+      accountId: AccountId,
+      received: CreateTraceRequest,
+      liveKey: string | null = null
+    ) {
       const sent = { ...received, spans: yield* processed(accountId, received.id, received.spans) }
       const problem = batchProblem(sent.spans)
       if (problem) return yield* new SpansRejected({ reason: problem })
       const request = { ...sent, spans: priced(sent.spans) }
       const jobId = isTerminal(request.status) ? crypto.randomUUID() : null
       // One statement writes the trace, its spans, its jobs and the live stream's row (atomic, no transaction).
-      const events = stream.inStatement(accountId, [{
-        t: request.id,
-        b: "created",
-        s: request.spans.map((span) => [span.id, "c"] as const),
-        ...(isTerminal(request.status) ? { a: "terminal" as const } : {})
-      }], "t")
-      const created = yield* repo.insert(accountId, request, jobId, config.jobMaxAttempts, {
-        stream: { ctes: events, columns: STREAM_RESULT_COLUMNS },
-        liveKey
-      }).pipe(
-        Effect.tap((row) => stream.published(accountId, { stream_row_ids: row.stream_row_ids ?? null })),
-        Effect.as(true),
-        // A repeated create of a finished fork result (an SDK resuming after a crash) is not a conflict.
-        Effect.catchTag("TraceIdTaken", (e) =>
-          repo.isTerminalForkResult(accountId, request.id).pipe(
-            Effect.flatMap((resumed) => (resumed ? Effect.succeed(false) : Effect.fail(e)))
-          ))
+      const events = stream.inStatement(
+        accountId,
+        [
+          {
+            t: request.id,
+            b: "created",
+            s: request.spans.map((span) => [span.id, "c"] as const),
+            ...(isTerminal(request.status) ? { a: "terminal" as const } : {})
+          }
+        ],
+        "t"
       )
-      return { status: created ? "created" as const : "resumed" as const, jobId: Option.fromNullable(created ? jobId : null) }
+      const created = yield* repo
+        .insert(accountId, request, jobId, config.jobMaxAttempts, {
+          stream: { ctes: events, columns: STREAM_RESULT_COLUMNS },
+          liveKey
+        })
+        .pipe(
+          Effect.tap((row) => stream.published(accountId, { stream_row_ids: row.stream_row_ids ?? null })),
+          Effect.as(true),
+          // A repeated create of a finished fork result (an SDK resuming after a crash) is not a conflict.
+          Effect.catchTag("TraceIdTaken", (e) =>
+            repo
+              .isTerminalForkResult(accountId, request.id)
+              .pipe(Effect.flatMap((resumed) => (resumed ? Effect.succeed(false) : Effect.fail(e))))
+          )
+        )
+      return {
+        status: created ? ("created" as const) : ("resumed" as const),
+        jobId: Option.fromNullable(created ? jobId : null)
+      }
     })
 
     const finish = Effect.fn("Traces.finish")(
-      function*(accountId: AccountId, traceId: TraceId, request: FinishTraceRequest) {
+      function* (accountId: AccountId, traceId: TraceId, request: FinishTraceRequest) {
         const previous = yield* repo.lockForUpdate(accountId, traceId)
         yield* repo.applyFinish(traceId, request)
         yield* repo.recomputeTotals(traceId)
@@ -151,7 +177,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     )
 
     const appendSpans = Effect.fn("Traces.appendSpans")(
-      function*(accountId: AccountId, traceId: TraceId, received: ReadonlyArray<Span>) {
+      function* (accountId: AccountId, traceId: TraceId, received: ReadonlyArray<Span>) {
         const sent = yield* processed(accountId, traceId, received)
         const status = yield* repo.lockForUpdate(accountId, traceId)
         if (status !== "running") return yield* new TraceNotRunning({ traceId, status })
@@ -163,11 +189,13 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
           yield* repo.upsertSpans(accountId, traceId, spans)
           yield* repo.recomputeTotals(traceId)
           yield* jobs.enqueue(accountId, "search.index", { traceId })
-          yield* stream.record(accountId, [{
-            t: traceId,
-            s: spans.map((span) => [span.id, stored.has(span.id) ? rewrittenSpanCode(span) : "c"] as const),
-            a: "updated"
-          }])
+          yield* stream.record(accountId, [
+            {
+              t: traceId,
+              s: spans.map((span) => [span.id, stored.has(span.id) ? rewrittenSpanCode(span) : "c"] as const),
+              a: "updated"
+            }
+          ])
         }
         const trace = yield* repo.findTrace(accountId, traceId)
         return { spansWritten: spans.length, spanCount: trace.spanCount ?? 0 }
@@ -176,7 +204,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    const get = Effect.fn("Traces.get")(function*(accountId: AccountId, traceId: TraceId) {
+    const get = Effect.fn("Traces.get")(function* (accountId: AccountId, traceId: TraceId) {
       const trace = yield* repo.findTrace(accountId, traceId)
       const spans = yield* repo.listSpans(traceId)
       return { ...trace, ...detailOf(spans) } satisfies TraceDetailWire
@@ -187,8 +215,8 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
      * ingestion stored it as for this account: its id is derived from the account and the OTel id (OtlpIds), so no
      * lookup is needed and another account's trace with the same OTel id is never reached.
      */
-    const getJson = Effect.fn("Traces.getJson")(function*(accountId: AccountId, id: TraceId | OtelTraceId) {
-      const traceId = isOtelTraceId(id) ? traceUuid(accountNamespace(accountId), id) as TraceId : id
+    const getJson = Effect.fn("Traces.getJson")(function* (accountId: AccountId, id: TraceId | OtelTraceId) {
+      const traceId = isOtelTraceId(id) ? (traceUuid(accountNamespace(accountId), id) as TraceId) : id
       // Both reads at once (two pooled connections): the spans' read is scoped to the account too, so it returns
       // nothing another account could see, and is discarded when the trace is missing or deleted.
       const [trace, spans] = yield* Effect.all(
@@ -198,7 +226,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
       return detailJson(trace, spans)
     })
 
-    const list = Effect.fn("Traces.list")(function*(accountId: AccountId, params: ListTracesParams) {
+    const list = Effect.fn("Traces.list")(function* (accountId: AccountId, params: ListTracesParams) {
       const after = params.cursor === undefined ? Option.none() : decodeCursor(params.cursor)
       if (params.cursor !== undefined && Option.isNone(after)) return yield* new InvalidCursor()
       const page = yield* repo.list(accountId, {
@@ -226,14 +254,12 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         limit: params.limit,
         offset: params.offset,
         hasMore: page.hasMore,
-        ...(page.hasMore && last
-          ? { nextCursor: encodeCursor({ startedAt: last.startedAt, id: last.id }) }
-          : {})
+        ...(page.hasMore && last ? { nextCursor: encodeCursor({ startedAt: last.startedAt, id: last.id }) } : {})
       } satisfies TraceListWire
     })
 
     const remove = Effect.fn("Traces.remove")(
-      function*(accountId: AccountId, traceId: TraceId) {
+      function* (accountId: AccountId, traceId: TraceId) {
         yield* repo.softDelete(accountId, traceId)
         yield* stream.record(accountId, [{ t: traceId, s: [], a: "deleted" }])
       },
@@ -246,7 +272,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
      * totalled, indexed for search and streamed like any other. `TraceNotFound` when the trace is not the account's.
      */
     const annotate = Effect.fn("Traces.annotate")(
-      function*(accountId: AccountId, traceId: TraceId, span: Span) {
+      function* (accountId: AccountId, traceId: TraceId, span: Span) {
         yield* repo.lockForUpdate(accountId, traceId)
         yield* repo.upsertSpans(accountId, traceId, [span])
         yield* repo.recomputeTotals(traceId)

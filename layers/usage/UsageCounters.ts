@@ -14,11 +14,11 @@ export const usageMonth = (now: DateTime.Utc) => DateTime.formatIso(now).slice(0
  * dropped (usage is informational, the request already succeeded).
  */
 export class UsageCounters extends Effect.Service<UsageCounters>()("tapedeck/UsageCounters", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     /** Adds `by` to the metric of the account for the current month. Never fails. */
-    const increment = Effect.fn("UsageCounters.increment")(function*(
+    const increment = Effect.fn("UsageCounters.increment")(function* (
       accountId: AccountId,
       metric: UsageMetric,
       by = 1
@@ -36,7 +36,7 @@ export class UsageCounters extends Effect.Service<UsageCounters>()("tapedeck/Usa
 
     /** The account's counters for a month, by metric (missing metrics are 0). */
     const read = Effect.fn("UsageCounters.read")(
-      function*(accountId: AccountId, month: string) {
+      function* (accountId: AccountId, month: string) {
         const rows = yield* sql<{ metric: string; value: number }>`
           SELECT metric, value::float8 AS value FROM usage_counters
           WHERE account_id = ${accountId} AND month = ${month}`

@@ -19,33 +19,36 @@ export const monthBounds = (month: string) => {
  * replay_usage and replay_generations, evaluation_runs) plus the usage counters (OTLP requests, searches).
  */
 export class UsageReport extends Effect.Service<UsageReport>()("tapedeck/UsageReport", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const counters = yield* UsageCounters
 
     const forMonth = Effect.fn("UsageReport.forMonth")(
-      function*(accountId: AccountId, requested: string | undefined) {
+      function* (accountId: AccountId, requested: string | undefined) {
         const month = requested ?? usageMonth(yield* DateTime.now)
         const { end, start } = monthBounds(month)
-        const [traces, replays, replayWork, evaluations, counted] = yield* Effect.all([
-          sql<{ traces: number; spans: number }>`
+        const [traces, replays, replayWork, evaluations, counted] = yield* Effect.all(
+          [
+            sql<{ traces: number; spans: number }>`
             SELECT count(*)::float8 AS traces, COALESCE(sum(span_count), 0)::float8 AS spans FROM traces
             WHERE account_id = ${accountId} AND created_at >= ${start}::timestamptz AND created_at < ${end}::timestamptz`,
-          sql<{ used: number }>`
+            sql<{ used: number }>`
             SELECT used::float8 AS used FROM replay_usage WHERE account_id = ${accountId} AND month = ${month}`,
-          sql<{ tokens: number; cost: string }>`
+            sql<{ tokens: number; cost: string }>`
             SELECT COALESCE(sum(t.total_tokens), 0)::float8 AS tokens, COALESCE(sum(t.total_cost), 0)::text AS cost
             FROM replay_generations g JOIN traces t ON t.id = g.result_trace_id AND t.account_id = g.account_id
             WHERE g.account_id = ${accountId} AND g.usage_month = ${month}`,
-          sql<{ runs: number; tokens: number; cost: string }>`
+            sql<{ runs: number; tokens: number; cost: string }>`
             SELECT count(*)::float8 AS runs,
                    COALESCE(sum(input_tokens + output_tokens), 0)::float8 AS tokens,
                    COALESCE(round(sum(cost_usd)::numeric, 6), 0)::text AS cost
             FROM evaluation_runs
             WHERE account_id = ${accountId} AND created_at >= ${start}::timestamptz AND created_at < ${end}::timestamptz`,
-          counters.read(accountId, month)
-        ], { concurrency: "unbounded" })
+            counters.read(accountId, month)
+          ],
+          { concurrency: "unbounded" }
+        )
         const used = replays[0]?.used ?? 0
         const allowance = Math.max(0, config.replayMonthlyAllowance)
         return {

@@ -15,7 +15,13 @@ export interface GuardOptions {
 export const STRICT: GuardOptions = { allowLoopback: false }
 
 /** Names of cloud metadata services, refused before any lookup (they resolve to link-local addresses anyway). */
-const BLOCKED_NAMES = new Set(["metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal"])
+const BLOCKED_NAMES = new Set([
+  "metadata.google.internal",
+  "metadata.goog",
+  "metadata",
+  "instance-data",
+  "instance-data.ec2.internal"
+])
 
 const METADATA = new Set(["169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200"])
 
@@ -58,7 +64,9 @@ const classifyV6 = (address: ipaddr.IPv6, options: GuardOptions): AddressVerdict
       return options.allowLoopback ? ALLOWED : blocked(`${text} is a loopback address`)
     case "unicast": {
       if (parts.slice(0, 6).every((p) => p === 0)) {
-        return blocked(`${text} is an IPv4-compatible IPv6 address (deprecated; embeds ${v4FromParts(parts[6]!, parts[7]!).toString()})`)
+        return blocked(
+          `${text} is an IPv4-compatible IPv6 address (deprecated; embeds ${v4FromParts(parts[6]!, parts[7]!).toString()})`
+        )
       }
       // Outside 2000::/3 nothing is assigned for global unicast.
       if (!address.match(GLOBAL_UNICAST_V6, 3)) return blocked(`${text} is not a global unicast address`)
@@ -79,7 +87,9 @@ export const classifyAddress = (input: string, options: GuardOptions = STRICT): 
   if (text.includes("%")) return blocked(`${text} carries a zone id`)
   if (!ipaddr.isValid(text)) return blocked(`${text} is not an IP address`)
   const address = ipaddr.parse(text)
-  return address.kind() === "ipv4" ? classifyV4(address as ipaddr.IPv4, options) : classifyV6(address as ipaddr.IPv6, options)
+  return address.kind() === "ipv4"
+    ? classifyV4(address as ipaddr.IPv4, options)
+    : classifyV6(address as ipaddr.IPv6, options)
 }
 
 /** Whether a URL host is an IP literal (URL hosts are already normalised: `0x7f.1` arrives as `127.0.0.1`). */

@@ -35,7 +35,8 @@ export const makeSecretBox = (keySetting: Option.Option<Redacted.Redacted<string
       if (stored.startsWith("plain:")) return stored.slice("plain:".length)
       const [scheme, iv, sealed] = stored.split(":")
       if (scheme !== "aesgcm" || iv === undefined || sealed === undefined) throw new Error("unknown secret format")
-      if (key === undefined) throw new Error("the signing secret is encrypted but TAPEDECK_WEBHOOK_SECRET_KEY is not set")
+      if (key === undefined)
+        throw new Error("the signing secret is encrypted but TAPEDECK_WEBHOOK_SECRET_KEY is not set")
       try {
         return decoder.decode(await crypto.subtle.decrypt({ name: "AES-GCM", iv: unb64(iv) }, await key, unb64(sealed)))
       } catch {

@@ -6,7 +6,9 @@ const hex = (bytes: ArrayBuffer) => Array.from(new Uint8Array(bytes), (b) => b.t
 
 /** HMAC-SHA256 of `${timestamp}.${body}` with the rule's secret, as lowercase hex. */
 export const hmacHex = async (secret: string, timestamp: number, body: string) => {
-  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"])
+  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign"
+  ])
   return hex(await crypto.subtle.sign("HMAC", key, encoder.encode(signedText(timestamp, body))))
 }
 

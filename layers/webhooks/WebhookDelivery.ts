@@ -57,7 +57,7 @@ export const stepJobId = (payload: Pick<WebhookJobPayload, "deliveryId" | "attem
  * a worker dying between the POST and its record repeats a POST, with the same Tapedeck-Delivery id.
  */
 export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck/WebhookDelivery", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const box = makeSecretBox(config.webhookSecretKey)
@@ -68,7 +68,9 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
       )
     }
     if (!box.encrypted) {
-      yield* Effect.logInfo("webhook signing secrets are stored unencrypted: set TAPEDECK_WEBHOOK_SECRET_KEY to seal them")
+      yield* Effect.logInfo(
+        "webhook signing secrets are stored unencrypted: set TAPEDECK_WEBHOOK_SECRET_KEY to seal them"
+      )
     }
     const extraCa = Option.isSome(config.webhookCaFile) ? readFileSync(config.webhookCaFile.value, "utf8") : undefined
 
@@ -78,7 +80,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
      * died before the job was recorded done) schedules its successor once.
      */
     const schedule = Effect.fn("WebhookDelivery.schedule")(
-      function*(accountId: AccountId, payload: WebhookJobPayload, delayMs: number) {
+      function* (accountId: AccountId, payload: WebhookJobPayload, delayMs: number) {
         yield* sql`
           INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts, run_at)
           VALUES (${stepJobId(payload)}, ${accountId}, ${KIND}, ${JSON.stringify(payload)}::jsonb,
@@ -105,7 +107,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
 
     /** One step of a delivery: wait for the runs, or make one attempt (and schedule the next on failure). */
     const deliver = Effect.fn("WebhookDelivery.deliver")(
-      function*(accountId: AccountId, job: WebhookJobPayload) {
+      function* (accountId: AccountId, job: WebhookJobPayload) {
         yield* Effect.annotateCurrentSpan({ "webhook.delivery_id": job.deliveryId, "webhook.attempt": job.attempt })
         // A job run again after its attempt was recorded (and its successor scheduled with it) has nothing to do.
         const recorded = yield* sql`
@@ -120,7 +122,10 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
           yield* record(accountId, job, "evaluation.completed", "gave_up", { error: "the eval rule was deleted" })
           return
         }
-        const runs = job.runIds.length === 0 ? [] : yield* sql<RunRow>`
+        const runs =
+          job.runIds.length === 0
+            ? []
+            : yield* sql<RunRow>`
           SELECT id, status, score FROM evaluation_runs
           WHERE id = ANY(${uuidArray(job.runIds)}::uuid[]) AND account_id = ${accountId}`
         const byId = new Map(runs.map((r) => [r.id, r]))
@@ -134,7 +139,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
           yield* schedule(accountId, { ...job, polls: job.polls + 1 }, runPollDelayMs(job.polls))
           return
         }
-        const event = finished ? "evaluation.completed" as const : "evaluation.incomplete" as const
+        const event = finished ? ("evaluation.completed" as const) : ("evaluation.incomplete" as const)
         const payload: WebhookPayload = {
           event,
           delivery_id: job.deliveryId,
@@ -150,7 +155,9 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
         const body = JSON.stringify(payload)
         const secret = yield* Effect.tryPromise(() => box.open(rule.webhook_secret!)).pipe(Effect.either)
         if (secret._tag === "Left") {
-          yield* record(accountId, job, event, "gave_up", { error: String((secret.left.error as Error)?.message ?? secret.left) })
+          yield* record(accountId, job, event, "gave_up", {
+            error: String((secret.left.error as Error)?.message ?? secret.left)
+          })
           return
         }
         const timestamp = Math.floor(nowMs / 1000)
@@ -164,7 +171,13 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
                 headers: { [SIGNATURE_HEADER]: signature, [EVENT_HEADER]: event, [DELIVERY_HEADER]: job.deliveryId },
                 body
               },
-              { resolver: systemResolver, guard, timeoutMs: config.webhookTimeoutMs, maxRedirects: MAX_REDIRECTS, extraCa }
+              {
+                resolver: systemResolver,
+                guard,
+                timeoutMs: config.webhookTimeoutMs,
+                maxRedirects: MAX_REDIRECTS,
+                extraCa
+              }
             ),
           catch: (e) => e
         }).pipe(Effect.either)
@@ -177,13 +190,16 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
           yield* record(accountId, job, event, "blocked", { error: `refused: ${result.left.message}`, durationMs })
           return
         }
-        const error = result._tag === "Right"
-          ? `the endpoint answered ${result.right.status}`
-          : result.left instanceof Error ? result.left.message : String(result.left)
+        const error =
+          result._tag === "Right"
+            ? `the endpoint answered ${result.right.status}`
+            : result.left instanceof Error
+              ? result.left.message
+              : String(result.left)
         const statusCode = result._tag === "Right" ? result.right.status : undefined
         const retry = job.attempt < config.webhookMaxAttempts
         const nextDelayMs = retry ? webhookBackoffMs(config.webhookBackoffMs, job.attempt) : undefined
-        yield* Effect.gen(function*() {
+        yield* Effect.gen(function* () {
           yield* record(accountId, job, event, "failed", {
             error: retry ? error : `${error}; giving up after ${job.attempt} attempts`,
             durationMs,

@@ -8,9 +8,11 @@ export class AccountApi extends HttpApiGroup.make("account")
     HttpApiEndpoint.get("get", "/account")
       .addSuccess(AccountInfo)
       .annotate(OpenApi.Summary, "The account the credential acts for (id and name), for API keys and JWTs alike")
-      .annotate(OpenApi.Description, "Which account a credential belongs to: its id and name. Useful to check a key or a JWT before sending data, and to show the account in a client.")
+      .annotate(
+        OpenApi.Description,
+        "Which account a credential belongs to: its id and name. Useful to check a key or a JWT before sending data, and to show the account in a client."
+      )
   )
   .middleware(RateLimit)
   .middleware(Authentication)
-  .prefix("/api/v1")
-{}
+  .prefix("/api/v1") {}

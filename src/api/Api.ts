@@ -100,5 +100,4 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .addError(RequestTimeoutWire)
   .annotate(OpenApi.Title, "Tapedeck API")
   .annotate(OpenApi.Version, "1.0.0")
-  .annotate(OpenApi.Description, INTRODUCTION)
-{}
+  .annotate(OpenApi.Description, INTRODUCTION) {}

@@ -12,9 +12,11 @@ export class BatchApi extends HttpApiGroup.make("batch")
         OpenApi.Summary,
         "Run up to 100 API operations in order as the caller, each answered with its own status and body; async: true returns a job"
       )
-      .annotate(OpenApi.Description, "Runs each operation as if it were its own request with the caller's credentials (validation, authentication and rate limits included), in order, and answers with one status and body per operation; a failed operation does not stop the others. With `async: true` the batch is queued and 202 returns a job to follow on /api/v1/jobs/{jobId}.")
+      .annotate(
+        OpenApi.Description,
+        "Runs each operation as if it were its own request with the caller's credentials (validation, authentication and rate limits included), in order, and answers with one status and body per operation; a failed operation does not stop the others. With `async: true` the batch is queued and 202 returns a job to follow on /api/v1/jobs/{jobId}."
+      )
   )
   .middleware(RateLimit)
   .middleware(Authentication)
-  .prefix("/api/v1")
-{}
+  .prefix("/api/v1") {}

@@ -6,10 +6,15 @@ export class DiagnosticsApi extends HttpApiGroup.make("diagnostics")
   .add(
     HttpApiEndpoint.get("get", "/diagnostics")
       .addSuccess(Diagnostics)
-      .annotate(OpenApi.Summary, "How this instance is set up: search embedder, vector index mode, pending indexing work")
-      .annotate(OpenApi.Description, "Which embedder the search uses, how vectors are indexed, and how many spans are waiting to be indexed, to check an installation's setup.")
+      .annotate(
+        OpenApi.Summary,
+        "How this instance is set up: search embedder, vector index mode, pending indexing work"
+      )
+      .annotate(
+        OpenApi.Description,
+        "Which embedder the search uses, how vectors are indexed, and how many spans are waiting to be indexed, to check an installation's setup."
+      )
   )
   .middleware(RateLimit)
   .middleware(Authentication)
-  .prefix("/api/v1")
-{}
+  .prefix("/api/v1") {}

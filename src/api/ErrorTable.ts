@@ -33,7 +33,9 @@ export const errorTable = {
     new Conflict({ message: `trace ${e.traceId} is ${e.status}: spans can only be added to a running trace` }),
   SpansRejected: (e) => new ValidationFailed({ message: e.reason }),
   SpanProcessorFailed: (e) =>
-    new Unavailable({ message: `span processor ${JSON.stringify(e.processor)} failed, nothing was stored: ${e.reason}` }),
+    new Unavailable({
+      message: `span processor ${JSON.stringify(e.processor)} failed, nothing was stored: ${e.reason}`
+    }),
   InvalidCursor: () => new ValidationFailed({ message: "cursor: not a cursor this service issued" }),
   SessionNotFound: (e) => new NotFound({ message: `session ${JSON.stringify(e.sessionId)} not found` }),
 

@@ -8,9 +8,11 @@ export class JobsApi extends HttpApiGroup.make("jobs")
       .setPath(JobPath)
       .addSuccess(Job)
       .annotate(OpenApi.Summary, "Status of an asynchronous job owned by the account")
-      .annotate(OpenApi.Description, "Follows background work another request started: a trace's downstream processing or an asynchronous batch. The status moves from queued to running to completed (or dead_letter once its attempts are used up); a batch reports progress and, when done, its result.")
+      .annotate(
+        OpenApi.Description,
+        "Follows background work another request started: a trace's downstream processing or an asynchronous batch. The status moves from queued to running to completed (or dead_letter once its attempts are used up); a batch reports progress and, when done, its result."
+      )
   )
   .middleware(RateLimit)
   .middleware(Authentication)
-  .prefix("/api/v1")
-{}
+  .prefix("/api/v1") {}

@@ -8,27 +8,33 @@ export const OTLP_EXPORT_PATH = "/v1/traces"
 
 /** An OTLP/JSON export of one GenAI chat span, as the OpenTelemetry JS exporter sends it (hex ids, nanosecond strings). */
 export const OTLP_JSON_EXAMPLE = {
-  resourceSpans: [{
-    resource: { attributes: [{ key: "service.name", value: { stringValue: "travel-agent" } }] },
-    scopeSpans: [{
-      scope: { name: "travel-agent", version: "1.4.0" },
-      spans: [{
-        traceId: "5b8efff798038103d269b633813fc60c",
-        spanId: "eee19b7ec3c1b174",
-        name: "chat gpt-4o-mini",
-        kind: 3,
-        startTimeUnixNano: "1780306200000000000",
-        endTimeUnixNano: "1780306200820000000",
-        attributes: [
-          { key: "gen_ai.operation.name", value: { stringValue: "chat" } },
-          { key: "gen_ai.request.model", value: { stringValue: "gpt-4o-mini" } },
-          { key: "gen_ai.usage.input_tokens", value: { intValue: 412 } },
-          { key: "gen_ai.usage.output_tokens", value: { intValue: 38 } }
-        ],
-        status: { code: 1 }
-      }]
-    }]
-  }]
+  resourceSpans: [
+    {
+      resource: { attributes: [{ key: "service.name", value: { stringValue: "travel-agent" } }] },
+      scopeSpans: [
+        {
+          scope: { name: "travel-agent", version: "1.4.0" },
+          spans: [
+            {
+              traceId: "5b8efff798038103d269b633813fc60c",
+              spanId: "eee19b7ec3c1b174",
+              name: "chat gpt-4o-mini",
+              kind: 3,
+              startTimeUnixNano: "1780306200000000000",
+              endTimeUnixNano: "1780306200820000000",
+              attributes: [
+                { key: "gen_ai.operation.name", value: { stringValue: "chat" } },
+                { key: "gen_ai.request.model", value: { stringValue: "gpt-4o-mini" } },
+                { key: "gen_ai.usage.input_tokens", value: { intValue: 412 } },
+                { key: "gen_ai.usage.output_tokens", value: { intValue: 38 } }
+              ],
+              status: { code: 1 }
+            }
+          ]
+        }
+      ]
+    }
+  ]
 }
 
 /** Where the Langfuse SDKs post their OTLP exports (`{baseUrl}/api/public/otel/v1/traces`). */
@@ -71,12 +77,14 @@ export class OtlpApi extends HttpApiGroup.make("otlp")
       .addSuccess(OtlpTraceResult)
       .addError(IngestBackpressureWire)
       .annotate(OpenApi.Summary, "OTLP/HTTP trace export (JSON or protobuf, optionally gzip/deflate)")
-      .annotate(OpenApi.Description, "The standard OTLP/HTTP endpoint: point any OpenTelemetry exporter at the server's base URL with the API key in the `x-service-key` header. GenAI semantic conventions, OpenInference, OpenLLMetry, the Vercel AI SDK and others are mapped to spans (model, tokens, cost, input and output, agents); one Tapedeck trace is created per OpenTelemetry trace id. Model calls without a cost attribute get an estimated cost. Spans that cannot be stored are counted in `partialSuccess`.")
+      .annotate(
+        OpenApi.Description,
+        "The standard OTLP/HTTP endpoint: point any OpenTelemetry exporter at the server's base URL with the API key in the `x-service-key` header. GenAI semantic conventions, OpenInference, OpenLLMetry, the Vercel AI SDK and others are mapped to spans (model, tokens, cost, input and output, agents); one Tapedeck trace is created per OpenTelemetry trace id. Model calls without a cost attribute get an estimated cost. Spans that cannot be stored are counted in `partialSuccess`."
+      )
       .annotate(OpenApi.Override, exportBody)
   )
   .middleware(RateLimit)
-  .middleware(Authentication)
-{}
+  .middleware(Authentication) {}
 
 /**
  * POST /api/public/otel/v1/traces: the same export for the Langfuse SDKs, which authenticate with
@@ -88,9 +96,11 @@ export class LangfuseOtlpApi extends HttpApiGroup.make("langfuseOtlp")
       .addSuccess(OtlpTraceResult)
       .addError(IngestBackpressureWire)
       .annotate(OpenApi.Summary, "OTLP/HTTP trace export for the Langfuse SDKs (Basic authentication)")
-      .annotate(OpenApi.Description, "The path the Langfuse SDKs export to (`{baseUrl}/api/public/otel/v1/traces`), so a program instrumented with Langfuse switches to Tapedeck by changing its base URL. Authenticate with `Authorization: Basic base64(publicKey:secretKey)` where the secret key is a Tapedeck API key (the public key is not checked; any value such as `pk-tapedeck` will do); `x-service-key` and Bearer work too. The body, limits, backpressure and mapping are those of `POST /v1/traces`, with the `langfuse.*` attributes read as well.")
+      .annotate(
+        OpenApi.Description,
+        "The path the Langfuse SDKs export to (`{baseUrl}/api/public/otel/v1/traces`), so a program instrumented with Langfuse switches to Tapedeck by changing its base URL. Authenticate with `Authorization: Basic base64(publicKey:secretKey)` where the secret key is a Tapedeck API key (the public key is not checked; any value such as `pk-tapedeck` will do); `x-service-key` and Bearer work too. The body, limits, backpressure and mapping are those of `POST /v1/traces`, with the `langfuse.*` attributes read as well."
+      )
       .annotate(OpenApi.Override, exportBody)
   )
   .middleware(RateLimit)
-  .middleware(LangfuseAuthentication)
-{}
+  .middleware(LangfuseAuthentication) {}

@@ -28,15 +28,18 @@ export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("tap
  * The Langfuse SDKs' scheme: `Authorization: Basic base64(publicKey:secretKey)`. The secret key is a Tapedeck API
  * key; the public key is not a credential (it names the sender, any value works). `x-service-key` and Bearer work too.
  */
-export class LangfuseAuthentication extends HttpApiMiddleware.Tag<LangfuseAuthentication>()("tapedeck/LangfuseAuthentication", {
-  provides: CurrentPrincipal,
-  failure: UnauthorizedWire,
-  security: {
-    basic: HttpApiSecurity.basic,
-    serviceKey: HttpApiSecurity.apiKey({ in: "header", key: "x-service-key" }),
-    bearer: HttpApiSecurity.bearer
+export class LangfuseAuthentication extends HttpApiMiddleware.Tag<LangfuseAuthentication>()(
+  "tapedeck/LangfuseAuthentication",
+  {
+    provides: CurrentPrincipal,
+    failure: UnauthorizedWire,
+    security: {
+      basic: HttpApiSecurity.basic,
+      serviceKey: HttpApiSecurity.apiKey({ in: "header", key: "x-service-key" }),
+      bearer: HttpApiSecurity.bearer
+    }
   }
-}) {}
+) {}
 
 /** Per credential and route. Declared before Authentication so that it runs inside it and sees the principal. */
 export class RateLimit extends HttpApiMiddleware.Tag<RateLimit>()("tapedeck/RateLimit", {

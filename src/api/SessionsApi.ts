@@ -16,7 +16,10 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .setUrlParams(ListSessionsParams)
       .addSuccess(SessionList)
       .annotate(OpenApi.Summary, "The account's sessions (traces sharing a sessionId), most recently active first")
-      .annotate(OpenApi.Description, "Sessions group the traces that share a `session_id` (a conversation, a user session). Each item has the session's trace count, totals and first and last activity.")
+      .annotate(
+        OpenApi.Description,
+        "Sessions group the traces that share a `session_id` (a conversation, a user session). Each item has the session's trace count, totals and first and last activity."
+      )
   )
   .add(
     HttpApiEndpoint.get("get", "/sessions/:sessionId")
@@ -24,7 +27,10 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .setUrlParams(SessionTracesParams)
       .addSuccess(SessionDetail)
       .annotate(OpenApi.Summary, "A session's totals and a page of its traces, oldest first (URL-encode the id)")
-      .annotate(OpenApi.Description, "The session's totals and its traces in the order they started, paged. Session ids may contain any character: URL-encode them in the path.")
+      .annotate(
+        OpenApi.Description,
+        "The session's totals and its traces in the order they started, paged. Session ids may contain any character: URL-encode them in the path."
+      )
   )
   .add(
     HttpApiEndpoint.get("graph", "/sessions/:sessionId/graph")
@@ -32,9 +38,11 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .setUrlParams(SessionGraphParams)
       .addSuccess(SessionGraph)
       .annotate(OpenApi.Summary, "The session's agent topology: agents as nodes, parent_agent_id → agent_id edges")
-      .annotate(OpenApi.Description, "How the agents of a session called each other: one node per agent id with its span count and totals, one edge per parent agent → agent pair seen in the spans.")
+      .annotate(
+        OpenApi.Description,
+        "How the agents of a session called each other: one node per agent id with its span count and totals, one edge per parent agent → agent pair seen in the spans."
+      )
   )
   .middleware(RateLimit)
   .middleware(Authentication)
-  .prefix("/api/v1")
-{}
+  .prefix("/api/v1") {}

@@ -43,10 +43,26 @@ import { StreamHub } from "#layers/stream/StreamHub"
  */
 export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
   Layer.provide([
-    SystemHttpLive, TracesHttpLive, ForksHttpLive, EnforcementHttpLive, EvaluationsHttpLive, EvalRulesHttpLive,
-    InsightsHttpLive, JobsHttpLive, OtlpHttpLive, LangfuseOtlpHttpLive, SessionsHttpLive, UsageHttpLive, BatchHttpLive,
-    ApiKeysHttpLive, DiscoveryHttpLive, AccountHttpLive, SearchHttpLive, DiagnosticsHttpLive,
-    ErrorBodiesLive, IngestGateLive
+    SystemHttpLive,
+    TracesHttpLive,
+    ForksHttpLive,
+    EnforcementHttpLive,
+    EvaluationsHttpLive,
+    EvalRulesHttpLive,
+    InsightsHttpLive,
+    JobsHttpLive,
+    OtlpHttpLive,
+    LangfuseOtlpHttpLive,
+    SessionsHttpLive,
+    UsageHttpLive,
+    BatchHttpLive,
+    ApiKeysHttpLive,
+    DiscoveryHttpLive,
+    AccountHttpLive,
+    SearchHttpLive,
+    DiagnosticsHttpLive,
+    ErrorBodiesLive,
+    IngestGateLive
   ]),
   Layer.provide([AuthenticationLive, LangfuseAuthenticationLive, RateLimitLive])
 )
@@ -55,10 +71,17 @@ export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
 export const RoutesLive = Layer.mergeAll(
   ReplaySocketLive.pipe(Layer.provide(SdkReplay.Default)),
   StreamSocketLive.pipe(Layer.provide(StreamHub.Default)),
-  McpHttpLive.pipe(Layer.provide([
-    Traces.Default, Forks.Default, Enforcement.Default, Evaluations.Default, GuardrailRepo.Default, SearchLive,
-    UsageCounters.Default
-  ])),
+  McpHttpLive.pipe(
+    Layer.provide([
+      Traces.Default,
+      Forks.Default,
+      Enforcement.Default,
+      Evaluations.Default,
+      GuardrailRepo.Default,
+      SearchLive,
+      UsageCounters.Default
+    ])
+  ),
   StudioHttpLive,
   HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
   HttpApiScalar.layer({ path: "/docs" })

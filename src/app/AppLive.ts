@@ -44,7 +44,7 @@ const SharedLive = Layer.mergeAll(
 /** Runs once storage is migrated, before the server answers: configured keys, then background work. */
 const StartupLive = Layer.mergeAll(
   Layer.effectDiscard(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       yield* Effect.logInfo(`storage: ${describeStorage(yield* AppConfig)}`)
       yield* bootstrapKeys
     })
@@ -56,24 +56,30 @@ const StartupLive = Layer.mergeAll(
 )
 
 /** The server's own front: the fast refusal of exports while ingestion is saturated, the access log, tracing. */
-const ServeLive = Layer.unwrapEffect(Effect.gen(function*() {
-  const gate = yield* IngestGate
-  const refuseFast = refuseWhileSaturated(gate, yield* Credentials)
-  const config = yield* AppConfig
-  // Without an exporter (TracingLive) a request's span goes nowhere, but building it still costs the request: its
-  // URL parsed, headers redacted, the peer's address asked of the socket (docs/performance.md, "Figures behind
-  // choices in the code").
-  const exporting = Option.isSome(config.telemetryEndpoint)
-  const logged = accessLog({ log: config.accessLog, summary: yield* RequestSummary })
-  // A protobuf export is answered in protobuf, its refusals included (OtlpResponses).
-  return HttpApiBuilder.serve((app) => otlpProtobufAnswers(refuseFast(logged(app)))).pipe(
-    // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=; an export
-    // refused by the fast path is counted by the gate.
-    HttpMiddleware.withTracerDisabledWhen((request) =>
-      !exporting || request.url === "/health" || request.url.startsWith("/ws/") || (gate.saturated() && isExport(request))
+const ServeLive = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const gate = yield* IngestGate
+    const refuseFast = refuseWhileSaturated(gate, yield* Credentials)
+    const config = yield* AppConfig
+    // Without an exporter (TracingLive) a request's span goes nowhere, but building it still costs the request: its
+    // URL parsed, headers redacted, the peer's address asked of the socket (docs/performance.md, "Figures behind
+    // choices in the code").
+    const exporting = Option.isSome(config.telemetryEndpoint)
+    const logged = accessLog({ log: config.accessLog, summary: yield* RequestSummary })
+    // A protobuf export is answered in protobuf, its refusals included (OtlpResponses).
+    return HttpApiBuilder.serve((app) => otlpProtobufAnswers(refuseFast(logged(app)))).pipe(
+      // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=; an export
+      // refused by the fast path is counted by the gate.
+      HttpMiddleware.withTracerDisabledWhen(
+        (request) =>
+          !exporting ||
+          request.url === "/health" ||
+          request.url.startsWith("/ws/") ||
+          (gate.saturated() && isExport(request))
+      )
     )
-  )
-})).pipe(Layer.provide(RequestSummaryLogLive.pipe(Layer.provideMerge(RequestSummary.Default))))
+  })
+).pipe(Layer.provide(RequestSummaryLogLive.pipe(Layer.provideMerge(RequestSummary.Default))))
 
 /**
  * The application on an HttpServer: the API and the routes beside it, key bootstrap and the background workers,

@@ -28,14 +28,17 @@ const MAX_RESTARTS_PER_MINUTE = 10
  * again; SIGTERM or SIGINT stops them all and waits for them (SIGKILL 5 s after their drain time).
  */
 export const superviseWorkers = (options: SupervisorOptions) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     // Every worker must bind the same port: PORT=0 picks one free port for all of them.
-    const port = options.port !== 0 ? options.port : yield* Effect.sync(() => {
-      const probe = Bun.listen({ hostname: options.host, port: 0, socket: { data() {} } })
-      const free = probe.port
-      probe.stop(true)
-      return free
-    })
+    const port =
+      options.port !== 0
+        ? options.port
+        : yield* Effect.sync(() => {
+            const probe = Bun.listen({ hostname: options.host, port: 0, socket: { data() {} } })
+            const free = probe.port
+            probe.stop(true)
+            return free
+          })
     const children = new Map<number, Subprocess>()
     const restarts: Array<number> = []
     let stopping = false
@@ -56,15 +59,19 @@ export const superviseWorkers = (options: SupervisorOptions) =>
           restarts.push(now)
           while (restarts.length > 0 && restarts[0]! < now - 60_000) restarts.shift()
           if (restarts.length > MAX_RESTARTS_PER_MINUTE) {
-            failed?.(`workers exited ${restarts.length} times within a minute (last: worker ${index}, ${signal ?? code})`)
+            failed?.(
+              `workers exited ${restarts.length} times within a minute (last: worker ${index}, ${signal ?? code})`
+            )
             return
           }
           Effect.runFork(
             log("warn", `worker ${index} exited (${signal ?? code}); starting it again`).pipe(
               Effect.zipRight(Effect.sleep("500 millis")),
-              Effect.zipRight(Effect.sync(() => {
-                if (!stopping) children.set(index, spawn(index))
-              }))
+              Effect.zipRight(
+                Effect.sync(() => {
+                  if (!stopping) children.set(index, spawn(index))
+                })
+              )
             )
           )
         }
@@ -85,7 +92,9 @@ export const superviseWorkers = (options: SupervisorOptions) =>
       const all = [...children.values()]
       for (const child of all) child.kill("SIGTERM")
       const exited = Promise.all(all.map((c) => c.exited))
-      const grace = new Promise<"late">((resolve) => setTimeout(() => resolve("late"), (options.drainSeconds + 5) * 1000).unref())
+      const grace = new Promise<"late">((resolve) =>
+        setTimeout(() => resolve("late"), (options.drainSeconds + 5) * 1000).unref()
+      )
       if ((await Promise.race([exited, grace])) === "late") {
         for (const child of all) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
         await exited
@@ -107,9 +116,7 @@ export const superviseWorkers = (options: SupervisorOptions) =>
           process.off("SIGINT", absorb)
         })
     )
-    yield* Effect.addFinalizer(() =>
-      log("info", "stopping the workers").pipe(Effect.zipRight(stopAll))
-    )
+    yield* Effect.addFinalizer(() => log("info", "stopping the workers").pipe(Effect.zipRight(stopAll)))
     yield* log("info", `starting ${options.workers} workers on port ${port}`)
     children.set(0, spawn(0))
     yield* healthy.pipe(

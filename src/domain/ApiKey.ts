@@ -31,12 +31,14 @@ export const MAX_LIVE_KEYS_PER_ACCOUNT = 100
 /** Body of POST /api/v1/api-keys (strict). */
 export const CreateApiKeyRequest = withExamples(
   Schema.Struct({
-    name: Schema.propertySignature(Schema.String.pipe(
-      Schema.filter((s) => s.trim().length > 0 && s.length <= 100, {
-        message: () => "name must be 1 to 100 characters, not only spaces"
-      }),
-      Schema.filter((s) => isStorableText(s) || "name must not contain NUL characters or unpaired surrogates")
-    )).annotations({ description: "What the key is for (1 to 100 characters), shown in listings" })
+    name: Schema.propertySignature(
+      Schema.String.pipe(
+        Schema.filter((s) => s.trim().length > 0 && s.length <= 100, {
+          message: () => "name must be 1 to 100 characters, not only spaces"
+        }),
+        Schema.filter((s) => isStorableText(s) || "name must not contain NUL characters or unpaired surrogates")
+      )
+    ).annotations({ description: "What the key is for (1 to 100 characters), shown in listings" })
   }).annotations({ identifier: "CreateApiKeyRequest", parseOptions: { onExcessProperty: "error" } }),
   { name: "ci-pipeline" }
 )
@@ -52,7 +54,9 @@ export const ApiKeySummary = Schema.Struct({
 }).annotations({ identifier: "ApiKeySummary" })
 export type ApiKeySummary = typeof ApiKeySummary.Type
 
-export const ApiKeyList = Schema.Struct({ items: required(Schema.Array(ApiKeySummary), "The account's live keys") }).annotations({ identifier: "ApiKeyList" })
+export const ApiKeyList = Schema.Struct({
+  items: required(Schema.Array(ApiKeySummary), "The account's live keys")
+}).annotations({ identifier: "ApiKeyList" })
 
 /** POST /api/v1/api-keys: the new key in full, shown this once (only its SHA-256 digest is stored). */
 export const CreatedApiKey = Schema.Struct({

@@ -38,16 +38,23 @@ export const BatchMethod = Schema.Literal("GET", "POST", "PUT", "PATCH", "DELETE
 
 export const BatchOperation = Schema.Struct({
   method: Schema.propertySignature(BatchMethod).annotations({ description: "The operation's HTTP method" }),
-  path: Schema.propertySignature(Schema.String.pipe(
-    Schema.maxLength(2048),
-    Schema.filter((p) => batchTarget(p) !== undefined, {
-      message: () => "path must be an /api/v1/ route of this API other than /api/v1/batch (e.g. /api/v1/traces?limit=5)"
-    })
-  )).annotations({ description: "An /api/v1/ route of this API with its query string (not /api/v1/batch itself)" }),
+  path: Schema.propertySignature(
+    Schema.String.pipe(
+      Schema.maxLength(2048),
+      Schema.filter((p) => batchTarget(p) !== undefined, {
+        message: () =>
+          "path must be an /api/v1/ route of this API other than /api/v1/batch (e.g. /api/v1/traces?limit=5)"
+      })
+    )
+  ).annotations({ description: "An /api/v1/ route of this API with its query string (not /api/v1/batch itself)" }),
   body: Schema.optional(JsonValue).annotations({ description: "The operation's JSON body; none for GET" })
-}).annotations({ identifier: "BatchOperation", parseOptions: { onExcessProperty: "error" } }).pipe(
-  Schema.filter((op) => op.method !== "GET" || op.body === undefined, { message: () => "a GET operation takes no body" })
-)
+})
+  .annotations({ identifier: "BatchOperation", parseOptions: { onExcessProperty: "error" } })
+  .pipe(
+    Schema.filter((op) => op.method !== "GET" || op.body === undefined, {
+      message: () => "a GET operation takes no body"
+    })
+  )
 export type BatchOperation = typeof BatchOperation.Type
 
 /** Body of POST /api/v1/batch (strict). */

@@ -14,8 +14,7 @@ export interface CausalLayout {
   readonly concurrentGroups: ReadonlyArray<ReadonlyArray<string>>
 }
 
-const byStart = (a: SpanTiming, b: SpanTiming) =>
-  a.startMs - b.startMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+const byStart = (a: SpanTiming, b: SpanTiming) => a.startMs - b.startMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
 /**
  * Lays out a trace's spans. A span whose parent is not in the trace is a root. Siblings overlap when

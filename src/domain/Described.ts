@@ -22,5 +22,8 @@ export const optional = <S extends Schema.Schema.All>(schema: S, description: st
   Schema.optional(describe(schema, description)).annotations({ description })
 
 /** A field with a default (`Schema.optionalWith … default`) with its description. */
-export const withDefault = <S extends Schema.Schema.All>(schema: S, fallback: () => Schema.Schema.Type<S>, description: string) =>
-  Schema.optionalWith(describe(schema, description), { default: fallback }).annotations({ description })
+export const withDefault = <S extends Schema.Schema.All>(
+  schema: S,
+  fallback: () => Schema.Schema.Type<S>,
+  description: string
+) => Schema.optionalWith(describe(schema, description), { default: fallback }).annotations({ description })

@@ -9,7 +9,10 @@ export const ProtectedResourceMetadata = Schema.Struct({
   scopes_supported: required(Schema.Array(Schema.String), "Scopes it understands"),
   resource_name: required(Schema.String, "A human-readable name"),
   resource_documentation: required(Schema.String, "Where its documentation is"),
-  tapedeck_api_key_header: required(Schema.String, "Tapedeck's own: the header an API key may be sent in (or Authorization: Bearer)"),
+  tapedeck_api_key_header: required(
+    Schema.String,
+    "Tapedeck's own: the header an API key may be sent in (or Authorization: Bearer)"
+  ),
   tapedeck_api_key_prefix: required(Schema.String, "Tapedeck's own: how every API key begins"),
   tapedeck_token_types_supported: required(
     Schema.Array(Schema.Literal("api_key", "jwt")),
@@ -24,7 +27,10 @@ export const AuthorizationServerMetadata = Schema.Struct({
   response_types_supported: required(Schema.Array(Schema.String), "OAuth response types supported"),
   grant_types_supported: required(Schema.Array(Schema.String), "OAuth grant types supported"),
   scopes_supported: required(Schema.Array(Schema.String), "Scopes that can be granted"),
-  token_endpoint_auth_methods_supported: required(Schema.Array(Schema.String), "How clients authenticate at the token endpoint"),
+  token_endpoint_auth_methods_supported: required(
+    Schema.Array(Schema.String),
+    "How clients authenticate at the token endpoint"
+  ),
   service_documentation: required(Schema.String, "Where the documentation is"),
   tapedeck_jwt_signing_alg_values_supported: optional(
     Schema.Array(Schema.Literal("HS256")),

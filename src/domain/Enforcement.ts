@@ -12,11 +12,21 @@ export const EnforcementCheckRequest = withExamples(
     run_id: Schema.propertySignature(Text(200).pipe(Schema.minLength(1))).annotations({
       description: "The agent run the action belongs to: budgets, step and loop limits count per run"
     }),
-    project_id: Schema.optional(ProjectId).annotations({ description: "Applies the project's guardrails besides the account-wide ones" }),
-    trace_id: Schema.optional(TraceId).annotations({ description: "The run's trace: a block or hold is recorded on it as a span" }),
-    tool_name: Schema.optional(Text(200)).annotations({ description: "The tool about to be called (matched by tool allow/deny lists and approvals)" }),
-    tool_args_hash: Schema.optional(Text(200)).annotations({ description: "A hash of the tool's arguments: the loop breaker counts identical calls" }),
-    model: Schema.optional(Text(200)).annotations({ description: "The model about to be called (matched by model allowlists)" }),
+    project_id: Schema.optional(ProjectId).annotations({
+      description: "Applies the project's guardrails besides the account-wide ones"
+    }),
+    trace_id: Schema.optional(TraceId).annotations({
+      description: "The run's trace: a block or hold is recorded on it as a span"
+    }),
+    tool_name: Schema.optional(Text(200)).annotations({
+      description: "The tool about to be called (matched by tool allow/deny lists and approvals)"
+    }),
+    tool_args_hash: Schema.optional(Text(200)).annotations({
+      description: "A hash of the tool's arguments: the loop breaker counts identical calls"
+    }),
+    model: Schema.optional(Text(200)).annotations({
+      description: "The model about to be called (matched by model allowlists)"
+    }),
     proposed_tokens: Schema.optional(Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER))).annotations({
       description: "Tokens the action will use, counted against token budgets"
     }),
@@ -39,11 +49,13 @@ export const EnforcementCheckRequest = withExamples(
 export type EnforcementCheckRequest = typeof EnforcementCheckRequest.Type
 
 export const EnforcementDecision = Schema.Struct({
-  verdict: required(Schema.Literal("allow", "block", "hold"), "allow: go ahead; block: do not; hold: wait for a person's approval"),
+  verdict: required(
+    Schema.Literal("allow", "block", "hold"),
+    "allow: go ahead; block: do not; hold: wait for a person's approval"
+  ),
   policy_id: required(Schema.NullOr(Schema.UUID), "The guardrail that decided, or null when none objected"),
   policy_type: required(Schema.NullOr(Schema.String), "That guardrail's type (budget_usd, tool_denylist…), or null"),
   reason: required(Schema.String, "Why, in one sentence"),
   hold_id: optional(Schema.UUID, "With hold: the approval to wait for (poll or approve it by this id)")
 }).annotations({ identifier: "EnforcementDecision" })
 export type EnforcementDecision = typeof EnforcementDecision.Type
-

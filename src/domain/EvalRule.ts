@@ -12,7 +12,12 @@ export type EvalRuleId = typeof EvalRuleId.Type
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
 /** A metadata value a filter can require: a JSON scalar, compared for equality. */
-const MetadataValue = Schema.Union(Schema.String.pipe(Schema.maxLength(1000)), Schema.Number.pipe(Schema.finite()), Schema.Boolean, Schema.Null)
+const MetadataValue = Schema.Union(
+  Schema.String.pipe(Schema.maxLength(1000)),
+  Schema.Number.pipe(Schema.finite()),
+  Schema.Boolean,
+  Schema.Null
+)
 
 /** A metadata key a filter can name; `__proto__` would vanish in decoding (silently widening the filter). */
 const MetadataKey = Text(200).pipe(
@@ -24,7 +29,10 @@ const MetadataKey = Text(200).pipe(
 export const EvalRuleFilter = Schema.Struct({
   project_id: optional(ProjectId, "Only traces of this project"),
   /** Glob over the trace name: `*` any run of characters, `?` one character; a trace without a name never matches. */
-  name_pattern: optional(Text(500).pipe(Schema.minLength(1)), "Only traces whose name matches this glob (* matches any text)"),
+  name_pattern: optional(
+    Text(500).pipe(Schema.minLength(1)),
+    "Only traces whose name matches this glob (* matches any text)"
+  ),
   status: optional(Schema.Literal("completed", "failed"), "Only traces that ended in this status"),
   metadata: optional(
     Schema.Record({ key: MetadataKey, value: MetadataValue }).pipe(
@@ -33,7 +41,10 @@ export const EvalRuleFilter = Schema.Struct({
     "Only traces whose metadata has each of these keys with exactly this value (at most 20)"
   ),
   /** The trace's total cost (USD) must be at least this. */
-  min_cost: optional(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)), "Only traces whose total cost is at least this (USD)")
+  min_cost: optional(
+    Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)),
+    "Only traces whose total cost is at least this (USD)"
+  )
 }).annotations({ identifier: "EvalRuleFilter", ...strict })
 export type EvalRuleFilter = typeof EvalRuleFilter.Type
 
@@ -65,7 +76,11 @@ export const CreateEvalRuleRequest = withExamples(
   Schema.Struct({
     evaluation_id: required(Schema.UUID, "The evaluation that judges each matching trace when it finishes"),
     name: optional(Text(500), "A label for the rule (at most 500 characters)"),
-    filter: withDefault(EvalRuleFilter, () => ({}), "Which finished traces the rule applies to; every condition must hold; default all"),
+    filter: withDefault(
+      EvalRuleFilter,
+      () => ({}),
+      "Which finished traces the rule applies to; every condition must hold; default all"
+    ),
     sampling_rate: withDefault(
       Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)),
       () => 1,
@@ -94,7 +109,10 @@ export const EvalRule = Schema.Struct({
   enabled: required(Schema.Boolean, "The rule applies to new traces"),
   createdAt: required(Schema.String, "When it was created (ISO 8601)"),
   updatedAt: required(Schema.String, "When it last changed (ISO 8601)"),
-  webhookSecret: optional(Schema.String, "The secret webhook deliveries are signed with; shown only when the rule is created")
+  webhookSecret: optional(
+    Schema.String,
+    "The secret webhook deliveries are signed with; shown only when the rule is created"
+  )
 }).annotations({ identifier: "EvalRule" })
 export type EvalRule = typeof EvalRule.Type
 
@@ -147,7 +165,8 @@ export interface RuleSubject {
 
 /** Whether a terminal trace satisfies every condition of a filter (an empty filter matches every trace). */
 export const matchesFilter = (filter: EvalRuleFilter, trace: RuleSubject): boolean => {
-  if (filter.project_id !== undefined && trace.projectId?.toLowerCase() !== filter.project_id.toLowerCase()) return false
+  if (filter.project_id !== undefined && trace.projectId?.toLowerCase() !== filter.project_id.toLowerCase())
+    return false
   if (filter.status !== undefined && trace.status !== filter.status) return false
   if (filter.name_pattern !== undefined && (trace.name === null || !globMatch(filter.name_pattern, trace.name))) {
     return false
@@ -183,4 +202,3 @@ export const samplePoint = (ruleId: string, traceId: string) =>
 
 /** Deterministic sampling: rate 0 never, rate 1 always, otherwise about `rate` of the traces. */
 export const isSampled = (rate: number, ruleId: string, traceId: string) => samplePoint(ruleId, traceId) < rate
-

@@ -28,20 +28,25 @@ export const Weight = Schema.Number.pipe(Schema.finite(), Schema.between(0, 10))
 /** One weighted criterion of an evaluation (strict; names unique within the evaluation). */
 export const EvaluationCriterion = Schema.Struct({
   name: required(Name(100), "The criterion's name, unique within the evaluation (1 to 100 characters)"),
-  description: required(Text(1000), "What the judge checks for this criterion, in plain words (at most 1000 characters)"),
+  description: required(
+    Text(1000),
+    "What the judge checks for this criterion, in plain words (at most 1000 characters)"
+  ),
   weight: withDefault(Weight, () => 1, "How much the criterion counts in the overall score, 0 to 10; default 1")
 }).annotations({ identifier: "EvaluationCriterion", ...strict })
 export type EvaluationCriterion = typeof EvaluationCriterion.Type
 
-const uniqueBy = <A>(key: (a: A) => string, what: string) => (items: ReadonlyArray<A>) => {
-  const seen = new Set<string>()
-  for (const item of items) {
-    const k = key(item)
-    if (seen.has(k)) return `${what} ${k} appears more than once`
-    seen.add(k)
+const uniqueBy =
+  <A>(key: (a: A) => string, what: string) =>
+  (items: ReadonlyArray<A>) => {
+    const seen = new Set<string>()
+    for (const item of items) {
+      const k = key(item)
+      if (seen.has(k)) return `${what} ${k} appears more than once`
+      seen.add(k)
+    }
+    return true
   }
-  return true
-}
 
 const Criteria = Schema.Array(EvaluationCriterion).pipe(
   Schema.minItems(1),
@@ -53,7 +58,10 @@ const Criteria = Schema.Array(EvaluationCriterion).pipe(
 const TraceIds = Schema.Array(TraceId).pipe(
   Schema.minItems(1),
   Schema.maxItems(MAX_TRACES_PER_RUN),
-  Schema.filter(uniqueBy((id: string) => id.toLowerCase(), "trace id"), { jsonSchema: { uniqueItems: true } })
+  Schema.filter(
+    uniqueBy((id: string) => id.toLowerCase(), "trace id"),
+    { jsonSchema: { uniqueItems: true } }
+  )
 )
 
 const JudgeModel = Name(100)
@@ -72,7 +80,11 @@ export const CreateEvaluationRequest = withExamples(
     name: "Helpful booking answers",
     description: "Scores the final answer of the travel agent",
     criteria: [
-      { name: "correctness", description: "The booked flight matches the dates and cities the user asked for", weight: 2 },
+      {
+        name: "correctness",
+        description: "The booked flight matches the dates and cities the user asked for",
+        weight: 2
+      },
       { name: "clarity", description: "The answer states the flight, the price and the confirmation code", weight: 1 }
     ]
   }
@@ -92,13 +104,20 @@ export type RunEvaluationRequest = typeof RunEvaluationRequest.Type
 /** Body of POST /api/v1/evaluations/{evaluationId}/gate (strict). */
 export const EvaluationGateRequest = withExamples(
   Schema.Struct({
-    trace_ids: required(TraceIds, "1 to 50 distinct ids of your traces to judge; a trace already judged is not judged again"),
+    trace_ids: required(
+      TraceIds,
+      "1 to 50 distinct ids of your traces to judge; a trace already judged is not judged again"
+    ),
     threshold: withDefault(
       Schema.Number.pipe(Schema.finite(), Schema.between(0, 1)),
       () => 0.7,
       "The mean score (0 to 1) the traces must reach to pass; default 0.7"
     ),
-    fail_on_regression: withDefault(Schema.Boolean, () => true, "Also fail when the score falls below the baseline's; default true"),
+    fail_on_regression: withDefault(
+      Schema.Boolean,
+      () => true,
+      "Also fail when the score falls below the baseline's; default true"
+    ),
     baseline_run_ids: optional(
       Schema.Array(EvaluationRunId).pipe(Schema.maxItems(1000)),
       "Earlier completed runs whose mean score is the baseline for the regression check (at most 1000)"
@@ -210,23 +229,32 @@ export type GateFailedRun = typeof GateFailedRun.Encoded
 
 /** Answer of POST …/gate. */
 export const EvaluationGateResult = Schema.Struct({
-  passed: required(Schema.Boolean, "The score reached the threshold, no run failed, and (if checked) there is no regression"),
+  passed: required(
+    Schema.Boolean,
+    "The score reached the threshold, no run failed, and (if checked) there is no regression"
+  ),
   score: required(Fraction, "The mean score of the judged traces, 0 to 1"),
   threshold: required(Fraction, "The threshold the score was compared with"),
   regression: required(Schema.Boolean, "The score fell below the baseline by more than the tolerance"),
   runs: required(Schema.Array(GateRun), "The run of each trace, new or reused"),
   baseline_score: optional(Fraction, "The baseline runs' mean score, when baseline runs were given"),
-  regression_tolerance: required(Schema.Number, "How far below the baseline the score may fall before it is a regression"),
+  regression_tolerance: required(
+    Schema.Number,
+    "How far below the baseline the score may fall before it is a regression"
+  ),
   judge_model: required(Schema.String, "The model that judged the traces"),
   reasons: required(Schema.Array(Schema.String), "Why the gate failed, one sentence each; empty when it passed"),
   /** How many traces were judged: `score` is their mean. */
   judged_traces: required(Schema.Int, "How many traces were judged: score is their mean"),
   /** Per trace that could not be judged, its run and why; any entry makes `passed` false. */
-  failed_runs: required(Schema.Array(GateFailedRun), "Each trace that could not be judged, its run and why; any entry fails the gate")
+  failed_runs: required(
+    Schema.Array(GateFailedRun),
+    "Each trace that could not be judged, its run and why; any entry fails the gate"
+  )
 }).annotations({
   identifier: "EvaluationGateResult",
-  description: "score is the mean over the judged traces; a failed run is not counted as 0 but fails the gate " +
+  description:
+    "score is the mean over the judged traces; a failed run is not counted as 0 but fails the gate " +
     "(listed in failed_runs), and regression compares the judged traces with the baseline only."
 })
 export type EvaluationGateResult = typeof EvaluationGateResult.Encoded
-

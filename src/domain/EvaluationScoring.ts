@@ -69,11 +69,10 @@ export const gateVerdict = (input: GateInput): GateVerdict => {
   const tolerance = input.tolerance ?? REGRESSION_TOLERANCE
   const judged = input.scores.filter((s): s is number => s !== null)
   const score = clamp01(mean(judged))
-  const baselineScore = input.baseline !== undefined && input.baseline.length > 0
-    ? clamp01(mean(input.baseline))
-    : undefined
-  const regression = baselineScore !== undefined && judged.length > 0 &&
-    score < baselineScore - tolerance - SCORE_EPSILON
+  const baselineScore =
+    input.baseline !== undefined && input.baseline.length > 0 ? clamp01(mean(input.baseline)) : undefined
+  const regression =
+    baselineScore !== undefined && judged.length > 0 && score < baselineScore - tolerance - SCORE_EPSILON
   const reasons: Array<string> = []
   const unjudged = input.scores.length - judged.length
   if (unjudged > 0) reasons.push(`${unjudged} of ${input.scores.length} traces could not be judged`)
@@ -81,9 +80,7 @@ export const gateVerdict = (input: GateInput): GateVerdict => {
     reasons.push(`score ${fmt(score)} is below the threshold ${fmt(input.threshold)}`)
   }
   if (regression && input.failOnRegression) {
-    reasons.push(
-      `score ${fmt(score)} regressed more than ${fmt(tolerance)} below the baseline ${fmt(baselineScore!)}`
-    )
+    reasons.push(`score ${fmt(score)} regressed more than ${fmt(tolerance)} below the baseline ${fmt(baselineScore!)}`)
   }
   if (input.scores.length === 0) reasons.push("no traces")
   return { passed: reasons.length === 0, score, judged: judged.length, regression, baselineScore, reasons }

@@ -10,7 +10,10 @@ export const withExamples = <S extends Schema.Schema.AnyNoContext>(
   ...examples: readonly [Schema.Schema.Encoded<S>, ...ReadonlyArray<Schema.Schema.Encoded<S>>]
 ): S => {
   const decode = Schema.decodeUnknownSync(schema as Schema.Schema<Schema.Schema.Type<S>, Schema.Schema.Encoded<S>>)
-  const decoded = examples.map((example) => decode(example)) as unknown as readonly [Schema.Schema.Type<S>, ...ReadonlyArray<Schema.Schema.Type<S>>]
+  const decoded = examples.map((example) => decode(example)) as unknown as readonly [
+    Schema.Schema.Type<S>,
+    ...ReadonlyArray<Schema.Schema.Type<S>>
+  ]
   // Annotating again drops the identifier (a derived schema is another schema): it is the same one, so it keeps it.
   const identifier = Option.getOrUndefined(SchemaAST.getIdentifierAnnotation(schema.ast))
   return schema.annotations({ examples: decoded, ...(identifier === undefined ? {} : { identifier }) }) as S

@@ -13,13 +13,16 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 /** Body of POST /api/v1/forks (strict). */
 export const CreateForkRequest = withExamples(
   Schema.Struct({
-    trace_id: Schema.propertySignature(TraceId).annotations({ description: "The recorded trace to branch from (one of the account's)" }),
+    trace_id: Schema.propertySignature(TraceId).annotations({
+      description: "The recorded trace to branch from (one of the account's)"
+    }),
     fork_point_span_id: Schema.propertySignature(SpanId).annotations({
       description: "The span of that trace where the replay starts differing: it runs with modified_input"
     }),
     // Unknown would also accept a missing key: the API requires it (null is a value).
-    modified_input: Schema.propertySignature(JsonValue.pipe(Schema.filter((u) => u !== undefined, { message: () => "is missing" })))
-      .annotations({ description: "The input the fork point runs with instead of the recorded one (null is a value)" }),
+    modified_input: Schema.propertySignature(
+      JsonValue.pipe(Schema.filter((u) => u !== undefined, { message: () => "is missing" }))
+    ).annotations({ description: "The input the fork point runs with instead of the recorded one (null is a value)" }),
     name: Schema.optional(Text(500)).annotations({ description: "A label for the fork, at most 500 characters" }),
     description: Schema.optional(Text(10_000)).annotations({ description: "What the fork tries out" }),
     mock_outputs: Schema.optional(JsonObject).annotations({
@@ -49,7 +52,10 @@ export const Fork = Schema.Struct({
   resultTraceId: required(Schema.NullOr(TraceId), "The sandbox trace the replay recorded, or null before it starts"),
   generation: optional(Schema.Int, "How many times it was replayed"),
   executionId: optional(Schema.NullOr(Schema.String), "The current replay's execution id, or null"),
-  mode: optional(Schema.NullOr(Schema.Literal("sdk", "server")), "How it was replayed: by your agent through the SDK, or by the server; null before"),
+  mode: optional(
+    Schema.NullOr(Schema.Literal("sdk", "server")),
+    "How it was replayed: by your agent through the SDK, or by the server; null before"
+  ),
   error: optional(Schema.NullOr(Schema.String), "Why the replay failed, or null"),
   createdAt: optional(Schema.String, "When it was created (ISO 8601)"),
   updatedAt: optional(Schema.String, "When it last changed (ISO 8601)")
@@ -75,13 +81,21 @@ export const ReplayRequest = Schema.Struct({}).annotations({ identifier: "Replay
 export const ReplayResult = Schema.Struct({
   fork_id: required(ForkId, "The fork replayed"),
   result_trace_id: optional(TraceId, "The sandbox trace the replay records into"),
-  status: required(Schema.Literal("replaying", "completed", "failed"), "replaying (your agent runs it through the SDK), completed or failed"),
-  mode: required(Schema.Literal("sdk", "server"), "sdk: your connected agent re-runs from the fork point; server: the server re-executes the recorded model calls"),
+  status: required(
+    Schema.Literal("replaying", "completed", "failed"),
+    "replaying (your agent runs it through the SDK), completed or failed"
+  ),
+  mode: required(
+    Schema.Literal("sdk", "server"),
+    "sdk: your connected agent re-runs from the fork point; server: the server re-executes the recorded model calls"
+  ),
   execution_id: optional(Schema.String, "The replay's execution id (the SDK connects with it)"),
   byte_replayed: optional(Schema.Int, "Steps answered with their recorded output, unchanged"),
   faithful_reexec: optional(Schema.Int, "Model calls the server executed again with the recorded request"),
-  fidelity_caveats: optional(Schema.Array(Schema.String), "Where the replay may differ from what the agent would do, one sentence each"),
+  fidelity_caveats: optional(
+    Schema.Array(Schema.String),
+    "Where the replay may differ from what the agent would do, one sentence each"
+  ),
   error: optional(Schema.String, "Why the replay failed")
 }).annotations({ identifier: "ReplayResult" })
 export type ReplayResult = typeof ReplayResult.Type
-

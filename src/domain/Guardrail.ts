@@ -12,22 +12,38 @@ const PositiveInt = Schema.Int.pipe(Schema.between(1, 1e12))
 /** The parameters of each policy type (strict). */
 export const PolicyParams = {
   budget_usd: Schema.Struct({
-    max_usd: required(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)), "Most a run may spend in USD, proposed costs included")
+    max_usd: required(
+      Schema.Number.pipe(Schema.finite(), Schema.between(0, 1e12)),
+      "Most a run may spend in USD, proposed costs included"
+    )
   }).annotations(strict),
   token_budget: Schema.Struct({
-    max_tokens: required(Schema.Int.pipe(Schema.between(0, 1e15)), "Most tokens a run may use, proposed tokens included")
+    max_tokens: required(
+      Schema.Int.pipe(Schema.between(0, 1e15)),
+      "Most tokens a run may use, proposed tokens included"
+    )
   }).annotations(strict),
-  max_steps: Schema.Struct({ max_steps: required(PositiveInt, "Most steps a run may take (step_index is checked against it)") })
-    .annotations(strict),
-  tool_denylist: Schema.Struct({ patterns: required(Patterns, "Tools refused: names or globs (* matches any text), 1 to 100") })
-    .annotations(strict),
-  tool_allowlist: Schema.Struct({ patterns: required(Patterns, "The only tools allowed: names or globs, 1 to 100") })
-    .annotations(strict),
-  model_allowlist: Schema.Struct({ patterns: required(Patterns, "The only models allowed: names or globs, 1 to 100") })
-    .annotations(strict),
+  max_steps: Schema.Struct({
+    max_steps: required(PositiveInt, "Most steps a run may take (step_index is checked against it)")
+  }).annotations(strict),
+  tool_denylist: Schema.Struct({
+    patterns: required(Patterns, "Tools refused: names or globs (* matches any text), 1 to 100")
+  }).annotations(strict),
+  tool_allowlist: Schema.Struct({
+    patterns: required(Patterns, "The only tools allowed: names or globs, 1 to 100")
+  }).annotations(strict),
+  model_allowlist: Schema.Struct({
+    patterns: required(Patterns, "The only models allowed: names or globs, 1 to 100")
+  }).annotations(strict),
   loop_breaker: Schema.Struct({
-    max_repeats: required(Schema.Int.pipe(Schema.between(1, 1000)), "How many identical calls (same tool and tool_args_hash) a run may make"),
-    window_steps: optional(Schema.Int.pipe(Schema.between(1, 1_000_000)), "Count repeats only among this many latest steps")
+    max_repeats: required(
+      Schema.Int.pipe(Schema.between(1, 1000)),
+      "How many identical calls (same tool and tool_args_hash) a run may make"
+    ),
+    window_steps: optional(
+      Schema.Int.pipe(Schema.between(1, 1_000_000)),
+      "Count repeats only among this many latest steps"
+    )
   }).annotations(strict),
   rate: Schema.Struct({
     max_calls: required(Schema.Int.pipe(Schema.between(1, 1000)), "Most checked actions a run may make per window"),
@@ -36,7 +52,10 @@ export const PolicyParams = {
   require_approval: Schema.Struct({
     tool_patterns: optional(Patterns, "Tools that need a person's approval: names or globs"),
     model_patterns: optional(Patterns, "Models that need a person's approval: names or globs"),
-    expires_in_seconds: optional(Schema.Int.pipe(Schema.between(1, 30 * 86_400)), "An unanswered hold expires (refused) after this many seconds"),
+    expires_in_seconds: optional(
+      Schema.Int.pipe(Schema.between(1, 30 * 86_400)),
+      "An unanswered hold expires (refused) after this many seconds"
+    ),
     /** "once": an approval allows one action; "run": every identical action of the run. */
     approval_scope: Schema.optionalWith(Schema.Literal("once", "run"), { default: () => "once" as const })
   }).annotations(strict)
@@ -61,7 +80,10 @@ const GUARDRAIL_EXAMPLES: { readonly [T in PolicyType]: Record<string, unknown> 
   model_allowlist: { name: "Approved models", params: { patterns: ["gpt-4o*", "claude-3-5-*"] } },
   loop_breaker: { name: "Stop repeated calls", params: { max_repeats: 3, window_steps: 10 } },
   rate: { name: "20 calls a minute", params: { max_calls: 20, window_seconds: 60 } },
-  require_approval: { name: "A person approves bookings", params: { tool_patterns: ["book_*"], expires_in_seconds: 3600 } }
+  require_approval: {
+    name: "A person approves bookings",
+    params: { tool_patterns: ["book_*"], expires_in_seconds: 3600 }
+  }
 }
 
 /** Body of POST /api/v1/guardrails: a policy type with its parameters (strict). */

@@ -101,13 +101,16 @@ export const median = (values: ReadonlyArray<number>): number | null => {
 const round = (n: number, digits = 2) => Number(n.toFixed(digits))
 
 const failedSpans = (trace: TraceFacts, spans: ReadonlyArray<SpanFacts>): Array<Finding> =>
-  spans.filter((s) => s.failed).slice(0, MAX_FINDINGS_PER_KIND).map((s) => ({
-    kind: "failed_span",
-    key: s.id,
-    severity: trace.status === "failed" ? "high" : "medium",
-    message: `span '${s.name.slice(0, 200)}' failed${s.error === null ? "" : `: ${s.error.slice(0, 300)}`}`,
-    details: { spanId: s.id, spanName: s.name, spanType: s.spanType, error: s.error }
-  }))
+  spans
+    .filter((s) => s.failed)
+    .slice(0, MAX_FINDINGS_PER_KIND)
+    .map((s) => ({
+      kind: "failed_span",
+      key: s.id,
+      severity: trace.status === "failed" ? "high" : "medium",
+      message: `span '${s.name.slice(0, 200)}' failed${s.error === null ? "" : `: ${s.error.slice(0, 300)}`}`,
+      details: { spanId: s.id, spanName: s.name, spanType: s.spanType, error: s.error }
+    }))
 
 const toolLoops = (spans: ReadonlyArray<SpanFacts>, settings: DetectionSettings): Array<Finding> => {
   const groups = new Map<string, Array<SpanFacts>>()
@@ -129,7 +132,12 @@ const toolLoops = (spans: ReadonlyArray<SpanFacts>, settings: DetectionSettings)
         key: `${first.name}:${first.argsHash}`,
         severity: g.length >= 2 * settings.loopRepeats ? "high" : "medium",
         message: `tool '${first.name.slice(0, 200)}' was called ${g.length} times with the same arguments`,
-        details: { tool: first.name, argsHash: first.argsHash, count: g.length, spanIds: g.slice(0, 20).map((s) => s.id) }
+        details: {
+          tool: first.name,
+          argsHash: first.argsHash,
+          count: g.length,
+          spanIds: g.slice(0, 20).map((s) => s.id)
+        }
       }
     })
 }
@@ -146,13 +154,21 @@ const aboveBaseline = (
   if (!(ratio > settings.baselineFactor)) return []
   const what = kind === "cost_anomaly" ? `cost $${round(value, 6)}` : `latency ${Math.round(value)} ms`
   const usual = kind === "cost_anomaly" ? `$${round(baselineMedian, 6)}` : `${Math.round(baselineMedian)} ms`
-  return [{
-    kind,
-    key: "",
-    severity: ratio > 3 * settings.baselineFactor ? "high" : "medium",
-    message: `${what} is ${round(ratio, 1)}× the median ${usual} of the account's last ${baseline.sample} terminal traces`,
-    details: { value, baselineMedian, ratio: round(ratio, 3), sample: baseline.sample, factor: settings.baselineFactor }
-  }]
+  return [
+    {
+      kind,
+      key: "",
+      severity: ratio > 3 * settings.baselineFactor ? "high" : "medium",
+      message: `${what} is ${round(ratio, 1)}× the median ${usual} of the account's last ${baseline.sample} terminal traces`,
+      details: {
+        value,
+        baselineMedian,
+        ratio: round(ratio, 3),
+        sample: baseline.sample,
+        factor: settings.baselineFactor
+      }
+    }
+  ]
 }
 
 const tokenBlowups = (spans: ReadonlyArray<SpanFacts>, settings: DetectionSettings): Array<Finding> => {
@@ -166,9 +182,10 @@ const tokenBlowups = (spans: ReadonlyArray<SpanFacts>, settings: DetectionSettin
       kind: "token_blowup",
       key: s.id,
       severity: s.tokens > settings.tokenCap ? "high" : "medium",
-      message: s.tokens > settings.tokenCap
-        ? `span '${s.name.slice(0, 200)}' used ${s.tokens} tokens, above the cap of ${settings.tokenCap}`
-        : `span '${s.name.slice(0, 200)}' used ${s.tokens} tokens, ${round(s.tokens / med!, 1)}× the trace's median of ${med}`,
+      message:
+        s.tokens > settings.tokenCap
+          ? `span '${s.name.slice(0, 200)}' used ${s.tokens} tokens, above the cap of ${settings.tokenCap}`
+          : `span '${s.name.slice(0, 200)}' used ${s.tokens} tokens, ${round(s.tokens / med!, 1)}× the trace's median of ${med}`,
       details: { spanId: s.id, spanName: s.name, tokens: s.tokens, traceMedianTokens: med, cap: settings.tokenCap }
     }))
 }

@@ -4,7 +4,8 @@ const MIN = Date.UTC(1970, 0, 1)
 const MAX = Date.UTC(10000, 0, 1) - 1
 
 /** RFC 3339 / ISO 8601 extended date-time with a zone: `2026-01-01T00:00:00Z`, `…T00:00:00.123+02:00`. */
-export const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/i
+export const ISO_DATE_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/i
 
 const digit = (text: string, i: number) => {
   const c = text.charCodeAt(i) - 48
@@ -23,9 +24,14 @@ const canonicalMillis = (text: string): number | undefined => {
   const n = text.length
   if (n !== 20 && n !== 24) return undefined
   if (
-    text.charCodeAt(4) !== 45 || text.charCodeAt(7) !== 45 || text.charCodeAt(10) !== 84 ||
-    text.charCodeAt(13) !== 58 || text.charCodeAt(16) !== 58 || text.charCodeAt(n - 1) !== 90
-  ) return undefined
+    text.charCodeAt(4) !== 45 ||
+    text.charCodeAt(7) !== 45 ||
+    text.charCodeAt(10) !== 84 ||
+    text.charCodeAt(13) !== 58 ||
+    text.charCodeAt(16) !== 58 ||
+    text.charCodeAt(n - 1) !== 90
+  )
+    return undefined
   const year = digits2(text, 0) * 100 + digits2(text, 2)
   const month = digits2(text, 5)
   const day = digits2(text, 8)
@@ -38,7 +44,18 @@ const canonicalMillis = (text: string): number | undefined => {
     millis = digit(text, 20) * 100 + digits2(text, 21)
   }
   // NaN (a non-digit) fails every comparison. Years before 100 would be read by Date.UTC as 19xx.
-  if (!(year >= 1970 && month >= 1 && month <= 12 && day >= 1 && hour <= 23 && minute <= 59 && second <= 59 && millis >= 0)) {
+  if (
+    !(
+      year >= 1970 &&
+      month >= 1 &&
+      month <= 12 &&
+      day >= 1 &&
+      hour <= 23 &&
+      minute <= 59 &&
+      second <= 59 &&
+      millis >= 0
+    )
+  ) {
     return undefined
   }
   if (day > (month === 2 && isLeap(year) ? 29 : DAYS_IN_MONTH[month - 1]!)) return undefined
@@ -93,13 +110,25 @@ const generalMillis = (text: string): number | undefined => {
   const m = ISO_DATE_TIME.exec(text)
   if (m === null) return undefined
   const [year, month, day, hour, minute, second] = [m[1], m[2], m[3], m[4], m[5], m[6] ?? "0"].map(Number) as [
-    number, number, number, number, number, number
+    number,
+    number,
+    number,
+    number,
+    number,
+    number
   ]
   const calendar = new Date(Date.UTC(year, month - 1, day))
   if (
-    calendar.getUTCFullYear() !== year || calendar.getUTCMonth() !== month - 1 || calendar.getUTCDate() !== day ||
-    hour > 23 || minute > 59 || second > 59 || Number(m[7] ?? 0) > 23 || Number(m[8] ?? 0) > 59
-  ) return undefined
+    calendar.getUTCFullYear() !== year ||
+    calendar.getUTCMonth() !== month - 1 ||
+    calendar.getUTCDate() !== day ||
+    hour > 23 ||
+    minute > 59 ||
+    second > 59 ||
+    Number(m[7] ?? 0) > 23 ||
+    Number(m[8] ?? 0) > 59
+  )
+    return undefined
   const ms = Date.parse(text)
   return ms >= MIN && ms <= MAX ? ms : undefined
 }
@@ -112,7 +141,8 @@ const IsoDateTime = Schema.String.pipe(
   // not `description`: validation messages are written from that one.
   Schema.annotations({
     jsonSchema: {
-      description: "An instant as an ISO 8601 date-time with a time zone (e.g. 2026-06-01T09:30:00.000Z), between 1970 and 9999"
+      description:
+        "An instant as an ISO 8601 date-time with a time zone (e.g. 2026-06-01T09:30:00.000Z), between 1970 and 9999"
     }
   })
 )

@@ -16,10 +16,12 @@ export const Job = Schema.Struct({
   error: required(Schema.NullOr(Schema.String), "Why the last attempt failed, or null"),
   createdAt: required(Instant, "When it was queued (ISO 8601)"),
   updatedAt: required(Instant, "When it last changed (ISO 8601)"),
-  progress: Schema.optional(Schema.Struct({
-    done: required(Schema.Int, "Operations done"),
-    total: required(Schema.Int, "Operations in all")
-  })).annotations({
+  progress: Schema.optional(
+    Schema.Struct({
+      done: required(Schema.Int, "Operations done"),
+      total: required(Schema.Int, "Operations in all")
+    })
+  ).annotations({
     description: "Jobs that report progress (batch.run): operations done out of total"
   }),
   result: Schema.optional(Schema.Unknown).annotations({
@@ -29,4 +31,3 @@ export const Job = Schema.Struct({
 export type Job = typeof Job.Type
 
 export const JobPath = Schema.Struct({ jobId: JobId })
-

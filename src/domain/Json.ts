@@ -47,7 +47,10 @@ export const JsonValue = Schema.Unknown.pipe(
 /** A free-form JSON object that PostgreSQL can store. */
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
   Schema.filter((u) => unstorableReason(u)),
-  Schema.annotations({ identifier: "JsonObject", jsonSchema: { description: "A JSON object of your own keys and values" } })
+  Schema.annotations({
+    identifier: "JsonObject",
+    jsonSchema: { description: "A JSON object of your own keys and values" }
+  })
 )
 
 /** Text that PostgreSQL can store, at most `max` characters. */

@@ -21,7 +21,11 @@ export interface OtlpSpan {
   readonly flags: number
   readonly traceState: string
   readonly resource: Readonly<Record<string, unknown>>
-  readonly scope: { readonly name: string; readonly version: string; readonly attributes: Readonly<Record<string, unknown>> }
+  readonly scope: {
+    readonly name: string
+    readonly version: string
+    readonly attributes: Readonly<Record<string, unknown>>
+  }
   /** "base64" when a non-compliant exporter sent base64 ids (converted to hex). */
   readonly idEncoding: "hex" | "base64"
 }

@@ -103,7 +103,8 @@ const anyMatch = (patterns: unknown, value: string) =>
 
 /** Whether a require_approval policy is about this action (so its holds must be looked up). */
 export const needsApproval = (policy: Policy, action: ProposedAction) =>
-  policy.enabled && policy.type === "require_approval" &&
+  policy.enabled &&
+  policy.type === "require_approval" &&
   (policy.projectId === null || policy.projectId === action.projectId) &&
   ((action.toolName !== undefined && anyMatch(policy.params.tool_patterns, action.toolName)) ||
     (action.model !== undefined && anyMatch(policy.params.model_patterns, action.model)))
@@ -130,7 +131,10 @@ const judge = (
   nowMs: number
 ): Outcome => {
   const p = policy.params
-  const misconfigured = { verdict: "block" as const, reason: `policy ${policy.id} (${policy.type}) has invalid parameters` }
+  const misconfigured = {
+    verdict: "block" as const,
+    reason: `policy ${policy.id} (${policy.type}) has invalid parameters`
+  }
   switch (policy.type) {
     case "budget_usd": {
       const max = param(p.max_usd)
@@ -172,12 +176,20 @@ const judge = (
       const max = param(p.max_repeats)
       const window = p.window_steps === undefined ? undefined : param(p.window_steps)
       if (max === undefined || (p.window_steps !== undefined && window === undefined)) return misconfigured
-      const seen = run.recent.filter((r) =>
-        r.tool === action.toolName && r.args === (action.toolArgsHash ?? null) &&
-        (window === undefined || action.stepIndex === undefined || r.step === null || action.stepIndex - r.step < window)
+      const seen = run.recent.filter(
+        (r) =>
+          r.tool === action.toolName &&
+          r.args === (action.toolArgsHash ?? null) &&
+          (window === undefined ||
+            action.stepIndex === undefined ||
+            r.step === null ||
+            action.stepIndex - r.step < window)
       ).length
       return seen >= max
-        ? { verdict: "block", reason: `tool '${action.toolName}' was already called ${seen} times with the same arguments in this run (limit ${max})` }
+        ? {
+            verdict: "block",
+            reason: `tool '${action.toolName}' was already called ${seen} times with the same arguments in this run (limit ${max})`
+          }
         : undefined
     }
     case "rate": {
@@ -201,7 +213,11 @@ const judge = (
         return { verdict: "hold", reason: `${what} needs a human approval`, open: expiresIn }
       }
       if (hold.status === "denied") {
-        return { verdict: "block", reason: `${what} was denied${hold.reason ? `: ${hold.reason}` : ""}`, holdId: hold.id }
+        return {
+          verdict: "block",
+          reason: `${what} was denied${hold.reason ? `: ${hold.reason}` : ""}`,
+          holdId: hold.id
+        }
       }
       if (hold.status === "pending") {
         return hold.expiresAtMs !== null && hold.expiresAtMs <= nowMs
@@ -233,7 +249,12 @@ export const evaluate = (
     if (outcome === undefined) continue
     const named = { id: policy.id, type: policy.type }
     if (outcome.verdict === "block") {
-      return { verdict: "block", policy: named, reason: outcome.reason, ...(outcome.holdId ? { holdId: outcome.holdId } : {}) }
+      return {
+        verdict: "block",
+        policy: named,
+        reason: outcome.reason,
+        ...(outcome.holdId ? { holdId: outcome.holdId } : {})
+      }
     }
     if (outcome.verdict === "hold") {
       hold ??= {
@@ -241,7 +262,9 @@ export const evaluate = (
         policy: named,
         reason: outcome.reason,
         ...(outcome.holdId ? { holdId: outcome.holdId } : {}),
-        ...(outcome.open !== undefined && !outcome.holdId ? { openHold: { policyId: policy.id, expiresInSeconds: outcome.open } } : {})
+        ...(outcome.open !== undefined && !outcome.holdId
+          ? { openHold: { policyId: policy.id, expiresInSeconds: outcome.open } }
+          : {})
       }
       continue
     }

@@ -45,7 +45,9 @@ interface Message {
 }
 
 const isMessages = (u: unknown): u is ReadonlyArray<Message> =>
-  Array.isArray(u) && u.length > 0 && u.every((m) => typeof m === "object" && m !== null && typeof (m as Message).role === "string")
+  Array.isArray(u) &&
+  u.length > 0 &&
+  u.every((m) => typeof m === "object" && m !== null && typeof (m as Message).role === "string")
 
 const asText = (u: unknown) => (typeof u === "string" ? u : JSON.stringify(u))
 
@@ -82,8 +84,18 @@ export const messagesAfterForkPoint = (recorded: unknown, modified: unknown): Re
  * optional fields the model client writes on the wire (LlmClient's CHAT_REQUEST_OPTIONS), in this order.
  */
 export const REPLAYABLE = [
-  "tools", "tool_choice", "parallel_tool_calls", "temperature", "max_tokens", "top_p", "frequency_penalty",
-  "presence_penalty", "stop", "seed", "n", "response_format"
+  "tools",
+  "tool_choice",
+  "parallel_tool_calls",
+  "temperature",
+  "max_tokens",
+  "top_p",
+  "frequency_penalty",
+  "presence_penalty",
+  "stop",
+  "seed",
+  "n",
+  "response_format"
 ] as const
 /** Request fields recorded by some conventions that a Chat Completions request cannot carry. */
 const NOT_REPLAYABLE = ["top_k"] as const
@@ -111,7 +123,10 @@ export const recordedRequest = (input: unknown): RecordedRequest => {
     const value = record[name]
     if (value !== undefined && value !== null) parameters[name] = value
   }
-  return { parameters, unreproducible: NOT_REPLAYABLE.filter((name) => record[name] !== undefined && record[name] !== null) }
+  return {
+    parameters,
+    unreproducible: NOT_REPLAYABLE.filter((name) => record[name] !== undefined && record[name] !== null)
+  }
 }
 
 /**

@@ -9,7 +9,10 @@ export const SdkMessage = Schema.Union(
   /** The agents this process can run; replaces any earlier registration of the connection. */
   Schema.Struct({ type: Schema.Literal("register"), agents: Schema.Array(Text(200)).pipe(Schema.maxItems(100)) }),
   /** After a reconnect: the executions this process is still running, so they are not failed. */
-  Schema.Struct({ type: Schema.Literal("resume"), execution_ids: Schema.Array(Schema.UUID).pipe(Schema.maxItems(100)) }),
+  Schema.Struct({
+    type: Schema.Literal("resume"),
+    execution_ids: Schema.Array(Schema.UUID).pipe(Schema.maxItems(100))
+  }),
   /** A replay ended; the result trace has been sent through the Traces API with its result_trace_id. */
   Schema.Struct({
     type: Schema.Literal("replay_finished"),
@@ -18,7 +21,9 @@ export const SdkMessage = Schema.Union(
     error: Schema.optional(Schema.String.pipe(Schema.maxLength(4000))),
     byte_replayed: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
     faithful_reexec: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
-    fidelity_caveats: Schema.optional(Schema.Array(Schema.String.pipe(Schema.maxLength(1000))).pipe(Schema.maxItems(100)))
+    fidelity_caveats: Schema.optional(
+      Schema.Array(Schema.String.pipe(Schema.maxLength(1000))).pipe(Schema.maxItems(100))
+    )
   }),
   Schema.Struct({ type: Schema.Literal("ping") })
 )

@@ -11,14 +11,19 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 /** Filters of a search (strict): every one given narrows the result. */
 export const SearchFilters = Schema.Struct({
   project_id: Schema.optional(ProjectId).annotations({ description: "Spans of the project's traces" }),
-  model: Schema.optional(Schema.String.pipe(Schema.maxLength(100))).annotations({ description: "The span's model, exactly" }),
+  model: Schema.optional(Schema.String.pipe(Schema.maxLength(100))).annotations({
+    description: "The span's model, exactly"
+  }),
   span_type: Schema.optional(SpanType).annotations({ description: "The span's type" }),
   status: Schema.optional(TraceStatus).annotations({ description: "The status of the span's trace" }),
   date_from: Schema.optional(Instant).annotations({ description: "Spans that started at or after this instant" }),
   date_to: Schema.optional(Instant).annotations({ description: "Spans that started at or before this instant" }),
-  min_cost: Schema.optional(Schema.Number.pipe(Schema.finite())).annotations({ description: "Spans whose cost is at least this (USD)" }),
+  min_cost: Schema.optional(Schema.Number.pipe(Schema.finite())).annotations({
+    description: "Spans whose cost is at least this (USD)"
+  }),
   min_duration_ms: Schema.optional(Schema.Int).annotations({
-    description: "Spans that lasted at least this long: duration_ms, or ended_at − started_at when duration_ms is absent"
+    description:
+      "Spans that lasted at least this long: duration_ms, or ended_at − started_at when duration_ms is absent"
   })
 }).annotations({
   identifier: "SearchFilters",
@@ -65,7 +70,8 @@ export const SearchHit = Schema.extend(
       description: "Cosine similarity of the span's embedding to the query's"
     }),
     score: Schema.optional(Schema.Number.pipe(Schema.nonNegative())).annotations({
-      description: "Ranking score, higher is better: the sum over the legs that found the span of 1 / (60 + its rank in that leg)"
+      description:
+        "Ranking score, higher is better: the sum over the legs that found the span of 1 / (60 + its rank in that leg)"
     }),
     match: Schema.optional(Schema.Array(SearchMatch)).annotations({
       description: "Which retrieval legs found the span: lexical (full text) and/or vector (embedding similarity)"
@@ -80,28 +86,34 @@ export const SearchResult = Schema.Struct({
 
 /** GET /api/v1/diagnostics: how search is set up on this instance. */
 export const Diagnostics = Schema.Struct({
-  search: required(Schema.Struct({
-    embedder: required(Schema.String, "The embedding model in use"),
-    embedder_kind: required(
-      Schema.Literal("offline", "openai-compatible"),
-      "offline (built in, no network) or openai-compatible (a configured embeddings endpoint)"
-    ),
-    dimensions: required(Schema.NullOr(Schema.Int), "The embeddings' dimensions, or null before the first one"),
-    index_mode: required(
-      Schema.Literal("pgvector-hnsw", "exact-fallback"),
-      "pgvector-hnsw (an approximate vector index) or exact-fallback (every vector compared; no pgvector)"
-    ),
-    pending_jobs: required(Schema.Int, "Spans waiting to be embedded"),
-    indexed_spans: required(Schema.Int, "Spans embedded with the current embedder"),
-    stale_spans: required(Schema.Int, "Spans embedded with another embedder, waiting to be embedded again")
-  }), "How semantic search is set up and how far indexing has got"),
-  sinks: Schema.optional(Schema.Array(Schema.Struct({
-    name: required(Schema.String, "The sink's name"),
-    pending_jobs: required(Schema.Int, "Deliveries of this account's traces waiting or running"),
-    failing_jobs: required(Schema.Int, "Of those, deliveries whose last attempt failed (retried with backoff)"),
-    dead_jobs: required(Schema.Int, "Deliveries given up after their last attempt"),
-    last_error: required(Schema.NullOr(Schema.String), "The most recent failure, or null")
-  }))).annotations({ description: "The trace sinks installed as extensions (docs/extensions.md); absent when none is" })
+  search: required(
+    Schema.Struct({
+      embedder: required(Schema.String, "The embedding model in use"),
+      embedder_kind: required(
+        Schema.Literal("offline", "openai-compatible"),
+        "offline (built in, no network) or openai-compatible (a configured embeddings endpoint)"
+      ),
+      dimensions: required(Schema.NullOr(Schema.Int), "The embeddings' dimensions, or null before the first one"),
+      index_mode: required(
+        Schema.Literal("pgvector-hnsw", "exact-fallback"),
+        "pgvector-hnsw (an approximate vector index) or exact-fallback (every vector compared; no pgvector)"
+      ),
+      pending_jobs: required(Schema.Int, "Spans waiting to be embedded"),
+      indexed_spans: required(Schema.Int, "Spans embedded with the current embedder"),
+      stale_spans: required(Schema.Int, "Spans embedded with another embedder, waiting to be embedded again")
+    }),
+    "How semantic search is set up and how far indexing has got"
+  ),
+  sinks: Schema.optional(
+    Schema.Array(
+      Schema.Struct({
+        name: required(Schema.String, "The sink's name"),
+        pending_jobs: required(Schema.Int, "Deliveries of this account's traces waiting or running"),
+        failing_jobs: required(Schema.Int, "Of those, deliveries whose last attempt failed (retried with backoff)"),
+        dead_jobs: required(Schema.Int, "Deliveries given up after their last attempt"),
+        last_error: required(Schema.NullOr(Schema.String), "The most recent failure, or null")
+      })
+    )
+  ).annotations({ description: "The trace sinks installed as extensions (docs/extensions.md); absent when none is" })
 }).annotations({ identifier: "Diagnostics" })
 export type Diagnostics = typeof Diagnostics.Type
-

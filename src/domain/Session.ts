@@ -78,4 +78,3 @@ export const SessionGraph = Schema.Struct({
   edges: required(Schema.Array(AgentEdge), "Which agent entered which, and how often")
 }).annotations({ identifier: "SessionGraph" })
 export type SessionGraph = typeof SessionGraph.Type
-

@@ -34,7 +34,8 @@ export const batchProblem = (
   for (let i = 0; i < spans.length; i++) {
     const id = ids[i]!
     const parent = parentIds[i] ?? null
-    if (parent !== null && !parents.has(parent)) return `spans.${i}.parent_id: ${spans[i]!.parent_id} is not a span of this trace`
+    if (parent !== null && !parents.has(parent))
+      return `spans.${i}.parent_id: ${spans[i]!.parent_id} is not a span of this trace`
     // Walk up from the span: reaching it again means a cycle. Each walk is bounded by the span count.
     let steps = 0
     for (let at = parent; at !== null && steps <= parents.size; at = parents.get(at) ?? null, steps++) {

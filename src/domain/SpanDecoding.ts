@@ -25,7 +25,9 @@ export const decodeSpanFast = (u: unknown): Span | undefined => {
     ended = typeof u.ended_at === "string" ? instantOf(u.ended_at) : undefined
     if (ended === undefined) return undefined
   }
-  const valid = typeof u.id === "string" && UUID.test(u.id) &&
+  const valid =
+    typeof u.id === "string" &&
+    UUID.test(u.id) &&
     (u.parent_id === null || (typeof u.parent_id === "string" && UUID.test(u.parent_id))) &&
     SPAN_TYPES.has(u.span_type) &&
     text(u.name, SPAN_TEXT_LIMITS.name) &&
@@ -51,10 +53,9 @@ const decodeSlow = ParseResult.decodeUnknown(Span)
 const encode = ParseResult.encodeUnknown(Span)
 
 /** The decoded side: a span whose dates are already `DateTime`s (cheap guard; `Span` checked the rest). */
-const DecodedSpan = Schema.declare(
-  (u): u is Span => isObject(u) && DateTime.isDateTime(u.started_at),
-  { identifier: "DecodedSpan" }
-)
+const DecodedSpan = Schema.declare((u): u is Span => isObject(u) && DateTime.isDateTime(u.started_at), {
+  identifier: "DecodedSpan"
+})
 
 /**
  * `Span` as a request payload: the fast path for valid spans, the Schema decoder for everything else (so

@@ -71,7 +71,13 @@ export const PingMessage = Schema.Struct({ type: Schema.Literal("ping") }).annot
 export const PongMessage = Schema.Struct({ type: Schema.Literal("pong") }).annotations(strict)
 
 /** Every message a stream client may send (JSON text frames). */
-export const StreamClientMessage = Schema.Union(AuthMessage, SubscribeMessage, UnsubscribeMessage, PingMessage, PongMessage)
+export const StreamClientMessage = Schema.Union(
+  AuthMessage,
+  SubscribeMessage,
+  UnsubscribeMessage,
+  PingMessage,
+  PongMessage
+)
 export type StreamClientMessage = typeof StreamClientMessage.Type
 
 /** Close codes of the stream socket. */

@@ -24,7 +24,8 @@ export const SpanBatch = spanBatchPayload(MAX_SPANS_PER_REQUEST)
  * encoded side, where a property's own description is dropped (a `description` annotation would change the
  * validation message instead).
  */
-const DescribedBoolean = (description: string) => Schema.Boolean.annotations({ jsonSchema: { type: "boolean", description } })
+const DescribedBoolean = (description: string) =>
+  Schema.Boolean.annotations({ jsonSchema: { type: "boolean", description } })
 
 /** Body of POST /api/v1/traces (strict: unknown fields are refused). */
 export const CreateTraceRequest = withExamples(
@@ -43,10 +44,18 @@ export const CreateTraceRequest = withExamples(
     total_duration_ms: optional(Count, "Duration in milliseconds; omitted, from the spans' times"),
     metadata: optional(JsonObject, "Free-form attributes (user id, version, tags)"),
     session_id: optional(Text(100), "Groups the traces of one conversation or user session"),
-    lossy: optional(DescribedBoolean("The recorder dropped some spans (a full queue)"), "The recorder dropped some spans (a full queue)"),
-    terminated_early: optional(DescribedBoolean("The run was stopped before it finished (a guardrail, a timeout)"), "The run was stopped before it finished (a guardrail, a timeout)"),
+    lossy: optional(
+      DescribedBoolean("The recorder dropped some spans (a full queue)"),
+      "The recorder dropped some spans (a full queue)"
+    ),
+    terminated_early: optional(
+      DescribedBoolean("The run was stopped before it finished (a guardrail, a timeout)"),
+      "The run was stopped before it finished (a guardrail, a timeout)"
+    ),
     ended_at: optional(Instant, "When the run ended (ISO 8601)"),
-    spans: Schema.optionalWith(SpanBatch, { default: () => [] }).annotations({ description: "The run's spans, at most 1000; more can be added while it runs" })
+    spans: Schema.optionalWith(SpanBatch, { default: () => [] }).annotations({
+      description: "The run's spans, at most 1000; more can be added while it runs"
+    })
   }).annotations({ identifier: "CreateTraceRequest", ...strict }),
   {
     id: "7f9c2ba4-e88f-4d6a-9c41-3f1d6a2b8e10",
@@ -119,16 +128,18 @@ export const AppendSpansRequest = withExamples(
     spans: required(SpanBatch, "1 to 1000 spans to add; a span id sent again replaces that span")
   }).annotations({ identifier: "AppendSpansRequest", ...strict }),
   {
-    spans: [{
-      id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a54",
-      parent_id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a51",
-      span_type: "tool_call",
-      name: "book_flight",
-      input: { flight: "TP1351" },
-      output: { confirmation: "CONF-TP1351" },
-      duration_ms: 310,
-      started_at: "2026-06-01T09:30:03.100Z"
-    }]
+    spans: [
+      {
+        id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a54",
+        parent_id: "0b8f0e5a-1c2d-4e3f-8a9b-0c1d2e3f4a51",
+        span_type: "tool_call",
+        name: "book_flight",
+        input: { flight: "TP1351" },
+        output: { confirmation: "CONF-TP1351" },
+        duration_ms: 310,
+        started_at: "2026-06-01T09:30:03.100Z"
+      }
+    ]
   }
 )
 export type AppendSpansRequest = typeof AppendSpansRequest.Type
@@ -158,13 +169,19 @@ export const Trace = Schema.Struct({
   input: optional(Schema.Unknown, "The run's input, as sent"),
   output: optional(Schema.Unknown, "The run's output, as sent"),
   totalTokens: optional(Schema.Int, "Tokens of the run: as sent, or the spans' sum"),
-  totalCost: optional(Schema.String, "Cost in USD as a decimal string (exact): as sent, or the spans' sum, estimated costs included"),
+  totalCost: optional(
+    Schema.String,
+    "Cost in USD as a decimal string (exact): as sent, or the spans' sum, estimated costs included"
+  ),
   totalDurationMs: optional(Schema.Int, "Duration in milliseconds: as sent, or from the spans' times"),
   spanCount: optional(Schema.Int, "How many spans the trace has"),
   sessionId: optional(Schema.NullOr(Schema.String), "The conversation or user session it belongs to, or null"),
   startedAt: required(Instant, "When the run started (ISO 8601)"),
   endedAt: optional(Schema.NullOr(Instant), "When the run ended (ISO 8601), or null while it runs"),
-  metadata: optional(Schema.Unknown, "Free-form attributes, as sent (OTLP traces keep their resource and ids under otel)"),
+  metadata: optional(
+    Schema.Unknown,
+    "Free-form attributes, as sent (OTLP traces keep their resource and ids under otel)"
+  ),
   lossy: optional(Schema.Boolean, "The recorder dropped some spans"),
   terminatedEarly: optional(Schema.Boolean, "The run was stopped before it finished (a guardrail, a timeout)"),
   environment: optional(
@@ -183,7 +200,10 @@ export type TraceWire = typeof Trace.Encoded
 export const TraceDetail = Schema.Struct({
   ...Trace.fields,
   spans: required(Schema.Array(Span), "The trace's spans, in start order"),
-  causalOrder: required(Schema.Array(Schema.UUID), "Span ids in an order where each span comes after its parent and the steps it followed"),
+  causalOrder: required(
+    Schema.Array(Schema.UUID),
+    "Span ids in an order where each span comes after its parent and the steps it followed"
+  ),
   concurrentGroups: required(Schema.Array(Schema.Array(Schema.UUID)), "Groups of span ids that ran at the same time")
 }).annotations({ identifier: "TraceDetail" })
 export type TraceDetail = typeof TraceDetail.Type
@@ -222,53 +242,78 @@ const described = <A, R>(schema: Schema.Schema<A, string, R>, description: strin
 const PlainDecimal = Schema.String.pipe(
   Schema.pattern(/^[0-9]{1,16}(\.[0-9]{1,16})?$/, { message: () => "must be a number written in plain decimal digits" })
 )
-const NonNegativeFromString = Schema.compose(PlainDecimal, Schema.NumberFromString).pipe(Schema.finite(), Schema.nonNegative())
-const NonNegativeIntFromString = Schema.compose(DecimalDigits, Schema.NumberFromString).pipe(Schema.int(), Schema.nonNegative())
+const NonNegativeFromString = Schema.compose(PlainDecimal, Schema.NumberFromString).pipe(
+  Schema.finite(),
+  Schema.nonNegative()
+)
+const NonNegativeIntFromString = Schema.compose(DecimalDigits, Schema.NumberFromString).pipe(
+  Schema.int(),
+  Schema.nonNegative()
+)
 
 // No identifier: an identified URL-params schema becomes a $ref that the OpenAPI generator drops.
 export const ListTracesParams = Schema.Struct({
   ...pageParams,
-  env: Schema.optional((Schema.Literal("sandbox")).annotations({
-    description: "`sandbox` lists sandbox traces; without it (and without `environment`) production traces are listed"
-  })),
-  environment: Schema.optional(TraceEnvironment.annotations({
-    description: "Traces of this environment (default production); must agree with `env` when both are given"
-  })),
-  cursor: Schema.optional((Schema.String.pipe(Schema.maxLength(200))).annotations({
-    description: "The `nextCursor` of the previous page: the page after it, at the same cost however deep"
-  })),
+  env: Schema.optional(
+    Schema.Literal("sandbox").annotations({
+      description: "`sandbox` lists sandbox traces; without it (and without `environment`) production traces are listed"
+    })
+  ),
+  environment: Schema.optional(
+    TraceEnvironment.annotations({
+      description: "Traces of this environment (default production); must agree with `env` when both are given"
+    })
+  ),
+  cursor: Schema.optional(
+    Schema.String.pipe(Schema.maxLength(200)).annotations({
+      description: "The `nextCursor` of the previous page: the page after it, at the same cost however deep"
+    })
+  ),
   status: Schema.optional(TraceStatus.annotations({ description: "Traces in this status" })),
   project_id: Schema.optional(ProjectId.annotations({ description: "Traces of this project" })),
-  session_id: Schema.optional((Text(100).pipe(Schema.minLength(1))).annotations({ description: "Traces of this session" })),
-  name: Schema.optional((Text(500).pipe(Schema.minLength(1))).annotations({
-    description: "Traces whose name contains this text, ignoring case"
-  })),
-  model: Schema.optional((Text(100).pipe(Schema.minLength(1))).annotations({
-    description: "Traces with at least one span of this model (exact name)"
-  })),
-  has_error: Schema.optional(Schema.BooleanFromString.annotations({
-    description: "`true`: traces that failed or have a span that recorded an error; `false`: the others"
-  })),
+  session_id: Schema.optional(
+    Text(100).pipe(Schema.minLength(1)).annotations({ description: "Traces of this session" })
+  ),
+  name: Schema.optional(
+    Text(500).pipe(Schema.minLength(1)).annotations({
+      description: "Traces whose name contains this text, ignoring case"
+    })
+  ),
+  model: Schema.optional(
+    Text(100).pipe(Schema.minLength(1)).annotations({
+      description: "Traces with at least one span of this model (exact name)"
+    })
+  ),
+  has_error: Schema.optional(
+    Schema.BooleanFromString.annotations({
+      description: "`true`: traces that failed or have a span that recorded an error; `false`: the others"
+    })
+  ),
   date_from: Schema.optional(described(Instant, "Traces that started at or after this instant (ISO 8601)")),
   date_to: Schema.optional(described(Instant, "Traces that started at or before this instant (ISO 8601)")),
   min_cost: Schema.optional(described(NonNegativeFromString, "Traces whose total cost is at least this (USD)")),
   min_duration_ms: Schema.optional(
     described(NonNegativeIntFromString, "Traces whose total duration is at least this many milliseconds")
   ),
-  total: Schema.optionalWith(TotalMode.annotations({
-    description: `\`exact\` (default) counts every match; \`capped\` counts up to ${TOTAL_CAP + 1}, so a total of ${
-      TOTAL_CAP + 1
-    } means "more than ${TOTAL_CAP}" (a large account's first page answers sooner)`
-  }), { default: () => "exact" as const })
-}).pipe(
-  Schema.filter((p) =>
-    p.env === "sandbox" && p.environment === "production"
-      ? { path: ["environment"], message: "contradicts env=sandbox" }
-      : p.date_from !== undefined && p.date_to !== undefined && p.date_from.epochMillis > p.date_to.epochMillis
-      ? { path: ["date_to"], message: "is before date_from" }
-      : undefined
+  total: Schema.optionalWith(
+    TotalMode.annotations({
+      description: `\`exact\` (default) counts every match; \`capped\` counts up to ${TOTAL_CAP + 1}, so a total of ${
+        TOTAL_CAP + 1
+      } means "more than ${TOTAL_CAP}" (a large account's first page answers sooner)`
+    }),
+    { default: () => "exact" as const }
   )
-).annotations(strict)
+})
+  .pipe(
+    Schema.filter((p) =>
+      p.env === "sandbox" && p.environment === "production"
+        ? { path: ["environment"], message: "contradicts env=sandbox" }
+        : p.date_from !== undefined && p.date_to !== undefined && p.date_from.epochMillis > p.date_to.epochMillis
+          ? { path: ["date_to"], message: "is before date_from" }
+          : undefined
+    )
+  )
+  .annotations(strict)
 export type ListTracesParams = typeof ListTracesParams.Type
 
 export const TracePath = Schema.Struct({ traceId: TraceId })
@@ -287,5 +332,6 @@ export const TraceLookupPath = Schema.Struct({
   })
 })
 
-export const DeleteResult = Schema.Struct({ deleted: required(Schema.Literal(true), "Always true: the record is gone") }).annotations({ identifier: "DeleteResult" })
-
+export const DeleteResult = Schema.Struct({
+  deleted: required(Schema.Literal(true), "Always true: the record is gone")
+}).annotations({ identifier: "DeleteResult" })

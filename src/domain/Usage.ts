@@ -21,26 +21,35 @@ export const Usage = Schema.Struct({
   month: required(Schema.String, "The month reported (YYYY-MM, UTC)"),
   periodStart: required(Schema.String, "Start of the month (ISO 8601)"),
   periodEnd: Schema.String.annotations({ description: "Exclusive end of the month" }),
-  traces: required(Schema.Struct({
-    recorded: Count.annotations({ description: "Traces created in the month (deleted ones included)" }),
-    spans: Count.annotations({ description: "Spans of those traces" })
-  }), "Traces recorded in the month"),
+  traces: required(
+    Schema.Struct({
+      recorded: Count.annotations({ description: "Traces created in the month (deleted ones included)" }),
+      spans: Count.annotations({ description: "Spans of those traces" })
+    }),
+    "Traces recorded in the month"
+  ),
   otlp: required(
     Schema.Struct({ requests: Count.annotations({ description: "Accepted POST /v1/traces exports" }) }),
     "OpenTelemetry exports received"
   ),
-  replays: required(Schema.Struct({
-    used: required(Count, "Fork replays started in the month"),
-    allowance: required(Count, "Replays the account may start per month"),
-    remaining: required(Count, "Replays left this month"),
-    tokens: Count.annotations({ description: "Tokens of the replays' result traces" }),
-    cost: required(Money, "Cost of the replays' result traces in USD (decimal string)")
-  }), "Fork replays"),
-  evaluations: required(Schema.Struct({
-    runs: required(Count, "Evaluation runs (traces judged) in the month"),
-    judgeTokens: required(Count, "Tokens the judge model used"),
-    judgeCost: required(Money, "What judging cost in USD (decimal string)")
-  }), "Evaluation runs"),
+  replays: required(
+    Schema.Struct({
+      used: required(Count, "Fork replays started in the month"),
+      allowance: required(Count, "Replays the account may start per month"),
+      remaining: required(Count, "Replays left this month"),
+      tokens: Count.annotations({ description: "Tokens of the replays' result traces" }),
+      cost: required(Money, "Cost of the replays' result traces in USD (decimal string)")
+    }),
+    "Fork replays"
+  ),
+  evaluations: required(
+    Schema.Struct({
+      runs: required(Count, "Evaluation runs (traces judged) in the month"),
+      judgeTokens: required(Count, "Tokens the judge model used"),
+      judgeCost: required(Money, "What judging cost in USD (decimal string)")
+    }),
+    "Evaluation runs"
+  ),
   search: required(Schema.Struct({ queries: required(Count, "Search requests answered") }), "Semantic search")
 }).annotations({ identifier: "Usage" })
 export type Usage = typeof Usage.Type

@@ -12,11 +12,13 @@ export const WebhookPayload = Schema.Struct({
   rule_id: Schema.UUID,
   evaluation_id: Schema.UUID,
   trace_id: Schema.UUID,
-  runs: Schema.Array(Schema.Struct({
-    id: Schema.UUID,
-    status: Schema.String,
-    score: Schema.NullOr(Schema.Number)
-  })),
+  runs: Schema.Array(
+    Schema.Struct({
+      id: Schema.UUID,
+      status: Schema.String,
+      score: Schema.NullOr(Schema.Number)
+    })
+  ),
   delivered_at: Schema.String
 }).annotations({ identifier: "WebhookPayload" })
 export type WebhookPayload = typeof WebhookPayload.Type

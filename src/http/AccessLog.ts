@@ -36,34 +36,47 @@ export interface AccessLogOptions {
 const statusOf = <A extends { readonly status: number }, E>(exit: Exit.Exit<A, E>) =>
   exit._tag === "Success" ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
 
-export const accessLog = ({ log, summary }: AccessLogOptions) =>
-<E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
-  Effect.withFiberRuntime((fiber) => {
-    const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
-    const annotations = (status: number) => ({ "http.method": request.method, "http.url": loggableUrl(request.url), "http.status": status })
-    // A WebSocket or an event stream is open for hours: counted, it would hold background work back all along.
-    const longLived = request.headers["upgrade"] !== undefined || (request.headers["accept"] ?? "").includes("text/event-stream")
-    if (!longLived) enterForeground()
-    const started = performance.now()
-    const answered = Effect.onExit(app, (exit) =>
-      Effect.sync(() => {
-        if (!longLived) leaveForeground()
-        summary.record(statusOf(exit), performance.now() - started)
-      }))
-    // Without the access log, or below its level, the line would be dropped anyway: skip building it (its span,
-    // annotations and URL cost a sixth of a small request).
-    if (!log || LogLevel.lessThan(LogLevel.Info, fiber.getFiberRef(FiberRef.currentMinimumLogLevel))) return answered
-    return Effect.withLogSpan(
-      Effect.flatMap(Effect.exit(answered), (exit) => {
-        if (exit._tag === "Failure") {
-          const [response, cause] = HttpServerError.causeResponseStripped(exit.cause)
+export const accessLog =
+  ({ log, summary }: AccessLogOptions) =>
+  <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
+    Effect.withFiberRuntime((fiber) => {
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+      const annotations = (status: number) => ({
+        "http.method": request.method,
+        "http.url": loggableUrl(request.url),
+        "http.status": status
+      })
+      // A WebSocket or an event stream is open for hours: counted, it would hold background work back all along.
+      const longLived =
+        request.headers["upgrade"] !== undefined || (request.headers["accept"] ?? "").includes("text/event-stream")
+      if (!longLived) enterForeground()
+      const started = performance.now()
+      const answered = Effect.onExit(app, (exit) =>
+        Effect.sync(() => {
+          if (!longLived) leaveForeground()
+          summary.record(statusOf(exit), performance.now() - started)
+        })
+      )
+      // Without the access log, or below its level, the line would be dropped anyway: skip building it (its span,
+      // annotations and URL cost a sixth of a small request).
+      if (!log || LogLevel.lessThan(LogLevel.Info, fiber.getFiberRef(FiberRef.currentMinimumLogLevel))) return answered
+      return Effect.withLogSpan(
+        Effect.flatMap(Effect.exit(answered), (exit) => {
+          if (exit._tag === "Failure") {
+            const [response, cause] = HttpServerError.causeResponseStripped(exit.cause)
+            return Effect.zipRight(
+              Effect.annotateLogs(
+                Effect.log(cause._tag === "Some" ? cause.value : "Sent HTTP response"),
+                annotations(response.status)
+              ),
+              exit
+            )
+          }
           return Effect.zipRight(
-            Effect.annotateLogs(Effect.log(cause._tag === "Some" ? cause.value : "Sent HTTP response"), annotations(response.status)),
+            Effect.annotateLogs(Effect.log("Sent HTTP response"), annotations(exit.value.status)),
             exit
           )
-        }
-        return Effect.zipRight(Effect.annotateLogs(Effect.log("Sent HTTP response"), annotations(exit.value.status)), exit)
-      }),
-      `http.span.${++counter}`
-    )
-  })
+        }),
+        `http.span.${++counter}`
+      )
+    })

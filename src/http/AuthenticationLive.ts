@@ -22,29 +22,35 @@ const mayUseCachedKey = (request: HttpServerRequest.HttpServerRequest) => {
 }
 
 /** The `x-service-key` and `Authorization: Bearer` scheme handlers, shared by both authentication middlewares. */
-const headerSchemes = (credentials: Credentials) => ({
-  // An in-process identity (a background batch acting for its account) comes first: it has no header.
-  serviceKey: (key) =>
-    Effect.serviceOption(InternalIdentity).pipe(Effect.flatMap(Option.match({
-      onSome: Effect.succeed,
-      onNone: () =>
-        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-          (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(
-            answerDomainErrors
-          ))
-    }))),
-  bearer: (token) =>
-    Effect.gen(function*() {
-      // The platform strips the first seven characters whatever they are: insist they were "Bearer ".
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (!/^bearer /i.test(request.headers.authorization ?? "")) {
-        return yield* missingCredentials()
-      }
-      return yield* (mayUseCachedKey(request) ? credentials.cachedBearer(token) : credentials.bearer(token)).pipe(
-        answerDomainErrors
-      )
-    })
-} satisfies Omit<Authentication["Type"], never>)
+const headerSchemes = (credentials: Credentials) =>
+  ({
+    // An in-process identity (a background batch acting for its account) comes first: it has no header.
+    serviceKey: (key) =>
+      Effect.serviceOption(InternalIdentity).pipe(
+        Effect.flatMap(
+          Option.match({
+            onSome: Effect.succeed,
+            onNone: () =>
+              Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+                (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(
+                  answerDomainErrors
+                )
+              )
+          })
+        )
+      ),
+    bearer: (token) =>
+      Effect.gen(function* () {
+        // The platform strips the first seven characters whatever they are: insist they were "Bearer ".
+        const request = yield* HttpServerRequest.HttpServerRequest
+        if (!/^bearer /i.test(request.headers.authorization ?? "")) {
+          return yield* missingCredentials()
+        }
+        return yield* (mayUseCachedKey(request) ? credentials.cachedBearer(token) : credentials.bearer(token)).pipe(
+          answerDomainErrors
+        )
+      })
+  }) satisfies Omit<Authentication["Type"], never>
 
 /** Only authenticates: both scheme handlers resolve the credential to an account or refuse with 401. */
 export const AuthenticationLive = Layer.effect(
@@ -58,15 +64,17 @@ export const AuthenticationLive = Layer.effect(
  */
 export const LangfuseAuthenticationLive = Layer.effect(
   LangfuseAuthentication,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const credentials = yield* Credentials
     return LangfuseAuthentication.of({
       ...headerSchemes(credentials),
       basic: ({ password }) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
           if (!/^basic /i.test(request.headers.authorization ?? "")) {
-            return yield* new Unauthorized({ message: "missing or invalid credentials: send Authorization: Basic base64(publicKey:secretKey)" })
+            return yield* new Unauthorized({
+              message: "missing or invalid credentials: send Authorization: Basic base64(publicKey:secretKey)"
+            })
           }
           return yield* credentials.serviceKey(password).pipe(answerDomainErrors)
         })

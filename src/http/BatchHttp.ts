@@ -14,20 +14,20 @@ const routeOf = (op: BatchOperation) => decodeURI((batchTarget(op.path) ?? "").s
 const NO_STORE = { "cache-control": "no-store" }
 
 export const BatchHttpLive = HttpApiBuilder.group(TapedeckApi, "batch", (handlers) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const holder = yield* SelfApp
     const batches = yield* BatchRepo
     const services = yield* Effect.context<HttpRouter.HttpRouter.DefaultServices>()
     return handlers.handle("run", ({ payload, request }) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const principal = yield* CurrentPrincipal
         if (Option.isSome(yield* Effect.serviceOption(InsideBatch))) {
           return yield* new ValidationFailed({ message: "a batch cannot run a batch" })
         }
         if (payload.async) {
           // Results of a background batch are stored: a new API key must never be among them.
-          const createsKey = payload.operations.findIndex((op) =>
-            op.method === "POST" && routeOf(op) === "/api/v1/api-keys"
+          const createsKey = payload.operations.findIndex(
+            (op) => op.method === "POST" && routeOf(op) === "/api/v1/api-keys"
           )
           if (createsKey >= 0) {
             return yield* new ValidationFailed({
@@ -54,8 +54,11 @@ export const BatchHttpLive = HttpApiBuilder.group(TapedeckApi, "batch", (handler
         const results = yield* Effect.forEach(payload.operations, (op) =>
           runOperation(app, services, op, headers, Option.none()).pipe(
             Effect.map(({ text: _text, ...result }) => result)
-          ))
+          )
+        )
         // Results may hold secrets an operation returned (a new API key): never cached.
         return HttpServerResponse.unsafeJson({ results }, { headers: NO_STORE })
-      }))
-  })).pipe(Layer.provide([SelfAppLive, BatchRepo.Default]))
+      })
+    )
+  })
+).pipe(Layer.provide([SelfAppLive, BatchRepo.Default]))

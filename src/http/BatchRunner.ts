@@ -26,7 +26,7 @@ export const SelfAppLive = Layer.effect(SelfApp, Deferred.make<App>())
 
 /** Builds the app from the same router and middleware the server uses (layers are shared within one build). */
 export const SelfAppInstallLive = Layer.effectDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const holder = yield* SelfApp
     yield* Deferred.succeed(holder, yield* HttpApiBuilder.httpApp)
   })
@@ -64,7 +64,7 @@ export const runOperation = (
   headers: Readonly<Record<string, string>>,
   identity: Option.Option<Principal>
 ): Effect.Effect<BatchOperationResult & { readonly text: string }> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const target = batchTarget(op.path)
     if (target === undefined) {
       return { ...refused(new ValidationFailed({ message: "path: not an /api/v1/ route" })), text: "" }
@@ -99,9 +99,7 @@ export const runOperation = (
     return { status: response.status, body: parseBody(text, response.headers["content-type"]), text }
   }).pipe(
     Effect.catchAllCause((cause) =>
-      Effect.logError("batch operation failed", cause).pipe(
-        Effect.as({ ...refused(internalError()), text: "" })
-      )
+      Effect.logError("batch operation failed", cause).pipe(Effect.as({ ...refused(internalError()), text: "" }))
     )
   )
 
@@ -112,13 +110,13 @@ const revokedResult = refused(new Unauthorized({ message: "the API key that subm
  * identity; the job stores the credential's id, never the credential), recording each result before the
  * next runs. An operation after the submitting API key was revoked is answered 401 instead of run.
  */
-export const batchJobHandler = Effect.gen(function*() {
+export const batchJobHandler = Effect.gen(function* () {
   const holder = yield* SelfApp
   const batches = yield* BatchRepo
   const keys = yield* ApiKeyRepo
   const services = yield* Effect.context<HttpRouter.HttpRouter.DefaultServices>()
   const handler: JobHandler<"batch.run"> = (job) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const payload = job.payload
       const identity: Principal = { accountId: payload.accountId as AccountId, credentialId: payload.credentialId }
       const app = yield* Deferred.await(holder)
@@ -128,7 +126,13 @@ export const batchJobHandler = Effect.gen(function*() {
         const live = keyId === undefined ? true : yield* keys.isLive(keyId)
         let result: BatchOperationResult = revokedResult
         if (live) {
-          const { text, ...ran } = yield* runOperation(app, services, payload.operations[index]!, {}, Option.some(identity))
+          const { text, ...ran } = yield* runOperation(
+            app,
+            services,
+            payload.operations[index]!,
+            {},
+            Option.some(identity)
+          )
           result = text.length > MAX_KEPT_BODY_CHARS ? { status: ran.status, body: null, truncated: true } : ran
         }
         if (!(yield* batches.record(job.id, job.attempts, index, result))) {

@@ -15,7 +15,9 @@ const readCapped = (request: HttpServerRequest.HttpServerRequest, maxBytes: numb
     Stream.mapAccumEffect(0, (total, chunk: Uint8Array) => {
       const next = total + chunk.byteLength
       return next > maxBytes
-        ? Effect.fail(new HttpServerError.RequestError({ request, reason: "Decode", cause: new BodyTooLarge(maxBytes) }))
+        ? Effect.fail(
+            new HttpServerError.RequestError({ request, reason: "Decode", cause: new BodyTooLarge(maxBytes) })
+          )
         : Effect.succeed([next, chunk] as const)
     }),
     Stream.runCollect,
@@ -67,7 +69,11 @@ export interface BodyPace {
 }
 
 /** The pace the configuration sets. */
-export const bodyPaceOf = (config: { readonly bodyDeadlineMs: number; readonly bodyGraceMs: number; readonly bodyMinBytesPerSecond: number }): BodyPace => ({
+export const bodyPaceOf = (config: {
+  readonly bodyDeadlineMs: number
+  readonly bodyGraceMs: number
+  readonly bodyMinBytesPerSecond: number
+}): BodyPace => ({
   deadlineMs: config.bodyDeadlineMs,
   graceMs: config.bodyGraceMs,
   minBytesPerSecond: config.bodyMinBytesPerSecond
@@ -75,7 +81,12 @@ export const bodyPaceOf = (config: { readonly bodyDeadlineMs: number; readonly b
 
 /** The body did not arrive within the deadline, or fell behind the minimum rate: 408. */
 export class BodyTimedOut extends Error {
-  constructor(readonly received: number, readonly elapsedMs: number, readonly why: "deadline" | "rate", deadlineMs: number) {
+  constructor(
+    readonly received: number,
+    readonly elapsedMs: number,
+    readonly why: "deadline" | "rate",
+    deadlineMs: number
+  ) {
     super(
       why === "deadline"
         ? `the request body did not arrive within ${deadlineMs / 1000} s (${received} bytes received)`
@@ -96,7 +107,8 @@ export class BodyPreempted extends Error {
  * at the minimum average rate (`received` bytes so far are enough until grace + received / rate).
  */
 export const bodyDueAt = (pace: BodyPace, startedAt: number, received: number) =>
-  startedAt + (pace.minBytesPerSecond > 0
+  startedAt +
+  (pace.minBytesPerSecond > 0
     ? Math.min(pace.deadlineMs, pace.graceMs + (received * 1000) / pace.minBytesPerSecond)
     : pace.deadlineMs)
 
@@ -144,18 +156,21 @@ const readPaced = (
         )
       }
       const pump = (): void => {
-        reader.read().then(({ done, value }) => {
-          if (settled) return
-          if (done) {
-            permit?.uploaded()
-            return settle(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)))
-          }
-          received += value.byteLength
-          if (received > maxBytes) return fail(new BodyTooLarge(maxBytes))
-          chunks.push(value)
-          arm()
-          pump()
-        }, (cause) => fail(cause))
+        reader.read().then(
+          ({ done, value }) => {
+            if (settled) return
+            if (done) {
+              permit?.uploaded()
+              return settle(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)))
+            }
+            received += value.byteLength
+            if (received > maxBytes) return fail(new BodyTooLarge(maxBytes))
+            chunks.push(value)
+            arm()
+            pump()
+          },
+          (cause) => fail(cause)
+        )
       }
       if (permit !== undefined) stopListening = permit.onPreempt(() => fail(new BodyPreempted()))
       if (settled) return

@@ -7,12 +7,14 @@ import { CurrentPrincipal } from "../api/Security.ts"
 import { SearchLive } from "#layers/search/SearchLive"
 
 export const DiagnosticsHttpLive = HttpApiBuilder.group(TapedeckApi, "diagnostics", (handlers) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const search = yield* Search
     return handlers.handle("get", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { accountId } = yield* CurrentPrincipal
         const sinks = yield* sinkDiagnostics(accountId)
         return { ...(yield* search.diagnostics(accountId)), ...(sinks.length > 0 ? { sinks } : {}) }
-      }))
-  })).pipe(Layer.provide(SearchLive))
+      })
+    )
+  })
+).pipe(Layer.provide(SearchLive))

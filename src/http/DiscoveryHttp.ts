@@ -23,16 +23,17 @@ export const publicBase = (config: AppConfig, request: HttpServerRequest.HttpSer
   Option.getOrElse(config.publicUrl, () => requestBase(request))
 
 /** Metadata only (no cache beyond an hour): keys and tokens are issued as docs/authentication.md says. */
-const json = (body: unknown) => HttpServerResponse.unsafeJson(body, { headers: { "cache-control": "public, max-age=3600" } })
+const json = (body: unknown) =>
+  HttpServerResponse.unsafeJson(body, { headers: { "cache-control": "public, max-age=3600" } })
 
 export const DiscoveryHttpLive = HttpApiBuilder.group(TapedeckApi, "discovery", (handlers) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const config = yield* AppConfig
     const base = Effect.map(HttpServerRequest.HttpServerRequest, (request) => publicBase(config, request))
     const authUrl = (self: string) => Option.getOrElse(config.authUrl, () => self)
     return handlers
       .handle("protectedResource", () =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const self = yield* base
           return json({
             resource: self,
@@ -46,13 +47,15 @@ export const DiscoveryHttpLive = HttpApiBuilder.group(TapedeckApi, "discovery", 
             tapedeck_api_key_prefix: KEY_PREFIX,
             tapedeck_token_types_supported: Option.isSome(config.jwtSecret) ? ["api_key", "jwt"] : ["api_key"]
           })
-        }))
+        })
+      )
       .handle("authorizationServer", () =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const self = yield* base
           const issuer = authUrl(self)
           // Another authorization server publishes its own metadata: only this server's is served here.
-          if (issuer !== self) return yield* new NotFound({ message: "the authorization server is at TAPEDECK_AUTH_URL" })
+          if (issuer !== self)
+            return yield* new NotFound({ message: "the authorization server is at TAPEDECK_AUTH_URL" })
           return json({
             issuer,
             // Bearer tokens (API keys) are issued to an authenticated caller by POST /api/v1/api-keys; there is no
@@ -65,5 +68,7 @@ export const DiscoveryHttpLive = HttpApiBuilder.group(TapedeckApi, "discovery", 
             service_documentation: `${self}/docs`,
             ...(Option.isSome(config.jwtSecret) ? { tapedeck_jwt_signing_alg_values_supported: ["HS256"] } : {})
           })
-        }))
-  }))
+        })
+      )
+  })
+)

@@ -28,7 +28,10 @@ import { OTLP_OTHER_SIGNAL_PATHS } from "./OtlpOtherSignals.ts"
 import { BodyPreempted, bodyPaceOf, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
 
-type Rewritten = Effect.Effect<never, ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure>
+type Rewritten = Effect.Effect<
+  never,
+  ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure
+>
 
 const MAX_MESSAGE = 1000
 
@@ -59,7 +62,8 @@ const describeIssues = (e: HttpApiError.HttpApiDecodeError) => {
 const requireJson = (request: HttpServerRequest.HttpServerRequest) => {
   const contentType = request.headers["content-type"]
   const path = request.url.split("?")[0]!
-  if (contentType === undefined || isExportPath(path) || Object.hasOwn(OTLP_OTHER_SIGNAL_PATHS, path)) return Effect.void
+  if (contentType === undefined || isExportPath(path) || Object.hasOwn(OTLP_OTHER_SIGNAL_PATHS, path))
+    return Effect.void
   const mediaType = contentType.split(";")[0]!.trim().toLowerCase()
   return mediaType === "application/json" || mediaType === ""
     ? Effect.void
@@ -97,9 +101,13 @@ const rewriteFailure = (e: unknown): Option.Option<Rewritten> => {
   }
   if (HttpServerError.isServerError(e) && e._tag === "RouteNotFound") {
     const malformed = malformedSegment(e.request.url)
-    return Option.some(Effect.fail(
-      malformed === undefined ? new NotFound({ message: "route not found" }) : new ValidationFailed({ message: malformed })
-    ))
+    return Option.some(
+      Effect.fail(
+        malformed === undefined
+          ? new NotFound({ message: "route not found" })
+          : new ValidationFailed({ message: malformed })
+      )
+    )
   }
   return Option.none()
 }
@@ -144,23 +152,35 @@ const rewriteDefect = (defect: unknown): Rewritten => {
   if (HttpServerError.isServerError(defect) && defect._tag === "RequestError" && defect.cause instanceof BodyTimedOut) {
     return bodyTimedOut(defect.cause)
   }
-  if (HttpServerError.isServerError(defect) && defect._tag === "RequestError" && defect.cause instanceof BodyPreempted) {
+  if (
+    HttpServerError.isServerError(defect) &&
+    defect._tag === "RequestError" &&
+    defect.cause instanceof BodyPreempted
+  ) {
     return bodyPreempted(defect.cause)
   }
   if (HttpServerError.isServerError(defect) && defect._tag === "RequestError") {
-    return Effect.fail(new ValidationFailed({
-      message: defect.cause instanceof BodyTooLarge || defect.cause instanceof BodyTooDeep
-        ? defect.cause.message
-        : "request body is not valid JSON"
-    }))
+    return Effect.fail(
+      new ValidationFailed({
+        message:
+          defect.cause instanceof BodyTooLarge || defect.cause instanceof BodyTooDeep
+            ? defect.cause.message
+            : "request body is not valid JSON"
+      })
+    )
   }
   // A value PostgreSQL refuses to store or compare (SQLSTATE class 22, "data exception": a NUL character in a
   // string, an unpaired surrogate, an out-of-range number) came from the request: a 400, not an outage.
   if (defect instanceof SqlError.SqlError && isDataException(defect)) {
     return Effect.logInfo("request refused by the database as invalid data", Cause.die(defect)).pipe(
-      Effect.zipRight(Effect.fail(new ValidationFailed({
-        message: "the request contains a value that cannot be stored (for example a NUL character or an unpaired surrogate)"
-      })))
+      Effect.zipRight(
+        Effect.fail(
+          new ValidationFailed({
+            message:
+              "the request contains a value that cannot be stored (for example a NUL character or an unpaired surrogate)"
+          })
+        )
+      )
     )
   }
   // The database is out of reach: a retryable 503, not a bug (enforcement checks answer block instead).
@@ -170,22 +190,20 @@ const rewriteDefect = (defect: unknown): Rewritten => {
       Effect.zipRight(Effect.fail(new Unavailable({ message: "the database cannot be reached; retry shortly" })))
     )
   }
-  return Effect.logError("unhandled defect", Cause.die(defect)).pipe(
-    Effect.zipRight(Effect.fail(internalError()))
-  )
+  return Effect.logError("unhandled defect", Cause.die(defect)).pipe(Effect.zipRight(Effect.fail(internalError())))
 }
 
 /** Every failure the framework raises on its own becomes the contract's `{error, code, retryable}` body. */
 export const ErrorBodiesLive = HttpApiBuilder.middleware(
   TapedeckApi,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const config = yield* AppConfig
     const { maxBodyBytes } = config
     const pace = bodyPaceOf(config)
     return (
       app: HttpApp.Default
     ): HttpApp.Default<ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         yield* requireJson(request)
         const limited = yield* limitBody(request, maxBodyBytes, pace)

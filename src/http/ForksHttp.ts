@@ -19,30 +19,36 @@ const emptyBody = (text: string) => {
 }
 
 export const ForksHttpLive = HttpApiBuilder.group(TapedeckApi, "forks", (handlers) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const forks = yield* Forks
     return handlers
       .handle("list", ({ urlParams }) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const { accountId } = yield* CurrentPrincipal
           return HttpServerResponse.unsafeJson(yield* forks.list(accountId, urlParams.limit, urlParams.offset))
-        }))
+        })
+      )
       .handle("create", ({ payload }) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const { accountId } = yield* CurrentPrincipal
           return HttpServerResponse.unsafeJson(yield* forks.create(accountId, payload))
-        }).pipe(answerDomainErrors))
+        }).pipe(answerDomainErrors)
+      )
       .handle("get", ({ path }) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const { accountId } = yield* CurrentPrincipal
           return HttpServerResponse.unsafeJson(yield* forks.get(accountId, path.forkId))
-        }).pipe(answerDomainErrors))
+        }).pipe(answerDomainErrors)
+      )
       .handle("replay", ({ path, request }) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const { accountId } = yield* CurrentPrincipal
-          const hasBody = request.headers["content-length"] !== undefined || request.headers["transfer-encoding"] !== undefined
+          const hasBody =
+            request.headers["content-length"] !== undefined || request.headers["transfer-encoding"] !== undefined
           const text = hasBody ? yield* request.text.pipe(Effect.orElseSucceed(() => "invalid")) : ""
           if (!emptyBody(text)) return yield* new ValidationFailed({ message: "the replay body must be empty or {}" })
           return yield* forks.replay(accountId, path.forkId)
-        }).pipe(answerDomainErrors))
-  })).pipe(Layer.provide(Forks.Default))
+        }).pipe(answerDomainErrors)
+      )
+  })
+).pipe(Layer.provide(Forks.Default))

@@ -40,12 +40,14 @@ export const exportPrincipal = (
     const bearer = /^bearer /i.test(authorization)
       ? credentials.cachedBearer(Redacted.make(authorization.slice(7)))
       : /^basic /i.test(authorization) && isLangfusePath(request.url)
-      ? credentials.cachedServiceKey(Redacted.make(basicSecret(authorization)))
-      : Effect.fail(new InvalidCredential({ reason: "missing or invalid credentials" }))
+        ? credentials.cachedServiceKey(Redacted.make(basicSecret(authorization)))
+        : Effect.fail(new InvalidCredential({ reason: "missing or invalid credentials" }))
     if (key === undefined || key === "") return bearer
-    return credentials.cachedServiceKey(Redacted.make(key)).pipe(
-      Effect.catchTag("InvalidCredential", (e) => (/^(bearer|basic) /i.test(authorization) ? bearer : Effect.fail(e)))
-    )
+    return credentials
+      .cachedServiceKey(Redacted.make(key))
+      .pipe(
+        Effect.catchTag("InvalidCredential", (e) => (/^(bearer|basic) /i.test(authorization) ? bearer : Effect.fail(e)))
+      )
   })
 
 const unauthorized = (e: InvalidCredential) => errorResponse(toApiError(e))
@@ -57,19 +59,22 @@ const unauthorized = (e: InvalidCredential) => errorResponse(toApiError(e))
  */
 export const IngestGateLive = HttpApiBuilder.middleware(
   TapedeckApi,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const gate = yield* IngestGate
     const credentials = yield* Credentials
     return (app: HttpApp.Default): HttpApp.Default<IngestBackpressure> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         if (!isExport(request)) return yield* app
         const principal = yield* Effect.either(exportPrincipal(credentials, request))
         if (principal._tag === "Left") return unauthorized(principal.left)
-        return yield* gate.guard(principal.right.accountId, app).pipe(
-          Effect.catchTag("IngestSaturated", (e) =>
-            setRetryAfter(INGEST_RETRY_AFTER_SECONDS).pipe(Effect.zipRight(Effect.fail(toApiError(e)))))
-        )
+        return yield* gate
+          .guard(principal.right.accountId, app)
+          .pipe(
+            Effect.catchTag("IngestSaturated", (e) =>
+              setRetryAfter(INGEST_RETRY_AFTER_SECONDS).pipe(Effect.zipRight(Effect.fail(toApiError(e))))
+            )
+          )
       })
   })
 )

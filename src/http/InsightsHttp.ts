@@ -5,11 +5,13 @@ import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 
 export const InsightsHttpLive = HttpApiBuilder.group(TapedeckApi, "insights", (handlers) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const insights = yield* InsightRepo
     return handlers.handle("list", ({ urlParams }) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { accountId } = yield* CurrentPrincipal
         return yield* insights.list(accountId, urlParams)
-      }))
-  })).pipe(Layer.provide(InsightRepo.Default))
+      })
+    )
+  })
+).pipe(Layer.provide(InsightRepo.Default))

@@ -6,11 +6,13 @@ import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 
 export const JobsHttpLive = HttpApiBuilder.group(TapedeckApi, "jobs", (handlers) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const jobs = yield* JobQueue
     return handlers.handle("get", ({ path }) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { accountId } = yield* CurrentPrincipal
         return yield* jobs.get(accountId, path.jobId)
-      }).pipe(answerDomainErrors))
-  })).pipe(Layer.provide(JobQueue.Default))
+      }).pipe(answerDomainErrors)
+    )
+  })
+).pipe(Layer.provide(JobQueue.Default))

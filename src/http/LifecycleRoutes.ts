@@ -45,18 +45,19 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>, drain
   }
 
   /** The app is served: /health answers 200 and the catch-all steps aside (learning the server from a probe of our own if none came in). */
-  const served = Effect.gen(function*() {
+  const served = Effect.gen(function* () {
     state = "serving"
     if (server === undefined) {
       const address = (yield* HttpServer.HttpServer).address
       if (address._tag === "TcpAddress") {
-        const host = address.hostname === "0.0.0.0"
-          ? "127.0.0.1"
-          : address.hostname === "::"
-          ? "[::1]"
-          : address.hostname.includes(":")
-          ? `[${address.hostname}]`
-          : address.hostname
+        const host =
+          address.hostname === "0.0.0.0"
+            ? "127.0.0.1"
+            : address.hostname === "::"
+              ? "[::1]"
+              : address.hostname.includes(":")
+                ? `[${address.hostname}]`
+                : address.hostname
         // Bounded by the fetch itself: this runs uninterruptibly (an acquire), where Effect.timeout could not stop it,
         // and a probe that hung would hold a SIGTERM up with it.
         yield* Effect.promise(() =>
@@ -75,7 +76,7 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>, drain
    * are read and refused, until none has come for QUIET_MS. Then the listener closes, and the app, its pools and its
    * request fibers after it.
    */
-  const stopping = Effect.gen(function*() {
+  const stopping = Effect.gen(function* () {
     state = "stopping"
     refusedAt = Date.now()
     if (server !== undefined) server.reload({ routes } as Bun.ServeOptions)
@@ -90,7 +91,9 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>, drain
       // Bounded by a timer of its own: a release runs uninterruptibly, where Effect.timeout could not stop the wait.
       const stopped = server.stop(false)
       const ms = Math.max(100, deadline - Date.now())
-      yield* Effect.promise(() => Promise.race([stopped, new Promise<void>((resolve) => setTimeout(resolve, ms).unref())]))
+      yield* Effect.promise(() =>
+        Promise.race([stopped, new Promise<void>((resolve) => setTimeout(resolve, ms).unref())])
+      )
     }
   })
 
@@ -104,5 +107,8 @@ const refusal = (state: State) =>
   Response.json(
     errorBody(new Unavailable({ message: state === "stopping" ? "stopping" : "starting" })),
     // Stopping: the client's next attempt opens a new connection, which reaches another instance, or is refused.
-    { status: 503, headers: state === "stopping" ? { "retry-after": "1", connection: "close" } : { "retry-after": "1" } }
+    {
+      status: 503,
+      headers: state === "stopping" ? { "retry-after": "1", connection: "close" } : { "retry-after": "1" }
+    }
   )

@@ -43,7 +43,7 @@ const exchange = (
   configure: (server: McpServer) => void,
   parsedBody?: unknown
 ) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const web = yield* HttpServerRequest.toWeb(request)
     const response = yield* Effect.promise(async () => {
       const server = new McpServer({ name, version: pkg.version })
@@ -69,13 +69,16 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number
     Effect.mapError((e) =>
       e._tag !== "ValidationFailed" && e.cause instanceof BodyTimedOut
         ? errorResponse(new RequestTimeout({ message: e.cause.message }), { connection: "close" })
-        : errorResponse(new ValidationFailed({
-          message: e._tag === "ValidationFailed"
-            ? e.message
-            : e.cause instanceof BodyTooLarge || e.cause instanceof BodyTooDeep
-            ? e.cause.message
-            : "request body is not valid JSON"
-        }))
+        : errorResponse(
+            new ValidationFailed({
+              message:
+                e._tag === "ValidationFailed"
+                  ? e.message
+                  : e.cause instanceof BodyTooLarge || e.cause instanceof BodyTooDeep
+                    ? e.cause.message
+                    : "request body is not valid JSON"
+            })
+          )
     ),
     Effect.either
   )
@@ -83,17 +86,21 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number
 const onlyPost = (request: HttpServerRequest.HttpServerRequest) =>
   request.method === "POST"
     ? Option.none()
-    : Option.some(errorResponse(
-      new MethodNotAllowed({ message: "this MCP endpoint is stateless: send JSON-RPC messages with POST" }),
-      { allow: "POST" }
-    ))
+    : Option.some(
+        errorResponse(
+          new MethodNotAllowed({ message: "this MCP endpoint is stateless: send JSON-RPC messages with POST" }),
+          { allow: "POST" }
+        )
+      )
 
 const repositoryFile = (path: string) => new URL(`../../${path}`, import.meta.url).pathname
 
 /** README.md, then every page of docs/ in name order, as one Markdown text (sections are ## and ### headings). */
 const readGuide = (fs: FileSystem.FileSystem) =>
-  Effect.gen(function*() {
-    const pages = (yield* fs.readDirectory(repositoryFile("docs")).pipe(Effect.orElseSucceed(() => [] as Array<string>)))
+  Effect.gen(function* () {
+    const pages = (yield* fs
+      .readDirectory(repositoryFile("docs"))
+      .pipe(Effect.orElseSucceed(() => [] as Array<string>)))
       .filter((name) => name.endsWith(".md"))
       .sort()
       .map((name) => `docs/${name}`)
@@ -101,7 +108,8 @@ const readGuide = (fs: FileSystem.FileSystem) =>
       fs.readFileString(repositoryFile(path)).pipe(
         Effect.tapError(() => Effect.logWarning(`${path} not found: /mcp/docs serves the rest of the reference`)),
         Effect.orElseSucceed(() => "")
-      ))
+      )
+    )
     return texts.join("\n")
   })
 
@@ -111,7 +119,7 @@ const readGuide = (fs: FileSystem.FileSystem) =>
  * MCP endpoint over the OpenAPI document and the guide (README.md and the pages of docs/).
  */
 export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const credentials = yield* Credentials
     const limiter = yield* RateLimiter.RateLimiter
     const config = yield* AppConfig
@@ -124,7 +132,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
     const guide = Option.isNone(fs) ? "" : yield* readGuide(fs.value)
     const docs = makeDocsIndex(OpenApi.fromApi(TapedeckApi), guide)
 
-    const product = Effect.gen(function*() {
+    const product = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       const principal = yield* authenticate(credentials, request)
       if (Option.isNone(principal)) {
@@ -138,78 +146,128 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
       if (Either.isLeft(body)) return body.left
       // The API's per-credential, per-route limit; each message of a JSON-RPC batch counts (a batch of more
       // messages than the limit can never pass).
-      const exceeded = yield* limiter.consume({
-        key: `${principal.value.credentialId}:POST /mcp`,
-        limit: rateLimitPerMinute,
-        window: "1 minute",
-        onExceeded: "fail",
-        tokens: Array.isArray(body.right) ? Math.max(1, body.right.length) : 1
-      }).pipe(
-        Effect.as(Option.none<number>()),
-        Effect.catchTag("RateLimiterError", (e) =>
-          Effect.succeed(Option.some(e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1)))
-      )
+      const exceeded = yield* limiter
+        .consume({
+          key: `${principal.value.credentialId}:POST /mcp`,
+          limit: rateLimitPerMinute,
+          window: "1 minute",
+          onExceeded: "fail",
+          tokens: Array.isArray(body.right) ? Math.max(1, body.right.length) : 1
+        })
+        .pipe(
+          Effect.as(Option.none<number>()),
+          Effect.catchTag("RateLimiterError", (e) =>
+            Effect.succeed(Option.some(e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1))
+          )
+        )
       if (Option.isSome(exceeded)) {
         const seconds = exceeded.value
         return errorResponse(rateLimited(seconds), { "retry-after": String(seconds) })
       }
-      return yield* exchange(request, "tapedeck", (server) => registerProductTools(server, run, principal.value), body.right)
+      return yield* exchange(
+        request,
+        "tapedeck",
+        (server) => registerProductTools(server, run, principal.value),
+        body.right
+      )
     })
 
-    const documentation = Effect.gen(function*() {
+    const documentation = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       const refused = onlyPost(request)
       if (Option.isSome(refused)) return refused.value
       // Public: its body is held to the same size, nesting and pace as every other.
       const body = yield* readBody(request, maxBodyBytes, pace)
       if (Either.isLeft(body)) return body.left
-      return yield* exchange(request, "tapedeck-docs", (server) => {
-        server.registerTool("search_docs", {
-          title: "Search the Tapedeck API reference",
-          description: "Full-text search over the API's operations (from the OpenAPI document), its schemas and the README's guide sections. Returns ids to read with read_doc.",
-          inputSchema: z.object({
-            query: z.string().min(1).max(500),
-            limit: z.number().int().min(1).max(50).optional().describe("default 8")
-          }).strict(),
-          annotations: { readOnlyHint: true }
-        }, async (args) => ({
-          content: [{ type: "text", text: JSON.stringify(docs.search(args.query, args.limit ?? 8), null, 2) }]
-        }))
-        server.registerTool("read_doc", {
-          title: "Read a part of the Tapedeck API reference",
-          description: "One entry by id (\"GET /api/v1/traces\", \"schema:CreateTraceRequest\", \"readme:live-span-stream\"), by path (\"/api/v1/traces\": every method) or by section title.",
-          inputSchema: z.object({ id: z.string().min(1).max(500) }).strict(),
-          annotations: { readOnlyHint: true }
-        }, async (args) => {
-          const found = docs.read(args.id)
-          if (found.length === 0) {
-            const suggestions = docs.search(args.id, 5).map((s) => s.id)
-            return {
-              isError: true,
-              content: [{
-                type: "text",
-                text: JSON.stringify({ ...errorBody(new NotFound({ message: `no documentation entry ${JSON.stringify(args.id)}` })), suggestions })
-              }]
+      return yield* exchange(
+        request,
+        "tapedeck-docs",
+        (server) => {
+          server.registerTool(
+            "search_docs",
+            {
+              title: "Search the Tapedeck API reference",
+              description:
+                "Full-text search over the API's operations (from the OpenAPI document), its schemas and the README's guide sections. Returns ids to read with read_doc.",
+              inputSchema: z
+                .object({
+                  query: z.string().min(1).max(500),
+                  limit: z.number().int().min(1).max(50).optional().describe("default 8")
+                })
+                .strict(),
+              annotations: { readOnlyHint: true }
+            },
+            async (args) => ({
+              content: [{ type: "text", text: JSON.stringify(docs.search(args.query, args.limit ?? 8), null, 2) }]
+            })
+          )
+          server.registerTool(
+            "read_doc",
+            {
+              title: "Read a part of the Tapedeck API reference",
+              description:
+                'One entry by id ("GET /api/v1/traces", "schema:CreateTraceRequest", "readme:live-span-stream"), by path ("/api/v1/traces": every method) or by section title.',
+              inputSchema: z.object({ id: z.string().min(1).max(500) }).strict(),
+              annotations: { readOnlyHint: true }
+            },
+            async (args) => {
+              const found = docs.read(args.id)
+              if (found.length === 0) {
+                const suggestions = docs.search(args.id, 5).map((s) => s.id)
+                return {
+                  isError: true,
+                  content: [
+                    {
+                      type: "text",
+                      text: JSON.stringify({
+                        ...errorBody(new NotFound({ message: `no documentation entry ${JSON.stringify(args.id)}` })),
+                        suggestions
+                      })
+                    }
+                  ]
+                }
+              }
+              return {
+                content: [
+                  {
+                    type: "text",
+                    text: found
+                      .map((e) => e.text)
+                      .join("\n\n")
+                      .slice(0, 100_000)
+                  }
+                ]
+              }
             }
-          }
-          return { content: [{ type: "text", text: found.map((e) => e.text).join("\n\n").slice(0, 100_000) }] }
-        })
-        server.registerTool("list_docs", {
-          title: "Table of contents",
-          description: "Every operation and guide section (ids and titles); schemas are listed by name.",
-          inputSchema: z.object({}).strict(),
-          annotations: { readOnlyHint: true }
-        }, async () => ({
-          content: [{
-            type: "text",
-            text: JSON.stringify({
-              operations: docs.entries.filter((e) => e.kind === "operation").map((e) => e.title),
-              guides: docs.entries.filter((e) => e.kind === "guide").map((e) => ({ id: e.id, title: e.title })),
-              schemas: docs.entries.filter((e) => e.kind === "schema").map((e) => e.id)
-            }, null, 2)
-          }]
-        }))
-      }, body.right)
+          )
+          server.registerTool(
+            "list_docs",
+            {
+              title: "Table of contents",
+              description: "Every operation and guide section (ids and titles); schemas are listed by name.",
+              inputSchema: z.object({}).strict(),
+              annotations: { readOnlyHint: true }
+            },
+            async () => ({
+              content: [
+                {
+                  type: "text",
+                  text: JSON.stringify(
+                    {
+                      operations: docs.entries.filter((e) => e.kind === "operation").map((e) => e.title),
+                      guides: docs.entries.filter((e) => e.kind === "guide").map((e) => ({ id: e.id, title: e.title })),
+                      schemas: docs.entries.filter((e) => e.kind === "schema").map((e) => e.id)
+                    },
+                    null,
+                    2
+                  )
+                }
+              ]
+            })
+          )
+        },
+        body.right
+      )
     })
 
     const guarded = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>

@@ -16,13 +16,14 @@ const UNIMPLEMENTED = 12
  * read and no credentials are needed: the answer is the same for everyone.
  */
 export const OtlpOtherSignalsLive = HttpApiBuilder.Router.use((router) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     for (const [path, signal] of Object.entries(OTLP_OTHER_SIGNAL_PATHS)) {
-      const message = `Tapedeck receives OpenTelemetry traces only (POST /v1/traces); OTLP ${signal} are not accepted. ` +
+      const message =
+        `Tapedeck receives OpenTelemetry traces only (POST /v1/traces); OTLP ${signal} are not accepted. ` +
         `Turn the ${signal} exporter off or send ${signal} to another backend.`
       yield* router.post(
         path as `/${string}`,
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
           if (isProtobufType(request.headers["content-type"])) {
             return HttpServerResponse.uint8Array(rpcStatus(UNIMPLEMENTED, message), {

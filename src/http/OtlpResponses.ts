@@ -27,15 +27,24 @@ export const wantsProtobuf = (request: HttpServerRequest.HttpServerRequest) =>
 /** google.rpc.Code for an HTTP status, as the gRPC/HTTP mapping pairs them. */
 export const rpcCodeOf = (status: number): number => {
   switch (status) {
-    case 400: return 3 // INVALID_ARGUMENT
-    case 401: return 16 // UNAUTHENTICATED
-    case 403: return 7 // PERMISSION_DENIED
-    case 404: return 5 // NOT_FOUND
-    case 413: return 8 // RESOURCE_EXHAUSTED
-    case 429: return 8 // RESOURCE_EXHAUSTED
-    case 503: return 14 // UNAVAILABLE
-    case 504: return 4 // DEADLINE_EXCEEDED
-    default: return status >= 500 ? 13 : 2 // INTERNAL : UNKNOWN
+    case 400:
+      return 3 // INVALID_ARGUMENT
+    case 401:
+      return 16 // UNAUTHENTICATED
+    case 403:
+      return 7 // PERMISSION_DENIED
+    case 404:
+      return 5 // NOT_FOUND
+    case 413:
+      return 8 // RESOURCE_EXHAUSTED
+    case 429:
+      return 8 // RESOURCE_EXHAUSTED
+    case 503:
+      return 14 // UNAVAILABLE
+    case 504:
+      return 4 // DEADLINE_EXCEEDED
+    default:
+      return status >= 500 ? 13 : 2 // INTERNAL : UNKNOWN
   }
 }
 
@@ -43,7 +52,7 @@ const jsonOf = (response: HttpServerResponse.HttpServerResponse): Record<string,
   if (response.body._tag !== "Uint8Array") return undefined
   try {
     const parsed: unknown = JSON.parse(new TextDecoder().decode(response.body.body))
-    return typeof parsed === "object" && parsed !== null ? parsed as Record<string, unknown> : undefined
+    return typeof parsed === "object" && parsed !== null ? (parsed as Record<string, unknown>) : undefined
   } catch {
     return undefined
   }
@@ -53,11 +62,18 @@ const jsonOf = (response: HttpServerResponse.HttpServerResponse): Record<string,
 export const encodeExportResponse = (result: Record<string, unknown> | undefined): Uint8Array => {
   const partial = result?.partialSuccess as { rejectedSpans?: unknown; errorMessage?: unknown } | undefined
   const rejected = typeof partial?.rejectedSpans === "number" ? partial.rejectedSpans : 0
-  return ExportResponse.encode(ExportResponse.create(
-    rejected > 0
-      ? { partialSuccess: { rejectedSpans: rejected, errorMessage: typeof partial?.errorMessage === "string" ? partial.errorMessage : "" } }
-      : {}
-  )).finish()
+  return ExportResponse.encode(
+    ExportResponse.create(
+      rejected > 0
+        ? {
+            partialSuccess: {
+              rejectedSpans: rejected,
+              errorMessage: typeof partial?.errorMessage === "string" ? partial.errorMessage : ""
+            }
+          }
+        : {}
+    )
+  ).finish()
 }
 
 /** A google.rpc.Status message. */
@@ -72,7 +88,11 @@ export const encodeRpcStatus = (status: number, body: Record<string, unknown> | 
 const toProtobuf = (response: HttpServerResponse.HttpServerResponse) => {
   const json = jsonOf(response)
   const bytes = response.status < 300 ? encodeExportResponse(json) : encodeRpcStatus(response.status, json)
-  return HttpServerResponse.uint8Array(bytes, { status: response.status, headers: response.headers, contentType: PROTOBUF })
+  return HttpServerResponse.uint8Array(bytes, {
+    status: response.status,
+    headers: response.headers,
+    contentType: PROTOBUF
+  })
 }
 
 const reencode = HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(toProtobuf(response)))
@@ -82,5 +102,9 @@ const reencode = HttpApp.appendPreResponseHandler((_request, response) => Effect
  * and the JSON errors of authentication, rate limiting, backpressure and validation. A pre-response handler, not a
  * map over the app's result: the server sends error responses before an outer middleware would see them.
  */
-export const otlpProtobufAnswers = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => (wantsProtobuf(request) ? Effect.zipRight(reencode, app) : app))
+export const otlpProtobufAnswers = <E, R>(
+  app: HttpApp.Default<E, R>
+): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+    wantsProtobuf(request) ? Effect.zipRight(reencode, app) : app
+  )

@@ -19,27 +19,27 @@ export const setRetryAfter = (seconds: number) =>
  */
 export const RateLimitLive = Layer.effect(
   RateLimit,
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const limiter = yield* RateLimiter.RateLimiter
     const { rateLimitPerMinute } = yield* AppConfig
-    return Effect.gen(function*() {
+    return Effect.gen(function* () {
       const principal = yield* Effect.serviceOption(CurrentPrincipal)
       if (Option.isNone(principal)) return
       const route = yield* HttpRouter.RouteContext
       const request = yield* HttpServerRequest.HttpServerRequest
-      yield* limiter.consume({
-        key: `${principal.value.credentialId}:${request.method} ${route.route.path}`,
-        limit: rateLimitPerMinute,
-        window: "1 minute",
-        onExceeded: "fail"
-      }).pipe(
-        Effect.catchTag("RateLimiterError", (e) => {
-          const seconds = e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1
-          return setRetryAfter(seconds).pipe(
-            Effect.zipRight(Effect.fail(rateLimited(seconds)))
-          )
+      yield* limiter
+        .consume({
+          key: `${principal.value.credentialId}:${request.method} ${route.route.path}`,
+          limit: rateLimitPerMinute,
+          window: "1 minute",
+          onExceeded: "fail"
         })
-      )
+        .pipe(
+          Effect.catchTag("RateLimiterError", (e) => {
+            const seconds = e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1
+            return setRetryAfter(seconds).pipe(Effect.zipRight(Effect.fail(rateLimited(seconds))))
+          })
+        )
     })
   })
 ).pipe(Layer.provide(RateLimiter.layer), Layer.provide(RateLimiter.layerStoreMemory))

@@ -29,12 +29,12 @@ const authenticate = (credentials: Credentials, request: HttpServerRequest.HttpS
  * frames (src/domain/ReplayProtocol.ts).
  */
 export const ReplaySocketLive = HttpApiBuilder.Router.use((router) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const credentials = yield* Credentials
     const sdk = yield* SdkReplay
     yield* router.get(
       "/ws/v1/replay",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         const principal = yield* authenticate(credentials, request).pipe(Effect.option)
         if (Option.isNone(principal)) return unauthorized
@@ -47,34 +47,42 @@ export const ReplaySocketLive = HttpApiBuilder.Router.use((router) =>
         const send = (message: unknown) => write(JSON.stringify(message)).pipe(Effect.ignore)
         const connectionId = crypto.randomUUID()
         yield* sdk.open(accountId, connectionId, (text) => write(text).pipe(Effect.ignore))
-        yield* socket.runRaw((frame) => {
-          const text = typeof frame === "string" ? frame : new TextDecoder().decode(frame)
-          const message = decodeMessage(text)
-          if (Either.isLeft(message)) return send({ type: "error", message: "not a replay protocol message" })
-          const m = message.right
-          switch (m.type) {
-            case "ping":
-              return send({ type: "pong" })
-            case "register":
-              return sdk.register(connectionId, m.agents).pipe(
-                Effect.zipRight(send({ type: "registered", connection_id: connectionId, agents: m.agents }))
-              )
-            case "resume":
-              return sdk.resume(accountId, connectionId, m.execution_ids)
-            case "replay_finished":
-              return sdk.finish(accountId, {
-                executionId: m.execution_id,
-                status: m.status,
-                error: m.error ?? null,
-                byteReplayed: m.byte_replayed ?? 0,
-                faithfulReexec: m.faithful_reexec ?? 0,
-                caveats: m.fidelity_caveats ?? []
-              }, connectionId).pipe(Effect.zipRight(send({ type: "finished_ack", execution_id: m.execution_id })))
-          }
-        }).pipe(
-          Effect.catchAllCause(() => Effect.void),
-          Effect.ensuring(sdk.close(connectionId))
-        )
+        yield* socket
+          .runRaw((frame) => {
+            const text = typeof frame === "string" ? frame : new TextDecoder().decode(frame)
+            const message = decodeMessage(text)
+            if (Either.isLeft(message)) return send({ type: "error", message: "not a replay protocol message" })
+            const m = message.right
+            switch (m.type) {
+              case "ping":
+                return send({ type: "pong" })
+              case "register":
+                return sdk
+                  .register(connectionId, m.agents)
+                  .pipe(Effect.zipRight(send({ type: "registered", connection_id: connectionId, agents: m.agents })))
+              case "resume":
+                return sdk.resume(accountId, connectionId, m.execution_ids)
+              case "replay_finished":
+                return sdk
+                  .finish(
+                    accountId,
+                    {
+                      executionId: m.execution_id,
+                      status: m.status,
+                      error: m.error ?? null,
+                      byteReplayed: m.byte_replayed ?? 0,
+                      faithfulReexec: m.faithful_reexec ?? 0,
+                      caveats: m.fidelity_caveats ?? []
+                    },
+                    connectionId
+                  )
+                  .pipe(Effect.zipRight(send({ type: "finished_ack", execution_id: m.execution_id })))
+            }
+          })
+          .pipe(
+            Effect.catchAllCause(() => Effect.void),
+            Effect.ensuring(sdk.close(connectionId))
+          )
         return HttpServerResponse.empty()
       }).pipe(Effect.scoped)
     )

@@ -42,20 +42,22 @@ export class RequestSummary extends Effect.Service<RequestSummary>()("tapedeck/R
 
 /** The summary's log line for one period; nothing when no request came. */
 export const logSummary = (tally: Tally, periodSeconds: number) =>
-  tally.requests === 0 ? Effect.void : Effect.logInfo(`requests answered in the last ${periodSeconds} s`).pipe(
-    Effect.annotateLogs({
-      requests: tally.requests,
-      "2xx": tally.s2xx,
-      "3xx": tally.s3xx,
-      "4xx": tally.s4xx,
-      "5xx": tally.s5xx,
-      slowest_ms: Math.round(tally.slowestMs)
-    })
-  )
+  tally.requests === 0
+    ? Effect.void
+    : Effect.logInfo(`requests answered in the last ${periodSeconds} s`).pipe(
+        Effect.annotateLogs({
+          requests: tally.requests,
+          "2xx": tally.s2xx,
+          "3xx": tally.s3xx,
+          "4xx": tally.s4xx,
+          "5xx": tally.s5xx,
+          slowest_ms: Math.round(tally.slowestMs)
+        })
+      )
 
 /** Logs the summary every TAPEDECK_LOG_SUMMARY_SECONDS (0: never). */
 export const RequestSummaryLogLive = Layer.scopedDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { logSummarySeconds } = yield* AppConfig
     const summary = yield* RequestSummary
     if (logSummarySeconds <= 0) return

@@ -1,5 +1,18 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
-import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, Option, Queue, Redacted, Schedule, Schema } from "effect"
+import {
+  Cause,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  Option,
+  Queue,
+  Redacted,
+  Schedule,
+  Schema
+} from "effect"
 import { Credentials, type Principal } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
 import { StreamHub, type Subscriber } from "#layers/stream/StreamHub"
@@ -12,7 +25,9 @@ import { headerCredential } from "./HeaderCredentials.ts"
 import type { InvalidCredential } from "#src/domain/Errors"
 
 const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(StreamClientMessage))
-const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.compose(DecimalDigits, Schema.NumberFromString), EventIdParam))
+const decodeEventId = Schema.decodeUnknownOption(
+  Schema.compose(Schema.compose(DecimalDigits, Schema.NumberFromString), EventIdParam)
+)
 
 /** Past this many bytes buffered in the socket, the writer waits for the client to read. */
 const HIGH_WATER_BYTES = 1024 * 1024
@@ -67,8 +82,11 @@ const MAX_PENDING_CLIENT_MESSAGES = 64
  * `ws.data.deferred`, `ws.data.run` and `ws.data.closeDeferred`). Undefined on another runtime.
  */
 const upgradeRaw = (request: HttpServerRequest.HttpServerRequest) =>
-  Effect.gen(function*() {
-    const bun = request as unknown as { source?: unknown; bunServer?: { upgrade: (req: unknown, options: unknown) => boolean } }
+  Effect.gen(function* () {
+    const bun = request as unknown as {
+      source?: unknown
+      bunServer?: { upgrade: (req: unknown, options: unknown) => boolean }
+    }
     if (!bun.bunServer || !bun.source) return Option.none<RawConnection>()
     const opened = yield* Deferred.make<RawSocket>()
     const closeDeferred = yield* Deferred.make<void, Socket.SocketError>()
@@ -104,7 +122,10 @@ interface Authenticated {
 }
 
 const authenticate = (check: Effect.Effect<Principal, InvalidCredential>) =>
-  check.pipe(Effect.map((principal): Authenticated => ({ principal, check })), Effect.option)
+  check.pipe(
+    Effect.map((principal): Authenticated => ({ principal, check })),
+    Effect.option
+  )
 
 /**
  * GET /ws/v1/stream: the live span stream. Authenticated by header, by `?token=`, or by a first
@@ -112,7 +133,7 @@ const authenticate = (check: Effect.Effect<Principal, InvalidCredential>) =>
  * trace events as JSON text frames (docs/stream.md).
  */
 export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const credentials = yield* Credentials
     const hub = yield* StreamHub
     const config = yield* AppConfig
@@ -123,7 +144,7 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
       presetToken: Option.Option<string>,
       queryLastEventId: number | undefined
     ) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { ws, inbox, closed } = raw
         const sendNow = (message: unknown) => Effect.sync(() => void ws.sendText(JSON.stringify(message)))
         const close = (code: number, reason: string) => Effect.sync(() => ws.close(code, reason))
@@ -134,13 +155,19 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
           const token = Option.isSome(presetToken)
             ? Option.some(presetToken.value)
             : yield* Queue.take(inbox).pipe(
-              Effect.map((frame) => {
-                const message = decodeMessage(typeof frame === "string" ? frame : new TextDecoder().decode(frame))
-                return Either.isRight(message) && message.right.type === "auth" ? Option.some(message.right.token) : Option.none<string>()
-              }),
-              Effect.timeoutTo({ duration: Duration.millis(config.streamAuthTimeoutMs), onSuccess: (t) => t, onTimeout: () => Option.none<string>() }),
-              Effect.raceFirst(Deferred.await(closed).pipe(Effect.as(Option.none<string>())))
-            )
+                Effect.map((frame) => {
+                  const message = decodeMessage(typeof frame === "string" ? frame : new TextDecoder().decode(frame))
+                  return Either.isRight(message) && message.right.type === "auth"
+                    ? Option.some(message.right.token)
+                    : Option.none<string>()
+                }),
+                Effect.timeoutTo({
+                  duration: Duration.millis(config.streamAuthTimeoutMs),
+                  onSuccess: (t) => t,
+                  onTimeout: () => Option.none<string>()
+                }),
+                Effect.raceFirst(Deferred.await(closed).pipe(Effect.as(Option.none<string>())))
+              )
           if (Option.isSome(token)) {
             authenticated = yield* authenticate(credentials.bearer(Redacted.make(token.value)))
           }
@@ -188,7 +215,9 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
           return true
         }
         const offerAll = (messages: ReadonlyArray<{ readonly json: string }>) =>
-          !batched ? offerFrames(messages) : messages.length === 0 || offerFrames([{ json: batchFrame(messages) }], messages.length)
+          !batched
+            ? offerFrames(messages)
+            : messages.length === 0 || offerFrames([{ json: batchFrame(messages) }], messages.length)
         const offer = (text: string) => offerFrames([{ json: text }])
         const subscriber: Subscriber = {
           accountId,
@@ -209,24 +238,31 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
           })
 
         const writer = Queue.take(wake).pipe(
-          Effect.zipRight(Effect.whileLoop({
-            while: () => backlog.length > 0,
-            body: () => drained.pipe(Effect.zipRight(Effect.sync(() => {
-              // Send what fits under the high water in one go.
-              let n = 0
-              const sendSome = () => {
-                while (n < backlog.length && !behind()) {
-                  ws.sendText(backlog[n]!)
-                  backlogEvents -= backlogCounts[n++]!
-                }
-              }
-              if (ws.cork) ws.cork(sendSome)
-              else sendSome()
-              backlog.splice(0, n)
-              backlogCounts.splice(0, n)
-            }))),
-            step: () => {}
-          })),
+          Effect.zipRight(
+            Effect.whileLoop({
+              while: () => backlog.length > 0,
+              body: () =>
+                drained.pipe(
+                  Effect.zipRight(
+                    Effect.sync(() => {
+                      // Send what fits under the high water in one go.
+                      let n = 0
+                      const sendSome = () => {
+                        while (n < backlog.length && !behind()) {
+                          ws.sendText(backlog[n]!)
+                          backlogEvents -= backlogCounts[n++]!
+                        }
+                      }
+                      if (ws.cork) ws.cork(sendSome)
+                      else sendSome()
+                      backlog.splice(0, n)
+                      backlogCounts.splice(0, n)
+                    })
+                  )
+                ),
+              step: () => {}
+            })
+          ),
           Effect.forever
         )
         const heartbeat = Effect.suspend(() => enqueue({ type: "ping", time: new Date().toISOString() })).pipe(
@@ -236,11 +272,15 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
 
         let firstSubscribe = true
         const handle = (frame: string | Uint8Array) =>
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             const text = typeof frame === "string" ? frame : new TextDecoder().decode(frame)
             const decoded = decodeMessage(text)
             if (Either.isLeft(decoded)) {
-              return yield* enqueue(errorMessage(new ValidationFailed({ message: `not a stream message: ${decoded.left.message.slice(0, 500)}` })))
+              return yield* enqueue(
+                errorMessage(
+                  new ValidationFailed({ message: `not a stream message: ${decoded.left.message.slice(0, 500)}` })
+                )
+              )
             }
             const message = decoded.right
             switch (message.type) {
@@ -264,12 +304,16 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
                 } else {
                   for (const event of replay.events) yield* sendPaced(event.json)
                 }
-                yield* sendPaced(JSON.stringify({
-                  type: "subscribed",
-                  filters: message.filters,
-                  ...(batched ? { batch: true } : {}),
-                  ...(lastEventId === undefined ? {} : { replayed: replay.events.length, replay_complete: replay.complete })
-                }))
+                yield* sendPaced(
+                  JSON.stringify({
+                    type: "subscribed",
+                    filters: message.filters,
+                    ...(batched ? { batch: true } : {}),
+                    ...(lastEventId === undefined
+                      ? {}
+                      : { replayed: replay.events.length, replay_complete: replay.complete })
+                  })
+                )
                 if (lastEventId !== undefined) yield* hub.endReplay(subscriber, replay.replayedRows)
               }
             }
@@ -293,9 +337,18 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
         const outcome = yield* Effect.acquireUseRelease(
           hub.register(subscriber),
           () =>
-            Effect.gen(function*() {
-              yield* sendNow({ type: "authenticated", heartbeat_seconds: config.streamPingSeconds, queue_max: config.streamQueueMax })
-              const fibers = yield* Effect.all([Effect.fork(writer), Effect.fork(heartbeat), Effect.fork(reader), Effect.fork(recheck)])
+            Effect.gen(function* () {
+              yield* sendNow({
+                type: "authenticated",
+                heartbeat_seconds: config.streamPingSeconds,
+                queue_max: config.streamQueueMax
+              })
+              const fibers = yield* Effect.all([
+                Effect.fork(writer),
+                Effect.fork(heartbeat),
+                Effect.fork(reader),
+                Effect.fork(recheck)
+              ])
               const outcome = yield* Effect.raceAll([
                 Deferred.await(closed).pipe(Effect.as("closed" as const)),
                 Deferred.await(slow).pipe(Effect.as("slow" as const)),
@@ -314,13 +367,11 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
         } else if (outcome === "failed") {
           yield* close(1011, "internal error")
         }
-      }).pipe(
-        Effect.onInterrupt(() => Effect.sync(() => raw.ws.close(StreamCloseCode.normal, "server shutting down")))
-      )
+      }).pipe(Effect.onInterrupt(() => Effect.sync(() => raw.ws.close(StreamCloseCode.normal, "server shutting down"))))
 
     yield* router.get(
       "/ws/v1/stream",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         const params = new URL(request.url, "http://localhost").searchParams
         // Credentials sent as headers are checked first (before validation and the upgrade): a bad one is a plain 401.

@@ -24,7 +24,7 @@ const acceptsGzip = (request: HttpServerRequest.HttpServerRequest) =>
  * with the user's key. The bundle is built (or reused, when its inputs have not changed) as the server starts.
  */
 export const StudioHttpLive = HttpApiBuilder.Router.use((router) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     // Built (or reused) once, started now and awaited by the first request that needs it; a failed build is
     // reported on every /ui request rather than taking the API down with it.
     const ready = yield* Effect.cached(
@@ -34,7 +34,11 @@ export const StudioHttpLive = HttpApiBuilder.Router.use((router) =>
     )
     yield* Effect.forkDaemon(Effect.ignore(ready))
 
-    const withBundle = (respond: (bundle: StudioBundle) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>) =>
+    const withBundle = (
+      respond: (
+        bundle: StudioBundle
+      ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+    ) =>
       ready.pipe(
         Effect.matchEffect({
           onFailure: () => Effect.succeed(unavailable("the Studio bundle could not be built; see the server log")),
@@ -43,15 +47,17 @@ export const StudioHttpLive = HttpApiBuilder.Router.use((router) =>
       )
 
     const shell = withBundle((studio) =>
-      Effect.succeed(HttpServerResponse.text(studio.html, {
-        contentType: "text/html; charset=utf-8",
-        // The shell names the current hashed assets, so it is revalidated every time.
-        headers: { "cache-control": "no-cache", "x-content-type-options": "nosniff" }
-      }))
+      Effect.succeed(
+        HttpServerResponse.text(studio.html, {
+          contentType: "text/html; charset=utf-8",
+          // The shell names the current hashed assets, so it is revalidated every time.
+          headers: { "cache-control": "no-cache", "x-content-type-options": "nosniff" }
+        })
+      )
     )
 
     const asset = withBundle((studio) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         // Asset names are hashed ASCII, so the raw path names them: no decoding (a malformed escape is just unknown).
         const name = new URL(request.url, "http://localhost").pathname.slice("/ui/assets/".length)

@@ -24,7 +24,10 @@ export const healthBody = (build: ReturnType<typeof healthBuild>, nowMillis: num
 })
 
 export const SystemHttpLive = HttpApiBuilder.group(TapedeckApi, "system", (handlers) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const build = healthBuild(yield* AppConfig)
-    return handlers.handle("health", () => Effect.clockWith((clock) => Effect.map(clock.currentTimeMillis, (now) => healthBody(build, now))))
-  }))
+    return handlers.handle("health", () =>
+      Effect.clockWith((clock) => Effect.map(clock.currentTimeMillis, (now) => healthBody(build, now)))
+    )
+  })
+)

@@ -5,11 +5,13 @@ import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 
 export const UsageHttpLive = HttpApiBuilder.group(TapedeckApi, "usage", (handlers) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const usage = yield* UsageReport
     return handlers.handle("get", ({ urlParams }) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { accountId } = yield* CurrentPrincipal
         return yield* usage.forMonth(accountId, urlParams.month)
-      }))
-  })).pipe(Layer.provide(UsageReport.Default))
+      })
+    )
+  })
+).pipe(Layer.provide(UsageReport.Default))

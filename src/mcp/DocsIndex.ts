@@ -8,19 +8,31 @@ export interface DocEntry {
 
 export interface DocsIndex {
   readonly entries: ReadonlyArray<DocEntry>
-  readonly search: (query: string, limit: number) => ReadonlyArray<{ id: string; title: string; kind: string; score: number; snippet: string }>
+  readonly search: (
+    query: string,
+    limit: number
+  ) => ReadonlyArray<{ id: string; title: string; kind: string; score: number; snippet: string }>
   readonly read: (idOrPath: string) => ReadonlyArray<DocEntry>
 }
 
 const METHODS = ["get", "post", "put", "patch", "delete"] as const
 
-const slug = (s: string) => s.toLowerCase().replace(/[`'"]/g, "").replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "")
+const slug = (s: string) =>
+  s
+    .toLowerCase()
+    .replace(/[`'"]/g, "")
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-|-$/g, "")
 
 const refName = (ref: string) => ref.split("/").at(-1) ?? ref
 
 /** A JSON schema with `$ref`s shown as the referenced schema's name (read it with read_doc("schema:Name")). */
 const schemaText = (schema: unknown) =>
-  JSON.stringify(schema, (key, value) => (key === "$ref" && typeof value === "string" ? `schema:${refName(value)}` : value), 2)
+  JSON.stringify(
+    schema,
+    (key, value) => (key === "$ref" && typeof value === "string" ? `schema:${refName(value)}` : value),
+    2
+  )
 
 const operationEntries = (openApi: any): Array<DocEntry> => {
   const out: Array<DocEntry> = []
@@ -39,7 +51,9 @@ const operationEntries = (openApi: any): Array<DocEntry> => {
       if (params.length > 0) {
         lines.push("Parameters:")
         for (const p of params) {
-          lines.push(`- ${p.name} (${p.in}${p.required ? ", required" : ""}): ${JSON.stringify(p.schema ?? {})}${p.description ? ` ${p.description}` : ""}`)
+          lines.push(
+            `- ${p.name} (${p.in}${p.required ? ", required" : ""}): ${JSON.stringify(p.schema ?? {})}${p.description ? ` ${p.description}` : ""}`
+          )
         }
       }
       const body = op.requestBody?.content
@@ -51,7 +65,9 @@ const operationEntries = (openApi: any): Array<DocEntry> => {
       lines.push("Responses:")
       for (const [status, response] of Object.entries<any>(op.responses ?? {})) {
         const schema = response?.content?.["application/json"]?.schema
-        lines.push(`- ${status}: ${response?.description ?? ""}${schema ? ` ${schemaText(schema).replace(/\s+/g, " ")}` : ""}`)
+        lines.push(
+          `- ${status}: ${response?.description ?? ""}${schema ? ` ${schemaText(schema).replace(/\s+/g, " ")}` : ""}`
+        )
       }
       out.push({ id, title: op.summary ? `${id}: ${op.summary}` : id, kind: "operation", text: lines.join("\n") })
     }
@@ -75,7 +91,12 @@ const readmeEntries = (readme: string): Array<DocEntry> => {
   const flush = () => {
     // A page title (#) directly followed by its first section has no text of its own.
     if (current && current.lines.some((l, i) => i > 0 && l.trim() !== "")) {
-      out.push({ id: `readme:${slug(current.title)}`, title: current.title, kind: "guide", text: current.lines.join("\n").trim() })
+      out.push({
+        id: `readme:${slug(current.title)}`,
+        title: current.title,
+        kind: "guide",
+        text: current.lines.join("\n").trim()
+      })
     }
   }
   for (const line of readme.split("\n")) {
@@ -98,7 +119,8 @@ export const makeDocsIndex = (openApi: unknown, readme: string): DocsIndex => {
   const entries = [...operationEntries(openApi), ...readmeEntries(readme), ...schemaEntries(openApi)]
   const tokenized = entries.map((e) => ({ title: words(e.title + " " + e.id), body: words(e.text) }))
   const documentFrequency = new Map<string, number>()
-  for (const t of tokenized) for (const w of new Set([...t.title, ...t.body])) documentFrequency.set(w, (documentFrequency.get(w) ?? 0) + 1)
+  for (const t of tokenized)
+    for (const w of new Set([...t.title, ...t.body])) documentFrequency.set(w, (documentFrequency.get(w) ?? 0) + 1)
 
   const search: DocsIndex["search"] = (query, limit) => {
     const terms = [...new Set(words(query))]
@@ -121,13 +143,19 @@ export const makeDocsIndex = (openApi: unknown, readme: string): DocsIndex => {
       .slice(0, limit)
       .map(({ entry, score }) => {
         const lower = entry.text.toLowerCase()
-        const at = Math.max(0, Math.min(...terms.map((t) => lower.indexOf(t)).filter((i) => i >= 0), entry.text.length) - 60)
+        const at = Math.max(
+          0,
+          Math.min(...terms.map((t) => lower.indexOf(t)).filter((i) => i >= 0), entry.text.length) - 60
+        )
         return {
           id: entry.id,
           title: entry.title,
           kind: entry.kind,
           score: Math.round(score * 100) / 100,
-          snippet: entry.text.slice(at, at + 240).replace(/\s+/g, " ").trim()
+          snippet: entry.text
+            .slice(at, at + 240)
+            .replace(/\s+/g, " ")
+            .trim()
         }
       })
   }
@@ -144,7 +172,9 @@ export const makeDocsIndex = (openApi: unknown, readme: string): DocsIndex => {
     if (bySchema.length > 0) return bySchema
     // A README section by title, or by the start of its id ("readme:live-span-stream").
     const key = slug(lower.startsWith("readme:") ? wanted.slice(7) : wanted)
-    const sections = entries.filter((e) => e.kind === "guide" && (e.title.toLowerCase() === lower || (key !== "" && e.id.startsWith(`readme:${key}`))))
+    const sections = entries.filter(
+      (e) => e.kind === "guide" && (e.title.toLowerCase() === lower || (key !== "" && e.id.startsWith(`readme:${key}`)))
+    )
     const exactSection = sections.filter((e) => e.id === `readme:${key}`)
     return exactSection.length > 0 ? exactSection : sections
   }

@@ -35,9 +35,13 @@ export interface Caller {
 
 const uuid = () => z.string().uuid()
 const text = (max: number) => z.string().max(max)
-const traceIds = z.array(uuid()).min(1).max(50).refine((ids) => new Set(ids.map((id) => id.toLowerCase())).size === ids.length, {
-  message: "trace_ids must be unique"
-})
+const traceIds = z
+  .array(uuid())
+  .min(1)
+  .max(50)
+  .refine((ids) => new Set(ids.map((id) => id.toLowerCase())).size === ids.length, {
+    message: "trace_ids must be unique"
+  })
 
 /** A failure as a tool result carrying the API's error body. */
 const errorResult = (e: ApiError): CallToolResult => ({
@@ -112,15 +116,18 @@ export const renderTrace = (
     depth.set(id, d)
     return d
   }
-  const order = trace.causalOrder && trace.causalOrder.length === trace.spans.length
-    ? trace.causalOrder.map((id) => byId.get(id)!).filter(Boolean)
-    : trace.spans
+  const order =
+    trace.causalOrder && trace.causalOrder.length === trace.spans.length
+      ? trace.causalOrder.map((id) => byId.get(id)!).filter(Boolean)
+      : trace.spans
   if (order.length > 0) lines.push("spans (causal order; children indented under their parent):")
   for (const span of order.slice(0, options.maxSpans)) {
     const pad = "  ".repeat(Math.min(depthOf(span.id), 20))
     const facts = [
       span.model ? `model=${span.model}` : undefined,
-      span.input_tokens !== undefined || span.output_tokens !== undefined ? `tokens=${span.input_tokens ?? 0}→${span.output_tokens ?? 0}` : undefined,
+      span.input_tokens !== undefined || span.output_tokens !== undefined
+        ? `tokens=${span.input_tokens ?? 0}→${span.output_tokens ?? 0}`
+        : undefined,
       span.cost !== undefined ? `cost=$${span.cost}` : undefined,
       durationOf(span) !== undefined ? `${durationOf(span)}ms` : undefined,
       span.agent_id ? `agent=${span.agent_id}${span.agent_role ? `(${span.agent_role})` : ""}` : undefined,
@@ -133,7 +140,8 @@ export const renderTrace = (
     if (spanOutput !== undefined) lines.push(`${pad}    output: ${spanOutput}`)
     if (span.error) lines.push(`${pad}    error: ${clip(span.error, options.payloadChars)}`)
   }
-  if (order.length > options.maxSpans) lines.push(`… ${order.length - options.maxSpans} more spans (raise max_spans to see them)`)
+  if (order.length > options.maxSpans)
+    lines.push(`… ${order.length - options.maxSpans} more spans (raise max_spans to see them)`)
   return lines.join("\n")
 }
 
@@ -142,7 +150,7 @@ const decode = <A, I>(schema: Schema.Schema<A, I>, input: unknown) =>
 
 /** The evaluation a tool names (its path id in the REST route), and the rest of the arguments as that route's body. */
 const evaluationCall = <A, I>(schema: Schema.Schema<A, I>, args: { readonly evaluation_id: string }) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { evaluation_id, ...body } = args
     return { evaluationId: yield* decode(EvaluationId, evaluation_id), request: yield* decode(schema, body) }
   })
@@ -155,181 +163,297 @@ const evaluationCall = <A, I>(schema: Schema.Schema<A, I>, args: { readonly eval
 export const registerProductTools = (server: McpServer, run: Runner, caller: Caller) => {
   const { accountId } = caller
 
-  server.registerTool("list_traces", {
-    title: "List traces",
-    description: "The account's traces, newest first (GET /api/v1/traces). Page with limit/offset or the returned nextCursor.",
-    inputSchema: z.object({
-      limit: z.number().int().min(1).max(100).optional(),
-      offset: z.number().int().min(0).optional(),
-      env: z.literal("sandbox").optional().describe("sandbox lists sandbox traces (fork replays); omitted lists production traces"),
-      cursor: text(200).optional()
-    }).strict(),
-    annotations: { readOnlyHint: true }
-  }, (args) =>
-    answer(run, Effect.gen(function*() {
-      const params = yield* decode(ListTracesParams, {
-        ...(args.limit === undefined ? {} : { limit: String(args.limit) }),
-        ...(args.offset === undefined ? {} : { offset: String(args.offset) }),
-        ...(args.env === undefined ? {} : { env: args.env }),
-        ...(args.cursor === undefined ? {} : { cursor: args.cursor })
-      })
-      return yield* Effect.flatMap(Traces, (traces) => traces.list(accountId, params))
-    })))
+  server.registerTool(
+    "list_traces",
+    {
+      title: "List traces",
+      description:
+        "The account's traces, newest first (GET /api/v1/traces). Page with limit/offset or the returned nextCursor.",
+      inputSchema: z
+        .object({
+          limit: z.number().int().min(1).max(100).optional(),
+          offset: z.number().int().min(0).optional(),
+          env: z
+            .literal("sandbox")
+            .optional()
+            .describe("sandbox lists sandbox traces (fork replays); omitted lists production traces"),
+          cursor: text(200).optional()
+        })
+        .strict(),
+      annotations: { readOnlyHint: true }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.gen(function* () {
+          const params = yield* decode(ListTracesParams, {
+            ...(args.limit === undefined ? {} : { limit: String(args.limit) }),
+            ...(args.offset === undefined ? {} : { offset: String(args.offset) }),
+            ...(args.env === undefined ? {} : { env: args.env }),
+            ...(args.cursor === undefined ? {} : { cursor: args.cursor })
+          })
+          return yield* Effect.flatMap(Traces, (traces) => traces.list(accountId, params))
+        })
+      )
+  )
 
-  server.registerTool("get_trace", {
-    title: "Get a trace",
-    description: "One trace with its spans as compact text: a header line, then the spans as a causal tree with model, tokens, cost, duration and clipped payloads.",
-    inputSchema: z.object({
-      trace_id: uuid(),
-      max_spans: z.number().int().min(1).max(1000).optional().describe("default 200"),
-      payload_chars: z.number().int().min(0).max(100_000).optional().describe("longest input/output shown per span, default 400"),
-      format: z.enum(["text", "json"]).optional().describe("text (default) or the API's TraceDetail JSON")
-    }).strict(),
-    annotations: { readOnlyHint: true }
-  }, (args) =>
-    answer(
-      run,
-      Effect.gen(function*() {
-        const traceId = yield* decode(TraceId, args.trace_id)
-        return yield* Effect.flatMap(Traces, (traces) => traces.get(accountId, traceId))
-      }),
-      (trace) =>
-        args.format === "json"
-          ? json(trace)
-          : {
-            content: [{
-              type: "text",
-              text: renderTrace(trace as never, { maxSpans: args.max_spans ?? 200, payloadChars: args.payload_chars ?? 400 })
-            }]
-          }
-    ))
+  server.registerTool(
+    "get_trace",
+    {
+      title: "Get a trace",
+      description:
+        "One trace with its spans as compact text: a header line, then the spans as a causal tree with model, tokens, cost, duration and clipped payloads.",
+      inputSchema: z
+        .object({
+          trace_id: uuid(),
+          max_spans: z.number().int().min(1).max(1000).optional().describe("default 200"),
+          payload_chars: z
+            .number()
+            .int()
+            .min(0)
+            .max(100_000)
+            .optional()
+            .describe("longest input/output shown per span, default 400"),
+          format: z.enum(["text", "json"]).optional().describe("text (default) or the API's TraceDetail JSON")
+        })
+        .strict(),
+      annotations: { readOnlyHint: true }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.gen(function* () {
+          const traceId = yield* decode(TraceId, args.trace_id)
+          return yield* Effect.flatMap(Traces, (traces) => traces.get(accountId, traceId))
+        }),
+        (trace) =>
+          args.format === "json"
+            ? json(trace)
+            : {
+                content: [
+                  {
+                    type: "text",
+                    text: renderTrace(trace as never, {
+                      maxSpans: args.max_spans ?? 200,
+                      payloadChars: args.payload_chars ?? 400
+                    })
+                  }
+                ]
+              }
+      )
+  )
 
-  server.registerTool("search_spans", {
-    title: "Search spans",
-    description: "Semantic similarity search over the account's spans (POST /api/v1/search), best first, with typed filters.",
-    inputSchema: z.object({
-      query: z.string().min(1).max(10_000),
-      filters: z.object({
-        project_id: uuid().optional(),
-        model: text(100).optional(),
-        span_type: z.enum(["llm_call", "tool_call", "tool_result", "reasoning", "action", "error", "fork_point"]).optional(),
-        status: z.enum(["running", "completed", "failed"]).optional(),
-        date_from: z.string().datetime({ offset: true }).optional(),
-        date_to: z.string().datetime({ offset: true }).optional(),
-        min_cost: z.number().optional(),
-        min_duration_ms: z.number().int().optional()
-      }).strict().optional(),
-      limit: z.number().int().min(1).max(100).optional().describe("default 20"),
-      offset: z.number().int().min(0).max(100_000).optional()
-    }).strict(),
-    annotations: { readOnlyHint: true }
-  }, (args) =>
-    answer(run, Effect.gen(function*() {
-      const request = yield* decode(SearchRequest, args)
-      const result = yield* Effect.flatMap(Search, (search) => search.search(accountId, request))
-      yield* Effect.flatMap(UsageCounters, (usage) => usage.increment(accountId, "search_queries")) // as POST /api/v1/search
-      return result
-    })))
+  server.registerTool(
+    "search_spans",
+    {
+      title: "Search spans",
+      description:
+        "Semantic similarity search over the account's spans (POST /api/v1/search), best first, with typed filters.",
+      inputSchema: z
+        .object({
+          query: z.string().min(1).max(10_000),
+          filters: z
+            .object({
+              project_id: uuid().optional(),
+              model: text(100).optional(),
+              span_type: z
+                .enum(["llm_call", "tool_call", "tool_result", "reasoning", "action", "error", "fork_point"])
+                .optional(),
+              status: z.enum(["running", "completed", "failed"]).optional(),
+              date_from: z.string().datetime({ offset: true }).optional(),
+              date_to: z.string().datetime({ offset: true }).optional(),
+              min_cost: z.number().optional(),
+              min_duration_ms: z.number().int().optional()
+            })
+            .strict()
+            .optional(),
+          limit: z.number().int().min(1).max(100).optional().describe("default 20"),
+          offset: z.number().int().min(0).max(100_000).optional()
+        })
+        .strict(),
+      annotations: { readOnlyHint: true }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.gen(function* () {
+          const request = yield* decode(SearchRequest, args)
+          const result = yield* Effect.flatMap(Search, (search) => search.search(accountId, request))
+          yield* Effect.flatMap(UsageCounters, (usage) => usage.increment(accountId, "search_queries")) // as POST /api/v1/search
+          return result
+        })
+      )
+  )
 
-  server.registerTool("create_fork", {
-    title: "Create a fork",
-    description: "Branches a recorded trace at a span with a replacement input (POST /api/v1/forks). The fork starts pending; replay it with replay_fork.",
-    inputSchema: z.object({
-      trace_id: uuid(),
-      fork_point_span_id: uuid(),
-      modified_input: z.unknown().refine((v) => v !== undefined, { message: "modified_input is required" }),
-      name: text(500).optional(),
-      description: text(10_000).optional(),
-      mock_outputs: z.record(z.string(), z.unknown()).optional().describe("tool name or span id → the output to use instead of the recorded one")
-    }).strict(),
-    annotations: { readOnlyHint: false, destructiveHint: false }
-  }, (args) =>
-    answer(run, Effect.gen(function*() {
-      const request = yield* decode(CreateForkRequest, args)
-      return yield* Effect.flatMap(Forks, (forks) => forks.create(accountId, request))
-    })))
+  server.registerTool(
+    "create_fork",
+    {
+      title: "Create a fork",
+      description:
+        "Branches a recorded trace at a span with a replacement input (POST /api/v1/forks). The fork starts pending; replay it with replay_fork.",
+      inputSchema: z
+        .object({
+          trace_id: uuid(),
+          fork_point_span_id: uuid(),
+          modified_input: z.unknown().refine((v) => v !== undefined, { message: "modified_input is required" }),
+          name: text(500).optional(),
+          description: text(10_000).optional(),
+          mock_outputs: z
+            .record(z.string(), z.unknown())
+            .optional()
+            .describe("tool name or span id → the output to use instead of the recorded one")
+        })
+        .strict(),
+      annotations: { readOnlyHint: false, destructiveHint: false }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.gen(function* () {
+          const request = yield* decode(CreateForkRequest, args)
+          return yield* Effect.flatMap(Forks, (forks) => forks.create(accountId, request))
+        })
+      )
+  )
 
-  server.registerTool("replay_fork", {
-    title: "Replay a fork",
-    description: "Replays a fork through a connected SDK or the server fallback (POST /api/v1/forks/{forkId}/replay). Uses one unit of the monthly replay allowance and may incur model cost.",
-    inputSchema: z.object({ fork_id: uuid() }).strict(),
-    annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true }
-  }, (args) =>
-    answer(run, Effect.gen(function*() {
-      const forkId = yield* decode(ForkId, args.fork_id)
-      return yield* Effect.flatMap(Forks, (forks) => forks.replay(accountId, forkId))
-    })))
+  server.registerTool(
+    "replay_fork",
+    {
+      title: "Replay a fork",
+      description:
+        "Replays a fork through a connected SDK or the server fallback (POST /api/v1/forks/{forkId}/replay). Uses one unit of the monthly replay allowance and may incur model cost.",
+      inputSchema: z.object({ fork_id: uuid() }).strict(),
+      annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.gen(function* () {
+          const forkId = yield* decode(ForkId, args.fork_id)
+          return yield* Effect.flatMap(Forks, (forks) => forks.replay(accountId, forkId))
+        })
+      )
+  )
 
-  server.registerTool("run_evaluation", {
-    title: "Run an evaluation",
-    description: "Queues one judged run of the evaluation per trace (POST /api/v1/evaluations/{id}/run); runs finish in the background.",
-    inputSchema: z.object({
-      evaluation_id: uuid(),
-      trace_ids: traceIds,
-      judge_model: text(100).min(1).optional()
-    }).strict(),
-    annotations: { readOnlyHint: false, openWorldHint: true }
-  }, (args) =>
-    answer(run, Effect.gen(function*() {
-      const { evaluationId, request } = yield* evaluationCall(RunEvaluationRequest, args)
-      return yield* Effect.flatMap(Evaluations, (evaluations) => evaluations.run(accountId, evaluationId, request))
-    })))
+  server.registerTool(
+    "run_evaluation",
+    {
+      title: "Run an evaluation",
+      description:
+        "Queues one judged run of the evaluation per trace (POST /api/v1/evaluations/{id}/run); runs finish in the background.",
+      inputSchema: z
+        .object({
+          evaluation_id: uuid(),
+          trace_ids: traceIds,
+          judge_model: text(100).min(1).optional()
+        })
+        .strict(),
+      annotations: { readOnlyHint: false, openWorldHint: true }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.gen(function* () {
+          const { evaluationId, request } = yield* evaluationCall(RunEvaluationRequest, args)
+          return yield* Effect.flatMap(Evaluations, (evaluations) => evaluations.run(accountId, evaluationId, request))
+        })
+      )
+  )
 
-  server.registerTool("gate", {
-    title: "CI gate",
-    description: "Scores traces with an evaluation against a threshold and answers pass/fail (POST /api/v1/evaluations/{id}/gate).",
-    inputSchema: z.object({
-      evaluation_id: uuid(),
-      trace_ids: traceIds,
-      threshold: z.number().min(0).max(1).optional().describe("default 0.7"),
-      fail_on_regression: z.boolean().optional().describe("default true"),
-      baseline_run_ids: z.array(uuid()).max(1000).optional()
-    }).strict(),
-    annotations: { readOnlyHint: false, openWorldHint: true }
-  }, (args) =>
-    answer(run, Effect.gen(function*() {
-      const { evaluationId, request } = yield* evaluationCall(EvaluationGateRequest, args)
-      return yield* Effect.flatMap(Evaluations, (evaluations) => evaluations.gate(accountId, evaluationId, request))
-    })))
+  server.registerTool(
+    "gate",
+    {
+      title: "CI gate",
+      description:
+        "Scores traces with an evaluation against a threshold and answers pass/fail (POST /api/v1/evaluations/{id}/gate).",
+      inputSchema: z
+        .object({
+          evaluation_id: uuid(),
+          trace_ids: traceIds,
+          threshold: z.number().min(0).max(1).optional().describe("default 0.7"),
+          fail_on_regression: z.boolean().optional().describe("default true"),
+          baseline_run_ids: z.array(uuid()).max(1000).optional()
+        })
+        .strict(),
+      annotations: { readOnlyHint: false, openWorldHint: true }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.gen(function* () {
+          const { evaluationId, request } = yield* evaluationCall(EvaluationGateRequest, args)
+          return yield* Effect.flatMap(Evaluations, (evaluations) => evaluations.gate(accountId, evaluationId, request))
+        })
+      )
+  )
 
-  server.registerTool("check_enforcement", {
-    title: "Check an action",
-    description: "Asks the runtime policies whether a model or tool action may run: allow, block or hold (POST /api/v1/enforcement/check). Fails closed.",
-    inputSchema: z.object({
-      run_id: z.string().min(1).max(200),
-      project_id: uuid().optional(),
-      trace_id: uuid().optional(),
-      tool_name: text(200).optional(),
-      tool_args_hash: text(200).optional(),
-      model: text(200).optional(),
-      proposed_tokens: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
-      proposed_usd: z.number().min(0).max(1e12).optional(),
-      step_index: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional()
-    }).strict(),
-    annotations: { readOnlyHint: false }
-  }, (args) =>
-    answer(run, Effect.gen(function*() {
-      const request = yield* decode(EnforcementCheckRequest, args)
-      return yield* Effect.flatMap(Enforcement, (enforcement) => enforcement.check(accountId, request))
-    })))
+  server.registerTool(
+    "check_enforcement",
+    {
+      title: "Check an action",
+      description:
+        "Asks the runtime policies whether a model or tool action may run: allow, block or hold (POST /api/v1/enforcement/check). Fails closed.",
+      inputSchema: z
+        .object({
+          run_id: z.string().min(1).max(200),
+          project_id: uuid().optional(),
+          trace_id: uuid().optional(),
+          tool_name: text(200).optional(),
+          tool_args_hash: text(200).optional(),
+          model: text(200).optional(),
+          proposed_tokens: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+          proposed_usd: z.number().min(0).max(1e12).optional(),
+          step_index: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional()
+        })
+        .strict(),
+      annotations: { readOnlyHint: false }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.gen(function* () {
+          const request = yield* decode(EnforcementCheckRequest, args)
+          return yield* Effect.flatMap(Enforcement, (enforcement) => enforcement.check(accountId, request))
+        })
+      )
+  )
 
-  server.registerTool("list_holds", {
-    title: "List holds",
-    description: "Actions held for approval by require_approval policies (GET /api/v1/enforcement/holds), newest first.",
-    inputSchema: z.object({ status: z.enum(["pending", "approved", "denied", "expired"]).optional() }).strict(),
-    annotations: { readOnlyHint: true }
-  }, (args) =>
-    answer(run, Effect.flatMap(GuardrailRepo, (repo) => repo.holds(accountId, args.status)).pipe(Effect.map((items) => ({ items })))))
+  server.registerTool(
+    "list_holds",
+    {
+      title: "List holds",
+      description:
+        "Actions held for approval by require_approval policies (GET /api/v1/enforcement/holds), newest first.",
+      inputSchema: z.object({ status: z.enum(["pending", "approved", "denied", "expired"]).optional() }).strict(),
+      annotations: { readOnlyHint: true }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.flatMap(GuardrailRepo, (repo) => repo.holds(accountId, args.status)).pipe(
+          Effect.map((items) => ({ items }))
+        )
+      )
+  )
 
-  server.registerTool("approve_hold", {
-    title: "Approve a hold",
-    description: "Approves a pending hold so the held action is allowed (POST /api/v1/enforcement/holds/{holdId}/approve). The approving credential is recorded.",
-    inputSchema: z.object({ hold_id: uuid(), reason: text(2000).optional() }).strict(),
-    annotations: { readOnlyHint: false, destructiveHint: false }
-  }, (args) =>
-    answer(run, Effect.gen(function*() {
-      const holdId = yield* decode(Schema.UUID, args.hold_id)
-      return yield* Effect.flatMap(GuardrailRepo, (repo) =>
-        repo.decideHold(accountId, holdId, "approved", caller.credentialId, args.reason ?? null))
-    })))
+  server.registerTool(
+    "approve_hold",
+    {
+      title: "Approve a hold",
+      description:
+        "Approves a pending hold so the held action is allowed (POST /api/v1/enforcement/holds/{holdId}/approve). The approving credential is recorded.",
+      inputSchema: z.object({ hold_id: uuid(), reason: text(2000).optional() }).strict(),
+      annotations: { readOnlyHint: false, destructiveHint: false }
+    },
+    (args) =>
+      answer(
+        run,
+        Effect.gen(function* () {
+          const holdId = yield* decode(Schema.UUID, args.hold_id)
+          return yield* Effect.flatMap(GuardrailRepo, (repo) =>
+            repo.decideHold(accountId, holdId, "approved", caller.credentialId, args.reason ?? null)
+          )
+        })
+      )
+  )
 }

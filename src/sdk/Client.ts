@@ -186,7 +186,9 @@ export class Tapedeck {
     try {
       const run = new RunImpl(this.host, options ?? {})
       if (this.host.closed) {
-        this.host.report(new TapedeckError("run not recorded: the client is closed", { operation: "record", traceId: run.id }))
+        this.host.report(
+          new TapedeckError("run not recorded: the client is closed", { operation: "record", traceId: run.id })
+        )
         return run
       }
       this.runs.add(run)

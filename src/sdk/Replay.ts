@@ -8,7 +8,10 @@ export interface ReplayContext {
   readonly agent: string
   readonly fork: unknown
   /** The recorded trace (TraceDetail: spans in order, snake_case). */
-  readonly sourceTrace: { readonly id: string; readonly spans: ReadonlyArray<{ readonly id: string; readonly [key: string]: unknown }> }
+  readonly sourceTrace: {
+    readonly id: string
+    readonly spans: ReadonlyArray<{ readonly id: string; readonly [key: string]: unknown }>
+  }
   readonly forkPointSpanId: string
   /** The input to run with instead of the recorded one. */
   readonly modifiedInput: unknown
@@ -25,7 +28,10 @@ export interface ReplayContext {
    * The tool, recorded as a tool_call span, that answers with the mocked output when the fork mocks it
    * (by tool name) and runs for real otherwise.
    */
-  readonly tool: <A extends ReadonlyArray<unknown>, R>(name: string, fn: (...args: A) => R | Promise<R>) => (...args: A) => Promise<R>
+  readonly tool: <A extends ReadonlyArray<unknown>, R>(
+    name: string,
+    fn: (...args: A) => R | Promise<R>
+  ) => (...args: A) => Promise<R>
 }
 
 /** An agent the SDK can re-run from a fork point; it resolves to the run's output. */
@@ -56,7 +62,7 @@ export interface ReplaySocket {
 }
 
 /** A WebSocket constructor that takes request headers as its second argument (undici, Bun, Deno, `ws`). */
-export type WebSocketClass = new(url: string, options: { headers: Record<string, string> }) => ReplaySocket
+export type WebSocketClass = new (url: string, options: { headers: Record<string, string> }) => ReplaySocket
 
 export interface ReplayConnection {
   /** Resolves once the server acknowledged the registration (the first time). */
@@ -85,7 +91,10 @@ interface Command {
  * fork's mocked tool outputs applied by `context.tool`. Reconnects by itself and tells the server which
  * executions it is still running, so they are not failed. Never throws into the caller.
  */
-export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { readonly baseUrl: string; readonly apiKey: string }): ReplayConnection => {
+export const connectReplay = (
+  tapedeck: Tapedeck,
+  options: ReplayOptions & { readonly baseUrl: string; readonly apiKey: string }
+): ReplayConnection => {
   const report = (error: unknown) => options.onError?.(error instanceof Error ? error : new Error(String(error)))
   const active = new Map<string, Promise<void>>()
   const url = `${options.baseUrl.replace(/^http/, "ws").replace(/\/$/, "")}/ws/v1/replay`
@@ -109,7 +118,12 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
       id: command.result_trace_id,
       name: `${command.agent} (replay)`,
       input: command.modified_input,
-      metadata: { environment: "sandbox", execution_id: command.execution_id, source_trace_id: command.source_trace.id, replay_mode: "sdk" }
+      metadata: {
+        environment: "sandbox",
+        execution_id: command.execution_id,
+        source_trace_id: command.source_trace.id,
+        replay_mode: "sdk"
+      }
     })
     const mocked = new Set<string>()
     const context: ReplayContext = {
@@ -124,7 +138,9 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
       run: recording,
       tool: (name, fn) => {
         const real = wrapTool(recording, name, fn as never) as (...args: Array<unknown>) => Promise<never>
-        const fake = wrapTool(recording, name, (() => command.mock_outputs[name]) as never) as (...args: Array<unknown>) => Promise<never>
+        const fake = wrapTool(recording, name, (() => command.mock_outputs[name]) as never) as (
+          ...args: Array<unknown>
+        ) => Promise<never>
         return ((...args: Array<unknown>) => {
           if (!Object.hasOwn(command.mock_outputs, name)) return real(...args)
           mocked.add(name)
@@ -183,7 +199,9 @@ export const connectReplay = (tapedeck: Tapedeck, options: ReplayOptions & { rea
       if (message.type === "registered") markReady()
       if (message.type === "replay" && message.execution_id && !active.has(message.execution_id)) {
         const command = message as unknown as Command
-        const job = run(command).catch(report).finally(() => active.delete(command.execution_id))
+        const job = run(command)
+          .catch(report)
+          .finally(() => active.delete(command.execution_id))
         active.set(command.execution_id, job)
       }
     })

@@ -8,10 +8,28 @@
  * same batch: a parent the server does not have (its update was dropped or failed) is sent again, in its
  * latest form, just before its child.
  */
-import { cleanText, isoOf, isUuid, randomUuid, textOf, toAmount, toCount, toJsonObject, toJsonSafe } from "./Sanitize.ts"
+import {
+  cleanText,
+  isoOf,
+  isUuid,
+  randomUuid,
+  textOf,
+  toAmount,
+  toCount,
+  toJsonObject,
+  toJsonSafe
+} from "./Sanitize.ts"
 import { type Operation, type SendResult, TapedeckError, type Transport } from "./Transport.ts"
 
-export const SPAN_TYPES = ["llm_call", "tool_call", "tool_result", "reasoning", "action", "error", "fork_point"] as const
+export const SPAN_TYPES = [
+  "llm_call",
+  "tool_call",
+  "tool_result",
+  "reasoning",
+  "action",
+  "error",
+  "fork_point"
+] as const
 export type SpanType = (typeof SPAN_TYPES)[number]
 
 export type RunStatus = "completed" | "failed"
@@ -153,7 +171,10 @@ class SpanImpl implements SpanHandle {
     type: SpanType
   ) {
     this.type = type
-    this.name = cleanText(typeof options.name === "string" ? options.name : textOf(options.name ?? type), TEXT_LIMITS.name)
+    this.name = cleanText(
+      typeof options.name === "string" ? options.name : textOf(options.name ?? type),
+      TEXT_LIMITS.name
+    )
     const limit = run.host.maxPayloadChars
     this.startMetadata = toJsonObject(options.metadata, limit)
     this.startParts = [
@@ -183,7 +204,9 @@ class SpanImpl implements SpanHandle {
     try {
       this.endAt(Date.now(), options ?? {})
     } catch (cause) {
-      this.run.host.report(new TapedeckError("could not record the end of a span", { operation: "record", traceId: this.run.id, cause }))
+      this.run.host.report(
+        new TapedeckError("could not record the end of a span", { operation: "record", traceId: this.run.id, cause })
+      )
     }
   }
 
@@ -256,16 +279,28 @@ export class RunImpl implements Run {
   private current: Promise<void> | undefined
   private next: Promise<void> | undefined
 
-  constructor(readonly host: RunHost, options: RunOptions) {
+  constructor(
+    readonly host: RunHost,
+    options: RunOptions
+  ) {
     let id = options.id
     if (id !== undefined && !isUuid(id)) {
-      host.report(new TapedeckError(`run id ${JSON.stringify(String(id))} is not a UUID: a random id is used instead`, { operation: "record" }))
+      host.report(
+        new TapedeckError(`run id ${JSON.stringify(String(id))} is not a UUID: a random id is used instead`, {
+          operation: "record"
+        })
+      )
       id = undefined
     }
     this.id = (id ?? randomUuid()).toLowerCase()
     let projectId = options.projectId
     if (projectId !== undefined && !isUuid(projectId)) {
-      host.report(new TapedeckError(`projectId ${JSON.stringify(String(projectId))} is not a UUID: left out`, { operation: "record", traceId: this.id }))
+      host.report(
+        new TapedeckError(`projectId ${JSON.stringify(String(projectId))} is not a UUID: left out`, {
+          operation: "record",
+          traceId: this.id
+        })
+      )
       projectId = undefined
     }
     const limit = host.maxPayloadChars
@@ -306,18 +341,38 @@ export class RunImpl implements Run {
   private startSpanUnsafe(options: SpanOptions): SpanHandle {
     let type = options.type
     if (!(SPAN_TYPES as ReadonlyArray<string>).includes(type)) {
-      this.host.report(new TapedeckError(`unknown span type ${JSON.stringify(String(type))}: recorded as "action"`, { operation: "record", traceId: this.id }))
+      this.host.report(
+        new TapedeckError(`unknown span type ${JSON.stringify(String(type))}: recorded as "action"`, {
+          operation: "record",
+          traceId: this.id
+        })
+      )
       type = "action"
     }
     const id = randomUuid()
     if (this.finishing !== undefined || this.host.closed) {
       this.host.countDropped(1)
       const why = this.host.closed ? "the client is closed" : "the run is finished"
-      this.host.report(new TapedeckError(`span ${JSON.stringify(String(options.name))} not recorded: ${why}`, { operation: "record", traceId: this.id, spanCount: 1 }))
+      this.host.report(
+        new TapedeckError(`span ${JSON.stringify(String(options.name))} not recorded: ${why}`, {
+          operation: "record",
+          traceId: this.id,
+          spanCount: 1
+        })
+      )
       return new InertSpan(id, this.id, type, String(options.name), this)
     }
     const { parentId, parent } = this.resolveParent(options.parent)
-    const record: SpanRecord = { id, parentId, parent, json: undefined, ended: false, stored: false, rejected: false, pending: false }
+    const record: SpanRecord = {
+      id,
+      parentId,
+      parent,
+      json: undefined,
+      ended: false,
+      stored: false,
+      rejected: false,
+      pending: false
+    }
     const span = new SpanImpl(this, record, options, type)
     this.records.set(id, record)
     this.open.add(span)
@@ -329,12 +384,22 @@ export class RunImpl implements Run {
     if (parent === undefined || parent === null) return { parentId: null, parent: undefined }
     if (parent instanceof SpanImpl && parent.traceId === this.id) return { parentId: parent.id, parent: parent.record }
     if (typeof parent !== "string") {
-      this.host.report(new TapedeckError("parent is not a span of this run: the span is recorded as a root", { operation: "record", traceId: this.id }))
+      this.host.report(
+        new TapedeckError("parent is not a span of this run: the span is recorded as a root", {
+          operation: "record",
+          traceId: this.id
+        })
+      )
       return { parentId: null, parent: undefined }
     }
     const id = parent
     if (!isUuid(id)) {
-      this.host.report(new TapedeckError(`parent ${JSON.stringify(String(id))} is not a span id: the span is recorded as a root`, { operation: "record", traceId: this.id }))
+      this.host.report(
+        new TapedeckError(`parent ${JSON.stringify(String(id))} is not a span id: the span is recorded as a root`, {
+          operation: "record",
+          traceId: this.id
+        })
+      )
       return { parentId: null, parent: undefined }
     }
     const lower = id.toLowerCase()
@@ -391,16 +456,24 @@ export class RunImpl implements Run {
       if (this.finishing) return this.finishing.promise
       const now = Date.now()
       const opts = options ?? {}
-      const status: RunStatus = opts.status === "completed" || opts.status === "failed"
-        ? opts.status
-        : opts.error !== undefined ? "failed" : "completed"
+      const status: RunStatus =
+        opts.status === "completed" || opts.status === "failed"
+          ? opts.status
+          : opts.error !== undefined
+            ? "failed"
+            : "completed"
       for (const span of Array.from(this.open)) span.endAt(now, {})
       if (opts.error !== undefined) {
-        const error = new SpanImpl(this, this.newRecord(), {
-          type: "error",
-          name: opts.error instanceof Error ? opts.error.name : "error",
-          input: undefined
-        }, "error")
+        const error = new SpanImpl(
+          this,
+          this.newRecord(),
+          {
+            type: "error",
+            name: opts.error instanceof Error ? opts.error.name : "error",
+            input: undefined
+          },
+          "error"
+        )
         this.records.set(error.id, error.record)
         error.endAt(now, { error: opts.error })
       }
@@ -414,7 +487,12 @@ export class RunImpl implements Run {
       this.finishing = { body, promise, resolve, sent: false }
       this.host.runActive(this)
       if (this.host.closed) {
-        this.host.report(new TapedeckError("run not finished on the server: the client is closed", { operation: "finish_trace", traceId: this.id }))
+        this.host.report(
+          new TapedeckError("run not finished on the server: the client is closed", {
+            operation: "finish_trace",
+            traceId: this.id
+          })
+        )
         this.finishing.sent = true
         resolve()
         return promise
@@ -422,13 +500,24 @@ export class RunImpl implements Run {
       void this.schedule()
       return promise
     } catch (cause) {
-      this.host.report(new TapedeckError("could not finish the run", { operation: "finish_trace", traceId: this.id, cause }))
+      this.host.report(
+        new TapedeckError("could not finish the run", { operation: "finish_trace", traceId: this.id, cause })
+      )
       return Promise.resolve()
     }
   }
 
   private newRecord(): SpanRecord {
-    return { id: randomUuid(), parentId: null, parent: undefined, json: undefined, ended: false, stored: false, rejected: false, pending: false }
+    return {
+      id: randomUuid(),
+      parentId: null,
+      parent: undefined,
+      json: undefined,
+      ended: false,
+      stored: false,
+      rejected: false,
+      pending: false
+    }
   }
 
   /**
@@ -437,13 +526,17 @@ export class RunImpl implements Run {
    */
   schedule(): Promise<void> {
     if (this.current === undefined) {
-      this.current = this.pass().catch((cause) => {
-        this.host.report(new TapedeckError("internal error while sending", { operation: "send_spans", traceId: this.id, cause }))
-      }).finally(() => {
-        this.current = undefined
-        // An idle run is not held by the client: an abandoned one can be garbage-collected.
-        if (!this.wantsPass) this.host.runSettled(this)
-      })
+      this.current = this.pass()
+        .catch((cause) => {
+          this.host.report(
+            new TapedeckError("internal error while sending", { operation: "send_spans", traceId: this.id, cause })
+          )
+        })
+        .finally(() => {
+          this.current = undefined
+          // An idle run is not held by the client: an abandoned one can be garbage-collected.
+          if (!this.wantsPass) this.host.runSettled(this)
+        })
       return this.current
     }
     this.next ??= this.current.then(() => {
@@ -530,7 +623,11 @@ export class RunImpl implements Run {
       }
       chain.reverse().push(record)
       const size = chain.reduce((n, r) => n + r.json!.length + 1, 0)
-      if (entries.length > 0 && (entries.length + chain.length > this.host.maxBatchSpans || chars + size > this.host.maxBatchChars)) break
+      if (
+        entries.length > 0 &&
+        (entries.length + chain.length > this.host.maxBatchSpans || chars + size > this.host.maxBatchChars)
+      )
+        break
       for (const r of chain.slice(0, this.host.maxBatchSpans - entries.length)) {
         entries.push({ record: r, json: r.json! })
         inBatch.add(r)
@@ -541,11 +638,13 @@ export class RunImpl implements Run {
     }
     if (orphans > 0) {
       this.host.countFailed(orphans)
-      this.host.report(new TapedeckError(`${orphans} span update(s) not sent: their parent span was refused by the server or lost`, {
-        operation: "send_spans",
-        traceId: this.id,
-        spanCount: orphans
-      }))
+      this.host.report(
+        new TapedeckError(`${orphans} span update(s) not sent: their parent span was refused by the server or lost`, {
+          operation: "send_spans",
+          traceId: this.id,
+          spanCount: orphans
+        })
+      )
     }
     return entries
   }
@@ -589,13 +688,15 @@ export class RunImpl implements Run {
     this.host.countFailed(spanCount)
     const status = result.status === undefined ? "" : ` (HTTP ${result.status}${result.code ? ` ${result.code}` : ""})`
     const retried = result.retryable && !result.skipped ? " after retries" : ""
-    this.host.report(new TapedeckError(`${what}${retried}${status}: ${result.message}`, {
-      operation,
-      status: result.status,
-      code: result.code,
-      traceId: this.id,
-      spanCount,
-      cause: result.cause
-    }))
+    this.host.report(
+      new TapedeckError(`${what}${retried}${status}: ${result.message}`, {
+        operation,
+        status: result.status,
+        code: result.code,
+        traceId: this.id,
+        spanCount,
+        cause: result.cause
+      })
+    )
   }
 }

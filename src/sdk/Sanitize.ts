@@ -241,7 +241,9 @@ const hex = (bytes: Uint8Array) => Array.from(bytes, (b) => b.toString(16).padSt
 
 /** A random (version 4) UUID: Web Crypto when present (Node 19+, Bun), else Math.random (Node 18). */
 export const randomUuid = (): string => {
-  const webCrypto = (globalThis as { crypto?: { randomUUID?: () => string; getRandomValues?: (a: Uint8Array) => Uint8Array } }).crypto
+  const webCrypto = (
+    globalThis as { crypto?: { randomUUID?: () => string; getRandomValues?: (a: Uint8Array) => Uint8Array } }
+  ).crypto
   if (typeof webCrypto?.randomUUID === "function") return webCrypto.randomUUID()
   const bytes = new Uint8Array(16)
   if (typeof webCrypto?.getRandomValues === "function") webCrypto.getRandomValues(bytes)

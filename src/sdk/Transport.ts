@@ -58,16 +58,16 @@ export interface TransportOptions {
 export type SendResult =
   | { readonly ok: true; readonly status: number; readonly body: unknown }
   | {
-    readonly ok: false
-    /** Undefined when the server never answered (network error, timeout). */
-    readonly status: number | undefined
-    readonly code: string | undefined
-    readonly message: string
-    readonly retryable: boolean
-    /** Not attempted: the server was found unreachable moments ago. */
-    readonly skipped?: boolean
-    readonly cause?: unknown
-  }
+      readonly ok: false
+      /** Undefined when the server never answered (network error, timeout). */
+      readonly status: number | undefined
+      readonly code: string | undefined
+      readonly message: string
+      readonly retryable: boolean
+      /** Not attempted: the server was found unreachable moments ago. */
+      readonly skipped?: boolean
+      readonly cause?: unknown
+    }
 
 /** Longest wait honoured for a Retry-After. */
 const MAX_RETRY_AFTER_MS = 60_000
@@ -118,7 +118,7 @@ export class Transport {
 
   private backoff(retry: number, last: SendResult | undefined): number {
     const exponential = Math.min(this.options.retryMaxDelayMs, this.options.retryBaseDelayMs * 2 ** retry)
-    const jittered = exponential / 2 + Math.random() * exponential / 2
+    const jittered = exponential / 2 + (Math.random() * exponential) / 2
     const after = last && !last.ok && last.status === 429 ? this.pausedUntil - Date.now() : 0
     return Math.max(jittered, after)
   }

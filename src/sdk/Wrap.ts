@@ -49,8 +49,22 @@ const firstCount = (source: Record<string, unknown>, keys: ReadonlyArray<string>
   return undefined
 }
 
-const INPUT_KEYS = ["inputTokens", "input_tokens", "promptTokens", "prompt_tokens", "promptTokenCount", "prompt_eval_count"]
-const OUTPUT_KEYS = ["outputTokens", "output_tokens", "completionTokens", "completion_tokens", "candidatesTokenCount", "eval_count"]
+const INPUT_KEYS = [
+  "inputTokens",
+  "input_tokens",
+  "promptTokens",
+  "prompt_tokens",
+  "promptTokenCount",
+  "prompt_eval_count"
+]
+const OUTPUT_KEYS = [
+  "outputTokens",
+  "output_tokens",
+  "completionTokens",
+  "completion_tokens",
+  "candidatesTokenCount",
+  "eval_count"
+]
 const COST_KEYS = ["cost", "total_cost", "totalCost", "cost_usd"]
 
 /**
@@ -62,8 +76,12 @@ const COST_KEYS = ["cost", "total_cost", "totalCost", "cost_usd"]
  */
 export const extractUsage = (result: unknown): Usage => {
   if (!isObject(result)) return {}
-  const sources = [result.usage, result.usageMetadata, isObject(result.response) ? result.response.usage : undefined, result]
-    .filter(isObject)
+  const sources = [
+    result.usage,
+    result.usageMetadata,
+    isObject(result.response) ? result.response.usage : undefined,
+    result
+  ].filter(isObject)
   let inputTokens: number | undefined
   let outputTokens: number | undefined
   let cost: number | undefined
@@ -98,7 +116,8 @@ const inputOf = <A extends unknown[]>(args: A, mapInput: ((...args: A) => unknow
   mapInput ? safely(() => mapInput(...args)) : args.length === 1 ? args[0] : args
 
 const isThenable = (value: unknown): value is PromiseLike<unknown> =>
-  (typeof value === "object" || typeof value === "function") && value !== null &&
+  (typeof value === "object" || typeof value === "function") &&
+  value !== null &&
   typeof (value as { then?: unknown }).then === "function"
 
 /**
@@ -111,7 +130,7 @@ const traced = <A extends unknown[], R>(
   start: (args: A) => Omit<SpanOptions, "parent">,
   end: (result: Awaited<R>) => SpanEndOptions
 ) =>
-  function(this: unknown, ...args: A): R {
+  function (this: unknown, ...args: A): R {
     const span = safely(() => resolveTarget(target)?.startSpan(start(args)))
     const finish = (options: () => SpanEndOptions) => {
       if (!span) return

@@ -26,5 +26,21 @@ export {
   type SpanType
 } from "./Run.ts"
 export { type FetchLike, type Operation, TapedeckError } from "./Transport.ts"
-export { extractUsage, type ModelOptions, type SpanTarget, type Usage, type WrapOptions, wrapModel, wrapTool } from "./Wrap.ts"
-export { connectReplay, type ReplayAgent, type ReplayConnection, type ReplayContext, type ReplayOptions, type ReplaySocket, type WebSocketClass } from "./Replay.ts"
+export {
+  extractUsage,
+  type ModelOptions,
+  type SpanTarget,
+  type Usage,
+  type WrapOptions,
+  wrapModel,
+  wrapTool
+} from "./Wrap.ts"
+export {
+  connectReplay,
+  type ReplayAgent,
+  type ReplayConnection,
+  type ReplayContext,
+  type ReplayOptions,
+  type ReplaySocket,
+  type WebSocketClass
+} from "./Replay.ts"

@@ -34,16 +34,18 @@ export const copyCeiling = async (options: {
     let rows = 0
     const cpu0 = meter.snapshot(serverPid) // before the connections close: an exited backend's CPU is gone
     const start = performance.now()
-    await Promise.all(clients.map(async (client) => {
-      while (next < batches) {
-        next++
-        const data = CopyData.of(batch())
-        const t0 = performance.now()
-        const copied = await CopyFrom.run(client, text, data) // not `rows += await`: that reads `rows` first
-        rows += copied
-        latencies.push(performance.now() - t0)
-      }
-    }))
+    await Promise.all(
+      clients.map(async (client) => {
+        while (next < batches) {
+          next++
+          const data = CopyData.of(batch())
+          const t0 = performance.now()
+          const copied = await CopyFrom.run(client, text, data) // not `rows += await`: that reads `rows` first
+          rows += copied
+          latencies.push(performance.now() - t0)
+        }
+      })
+    )
     const seconds = (performance.now() - start) / 1000
     const cpu = meter.busy(cpu0, meter.snapshot(serverPid))
     return { batches: latencies.length, rows, seconds, latencies, cpu }

@@ -69,7 +69,13 @@ export const within = async (promise: Promise<unknown>, ms: number) => {
   let timer: ReturnType<typeof setTimeout> | undefined
   const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)))
   try {
-    return await Promise.race([promise.then(() => true, () => true), timedOut])
+    return await Promise.race([
+      promise.then(
+        () => true,
+        () => true
+      ),
+      timedOut
+    ])
   } finally {
     clearTimeout(timer)
   }
@@ -131,7 +137,9 @@ export const SYSTEM_PROMPT = "You are a careful research agent. Use the tools wh
 /** Kernel clock ticks per second (for /proc/<pid>/stat); 100 on practically every Linux. */
 const CLOCK_TICKS = (() => {
   try {
-    const out = Bun.spawnSync({ cmd: ["getconf", "CLK_TCK"] }).stdout.toString().trim()
+    const out = Bun.spawnSync({ cmd: ["getconf", "CLK_TCK"] })
+      .stdout.toString()
+      .trim()
     return Number(out) > 0 ? Number(out) : 100
   } catch {
     return 100
@@ -322,7 +330,8 @@ export const runBench = async (main: () => Promise<void>, options: { readonly qu
     await main()
   } catch (e) {
     process.exitCode = 1
-    if (!options.quietAfterSignal || cleaning === undefined) console.error(e instanceof Error ? e.stack ?? e.message : e)
+    if (!options.quietAfterSignal || cleaning === undefined)
+      console.error(e instanceof Error ? (e.stack ?? e.message) : e)
   } finally {
     await cleanup()
   }
@@ -334,9 +343,11 @@ export const runBench = async (main: () => Promise<void>, options: { readonly qu
 export const freshDatabase = async (prefix = "tapedeck_bench_") => {
   const admin = new pg.Client({ connectionString: ADMIN_URL })
   await admin.connect()
-  const settings = (await admin.query<{ v: string; av: string }>(
-    "SELECT current_setting('server_version') AS v, current_setting('autovacuum') AS av"
-  )).rows[0]
+  const settings = (
+    await admin.query<{ v: string; av: string }>(
+      "SELECT current_setting('server_version') AS v, current_setting('autovacuum') AS av"
+    )
+  ).rows[0]
   const database = `${prefix}${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`
   onCleanup(async () => {
     const client = new pg.Client({ connectionString: ADMIN_URL })
@@ -371,11 +382,13 @@ export const connect = async (databaseUrl: string) => {
 
 /** `concurrency` connected pg clients; the caller ends them. */
 export const connectMany = (databaseUrl: string, concurrency: number) =>
-  Promise.all(Array.from({ length: concurrency }, async () => {
-    const client = new pg.Client({ connectionString: databaseUrl })
-    await client.connect()
-    return client
-  }))
+  Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      const client = new pg.Client({ connectionString: databaseUrl })
+      await client.connect()
+      return client
+    })
+  )
 
 // ---------------------------------------------------------------------------------------------- server
 
@@ -395,7 +408,6 @@ export const freePort = () => {
   listener.stop(true)
   return port
 }
-
 
 /** SIGTERM to a child that still runs, SIGKILL if it has not exited within `graceMs`. */
 const terminate = async (proc: Bun.Subprocess, graceMs: number) => {
@@ -490,7 +502,9 @@ export const tableLines = (header: ReadonlyArray<string>, rows: ReadonlyArray<Re
 
 /** Jobs queued or running on the database under test. */
 export const pendingJobs = async (db: pg.Client) =>
-  Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status IN ('queued', 'running')")).rows[0]!.n)
+  Number(
+    (await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status IN ('queued', 'running')")).rows[0]!.n
+  )
 
 /** Waits (up to `seconds`) for the job queue to drain; what was pending, what is left and how long it took. */
 export const drainJobs = async (db: pg.Client, seconds: number) => {

@@ -19,7 +19,9 @@ const scripts = readdirSync(resolve(ROOT, "test/bench"))
   .filter((f) => f.endsWith(".ts") && !NOT_SCRIPTS.has(f))
   .map((f) => f.slice(0, -3))
   .sort((a, b) => (ORDER.indexOf(a) + 1 || 99) - (ORDER.indexOf(b) + 1 || 99) || a.localeCompare(b))
-const only = process.env.BENCH_ONLY?.split(",").map((s) => s.trim()).filter(Boolean)
+const only = process.env.BENCH_ONLY?.split(",")
+  .map((s) => s.trim())
+  .filter(Boolean)
 const selected = only ? scripts.filter((s) => only.includes(s)) : scripts
 
 /** The first markdown table of `text`: its header cells and rows of cells. */
@@ -27,7 +29,11 @@ const firstTable = (text: string) => {
   const lines = text.split("\n")
   const start = lines.findIndex((l, i) => l.startsWith("|") && /^\|\s*-+/.test(lines[i + 1] ?? ""))
   if (start < 0) return undefined
-  const cells = (line: string) => line.slice(1, line.endsWith("|") ? -1 : undefined).split("|").map((c) => c.trim())
+  const cells = (line: string) =>
+    line
+      .slice(1, line.endsWith("|") ? -1 : undefined)
+      .split("|")
+      .map((c) => c.trim())
   const rows: Array<Array<string>> = []
   for (let i = start + 2; i < lines.length && lines[i]!.startsWith("|"); i++) rows.push(cells(lines[i]!))
   return { header: cells(lines[start]!), rows }
@@ -62,11 +68,24 @@ for (const script of selected) {
   const table = firstTable(out)
   if (!table) continue
   const col = (name: RegExp) => table.header.findIndex((h) => name.test(h))
-  const [metric, value, target, ceiling, ratio] = [col(/^metric/i), col(/^value/i), col(/^target/i), col(/^ceiling/i), col(/ratio|÷/i)]
+  const [metric, value, target, ceiling, ratio] = [
+    col(/^metric/i),
+    col(/^value/i),
+    col(/^target/i),
+    col(/^ceiling/i),
+    col(/ratio|÷/i)
+  ]
   for (const row of table.rows) {
     const t = row[target] ?? ""
     if (!/[✓✗]/.test(t)) continue
-    summary.push([script, row[metric] ?? "", row[value] ?? "", t, ceiling >= 0 ? row[ceiling] ?? "" : "—", ratio >= 0 ? row[ratio] ?? "" : "—"])
+    summary.push([
+      script,
+      row[metric] ?? "",
+      row[value] ?? "",
+      t,
+      ceiling >= 0 ? (row[ceiling] ?? "") : "—",
+      ratio >= 0 ? (row[ratio] ?? "") : "—"
+    ])
   }
 }
 

@@ -54,7 +54,8 @@ import {
 const RATE = numberEnv("BENCH_RATE", 1000)
 const CONTENTION_RUNS = (process.env.BENCH_CONTENTION_RUNS || "64,8,1000").split(",").map((s) => {
   const n = Number(s.trim())
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`BENCH_CONTENTION_RUNS must be positive integers, got '${process.env.BENCH_CONTENTION_RUNS}'`)
+  if (!Number.isInteger(n) || n <= 0)
+    throw new Error(`BENCH_CONTENTION_RUNS must be positive integers, got '${process.env.BENCH_CONTENTION_RUNS}'`)
   return n
 })
 const PHASE_SECONDS = numberEnv("BENCH_PHASE_SECONDS", 5)
@@ -64,7 +65,10 @@ const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 32))
 const OVERLOAD_SECONDS = numberEnv("BENCH_OVERLOAD_SECONDS", 8)
 const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 3)
 /** The service's settings this script was given (passed on), and the two it reads itself. */
-const SERVER_ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("TAPEDECK_"))) as Record<string, string>
+const SERVER_ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("TAPEDECK_"))) as Record<
+  string,
+  string
+>
 const CHECK_CONNECTIONS = Number(SERVER_ENV.TAPEDECK_ENFORCEMENT_DB_CONNECTIONS ?? 4) || 4
 const INGEST_MAX_INFLIGHT = Number(SERVER_ENV.TAPEDECK_INGEST_MAX_INFLIGHT ?? 8) || 8
 
@@ -78,8 +82,16 @@ const TRACES_PER_EXPORT = 5
 const SPANS_PER_TRACE = 10
 
 const KNOBS = [
-  "BENCH_DATABASE_URL", "BENCH_RATE", "BENCH_CONTENTION_RUNS", "BENCH_PHASE_SECONDS", "BENCH_ROUNDS", "BENCH_SECONDS",
-  "BENCH_CONCURRENCY", "BENCH_OVERLOAD_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CPU_PROF",
+  "BENCH_DATABASE_URL",
+  "BENCH_RATE",
+  "BENCH_CONTENTION_RUNS",
+  "BENCH_PHASE_SECONDS",
+  "BENCH_ROUNDS",
+  "BENCH_SECONDS",
+  "BENCH_CONCURRENCY",
+  "BENCH_OVERLOAD_SECONDS",
+  "BENCH_WARMUP_SECONDS",
+  "BENCH_CPU_PROF",
   ...Object.keys(SERVER_ENV)
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/enforcement.ts")
@@ -90,7 +102,16 @@ const CPU = cpuMeter("reaped")
 // ---------------------------------------------------------------------------------------------- policies
 
 /** The tools checks use (all on the allow list), the one denied tool, and the models (all allowed). */
-const TOOLS = ["web_search", "read_file", "write_file", "calculator", "fetch_url", "sql_query", "summarize", "send_email"]
+const TOOLS = [
+  "web_search",
+  "read_file",
+  "write_file",
+  "calculator",
+  "fetch_url",
+  "sql_query",
+  "summarize",
+  "send_email"
+]
 const DENIED_TOOL = "shell.exec"
 const MODELS = ["gpt-4o-mini-2024-07-18", "claude-3-5-sonnet-20241022", "gemini-1.5-pro"]
 
@@ -101,7 +122,11 @@ const POLICIES: ReadonlyArray<Record<string, unknown>> = [
   { type: "max_steps", name: "run steps", params: { max_steps: 1e12 } },
   { type: "tool_denylist", name: "no shell", params: { patterns: ["shell.*", "rm", "sudo*", "exec_*"] } },
   { type: "tool_allowlist", name: "known tools", params: { patterns: [...TOOLS, "search_*", "*_file"] } },
-  { type: "model_allowlist", name: "approved models", params: { patterns: ["gpt-4o*", "claude-3-5-*", "gemini-1.5-*"] } },
+  {
+    type: "model_allowlist",
+    name: "approved models",
+    params: { patterns: ["gpt-4o*", "claude-3-5-*", "gemini-1.5-*"] }
+  },
   { type: "loop_breaker", name: "no loops", params: { max_repeats: 1000 } },
   { type: "rate", name: "per-second rate", params: { max_calls: 1000, window_seconds: 1 } },
   { type: "require_approval", name: "money moves", params: { tool_patterns: ["wire_*", "payments.transfer"] } },
@@ -112,7 +137,11 @@ const POLICIES: ReadonlyArray<Record<string, unknown>> = [
   { type: "model_allowlist", name: "any model", params: { patterns: ["*"] } },
   { type: "loop_breaker", name: "windowed loops", params: { max_repeats: 500, window_steps: 10_000 } },
   { type: "rate", name: "per-minute rate", params: { max_calls: 1000, window_seconds: 60 } },
-  { type: "require_approval", name: "premium models", params: { model_patterns: ["o1-pro*"], expires_in_seconds: 3600 } },
+  {
+    type: "require_approval",
+    name: "premium models",
+    params: { model_patterns: ["o1-pro*"], expires_in_seconds: 3600 }
+  },
   { type: "tool_denylist", name: "no payments", params: { patterns: ["payments.*", "refund_?"] } },
   { type: "tool_allowlist", name: "broad tools", params: { patterns: ["*"] } },
   { type: "require_approval", name: "emails to all", params: { tool_patterns: ["broadcast_*"], approval_scope: "run" } }
@@ -131,7 +160,10 @@ const DENIED_EVERY = 50
 class CheckSource {
   private k = 0
   private readonly steps: Uint32Array
-  constructor(private readonly runs: number, private readonly prefix: string) {
+  constructor(
+    private readonly runs: number,
+    private readonly prefix: string
+  ) {
     this.steps = new Uint32Array(runs)
   }
   next(phase: number) {
@@ -194,7 +226,8 @@ const send = async (target: Target, check: { body: string; expected: "allow" | "
     throw new Error(`check answered 200 without JSON: ${text.slice(0, 500)}`)
   }
   const verdict = decision.verdict
-  if (verdict !== "allow" && verdict !== "block" && verdict !== "hold") throw new Error(`check answered no verdict: ${text.slice(0, 500)}`)
+  if (verdict !== "allow" && verdict !== "block" && verdict !== "hold")
+    throw new Error(`check answered no verdict: ${text.slice(0, 500)}`)
   tally[verdict]++
   if (verdict === "block" && decision.policy_id === null) tally.failClosed++
   const expected = target.denyPolicyId === undefined ? "allow" : check.expected
@@ -250,10 +283,12 @@ const openLoop = async (
       lags.push(now - scheduled)
       pending++
       inflight.push(
-        request().then(
-          () => void latencies.push(performance.now() - scheduled),
-          (e) => void (failure ??= e)
-        ).finally(() => void pending--)
+        request()
+          .then(
+            () => void latencies.push(performance.now() - scheduled),
+            (e) => void (failure ??= e)
+          )
+          .finally(() => void pending--)
       )
     }
     if (i < total) await sleep(Math.max(0, start + i * interval - performance.now()))
@@ -266,7 +301,12 @@ const openLoop = async (
 }
 
 /** `concurrency` workers, each sending its next request as soon as the previous one is answered, for `seconds`. */
-const closedLoop = async (pid: number, concurrency: number, seconds: number, request: () => Promise<void>): Promise<Omit<PhaseResult, "tally">> => {
+const closedLoop = async (
+  pid: number,
+  concurrency: number,
+  seconds: number,
+  request: () => Promise<void>
+): Promise<Omit<PhaseResult, "tally">> => {
   const latencies: Array<number> = []
   let sent = 0
   const cpu0 = CPU.snapshot(pid)
@@ -281,10 +321,17 @@ const closedLoop = async (pid: number, concurrency: number, seconds: number, req
     }
   }
   await Promise.all(Array.from({ length: concurrency }, worker))
-  return { sent, dropped: 0, seconds: (performance.now() - start) / 1000, latencies, cpu: CPU.busy(cpu0, CPU.snapshot(pid)) }
+  return {
+    sent,
+    dropped: 0,
+    seconds: (performance.now() - start) / 1000,
+    latencies,
+    cpu: CPU.busy(cpu0, CPU.snapshot(pid))
+  }
 }
 
-const checkLoad = (target: Target, source: CheckSource, phase: number, tally: Tally) => () => send(target, source.next(phase), tally)
+const checkLoad = (target: Target, source: CheckSource, phase: number, tally: Tally) => () =>
+  send(target, source.next(phase), tally)
 
 // ---------------------------------------------------------------------------------------------- exports
 
@@ -300,24 +347,49 @@ const exportBody = () => {
     const traceId = hex(16)
     const rootId = hex(8)
     spans.push({
-      traceId, spanId: rootId, name: "invoke_agent research", kind: 1,
-      startTimeUnixNano: String(now), endTimeUnixNano: String(now + 9_000_000_000n),
+      traceId,
+      spanId: rootId,
+      name: "invoke_agent research",
+      kind: 1,
+      startTimeUnixNano: String(now),
+      endTimeUnixNano: String(now + 9_000_000_000n),
       attributes: [str("gen_ai.operation.name", "invoke_agent"), str("gen_ai.agent.name", "research")]
     })
     for (let s = 1; s < SPANS_PER_TRACE; s++) {
       const start = now + BigInt(s) * 1_000_000_000n
       const chat = s % 2 === 1
       spans.push({
-        traceId, spanId: hex(8), parentSpanId: rootId, name: chat ? "chat gpt-4o-mini" : "execute_tool web_search", kind: 3,
-        startTimeUnixNano: String(start), endTimeUnixNano: String(start + 800_000_000n),
+        traceId,
+        spanId: hex(8),
+        parentSpanId: rootId,
+        name: chat ? "chat gpt-4o-mini" : "execute_tool web_search",
+        kind: 3,
+        startTimeUnixNano: String(start),
+        endTimeUnixNano: String(start + 800_000_000n),
         attributes: chat
-          ? [str("gen_ai.operation.name", "chat"), str("gen_ai.request.model", "gpt-4o-mini"), int("gen_ai.usage.input_tokens", 900 + s),
-            int("gen_ai.usage.output_tokens", 120), str("gen_ai.prompt", `step ${s}: what do the sources say about the question?`)]
-          : [str("gen_ai.operation.name", "execute_tool"), str("gen_ai.tool.name", "web_search"), str("gen_ai.tool.call.arguments", `{"q":"topic ${s}"}`)]
+          ? [
+              str("gen_ai.operation.name", "chat"),
+              str("gen_ai.request.model", "gpt-4o-mini"),
+              int("gen_ai.usage.input_tokens", 900 + s),
+              int("gen_ai.usage.output_tokens", 120),
+              str("gen_ai.prompt", `step ${s}: what do the sources say about the question?`)
+            ]
+          : [
+              str("gen_ai.operation.name", "execute_tool"),
+              str("gen_ai.tool.name", "web_search"),
+              str("gen_ai.tool.call.arguments", `{"q":"topic ${s}"}`)
+            ]
       })
     }
   }
-  return JSON.stringify({ resourceSpans: [{ resource: { attributes: [str("service.name", "bench-agents")] }, scopeSpans: [{ scope: { name: "bench" }, spans }] }] })
+  return JSON.stringify({
+    resourceSpans: [
+      {
+        resource: { attributes: [str("service.name", "bench-agents")] },
+        scopeSpans: [{ scope: { name: "bench" }, spans }]
+      }
+    ]
+  })
 }
 
 interface ExportTally {
@@ -366,7 +438,10 @@ const main = async () => {
   const { database, databaseUrl, pgVersion } = await freshDatabase()
   log(`database ${database}; starting the server and the bare one-INSERT server`)
   const server = await startServer(databaseUrl, { extraEnv: SERVER_ENV })
-  const bare = await startBareServer(BARE_SCRIPT, { BARE_DATABASE_URL: databaseUrl, BARE_POOL: String(CHECK_CONNECTIONS) })
+  const bare = await startBareServer(BARE_SCRIPT, {
+    BARE_DATABASE_URL: databaseUrl,
+    BARE_POOL: String(CHECK_CONNECTIONS)
+  })
   const db = await connect(databaseUrl)
 
   let denyPolicyId: string | undefined
@@ -407,19 +482,31 @@ const main = async () => {
   }
 
   await checks(`warm-up: ${WARMUP_SECONDS} s closed loop at concurrency 8`, (tally, p) =>
-    closedLoop(server.pid, 8, WARMUP_SECONDS, checkLoad(service, new CheckSource(1000, "warmup"), p, tally)))
-  await bareRun("warm-up", (tally) => closedLoop(bare.pid, 8, 1, checkLoad(bareTarget, new CheckSource(1000, "warmup"), 0, tally)))
+    closedLoop(server.pid, 8, WARMUP_SECONDS, checkLoad(service, new CheckSource(1000, "warmup"), p, tally))
+  )
+  await bareRun("warm-up", (tally) =>
+    closedLoop(bare.pid, 8, 1, checkLoad(bareTarget, new CheckSource(1000, "warmup"), 0, tally))
+  )
 
   const contention: Array<{ runs: number; result: PhaseResult & { phase: number } }> = []
   for (const runs of CONTENTION_RUNS) {
     contention.push({
       runs,
-      result: await checks(`contention: open loop ${fmtInt(RATE)} checks/s over ${fmtInt(runs)} runs for ${PHASE_SECONDS} s`, (tally, p) =>
-        openLoop(server.pid, RATE, PHASE_SECONDS, checkLoad(service, new CheckSource(runs, `contention-${runs}`), p, tally)))
+      result: await checks(
+        `contention: open loop ${fmtInt(RATE)} checks/s over ${fmtInt(runs)} runs for ${PHASE_SECONDS} s`,
+        (tally, p) =>
+          openLoop(
+            server.pid,
+            RATE,
+            PHASE_SECONDS,
+            checkLoad(service, new CheckSource(runs, `contention-${runs}`), p, tally)
+          )
+      )
     })
   }
   const bareOpen = await bareRun(`open loop ${fmtInt(RATE)} req/s for ${PHASE_SECONDS} s`, (tally) =>
-    openLoop(bare.pid, RATE, PHASE_SECONDS, checkLoad(bareTarget, new CheckSource(1000, "bare"), 0, tally)))
+    openLoop(bare.pid, RATE, PHASE_SECONDS, checkLoad(bareTarget, new CheckSource(1000, "bare"), 0, tally))
+  )
 
   /** Rounds of 8 checks sent at once on one run (8 parallel tool calls); latency per check and per round. */
   const roundLatencies: Array<number> = []
@@ -430,20 +517,32 @@ const main = async () => {
     const start = performance.now()
     for (let r = 0; r < ROUNDS; r++) {
       const t0 = performance.now()
-      await Promise.all(Array.from({ length: 8 }, async () => {
-        const c0 = performance.now()
-        await send(service, source.next(p), tally)
-        latencies.push(performance.now() - c0)
-      }))
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          const c0 = performance.now()
+          await send(service, source.next(p), tally)
+          latencies.push(performance.now() - c0)
+        })
+      )
       roundLatencies.push(performance.now() - t0)
     }
-    return { sent: ROUNDS * 8, dropped: 0, seconds: (performance.now() - start) / 1000, latencies, cpu: CPU.busy(cpu0, CPU.snapshot(server.pid)) }
+    return {
+      sent: ROUNDS * 8,
+      dropped: 0,
+      seconds: (performance.now() - start) / 1000,
+      latencies,
+      cpu: CPU.busy(cpu0, CPU.snapshot(server.pid))
+    }
   })
 
-  const closed = await checks(`sustained: closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s over 1,000 runs`, (tally, p) =>
-    closedLoop(server.pid, CONCURRENCY, SECONDS, checkLoad(service, new CheckSource(1000, "closed"), p, tally)))
+  const closed = await checks(
+    `sustained: closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s over 1,000 runs`,
+    (tally, p) =>
+      closedLoop(server.pid, CONCURRENCY, SECONDS, checkLoad(service, new CheckSource(1000, "closed"), p, tally))
+  )
   const bareClosed = await bareRun(`closed loop at concurrency ${CONCURRENCY} for ${SECONDS} s`, (tally) =>
-    closedLoop(bare.pid, CONCURRENCY, SECONDS, checkLoad(bareTarget, new CheckSource(1000, "bare"), 0, tally)))
+    closedLoop(bare.pid, CONCURRENCY, SECONDS, checkLoad(bareTarget, new CheckSource(1000, "bare"), 0, tally))
+  )
 
   log(`ingest alone: closed loop of exports at concurrency ${INGEST_MAX_INFLIGHT} for 3 s`)
   const alone: ExportTally = { accepted: 0, shed: 0 }
@@ -456,9 +555,19 @@ const main = async () => {
     const exports: ExportTally = { accepted: 0, shed: 0 }
     const load = openLoop(server.pid, offered, OVERLOAD_SECONDS, () => sendExport(server.url, exports))
     const name = `overload: ${fmtInt(offered)} exports/s (2 × ${fmtInt(ingestRate)}) beside ${fmtInt(RATE)} ${target === "service" ? "checks" : "bare requests"}/s for ${OVERLOAD_SECONDS} s`
-    const requests = target === "service"
-      ? await checks(name, (tally, p) => openLoop(server.pid, RATE, OVERLOAD_SECONDS, checkLoad(service, new CheckSource(1000, "overload"), p, tally)))
-      : await bareRun(name, (tally) => openLoop(bare.pid, RATE, OVERLOAD_SECONDS, checkLoad(bareTarget, new CheckSource(1000, "bare"), 0, tally)))
+    const requests =
+      target === "service"
+        ? await checks(name, (tally, p) =>
+            openLoop(
+              server.pid,
+              RATE,
+              OVERLOAD_SECONDS,
+              checkLoad(service, new CheckSource(1000, "overload"), p, tally)
+            )
+          )
+        : await bareRun(name, (tally) =>
+            openLoop(bare.pid, RATE, OVERLOAD_SECONDS, checkLoad(bareTarget, new CheckSource(1000, "bare"), 0, tally))
+          )
     const exportResult = await load
     await sleep(1500) // exports shed meanwhile: let the service settle before the next phase
     return { requests, exports, exportResult }
@@ -476,9 +585,11 @@ const main = async () => {
   }
   if (recorded !== checksSent) throw new Error(`${recorded} decisions recorded for ${checksSent} checks`)
   const serverSide = new Map<number, Array<number>>()
-  for (const row of (await db.query<{ phase: number; ms: number }>(
-    "SELECT (step_index / 1000000)::int AS phase, latency_ms AS ms FROM enforcement_decisions"
-  )).rows) {
+  for (const row of (
+    await db.query<{ phase: number; ms: number }>(
+      "SELECT (step_index / 1000000)::int AS phase, latency_ms AS ms FROM enforcement_decisions"
+    )
+  ).rows) {
     let list = serverSide.get(row.phase)
     if (!list) serverSide.set(row.phase, (list = []))
     list.push(row.ms)
@@ -553,13 +664,16 @@ const main = async () => {
     `- Exports: OTLP/JSON, ${TRACES_PER_EXPORT} traces × ${SPANS_PER_TRACE} spans each (model and tool calls with GenAI attributes); alone the service took ${fmtInt(ingestRate)} exports/s (${fmtInt(ingestRate * TRACES_PER_EXPORT * SPANS_PER_TRACE)} spans/s) at concurrency ${INGEST_MAX_INFLIGHT}.`,
     `- Client lag (open loop, p99): ${contention.map((c) => `${fmtInt(c.runs)} runs ${fmtMs(c.result.lagP99 ?? NaN)}`).join(", ")}, bare ${fmtMs(bareOpen.lagP99 ?? NaN)}, overload ${fmtMs(overload.requests.lagP99 ?? NaN)}, bare overload ${fmtMs(overloadBare.requests.lagP99 ?? NaN)}.`,
     `- CPU, average cores busy of ${availableParallelism()} (service / all postgres processes / this client / anything else): ` +
-    [
-      ...contention.map((c) => [`${fmtInt(c.runs)} runs`, c.result.cpu] as const),
-      ["sustained", closed.cpu] as const,
-      ["overload", overload.requests.cpu] as const,
-      ["bare open loop", bareOpen.cpu] as const,
-      ["bare closed loop", bareClosed.cpu] as const
-    ].map(([name, cpu]) => `${name} ${fmtCores(cpu)}`).join("; ") + " (the bare rows count the bare server as the service)."
+      [
+        ...contention.map((c) => [`${fmtInt(c.runs)} runs`, c.result.cpu] as const),
+        ["sustained", closed.cpu] as const,
+        ["overload", overload.requests.cpu] as const,
+        ["bare open loop", bareOpen.cpu] as const,
+        ["bare closed loop", bareClosed.cpu] as const
+      ]
+        .map(([name, cpu]) => `${name} ${fmtCores(cpu)}`)
+        .join("; ") +
+      " (the bare rows count the bare server as the service)."
   ]
   console.log(lines.join("\n"))
 }

@@ -63,7 +63,14 @@ const post = async (url: string, body: unknown) => {
 }
 
 const traceBody = (i: number) => {
-  const root = { id: crypto.randomUUID(), parent_id: null, span_type: "action", name: "agent", started_at: "2026-01-01T00:00:00.000Z", ended_at: "2026-01-01T00:00:09.000Z" }
+  const root = {
+    id: crypto.randomUUID(),
+    parent_id: null,
+    span_type: "action",
+    name: "agent",
+    started_at: "2026-01-01T00:00:00.000Z",
+    ended_at: "2026-01-01T00:00:09.000Z"
+  }
   const children = Array.from({ length: SPANS - 1 }, (_, j) => {
     const llm = j % 2 === 0
     return {
@@ -71,7 +78,15 @@ const traceBody = (i: number) => {
       parent_id: root.id,
       span_type: llm ? "llm_call" : "tool_call",
       name: llm ? "plan" : "search",
-      ...(llm ? { model: "gpt-4o-mini", input: [{ role: "system", content: SYSTEM_PROMPT }, { role: "user", content: filler(200) }] } : { input: { query: filler(80) } }),
+      ...(llm
+        ? {
+            model: "gpt-4o-mini",
+            input: [
+              { role: "system", content: SYSTEM_PROMPT },
+              { role: "user", content: filler(200) }
+            ]
+          }
+        : { input: { query: filler(80) } }),
       output: filler(300),
       started_at: `2026-01-01T00:00:0${Math.min(8, j + 1)}.000Z`,
       duration_ms: 500
@@ -97,7 +112,10 @@ await runBench(async () => {
     mostInFlight = Math.max(mostInFlight, ++inFlight)
     try {
       if (delayMs > 0) await Bun.sleep(delayMs)
-      return { content: JSON.stringify({ score: 0.9, reason: "meets the criterion" }), usage: { prompt_tokens: 900, completion_tokens: 20 } }
+      return {
+        content: JSON.stringify({ score: 0.9, reason: "meets the criterion" }),
+        usage: { prompt_tokens: 900, completion_tokens: 20 }
+      }
     } finally {
       inFlight--
     }
@@ -130,7 +148,10 @@ await runBench(async () => {
     const before = fake.requests.length
     mostInFlight = 0
     const t0 = performance.now()
-    const result = await post(`${server.url}/api/v1/evaluations/${evaluationId}/gate`, { trace_ids: traceIds, threshold: 0.5 })
+    const result = await post(`${server.url}/api/v1/evaluations/${evaluationId}/gate`, {
+      trace_ids: traceIds,
+      threshold: 0.5
+    })
     const ms = performance.now() - t0
     return { result, ms, calls: fake.requests.length - before, most: mostInFlight, firstRequest: before }
   }
@@ -145,9 +166,15 @@ await runBench(async () => {
     const evaluation = await post(`${server.url}/api/v1/evaluations`, { name: `bench ${round}`, criteria })
     lastEvaluation = evaluation.id
     const run = await gate(evaluation.id)
-    const ok = run.result.passed === true && run.result.runs.length === TRACES &&
-      run.result.runs.every((r: any) => r.status === "completed" && r.reused === false) && run.calls === TRACES * CRITERIA
-    if (!ok) throw new Error(`round ${round}: unexpected gate answer (${run.calls} calls): ${JSON.stringify(run.result).slice(0, 800)}`)
+    const ok =
+      run.result.passed === true &&
+      run.result.runs.length === TRACES &&
+      run.result.runs.every((r: any) => r.status === "completed" && r.reused === false) &&
+      run.calls === TRACES * CRITERIA
+    if (!ok)
+      throw new Error(
+        `round ${round}: unexpected gate answer (${run.calls} calls): ${JSON.stringify(run.result).slice(0, 800)}`
+      )
     cold.push(run)
     log(`round ${round + 1}/${ROUNDS}: ${fmtMs(run.ms)}, ${run.calls} judge calls`)
   }
@@ -159,18 +186,26 @@ await runBench(async () => {
 
   // The floor: the last cold round's judge requests, sent from here straight to the fake at the same concurrency.
   const last = cold.at(-1)!
-  const bodies = fake.requests.slice(last.firstRequest, last.firstRequest + last.calls).map((r) => JSON.stringify(r.body))
+  const bodies = fake.requests
+    .slice(last.firstRequest, last.firstRequest + last.calls)
+    .map((r) => JSON.stringify(r.body))
   const bound = GATE_CONCURRENCY * Math.min(4, CRITERIA)
   const floorConcurrency = bound
   const floorT0 = performance.now()
   let next = 0
-  await Promise.all(Array.from({ length: floorConcurrency }, async () => {
-    while (next < bodies.length) {
-      const body = bodies[next++]!
-      const response = await fetch(`${fake.baseUrl}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body })
-      await response.arrayBuffer()
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: floorConcurrency }, async () => {
+      while (next < bodies.length) {
+        const body = bodies[next++]!
+        const response = await fetch(`${fake.baseUrl}/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body
+        })
+        await response.arrayBuffer()
+      }
+    })
+  )
   const floorMs = performance.now() - floorT0
 
   // Judge-bound: every answer takes SLOW_JUDGE_MS, so the gate's pool fills up to its bound.
@@ -186,19 +221,38 @@ await runBench(async () => {
   const lines = [
     "",
     `Gate over ${TRACES} traces × ${CRITERIA} criteria (${SPANS} spans each), judge answering after ${JUDGE_DELAY_MS} ms, ` +
-    `TAPEDECK_EVAL_GATE_CONCURRENCY=${GATE_CONCURRENCY}, ${ROUNDS} rounds, PostgreSQL ${db.pgVersion}`,
+      `TAPEDECK_EVAL_GATE_CONCURRENCY=${GATE_CONCURRENCY}, ${ROUNDS} rounds, PostgreSQL ${db.pgVersion}`,
     "",
-    ...tableLines(["metric", "value", "target"], [
-      ["cold gate wall time p50 / max", `${fmtMs(wall.p50)} / ${fmtMs(Math.max(...cold.map((c) => c.ms)))}`, "—"],
-      ["judge calls per cold gate", fmtInt(last.calls), `${TRACES * CRITERIA} (traces × criteria)`],
-      [`floor: the same judge calls sent directly to the fake (concurrency ${floorConcurrency})`, fmtMs(floorMs), "—"],
-      ["our overhead (cold p50 − floor)", fmtMs(overhead), `≤ ${TARGET_OVERHEAD_MS} ms${mark(overhead <= TARGET_OVERHEAD_MS)}`],
-      ["overhead per trace", fmtMs(overhead / TRACES), "—"],
-      ["judge prompt size p50", `${fmtInt(promptChars.p50)} chars`, "—"],
-      ["warm gate (all runs reused, 0 judge calls)", fmtMs(reused.ms), "—"],
-      [`judge-bound gate (${SLOW_JUDGE_MS} ms per answer): wall time`, fmtMs(slow.ms), `ideal at the bound: ${fmtMs(slowIdealMs)}`],
-      [`judge-bound gate: most judge calls in flight`, fmtInt(slow.most), `≤ ${bound} (gate pool × criteria)${mark(slow.most <= bound)}`]
-    ]),
+    ...tableLines(
+      ["metric", "value", "target"],
+      [
+        ["cold gate wall time p50 / max", `${fmtMs(wall.p50)} / ${fmtMs(Math.max(...cold.map((c) => c.ms)))}`, "—"],
+        ["judge calls per cold gate", fmtInt(last.calls), `${TRACES * CRITERIA} (traces × criteria)`],
+        [
+          `floor: the same judge calls sent directly to the fake (concurrency ${floorConcurrency})`,
+          fmtMs(floorMs),
+          "—"
+        ],
+        [
+          "our overhead (cold p50 − floor)",
+          fmtMs(overhead),
+          `≤ ${TARGET_OVERHEAD_MS} ms${mark(overhead <= TARGET_OVERHEAD_MS)}`
+        ],
+        ["overhead per trace", fmtMs(overhead / TRACES), "—"],
+        ["judge prompt size p50", `${fmtInt(promptChars.p50)} chars`, "—"],
+        ["warm gate (all runs reused, 0 judge calls)", fmtMs(reused.ms), "—"],
+        [
+          `judge-bound gate (${SLOW_JUDGE_MS} ms per answer): wall time`,
+          fmtMs(slow.ms),
+          `ideal at the bound: ${fmtMs(slowIdealMs)}`
+        ],
+        [
+          `judge-bound gate: most judge calls in flight`,
+          fmtInt(slow.most),
+          `≤ ${bound} (gate pool × criteria)${mark(slow.most <= bound)}`
+        ]
+      ]
+    ),
     "",
     `reproduce: ${commandLine(["BENCH_DATABASE_URL", "BENCH_TRACES", "BENCH_SPANS", "BENCH_CRITERIA", "BENCH_ROUNDS", "BENCH_JUDGE_DELAY_MS", "BENCH_SLOW_JUDGE_MS", "BENCH_GATE_CONCURRENCY"], "test/bench/gate.ts")}`
   ]

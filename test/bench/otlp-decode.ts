@@ -42,21 +42,31 @@ const span = (i: number) => ({
     str("gen_ai.input.messages", message("user", i)),
     str("gen_ai.output.messages", message("assistant", i))
   ],
-  events: [{ name: "gen_ai.choice", timeUnixNano: String(1787220000500000000n + BigInt(i)), attributes: [int("index", 0)] }],
+  events: [
+    { name: "gen_ai.choice", timeUnixNano: String(1787220000500000000n + BigInt(i)), attributes: [int("index", 0)] }
+  ],
   status: { code: 1 }
 })
 
 const jsonBody = {
-  resourceSpans: [{
-    resource: { attributes: [str("service.name", "bench-agent"), str("telemetry.sdk.language", "python")] },
-    scopeSpans: [{ scope: { name: "opentelemetry.instrumentation.openai", version: "0.48.0" }, spans: Array.from({ length: SPANS }, (_, i) => span(i)) }]
-  }]
+  resourceSpans: [
+    {
+      resource: { attributes: [str("service.name", "bench-agent"), str("telemetry.sdk.language", "python")] },
+      scopeSpans: [
+        {
+          scope: { name: "opentelemetry.instrumentation.openai", version: "0.48.0" },
+          spans: Array.from({ length: SPANS }, (_, i) => span(i))
+        }
+      ]
+    }
+  ]
 }
 
 // The protobuf form of the same request: hex ids become bytes, everything else converts as is.
 const Request = otlpProtoRoot.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
 const withByteIds = JSON.parse(JSON.stringify(jsonBody), (key, value) =>
-  ["traceId", "spanId", "parentSpanId"].includes(key) ? Buffer.from(value, "hex") : value)
+  ["traceId", "spanId", "parentSpanId"].includes(key) ? Buffer.from(value, "hex") : value
+)
 const protoBytes = Request.encode(Request.fromObject(withByteIds)).finish()
 const jsonBytes = new TextEncoder().encode(JSON.stringify(jsonBody))
 const protoGzip = gzipSync(protoBytes)
@@ -71,9 +81,17 @@ const fromJson = (bytes: Uint8Array) => mustBeRight(decodeOtlpJson(JSON.parse(ne
 const unzip = (bytes: Uint8Array) => mustBeRight(decompress(bytes, "gzip", LIMIT))
 
 const cases: ReadonlyArray<{ name: string; size: number; run: () => { spans: ReadonlyArray<unknown> } }> = [
-  { name: "protobuf: decodeOtlpProtobuf", size: protoBytes.length, run: () => mustBeRight(decodeOtlpProtobuf(protoBytes)) },
+  {
+    name: "protobuf: decodeOtlpProtobuf",
+    size: protoBytes.length,
+    run: () => mustBeRight(decodeOtlpProtobuf(protoBytes))
+  },
   { name: "JSON: JSON.parse + decodeOtlpJson", size: jsonBytes.length, run: () => fromJson(jsonBytes) },
-  { name: "protobuf + gzip: decompress + decode", size: protoGzip.length, run: () => mustBeRight(decodeOtlpProtobuf(unzip(protoGzip))) },
+  {
+    name: "protobuf + gzip: decompress + decode",
+    size: protoGzip.length,
+    run: () => mustBeRight(decodeOtlpProtobuf(unzip(protoGzip)))
+  },
   { name: "JSON + gzip: decompress + parse + decode", size: jsonGzip.length, run: () => fromJson(unzip(jsonGzip)) }
 ]
 
@@ -97,7 +115,9 @@ const rows = cases.map((c) => {
   return `| ${c.name} | ${kb(c.size)} | ${median.toFixed(1)} | ${rate(median)} | ${best.toFixed(1)} | ${rate(best)} | ${runs} |`
 })
 
-console.log(`OTLP decode, ${SPANS} spans per export, Bun ${process.versions.bun}, one core of ${availableParallelism()}\n`)
+console.log(
+  `OTLP decode, ${SPANS} spans per export, Bun ${process.versions.bun}, one core of ${availableParallelism()}\n`
+)
 console.log("| Path | Body | ms / export (median) | spans/s (median) | ms (best) | spans/s (best) | runs |")
 console.log("|---|---:|---:|---:|---:|---:|---:|")
 for (const row of rows) console.log(row)

@@ -100,9 +100,21 @@ const BUSY_OTHER_CORES = 0.25
 const DATABASE_PREFIX = "tapedeck_bench_otlp_"
 
 const KNOBS = [
-  "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENCY", "BENCH_TRACES",
-  "BENCH_SPANS_PER_TRACE", "BENCH_DECODE_SECONDS", "BENCH_OVERLOAD_SECONDS", "BENCH_OVERLOAD_CONCURRENCY",
-  "BENCH_JOB_DRAIN_SECONDS", "BENCH_CEILING_ROWS", "BENCH_GRPC_ROUNDS", "BENCH_GRPC_SECONDS", "BENCH_ANALYZE", "BENCH_CPU_PROF"
+  "BENCH_DATABASE_URL",
+  "BENCH_SECONDS",
+  "BENCH_WARMUP_SECONDS",
+  "BENCH_CONCURRENCY",
+  "BENCH_TRACES",
+  "BENCH_SPANS_PER_TRACE",
+  "BENCH_DECODE_SECONDS",
+  "BENCH_OVERLOAD_SECONDS",
+  "BENCH_OVERLOAD_CONCURRENCY",
+  "BENCH_JOB_DRAIN_SECONDS",
+  "BENCH_CEILING_ROWS",
+  "BENCH_GRPC_ROUNDS",
+  "BENCH_GRPC_SECONDS",
+  "BENCH_ANALYZE",
+  "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/otlp.ts")
 
@@ -145,12 +157,12 @@ const attrs = (record: Record<string, AttrValue>) =>
     value: Array.isArray(v)
       ? { arrayValue: { values: v.map((s) => ({ stringValue: s })) } }
       : typeof v === "string"
-      ? { stringValue: v }
-      : typeof v === "boolean"
-      ? { boolValue: v }
-      : Number.isInteger(v)
-      ? { intValue: v }
-      : { doubleValue: v }
+        ? { stringValue: v }
+        : typeof v === "boolean"
+          ? { boolValue: v }
+          : Number.isInteger(v)
+            ? { intValue: v }
+            : { doubleValue: v }
   }))
 
 const MS_NS = 1_000_000n
@@ -164,23 +176,25 @@ const makeTrace = (traceId: Buffer, startMs: number, t: number) => {
   const rootId = randomBytes(8)
   const ns = (ms: number) => String(BigInt(startMs + ms) * MS_NS)
   const step = 400
-  const spans: Array<Record<string, unknown>> = [{
-    traceId,
-    spanId: rootId,
-    name: "invoke_agent ResearchAgent",
-    kind: 1,
-    startTimeUnixNano: ns(0),
-    endTimeUnixNano: ns(step * SPANS_PER_TRACE),
-    attributes: attrs({
-      "gen_ai.operation.name": "invoke_agent",
-      "gen_ai.provider.name": "openai",
-      "gen_ai.agent.id": "asst_research_01",
-      "gen_ai.agent.name": "ResearchAgent",
-      "gen_ai.conversation.id": `conv_${t}`,
-      "gen_ai.request.model": MODEL
-    }),
-    status: {}
-  }]
+  const spans: Array<Record<string, unknown>> = [
+    {
+      traceId,
+      spanId: rootId,
+      name: "invoke_agent ResearchAgent",
+      kind: 1,
+      startTimeUnixNano: ns(0),
+      endTimeUnixNano: ns(step * SPANS_PER_TRACE),
+      attributes: attrs({
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.agent.id": "asst_research_01",
+        "gen_ai.agent.name": "ResearchAgent",
+        "gen_ai.conversation.id": `conv_${t}`,
+        "gen_ai.request.model": MODEL
+      }),
+      status: {}
+    }
+  ]
   for (let i = 1; i < SPANS_PER_TRACE; i++) {
     const common = {
       traceId,
@@ -196,13 +210,18 @@ const makeTrace = (traceId: Buffer, startMs: number, t: number) => {
         { role: "user", parts: [{ type: "text", content: filler(260) }] }
       ])
       const toolCall = i + 1 < SPANS_PER_TRACE
-      const output = JSON.stringify([{
-        role: "assistant",
-        parts: toolCall
-          ? [{ type: "text", content: filler(160) }, { type: "tool_call", id: `call_${t}_${i}`, name: "web_search", arguments: { query: filler(50) } }]
-          : [{ type: "text", content: filler(240) }],
-        finish_reason: toolCall ? "tool_call" : "stop"
-      }])
+      const output = JSON.stringify([
+        {
+          role: "assistant",
+          parts: toolCall
+            ? [
+                { type: "text", content: filler(160) },
+                { type: "tool_call", id: `call_${t}_${i}`, name: "web_search", arguments: { query: filler(50) } }
+              ]
+            : [{ type: "text", content: filler(240) }],
+          finish_reason: toolCall ? "tool_call" : "stop"
+        }
+      ])
       spans.push({
         ...common,
         name: `chat ${MODEL}`,
@@ -258,26 +277,29 @@ const makeTemplate = (startMs: number): BodyTemplate => {
   const ids = Array.from({ length: TRACES }, () => randomBytes(16))
   const spans = ids.flatMap((id, t) => makeTrace(id, startMs + t * 1000, t))
   const message = ExportRequest.fromObject({
-    resourceSpans: [{
-      resource: {
-        attributes: attrs({
-          "service.name": "research-agent",
-          "service.version": "1.4.2",
-          "deployment.environment.name": "production",
-          "telemetry.sdk.language": "python",
-          "telemetry.sdk.name": "opentelemetry",
-          "telemetry.sdk.version": "1.37.0"
-        })
-      },
-      scopeSpans: [{ scope: { name: "opentelemetry.instrumentation.openai_v2", version: "2.1b0" }, spans }]
-    }]
+    resourceSpans: [
+      {
+        resource: {
+          attributes: attrs({
+            "service.name": "research-agent",
+            "service.version": "1.4.2",
+            "deployment.environment.name": "production",
+            "telemetry.sdk.language": "python",
+            "telemetry.sdk.name": "opentelemetry",
+            "telemetry.sdk.version": "1.37.0"
+          })
+        },
+        scopeSpans: [{ scope: { name: "opentelemetry.instrumentation.openai_v2", version: "2.1b0" }, spans }]
+      }
+    ]
   })
   const bytes = ExportRequest.encode(message).finish()
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const offsets = ids.map((id) => {
     const found: Array<number> = []
     for (let at = buffer.indexOf(id); at !== -1; at = buffer.indexOf(id, at + 1)) found.push(at)
-    if (found.length !== SPANS_PER_TRACE) throw new Error(`trace id found ${found.length} times, expected ${SPANS_PER_TRACE}`)
+    if (found.length !== SPANS_PER_TRACE)
+      throw new Error(`trace id found ${found.length} times, expected ${SPANS_PER_TRACE}`)
     return found
   })
   return { bytes, offsets }
@@ -330,7 +352,10 @@ const sampleRows = async (db: pg.Client, traces: number) => {
   const typeCol = at("span_type")
   const types = new Map<string, number>()
   for (const row of result.rows) types.set(String(row[typeCol]), (types.get(String(row[typeCol])) ?? 0) + 1)
-  const mix = [...types].sort((a, b) => b[1] - a[1]).map(([t, n]) => `${t} ${fmtInt(n)}`).join(", ")
+  const mix = [...types]
+    .sort((a, b) => b[1] - a[1])
+    .map(([t, n]) => `${t} ${fmtInt(n)}`)
+    .join(", ")
   const batch = () => {
     const traces = new Map<string, string>()
     const spans = new Map<string, string>()
@@ -411,16 +436,37 @@ const protobufResult = (bytes: Uint8Array) => {
     partialSuccess?: { rejectedSpans?: number; errorMessage?: string }
   }
   const rejectedSpans = decoded.partialSuccess?.rejectedSpans ?? 0
-  return { rejectedSpans, errorMessage: decoded.partialSuccess?.errorMessage ?? "", spans: SPANS - rejectedSpans, traces: TRACES }
+  return {
+    rejectedSpans,
+    errorMessage: decoded.partialSuccess?.errorMessage ?? "",
+    spans: SPANS - rejectedSpans,
+    traces: TRACES
+  }
 }
 
-const identity = { requestSerialize: (b: Uint8Array) => Buffer.from(b), requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Uint8Array) => Buffer.from(b), responseDeserialize: (b: Buffer) => b }
-const TraceServiceClient = grpc.makeGenericClientConstructor({
-  Export: { path: "/opentelemetry.proto.collector.trace.v1.TraceService/Export", requestStream: false, responseStream: false, ...identity }
-}, "TraceService")
+const identity = {
+  requestSerialize: (b: Uint8Array) => Buffer.from(b),
+  requestDeserialize: (b: Buffer) => b,
+  responseSerialize: (b: Uint8Array) => Buffer.from(b),
+  responseDeserialize: (b: Buffer) => b
+}
+const TraceServiceClient = grpc.makeGenericClientConstructor(
+  {
+    Export: {
+      path: "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+      requestStream: false,
+      responseStream: false,
+      ...identity
+    }
+  },
+  "TraceService"
+)
 
 /** One export sent; a gRPC UNAVAILABLE counts as the 503 it stands for (with RetryInfo as its Retry-After). */
-const sender = (url: string, transport: Transport): { send: (body: Uint8Array) => Promise<Answer>; close: () => void } => {
+const sender = (
+  url: string,
+  transport: Transport
+): { send: (body: Uint8Array) => Promise<Answer>; close: () => void } => {
   if (typeof transport === "object") {
     const client = new TraceServiceClient(`127.0.0.1:${transport.grpcPort}`, grpc.credentials.createInsecure())
     const metadata = new grpc.Metadata()
@@ -436,7 +482,8 @@ const sender = (url: string, transport: Transport): { send: (body: Uint8Array) =
               retryAfter: unavailable && error.metadata.get("grpc-status-details-bin").length > 0,
               error: `gRPC ${error.code}: ${error.details}`
             })
-          })),
+          })
+        ),
       close: () => client.close()
     }
   }
@@ -445,12 +492,21 @@ const sender = (url: string, transport: Transport): { send: (body: Uint8Array) =
     send: async (body) => {
       const res = await fetch(`${url}/v1/traces`, {
         method: "POST",
-        headers: { "content-type": "application/x-protobuf", "x-service-key": KEY, ...(json ? { accept: "application/json" } : {}) },
+        headers: {
+          "content-type": "application/x-protobuf",
+          "x-service-key": KEY,
+          ...(json ? { accept: "application/json" } : {})
+        },
         body
       })
       const bytes = new Uint8Array(await res.arrayBuffer())
       const retryAfter = /^[1-9]\d*$/.test(res.headers.get("retry-after") ?? "")
-      if (res.status !== 200) return { status: res.status, retryAfter, error: `HTTP ${res.status}: ${new TextDecoder().decode(bytes).slice(0, 500)}` }
+      if (res.status !== 200)
+        return {
+          status: res.status,
+          retryAfter,
+          error: `HTTP ${res.status}: ${new TextDecoder().decode(bytes).slice(0, 500)}`
+        }
       if (!json) return { status: 200, retryAfter, result: protobufResult(bytes) }
       const result = JSON.parse(new TextDecoder().decode(bytes)) as {
         partialSuccess?: { rejectedSpans?: number | string; errorMessage?: string }
@@ -473,7 +529,12 @@ const sender = (url: string, transport: Transport): { send: (body: Uint8Array) =
 }
 
 /** `concurrency` workers sending fresh protobuf exports until `seconds` have passed (no backoff after a 503). */
-const load = async (url: string, seconds: number, concurrency: number, transport: Transport = "http-json"): Promise<Load> => {
+const load = async (
+  url: string,
+  seconds: number,
+  concurrency: number,
+  transport: Transport = "http-json"
+): Promise<Load> => {
   const { send, close } = sender(url, transport)
   const latencies: Array<number> = []
   const unavailableLatencies: Array<number> = []
@@ -545,7 +606,9 @@ const decodeOnly = (seconds: number) => {
     const decoded = decodeOtlpProtobuf(bodies[i % bodies.length]!)
     if (decoded._tag === "Left") throw new Error(`decodeOtlpProtobuf: ${decoded.left}`)
     if (decoded.right.spans.length !== SPANS || decoded.right.rejected.length !== 0) {
-      throw new Error(`decodeOtlpProtobuf gave ${decoded.right.spans.length} spans (${decoded.right.rejected.length} rejected)`)
+      throw new Error(
+        `decodeOtlpProtobuf gave ${decoded.right.spans.length} spans (${decoded.right.rejected.length} rejected)`
+      )
     }
   }
   for (let i = 0; i < 10; i++) run(i)
@@ -558,7 +621,12 @@ const decodeOnly = (seconds: number) => {
   }
   const total = times.reduce((a, b) => a + b, 0)
   times.sort((a, b) => a - b)
-  return { runs: times.length, median: percentile(times, 0.5), best: times[0]!, spansPerSecond: (times.length * SPANS) / (total / 1000) }
+  return {
+    runs: times.length,
+    median: percentile(times, 0.5),
+    best: times[0]!,
+    spansPerSecond: (times.length * SPANS) / (total / 1000)
+  }
 }
 
 /** `load` while sampling the server's RSS (KiB) every 500 ms, from its start to its end. */
@@ -577,13 +645,17 @@ const loadWithRss = async (url: string, serverPid: number, seconds: number, conc
 // ---------------------------------------------------------------------------------------------- main
 
 const main = async () => {
-  if (SPANS > 2000) throw new Error(`BENCH_TRACES × BENCH_SPANS_PER_TRACE = ${SPANS}: the server takes at most 2000 spans a request`)
+  if (SPANS > 2000)
+    throw new Error(`BENCH_TRACES × BENCH_SPANS_PER_TRACE = ${SPANS}: the server takes at most 2000 spans a request`)
   const { database, databaseUrl, pgVersion, autovacuum } = await freshDatabase(DATABASE_PREFIX)
 
   log(`database ${database}; starting the server`)
   // TAPEDECK_INGEST_MAX_INFLIGHT stays at its default (8): the overload phase measures that gate.
   const grpcPort = freePort()
-  const server = await startServer(databaseUrl, { tailChars: 8000, extraEnv: { TAPEDECK_OTLP_GRPC_PORT: String(grpcPort) } })
+  const server = await startServer(databaseUrl, {
+    tailChars: 8000,
+    extraEnv: { TAPEDECK_OTLP_GRPC_PORT: String(grpcPort) }
+  })
   const db = await connect(databaseUrl)
 
   const bodyKiB = TEMPLATES.reduce((n, t) => n + t.bytes.length, 0) / TEMPLATES.length / 1024
@@ -603,7 +675,9 @@ const main = async () => {
   const sample = await sampleRows(db, TRACES)
   await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
   await db.query("CHECKPOINT")
-  log(`ceiling: COPY of ${fmtInt(CEILING_ROWS)} rows (sampled from spans) into spans_copy, ${sample.count} a batch over ${CONCURRENCY} connections`)
+  log(
+    `ceiling: COPY of ${fmtInt(CEILING_ROWS)} rows (sampled from spans) into spans_copy, ${sample.count} a batch over ${CONCURRENCY} connections`
+  )
   const copy = await copyCeilingOf(databaseUrl, server.pid, sample, CEILING_ROWS, CONCURRENCY)
   const copySpansPerSecond = copy.rows / copy.seconds
   const copyLatency = latencyStats(copy.latencies)
@@ -614,7 +688,9 @@ const main = async () => {
   const api = await loadWithRss(server.url, server.pid, SECONDS, CONCURRENCY)
   const ingestCpu = CPU.busy(ingestCpu0, CPU.snapshot(server.pid))
   if (api.errors > 0 || api.rejectedSpans > 0) {
-    throw new Error(`${api.errors} POSTs failed, ${api.rejectedSpans} spans rejected: ${api.firstError}\nserver output:\n${server.output()}`)
+    throw new Error(
+      `${api.errors} POSTs failed, ${api.rejectedSpans} spans rejected: ${api.firstError}\nserver output:\n${server.output()}`
+    )
   }
   if (api.accepted === 0) throw new Error(`no request was accepted (${api.unavailable} answered 503)`)
   const apiSpansPerSecond = api.spans / api.seconds
@@ -627,7 +703,9 @@ const main = async () => {
   const decode = decodeOnly(DECODE_SECONDS)
 
   await db.query("CHECKPOINT")
-  log(`overload: ${OVERLOAD_SECONDS} s at concurrency ${OVERLOAD_CONCURRENCY} (TAPEDECK_INGEST_MAX_INFLIGHT default ${DEFAULT_MAX_INFLIGHT})`)
+  log(
+    `overload: ${OVERLOAD_SECONDS} s at concurrency ${OVERLOAD_CONCURRENCY} (TAPEDECK_INGEST_MAX_INFLIGHT default ${DEFAULT_MAX_INFLIGHT})`
+  )
   const overloadCpu0 = CPU.snapshot(server.pid)
   const over = await loadWithRss(server.url, server.pid, OVERLOAD_SECONDS, OVERLOAD_CONCURRENCY)
   const overloadCpu = CPU.busy(overloadCpu0, CPU.snapshot(server.pid))
@@ -642,17 +720,30 @@ const main = async () => {
 
   // The same exports by both transports in turn, so that a change in the machine's load hits both alike.
   const jobsBeforeTransports = await drainJobs(db, JOB_DRAIN_SECONDS)
-  log(`OTLP/gRPC beside OTLP/HTTP protobuf: ${GRPC_ROUNDS} rounds of ${GRPC_SECONDS} s each at concurrency ${CONCURRENCY} (${jobsBeforeTransports.left} jobs pending)`)
-  const transports = { http: [] as Array<Load & { cpuSeconds: number }>, grpc: [] as Array<Load & { cpuSeconds: number }> }
+  log(
+    `OTLP/gRPC beside OTLP/HTTP protobuf: ${GRPC_ROUNDS} rounds of ${GRPC_SECONDS} s each at concurrency ${CONCURRENCY} (${jobsBeforeTransports.left} jobs pending)`
+  )
+  const transports = {
+    http: [] as Array<Load & { cpuSeconds: number }>,
+    grpc: [] as Array<Load & { cpuSeconds: number }>
+  }
   for (let round = 0; round < GRPC_ROUNDS; round++) {
     for (const [name, transport] of (round % 2 === 0
-      ? [["http", "http-protobuf"], ["grpc", { grpcPort }]]
-      : [["grpc", { grpcPort }], ["http", "http-protobuf"]]) as Array<["http" | "grpc", Transport]>) {
+      ? [
+          ["http", "http-protobuf"],
+          ["grpc", { grpcPort }]
+        ]
+      : [
+          ["grpc", { grpcPort }],
+          ["http", "http-protobuf"]
+        ]) as Array<["http" | "grpc", Transport]>) {
       const cpu0 = CPU.snapshot(server.pid)
       const result = await load(server.url, GRPC_SECONDS, CONCURRENCY, transport)
       const cpuSeconds = CPU.busy(cpu0, CPU.snapshot(server.pid)).serverSeconds
       if (result.errors > 0 || result.rejectedSpans > 0 || result.accepted === 0) {
-        throw new Error(`${name}: ${result.errors} failed, ${result.rejectedSpans} spans rejected: ${result.firstError}\nserver output:\n${server.output()}`)
+        throw new Error(
+          `${name}: ${result.errors} failed, ${result.rejectedSpans} spans rejected: ${result.firstError}\nserver output:\n${server.output()}`
+        )
       }
       transports[name].push({ ...result, cpuSeconds })
     }
@@ -673,15 +764,19 @@ const main = async () => {
   const grpcRatio = viaGrpc.spansPerSecond / viaHttp.spansPerSecond
 
   // Everything the API acknowledged is stored.
-  const stored = (await db.query<{ traces: string; spans: string; api_row: string; copy_row: string }>(
-    `SELECT (SELECT count(*) FROM traces) AS traces, (SELECT count(*) FROM spans) AS spans,
+  const stored = (
+    await db.query<{ traces: string; spans: string; api_row: string; copy_row: string }>(
+      `SELECT (SELECT count(*) FROM traces) AS traces, (SELECT count(*) FROM spans) AS spans,
             (SELECT avg(pg_column_size(s.*))::int FROM spans s) AS api_row,
             (SELECT avg(pg_column_size(s.*))::int FROM spans_copy s) AS copy_row`
-  )).rows[0]!
+    )
+  ).rows[0]!
   const expectedTraces = warm.tracesCreated + api.tracesCreated + over.tracesCreated + viaHttp.traces + viaGrpc.traces
   const expectedSpans = warm.spans + api.spans + over.spans + viaHttp.spans + viaGrpc.spans
   if (Number(stored.traces) !== expectedTraces || Number(stored.spans) !== expectedSpans) {
-    throw new Error(`stored ${stored.traces} traces / ${stored.spans} spans, expected ${expectedTraces} / ${expectedSpans}`)
+    throw new Error(
+      `stored ${stored.traces} traces / ${stored.spans} spans, expected ${expectedTraces} / ${expectedSpans}`
+    )
   }
 
   const spansRatio = apiSpansPerSecond / copySpansPerSecond
@@ -786,7 +881,13 @@ const main = async () => {
 
   const cores = availableParallelism()
   /** Phases where processes other than the server, PostgreSQL and this client used a noticeable share. */
-  const busy = ([["ingest", ingestCpu], ["COPY", copy.cpu], ["overload", overloadCpu]] as const)
+  const busy = (
+    [
+      ["ingest", ingestCpu],
+      ["COPY", copy.cpu],
+      ["overload", overloadCpu]
+    ] as const
+  )
     .filter(([, c]) => c.other > BUSY_OTHER_CORES)
     .map(([name, c]) => `${c.other.toFixed(2)} during ${name}`)
   const lines = [
@@ -801,11 +902,13 @@ const main = async () => {
     `- Decode only: ${decode.runs} runs of \`decodeOtlpProtobuf\` on ${SPANS}-span bodies, median ${fmtMs(decode.median)}, best ${fmtMs(decode.best)}: ${decodeMsPerKSpans.toFixed(1)} ms of CPU per 1000 spans, against ${serverMsPerKSpans.toFixed(1)} ms of server CPU per 1000 spans ingested (${fmtPercent(decodeMsPerKSpans / serverMsPerKSpans)} of it).`,
     `- Overload: ${OVERLOAD_CONCURRENCY} clients for ${over.seconds.toFixed(1)} s, each resending at once after a 503 (no backoff); ${fmtInt(over.accepted)} exports accepted (${fmtInt(over.spans)} spans), ${fmtInt(over.unavailable)} answered 503, ${fmtInt(over.errors)} other failures${over.firstError ? ` (first: ${over.firstError.slice(0, 200)})` : ""}. Server RSS (VmRSS, MiB) every 500 ms under overload: ${over.rss.map((k) => (k / 1024).toFixed(0)).join(" ")}; under the step-1 load: ${api.rss.map((k) => (k / 1024).toFixed(0)).join(" ")}.`,
     `- CPU, average cores busy of ${cores} (server process / all postgres processes / this client / anything else): ` +
-    `ingest ${fmtCores(ingestCpu)}; COPY ${fmtCores(copy.cpu)}; overload ${fmtCores(overloadCpu)}.`,
+      `ingest ${fmtCores(ingestCpu)}; COPY ${fmtCores(copy.cpu)}; overload ${fmtCores(overloadCpu)}.`,
     `- OTLP/gRPC beside OTLP/HTTP protobuf: ${GRPC_ROUNDS} rounds of ${GRPC_SECONDS} s a transport, alternating, concurrency ${CONCURRENCY}, the same bodies; gRPC through a grpc-js client to TraceService/Export, HTTP answered in protobuf as exporters read it. ${fmtInt(viaGrpc.spans)} spans by gRPC (p50 ${fmtMs(viaGrpc.latency.p50)}, ${viaGrpc.unavailable} UNAVAILABLE), ${fmtInt(viaHttp.spans)} by HTTP (p50 ${fmtMs(viaHttp.latency.p50)}, ${viaHttp.unavailable} 503s).`,
     "- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value).",
     ...(busy.length > 0
-      ? [`- ⚠ Other processes kept the machine busy (${busy.join("; ")} of ${cores} cores not this benchmark's): the figures are depressed; rerun on a quiet machine.`]
+      ? [
+          `- ⚠ Other processes kept the machine busy (${busy.join("; ")} of ${cores} cores not this benchmark's): the figures are depressed; rerun on a quiet machine.`
+        ]
       : [])
   ]
   console.log(lines.join("\n"))

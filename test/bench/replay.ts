@@ -70,7 +70,9 @@ const FORK_AT = numberEnv("BENCH_FORK_AT", 0.25)
 const ANALYZE = (process.env.BENCH_ANALYZE ?? "on").toLowerCase() !== "off"
 
 if (LLM_CALLS + TOOL_CALLS > SPANS - 1) {
-  throw new Error(`BENCH_LLM_CALLS + BENCH_TOOL_CALLS (${LLM_CALLS + TOOL_CALLS}) must leave room for the root in BENCH_SPANS (${SPANS})`)
+  throw new Error(
+    `BENCH_LLM_CALLS + BENCH_TOOL_CALLS (${LLM_CALLS + TOOL_CALLS}) must leave room for the root in BENCH_SPANS (${SPANS})`
+  )
 }
 if (FORK_AT >= 1) throw new Error(`BENCH_FORK_AT must be below 1, got ${FORK_AT}`)
 
@@ -81,8 +83,17 @@ const AUTH = { "x-service-key": KEY }
 const JSON_AUTH = { "content-type": "application/json", ...AUTH }
 
 const KNOBS = [
-  "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENT_SECONDS", "BENCH_CONCURRENCY",
-  "BENCH_SPANS", "BENCH_LLM_CALLS", "BENCH_TOOL_CALLS", "BENCH_FORK_AT", "BENCH_ANALYZE", "BENCH_CPU_PROF"
+  "BENCH_DATABASE_URL",
+  "BENCH_SECONDS",
+  "BENCH_WARMUP_SECONDS",
+  "BENCH_CONCURRENT_SECONDS",
+  "BENCH_CONCURRENCY",
+  "BENCH_SPANS",
+  "BENCH_LLM_CALLS",
+  "BENCH_TOOL_CALLS",
+  "BENCH_FORK_AT",
+  "BENCH_ANALYZE",
+  "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/replay.ts")
 
@@ -115,7 +126,8 @@ type SpanType = "action" | "reasoning" | "llm_call" | "tool_call"
  */
 const childTypes = (): Array<SpanType> => {
   const others = SPANS - 1 - LLM_CALLS - TOOL_CALLS
-  const share = (total: number, t: number) => Math.floor(((t + 1) * total) / LLM_CALLS) - Math.floor((t * total) / LLM_CALLS)
+  const share = (total: number, t: number) =>
+    Math.floor(((t + 1) * total) / LLM_CALLS) - Math.floor((t * total) / LLM_CALLS)
   const types: Array<SpanType> = []
   for (let t = 0; t < LLM_CALLS; t++) {
     const turnOthers = share(others, t)
@@ -177,20 +189,20 @@ const makeSpans = (startMs: number): Array<BenchSpan> => {
       case "action":
         return i === 0
           ? {
-            ...common,
-            span_type: "action",
-            name: "agent",
-            agent_id: "research-agent",
-            input: { task: pick(USER_PROMPTS, i) },
-            output: { answer: pick(COMPLETIONS, i), sources: 12 }
-          }
+              ...common,
+              span_type: "action",
+              name: "agent",
+              agent_id: "research-agent",
+              input: { task: pick(USER_PROMPTS, i) },
+              output: { answer: pick(COMPLETIONS, i), sources: 12 }
+            }
           : {
-            ...common,
-            span_type: "action",
-            name: "act: update plan",
-            input: { action: "update_plan", arguments: { note: pick(QUERIES, i) } },
-            output: { status: "ok", plan: pick(THOUGHTS, i) }
-          }
+              ...common,
+              span_type: "action",
+              name: "act: update plan",
+              input: { action: "update_plan", arguments: { note: pick(QUERIES, i) } },
+              output: { status: "ok", plan: pick(THOUGHTS, i) }
+            }
       case "reasoning":
         return {
           ...common,
@@ -286,7 +298,9 @@ const replay = async (server: Server, subject: Subject) => {
   if (res.status !== 200) fail(server, `replay of fork ${subject.forkId}: HTTP ${res.status} ${text.slice(0, 500)}`)
   const body = JSON.parse(text) as ReplayResponse
   if (
-    body.status !== "completed" || body.mode !== "server" || body.faithful_reexec !== EXPECTED_REEXEC ||
+    body.status !== "completed" ||
+    body.mode !== "server" ||
+    body.faithful_reexec !== EXPECTED_REEXEC ||
     body.byte_replayed !== EXPECTED_BYTE_REPLAYED
   ) {
     fail(
@@ -304,7 +318,8 @@ const readSource = async (server: Server, subject: Subject) => {
   const res = await fetch(`${server.url}/api/v1/traces/${subject.traceId}`, { headers: AUTH })
   const buffer = await res.arrayBuffer()
   const ms = performance.now() - t0
-  if (res.status !== 200) fail(server, `GET trace ${subject.traceId}: HTTP ${res.status} ${new TextDecoder().decode(buffer).slice(0, 500)}`)
+  if (res.status !== 200)
+    fail(server, `GET trace ${subject.traceId}: HTTP ${res.status} ${new TextDecoder().decode(buffer).slice(0, 500)}`)
   return { ms, bytes: buffer.byteLength }
 }
 
@@ -335,10 +350,13 @@ const resultTemplateOf = async (server: Server, traceId: string) => {
     sessionId?: string | null
     spans: Array<{ span_type: string; metadata?: { replay?: { reexecuted?: boolean } } }>
   }
-  if (t.spans.length !== EXPECTED_RESULT_SPANS) fail(server, `result trace ${traceId} has ${t.spans.length} spans, expected ${EXPECTED_RESULT_SPANS}`)
+  if (t.spans.length !== EXPECTED_RESULT_SPANS)
+    fail(server, `result trace ${traceId} has ${t.spans.length} spans, expected ${EXPECTED_RESULT_SPANS}`)
   const reexecuted = t.spans.filter((s) => s.span_type === "llm_call" && s.metadata?.replay?.reexecuted === true).length
-  if (reexecuted !== EXPECTED_REEXEC) fail(server, `result trace ${traceId} has ${reexecuted} re-executed llm_call spans, expected ${EXPECTED_REEXEC}`)
-  if (t.spans.filter((s) => s.span_type === "fork_point").length !== 1) fail(server, `result trace ${traceId} has no single fork_point span`)
+  if (reexecuted !== EXPECTED_REEXEC)
+    fail(server, `result trace ${traceId} has ${reexecuted} re-executed llm_call spans, expected ${EXPECTED_REEXEC}`)
+  if (t.spans.filter((s) => s.span_type === "fork_point").length !== 1)
+    fail(server, `result trace ${traceId} has no single fork_point span`)
   // The same body the replay stored (its ServerReplay request): no totals, the result's metadata and spans.
   const body = {
     id: "__TRACE_ID__",
@@ -370,9 +388,22 @@ interface SequentialRun {
 }
 
 /** Rounds of replay, GET source, POST result, one request at a time, for `seconds`. */
-const sequential = async (server: Server, fake: FakeOpenAi, subject: Subject, seconds: number): Promise<SequentialRun> => {
+const sequential = async (
+  server: Server,
+  fake: FakeOpenAi,
+  subject: Subject,
+  seconds: number
+): Promise<SequentialRun> => {
   const run: SequentialRun = {
-    replays: [], reads: [], writes: [], pairs: [], modelCalls: [], resultTraceIds: [], seconds: 0, readBytes: 0, writeBytes: 0
+    replays: [],
+    reads: [],
+    writes: [],
+    pairs: [],
+    modelCalls: [],
+    resultTraceIds: [],
+    seconds: 0,
+    readBytes: 0,
+    writeBytes: 0
   }
   const start = performance.now()
   const end = start + seconds * 1000
@@ -402,9 +433,11 @@ const concurrent = async (subjects: ReadonlyArray<Subject>, seconds: number, wor
   const latencies: Array<number> = []
   const start = performance.now()
   const end = start + seconds * 1000
-  await Promise.all(subjects.map(async (subject) => {
-    while (performance.now() < end) latencies.push(await work(subject))
-  }))
+  await Promise.all(
+    subjects.map(async (subject) => {
+      while (performance.now() < end) latencies.push(await work(subject))
+    })
+  )
   return { latencies, seconds: (performance.now() - start) / 1000 }
 }
 
@@ -414,7 +447,11 @@ const modelFloor = async (fake: FakeOpenAi, sample: ReadonlyArray<unknown>, roun
   for (let r = 0; r < rounds; r++) {
     const t0 = performance.now()
     for (const body of sample) {
-      const res = await fetch(`${fake.baseUrl}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+      const res = await fetch(`${fake.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body)
+      })
       await res.arrayBuffer()
     }
     totals.push(performance.now() - t0)
@@ -433,9 +470,16 @@ const modelLoops = async (server: Server, ids: ReadonlyArray<string>, limit: num
     const res = await fetch(`${server.url}/api/v1/traces/${ids[i]}`, { headers: AUTH })
     const text = await res.text()
     if (res.status !== 200) fail(server, `GET result trace ${ids[i]}: HTTP ${res.status} ${text.slice(0, 500)}`)
-    const spans = (JSON.parse(text) as {
-      spans: Array<{ span_type: string; started_at: string; ended_at?: string; metadata?: { replay?: { reexecuted?: boolean } } }>
-    }).spans.filter((s) => s.span_type === "llm_call" && s.metadata?.replay?.reexecuted === true)
+    const spans = (
+      JSON.parse(text) as {
+        spans: Array<{
+          span_type: string
+          started_at: string
+          ended_at?: string
+          metadata?: { replay?: { reexecuted?: boolean } }
+        }>
+      }
+    ).spans.filter((s) => s.span_type === "llm_call" && s.metadata?.replay?.reexecuted === true)
     if (spans.length === 0) continue
     const first = Math.min(...spans.map((s) => Date.parse(s.started_at)))
     const last = Math.max(...spans.map((s) => Date.parse(s.ended_at ?? s.started_at)))
@@ -476,7 +520,8 @@ const main = async () => {
     spanBytes = source.spans.reduce((n, s) => n + JSON.stringify(s).length, 0) / source.spans.length
     const created = await fetch(`${server.url}/api/v1/traces`, { method: "POST", headers: JSON_AUTH, body })
     const createdText = await created.text()
-    if (created.status !== 200) fail(server, `recording source trace: HTTP ${created.status} ${createdText.slice(0, 500)}`)
+    if (created.status !== 200)
+      fail(server, `recording source trace: HTTP ${created.status} ${createdText.slice(0, 500)}`)
     const forkPoint = source.spans[FORK_INDEX]!
     const forkRes = await fetch(`${server.url}/api/v1/forks`, {
       method: "POST",
@@ -516,12 +561,18 @@ const main = async () => {
   replaysDone += warm.replays.length
   writesDone += warm.writes.length
   // Warm up the concurrent path too (connection pool growth, more than one replay in flight).
-  const warmConcurrent = await concurrent(subjects, Math.min(2, WARMUP_SECONDS), async (s) => (await replay(server, s)).ms)
+  const warmConcurrent = await concurrent(
+    subjects,
+    Math.min(2, WARMUP_SECONDS),
+    async (s) => (await replay(server, s)).ms
+  )
   replaysDone += warmConcurrent.latencies.length
   if (ANALYZE) await db.query("ANALYZE")
   await db.query("CHECKPOINT")
 
-  log(`sequential: ${SECONDS} s of rounds (replay fork, GET ${SPANS}-span source, POST ${EXPECTED_RESULT_SPANS}-span result)`)
+  log(
+    `sequential: ${SECONDS} s of rounds (replay fork, GET ${SPANS}-span source, POST ${EXPECTED_RESULT_SPANS}-span result)`
+  )
   const seqCpu0 = CPU.snapshot(server.pid)
   const run = await sequential(server, fake, seq, SECONDS)
   const seqCpu = CPU.busy(seqCpu0, CPU.snapshot(server.pid))
@@ -535,7 +586,10 @@ const main = async () => {
   const concCpu = CPU.busy(concCpu0, CPU.snapshot(server.pid))
   const concCalls = fake.requests.length - callsBefore
   if (concCalls !== conc.latencies.length * EXPECTED_REEXEC) {
-    fail(server, `${conc.latencies.length} concurrent replays made ${concCalls} model calls, expected ${conc.latencies.length * EXPECTED_REEXEC}`)
+    fail(
+      server,
+      `${conc.latencies.length} concurrent replays made ${concCalls} model calls, expected ${conc.latencies.length * EXPECTED_REEXEC}`
+    )
   }
   replaysDone += conc.latencies.length
 
@@ -555,8 +609,9 @@ const main = async () => {
   const loops = await modelLoops(server, run.resultTraceIds, 100)
 
   // Every generation completed and its result trace is stored with all its spans; every ceiling POST too.
-  const stored = (await db.query<{ generations: string; completed: string; results: string; bad: string; extra: string }>(
-    `WITH results AS (
+  const stored = (
+    await db.query<{ generations: string; completed: string; results: string; bad: string; extra: string }>(
+      `WITH results AS (
        SELECT t.id, (SELECT count(*) FROM spans s WHERE s.trace_id = t.id) AS n FROM traces t WHERE t.fork_id IS NOT NULL
      )
      SELECT (SELECT count(*) FROM replay_generations) AS generations,
@@ -564,11 +619,15 @@ const main = async () => {
             (SELECT count(*) FROM results) AS results,
             (SELECT count(*) FROM results WHERE n <> $1) AS bad,
             (SELECT count(*) FROM traces WHERE fork_id IS NULL) AS extra`,
-    [EXPECTED_RESULT_SPANS]
-  )).rows[0]!
+      [EXPECTED_RESULT_SPANS]
+    )
+  ).rows[0]!
   if (
-    Number(stored.generations) !== replaysDone || Number(stored.completed) !== replaysDone ||
-    Number(stored.results) !== replaysDone || Number(stored.bad) !== 0 || Number(stored.extra) !== CONCURRENCY + writesDone
+    Number(stored.generations) !== replaysDone ||
+    Number(stored.completed) !== replaysDone ||
+    Number(stored.results) !== replaysDone ||
+    Number(stored.bad) !== 0 ||
+    Number(stored.extra) !== CONCURRENCY + writesDone
   ) {
     fail(
       server,
@@ -616,8 +675,20 @@ const main = async () => {
       fmtMs(pairLat.p50),
       fmtRatio(replayLat.p50 / pairLat.p50)
     ],
-    ["POST /api/v1/forks/{id}/replay latency p95 (sequential)", fmtMs(replayLat.p95), "—", fmtMs(pairLat.p95), fmtRatio(replayLat.p95 / pairLat.p95)],
-    ["POST /api/v1/forks/{id}/replay latency p99 (sequential)", fmtMs(replayLat.p99), "—", fmtMs(pairLat.p99), fmtRatio(replayLat.p99 / pairLat.p99)],
+    [
+      "POST /api/v1/forks/{id}/replay latency p95 (sequential)",
+      fmtMs(replayLat.p95),
+      "—",
+      fmtMs(pairLat.p95),
+      fmtRatio(replayLat.p95 / pairLat.p95)
+    ],
+    [
+      "POST /api/v1/forks/{id}/replay latency p99 (sequential)",
+      fmtMs(replayLat.p99),
+      "—",
+      fmtMs(pairLat.p99),
+      fmtRatio(replayLat.p99 / pairLat.p99)
+    ],
     [
       `POST /api/v1/forks/{id}/replay latency p50 (concurrency ${CONCURRENCY})`,
       fmtMs(concLat.p50),
@@ -634,7 +705,9 @@ const main = async () => {
     ],
     [
       "Model calls per replay (requests the fake received)",
-      calls.p50 === calls.p99 && calls.p50 === EXPECTED_REEXEC ? `${EXPECTED_REEXEC} (every replay)` : `${calls.p50}–${calls.p99}`,
+      calls.p50 === calls.p99 && calls.p50 === EXPECTED_REEXEC
+        ? `${EXPECTED_REEXEC} (every replay)`
+        : `${calls.p50}–${calls.p99}`,
       `= faithful_reexec (${EXPECTED_REEXEC})${mark(calls.p50 === EXPECTED_REEXEC && calls.p99 === EXPECTED_REEXEC)}`,
       `${fmtMs(floor.p50)} for ${EXPECTED_REEXEC} calls (p50, from this process)`,
       "—"
@@ -646,7 +719,13 @@ const main = async () => {
       "—",
       "—"
     ],
-    [`└ ceiling part: GET /api/v1/traces/{id} (${SPANS} spans) p50 / p99`, "—", "—", `${fmtMs(readLat.p50)} / ${fmtMs(readLat.p99)}`, "—"],
+    [
+      `└ ceiling part: GET /api/v1/traces/{id} (${SPANS} spans) p50 / p99`,
+      "—",
+      "—",
+      `${fmtMs(readLat.p50)} / ${fmtMs(readLat.p99)}`,
+      "—"
+    ],
     [
       `└ ceiling part: POST /api/v1/traces (the ${EXPECTED_RESULT_SPANS}-span result) p50 / p99`,
       "—",
@@ -669,7 +748,12 @@ const main = async () => {
     `- Checked: every replay answered 200, status "completed", mode "server", faithful_reexec ${EXPECTED_REEXEC}, byte_replayed ${EXPECTED_BYTE_REPLAYED}, with exactly ${EXPECTED_REEXEC} requests reaching the fake; all ${fmtInt(replaysDone)} generations stored as completed with ${EXPECTED_RESULT_SPANS}-span result traces, and all ${fmtInt(writesDone)} ceiling POSTs stored.`,
     `- Model calls: the ${EXPECTED_REEXEC} chat completion requests of one replay, sent sequentially from this process to the fake, take p50 ${fmtMs(floor.p50)}, p99 ${fmtMs(floor.p99)} (50 rounds): the floor of that part of every replay, which the ceiling does not include. Inside the server they took p50 ${fmtMs(loops.p50)} of the sequential replays (first re-executed llm_call's start to the last one's end in ${loops.n} result traces, millisecond timestamps).`,
     `- CPU, average cores busy of ${availableParallelism()} (server process / all postgres processes / this client and the fake / anything else): ` +
-    [cpuLine("sequential rounds", seqCpu), cpuLine(`replays ×${CONCURRENCY}`, concCpu), cpuLine(`GET + POST ×${CONCURRENCY}`, ceilCpu)].join("; ") + "."
+      [
+        cpuLine("sequential rounds", seqCpu),
+        cpuLine(`replays ×${CONCURRENCY}`, concCpu),
+        cpuLine(`GET + POST ×${CONCURRENCY}`, ceilCpu)
+      ].join("; ") +
+      "."
   ]
   console.log(lines.join("\n"))
 }

@@ -35,7 +35,18 @@ import { SpanIndex } from "#layers/search/SpanIndex"
 import { maintainTables } from "#layers/storage/EmbeddedMaintenance"
 import { StorageLive } from "#layers/storage/Sql"
 import { KINDS } from "../fixtures/search/relevance.ts"
-import { commandLine, fmtInt, fmtMs, freshDatabase, latencyStats, log, numberEnv, onCleanup, ROOT, runBench } from "./Harness.ts"
+import {
+  commandLine,
+  fmtInt,
+  fmtMs,
+  freshDatabase,
+  latencyStats,
+  log,
+  numberEnv,
+  onCleanup,
+  ROOT,
+  runBench
+} from "./Harness.ts"
 
 const SPANS = numberEnv("BENCH_SEARCH_SPANS", 100_000)
 const QUERIES = numberEnv("BENCH_SEARCH_QUERIES", 200)
@@ -48,18 +59,31 @@ const BACKENDS = (process.env.BENCH_SEARCH_BACKENDS || "postgresql,pglite").spli
 const TRACE_SIZE = 1000
 
 let seed = 42
-const random = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32)
+const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32
 const pick = <A>(xs: ReadonlyArray<A>) => xs[Math.floor(random() * xs.length)]!
-const FILLS = ["Lisbon", "Kyoto", "acme", "orders", "visa", "github", "Berlin", "quicksort", "contract.pdf", "AAPL", "Rome", "billing"]
+const FILLS = [
+  "Lisbon",
+  "Kyoto",
+  "acme",
+  "orders",
+  "visa",
+  "github",
+  "Berlin",
+  "quicksort",
+  "contract.pdf",
+  "AAPL",
+  "Rome",
+  "billing"
+]
 const MODELS = ["gpt-4o-mini", "claude-haiku", "llama-3-8b", "gpt-4o"]
 const fill = (value: unknown, x: string): unknown =>
   typeof value === "string"
     ? value.replaceAll("{x}", x)
     : Array.isArray(value)
-    ? value.map((v) => fill(v, x))
-    : value !== null && typeof value === "object"
-    ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fill(v, x)]))
-    : value
+      ? value.map((v) => fill(v, x))
+      : value !== null && typeof value === "object"
+        ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fill(v, x)]))
+        : value
 
 const makeSpan = (n: number) => {
   const kind = pick(KINDS)
@@ -80,12 +104,14 @@ const makeSpan = (n: number) => {
 }
 
 const open = async (env: Record<string, string>) => {
-  const runtime = ManagedRuntime.make(SearchDependenciesLive.pipe(
-    Layer.provideMerge(StorageLive),
-    Layer.provide(BunContext.layer),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
-  ))
+  const runtime = ManagedRuntime.make(
+    SearchDependenciesLive.pipe(
+      Layer.provideMerge(StorageLive),
+      Layer.provide(BunContext.layer),
+      Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
+      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+    )
+  )
   await runtime.runPromise(runtime.runtimeEffect)
   onCleanup(() => runtime.dispose())
   return runtime
@@ -100,7 +126,7 @@ const keptAccount = (dir: string | undefined): AccountId | undefined => {
 const measure = async (backend: string, env: Record<string, string>, keepDir?: string) => {
   const runtime = await open(env)
   const kept = keptAccount(keepDir)
-  const account = kept ?? crypto.randomUUID() as AccountId
+  const account = kept ?? (crypto.randomUUID() as AccountId)
   const traceIds: Array<string> = []
   const run = <A>(effect: Effect.Effect<A, unknown, SqlClient.SqlClient | SpanIndex | Embedder>) =>
     runtime.runPromise(Effect.orDie(effect))
@@ -108,43 +134,48 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
   if (kept !== undefined) log(`${backend}: reusing the spans indexed in ${keepDir} (account ${kept})`)
   else {
     log(`${backend}: writing ${fmtInt(SPANS)} spans`)
-    await run(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`bench-${account}`})`
-      for (let written = 0; written < SPANS; written += TRACE_SIZE) {
-        const traceId = crypto.randomUUID()
-        traceIds.push(traceId)
-        const spans = Array.from({ length: Math.min(TRACE_SIZE, SPANS - written) }, (_, i) => makeSpan(written + i))
-        yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${traceId}, ${account}, ${pick(["completed", "failed", "running"])}, now())`
-        yield* sql`
+    await run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`bench-${account}`})`
+        for (let written = 0; written < SPANS; written += TRACE_SIZE) {
+          const traceId = crypto.randomUUID()
+          traceIds.push(traceId)
+          const spans = Array.from({ length: Math.min(TRACE_SIZE, SPANS - written) }, (_, i) => makeSpan(written + i))
+          yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${traceId}, ${account}, ${pick(["completed", "failed", "running"])}, now())`
+          yield* sql`
           INSERT INTO spans (trace_id, id, account_id, span_type, name, model, input, output, error, started_at, cost, duration_ms)
           SELECT ${traceId}::uuid, x.id, ${account}::uuid, x.span_type, x.name, x.model, x.input::jsonb, x.output::jsonb,
                  x.error, x.started_at, x.cost, x.duration_ms
           FROM jsonb_to_recordset(${JSON.stringify(spans)}::jsonb) AS x(id uuid, span_type text, name text, model text,
             input text, output text, error text, started_at timestamptz, cost numeric, duration_ms bigint)`
-      }
-    }))
+        }
+      })
+    )
     log(`${backend}: indexing`)
   }
   let embedMs = 0
   const started = performance.now()
   for (const [i, traceId] of traceIds.entries()) {
-    await run(Effect.gen(function*() {
-      const index = yield* SpanIndex
-      const embedder = yield* Embedder
-      const { pending } = yield* index.pendingOfTraces(account, [traceId], embedder.id)
-      for (let j = 0; j < pending.length; j += embedder.maxBatch) {
-        const batch = pending.slice(j, j + embedder.maxBatch)
-        const t0 = performance.now()
-        const vectors = yield* embedder.embed(batch.map((p) => p.text))
-        embedMs += performance.now() - t0
-        yield* index.store(embedder.id, batch, vectors)
-      }
-    }))
+    await run(
+      Effect.gen(function* () {
+        const index = yield* SpanIndex
+        const embedder = yield* Embedder
+        const { pending } = yield* index.pendingOfTraces(account, [traceId], embedder.id)
+        for (let j = 0; j < pending.length; j += embedder.maxBatch) {
+          const batch = pending.slice(j, j + embedder.maxBatch)
+          const t0 = performance.now()
+          const vectors = yield* embedder.embed(batch.map((p) => p.text))
+          embedMs += performance.now() - t0
+          yield* index.store(embedder.id, batch, vectors)
+        }
+      })
+    )
     if ((i + 1) % 20 === 0) log(`${backend}: indexed ${fmtInt((i + 1) * TRACE_SIZE)}`)
   }
   const indexSeconds = (performance.now() - started) / 1000
-  if (keepDir !== undefined && kept === undefined) writeFileSync(join(keepDir, "bench-search.json"), JSON.stringify({ account }))
+  if (keepDir !== undefined && kept === undefined)
+    writeFileSync(join(keepDir, "bench-search.json"), JSON.stringify({ account }))
   // Planner statistics, as a running service has them: PostgreSQL's autovacuum would have analysed these tables
   // by now; embedded PGlite has no autovacuum, and the service's own maintenance pass (every minute) does it.
   if (backend === "postgresql") {
@@ -157,7 +188,7 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
   const queries = KINDS.flatMap((k) => [k.query, k.paraphrase])
   const filterSets: Record<string, unknown> = {
     "no filter": undefined,
-    "span_type": { span_type: "tool_call" },
+    span_type: { span_type: "tool_call" },
     "model + dates": { model: "claude-haiku", date_from: "2026-02-01T00:00:00Z", date_to: "2026-02-28T00:00:00Z" },
     "min_cost + status": { min_cost: 0.09, status: "failed" }
   }
@@ -167,22 +198,24 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
   const exactLatencies: Record<string, ReturnType<typeof latencyStats>> = {}
   const queryCount = QUERIES
   const search = (query: string, filters: unknown, path?: "exact") =>
-    run(Effect.gen(function*() {
-      const index = yield* SpanIndex
-      const embedder = yield* Embedder
-      const [vector] = yield* embedder.embed([query])
-      return yield* index.search({
-        accountId: account,
-        embedder: embedder.id,
-        query,
-        vector: vector!,
-        // Filters are passed decoded (dates as DateTime), as the HTTP layer hands them over.
-        filters: filters === undefined ? undefined : Schema.decodeUnknownSync(SearchFilters)(filters),
-        limit: 20,
-        offset: 0,
-        ...(path === undefined ? {} : { path })
+    run(
+      Effect.gen(function* () {
+        const index = yield* SpanIndex
+        const embedder = yield* Embedder
+        const [vector] = yield* embedder.embed([query])
+        return yield* index.search({
+          accountId: account,
+          embedder: embedder.id,
+          query,
+          vector: vector!,
+          // Filters are passed decoded (dates as DateTime), as the HTTP layer hands them over.
+          filters: filters === undefined ? undefined : Schema.decodeUnknownSync(SearchFilters)(filters),
+          limit: 20,
+          offset: 0,
+          ...(path === undefined ? {} : { path })
+        })
       })
-    }))
+    )
   for (const [label, filters] of Object.entries(filterSets)) {
     const samples: Array<number> = []
     let returned = 0
@@ -198,7 +231,9 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
         // The exact scan the prefilter replaces, the same query right after (A/B alternated): its latency, and the
         // share of its answer's similarities the served answer holds.
         const t1 = performance.now()
-        const exact = (await search(queries[i % queries.length]!, filters, "exact")).map((h) => h.span.similarity.toFixed(6))
+        const exact = (await search(queries[i % queries.length]!, filters, "exact")).map((h) =>
+          h.span.similarity.toFixed(6)
+        )
         exactSamples.push(performance.now() - t1)
         const served = hits.map((h) => h.span.similarity.toFixed(6))
         for (const similarity of exact) {
@@ -215,7 +250,9 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
     if (exactSamples.length > 0) {
       exactLatencies[label] = latencyStats(exactSamples)
       agreement[label] = expectedFallback === 0 ? 1 : matchedFallback / expectedFallback
-      log(`${backend}: ${label}: exact scan p50 ${fmtMs(exactLatencies[label]!.p50)} p95 ${fmtMs(exactLatencies[label]!.p95)}; agreement ${agreement[label]!.toFixed(3)}`)
+      log(
+        `${backend}: ${label}: exact scan p50 ${fmtMs(exactLatencies[label]!.p50)} p95 ${fmtMs(exactLatencies[label]!.p95)}; agreement ${agreement[label]!.toFixed(3)}`
+      )
     }
     counts[label] = returned / queryCount
     log(`${backend}: ${label}: p50 ${fmtMs(latencies[label]!.p50)} p95 ${fmtMs(latencies[label]!.p95)}`)
@@ -242,9 +279,17 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
     }
   }
   await runtime.dispose()
-  return { backend, mode, exactLatencies, indexRate: kept === undefined ? SPANS / indexSeconds : Number.NaN, embedRate: kept === undefined ? SPANS / (embedMs / 1000) : Number.NaN, latencies, counts, agreement }
+  return {
+    backend,
+    mode,
+    exactLatencies,
+    indexRate: kept === undefined ? SPANS / indexSeconds : Number.NaN,
+    embedRate: kept === undefined ? SPANS / (embedMs / 1000) : Number.NaN,
+    latencies,
+    counts,
+    agreement
+  }
 }
-
 
 /** RSS of a child process that loads the offline embedder and embeds 1,000 texts, minus its RSS before loading. */
 const embedderRss = async () => {
@@ -279,22 +324,34 @@ runBench(async () => {
   }
   const rss = await embedderRss()
 
-  console.log(`\n### Search: ${fmtInt(SPANS)} spans in one account, ${fmtInt(QUERIES)} queries per row (${fmtInt(FALLBACK_QUERIES)} on the exact fallback), limit 20\n`)
-  console.log("| backend | index | indexing (spans/s embedded + stored) | filter | p50 | p95 | p99 | hits/query | top 20 as exact |")
+  console.log(
+    `\n### Search: ${fmtInt(SPANS)} spans in one account, ${fmtInt(QUERIES)} queries per row (${fmtInt(FALLBACK_QUERIES)} on the exact fallback), limit 20\n`
+  )
+  console.log(
+    "| backend | index | indexing (spans/s embedded + stored) | filter | p50 | p95 | p99 | hits/query | top 20 as exact |"
+  )
   console.log("|---|---|---|---|---|---|---|---|---|")
   for (const r of results) {
     for (const [label, l] of Object.entries(r.latencies)) {
       const agreement = r.agreement[label]
       const index = r.mode === "exact-fallback" ? "sign-bit prefilter + exact re-rank" : r.mode
-      console.log(`| ${r.backend} | ${index} | ${Number.isFinite(r.indexRate) ? fmtInt(r.indexRate) : "— (kept)"} | ${label} | ${fmtMs(l.p50)} | ${fmtMs(l.p95)} | ${fmtMs(l.p99)} | ${r.counts[label]!.toFixed(1)} | ${agreement === undefined ? "exact" : agreement.toFixed(3)} |`)
+      console.log(
+        `| ${r.backend} | ${index} | ${Number.isFinite(r.indexRate) ? fmtInt(r.indexRate) : "— (kept)"} | ${label} | ${fmtMs(l.p50)} | ${fmtMs(l.p95)} | ${fmtMs(l.p99)} | ${r.counts[label]!.toFixed(1)} | ${agreement === undefined ? "exact" : agreement.toFixed(3)} |`
+      )
       const exact = r.exactLatencies[label]
       if (exact !== undefined) {
-        console.log(`| ${r.backend} | exact scan (the ceiling it replaces, ${fmtInt(FALLBACK_QUERIES)} queries) | | ${label} | ${fmtMs(exact.p50)} | ${fmtMs(exact.p95)} | ${fmtMs(exact.p99)} | | exact |`)
+        console.log(
+          `| ${r.backend} | exact scan (the ceiling it replaces, ${fmtInt(FALLBACK_QUERIES)} queries) | | ${label} | ${fmtMs(exact.p50)} | ${fmtMs(exact.p95)} | ${fmtMs(exact.p99)} | | exact |`
+        )
       }
     }
   }
   const embedRate = results.map((r) => fmtInt(r.embedRate)).join(" / ")
-  console.log(`\nOffline embedder alone: ${embedRate} spans/s (per backend run); resident memory of the embedder: ` +
-    `${((rss.after - rss.before) / 1e6).toFixed(0)} MB (process RSS ${((rss.after) / 1e6).toFixed(0)} MB with the Bun runtime)`)
-  console.log(`\nCommand: ${commandLine(["BENCH_DATABASE_URL", "BENCH_SEARCH_SPANS", "BENCH_SEARCH_QUERIES", "BENCH_SEARCH_FALLBACK_QUERIES", "BENCH_SEARCH_BACKENDS", "BENCH_SEARCH_PGLITE_DIR"], "test/bench/search.ts")}`)
+  console.log(
+    `\nOffline embedder alone: ${embedRate} spans/s (per backend run); resident memory of the embedder: ` +
+      `${((rss.after - rss.before) / 1e6).toFixed(0)} MB (process RSS ${(rss.after / 1e6).toFixed(0)} MB with the Bun runtime)`
+  )
+  console.log(
+    `\nCommand: ${commandLine(["BENCH_DATABASE_URL", "BENCH_SEARCH_SPANS", "BENCH_SEARCH_QUERIES", "BENCH_SEARCH_FALLBACK_QUERIES", "BENCH_SEARCH_BACKENDS", "BENCH_SEARCH_PGLITE_DIR"], "test/bench/search.ts")}`
+  )
 })

@@ -51,15 +51,23 @@ const TARGET_P99_MS = 100
 const MAX_INFLIGHT = 64
 
 const KNOBS = [
-  "BENCH_DATABASE_URL", "BENCH_SUBSCRIBERS", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_REQUESTS_PER_SECOND",
-  "BENCH_SPANS_PER_TRACE", "BENCH_STREAM_BATCH", "BENCH_CPU_PROF"
+  "BENCH_DATABASE_URL",
+  "BENCH_SUBSCRIBERS",
+  "BENCH_SECONDS",
+  "BENCH_WARMUP_SECONDS",
+  "BENCH_REQUESTS_PER_SECOND",
+  "BENCH_SPANS_PER_TRACE",
+  "BENCH_STREAM_BATCH",
+  "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/stream.ts")
 const CPU = cpuMeter("reaped")
 
 const rssMiB = (pid: number) => {
   try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))
+    const line = readFileSync(`/proc/${pid}/status`, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("VmRSS:"))
     return line ? Number(line.replace(/\D+/g, "")) / 1024 : NaN
   } catch {
     return NaN
@@ -83,38 +91,41 @@ const main = async () => {
   let received = 0
 
   log(`connecting ${SUBSCRIBERS} subscribers`)
-  const sockets = await Promise.all(Array.from({ length: SUBSCRIBERS }, async () => {
-    const ws = new WebSocket(wsUrl, { headers: { "x-service-key": KEY } } as never)
-    let subscribed: () => void = () => {}
-    const ready = new Promise<void>((resolve) => (subscribed = resolve))
-    // Cheap: only span events are measured, found by their opening (inside strings a quote is escaped, so user
-    // data cannot look like one); the trace id follows at a fixed key. A batch frame holds several.
-    const spanEvent = (text: string, from: number, now: number) => {
-      received++
-      const at = text.indexOf('"trace_id":"', from) + 12
-      const traceId = text.slice(at, at + 36)
-      if (measured.has(traceId)) {
-        fromSend.push(now - sentAt.get(traceId)!)
-        const ack = ackAt.get(traceId)
-        fromAck.push(ack === undefined ? 0 : Math.max(0, now - ack))
+  const sockets = await Promise.all(
+    Array.from({ length: SUBSCRIBERS }, async () => {
+      const ws = new WebSocket(wsUrl, { headers: { "x-service-key": KEY } } as never)
+      let subscribed: () => void = () => {}
+      const ready = new Promise<void>((resolve) => (subscribed = resolve))
+      // Cheap: only span events are measured, found by their opening (inside strings a quote is escaped, so user
+      // data cannot look like one); the trace id follows at a fixed key. A batch frame holds several.
+      const spanEvent = (text: string, from: number, now: number) => {
+        received++
+        const at = text.indexOf('"trace_id":"', from) + 12
+        const traceId = text.slice(at, at + 36)
+        if (measured.has(traceId)) {
+          fromSend.push(now - sentAt.get(traceId)!)
+          const ack = ackAt.get(traceId)
+          fromAck.push(ack === undefined ? 0 : Math.max(0, now - ack))
+        }
       }
-    }
-    ws.addEventListener("message", (e) => {
-      const text = String(e.data)
-      const now = performance.now()
-      if (text.startsWith('{"type":"batch"')) {
-        for (let at = text.indexOf('{"type":"span"'); at >= 0; at = text.indexOf('{"type":"span"', at + 14)) spanEvent(text, at, now)
-      } else if (text.startsWith('{"type":"span"')) spanEvent(text, 0, now)
-      else if (text.includes('"subscribed"')) subscribed()
+      ws.addEventListener("message", (e) => {
+        const text = String(e.data)
+        const now = performance.now()
+        if (text.startsWith('{"type":"batch"')) {
+          for (let at = text.indexOf('{"type":"span"'); at >= 0; at = text.indexOf('{"type":"span"', at + 14))
+            spanEvent(text, at, now)
+        } else if (text.startsWith('{"type":"span"')) spanEvent(text, 0, now)
+        else if (text.includes('"subscribed"')) subscribed()
+      })
+      ws.addEventListener("close", (e) => {
+        if (e.code !== 1000 && e.code !== 1005) log(`subscriber closed: ${e.code} ${e.reason}`)
+      })
+      await new Promise((resolve) => ws.addEventListener("open", resolve))
+      ws.send(JSON.stringify({ type: "subscribe", ...(BATCH ? { batch: true } : {}) }))
+      await ready
+      return ws
     })
-    ws.addEventListener("close", (e) => {
-      if (e.code !== 1000 && e.code !== 1005) log(`subscriber closed: ${e.code} ${e.reason}`)
-    })
-    await new Promise((resolve) => ws.addEventListener("open", resolve))
-    ws.send(JSON.stringify({ type: "subscribe", ...(BATCH ? { batch: true } : {}) }))
-    await ready
-    return ws
-  }))
+  )
 
   const rssStart = rssMiB(server.pid)
   let rssPeak = rssStart
@@ -144,7 +155,12 @@ const main = async () => {
     }
     inflight++
     const id = crypto.randomUUID()
-    const body = JSON.stringify({ id, started_at: new Date().toISOString(), name: "bench", spans: Array.from({ length: SPANS_PER_TRACE }, (_, i) => span(i)) })
+    const body = JSON.stringify({
+      id,
+      started_at: new Date().toISOString(),
+      name: "bench",
+      spans: Array.from({ length: SPANS_PER_TRACE }, (_, i) => span(i))
+    })
     if (measure) {
       measured.add(id)
       sentMeasured++
@@ -186,7 +202,9 @@ const main = async () => {
   await drive(WARMUP_SECONDS, false)
   const receivedBefore = received
   const cpuBefore = CPU.snapshot(server.pid)
-  log(`measuring ${SECONDS} s at ${REQUESTS_PER_SECOND} writes/s × ${SPANS_PER_TRACE} spans to ${SUBSCRIBERS} subscribers`)
+  log(
+    `measuring ${SECONDS} s at ${REQUESTS_PER_SECOND} writes/s × ${SPANS_PER_TRACE} spans to ${SUBSCRIBERS} subscribers`
+  )
   const t0 = performance.now()
   await drive(SECONDS, true)
   const writeSeconds = (performance.now() - t0) / 1000
@@ -207,25 +225,62 @@ const main = async () => {
   const spansPerSecond = (sentMeasured * SPANS_PER_TRACE) / writeSeconds
   const rows = [
     ["subscribers", `${fmtInt(SUBSCRIBERS)} (${BATCH ? "batch frames" : "a frame per event"})`, "100", ""],
-    ["spans written/s (measured phase)", fmtInt(spansPerSecond), "≈ 5,000", `${fmtInt(sentMeasured)} writes, ${failed} failed, ${skipped} not sent (64 in flight)`],
+    [
+      "spans written/s (measured phase)",
+      fmtInt(spansPerSecond),
+      "≈ 5,000",
+      `${fmtInt(sentMeasured)} writes, ${failed} failed, ${skipped} not sent (64 in flight)`
+    ],
     ["span events delivered/s (all subscribers)", fmtInt((received - receivedBefore) / writeSeconds), "", ""],
-    ["events delivered / expected (measured writes)", `${fmtInt(fromSend.length)} / ${fmtInt(expected)}`, "all", mark(fromSend.length === expected)],
-    ["delivery latency from the write's send: p50 / p95 / p99", `${fmtMs(s.p50)} / ${fmtMs(s.p95)} / ${fmtMs(s.p99)}`, `p99 ≤ ${TARGET_P99_MS} ms${mark(s.p99 <= TARGET_P99_MS)}`, ""],
-    ["delivery latency after the write's 200: p50 / p95 / p99", `${fmtMs(a.p50)} / ${fmtMs(a.p95)} / ${fmtMs(a.p99)}`, "", ""],
-    ["the writes themselves (send → 200): p50 / p95 / p99", `${fmtMs(w.p50)} / ${fmtMs(w.p95)} / ${fmtMs(w.p99)}`, "", ""],
-    ["background jobs pending when the writes ended → drained in", `${fmtInt(jobs.before)} → ${jobs.left === 0 ? `${jobs.seconds.toFixed(1)} s` : `${fmtInt(jobs.left)} left after ${jobs.seconds.toFixed(0)} s`}`, "", `terminal-trace and search-indexing jobs the writes queued; cores busy while draining: ${fmtCores(drainCores)}`],
-    ["server RSS start / peak / end", `${rssStart.toFixed(0)} / ${rssPeak.toFixed(0)} / ${rssEnd.toFixed(0)} MiB`, "", ""],
+    [
+      "events delivered / expected (measured writes)",
+      `${fmtInt(fromSend.length)} / ${fmtInt(expected)}`,
+      "all",
+      mark(fromSend.length === expected)
+    ],
+    [
+      "delivery latency from the write's send: p50 / p95 / p99",
+      `${fmtMs(s.p50)} / ${fmtMs(s.p95)} / ${fmtMs(s.p99)}`,
+      `p99 ≤ ${TARGET_P99_MS} ms${mark(s.p99 <= TARGET_P99_MS)}`,
+      ""
+    ],
+    [
+      "delivery latency after the write's 200: p50 / p95 / p99",
+      `${fmtMs(a.p50)} / ${fmtMs(a.p95)} / ${fmtMs(a.p99)}`,
+      "",
+      ""
+    ],
+    [
+      "the writes themselves (send → 200): p50 / p95 / p99",
+      `${fmtMs(w.p50)} / ${fmtMs(w.p95)} / ${fmtMs(w.p99)}`,
+      "",
+      ""
+    ],
+    [
+      "background jobs pending when the writes ended → drained in",
+      `${fmtInt(jobs.before)} → ${jobs.left === 0 ? `${jobs.seconds.toFixed(1)} s` : `${fmtInt(jobs.left)} left after ${jobs.seconds.toFixed(0)} s`}`,
+      "",
+      `terminal-trace and search-indexing jobs the writes queued; cores busy while draining: ${fmtCores(drainCores)}`
+    ],
+    [
+      "server RSS start / peak / end",
+      `${rssStart.toFixed(0)} / ${rssPeak.toFixed(0)} / ${rssEnd.toFixed(0)} MiB`,
+      "",
+      ""
+    ],
     ["cores busy: server / postgres / bench client / other", fmtCores(cores), "", ""]
   ]
-  console.log([
-    "",
-    `### Live span stream fan-out (PostgreSQL ${pgVersion})`,
-    "",
-    ...tableLines(["metric", "value", "target", "note"], rows),
-    "",
-    `Command: \`${COMMAND}\``,
-    ""
-  ].join("\n"))
+  console.log(
+    [
+      "",
+      `### Live span stream fan-out (PostgreSQL ${pgVersion})`,
+      "",
+      ...tableLines(["metric", "value", "target", "note"], rows),
+      "",
+      `Command: \`${COMMAND}\``,
+      ""
+    ].join("\n")
+  )
 }
 
 await runBench(main)

@@ -12,8 +12,20 @@
  *   bun test/bench/traces-list.ts     (BENCH_DATABASE_URL, BENCH_LIST_TRACES, BENCH_LIST_OTHER_TRACES, BENCH_LIST_ROUNDS)
  */
 import {
-  KEY, commandLine, connect, fmtInt, fmtMs, fmtRatio, freshDatabase, latencyStats, log, mark, numberEnv, runBench,
-  startServer, tableLines
+  KEY,
+  commandLine,
+  connect,
+  fmtInt,
+  fmtMs,
+  fmtRatio,
+  freshDatabase,
+  latencyStats,
+  log,
+  mark,
+  numberEnv,
+  runBench,
+  startServer,
+  tableLines
 } from "./Harness.ts"
 import { TOTAL_CAP } from "#src/domain/Trace"
 
@@ -69,13 +81,17 @@ runBench(async () => {
   const server = await startServer(db.databaseUrl)
   const admin = await connect(db.databaseUrl)
   const account = (await admin.query<{ id: string }>("SELECT id FROM accounts WHERE name = 'bench'")).rows[0]!.id
-  const other = (await admin.query<{ id: string }>(
-    "INSERT INTO accounts (id, name) VALUES (gen_random_uuid(), 'bench-other') RETURNING id"
-  )).rows[0]!.id
+  const other = (
+    await admin.query<{ id: string }>(
+      "INSERT INTO accounts (id, name) VALUES (gen_random_uuid(), 'bench-other') RETURNING id"
+    )
+  ).rows[0]!.id
 
-  const indexes = (await admin.query<{ name: string; def: string }>(
-    "SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE tablename = 'traces' AND indexname <> 'traces_pkey' ORDER BY 1"
-  )).rows
+  const indexes = (
+    await admin.query<{ name: string; def: string }>(
+      "SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE tablename = 'traces' AND indexname <> 'traces_pkey' ORDER BY 1"
+    )
+  ).rows
   log(`seeding ${fmtInt(TRACES)} + ${fmtInt(OTHER_TRACES)} traces (${indexes.length} indexes dropped meanwhile)`)
   let t0 = performance.now()
   for (const index of indexes) await admin.query(`DROP INDEX ${index.name}`)
@@ -107,11 +123,20 @@ runBench(async () => {
     { name: "model=rare-model-x (0.1 %)", query: "model=rare-model-x&total=capped" },
     { name: "has_error=true", query: "has_error=true&total=capped" },
     { name: "started in the last day", query: `date_from=${encodeURIComponent(day)}&total=capped` },
-    { name: "started 7 to 8 days ago", query: `date_from=${encodeURIComponent(new Date(Date.now() - 8 * 86_400_000).toISOString())}&date_to=${encodeURIComponent(week)}&total=capped` },
+    {
+      name: "started 7 to 8 days ago",
+      query: `date_from=${encodeURIComponent(new Date(Date.now() - 8 * 86_400_000).toISOString())}&date_to=${encodeURIComponent(week)}&total=capped`
+    },
     { name: "min_cost=1 (1 %)", query: "min_cost=1&total=capped" },
     { name: "min_duration_ms=60000 (1 %)", query: "min_duration_ms=60000&total=capped" },
-    { name: "status=completed, model=claude-sonnet-4-5, min_cost=0.05", query: "status=completed&model=claude-sonnet-4-5&min_cost=0.05&total=capped" },
-    { name: "has_error=true, name contains 'refund', last 7 days", query: `has_error=true&name=refund&date_from=${encodeURIComponent(week)}&total=capped` }
+    {
+      name: "status=completed, model=claude-sonnet-4-5, min_cost=0.05",
+      query: "status=completed&model=claude-sonnet-4-5&min_cost=0.05&total=capped"
+    },
+    {
+      name: "has_error=true, name contains 'refund', last 7 days",
+      query: `has_error=true&name=refund&date_from=${encodeURIComponent(week)}&total=capped`
+    }
   ]
 
   const get = async (path: string) => {
@@ -164,16 +189,18 @@ runBench(async () => {
       fmtInt(totals.get(c.name) ?? NaN)
     ]
   })
-  console.log([
-    "",
-    `Trace listing, ${fmtInt(TRACES)} traces in the account (+ ${fmtInt(OTHER_TRACES)} of another), PostgreSQL ${db.pgVersion} (${commandLine(["BENCH_DATABASE_URL", "BENCH_LIST_TRACES", "BENCH_LIST_OTHER_TRACES", "BENCH_LIST_ROUNDS"], "test/bench/traces-list.ts")})`,
-    "",
-    ...tableLines(["metric", "value", "target", "ceiling (GET /health p95)", "ratio", "total"], rows),
-    "",
-    `- Ceilings, interleaved with the listings: \`SELECT 1\` through pg p50 / p95 ${fmtMs(one.p50)} / ${fmtMs(one.p95)}; GET /health through the server p50 / p95 ${fmtMs(h.p50)} / ${fmtMs(h.p95)}.`,
-    `- ${ROUNDS} measured rounds after ${WARMUP_ROUNDS} warm-up ones; each round requests every case once, sequentially (limit=50).`,
-    `- total: what the first request answered. \`total=capped\` counts up to ${fmtInt(TOTAL_CAP + 1)} matches; the first case counts every match.`,
-    `- Seeded in ${seedSeconds.toFixed(1)} s by generate_series; indexes built and ANALYZE in ${indexSeconds.toFixed(1)} s.`,
-    "- ratio: ceiling ÷ value (p95)."
-  ].join("\n"))
+  console.log(
+    [
+      "",
+      `Trace listing, ${fmtInt(TRACES)} traces in the account (+ ${fmtInt(OTHER_TRACES)} of another), PostgreSQL ${db.pgVersion} (${commandLine(["BENCH_DATABASE_URL", "BENCH_LIST_TRACES", "BENCH_LIST_OTHER_TRACES", "BENCH_LIST_ROUNDS"], "test/bench/traces-list.ts")})`,
+      "",
+      ...tableLines(["metric", "value", "target", "ceiling (GET /health p95)", "ratio", "total"], rows),
+      "",
+      `- Ceilings, interleaved with the listings: \`SELECT 1\` through pg p50 / p95 ${fmtMs(one.p50)} / ${fmtMs(one.p95)}; GET /health through the server p50 / p95 ${fmtMs(h.p50)} / ${fmtMs(h.p95)}.`,
+      `- ${ROUNDS} measured rounds after ${WARMUP_ROUNDS} warm-up ones; each round requests every case once, sequentially (limit=50).`,
+      `- total: what the first request answered. \`total=capped\` counts up to ${fmtInt(TOTAL_CAP + 1)} matches; the first case counts every match.`,
+      `- Seeded in ${seedSeconds.toFixed(1)} s by generate_series; indexes built and ANALYZE in ${indexSeconds.toFixed(1)} s.`,
+      "- ratio: ceiling ÷ value (p95)."
+    ].join("\n")
+  )
 })

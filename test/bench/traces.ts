@@ -71,8 +71,16 @@ const TARGET_COPY_RATIO = 0.5
 const TARGET_DETAIL_P50_MS = 15
 
 const KNOBS = [
-  "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENCY", "BENCH_SPANS",
-  "BENCH_DETAIL_SPANS", "BENCH_DETAIL_REQUESTS", "BENCH_JOB_DRAIN_SECONDS", "BENCH_CEILING_TRACES", "BENCH_ANALYZE",
+  "BENCH_DATABASE_URL",
+  "BENCH_SECONDS",
+  "BENCH_WARMUP_SECONDS",
+  "BENCH_CONCURRENCY",
+  "BENCH_SPANS",
+  "BENCH_DETAIL_SPANS",
+  "BENCH_DETAIL_REQUESTS",
+  "BENCH_JOB_DRAIN_SECONDS",
+  "BENCH_CEILING_TRACES",
+  "BENCH_ANALYZE",
   "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/traces.ts")
@@ -123,23 +131,28 @@ const makeSpans = (count: number, startMs: number): Array<BenchSpan> => {
     spans.push(
       i % 2 === 0
         ? {
-          ...common,
-          span_type: "llm_call",
-          name: `llm.chat #${i}`,
-          model: "gpt-4o-mini-2024-07-18",
-          input: { messages: [{ role: "system", content: SYSTEM }, { role: "user", content: prompt }] },
-          output: { role: "assistant", content: completion },
-          input_tokens: 120 + (i % 50),
-          output_tokens: 80 + (i % 30),
-          cost: 0.000125 * (1 + (i % 7))
-        }
+            ...common,
+            span_type: "llm_call",
+            name: `llm.chat #${i}`,
+            model: "gpt-4o-mini-2024-07-18",
+            input: {
+              messages: [
+                { role: "system", content: SYSTEM },
+                { role: "user", content: prompt }
+              ]
+            },
+            output: { role: "assistant", content: completion },
+            input_tokens: 120 + (i % 50),
+            output_tokens: 80 + (i % 30),
+            cost: 0.000125 * (1 + (i % 7))
+          }
         : {
-          ...common,
-          span_type: "tool_call",
-          name: `tool.search #${i}`,
-          input: { tool: "web_search", arguments: { query: prompt.slice(0, 200), top_k: 5, filter: SYSTEM } },
-          output: { results: [{ title: "result", snippet: completion }] }
-        }
+            ...common,
+            span_type: "tool_call",
+            name: `tool.search #${i}`,
+            input: { tool: "web_search", arguments: { query: prompt.slice(0, 200), top_k: 5, filter: SYSTEM } },
+            output: { results: [{ title: "result", snippet: completion }] }
+          }
     )
   }
   return spans
@@ -161,8 +174,20 @@ const makeTraceBody = (spanCount: number) => {
 // ---------------------------------------------------------------------------------------------- COPY
 
 const COPY_COLUMNS = [
-  "trace_id", "account_id", "id", "parent_id", "span_type", "name", "model", "input", "output",
-  "input_tokens", "output_tokens", "cost", "started_at", "ended_at"
+  "trace_id",
+  "account_id",
+  "id",
+  "parent_id",
+  "span_type",
+  "name",
+  "model",
+  "input",
+  "output",
+  "input_tokens",
+  "output_tokens",
+  "cost",
+  "started_at",
+  "ended_at"
 ] as const
 
 /** One trace's spans as COPY text rows, the same values the API stores for them. */
@@ -171,10 +196,25 @@ const copyRows = (accountId: string, spanCount: number) => {
   const startMs = (clock += 60_000)
   let out = ""
   for (const s of makeSpans(spanCount, startMs)) {
-    out += [
-      traceId, accountId, s.id, s.parent_id, s.span_type, s.name, s.model, s.input, s.output,
-      s.input_tokens, s.output_tokens, s.cost, s.started_at, s.ended_at
-    ].map(copyText).join("\t") + "\n"
+    out +=
+      [
+        traceId,
+        accountId,
+        s.id,
+        s.parent_id,
+        s.span_type,
+        s.name,
+        s.model,
+        s.input,
+        s.output,
+        s.input_tokens,
+        s.output_tokens,
+        s.cost,
+        s.started_at,
+        s.ended_at
+      ]
+        .map(copyText)
+        .join("\t") + "\n"
   }
   return out
 }
@@ -258,25 +298,38 @@ const copyCeilingOf = (
  * The SQL ceiling: the server's own span INSERT (`INSERT … SELECT … FROM json_to_recordset`, SpanRecords.ts) of
  * the same rows, `batches` statements of `spanCount` spans over `concurrency` connections, straight from pg.
  */
-const insertCeiling = async (databaseUrl: string, serverPid: number, accountId: string, batches: number, concurrency: number, spanCount: number) => {
+const insertCeiling = async (
+  databaseUrl: string,
+  serverPid: number,
+  accountId: string,
+  batches: number,
+  concurrency: number,
+  spanCount: number
+) => {
   const clients = await connectMany(databaseUrl, concurrency)
   const text = `INSERT INTO spans_insert (trace_id, account_id, ${SPAN_COLUMNS})
     SELECT $1::uuid, $2::uuid, ${SPAN_RECORD_VALUES} FROM json_to_recordset($3::json) AS x(${SPAN_RECORD_COLUMNS})`
   const run = (client: pg.Client) =>
-    client.query(text, [crypto.randomUUID(), accountId, toRecordsJson(makeSpans(spanCount, (clock += 60_000)) as never)])
+    client.query(text, [
+      crypto.randomUUID(),
+      accountId,
+      toRecordsJson(makeSpans(spanCount, (clock += 60_000)) as never)
+    ])
   try {
     await Promise.all(clients.map(run))
     let next = 0
     let rows = 0
     const cpu0 = CPU.snapshot(serverPid)
     const start = performance.now()
-    await Promise.all(clients.map(async (client) => {
-      while (next < batches) {
-        next++
-        const result = await run(client)
-        rows += result.rowCount ?? 0
-      }
-    }))
+    await Promise.all(
+      clients.map(async (client) => {
+        while (next < batches) {
+          next++
+          const result = await run(client)
+          rows += result.rowCount ?? 0
+        }
+      })
+    )
     const seconds = (performance.now() - start) / 1000
     return { rows, seconds, cpu: CPU.busy(cpu0, CPU.snapshot(serverPid)) }
   } finally {
@@ -327,7 +380,14 @@ const bareServerCeiling = async (databaseUrl: string, accountId: string) => {
   }
 }
 
-const detail = async (url: string, databaseUrl: string, db: pg.Client, serverPid: number, spanCount: number, requests: number) => {
+const detail = async (
+  url: string,
+  databaseUrl: string,
+  db: pg.Client,
+  serverPid: number,
+  spanCount: number,
+  requests: number
+) => {
   const body = makeTraceBody(spanCount)
   const traceId = (JSON.parse(body) as { id: string }).id
   const created = await fetch(`${url}/api/v1/traces`, {
@@ -335,7 +395,8 @@ const detail = async (url: string, databaseUrl: string, db: pg.Client, serverPid
     headers: { "content-type": "application/json", "x-service-key": KEY },
     body
   })
-  if (created.status !== 200) throw new Error(`creating the ${spanCount}-span trace: HTTP ${created.status} ${await created.text()}`)
+  if (created.status !== 200)
+    throw new Error(`creating the ${spanCount}-span trace: HTTP ${created.status} ${await created.text()}`)
   await created.arrayBuffer()
   // Steady state: the trace's own search-index and terminal jobs run first.
   const drain = await drainJobs(db, JOB_DRAIN_SECONDS)
@@ -406,7 +467,8 @@ const main = async () => {
   // background work would otherwise share the machine with them and lower the ceiling by a varying amount.
   const warmJobs = await drainJobs(db, JOB_DRAIN_SECONDS)
   if (ANALYZE_AFTER_WARMUP) await db.query("ANALYZE")
-  const accountId = (await db.query<{ account_id: string }>("SELECT account_id FROM traces LIMIT 1")).rows[0]?.account_id
+  const accountId = (await db.query<{ account_id: string }>("SELECT account_id FROM traces LIMIT 1")).rows[0]
+    ?.account_id
   if (!accountId) throw new Error("no trace was stored")
   await db.query("CREATE TABLE spans_copy (LIKE spans INCLUDING ALL)")
   await db.query("CHECKPOINT")
@@ -417,7 +479,9 @@ const main = async () => {
   const copyLatency = latencyStats(copy.latencies)
   await db.query("CREATE TABLE spans_insert (LIKE spans INCLUDING ALL)")
   await db.query("CHECKPOINT")
-  log(`ceiling: ${CEILING_TRACES} INSERT … json_to_recordset statements of ${SPANS} rows into spans_insert over ${CONCURRENCY} connections`)
+  log(
+    `ceiling: ${CEILING_TRACES} INSERT … json_to_recordset statements of ${SPANS} rows into spans_insert over ${CONCURRENCY} connections`
+  )
   const insert = await insertCeiling(databaseUrl, server.pid, accountId, CEILING_TRACES, CONCURRENCY, SPANS)
   const insertSpansPerSecond = insert.rows / insert.seconds
   await db.query("CREATE TABLE spans_bare (LIKE spans INCLUDING ALL)")
@@ -428,25 +492,32 @@ const main = async () => {
   const bareLatency = latencyStats(bare.latencies)
 
   await db.query("CHECKPOINT")
-  log(`ingest: ${SECONDS} s of POST /api/v1/traces (${SPANS} spans, ~${Math.round(spanBytes)} B each) at concurrency ${CONCURRENCY}`)
+  log(
+    `ingest: ${SECONDS} s of POST /api/v1/traces (${SPANS} spans, ~${Math.round(spanBytes)} B each) at concurrency ${CONCURRENCY}`
+  )
   const ingestCpu0 = CPU.snapshot(server.pid)
   const api = await ingest(server.url, SECONDS, CONCURRENCY, SPANS)
   const ingestCpu = CPU.busy(ingestCpu0, CPU.snapshot(server.pid))
-  if (api.errors > 0) throw new Error(`${api.errors} POSTs failed: ${api.firstError}\nserver output:\n${server.output()}`)
+  if (api.errors > 0)
+    throw new Error(`${api.errors} POSTs failed: ${api.firstError}\nserver output:\n${server.output()}`)
   const apiTracesPerSecond = api.traces / api.seconds
   const apiSpansPerSecond = apiTracesPerSecond * SPANS
   const apiLatency = latencyStats(api.latencies)
 
   // Everything the API acknowledged is stored.
-  const stored = (await db.query<{ traces: string; spans: string; api_row: string; copy_row: string }>(
-    `SELECT (SELECT count(*) FROM traces) AS traces, (SELECT count(*) FROM spans) AS spans,
+  const stored = (
+    await db.query<{ traces: string; spans: string; api_row: string; copy_row: string }>(
+      `SELECT (SELECT count(*) FROM traces) AS traces, (SELECT count(*) FROM spans) AS spans,
             (SELECT avg(pg_column_size(s.*))::int FROM (SELECT * FROM spans LIMIT 10000) s) AS api_row,
             (SELECT avg(pg_column_size(s.*))::int FROM (SELECT * FROM spans_copy LIMIT 10000) s) AS copy_row`
-  )).rows[0]!
+    )
+  ).rows[0]!
   const expectedTraces = warm.traces + api.traces + 1
   const expectedSpans = (warm.traces + api.traces) * SPANS + DETAIL_SPANS
   if (Number(stored.traces) !== expectedTraces || Number(stored.spans) !== expectedSpans) {
-    throw new Error(`stored ${stored.traces} traces / ${stored.spans} spans, expected ${expectedTraces} / ${expectedSpans}`)
+    throw new Error(
+      `stored ${stored.traces} traces / ${stored.spans} spans, expected ${expectedTraces} / ${expectedSpans}`
+    )
   }
 
   const spansRatio = apiSpansPerSecond / copySpansPerSecond
@@ -493,8 +564,20 @@ const main = async () => {
       `${fmtInt(bareSpansPerSecond)} spans/s (bare server)`,
       fmtRatio(apiSpansPerSecond / bareSpansPerSecond)
     ],
-    ["POST /api/v1/traces latency p50", fmtMs(apiLatency.p50), "—", `${fmtMs(copyLatency.p50)} (COPY)`, fmtRatio(copyLatency.p50 / apiLatency.p50)],
-    ["POST /api/v1/traces latency p99", fmtMs(apiLatency.p99), "—", `${fmtMs(copyLatency.p99)} (COPY)`, fmtRatio(copyLatency.p99 / apiLatency.p99)],
+    [
+      "POST /api/v1/traces latency p50",
+      fmtMs(apiLatency.p50),
+      "—",
+      `${fmtMs(copyLatency.p50)} (COPY)`,
+      fmtRatio(copyLatency.p50 / apiLatency.p50)
+    ],
+    [
+      "POST /api/v1/traces latency p99",
+      fmtMs(apiLatency.p99),
+      "—",
+      `${fmtMs(copyLatency.p99)} (COPY)`,
+      fmtRatio(copyLatency.p99 / apiLatency.p99)
+    ],
     [
       `GET /api/v1/traces/{id} (${DETAIL_SPANS} spans) latency p50`,
       fmtMs(getLatency.p50),
@@ -521,9 +604,18 @@ const main = async () => {
     `- Ceiling, measured before the ingest on the quiet service (the warm-up's ${fmtInt(warmJobs.before)} jobs run, ${fmtInt(warmJobs.left)} left after ${warmJobs.seconds.toFixed(1)} s): spans of the same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY.`,
     `- Detail, measured first on the quiet service (before the ingest, whose search indexing would otherwise share the server for minutes): ${DETAIL_REQUESTS} sequential GETs after 20 warm-up ones, ${(read.responseBytes / 1024).toFixed(0)} KiB responses, once the trace's own jobs had run (${fmtInt(read.drain.before)} pending, ${fmtInt(read.drain.left)} left after ${read.drain.seconds.toFixed(1)} s); ceiling \`SELECT * FROM spans WHERE trace_id = $1\` through pg.`,
     `- CPU, average cores busy of ${availableParallelism()} (server process / all postgres processes / this client / anything else): ` +
-    ([["ingest", ingestCpu], ["COPY", copy.cpu], ["INSERT", insert.cpu], ["bare server", bare.cpu], ["GET detail", read.cpu]] as const)
-      .map(([name, cpu]) => `${name} ${fmtCores(cpu)}`)
-      .join("; ") + ".",
+      (
+        [
+          ["ingest", ingestCpu],
+          ["COPY", copy.cpu],
+          ["INSERT", insert.cpu],
+          ["bare server", bare.cpu],
+          ["GET detail", read.cpu]
+        ] as const
+      )
+        .map(([name, cpu]) => `${name} ${fmtCores(cpu)}`)
+        .join("; ") +
+      ".",
     `- CPU per span written (server / PostgreSQL / client, µs): API ${perSpan(ingestCpu, apiSpansPerSecond)}; bare INSERT ${perSpan(insert.cpu, insertSpansPerSecond)}; bare server ${perSpan(bare.cpu, bareSpansPerSecond)} (latency p50 / p99 ${fmtMs(bareLatency.p50)} / ${fmtMs(bareLatency.p99)}); COPY ${perSpan(copy.cpu, copySpansPerSecond)}.`,
     "- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value)."
   ]

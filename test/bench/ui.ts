@@ -13,7 +13,18 @@ import { cpus, loadavg } from "node:os"
 import type { Page } from "playwright-core"
 import { hasChromium, launchChromium } from "../support/Chromium.ts"
 import {
-  KEY, commandLine, connect, fmtInt, fmtMs, freshDatabase, latencyStats, log, mark, numberEnv, runBench, startServer,
+  KEY,
+  commandLine,
+  connect,
+  fmtInt,
+  fmtMs,
+  freshDatabase,
+  latencyStats,
+  log,
+  mark,
+  numberEnv,
+  runBench,
+  startServer,
   tableLines
 } from "./Harness.ts"
 
@@ -27,32 +38,74 @@ const bigTraceSpans = (start: number) => {
   const spans: Array<Record<string, unknown>> = []
   const at = (ms: number) => new Date(start + ms).toISOString()
   const root = crypto.randomUUID()
-  spans.push({ id: root, parent_id: null, span_type: "action", name: "agent run", started_at: at(0), ended_at: at(600_000) })
+  spans.push({
+    id: root,
+    parent_id: null,
+    span_type: "action",
+    name: "agent run",
+    started_at: at(0),
+    ended_at: at(600_000)
+  })
   let t = 10
   for (let step = 0; spans.length < SPANS; step++) {
     const stepId = crypto.randomUUID()
     spans.push({
-      id: stepId, parent_id: root, span_type: "llm_call", name: `plan step ${step}`, model: "gpt-4o",
-      input_tokens: 800 + step, output_tokens: 120, cost: 0.004, started_at: at(t), ended_at: at(t + 1500),
-      input: { messages: [{ role: "system", content: "You are a careful travel agent." }, { role: "user", content: `Step ${step}: find the next leg.` }] },
-      output: { role: "assistant", content: "Searching.", tool_calls: [{ id: `call_${step}`, type: "function", function: { name: "search", arguments: "{\"q\":\"LIS\"}" } }] },
+      id: stepId,
+      parent_id: root,
+      span_type: "llm_call",
+      name: `plan step ${step}`,
+      model: "gpt-4o",
+      input_tokens: 800 + step,
+      output_tokens: 120,
+      cost: 0.004,
+      started_at: at(t),
+      ended_at: at(t + 1500),
+      input: {
+        messages: [
+          { role: "system", content: "You are a careful travel agent." },
+          { role: "user", content: `Step ${step}: find the next leg.` }
+        ]
+      },
+      output: {
+        role: "assistant",
+        content: "Searching.",
+        tool_calls: [{ id: `call_${step}`, type: "function", function: { name: "search", arguments: '{"q":"LIS"}' } }]
+      },
       agent_id: "planner"
     })
     for (let tool = 0; tool < 13 && spans.length < SPANS; tool++) {
       const toolId = crypto.randomUUID()
       const toolStart = t + 100 + tool * 100
       spans.push({
-        id: toolId, parent_id: stepId, span_type: "tool_call", name: `search_flights ${tool}`, started_at: at(toolStart),
-        ended_at: at(toolStart + 250), input: { to: "LIS", day: tool }, ...(tool === 7 && step % 10 === 0 ? { error: "timeout" } : {})
+        id: toolId,
+        parent_id: stepId,
+        span_type: "tool_call",
+        name: `search_flights ${tool}`,
+        started_at: at(toolStart),
+        ended_at: at(toolStart + 250),
+        input: { to: "LIS", day: tool },
+        ...(tool === 7 && step % 10 === 0 ? { error: "timeout" } : {})
       })
       if (spans.length < SPANS) {
         spans.push({
-          id: crypto.randomUUID(), parent_id: toolId, span_type: "tool_result", name: "results", started_at: at(toolStart + 200),
-          ended_at: at(toolStart + 240), output: { flights: [{ id: "TP123", price: 210 }] }
+          id: crypto.randomUUID(),
+          parent_id: toolId,
+          span_type: "tool_result",
+          name: "results",
+          started_at: at(toolStart + 200),
+          ended_at: at(toolStart + 240),
+          output: { flights: [{ id: "TP123", price: 210 }] }
         })
       }
       if (spans.length < SPANS && tool % 4 === 0) {
-        spans.push({ id: crypto.randomUUID(), parent_id: toolId, span_type: "reasoning", name: "compare fares", started_at: at(toolStart + 10), ended_at: at(toolStart + 60) })
+        spans.push({
+          id: crypto.randomUUID(),
+          parent_id: toolId,
+          span_type: "reasoning",
+          name: "compare fares",
+          started_at: at(toolStart + 10),
+          ended_at: at(toolStart + 60)
+        })
       }
     }
     t += 2400
@@ -61,7 +114,11 @@ const bigTraceSpans = (start: number) => {
 }
 
 const post = async (url: string, method: string, body: unknown) => {
-  const response = await fetch(url, { method, headers: { "x-service-key": KEY, "content-type": "application/json" }, body: JSON.stringify(body) })
+  const response = await fetch(url, {
+    method,
+    headers: { "x-service-key": KEY, "content-type": "application/json" },
+    body: JSON.stringify(body)
+  })
   if (response.status !== 200) throw new Error(`${method} ${url}: ${response.status} ${await response.text()}`)
   return response.json()
 }
@@ -126,9 +183,18 @@ runBench(async () => {
   const traceId = crypto.randomUUID()
   const start = Date.now() - 700_000
   const spans = bigTraceSpans(start)
-  await post(`${server.url}/api/v1/traces`, "POST", { id: traceId, name: "bench: 10,000 spans", started_at: new Date(start).toISOString(), spans: spans.slice(0, 1000) })
-  for (let i = 1000; i < spans.length; i += 1000) await post(`${server.url}/api/v1/traces/${traceId}/spans`, "POST", { spans: spans.slice(i, i + 1000) })
-  await post(`${server.url}/api/v1/traces/${traceId}`, "PATCH", { status: "completed", ended_at: new Date(start + 600_000).toISOString() })
+  await post(`${server.url}/api/v1/traces`, "POST", {
+    id: traceId,
+    name: "bench: 10,000 spans",
+    started_at: new Date(start).toISOString(),
+    spans: spans.slice(0, 1000)
+  })
+  for (let i = 1000; i < spans.length; i += 1000)
+    await post(`${server.url}/api/v1/traces/${traceId}/spans`, "POST", { spans: spans.slice(i, i + 1000) })
+  await post(`${server.url}/api/v1/traces/${traceId}`, "PATCH", {
+    status: "completed",
+    ended_at: new Date(start + 600_000).toISOString()
+  })
   log(`10,000-span trace ${traceId} recorded`)
 
   const browser = await launchChromium()
@@ -138,7 +204,11 @@ runBench(async () => {
     const coldListMs = await timeNavigation(cold.page, `${server.url}/ui/traces`, "table[aria-label=Traces] tbody tr")
     const scripts = (await cold.page.evaluate(`performance.getEntriesByType("resource")
       .filter((e) => e.initiatorType === "script" || e.name.endsWith(".js"))
-      .map((e) => ({ name: e.name, encoded: e.encodedBodySize, decoded: e.decodedBodySize }))`)) as Array<{ name: string; encoded: number; decoded: number }>
+      .map((e) => ({ name: e.name, encoded: e.encodedBodySize, decoded: e.decodedBodySize }))`)) as Array<{
+      name: string
+      encoded: number
+      decoded: number
+    }>
     const firstLoadKb = scripts.reduce((sum, s) => sum + s.encoded, 0) / 1024
     const firstLoadRawKb = scripts.reduce((sum, s) => sum + s.decoded, 0) / 1024
     await cold.context.close()
@@ -155,7 +225,13 @@ runBench(async () => {
     const filteredPaint: Array<number> = []
     const filteredApi: Array<number> = []
     for (let i = 0; i < RUNS; i++) {
-      filteredPaint.push(await timeNavigation(page, `${server.url}/ui/traces?status=failed&name=run%2012`, "table[aria-label=Traces] tbody tr"))
+      filteredPaint.push(
+        await timeNavigation(
+          page,
+          `${server.url}/ui/traces?status=failed&name=run%2012`,
+          "table[aria-label=Traces] tbody tr"
+        )
+      )
       filteredApi.push(await apiMs(page, "/api/v1/traces?"))
     }
 
@@ -163,7 +239,9 @@ runBench(async () => {
     const tracePaint: Array<number> = []
     const traceApi: Array<number> = []
     for (let i = 0; i < RUNS; i++) {
-      tracePaint.push(await timeNavigation(page, `${server.url}/ui/traces/${traceId}`, "[role=tree] [role=treeitem] .bar"))
+      tracePaint.push(
+        await timeNavigation(page, `${server.url}/ui/traces/${traceId}`, "[role=tree] [role=treeitem] .bar")
+      )
       traceApi.push(await apiMs(page, `/api/v1/traces/${traceId}`))
     }
     const rowsInDom = (await page.evaluate(`document.querySelectorAll("[role=treeitem]").length`)) as number
@@ -219,23 +297,32 @@ runBench(async () => {
     const bare = await browser.newPage({ viewport: { width: 1440, height: 900 } })
     const blankPaint: Array<number> = []
     for (let i = 0; i < RUNS; i++) blankPaint.push(await timeNavigation(bare, `${server.url}/health`, "body"))
-    const idle = latencyStats(await bare.evaluate(`new Promise((resolve) => {
+    const idle = latencyStats(
+      (await bare.evaluate(`new Promise((resolve) => {
       const times = []
       let last = performance.now()
       const frame = (now) => { times.push(now - last); last = now; times.length < 300 ? requestAnimationFrame(frame) : resolve(times.slice(2)) }
       requestAnimationFrame((now) => { last = now; requestAnimationFrame(frame) })
-    })`) as Array<number>)
-    await bare.setContent(`<div id="s" style="height:800px;overflow:auto;font:13px system-ui">${
-      Array.from({ length: 10_000 }, (_, i) => `<div style="height:24px;display:flex;gap:8px"><span>span ${i}</span><span style="margin-left:${(i * 7) % 400}px;width:${20 + (i % 90)}px;background:#5b8def"></span></div>`).join("")
-    }</div>`)
-    const staticScroll = latencyStats(await bare.evaluate(`new Promise((resolve) => {
+    })`)) as Array<number>
+    )
+    await bare.setContent(
+      `<div id="s" style="height:800px;overflow:auto;font:13px system-ui">${Array.from(
+        { length: 10_000 },
+        (_, i) =>
+          `<div style="height:24px;display:flex;gap:8px"><span>span ${i}</span><span style="margin-left:${(i * 7) % 400}px;width:${20 + (i % 90)}px;background:#5b8def"></span></div>`
+      ).join("")}</div>`
+    )
+    const staticScroll = latencyStats(
+      (await bare.evaluate(`new Promise((resolve) => {
       const scroller = document.getElementById("s")
       const times = []
       let last = performance.now()
       const frame = (now) => { times.push(now - last); last = now; scroller.scrollTop += 72; times.length < 300 ? requestAnimationFrame(frame) : resolve(times.slice(2)) }
       requestAnimationFrame((now) => { last = now; requestAnimationFrame(frame) })
-    })`) as Array<number>)
-    const domChange = latencyStats(await bare.evaluate(`(async () => {
+    })`)) as Array<number>
+    )
+    const domChange = latencyStats(
+      (await bare.evaluate(`(async () => {
       const samples = []
       const node = document.createElement("h2")
       document.body.prepend(node)
@@ -247,7 +334,8 @@ runBench(async () => {
         await new Promise((r) => setTimeout(r, 30))
       }
       return samples
-    })()`) as Array<number>)
+    })()`)) as Array<number>
+    )
     await bare.close()
     const blank = latencyStats(blankPaint)
 
@@ -261,18 +349,71 @@ runBench(async () => {
       "",
       `PostgreSQL ${pgVersion}; ${fmtInt(LIST_TRACES)} traces in the account (seeded in ${seedSeconds.toFixed(0)} s); a ${fmtInt(spans.length)}-span trace; ${RUNS} runs each; headless Chromium, software rendering, 1440×900.`,
       "",
-      ...tableLines(["metric", "value", "target", "ceiling (same run)", "note"], [
-        ["10,000-span trace: navigation → tree and waterfall painted, p50 / max", `${fmtMs(trace.p50)} / ${ok(Math.max(...tracePaint), TARGETS.tracePaint)}`, fmtMs(TARGETS.tracePaint), `${fmtMs(blank.p50)} (a page without script, p50)`, `full page load from the URL (JS cached); of which the API call p50 ${fmtMs(latencyStats(traceApi).p50)}; ${rowsInDom} rows in the DOM`],
-        ["tree scroll, 3 rows a frame: frame time p50 / p95", `${fmtMs(steady.p50)} / ${ok(steady.p95, TARGETS.scrollP95)}`, fmtMs(TARGETS.scrollP95), `${fmtMs(staticScroll.p50)} / ${fmtMs(staticScroll.p95)} (static 10,000-row list); idle frames ${fmtMs(idle.p50)} / ${fmtMs(idle.p95)}`, `${steady.n} frames`],
-        ["tree scroll, a screenful a frame: frame time p50 / p95", `${fmtMs(fling.p50)} / ${ok(fling.p95, TARGETS.scrollP95)}`, fmtMs(TARGETS.scrollP95), "as above", `${fling.n} frames, every row new each frame`],
-        ["span click → inspector painted, p50 / p95", `${fmtMs(select.p50)} / ${ok(select.p95, TARGETS.select)}`, fmtMs(TARGETS.select), `${fmtMs(domChange.p50)} / ${fmtMs(domChange.p95)} (one text node changed, painted)`, `${select.n} selections in a 10,000-span trace`],
-        ["traces list: navigation → first page painted, p50 / max", `${fmtMs(list.p50)} / ${ok(Math.max(...listPaint), TARGETS.listPaint)}`, fmtMs(TARGETS.listPaint), `${fmtMs(blank.p50)} (a page without script, p50)`, `${fmtInt(LIST_TRACES)} traces, JS cached; of which the API call p50 ${fmtMs(latencyStats(listApi).p50)}`],
-        ["traces list filtered (status + name contains), p50 / max", `${fmtMs(filtered.p50)} / ${ok(Math.max(...filteredPaint), TARGETS.listPaint)}`, fmtMs(TARGETS.listPaint), "as above", `JS cached; of which the API call p50 ${fmtMs(latencyStats(filteredApi).p50)}`],
-        ["traces list, first visit (nothing cached)", ok(coldListMs, TARGETS.listPaint), fmtMs(TARGETS.listPaint), "as above", "includes downloading and compiling the bundle"],
-        ["first-load JavaScript, gzipped", `${firstLoadKb.toFixed(1)} KB${mark(firstLoadKb <= TARGETS.firstLoadKb)}`, `${TARGETS.firstLoadKb} KB`, "—", `${scripts.length} file(s), ${firstLoadRawKb.toFixed(0)} KB uncompressed`]
-      ]),
+      ...tableLines(
+        ["metric", "value", "target", "ceiling (same run)", "note"],
+        [
+          [
+            "10,000-span trace: navigation → tree and waterfall painted, p50 / max",
+            `${fmtMs(trace.p50)} / ${ok(Math.max(...tracePaint), TARGETS.tracePaint)}`,
+            fmtMs(TARGETS.tracePaint),
+            `${fmtMs(blank.p50)} (a page without script, p50)`,
+            `full page load from the URL (JS cached); of which the API call p50 ${fmtMs(latencyStats(traceApi).p50)}; ${rowsInDom} rows in the DOM`
+          ],
+          [
+            "tree scroll, 3 rows a frame: frame time p50 / p95",
+            `${fmtMs(steady.p50)} / ${ok(steady.p95, TARGETS.scrollP95)}`,
+            fmtMs(TARGETS.scrollP95),
+            `${fmtMs(staticScroll.p50)} / ${fmtMs(staticScroll.p95)} (static 10,000-row list); idle frames ${fmtMs(idle.p50)} / ${fmtMs(idle.p95)}`,
+            `${steady.n} frames`
+          ],
+          [
+            "tree scroll, a screenful a frame: frame time p50 / p95",
+            `${fmtMs(fling.p50)} / ${ok(fling.p95, TARGETS.scrollP95)}`,
+            fmtMs(TARGETS.scrollP95),
+            "as above",
+            `${fling.n} frames, every row new each frame`
+          ],
+          [
+            "span click → inspector painted, p50 / p95",
+            `${fmtMs(select.p50)} / ${ok(select.p95, TARGETS.select)}`,
+            fmtMs(TARGETS.select),
+            `${fmtMs(domChange.p50)} / ${fmtMs(domChange.p95)} (one text node changed, painted)`,
+            `${select.n} selections in a 10,000-span trace`
+          ],
+          [
+            "traces list: navigation → first page painted, p50 / max",
+            `${fmtMs(list.p50)} / ${ok(Math.max(...listPaint), TARGETS.listPaint)}`,
+            fmtMs(TARGETS.listPaint),
+            `${fmtMs(blank.p50)} (a page without script, p50)`,
+            `${fmtInt(LIST_TRACES)} traces, JS cached; of which the API call p50 ${fmtMs(latencyStats(listApi).p50)}`
+          ],
+          [
+            "traces list filtered (status + name contains), p50 / max",
+            `${fmtMs(filtered.p50)} / ${ok(Math.max(...filteredPaint), TARGETS.listPaint)}`,
+            fmtMs(TARGETS.listPaint),
+            "as above",
+            `JS cached; of which the API call p50 ${fmtMs(latencyStats(filteredApi).p50)}`
+          ],
+          [
+            "traces list, first visit (nothing cached)",
+            ok(coldListMs, TARGETS.listPaint),
+            fmtMs(TARGETS.listPaint),
+            "as above",
+            "includes downloading and compiling the bundle"
+          ],
+          [
+            "first-load JavaScript, gzipped",
+            `${firstLoadKb.toFixed(1)} KB${mark(firstLoadKb <= TARGETS.firstLoadKb)}`,
+            `${TARGETS.firstLoadKb} KB`,
+            "—",
+            `${scripts.length} file(s), ${firstLoadRawKb.toFixed(0)} KB uncompressed`
+          ]
+        ]
+      ),
       "",
-      `Machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(" / ")} at the end of the run (shared with other work).`
+      `Machine: ${cpus().length} cores, load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(" / ")} at the end of the run (shared with other work).`
     ]
     console.log(lines.join("\n"))
   } finally {

@@ -5,7 +5,12 @@ import { dirname, join, normalize } from "node:path"
 // The README and docs/ as a newcomer reads them on a fresh clone: short README, links that resolve inside the
 // repository, commands that work without a global Bun, and no reference to documents the reader does not have.
 const root = new URL("../..", import.meta.url).pathname
-const pages = ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)]
+const pages = [
+  "README.md",
+  ...readdirSync(join(root, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => `docs/${f}`)
+]
 const text = (page: string) => readFileSync(join(root, page), "utf8")
 
 /** The lines of a page's fenced code blocks and inline code spans: where commands are written. */
@@ -45,7 +50,9 @@ describe("README and docs/", () => {
 
   test("commands use npx bun or npm run, never a bare bun", () => {
     const bare = pages.flatMap((page) =>
-      codeOf(text(page)).filter((line) => BARE_BUN.test(line.replaceAll("npx bun", "npx-bun"))).map((line) => `${page}: ${line}`)
+      codeOf(text(page))
+        .filter((line) => BARE_BUN.test(line.replaceAll("npx bun", "npx-bun")))
+        .map((line) => `${page}: ${line}`)
     )
     expect(bare).toEqual([])
   })
@@ -68,11 +75,13 @@ describe("README and docs/", () => {
         if (entry.isDirectory()) {
           if (entry.name !== "proto" && !entry.name.startsWith(".")) walk(path)
         } else if (/\.(ts|tsx)$/.test(entry.name)) {
-          readFileSync(join(root, path), "utf8").split("\n").forEach((line, i) => {
-            if (/\.\.\/shared|otel-genai-mapping|\bthe spec\b|\bSPEC\b|§\d/.test(line) && !/RFC \d+ §/.test(line)) {
-              offenders.push(`${path}:${i + 1}: ${line.trim()}`)
-            }
-          })
+          readFileSync(join(root, path), "utf8")
+            .split("\n")
+            .forEach((line, i) => {
+              if (/\.\.\/shared|otel-genai-mapping|\bthe spec\b|\bSPEC\b|§\d/.test(line) && !/RFC \d+ §/.test(line)) {
+                offenders.push(`${path}:${i + 1}: ${line.trim()}`)
+              }
+            })
         }
       }
     }
@@ -84,21 +93,29 @@ describe("README and docs/", () => {
   test("the server's and the CLI's own messages give commands that work (npx bun)", () => {
     const offenders: Array<string> = []
     for (const file of ["src/cli.ts", "src/GateCli.ts", "src/app/main.ts", "layers/auth/KeyBootstrap.ts"]) {
-      readFileSync(join(root, file), "utf8").split("\n").forEach((line, i) => {
-        const code = line.trim()
-        if (code.startsWith("//") || code.startsWith("*") || code.startsWith("/*")) return
-        if (BARE_BUN.test(code.replaceAll("npx bun", "npx-bun"))) offenders.push(`${file}:${i + 1}: ${code}`)
-      })
+      readFileSync(join(root, file), "utf8")
+        .split("\n")
+        .forEach((line, i) => {
+          const code = line.trim()
+          if (code.startsWith("//") || code.startsWith("*") || code.startsWith("/*")) return
+          if (BARE_BUN.test(code.replaceAll("npx bun", "npx-bun"))) offenders.push(`${file}:${i + 1}: ${code}`)
+        })
     }
     expect(offenders).toEqual([])
   })
   test("docs/configuration.md lists every setting the service reads", () => {
     const source = (dir: string): Array<string> =>
       readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) =>
-        entry.isDirectory() ? source(`${dir}/${entry.name}`) : entry.name.endsWith(".ts") ? [readFileSync(join(root, dir, entry.name), "utf8")] : []
+        entry.isDirectory()
+          ? source(`${dir}/${entry.name}`)
+          : entry.name.endsWith(".ts")
+            ? [readFileSync(join(root, dir, entry.name), "utf8")]
+            : []
       )
     const names = new Set(
-      [...source("src"), ...source("layers")].flatMap((code) => [...code.matchAll(/"((?:TAPEDECK|OTEL)_[A-Z0-9_]+|DATABASE_URL)"/g)].map((m) => m[1]!))
+      [...source("src"), ...source("layers")].flatMap((code) =>
+        [...code.matchAll(/"((?:TAPEDECK|OTEL)_[A-Z0-9_]+|DATABASE_URL)"/g)].map((m) => m[1]!)
+      )
     )
     // Set by the worker supervisor for its own children, not by an operator.
     names.delete("TAPEDECK_WORKER_INDEX")

@@ -26,7 +26,12 @@ let key = ""
 beforeAll(async () => {
   expect(shellBlocks[0]?.body.trim()).toBe(START)
   // `npm install` has run (this test runs from the installed clone); start the server the way the README does.
-  const env: Record<string, string | undefined> = { ...process.env, PORT: "0", HOST: "127.0.0.1", TAPEDECK_DATA_DIR: dataDir }
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    PORT: "0",
+    HOST: "127.0.0.1",
+    TAPEDECK_DATA_DIR: dataDir
+  }
   delete env.DATABASE_URL
   delete env.TAPEDECK_API_KEYS
   server = spawn("bash", ["-c", START.slice("npm install && ".length)], { cwd: root, env, detached: true })
@@ -88,8 +93,10 @@ describe("README quickstart", () => {
     expect(exported).toContain("export U=http://localhost:8080 K=svc_…")
     const script = [
       "set -euo pipefail",
-      ...steps.map((s, i) =>
-        (i === 0 ? s.body.replace("http://localhost:8080", url).replace("svc_…", key) : s.body) + `\nprintf '\\n${STEP}\\n'`
+      ...steps.map(
+        (s, i) =>
+          (i === 0 ? s.body.replace("http://localhost:8080", url).replace("svc_…", key) : s.body) +
+          `\nprintf '\\n${STEP}\\n'`
       )
     ].join("\n")
     const run = spawnSync("bash", ["-c", script], {

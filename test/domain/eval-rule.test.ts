@@ -36,7 +36,14 @@ describe("eval rule filters", () => {
     // A regex translation (`^.*a.*a…b$`) takes hours on such a pair and freezes the instance running the job.
     const pattern = `${"*a".repeat(249)}*b`
     expect(pattern.length).toBe(500)
-    expect(Schema.is(CreateEvalRuleRequest)({ evaluation_id: crypto.randomUUID(), filter: { name_pattern: pattern }, sampling_rate: 1, enabled: true })).toBe(true)
+    expect(
+      Schema.is(CreateEvalRuleRequest)({
+        evaluation_id: crypto.randomUUID(),
+        filter: { name_pattern: pattern },
+        sampling_rate: 1,
+        enabled: true
+      })
+    ).toBe(true)
     expect(matchesFilter({ name_pattern: pattern }, { ...subject, name: "a".repeat(500) })).toBe(false)
     expect(matchesFilter({ name_pattern: pattern }, { ...subject, name: `${"a".repeat(499)}b` })).toBe(true)
     expect(matchesFilter({ name_pattern: "*a*a*a*a*a*a*a*a*b" }, { ...subject, name: "a".repeat(60) })).toBe(false)
@@ -89,12 +96,18 @@ describe("sampling", () => {
 
   test("property: rate 0 never samples, rate 1 always does, and a higher rate keeps every trace a lower one took", () => {
     fc.assert(
-      fc.property(uuid, uuid, fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 1, noNaN: true }), (rule, trace, a, b) => {
-        expect(isSampled(0, rule, trace)).toBe(false)
-        expect(isSampled(1, rule, trace)).toBe(true)
-        const [low, high] = a <= b ? [a, b] : [b, a]
-        if (isSampled(low, rule, trace)) expect(isSampled(high, rule, trace)).toBe(true)
-      }),
+      fc.property(
+        uuid,
+        uuid,
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (rule, trace, a, b) => {
+          expect(isSampled(0, rule, trace)).toBe(false)
+          expect(isSampled(1, rule, trace)).toBe(true)
+          const [low, high] = a <= b ? [a, b] : [b, a]
+          if (isSampled(low, rule, trace)) expect(isSampled(high, rule, trace)).toBe(true)
+        }
+      ),
       { numRuns: 1000 }
     )
   })

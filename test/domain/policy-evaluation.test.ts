@@ -29,7 +29,11 @@ const policy = (type: PolicyType, params: Record<string, unknown>, over: Partial
 })
 
 const act = (a: Partial<ProposedAction> = {}): ProposedAction => ({ runId: "run-1", ...a })
-const state = (spentUsd = 0, tokens = 0, recent: ReadonlyArray<ActionRecord> = []): RunState => ({ spentUsd, tokens, recent })
+const state = (spentUsd = 0, tokens = 0, recent: ReadonlyArray<ActionRecord> = []): RunState => ({
+  spentUsd,
+  tokens,
+  recent
+})
 const NOW = 1_700_000_000_000
 const NO_HOLDS: ReadonlyMap<string, HoldState> = new Map()
 
@@ -41,7 +45,12 @@ const check = (
   nowMs: number = NOW
 ): Evaluation => evaluate(policies, action, run, holds, nowMs)
 
-const rec = (tool: string | null, args: string | null, step: number | null, atMs = NOW - 1000): ActionRecord => ({ tool, args, step, atMs })
+const rec = (tool: string | null, args: string | null, step: number | null, atMs = NOW - 1000): ActionRecord => ({
+  tool,
+  args,
+  step,
+  atMs
+})
 
 const expectAllow = (e: Evaluation) => {
   expect(e.verdict).toBe("allow")
@@ -93,12 +102,20 @@ describe("budget_usd", () => {
   })
 
   test("one cent past the max blocks, naming both amounts in plain words", () => {
-    expectBlock(check([budget], act({ proposedUsd: 4.01 }), state(6)), budget, "the run would spend $10.01, over its budget of $10")
+    expectBlock(
+      check([budget], act({ proposedUsd: 4.01 }), state(6)),
+      budget,
+      "the run would spend $10.01, over its budget of $10"
+    )
   })
 
   test("an action without proposed_usd counts as zero", () => {
     expectAllow(check([budget], act({ toolName: "x" }), state(10)))
-    expectBlock(check([budget], act({ toolName: "x" }), state(10.5)), budget, "the run would spend $10.5, over its budget of $10")
+    expectBlock(
+      check([budget], act({ toolName: "x" }), state(10.5)),
+      budget,
+      "the run would spend $10.5, over its budget of $10"
+    )
   })
 
   test("a budget of zero allows free actions and blocks any spend", () => {
@@ -135,7 +152,11 @@ describe("token_budget", () => {
     const ok = check([tokens], act({ proposedTokens: 100 }), state(0, 900))
     expectAllow(ok)
     expect(ok.next!.tokens).toBe(1000)
-    expectBlock(check([tokens], act({ proposedTokens: 101 }), state(0, 900)), tokens, "the run would use 1001 tokens, over its budget of 1000")
+    expectBlock(
+      check([tokens], act({ proposedTokens: 101 }), state(0, 900)),
+      tokens,
+      "the run would use 1001 tokens, over its budget of 1000"
+    )
   })
 
   test("an action without proposed_tokens counts as zero", () => {
@@ -191,7 +212,8 @@ describe("tool_denylist", () => {
 
   test("`*` matches any run of characters, including none and newlines", () => {
     const deny = policy("tool_denylist", { patterns: ["*"] })
-    for (const tool of ["", "x", "a.b", "line\nbreak", "(x)[y]"]) expectBlock(check([deny], act({ toolName: tool })), deny)
+    for (const tool of ["", "x", "a.b", "line\nbreak", "(x)[y]"])
+      expectBlock(check([deny], act({ toolName: tool })), deny)
     const mid = policy("tool_denylist", { patterns: ["a*z"] })
     expectBlock(check([mid], act({ toolName: "az" })), mid)
     expectBlock(check([mid], act({ toolName: "a-anything-z" })), mid)
@@ -258,7 +280,11 @@ describe("model_allowlist", () => {
     expectAllow(check([models], act({ model: "gpt-4o" })))
     expectAllow(check([models], act({ model: "gpt-4o-mini" })))
     expectAllow(check([models], act({ model: "claude-3.5-sonnet" })))
-    expectBlock(check([models], act({ model: "claude-3x5-sonnet" })), models, "model 'claude-3x5-sonnet' is not on the allow list")
+    expectBlock(
+      check([models], act({ model: "claude-3x5-sonnet" })),
+      models,
+      "model 'claude-3x5-sonnet' is not on the allow list"
+    )
     expectBlock(check([models], act({ model: "gpt-4" })), models, "model 'gpt-4' is not on the allow list")
   })
 
@@ -270,9 +296,19 @@ describe("model_allowlist", () => {
 describe("loop_breaker", () => {
   test("without a window: max_repeats identical calls are allowed, the next one blocks", () => {
     const loop = policy("loop_breaker", { max_repeats: 3 })
-    expectAllow(check([loop], act({ toolName: "fetch", toolArgsHash: "h" }), state(0, 0, [rec("fetch", "h", 1), rec("fetch", "h", 2)])))
+    expectAllow(
+      check(
+        [loop],
+        act({ toolName: "fetch", toolArgsHash: "h" }),
+        state(0, 0, [rec("fetch", "h", 1), rec("fetch", "h", 2)])
+      )
+    )
     expectBlock(
-      check([loop], act({ toolName: "fetch", toolArgsHash: "h" }), state(0, 0, [rec("fetch", "h", 1), rec("fetch", "h", 2), rec("fetch", "h", 3)])),
+      check(
+        [loop],
+        act({ toolName: "fetch", toolArgsHash: "h" }),
+        state(0, 0, [rec("fetch", "h", 1), rec("fetch", "h", 2), rec("fetch", "h", 3)])
+      ),
       loop,
       "tool 'fetch' was already called 3 times with the same arguments in this run (limit 3)"
     )
@@ -296,7 +332,11 @@ describe("loop_breaker", () => {
     expectAllow(check([loop], act({ toolName: "fetch", toolArgsHash: "h3" }), run))
     expectAllow(check([loop], act({ toolName: "other", toolArgsHash: "h" }), run))
     expectBlock(check([loop], act({ toolName: "fetch", toolArgsHash: "h" }), run), loop)
-    expectBlock(check([loop], act({ toolName: "fetch" }), run), loop, "tool 'fetch' was already called 1 times with the same arguments in this run (limit 1)")
+    expectBlock(
+      check([loop], act({ toolName: "fetch" }), run),
+      loop,
+      "tool 'fetch' was already called 1 times with the same arguments in this run (limit 1)"
+    )
   })
 
   test("an action without a tool is not affected", () => {
@@ -317,8 +357,22 @@ describe("loop_breaker", () => {
 
   test("with window_steps: an action without a step, or records without steps, fall back to counting the whole run", () => {
     const loop = policy("loop_breaker", { max_repeats: 2, window_steps: 3 })
-    expectBlock(check([loop], act({ toolName: "fetch", toolArgsHash: "h" }), state(0, 0, [rec("fetch", "h", 1), rec("fetch", "h", 2)])), loop)
-    expectBlock(check([loop], act({ toolName: "fetch", toolArgsHash: "h", stepIndex: 100 }), state(0, 0, [rec("fetch", "h", null), rec("fetch", "h", null)])), loop)
+    expectBlock(
+      check(
+        [loop],
+        act({ toolName: "fetch", toolArgsHash: "h" }),
+        state(0, 0, [rec("fetch", "h", 1), rec("fetch", "h", 2)])
+      ),
+      loop
+    )
+    expectBlock(
+      check(
+        [loop],
+        act({ toolName: "fetch", toolArgsHash: "h", stepIndex: 100 }),
+        state(0, 0, [rec("fetch", "h", null), rec("fetch", "h", null)])
+      ),
+      loop
+    )
   })
 
   // The largest max_repeats the schema accepts still fires, even with other calls interleaved.
@@ -345,9 +399,17 @@ describe("rate", () => {
   const rate = policy("rate", { max_calls: 3, window_seconds: 60 })
 
   test("max_calls within the window block the next call; a call exactly window_seconds old no longer counts", () => {
-    const full = state(0, 0, [rec("a", null, null, NOW - 59_999), rec(null, null, null, NOW - 30_000), rec("b", null, null, NOW - 1)])
+    const full = state(0, 0, [
+      rec("a", null, null, NOW - 59_999),
+      rec(null, null, null, NOW - 30_000),
+      rec("b", null, null, NOW - 1)
+    ])
     expectBlock(check([rate], act({ toolName: "c" }), full), rate, "the run made 3 calls in the last 60 s (limit 3)")
-    const oneOld = state(0, 0, [rec("a", null, null, NOW - 60_000), rec(null, null, null, NOW - 30_000), rec("b", null, null, NOW - 1)])
+    const oneOld = state(0, 0, [
+      rec("a", null, null, NOW - 60_000),
+      rec(null, null, null, NOW - 30_000),
+      rec("b", null, null, NOW - 1)
+    ])
     expectAllow(check([rate], act({ toolName: "c" }), oneOld))
   })
 
@@ -430,7 +492,10 @@ describe("precedence", () => {
   test("hold beats allow regardless of order", () => {
     const h = approval()
     const fine = policy("budget_usd", { max_usd: 100 })
-    for (const order of [[h, fine], [fine, h]]) {
+    for (const order of [
+      [h, fine],
+      [fine, h]
+    ]) {
       const e = check(order, act({ toolName: "deploy", proposedUsd: 1 }))
       expect(e.verdict).toBe("hold")
       expect(e.policy).toEqual({ id: h.id, type: "require_approval" })
@@ -441,8 +506,16 @@ describe("precedence", () => {
   test("an approved hold does not override a hold from another policy", () => {
     const approved = policy("require_approval", { tool_patterns: ["deploy*"], approval_scope: "run" })
     const other = approval()
-    const holds = new Map<string, HoldState>([[approved.id, { id: "h1", policyId: approved.id, status: "approved", reason: null, expiresAtMs: null, consumed: false }]])
-    for (const order of [[approved, other], [other, approved]]) {
+    const holds = new Map<string, HoldState>([
+      [
+        approved.id,
+        { id: "h1", policyId: approved.id, status: "approved", reason: null, expiresAtMs: null, consumed: false }
+      ]
+    ])
+    for (const order of [
+      [approved, other],
+      [other, approved]
+    ]) {
       const e = check(order, act({ toolName: "deploy" }), EMPTY_RUN, holds)
       expect(e.verdict).toBe("hold")
       expect(e.policy!.id).toBe(other.id)
@@ -483,7 +556,11 @@ describe("precedence", () => {
 describe("counters", () => {
   test("on allow, next advances spent and tokens and appends the action to recent; the input is untouched", () => {
     const before = state(1.5, 100, [rec("a", "x", 0, NOW - 10)])
-    const e = check([policy("budget_usd", { max_usd: 100 })], act({ toolName: "b", toolArgsHash: "y", stepIndex: 1, proposedUsd: 2.25, proposedTokens: 50 }), before)
+    const e = check(
+      [policy("budget_usd", { max_usd: 100 })],
+      act({ toolName: "b", toolArgsHash: "y", stepIndex: 1, proposedUsd: 2.25, proposedTokens: 50 }),
+      before
+    )
     expectAllow(e)
     expect(e.next).toEqual({
       spentUsd: 3.75,
@@ -499,7 +576,11 @@ describe("counters", () => {
   })
 
   test("recent is capped at MAX_RECENT, dropping the oldest", () => {
-    const full = state(0, 0, Array.from({ length: MAX_RECENT }, (_, i) => rec("t", String(i), i, i)))
+    const full = state(
+      0,
+      0,
+      Array.from({ length: MAX_RECENT }, (_, i) => rec("t", String(i), i, i))
+    )
     const e = check([], act({ toolName: "new" }), full)
     expect(e.next!.recent.length).toBe(MAX_RECENT)
     expect(e.next!.recent[0]).toEqual(rec("t", "1", 1, 1))
@@ -518,8 +599,14 @@ describe("counters", () => {
 describe("require_approval holds", () => {
   const approval = (params: Record<string, unknown> = {}) =>
     policy("require_approval", { tool_patterns: ["deploy*"], expires_in_seconds: 3600, ...params })
-  const hold = (p: Policy, status: HoldState["status"], over: Partial<HoldState> = {}): ReadonlyMap<string, HoldState> =>
-    new Map([[p.id, { id: "hold-1", policyId: p.id, status, reason: null, expiresAtMs: null, consumed: false, ...over }]])
+  const hold = (
+    p: Policy,
+    status: HoldState["status"],
+    over: Partial<HoldState> = {}
+  ): ReadonlyMap<string, HoldState> =>
+    new Map([
+      [p.id, { id: "hold-1", policyId: p.id, status, reason: null, expiresAtMs: null, consumed: false, ...over }]
+    ])
   const deploy = act({ toolName: "deploy_prod", toolArgsHash: "abc" })
 
   test("no hold: hold verdict with an openHold carrying expires_in_seconds", () => {
@@ -690,24 +777,51 @@ describe("require_approval holds", () => {
 // Glob
 
 describe("globMatch", () => {
-  const alphabet = fc.constantFrom("a", "b", ".", "(", ")", "[", "]", "\\", "^", "$", "+", "|", "{", "}", "\n", "-", "/")
+  const alphabet = fc.constantFrom(
+    "a",
+    "b",
+    ".",
+    "(",
+    ")",
+    "[",
+    "]",
+    "\\",
+    "^",
+    "$",
+    "+",
+    "|",
+    "{",
+    "}",
+    "\n",
+    "-",
+    "/"
+  )
   const patternChar = fc.oneof(alphabet, fc.constant("*"), fc.constant("?"))
 
   test("agrees with a reference matcher on patterns full of regex metacharacters", () => {
-    fc.assert(fc.property(
-      fc.array(patternChar, { maxLength: 8 }).map((cs) => cs.join("")),
-      fc.array(alphabet, { maxLength: 8 }).map((cs) => cs.join("")),
-      (pattern, value) => {
-        expect(globMatch(pattern, value)).toBe(refGlob(pattern, value))
-      }
-    ), { numRuns: 2000 })
+    fc.assert(
+      fc.property(
+        fc.array(patternChar, { maxLength: 8 }).map((cs) => cs.join("")),
+        fc.array(alphabet, { maxLength: 8 }).map((cs) => cs.join("")),
+        (pattern, value) => {
+          expect(globMatch(pattern, value)).toBe(refGlob(pattern, value))
+        }
+      ),
+      { numRuns: 2000 }
+    )
   })
 
   test("a pattern without wildcards matches only itself", () => {
-    fc.assert(fc.property(fc.string({ maxLength: 20 }).filter((s) => !s.includes("*") && !s.includes("?")), fc.string({ maxLength: 20 }), (s, other) => {
-      expect(globMatch(s, s)).toBe(true)
-      expect(globMatch(s, other)).toBe(s === other)
-    }))
+    fc.assert(
+      fc.property(
+        fc.string({ maxLength: 20 }).filter((s) => !s.includes("*") && !s.includes("?")),
+        fc.string({ maxLength: 20 }),
+        (s, other) => {
+          expect(globMatch(s, s)).toBe(true)
+          expect(globMatch(s, other)).toBe(s === other)
+        }
+      )
+    )
   })
 
   test("`?` matches one astral character (emoji)", () => {
@@ -722,13 +836,23 @@ const PROJECTS = ["proj-a", "proj-b"] as const
 const TOOLS = ["read", "write", "shell.exec", "deploy", "a.b", "(x)"] as const
 const MODELS = ["gpt-4o", "claude-3.5", "o1"] as const
 
-const smallPatterns = fc.array(fc.oneof(fc.constantFrom(...TOOLS, ...MODELS, "*", "?", "shell.*", "de*", "(x)", "a?b"), fc.string({ maxLength: 6 })), { minLength: 1, maxLength: 4 })
-const bigInt = (max: number) => fc.oneof(fc.integer({ min: 0, max: 1000 }), fc.double({ min: 0, max, noNaN: true }).map(Math.floor))
-const positiveInt = (max: number) => fc.oneof(fc.integer({ min: 1, max: 1000 }), fc.double({ min: 1, max, noNaN: true }).map(Math.floor))
+const smallPatterns = fc.array(
+  fc.oneof(fc.constantFrom(...TOOLS, ...MODELS, "*", "?", "shell.*", "de*", "(x)", "a?b"), fc.string({ maxLength: 6 })),
+  { minLength: 1, maxLength: 4 }
+)
+const bigInt = (max: number) =>
+  fc.oneof(fc.integer({ min: 0, max: 1000 }), fc.double({ min: 0, max, noNaN: true }).map(Math.floor))
+const positiveInt = (max: number) =>
+  fc.oneof(fc.integer({ min: 1, max: 1000 }), fc.double({ min: 1, max, noNaN: true }).map(Math.floor))
 
 /** Any policy type with parameters inside the schema's ranges. */
 const anyTypedParams: fc.Arbitrary<{ type: PolicyType; params: Record<string, unknown> }> = fc.oneof(
-  fc.record({ type: fc.constant("budget_usd" as const), params: fc.record({ max_usd: fc.oneof(fc.double({ min: 0, max: 100, noNaN: true }), fc.double({ min: 0, max: 1e12, noNaN: true })) }) }),
+  fc.record({
+    type: fc.constant("budget_usd" as const),
+    params: fc.record({
+      max_usd: fc.oneof(fc.double({ min: 0, max: 100, noNaN: true }), fc.double({ min: 0, max: 1e12, noNaN: true }))
+    })
+  }),
   fc.record({ type: fc.constant("token_budget" as const), params: fc.record({ max_tokens: bigInt(1e15) }) }),
   fc.record({ type: fc.constant("max_steps" as const), params: fc.record({ max_steps: positiveInt(1e12) }) }),
   fc.record({ type: fc.constant("tool_denylist" as const), params: fc.record({ patterns: smallPatterns }) }),
@@ -736,119 +860,195 @@ const anyTypedParams: fc.Arbitrary<{ type: PolicyType; params: Record<string, un
   fc.record({ type: fc.constant("model_allowlist" as const), params: fc.record({ patterns: smallPatterns }) }),
   fc.record({
     type: fc.constant("loop_breaker" as const),
-    params: fc.record({ max_repeats: fc.integer({ min: 1, max: 10_000 }), window_steps: fc.integer({ min: 1, max: 1_000_000 }) }, { requiredKeys: ["max_repeats"] })
+    params: fc.record(
+      { max_repeats: fc.integer({ min: 1, max: 10_000 }), window_steps: fc.integer({ min: 1, max: 1_000_000 }) },
+      { requiredKeys: ["max_repeats"] }
+    )
   }),
-  fc.record({ type: fc.constant("rate" as const), params: fc.record({ max_calls: fc.integer({ min: 1, max: 1_000_000 }), window_seconds: fc.integer({ min: 1, max: 86_400 }) }) }),
+  fc.record({
+    type: fc.constant("rate" as const),
+    params: fc.record({
+      max_calls: fc.integer({ min: 1, max: 1_000_000 }),
+      window_seconds: fc.integer({ min: 1, max: 86_400 })
+    })
+  }),
   fc.record({
     type: fc.constant("require_approval" as const),
-    params: fc.record({
-      tool_patterns: smallPatterns,
-      model_patterns: smallPatterns,
-      expires_in_seconds: fc.integer({ min: 1, max: 30 * 86_400 }),
-      approval_scope: fc.constantFrom("once", "run")
-    }, { requiredKeys: [] })
+    params: fc.record(
+      {
+        tool_patterns: smallPatterns,
+        model_patterns: smallPatterns,
+        expires_in_seconds: fc.integer({ min: 1, max: 30 * 86_400 }),
+        approval_scope: fc.constantFrom("once", "run")
+      },
+      { requiredKeys: [] }
+    )
   })
 )
 
-const anyPolicies = fc.array(
-  fc.record({ tp: anyTypedParams, projectId: fc.constantFrom(null, null, ...PROJECTS), enabled: fc.boolean() }),
-  { maxLength: 8 }
-).map((rows) => rows.map((r, i): Policy => ({
-  id: `policy-${i}`,
-  type: r.tp.type,
-  projectId: r.projectId,
-  enabled: r.enabled,
-  params: r.tp.params,
-  createdAt: `2025-01-01T00:00:${String(i).padStart(2, "0")}.000Z`
-})))
+const anyPolicies = fc
+  .array(
+    fc.record({ tp: anyTypedParams, projectId: fc.constantFrom(null, null, ...PROJECTS), enabled: fc.boolean() }),
+    { maxLength: 8 }
+  )
+  .map((rows) =>
+    rows.map(
+      (r, i): Policy => ({
+        id: `policy-${i}`,
+        type: r.tp.type,
+        projectId: r.projectId,
+        enabled: r.enabled,
+        params: r.tp.params,
+        createdAt: `2025-01-01T00:00:${String(i).padStart(2, "0")}.000Z`
+      })
+    )
+  )
 
-const anyAction: fc.Arbitrary<ProposedAction> = fc.record({
-  runId: fc.constant("run-1"),
-  projectId: fc.constantFrom(...PROJECTS),
-  toolName: fc.oneof(fc.constantFrom(...TOOLS), fc.string({ maxLength: 6 })),
-  toolArgsHash: fc.constantFrom("h1", "h2"),
-  model: fc.constantFrom(...MODELS),
-  proposedTokens: fc.integer({ min: 0, max: 5000 }),
-  proposedUsd: fc.oneof(fc.double({ min: 0, max: 50, noNaN: true }), fc.integer({ min: 0, max: 50 })),
-  stepIndex: fc.integer({ min: 0, max: 50 })
-}, { requiredKeys: ["runId"] })
+const anyAction: fc.Arbitrary<ProposedAction> = fc.record(
+  {
+    runId: fc.constant("run-1"),
+    projectId: fc.constantFrom(...PROJECTS),
+    toolName: fc.oneof(fc.constantFrom(...TOOLS), fc.string({ maxLength: 6 })),
+    toolArgsHash: fc.constantFrom("h1", "h2"),
+    model: fc.constantFrom(...MODELS),
+    proposedTokens: fc.integer({ min: 0, max: 5000 }),
+    proposedUsd: fc.oneof(fc.double({ min: 0, max: 50, noNaN: true }), fc.integer({ min: 0, max: 50 })),
+    stepIndex: fc.integer({ min: 0, max: 50 })
+  },
+  { requiredKeys: ["runId"] }
+)
 
 const applies = (p: Policy, a: ProposedAction) => p.enabled && (p.projectId === null || p.projectId === a.projectId)
 
 describe("properties", () => {
   test("(1) allowed spend and tokens never exceed any enabled account-wide budget", () => {
-    const withBudgets = fc.tuple(
-      anyPolicies,
-      fc.array(fc.record({ usd: fc.double({ min: 0, max: 200, noNaN: true }), tokens: fc.integer({ min: 0, max: 20_000 }), kind: fc.boolean() }), { minLength: 1, maxLength: 3 })
-    ).map(([ps, budgets]) => [
-      ...ps,
-      ...budgets.map((b, i): Policy => b.kind
-        ? { id: `budget-${i}`, type: "budget_usd", projectId: null, enabled: true, params: { max_usd: b.usd }, createdAt: "2025-01-02T00:00:00.000Z" }
-        : { id: `tokens-${i}`, type: "token_budget", projectId: null, enabled: true, params: { max_tokens: b.tokens }, createdAt: "2025-01-02T00:00:00.000Z" })
-    ])
-    fc.assert(fc.property(
-      withBudgets.chain((ps) => fc.tuple(fc.shuffledSubarray(ps, { minLength: ps.length }), fc.array(anyAction, { maxLength: 40 }))),
-      ([policies, actions]) => {
-        let run = EMPTY_RUN
-        let usd = 0
-        let tokens = 0
-        let now = NOW
-        for (const a of actions) {
-          now += 500
-          const e = evaluate(policies, a, run, NO_HOLDS, now)
-          if (e.verdict === "allow") {
-            usd += a.proposedUsd ?? 0
-            tokens += a.proposedTokens ?? 0
-            run = e.next!
-          } else {
-            expect(e.next).toBeUndefined()
+    const withBudgets = fc
+      .tuple(
+        anyPolicies,
+        fc.array(
+          fc.record({
+            usd: fc.double({ min: 0, max: 200, noNaN: true }),
+            tokens: fc.integer({ min: 0, max: 20_000 }),
+            kind: fc.boolean()
+          }),
+          { minLength: 1, maxLength: 3 }
+        )
+      )
+      .map(([ps, budgets]) => [
+        ...ps,
+        ...budgets.map(
+          (b, i): Policy =>
+            b.kind
+              ? {
+                  id: `budget-${i}`,
+                  type: "budget_usd",
+                  projectId: null,
+                  enabled: true,
+                  params: { max_usd: b.usd },
+                  createdAt: "2025-01-02T00:00:00.000Z"
+                }
+              : {
+                  id: `tokens-${i}`,
+                  type: "token_budget",
+                  projectId: null,
+                  enabled: true,
+                  params: { max_tokens: b.tokens },
+                  createdAt: "2025-01-02T00:00:00.000Z"
+                }
+        )
+      ])
+    fc.assert(
+      fc.property(
+        withBudgets.chain((ps) =>
+          fc.tuple(fc.shuffledSubarray(ps, { minLength: ps.length }), fc.array(anyAction, { maxLength: 40 }))
+        ),
+        ([policies, actions]) => {
+          let run = EMPTY_RUN
+          let usd = 0
+          let tokens = 0
+          let now = NOW
+          for (const a of actions) {
+            now += 500
+            const e = evaluate(policies, a, run, NO_HOLDS, now)
+            if (e.verdict === "allow") {
+              usd += a.proposedUsd ?? 0
+              tokens += a.proposedTokens ?? 0
+              run = e.next!
+            } else {
+              expect(e.next).toBeUndefined()
+            }
+            expect(run.spentUsd).toBe(usd)
+            expect(run.tokens).toBe(tokens)
           }
-          expect(run.spentUsd).toBe(usd)
-          expect(run.tokens).toBe(tokens)
+          for (const p of policies) {
+            if (!p.enabled || p.projectId !== null) continue
+            // Budgets are kept to the micro-dollar: anything below half a micro-dollar is not money.
+            if (p.type === "budget_usd") expect(usd).toBeLessThanOrEqual((p.params.max_usd as number) + 5e-7)
+            if (p.type === "token_budget") expect(tokens).toBeLessThanOrEqual(p.params.max_tokens as number)
+          }
         }
-        for (const p of policies) {
-          if (!p.enabled || p.projectId !== null) continue
-          // Budgets are kept to the micro-dollar: anything below half a micro-dollar is not money.
-          if (p.type === "budget_usd") expect(usd).toBeLessThanOrEqual((p.params.max_usd as number) + 5e-7)
-          if (p.type === "token_budget") expect(tokens).toBeLessThanOrEqual(p.params.max_tokens as number)
-        }
-      }
-    ), { numRuns: 300 })
+      ),
+      { numRuns: 300 }
+    )
   })
 
   test("(2) never allow (always block) when an applicable enabled deny-list pattern matches the tool", () => {
     const chars = fc.constantFrom("a", "b", ".", "(", ")", "[", "]", "\\", "$", "+", "|", "*", "?")
     const pattern = fc.array(chars, { minLength: 1, maxLength: 6 }).map((cs) => cs.join(""))
     const instantiate = (p: string) =>
-      fc.array(fc.constantFrom("a", "b", ".", "(", "]", "x"), { minLength: p.length * 2, maxLength: p.length * 2 }).map((fill) =>
-        [...p].map((c, i) => (c === "*" ? fill.slice(i, i + (i % 3)).join("") : c === "?" ? fill[i]! : c)).join("")
+      fc
+        .array(fc.constantFrom("a", "b", ".", "(", "]", "x"), { minLength: p.length * 2, maxLength: p.length * 2 })
+        .map((fill) =>
+          [...p].map((c, i) => (c === "*" ? fill.slice(i, i + (i % 3)).join("") : c === "?" ? fill[i]! : c)).join("")
+        )
+    const scenario = fc
+      .record({
+        others: anyPolicies,
+        deny: fc.array(pattern, { minLength: 1, maxLength: 3 }),
+        projectId: fc.constantFrom(null, null, ...PROJECTS),
+        enabled: fc.boolean(),
+        at: fc.nat(10)
+      })
+      .chain((s) =>
+        fc.record({
+          s: fc.constant(s),
+          action: anyAction,
+          tool: fc.oneof(
+            instantiate(s.deny[0]!),
+            fc.array(chars, { maxLength: 6 }).map((cs) => cs.join(""))
+          ),
+          hasTool: fc.boolean()
+        })
       )
-    const scenario = fc.record({
-      others: anyPolicies,
-      deny: fc.array(pattern, { minLength: 1, maxLength: 3 }),
-      projectId: fc.constantFrom(null, null, ...PROJECTS),
-      enabled: fc.boolean(),
-      at: fc.nat(10)
-    }).chain((s) => fc.record({
-      s: fc.constant(s),
-      action: anyAction,
-      tool: fc.oneof(instantiate(s.deny[0]!), fc.array(chars, { maxLength: 6 }).map((cs) => cs.join(""))),
-      hasTool: fc.boolean()
-    }))
-    fc.assert(fc.property(scenario, ({ s, action, tool, hasTool }) => {
-      const deny: Policy = { id: "deny", type: "tool_denylist", projectId: s.projectId, enabled: s.enabled, params: { patterns: s.deny }, createdAt: "2025-01-01T00:00:00.000Z" }
-      const policies = [...s.others.slice(0, s.at), deny, ...s.others.slice(s.at)]
-      const a: ProposedAction = hasTool ? { ...action, toolName: tool } : { runId: "run-1", projectId: action.projectId ?? "proj-a", model: "gpt-4o" }
-      const e = evaluate(policies, a, EMPTY_RUN, NO_HOLDS, NOW)
-      const mustBlock = policies.some((p) =>
-        p.type === "tool_denylist" && applies(p, a) && a.toolName !== undefined &&
-        (p.params.patterns as Array<string>).some((pat) => refGlob(pat, a.toolName!))
-      )
-      if (mustBlock) {
-        expect(e.verdict).toBe("block")
-        expect(e.next).toBeUndefined()
-      }
-    }), { numRuns: 1000 })
+    fc.assert(
+      fc.property(scenario, ({ s, action, tool, hasTool }) => {
+        const deny: Policy = {
+          id: "deny",
+          type: "tool_denylist",
+          projectId: s.projectId,
+          enabled: s.enabled,
+          params: { patterns: s.deny },
+          createdAt: "2025-01-01T00:00:00.000Z"
+        }
+        const policies = [...s.others.slice(0, s.at), deny, ...s.others.slice(s.at)]
+        const a: ProposedAction = hasTool
+          ? { ...action, toolName: tool }
+          : { runId: "run-1", projectId: action.projectId ?? "proj-a", model: "gpt-4o" }
+        const e = evaluate(policies, a, EMPTY_RUN, NO_HOLDS, NOW)
+        const mustBlock = policies.some(
+          (p) =>
+            p.type === "tool_denylist" &&
+            applies(p, a) &&
+            a.toolName !== undefined &&
+            (p.params.patterns as Array<string>).some((pat) => refGlob(pat, a.toolName!))
+        )
+        if (mustBlock) {
+          expect(e.verdict).toBe("block")
+          expect(e.next).toBeUndefined()
+        }
+      }),
+      { numRuns: 1000 }
+    )
   })
 
   test("(3) evaluate never throws and always returns a well-formed evaluation", () => {
@@ -859,61 +1059,89 @@ describe("properties", () => {
       atMs: fc.integer({ min: NOW - 100_000_000, max: NOW + 1000 })
     })
     const holdsFor = (policies: ReadonlyArray<Policy>) =>
-      fc.array(fc.record({
-        i: fc.nat(),
-        status: fc.constantFrom("pending" as const, "approved" as const, "denied" as const),
-        reason: fc.option(fc.string({ maxLength: 10 }), { nil: null }),
-        expiresAtMs: fc.option(fc.integer({ min: NOW - 10_000, max: NOW + 10_000 }), { nil: null }),
-        consumed: fc.boolean()
-      }), { maxLength: 4 }).map((hs) => {
-        const m = new Map<string, HoldState>()
-        if (policies.length === 0) return m
-        hs.forEach((h, k) => {
-          const p = policies[h.i % policies.length]!
-          m.set(p.id, { id: `hold-${k}`, policyId: p.id, status: h.status, reason: h.reason, expiresAtMs: h.expiresAtMs, consumed: h.consumed })
+      fc
+        .array(
+          fc.record({
+            i: fc.nat(),
+            status: fc.constantFrom("pending" as const, "approved" as const, "denied" as const),
+            reason: fc.option(fc.string({ maxLength: 10 }), { nil: null }),
+            expiresAtMs: fc.option(fc.integer({ min: NOW - 10_000, max: NOW + 10_000 }), { nil: null }),
+            consumed: fc.boolean()
+          }),
+          { maxLength: 4 }
+        )
+        .map((hs) => {
+          const m = new Map<string, HoldState>()
+          if (policies.length === 0) return m
+          hs.forEach((h, k) => {
+            const p = policies[h.i % policies.length]!
+            m.set(p.id, {
+              id: `hold-${k}`,
+              policyId: p.id,
+              status: h.status,
+              reason: h.reason,
+              expiresAtMs: h.expiresAtMs,
+              consumed: h.consumed
+            })
+          })
+          return m
         })
-        return m
-      })
     const anyRun: fc.Arbitrary<RunState> = fc.record({
       spentUsd: fc.double({ min: 0, max: 1e13, noNaN: true }),
       tokens: bigInt(1e16),
       recent: fc.array(record, { maxLength: 30 })
     })
-    const anyFreeAction: fc.Arbitrary<ProposedAction> = fc.record({
-      runId: fc.string({ minLength: 1, maxLength: 200 }),
-      projectId: fc.oneof(fc.constantFrom(...PROJECTS), fc.string({ maxLength: 10 })),
-      toolName: fc.string({ maxLength: 200 }),
-      toolArgsHash: fc.string({ maxLength: 20 }),
-      model: fc.string({ maxLength: 20 }),
-      proposedTokens: bigInt(1e15),
-      proposedUsd: fc.double({ min: 0, max: 1e12, noNaN: true }),
-      stepIndex: bigInt(1e12)
-    }, { requiredKeys: ["runId"] })
-    fc.assert(fc.property(
-      anyPolicies.chain((ps) => fc.tuple(fc.constant(ps), fc.oneof(anyAction, anyFreeAction), anyRun, holdsFor(ps), fc.integer({ min: 0, max: 2 * NOW }))),
-      ([policies, action, run, holds, now]) => {
-        const e = evaluate(policies, action, run, holds, now)
-        expect(["allow", "block", "hold"]).toContain(e.verdict)
-        expect(typeof e.reason).toBe("string")
-        expect(e.reason.length).toBeGreaterThan(0)
-        expect(e.reason).not.toMatch(/undefined|NaN|\[object/)
-        if (e.verdict === "allow") {
-          expect(e.policy).toBeNull()
-          expect(e.next).toBeDefined()
-          expect(e.openHold).toBeUndefined()
-          expect(e.next!.recent.length).toBeLessThanOrEqual(MAX_RECENT)
-        } else {
-          expect(e.policy).not.toBeNull()
-          expect(policies.some((p) => p.id === e.policy!.id && p.type === e.policy!.type && applies(p, action))).toBe(true)
-          expect(e.next).toBeUndefined()
-          expect(e.consumeHolds).toBeUndefined()
+    const anyFreeAction: fc.Arbitrary<ProposedAction> = fc.record(
+      {
+        runId: fc.string({ minLength: 1, maxLength: 200 }),
+        projectId: fc.oneof(fc.constantFrom(...PROJECTS), fc.string({ maxLength: 10 })),
+        toolName: fc.string({ maxLength: 200 }),
+        toolArgsHash: fc.string({ maxLength: 20 }),
+        model: fc.string({ maxLength: 20 }),
+        proposedTokens: bigInt(1e15),
+        proposedUsd: fc.double({ min: 0, max: 1e12, noNaN: true }),
+        stepIndex: bigInt(1e12)
+      },
+      { requiredKeys: ["runId"] }
+    )
+    fc.assert(
+      fc.property(
+        anyPolicies.chain((ps) =>
+          fc.tuple(
+            fc.constant(ps),
+            fc.oneof(anyAction, anyFreeAction),
+            anyRun,
+            holdsFor(ps),
+            fc.integer({ min: 0, max: 2 * NOW })
+          )
+        ),
+        ([policies, action, run, holds, now]) => {
+          const e = evaluate(policies, action, run, holds, now)
+          expect(["allow", "block", "hold"]).toContain(e.verdict)
+          expect(typeof e.reason).toBe("string")
+          expect(e.reason.length).toBeGreaterThan(0)
+          expect(e.reason).not.toMatch(/undefined|NaN|\[object/)
+          if (e.verdict === "allow") {
+            expect(e.policy).toBeNull()
+            expect(e.next).toBeDefined()
+            expect(e.openHold).toBeUndefined()
+            expect(e.next!.recent.length).toBeLessThanOrEqual(MAX_RECENT)
+          } else {
+            expect(e.policy).not.toBeNull()
+            expect(policies.some((p) => p.id === e.policy!.id && p.type === e.policy!.type && applies(p, action))).toBe(
+              true
+            )
+            expect(e.next).toBeUndefined()
+            expect(e.consumeHolds).toBeUndefined()
+          }
+          if (e.openHold) {
+            expect(e.verdict).toBe("hold")
+            expect(e.openHold.policyId).toBe(e.policy!.id)
+            expect(e.holdId).toBeUndefined()
+          }
         }
-        if (e.openHold) {
-          expect(e.verdict).toBe("hold")
-          expect(e.openHold.policyId).toBe(e.policy!.id)
-          expect(e.holdId).toBeUndefined()
-        }
-      }
-    ), { numRuns: 1000 })
+      ),
+      { numRuns: 1000 }
+    )
   })
 })

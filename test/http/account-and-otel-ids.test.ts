@@ -16,7 +16,10 @@ beforeAll(async () => {
 afterAll(() => server.stop())
 
 const sign = (claims: Record<string, unknown>) =>
-  new jose.SignJWT(claims).setProtectedHeader({ alg: "HS256" }).setIssuedAt().setExpirationTime("10m")
+  new jose.SignJWT(claims)
+    .setProtectedHeader({ alg: "HS256" })
+    .setIssuedAt()
+    .setExpirationTime("10m")
     .sign(new TextEncoder().encode(SECRET))
 
 const expectError = async (response: Response, status: number, code: string) => {
@@ -36,10 +39,14 @@ describe("GET /api/v1/account", () => {
     const b = await json(await server.get("/api/v1/account", KEY_B))
     expect(b.name).toBe("globex")
     expect(b.id).not.toBe(a.id)
-    const bearer = await json(await server.request("GET", "/api/v1/account", { key: null, headers: { authorization: `Bearer ${KEY_A}` } }))
+    const bearer = await json(
+      await server.request("GET", "/api/v1/account", { key: null, headers: { authorization: `Bearer ${KEY_A}` } })
+    )
     expect(bearer).toEqual({ id: a.id, name: "acme" })
     const token = await sign({ sub: "user-1", account: "globex" })
-    const viaJwt = await json(await server.request("GET", "/api/v1/account", { key: null, headers: { authorization: `Bearer ${token}` } }))
+    const viaJwt = await json(
+      await server.request("GET", "/api/v1/account", { key: null, headers: { authorization: `Bearer ${token}` } })
+    )
     expect(viaJwt).toEqual(b)
   })
 
@@ -63,7 +70,9 @@ describe("GET /api/v1/traces/{OpenTelemetry trace id}", () => {
     const item = listed.items.find((t) => t.otelTraceId === traceHex)
     expect(item).toBeDefined()
     for (const form of [traceHex, traceHex.toUpperCase()]) {
-      const detail = Schema.decodeUnknownSync(TraceDetail)(await json(await server.get(`/api/v1/traces/${form}`, KEY_A)))
+      const detail = Schema.decodeUnknownSync(TraceDetail)(
+        await json(await server.get(`/api/v1/traces/${form}`, KEY_A))
+      )
       expect(detail.id).toBe(item!.id)
       expect(detail.otelTraceId).toBe(traceHex)
     }
@@ -74,7 +83,15 @@ describe("GET /api/v1/traces/{OpenTelemetry trace id}", () => {
   test("a REST trace whose metadata names something else under otel.trace_id shows no otelTraceId", async () => {
     for (const value of ["not-an-id", 42, { nested: true }]) {
       const id = crypto.randomUUID()
-      expect((await server.post("/api/v1/traces", { id, started_at: "2026-01-01T00:00:00Z", metadata: { otel: { trace_id: value } } }, KEY_A)).status).toBe(200)
+      expect(
+        (
+          await server.post(
+            "/api/v1/traces",
+            { id, started_at: "2026-01-01T00:00:00Z", metadata: { otel: { trace_id: value } } },
+            KEY_A
+          )
+        ).status
+      ).toBe(200)
       const detail = await json(await server.get(`/api/v1/traces/${id}`, KEY_A))
       expect(detail.metadata.otel.trace_id).toEqual(value)
       expect(detail.otelTraceId).toBeUndefined()
@@ -114,15 +131,19 @@ describe("through HttpApiClient (what Studio uses)", () => {
   test("the derived client lists with filters, reads a trace by its OTel id and the account; a value the schema refuses fails before it is sent", async () => {
     const traceHex = hex(16)
     await sendOtlp(traceHex, KEY_A, "client-visible run")
-    const result = await Effect.gen(function*() {
+    const result = await Effect.gen(function* () {
       const client = yield* HttpApiClient.make(TapedeckApi, {
         baseUrl: server.url,
         transformClient: HttpClient.mapRequest(HttpClientRequest.setHeader("x-service-key", KEY_A))
       })
       const account = yield* client.account.get()
-      const page = yield* client.traces.list({ urlParams: { name: "CLIENT-VISIBLE", has_error: false, limit: 1, offset: 0, total: "capped" } })
+      const page = yield* client.traces.list({
+        urlParams: { name: "CLIENT-VISIBLE", has_error: false, limit: 1, offset: 0, total: "capped" }
+      })
       const detail = yield* client.traces.get({ path: { traceId: traceHex as OtelTraceId } })
-      const bad = yield* Effect.flip(client.traces.list({ urlParams: { status: "done" as never, limit: 1, offset: 0, total: "exact" } }))
+      const bad = yield* Effect.flip(
+        client.traces.list({ urlParams: { status: "done" as never, limit: 1, offset: 0, total: "exact" } })
+      )
       return { account, page, detail, bad }
     }).pipe(Effect.provide(FetchHttpClient.layer), Effect.runPromise)
     expect(result.account.name).toBe("acme")

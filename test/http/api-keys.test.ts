@@ -14,7 +14,8 @@ const create = async (body: unknown, key: string = KEY_A, target: TestServer = s
   const response = await target.post("/api/v1/api-keys", body, key)
   return { response, status: response.status, body: (await response.clone().json()) as any }
 }
-const list = async (key: string = KEY_A) => ((await (await server.get("/api/v1/api-keys", key)).json()) as any).items as Array<any>
+const list = async (key: string = KEY_A) =>
+  ((await (await server.get("/api/v1/api-keys", key)).json()) as any).items as Array<any>
 const revoke = (id: string, key: string = KEY_A, target: TestServer = server) =>
   target.request("DELETE", `/api/v1/api-keys/${id}`, { key })
 
@@ -29,7 +30,10 @@ describe("API keys", () => {
     expect(Date.parse(body.createdAt)).toBeGreaterThan(Date.now() - 60_000)
 
     expect((await server.get("/api/v1/traces", body.key)).status).toBe(200)
-    expect((await server.request("GET", "/api/v1/traces", { key: null, headers: { authorization: `Bearer ${body.key}` } })).status).toBe(200)
+    expect(
+      (await server.request("GET", "/api/v1/traces", { key: null, headers: { authorization: `Bearer ${body.key}` } }))
+        .status
+    ).toBe(200)
 
     const listed = await list()
     const mine = listed.find((k) => k.id === body.id)
@@ -47,7 +51,17 @@ describe("API keys", () => {
   }, 60_000)
 
   test("the body is strict and the name required: 1 to 100 characters", async () => {
-    for (const body of [{}, { name: "" }, { name: "   " }, { name: "x".repeat(101) }, { name: 7 }, { name: null }, { name: "ok", scope: "all" }, "not json", []]) {
+    for (const body of [
+      {},
+      { name: "" },
+      { name: "   " },
+      { name: "x".repeat(101) },
+      { name: 7 },
+      { name: null },
+      { name: "ok", scope: "all" },
+      "not json",
+      []
+    ]) {
       const { status, body: error } = await create(body)
       expect({ body, status }).toEqual({ body, status: 400 })
       expect(error).toMatchObject({ code: "validation_failed", retryable: false })
@@ -73,7 +87,10 @@ describe("API keys", () => {
     const refused = await server.get("/api/v1/traces", key.key)
     expect(refused.status).toBe(401)
     expect(await refused.json()).toMatchObject({ code: "unauthorized" })
-    expect((await server.request("GET", "/api/v1/traces", { key: null, headers: { authorization: `Bearer ${key.key}` } })).status).toBe(401)
+    expect(
+      (await server.request("GET", "/api/v1/traces", { key: null, headers: { authorization: `Bearer ${key.key}` } }))
+        .status
+    ).toBe(401)
     expect((await list()).map((k) => k.id)).not.toContain(key.id)
     expect((await revoke(key.id)).status).toBe(404)
     expect((await revoke(crypto.randomUUID())).status).toBe(404)
@@ -87,14 +104,22 @@ describe("API keys", () => {
     const { body } = await create({ name: "enforcer" })
     const runId = `cached-key-${crypto.randomUUID()}`
     const check = (headers: Record<string, string>) =>
-      server.request("POST", "/api/v1/enforcement/check", { key: null, headers, body: { run_id: runId, proposed_usd: 0.25 } })
+      server.request("POST", "/api/v1/enforcement/check", {
+        key: null,
+        headers,
+        body: { run_id: runId, proposed_usd: 0.25 }
+      })
     expect((await check({ "x-service-key": body.key })).status).toBe(200)
     expect((await check({ authorization: `Bearer ${body.key}` })).status).toBe(200)
     await sqlOn(server)("UPDATE api_keys SET revoked_at = now() WHERE id = $1", body.id)
     for (const headers of [{ "x-service-key": body.key }, { authorization: `Bearer ${body.key}` }]) {
       const refused = await check(headers)
       expect(refused.status).toBe(401)
-      expect(await refused.json()).toEqual({ error: "invalid or revoked API key", code: "unauthorized", retryable: false })
+      expect(await refused.json()).toEqual({
+        error: "invalid or revoked API key",
+        code: "unauthorized",
+        retryable: false
+      })
     }
     const decisions = (await (await server.get(`/api/v1/enforcement/decisions?run_id=${runId}`)).json()) as any
     expect(decisions.items).toHaveLength(2)
@@ -109,7 +134,15 @@ describe("API keys", () => {
       id: crypto.randomUUID(),
       started_at: "2026-01-01T00:00:00Z",
       status: "completed",
-      spans: [{ id: crypto.randomUUID(), parent_id: null, span_type: "llm_call", name: "chat", started_at: "2026-01-01T00:00:01Z" }]
+      spans: [
+        {
+          id: crypto.randomUUID(),
+          parent_id: null,
+          span_type: "llm_call",
+          name: "chat",
+          started_at: "2026-01-01T00:00:01Z"
+        }
+      ]
     })
     const first = trace()
     expect((await server.post("/api/v1/traces", first, body.key)).status).toBe(200)
@@ -120,12 +153,18 @@ describe("API keys", () => {
       refusedTraces.push(refusedTrace)
       const refused = await server.request("POST", "/api/v1/traces", { key: null, headers, body: refusedTrace })
       expect(refused.status).toBe(401)
-      expect(await refused.json()).toEqual({ error: "invalid or revoked API key", code: "unauthorized", retryable: false })
+      expect(await refused.json()).toEqual({
+        error: "invalid or revoked API key",
+        code: "unauthorized",
+        retryable: false
+      })
     }
     expect((await server.get(`/api/v1/traces/${first.id}`)).status).toBe(200)
     for (const refusedTrace of refusedTraces) {
       expect((await server.get(`/api/v1/traces/${refusedTrace.id}`)).status).toBe(404)
-      expect(await sqlOn(server)("SELECT count(*)::int AS n FROM spans WHERE trace_id = $1", refusedTrace.id)).toEqual([{ n: 0 }])
+      expect(await sqlOn(server)("SELECT count(*)::int AS n FROM spans WHERE trace_id = $1", refusedTrace.id)).toEqual([
+        { n: 0 }
+      ])
     }
   })
 
@@ -177,7 +216,11 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("API key revocation across i
     const url = new URL(server.env.DATABASE_URL!)
     const proxy = await startTcpProxy({ hostname: url.hostname, port: Number(url.port || 5432) })
     url.port = String(proxy.port)
-    const b = await startTestServer({ DATABASE_URL: url.toString(), TAPEDECK_API_KEYS: "", TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "300" })
+    const b = await startTestServer({
+      DATABASE_URL: url.toString(),
+      TAPEDECK_API_KEYS: "",
+      TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "300"
+    })
     try {
       const { body: doomed } = await create({ name: "doomed" })
       const { body: kept } = await create({ name: "kept" })

@@ -19,13 +19,20 @@ beforeAll(async () => {
 })
 afterAll(() => server.stop())
 
-const sign = (claims: Record<string, unknown>, options: { exp?: number | string; secret?: string; iss?: string; aud?: string } = {}) => {
+const sign = (
+  claims: Record<string, unknown>,
+  options: { exp?: number | string; secret?: string; iss?: string; aud?: string } = {}
+) => {
   let jwt = new jose.SignJWT(claims).setProtectedHeader({ alg: "HS256" }).setIssuedAt()
-  jwt = jwt.setExpirationTime(options.exp ?? "10m").setIssuer(options.iss ?? "https://auth.example").setAudience(options.aud ?? "tapedeck")
+  jwt = jwt
+    .setExpirationTime(options.exp ?? "10m")
+    .setIssuer(options.iss ?? "https://auth.example")
+    .setAudience(options.aud ?? "tapedeck")
   return jwt.sign(new TextEncoder().encode(options.secret ?? SECRET))
 }
 
-const withBearer = (token: string) => fetch(`${server.url}/api/v1/traces`, { headers: { authorization: `Bearer ${token}` } })
+const withBearer = (token: string) =>
+  fetch(`${server.url}/api/v1/traces`, { headers: { authorization: `Bearer ${token}` } })
 
 const expect401 = async (response: Response) => {
   expect(response.status).toBe(401)
@@ -54,10 +61,12 @@ describe("API keys", () => {
   })
 
   test("keys are stored hashed, never in clear", async () => {
-    const rows = await server.run(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      return yield* sql<{ prefix: string; key_hash: string }>`SELECT prefix, key_hash FROM api_keys`
-    }).pipe(Effect.orDie))
+    const rows = await server.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql<{ prefix: string; key_hash: string }>`SELECT prefix, key_hash FROM api_keys`
+      }).pipe(Effect.orDie)
+    )
     expect(rows.length).toBeGreaterThanOrEqual(2)
     for (const row of rows) {
       expect(row.key_hash).toMatch(/^[0-9a-f]{64}$/)
@@ -67,17 +76,21 @@ describe("API keys", () => {
   })
 
   test("a revoked key is refused on its next request", async () => {
-    const key = await server.run(Effect.gen(function*() {
-      const accountId = yield* (yield* AccountRepo).ensure("acme")
-      const fresh = yield* generateKey
-      yield* (yield* ApiKeyRepo).insert(accountId, fresh, "revocation test")
-      return fresh
-    }).pipe(Effect.provide([AccountRepo.Default, ApiKeyRepo.Default])))
+    const key = await server.run(
+      Effect.gen(function* () {
+        const accountId = yield* (yield* AccountRepo).ensure("acme")
+        const fresh = yield* generateKey
+        yield* (yield* ApiKeyRepo).insert(accountId, fresh, "revocation test")
+        return fresh
+      }).pipe(Effect.provide([AccountRepo.Default, ApiKeyRepo.Default]))
+    )
     expect((await withBearer(key)).status).toBe(200)
     const prefix = key.slice(0, 12)
-    const revoked = await server.run((Effect.gen(function*() {
-      return yield* (yield* ApiKeyRepo).revokeByPrefix(prefix)
-    })).pipe(Effect.provide(ApiKeyRepo.Default)))
+    const revoked = await server.run(
+      Effect.gen(function* () {
+        return yield* (yield* ApiKeyRepo).revokeByPrefix(prefix)
+      }).pipe(Effect.provide(ApiKeyRepo.Default))
+    )
     expect(revoked).toBe(1)
     await expect401(await withBearer(key))
   })
@@ -88,23 +101,34 @@ describe("web-session JWTs (HS256)", () => {
     const t = trace()
     expect((await server.post("/api/v1/traces", t, KEY_A)).status).toBe(200)
     const token = await sign({ sub: "user-1", account: "acme" })
-    const response = await fetch(`${server.url}/api/v1/traces/${t.id}`, { headers: { authorization: `Bearer ${token}` } })
+    const response = await fetch(`${server.url}/api/v1/traces/${t.id}`, {
+      headers: { authorization: `Bearer ${token}` }
+    })
     expect(response.status).toBe(200)
     const other = await sign({ sub: "user-2", account: "globex" })
-    expect((await fetch(`${server.url}/api/v1/traces/${t.id}`, { headers: { authorization: `Bearer ${other}` } })).status).toBe(404)
+    expect(
+      (await fetch(`${server.url}/api/v1/traces/${t.id}`, { headers: { authorization: `Bearer ${other}` } })).status
+    ).toBe(404)
   })
 
   test("expired, wrongly signed, wrong issuer or audience, missing claims and unknown accounts are 401", async () => {
-    await expect401(await withBearer(await sign({ sub: "u", account: "acme" }, { exp: Math.floor(Date.now() / 1000) - 5 })))
-    await expect401(await withBearer(await sign({ sub: "u", account: "acme" }, { secret: "another-secret-another-secret-00" })))
+    await expect401(
+      await withBearer(await sign({ sub: "u", account: "acme" }, { exp: Math.floor(Date.now() / 1000) - 5 }))
+    )
+    await expect401(
+      await withBearer(await sign({ sub: "u", account: "acme" }, { secret: "another-secret-another-secret-00" }))
+    )
     await expect401(await withBearer(await sign({ sub: "u", account: "acme" }, { iss: "https://evil.example" })))
     await expect401(await withBearer(await sign({ sub: "u", account: "acme" }, { aud: "someone-else" })))
     await expect401(await withBearer(await sign({ account: "acme" })))
     await expect401(await withBearer(await sign({ sub: "u" })))
     await expect401(await withBearer(await sign({ sub: "u", account: "no-such-account" })))
     await expect401(await withBearer(await sign({ sub: "u", account: "acme\u0000" })))
-    const noExp = await new jose.SignJWT({ sub: "u", account: "acme" }).setProtectedHeader({ alg: "HS256" })
-      .setIssuer("https://auth.example").setAudience("tapedeck").sign(new TextEncoder().encode(SECRET))
+    const noExp = await new jose.SignJWT({ sub: "u", account: "acme" })
+      .setProtectedHeader({ alg: "HS256" })
+      .setIssuer("https://auth.example")
+      .setAudience("tapedeck")
+      .sign(new TextEncoder().encode(SECRET))
     await expect401(await withBearer(noExp))
   })
 
@@ -116,11 +140,17 @@ describe("web-session JWTs (HS256)", () => {
   })
 
   test("alg none and a non-HS256 algorithm are refused", async () => {
-    const unsigned = new jose.UnsecuredJWT({ sub: "u", account: "acme" }).setIssuer("https://auth.example")
-      .setAudience("tapedeck").setExpirationTime("10m").encode()
+    const unsigned = new jose.UnsecuredJWT({ sub: "u", account: "acme" })
+      .setIssuer("https://auth.example")
+      .setAudience("tapedeck")
+      .setExpirationTime("10m")
+      .encode()
     await expect401(await withBearer(unsigned))
-    const hs512 = await new jose.SignJWT({ sub: "u", account: "acme" }).setProtectedHeader({ alg: "HS512" })
-      .setIssuer("https://auth.example").setAudience("tapedeck").setExpirationTime("10m")
+    const hs512 = await new jose.SignJWT({ sub: "u", account: "acme" })
+      .setProtectedHeader({ alg: "HS512" })
+      .setIssuer("https://auth.example")
+      .setAudience("tapedeck")
+      .setExpirationTime("10m")
       .sign(new TextEncoder().encode(SECRET + SECRET))
     await expect401(await withBearer(hs512))
   })
@@ -157,14 +187,29 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("during a database outage", 
       expect(((await before.json()) as any).verdict).toBe("allow")
       proxy.cut()
       const otherUser = await sign({ sub: "user-2", account: "acme" })
-      for (const headers of [{ authorization: `Bearer ${token}` }, { authorization: `Bearer ${otherUser}` }, { "x-service-key": KEY_A }]) {
+      for (const headers of [
+        { authorization: `Bearer ${token}` },
+        { authorization: `Bearer ${otherUser}` },
+        { "x-service-key": KEY_A }
+      ]) {
         const during = await check(headers)
-        expect({ headers: Object.keys(headers)[0], status: during.status }).toEqual({ headers: Object.keys(headers)[0], status: 200 })
+        expect({ headers: Object.keys(headers)[0], status: during.status }).toEqual({
+          headers: Object.keys(headers)[0],
+          status: 200
+        })
         expect(((await during.json()) as any).verdict).toBe("block")
       }
       // A bad signature is still a 401, outage or not, and so is an account this instance has never known.
-      expect((await check({ authorization: `Bearer ${await sign({ sub: "u", account: "initech" })}` })).status).not.toBe(200)
-      expect((await check({ authorization: `Bearer ${await sign({ sub: "u", account: "acme" }, { secret: "another-secret-another-secret-00" })}` })).status).toBe(401)
+      expect(
+        (await check({ authorization: `Bearer ${await sign({ sub: "u", account: "initech" })}` })).status
+      ).not.toBe(200)
+      expect(
+        (
+          await check({
+            authorization: `Bearer ${await sign({ sub: "u", account: "acme" }, { secret: "another-secret-another-secret-00" })}`
+          })
+        ).status
+      ).toBe(401)
       proxy.restore()
     } finally {
       await b.stop()
@@ -175,7 +220,12 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("during a database outage", 
 
 describe("TAPEDECK_API_KEYS", () => {
   test("a malformed list, a key without svc_, or one key for two accounts stops the start", async () => {
-    for (const keys of ["acme", "acme=key_without_prefix", "=svc_abcdefgh", "acme=svc_same_key_1,globex=svc_same_key_1"]) {
+    for (const keys of [
+      "acme",
+      "acme=key_without_prefix",
+      "=svc_abcdefgh",
+      "acme=svc_same_key_1,globex=svc_same_key_1"
+    ]) {
       const failed = await startTestServer({ TAPEDECK_API_KEYS: keys }).then(
         async (s) => {
           await s.stop()

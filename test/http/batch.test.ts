@@ -119,7 +119,12 @@ describe("POST /api/v1/batch", () => {
     expect(status).toBe(202)
     expect(body).toMatchObject({ status: "queued", total: 6 })
     const job = await waitForJob(body.job_id)
-    expect(job).toMatchObject({ id: body.job_id, kind: "batch.run", status: "completed", progress: { done: 6, total: 6 } })
+    expect(job).toMatchObject({
+      id: body.job_id,
+      kind: "batch.run",
+      status: "completed",
+      progress: { done: 6, total: 6 }
+    })
     expect(job.result.map((r: any) => r.status)).toEqual([200, 200, 400, 404, 404, 200])
     expect(job.result[5].body).toMatchObject({ id: t.id, spanCount: 1, name: "later" })
     expect(job.result[2].body).toMatchObject({ code: "validation_failed" })
@@ -129,7 +134,7 @@ describe("POST /api/v1/batch", () => {
     // The job is the submitting account's only, and stores no credential.
     expect((await server.get(`/api/v1/jobs/${body.job_id}`, KEY_B)).status).toBe(404)
     const rows = await server.run(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         return yield* sql<{ payload: unknown }>`SELECT payload FROM jobs WHERE id = ${body.job_id}`
       }).pipe(Effect.orDie)
@@ -140,11 +145,19 @@ describe("POST /api/v1/batch", () => {
 
   test("an async batch may not create API keys (its results are stored); a synchronous one may, uncached", async () => {
     for (const path of ["/api/v1/api-keys", "/api/v1/api-keys/", "/api/v1/%61pi-keys"]) {
-      const refused = await batch({ async: true, operations: [{ method: "GET", path: "/api/v1/usage" }, { method: "POST", path, body: { name: "x" } }] })
+      const refused = await batch({
+        async: true,
+        operations: [
+          { method: "GET", path: "/api/v1/usage" },
+          { method: "POST", path, body: { name: "x" } }
+        ]
+      })
       expect(refused.status).toBe(400)
       expect(refused.body.error).toContain("operations.1: an async batch cannot create API keys")
     }
-    const response = await server.post("/api/v1/batch", { operations: [{ method: "POST", path: "/api/v1/api-keys", body: { name: "via batch" } }] })
+    const response = await server.post("/api/v1/batch", {
+      operations: [{ method: "POST", path: "/api/v1/api-keys", body: { name: "via batch" } }]
+    })
     expect(response.status).toBe(200)
     expect(response.headers.get("cache-control")).toBe("no-store")
     const created = ((await response.json()) as any).results[0]
@@ -157,13 +170,16 @@ describe("POST /api/v1/batch", () => {
     const created = (await (await server.post("/api/v1/api-keys", { name: "short-lived" })).json()) as any
     const t = trace()
     // The batch revokes its own key first: the operations after it must not run.
-    const { body } = await batch({
-      async: true,
-      operations: [
-        { method: "DELETE", path: `/api/v1/api-keys/${created.id}` },
-        { method: "POST", path: "/api/v1/traces", body: t }
-      ]
-    }, created.key)
+    const { body } = await batch(
+      {
+        async: true,
+        operations: [
+          { method: "DELETE", path: `/api/v1/api-keys/${created.id}` },
+          { method: "POST", path: "/api/v1/traces", body: t }
+        ]
+      },
+      created.key
+    )
     const job = await waitForJob(body.job_id)
     expect(job.result).toEqual([
       { status: 200, body: { id: created.id, revoked: true } },
@@ -188,7 +204,27 @@ describe("POST /api/v1/batch", () => {
   }, 60_000)
 
   test("property: an accepted path never leaves /api/v1/ nor reaches the batch route, however it is spelled", () => {
-    const segment = fc.constantFrom("api", "v1", "API", "batch", "Batch", "%62atch", "%62%61tch", "%2562atch", "..", ".", "%2e%2e", "%2E.", "", "traces", "%2f", "\\", "?x=1", "#f", "//")
+    const segment = fc.constantFrom(
+      "api",
+      "v1",
+      "API",
+      "batch",
+      "Batch",
+      "%62atch",
+      "%62%61tch",
+      "%2562atch",
+      "..",
+      ".",
+      "%2e%2e",
+      "%2E.",
+      "",
+      "traces",
+      "%2f",
+      "\\",
+      "?x=1",
+      "#f",
+      "//"
+    )
     const path = fc.array(segment, { maxLength: 8 }).map((parts) => `/api/v1/${parts.join("/")}`)
     fc.assert(
       fc.property(fc.oneof(path, fc.string()), (candidate) => {
@@ -196,26 +232,46 @@ describe("POST /api/v1/batch", () => {
         if (target === undefined) return true
         const pathname = new URL(target, "http://x.invalid").pathname
         const decoded = decodeURI(pathname)
-        return pathname === target.split("?")[0] && decoded.startsWith("/api/v1/") &&
-          !decoded.toLowerCase().startsWith("/api/v1/batch") && !decoded.split("/").includes("..")
+        return (
+          pathname === target.split("?")[0] &&
+          decoded.startsWith("/api/v1/") &&
+          !decoded.toLowerCase().startsWith("/api/v1/batch") &&
+          !decoded.split("/").includes("..")
+        )
       }),
       { numRuns: 2000 }
     )
   }, 60_000)
 
   test("property: no batch body, however malformed, is answered with a 5xx", async () => {
-    const op = fc.record({
-      method: fc.constantFrom("GET", "POST", "PATCH", "DELETE", "PUT", "get", "TRACE"),
-      path: fc.constantFrom("/api/v1/traces", `/api/v1/traces/${uuid()}`, "/api/v1/forks", "/api/v1/usage?month=x", "/api/v1/batch", "/health"),
-      body: fc.option(fc.jsonValue({ maxDepth: 3 }), { nil: undefined })
-    }, { requiredKeys: ["method", "path"] })
+    const op = fc.record(
+      {
+        method: fc.constantFrom("GET", "POST", "PATCH", "DELETE", "PUT", "get", "TRACE"),
+        path: fc.constantFrom(
+          "/api/v1/traces",
+          `/api/v1/traces/${uuid()}`,
+          "/api/v1/forks",
+          "/api/v1/usage?month=x",
+          "/api/v1/batch",
+          "/health"
+        ),
+        body: fc.option(fc.jsonValue({ maxDepth: 3 }), { nil: undefined })
+      },
+      { requiredKeys: ["method", "path"] }
+    )
     await fc.assert(
-      fc.asyncProperty(fc.oneof(fc.record({ operations: fc.array(op, { maxLength: 4 }), async: fc.boolean() }), fc.jsonValue({ maxDepth: 3 })), async (body) => {
-        const response = await server.post("/api/v1/batch", body)
-        const answer = (await response.json()) as any
-        if (response.status >= 500) return false
-        return response.status !== 200 || answer.results.every((r: any) => r.status < 500)
-      }),
+      fc.asyncProperty(
+        fc.oneof(
+          fc.record({ operations: fc.array(op, { maxLength: 4 }), async: fc.boolean() }),
+          fc.jsonValue({ maxDepth: 3 })
+        ),
+        async (body) => {
+          const response = await server.post("/api/v1/batch", body)
+          const answer = (await response.json()) as any
+          if (response.status >= 500) return false
+          return response.status !== 200 || answer.results.every((r: any) => r.status < 500)
+        }
+      ),
       { numRuns: 40 }
     )
   }, 60_000)

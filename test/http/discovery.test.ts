@@ -45,7 +45,9 @@ describe("OAuth discovery metadata", () => {
       service_documentation: `${server.url}/docs`
     })
     // The issuer is the protected resource's authorization server.
-    expect((await get(server, "/.well-known/oauth-protected-resource")).body.authorization_servers).toEqual([body.issuer])
+    expect((await get(server, "/.well-known/oauth-protected-resource")).body.authorization_servers).toEqual([
+      body.issuer
+    ])
   }, 60_000)
 
   test("both documents are in the OpenAPI document, without security", async () => {
@@ -80,7 +82,10 @@ describe("OAuth discovery metadata", () => {
     } finally {
       await configured.stop()
     }
-    const self = await startTestServer({ TAPEDECK_PUBLIC_URL: "https://api.example.com", TAPEDECK_AUTH_URL: "https://api.example.com/" })
+    const self = await startTestServer({
+      TAPEDECK_PUBLIC_URL: "https://api.example.com",
+      TAPEDECK_AUTH_URL: "https://api.example.com/"
+    })
     try {
       expect((await get(self, "/.well-known/oauth-authorization-server")).body).toMatchObject({
         issuer: "https://api.example.com",

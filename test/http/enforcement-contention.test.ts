@@ -13,7 +13,9 @@ let a: TestServer
 let b: TestServer
 beforeAll(async () => {
   a = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" })
-  b = twoInstances ? await startTestServer({ DATABASE_URL: a.env.DATABASE_URL!, TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" }) : a
+  b = twoInstances
+    ? await startTestServer({ DATABASE_URL: a.env.DATABASE_URL!, TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" })
+    : a
 })
 afterAll(async () => {
   if (b !== a) await b.stop()
@@ -40,13 +42,21 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
     await fc.assert(
       fc.asyncProperty(
         fc.array(
-          fc.record({ onB: fc.boolean(), cents: fc.integer({ min: 1, max: 40 }), delayMs: fc.integer({ min: 0, max: 4 }) }),
+          fc.record({
+            onB: fc.boolean(),
+            cents: fc.integer({ min: 1, max: 40 }),
+            delayMs: fc.integer({ min: 0, max: 4 })
+          }),
           { minLength: 2, maxLength: 16 }
         ),
         fc.integer({ min: 20, max: 120 }),
         async (checks, budgetCents) => {
           const project = uuid()
-          const created = await a.post("/api/v1/guardrails", { type: "budget_usd", project_id: project, params: { max_usd: budgetCents / 100 } })
+          const created = await a.post("/api/v1/guardrails", {
+            type: "budget_usd",
+            project_id: project,
+            params: { max_usd: budgetCents / 100 }
+          })
           expect(created.status).toBe(200)
           const budget = (await created.json()) as { id: string }
           // The other instance must know the policy before the race (its cache is invalidated by NOTIFY).
@@ -56,11 +66,18 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
             if (probe.verdict === "block") break
             await Bun.sleep(20)
           }
-          const answers = await Promise.all(checks.map(async (c) => {
-            await Bun.sleep(c.delayMs)
-            return { ...c, decision: await check(c.onB ? b : a, { run_id: run, project_id: project, proposed_usd: c.cents / 100 }) }
-          }))
-          const allowedCents = answers.filter((x) => x.decision.verdict === "allow").reduce((sum, x) => sum + x.cents, 0)
+          const answers = await Promise.all(
+            checks.map(async (c) => {
+              await Bun.sleep(c.delayMs)
+              return {
+                ...c,
+                decision: await check(c.onB ? b : a, { run_id: run, project_id: project, proposed_usd: c.cents / 100 })
+              }
+            })
+          )
+          const allowedCents = answers
+            .filter((x) => x.decision.verdict === "allow")
+            .reduce((sum, x) => sum + x.cents, 0)
           expect(allowedCents).toBeLessThanOrEqual(budgetCents)
           for (const x of answers) {
             if (x.decision.verdict === "allow") continue
@@ -86,7 +103,9 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
     }
     for (let round = 0; round < 20; round++) {
       const run = uuid()
-      const [x, y] = await Promise.all([a, b].map((s) => check(s, { run_id: run, project_id: project, proposed_usd: 1 })))
+      const [x, y] = await Promise.all(
+        [a, b].map((s) => check(s, { run_id: run, project_id: project, proposed_usd: 1 }))
+      )
       expect([x!.verdict, y!.verdict].sort()).toEqual(["allow", "block"])
     }
   }, 60_000)
@@ -95,7 +114,9 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
     const run = uuid()
     for (let round = 0; round < 25; round++) {
       const decisions = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => check(i % 2 === 0 ? a : b, { run_id: run, proposed_usd: 0.01, proposed_tokens: 10, tool_name: `t${i}` }))
+        Array.from({ length: 8 }, (_, i) =>
+          check(i % 2 === 0 ? a : b, { run_id: run, proposed_usd: 0.01, proposed_tokens: 10, tool_name: `t${i}` })
+        )
       )
       expect(decisions.map((d) => d.verdict)).toEqual(Array(8).fill("allow"))
     }
@@ -106,12 +127,21 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
 describe("blocked checks write nothing to their run", () => {
   test("three blocks on a never-allowed run leave no run row; three on an allowed run leave its version as it was", async () => {
     const project = uuid()
-    const created = await a.post("/api/v1/guardrails", { type: "budget_usd", project_id: project, params: { max_usd: 1 } })
+    const created = await a.post("/api/v1/guardrails", {
+      type: "budget_usd",
+      project_id: project,
+      params: { max_usd: 1 }
+    })
     expect(created.status).toBe(200)
     const runRow = (run: string) =>
-      a.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql<{ version: string; spent: number }>`
-          SELECT xmin::text AS version, spent_usd::float8 AS spent FROM enforcement_runs WHERE run_id = ${run}`))
+      a.run(
+        Effect.flatMap(
+          SqlClient.SqlClient,
+          (sql) =>
+            sql<{ version: string; spent: number }>`
+          SELECT xmin::text AS version, spent_usd::float8 AS spent FROM enforcement_runs WHERE run_id = ${run}`
+        )
+      )
 
     const never = `never-${uuid()}`
     for (let i = 0; i < 3; i++) {
@@ -155,7 +185,8 @@ describe("checks first under overload", () => {
     try {
       expect((await exportNow()).status).toBe(200)
       // Checks one after another never wait for a turn, however long each takes: nothing is shed.
-      for (let i = 0; i < 20; i++) expect((await check(server, { run_id: "run-alone", proposed_usd: 0.01 })).verdict).toBe("allow")
+      for (let i = 0; i < 20; i++)
+        expect((await check(server, { run_id: "run-alone", proposed_usd: 0.01 })).verdict).toBe("allow")
       expect((await exportNow()).status).toBe(200)
       // Now a batch is held up: another transaction holds its run's row (on PGlite, the one connection) for half a
       // second, so the checks behind it in the one batch lane wait their turn that long.
@@ -163,12 +194,17 @@ describe("checks first under overload", () => {
       // Those prompt checks leave the window (a pile-up must be most of the window's checks to shed).
       await Bun.sleep(1100)
       // A check of its own run never counts, however long it waits behind that run's earlier checks.
-      const holder = server.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        // Slept here, not in the database: PGlite runs on this thread, and pg_sleep would stop the server outright.
-        sql.withTransaction(Effect.zipRight(
-          sql`SELECT run_id FROM enforcement_runs WHERE run_id = 'run-held' FOR UPDATE`,
-          Effect.sleep("500 millis")
-        ))))
+      const holder = server.run(
+        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          // Slept here, not in the database: PGlite runs on this thread, and pg_sleep would stop the server outright.
+          sql.withTransaction(
+            Effect.zipRight(
+              sql`SELECT run_id FROM enforcement_runs WHERE run_id = 'run-held' FOR UPDATE`,
+              Effect.sleep("500 millis")
+            )
+          )
+        )
+      )
       await Bun.sleep(100)
       // The held run's check takes the one lane; the checks of 20 other runs then wait for a lane, all of them: that
       // is sustained pressure, not one account's slow check.
@@ -213,7 +249,9 @@ describe("one account's checks never shut off another account's ingestion", () =
       fetch(`${server.url}/v1/traces`, {
         method: "POST",
         headers: { "x-service-key": "svc_test_key_acme_0001", "content-type": "application/json" },
-        body: JSON.stringify(exportBody(Array.from({ length: 20 }, () => otlpSpan({ traceId: hex(16), attributes: chatAttributes }))))
+        body: JSON.stringify(
+          exportBody(Array.from({ length: 20 }, () => otlpSpan({ traceId: hex(16), attributes: chatAttributes })))
+        )
       })
     const checkAsB = async (run: string) => {
       const response = await server.post("/api/v1/enforcement/check", { run_id: run, proposed_usd: 0.01 }, KEY_B)

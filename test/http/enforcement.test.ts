@@ -27,7 +27,10 @@ describe("policies at their boundaries", () => {
     const budget = await policy({ type: "budget_usd", project_id: p, params: { max_usd: 1 } })
     const run = uuid()
     expect(await check({ run_id: run, project_id: p, proposed_usd: 0.6 })).toEqual({
-      verdict: "allow", policy_id: null, policy_type: null, reason: "no policy blocks or holds this action"
+      verdict: "allow",
+      policy_id: null,
+      policy_type: null,
+      reason: "no policy blocks or holds this action"
     })
     expect((await check({ run_id: run, project_id: p, proposed_usd: 0.4 })).verdict).toBe("allow")
     const blocked = await check({ run_id: run, project_id: p, proposed_usd: 0.01 })
@@ -107,7 +110,11 @@ describe("holds", () => {
 
   test("an expired hold counts as denied", async () => {
     const p = project()
-    await policy({ type: "require_approval", project_id: p, params: { tool_patterns: ["deploy"], expires_in_seconds: 1 } })
+    await policy({
+      type: "require_approval",
+      project_id: p,
+      params: { tool_patterns: ["deploy"], expires_in_seconds: 1 }
+    })
     const action = { run_id: uuid(), project_id: p, tool_name: "deploy" }
     const held = await check(action)
     await Bun.sleep(1100)
@@ -120,10 +127,20 @@ describe("holds", () => {
 
 describe("the check", () => {
   test("strict body and limits", async () => {
-    for (const bad of [{}, { run_id: "" }, { run_id: "x".repeat(201) }, { run_id: "r", colour: 1 }, { run_id: "r", proposed_usd: -1 }, { run_id: "r", step_index: 1.5 }, { run_id: "r", tool_name: "t".repeat(201) }]) {
+    for (const bad of [
+      {},
+      { run_id: "" },
+      { run_id: "x".repeat(201) },
+      { run_id: "r", colour: 1 },
+      { run_id: "r", proposed_usd: -1 },
+      { run_id: "r", step_index: 1.5 },
+      { run_id: "r", tool_name: "t".repeat(201) }
+    ]) {
       expect((await server.post("/api/v1/enforcement/check", bad)).status).toBe(400)
     }
-    expect((await server.post("/api/v1/enforcement/check", { run_id: "x".repeat(200), tool_name: "t".repeat(200) })).status).toBe(200)
+    expect(
+      (await server.post("/api/v1/enforcement/check", { run_id: "x".repeat(200), tool_name: "t".repeat(200) })).status
+    ).toBe(200)
   })
 
   test("concurrent checks against a budget never allow more than the budget", async () => {
@@ -132,7 +149,9 @@ describe("the check", () => {
         const p = project()
         await policy({ type: "budget_usd", project_id: p, params: { max_usd: 0.1 } })
         const run = uuid()
-        const decisions = await Promise.all(Array.from({ length: n }, () => check({ run_id: run, project_id: p, proposed_usd: cents / 100 })))
+        const decisions = await Promise.all(
+          Array.from({ length: n }, () => check({ run_id: run, project_id: p, proposed_usd: cents / 100 }))
+        )
         const allowed = decisions.filter((d) => d.verdict === "allow").length
         expect(allowed * cents).toBeLessThanOrEqual(10)
         expect(allowed).toBe(Math.min(n, Math.floor(10 / cents)))
@@ -140,7 +159,8 @@ describe("the check", () => {
         let recorded: Array<any> = []
         for (let i = 0; i < 50 && recorded.length < n; i++) {
           if (i > 0) await Bun.sleep(20)
-          recorded = ((await (await server.get(`/api/v1/enforcement/decisions?run_id=${run}&limit=100`)).json()) as any).items
+          recorded = ((await (await server.get(`/api/v1/enforcement/decisions?run_id=${run}&limit=100`)).json()) as any)
+            .items
         }
         expect(recorded.map((d: any) => d.verdict).sort()).toEqual(decisions.map((d) => d.verdict).sort())
       }),
@@ -158,7 +178,9 @@ describe("the check", () => {
     const indexed = (spanType: string) => async () => {
       for (let i = 0; i < 100; i++) {
         if (i > 0) await Bun.sleep(100)
-        const result = (await (await server.post("/api/v1/search", { query: "enforcement block step", filters: { span_type: spanType } })).json()) as any
+        const result = (await (
+          await server.post("/api/v1/search", { query: "enforcement block step", filters: { span_type: spanType } })
+        ).json()) as any
         if (result.spans.some((s: any) => s.trace_id === t.id)) return true
       }
       return false
@@ -173,7 +195,11 @@ describe("the check", () => {
       await Bun.sleep(20)
     }
     expect(items.map((d) => d.verdict).sort()).toEqual(["allow", "block"])
-    expect(items.find((d) => d.verdict === "block")).toMatchObject({ trace_id: t.id, step_index: 3, policy_type: "tool_denylist" })
+    expect(items.find((d) => d.verdict === "block")).toMatchObject({
+      trace_id: t.id,
+      step_index: 3,
+      policy_type: "tool_denylist"
+    })
     const detail = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
     expect(detail.spans.some((s: any) => s.name === "enforcement: block")).toBe(true)
     // Like any span, it is indexed for search.
@@ -184,13 +210,25 @@ describe("the check", () => {
 describe("guardrails CRUD and isolation", () => {
   test("create, list, get, patch (params validated for the type), delete; another account sees none of it", async () => {
     const g = await policy({ type: "max_steps", name: "short runs", params: { max_steps: 10 } })
-    expect(g).toMatchObject({ type: "max_steps", name: "short runs", enabled: true, params: { max_steps: 10 }, projectId: null })
+    expect(g).toMatchObject({
+      type: "max_steps",
+      name: "short runs",
+      enabled: true,
+      params: { max_steps: 10 },
+      projectId: null
+    })
     expect((await server.post("/api/v1/guardrails", { type: "max_steps", params: { max_steps: 0 } })).status).toBe(400)
     expect((await server.post("/api/v1/guardrails", { type: "nope", params: {} })).status).toBe(400)
-    expect((await server.post("/api/v1/guardrails", { type: "max_steps", params: { max_steps: 3, extra: 1 } })).status).toBe(400)
-    const patched = await server.request("PATCH", `/api/v1/guardrails/${g.id}`, { body: { enabled: false, params: { max_steps: 20 } } })
+    expect(
+      (await server.post("/api/v1/guardrails", { type: "max_steps", params: { max_steps: 3, extra: 1 } })).status
+    ).toBe(400)
+    const patched = await server.request("PATCH", `/api/v1/guardrails/${g.id}`, {
+      body: { enabled: false, params: { max_steps: 20 } }
+    })
     expect(await patched.json()).toMatchObject({ enabled: false, params: { max_steps: 20 } })
-    expect((await server.request("PATCH", `/api/v1/guardrails/${g.id}`, { body: { params: { max_usd: 1 } } })).status).toBe(400)
+    expect(
+      (await server.request("PATCH", `/api/v1/guardrails/${g.id}`, { body: { params: { max_usd: 1 } } })).status
+    ).toBe(400)
     expect((await server.get(`/api/v1/guardrails/${g.id}`, KEY_B)).status).toBe(404)
     expect((await server.request("DELETE", `/api/v1/guardrails/${g.id}`, { key: KEY_B })).status).toBe(404)
     const theirs = (await (await server.get("/api/v1/guardrails", KEY_B)).json()) as any
@@ -198,8 +236,11 @@ describe("guardrails CRUD and isolation", () => {
     expect(((await (await server.get("/api/v1/enforcement/holds", KEY_B)).json()) as any).items).toEqual([])
     const ownDecisions = ((await (await server.get("/api/v1/enforcement/decisions?limit=500")).json()) as any).items
     expect(ownDecisions.length).toBeGreaterThan(0)
-    const theirDecisions = ((await (await server.get("/api/v1/enforcement/decisions?limit=500", KEY_B)).json()) as any).items
-    expect(theirDecisions.map((d: any) => d.id).some((id: string) => ownDecisions.some((o: any) => o.id === id))).toBe(false)
+    const theirDecisions = ((await (await server.get("/api/v1/enforcement/decisions?limit=500", KEY_B)).json()) as any)
+      .items
+    expect(theirDecisions.map((d: any) => d.id).some((id: string) => ownDecisions.some((o: any) => o.id === id))).toBe(
+      false
+    )
     // Approving or denying another account's hold is a 404.
     const p = project()
     await policy({ type: "require_approval", project_id: p, params: { tool_patterns: ["x"] } })

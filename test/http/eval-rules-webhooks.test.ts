@@ -5,7 +5,13 @@ import { startFakeOpenAi, type FakeOpenAi } from "../support/FakeOpenAi.ts"
 import { trace, uuid } from "../support/Fixtures.ts"
 import { KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { sqlOn, until } from "../support/Until.ts"
-import { type Receiver, selfSigned, type SelfSigned, startReceiver, verifySignature } from "../support/WebhookReceiver.ts"
+import {
+  type Receiver,
+  selfSigned,
+  type SelfSigned,
+  startReceiver,
+  verifySignature
+} from "../support/WebhookReceiver.ts"
 
 // Deliveries to a loopback https receiver need the test-only switch; every other blocked range stays blocked.
 let server: TestServer
@@ -39,10 +45,12 @@ afterAll(async () => {
 
 const setup = async (path: string, answer: (index: number) => Response | undefined) => {
   script.set(path, answer)
-  const evaluation = (await (await server.post("/api/v1/evaluations", {
-    name: "helpfulness",
-    criteria: [{ name: "helpful", description: "the answer helps" }]
-  })).json()) as any
+  const evaluation = (await (
+    await server.post("/api/v1/evaluations", {
+      name: "helpfulness",
+      criteria: [{ name: "helpful", description: "the answer helps" }]
+    })
+  ).json()) as any
   const project = uuid()
   const response = await server.post("/api/v1/eval-rules", {
     evaluation_id: evaluation.id,
@@ -66,9 +74,15 @@ const log = (ruleId: string, done: (items: Array<any>) => boolean) =>
 
 describe("webhook delivery", () => {
   test("waits for the run, signs verifiably, retries with exponential backoff and logs every attempt", async () => {
-    const { evaluationId, rule, traceId } = await setup("/flaky", (i) => (i < 2 ? new Response("no", { status: i === 0 ? 503 : 500 }) : undefined))
+    const { evaluationId, rule, traceId } = await setup("/flaky", (i) =>
+      i < 2 ? new Response("no", { status: i === 0 ? 503 : 500 }) : undefined
+    )
     const items = await log(rule.id, (items) => items.some((i) => i.outcome === "succeeded"))
-    expect(items.map((i) => [i.attempt, i.outcome, i.statusCode])).toEqual([[1, "failed", 503], [2, "failed", 500], [3, "succeeded", 200]])
+    expect(items.map((i) => [i.attempt, i.outcome, i.statusCode])).toEqual([
+      [1, "failed", 503],
+      [2, "failed", 500],
+      [3, "succeeded", 200]
+    ])
     expect(items[0].error).toBe("the endpoint answered 503")
     expect(items[0].nextAttemptAt).not.toBeNull()
     expect(items[2].nextAttemptAt).toBeNull()
@@ -85,7 +99,13 @@ describe("webhook delivery", () => {
       expect(request.headers["tapedeck-event"]).toBe("evaluation.completed")
       expect(request.headers["tapedeck-delivery"]).toBe(items[0].deliveryId)
       expect(await verifySignature(rule.webhookSecret, request.headers["tapedeck-signature"]!, request.body)).toBe(true)
-      expect(await verifySignature(rule.webhookSecret, request.headers["tapedeck-signature"]!, request.body.replace("0.8", "0.9"))).toBe(false)
+      expect(
+        await verifySignature(
+          rule.webhookSecret,
+          request.headers["tapedeck-signature"]!,
+          request.body.replace("0.8", "0.9")
+        )
+      ).toBe(false)
       const payload = JSON.parse(request.body)
       expect(payload).toEqual({
         event: "evaluation.completed",
@@ -105,7 +125,10 @@ describe("webhook delivery", () => {
   test("a delivery job that runs again (its worker died before recording the job done) repeats no attempt and forks no retry chain", async () => {
     const { rule } = await setup("/replayed", (i) => (i === 0 ? new Response("no", { status: 500 }) : undefined))
     const first = await log(rule.id, (items) => items.some((i) => i.outcome === "succeeded"))
-    expect(first.map((i) => [i.attempt, i.outcome])).toEqual([[1, "failed"], [2, "succeeded"]])
+    expect(first.map((i) => [i.attempt, i.outcome])).toEqual([
+      [1, "failed"],
+      [2, "succeeded"]
+    ])
     const deliveryId = first[0].deliveryId as string
     const sql = sqlOn(server)
     const jobsOf = () =>
@@ -120,7 +143,10 @@ describe("webhook delivery", () => {
        WHERE kind = 'webhook.deliver' AND payload->>'deliveryId' = $1`,
       deliveryId
     )
-    await until(async () => ((await jobsOf()).every((j) => j.status === "completed") ? true : undefined), "the replayed jobs")
+    await until(
+      async () => ((await jobsOf()).every((j) => j.status === "completed") ? true : undefined),
+      "the replayed jobs"
+    )
     await Bun.sleep(500)
     expect((await jobsOf()).map((j) => j.id).sort()).toEqual(jobs.map((j) => j.id).sort())
     expect(receiver.received.filter((r) => r.path === "/replayed").length).toBe(2)
@@ -138,7 +164,10 @@ describe("webhook delivery", () => {
   }, 60_000)
 
   test("a redirect to a private address is refused (and not retried), even with the loopback switch on", async () => {
-    const { rule } = await setup("/redirect", () => new Response(null, { status: 307, headers: { location: "https://10.0.0.1/steal" } }))
+    const { rule } = await setup(
+      "/redirect",
+      () => new Response(null, { status: 307, headers: { location: "https://10.0.0.1/steal" } })
+    )
     const items = await log(rule.id, (items) => items.length > 0)
     await Bun.sleep(1000)
     const after = (await (await server.get(`/api/v1/eval-rules/${rule.id}/deliveries`)).json()) as any
@@ -159,11 +188,13 @@ describe("webhook delivery", () => {
     expect(final).toBeLessThanOrEqual(atDelete + 1)
     if (final < 3) {
       // The pending retry found the rule deleted and stopped, saying so in the log.
-      const rows = await server.run(Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        return yield* sql<{ outcome: string; error: string }>`
+      const rows = await server.run(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          return yield* sql<{ outcome: string; error: string }>`
           SELECT outcome, error FROM webhook_deliveries WHERE rule_id = ${rule.id} ORDER BY created_at DESC LIMIT 1`
-      }).pipe(Effect.orDie))
+        }).pipe(Effect.orDie)
+      )
       expect(rows[0]).toEqual({ outcome: "gave_up", error: "the eval rule was deleted" })
     }
     expect((await server.get(`/api/v1/eval-rules/${rule.id}/deliveries`)).status).toBe(404)

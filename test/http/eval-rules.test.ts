@@ -46,7 +46,10 @@ const createRule = async (body: Record<string, unknown>, key = KEY_A) => {
 }
 
 const runsOf = (traceId: string) =>
-  query<{ id: string; evaluation_id: string }>(`SELECT id, evaluation_id FROM evaluation_runs WHERE trace_id = $1`, traceId)
+  query<{ id: string; evaluation_id: string }>(
+    `SELECT id, evaluation_id FROM evaluation_runs WHERE trace_id = $1`,
+    traceId
+  )
 
 describe("POST /api/v1/eval-rules", () => {
   test("creates with defaults; the webhook secret is returned once and stored sealed", async () => {
@@ -66,7 +69,10 @@ describe("POST /api/v1/eval-rules", () => {
     expect(got).toEqual({ ...rule, webhookSecret: undefined })
     const listed = (await (await server.get("/api/v1/eval-rules?limit=100")).json()) as any
     expect(listed.items.find((r: any) => r.id === rule.id).webhookSecret).toBeUndefined()
-    const stored = await query<{ webhook_secret: string }>(`SELECT webhook_secret FROM eval_rules WHERE id = $1`, rule.id)
+    const stored = await query<{ webhook_secret: string }>(
+      `SELECT webhook_secret FROM eval_rules WHERE id = $1`,
+      rule.id
+    )
     expect(stored[0]!.webhook_secret.startsWith("aesgcm:")).toBe(true)
     expect(stored[0]!.webhook_secret).not.toContain(rule.webhookSecret.slice(6))
     const plain = await createRule({ evaluation_id: evaluationId })
@@ -126,9 +132,15 @@ describe("POST /api/v1/eval-rules", () => {
     const foreign = await evaluation(KEY_B)
     const response = await server.post("/api/v1/eval-rules", { evaluation_id: foreign })
     expect(response.status).toBe(404)
-    expect(await response.json()).toEqual({ error: `evaluation ${foreign} not found`, code: "not_found", retryable: false })
+    expect(await response.json()).toEqual({
+      error: `evaluation ${foreign} not found`,
+      code: "not_found",
+      retryable: false
+    })
     const shared = await evaluation(KEY_B, true)
-    expect((await server.post("/api/v1/eval-rules", { evaluation_id: shared, filter: { project_id: uuid() } })).status).toBe(200)
+    expect(
+      (await server.post("/api/v1/eval-rules", { evaluation_id: shared, filter: { project_id: uuid() } })).status
+    ).toBe(200)
     const deleted = await evaluation()
     expect((await server.request("DELETE", `/api/v1/evaluations/${deleted}`)).status).toBe(200)
     expect((await server.post("/api/v1/eval-rules", { evaluation_id: deleted })).status).toBe(404)
@@ -173,11 +185,23 @@ describe("rules on terminal traces", () => {
     const project = uuid()
     const rule = await createRule({
       evaluation_id: evaluationId,
-      filter: { project_id: project, name_pattern: "checkout-*", status: "failed", metadata: { env: "prod" }, min_cost: 0.5 }
+      filter: {
+        project_id: project,
+        name_pattern: "checkout-*",
+        status: "failed",
+        metadata: { env: "prod" },
+        min_cost: 0.5
+      }
     })
     const never = await createRule({ evaluation_id: evaluationId, filter: { project_id: project }, sampling_rate: 0 })
     const disabled = await createRule({ evaluation_id: evaluationId, filter: { project_id: project }, enabled: false })
-    const base = { project_id: project, name: "checkout-eu", status: "failed", metadata: { env: "prod" }, total_cost: 0.6 }
+    const base = {
+      project_id: project,
+      name: "checkout-eu",
+      status: "failed",
+      metadata: { env: "prod" },
+      total_cost: 0.6
+    }
     const matching = trace(base)
     const misses = [
       trace({ ...base, project_id: uuid() }),
@@ -193,16 +217,23 @@ describe("rules on terminal traces", () => {
     const runs = await runsOf(matching.id)
     expect(runs.map((r) => r.evaluation_id)).toEqual([evaluationId])
     for (const t of misses) expect(await runsOf(t.id)).toEqual([])
-    const decisions = await query<{ rule_id: string }>(`SELECT rule_id FROM eval_rule_matches WHERE trace_id = $1`, matching.id)
+    const decisions = await query<{ rule_id: string }>(
+      `SELECT rule_id FROM eval_rule_matches WHERE trace_id = $1`,
+      matching.id
+    )
     expect(decisions.map((d) => d.rule_id)).toEqual([rule.id])
     expect(decisions.map((d) => d.rule_id)).not.toContain(never.id)
     expect(decisions.map((d) => d.rule_id)).not.toContain(disabled.id)
 
     // The job again (a retry after a crash): the decision is found, nothing new is queued.
-    const accountId = (await query<{ account_id: string }>(`SELECT account_id FROM traces WHERE id = $1`, matching.id))[0]!.account_id
+    const accountId = (
+      await query<{ account_id: string }>(`SELECT account_id FROM traces WHERE id = $1`, matching.id)
+    )[0]!.account_id
     await query(
       `INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts) VALUES ($1, $2, 'trace.terminal', $3::jsonb, 'queued', 3)`,
-      uuid(), accountId, JSON.stringify({ traceId: matching.id, status: "failed" })
+      uuid(),
+      accountId,
+      JSON.stringify({ traceId: matching.id, status: "failed" })
     )
     await Bun.sleep(100)
     await drained()
@@ -219,10 +250,14 @@ describe("rules on terminal traces", () => {
     })
     const t = trace({ project_id: project, status: "completed" })
     expect((await server.post("/api/v1/traces", t)).status).toBe(200)
-    const log = await until(async () => {
-      const body = (await (await server.get(`/api/v1/eval-rules/${rule.id}/deliveries`)).json()) as any
-      return body.items.length > 0 ? body : undefined
-    }, "a delivery attempt", 30_000)
+    const log = await until(
+      async () => {
+        const body = (await (await server.get(`/api/v1/eval-rules/${rule.id}/deliveries`)).json()) as any
+        return body.items.length > 0 ? body : undefined
+      },
+      "a delivery attempt",
+      30_000
+    )
     expect(log.total).toBe(1)
     expect(log.items[0]).toMatchObject({
       ruleId: rule.id,

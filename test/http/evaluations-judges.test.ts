@@ -1,6 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import type { FakeOpenAi } from "../support/FakeOpenAi.ts"
-import { criterionOf, JUDGE_STYLES, type JudgeStyle, outputModeOf, startFakeJudge, styledTraceName, traceNameOf } from "../support/FakeJudge.ts"
+import {
+  criterionOf,
+  JUDGE_STYLES,
+  type JudgeStyle,
+  outputModeOf,
+  startFakeJudge,
+  styledTraceName,
+  traceNameOf
+} from "../support/FakeJudge.ts"
 import { span, trace } from "../support/Fixtures.ts"
 import { startTestServer, type TestServer } from "../support/TestServer.ts"
 
@@ -89,7 +97,10 @@ describe("every answer style, end to end", () => {
 
       // Queued runs are scored from the answers in this style.
       const runs = await runAndSettle(evaluationId, [base1, base2])
-      expect(runs.map((r) => [r.status, r.score, r.error])).toEqual([["completed", 0.9, null], ["completed", 0.8, null]])
+      expect(runs.map((r) => [r.status, r.score, r.error])).toEqual([
+        ["completed", 0.9, null],
+        ["completed", 0.8, null]
+      ])
       expect(runs[0].criterionScores).toEqual([
         { name: "correct", weight: 2, score: 0.9, reason: "correct judged 0.9" },
         { name: "polite", weight: 1, score: 0.9, reason: "polite judged 0.9" }
@@ -108,8 +119,11 @@ describe("every answer style, end to end", () => {
       const regressed = await gate(evaluationId, { trace_ids: [worse], threshold: 0.5, baseline_run_ids })
       expect(regressed).toMatchObject({ passed: false, regression: true, score: 0.7, baseline_score: 0.85 })
       const close = await recordTrace(style, 0.82)
-      expect(await gate(evaluationId, { trace_ids: [close], threshold: 0.5, baseline_run_ids }))
-        .toMatchObject({ passed: true, regression: false, score: 0.82 })
+      expect(await gate(evaluationId, { trace_ids: [close], threshold: 0.5, baseline_run_ids })).toMatchObject({
+        passed: true,
+        regression: false,
+        score: 0.82
+      })
     }, 60_000)
   }
 })
@@ -127,7 +141,11 @@ describe("an unreadable judge and a provider without json_schema", () => {
     // Asked once and retried once per criterion, with the reason in the retry.
     const asked = fake.requests.slice(before).filter((r) => traceNameOf(r) === styledTraceName("python_dict", 0.9))
     expect(asked).toHaveLength(4)
-    expect(asked.filter((r) => r.body.messages.length === 4).every((r) => r.body.messages[3].content.includes("could not be read"))).toBe(true)
+    expect(
+      asked
+        .filter((r) => r.body.messages.length === 4)
+        .every((r) => r.body.messages[3].content.includes("could not be read"))
+    ).toBe(true)
 
     const verdict = await gate(evaluationId, {
       trace_ids: [good.traceId, unreadable],
@@ -156,7 +174,11 @@ describe("an unreadable judge and a provider without json_schema", () => {
     const more = [await recordTrace("ollama_string_score", 0.8), await recordTrace("claude_gateway_prose_fence", 0.7)]
     const runs = await runAndSettle(evaluationId, more)
     expect(runs.map((r) => r.score)).toEqual([0.8, 0.7])
-    const verdict = await gate(evaluationId, { trace_ids: [first.traceId, ...more], threshold: 0.7, baseline_run_ids: [first.id] })
+    const verdict = await gate(evaluationId, {
+      trace_ids: [first.traceId, ...more],
+      threshold: 0.7,
+      baseline_run_ids: [first.id]
+    })
     expect(verdict).toMatchObject({ passed: true, score: 0.7, regression: false })
     expect(forModel(NO_SCHEMA_MODEL).filter((r) => outputModeOf(r) === "json_schema")).toHaveLength(refused)
     expect(forModel(NO_SCHEMA_MODEL).filter((r) => outputModeOf(r) === "json_object").length).toBeGreaterThanOrEqual(6)

@@ -33,7 +33,9 @@ const recordTraces = async (names: ReadonlyArray<string>, key = KEY_A) => {
     ids.push(t.id)
   }
   await until(async () => {
-    const rows = await sqlOn(server)<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE status IN ('queued', 'running')`)
+    const rows = await sqlOn(server)<{ n: number }>(
+      `SELECT count(*)::int AS n FROM jobs WHERE status IN ('queued', 'running')`
+    )
     return rows[0]!.n === 0 ? true : undefined
   }, "the terminal-trace jobs")
   return ids
@@ -62,67 +64,100 @@ describe("every evaluation, eval-rule and insight route under arbitrary input", 
     const [traceA] = await recordTraces(["q:0.8"])
     const [traceB] = await recordTraces(["q:0.8"], KEY_B)
     const e = await evaluation()
-    const rule = await json(await server.post("/api/v1/eval-rules", { evaluation_id: e.id, filter: { project_id: uuid() } }))
+    const rule = await json(
+      await server.post("/api/v1/eval-rules", { evaluation_id: e.id, filter: { project_id: uuid() } })
+    )
     expect(rule.status).toBe(200)
     const gated = await json(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [traceA] }))
     expect(gated.status).toBe(200)
     const runId = gated.body.runs[0].id as string
 
     const anything = fc.oneof(fc.jsonValue(), fc.string(), fc.double(), fc.constant(null))
-    const someId = fc.oneof(fc.constantFrom(traceA!, traceB!, traceA!.toUpperCase(), e.id, runId), fc.uuid(), fc.string())
-    const criterion = fc.record({
-      name: fc.oneof(fc.string({ maxLength: 120 }), anything),
-      description: fc.oneof(fc.string({ maxLength: 20 }), anything),
-      weight: fc.oneof(fc.double(), fc.integer({ min: -5, max: 15 }), anything),
-      extra: anything
-    }, { requiredKeys: [] })
-    const evaluationBody = fc.record({
-      name: fc.oneof(fc.string({ maxLength: 600 }), anything),
-      criteria: fc.oneof(fc.array(criterion, { maxLength: 12 }), anything),
-      description: fc.oneof(fc.string(), anything),
-      project_id: someId,
-      judge_model: fc.oneof(fc.string({ maxLength: 120 }), anything),
-      is_public: fc.oneof(fc.boolean(), anything),
-      extra: anything
-    }, { requiredKeys: [] })
-    const runBody = fc.record({
-      trace_ids: fc.oneof(fc.array(someId, { maxLength: 55 }), anything),
-      judge_model: fc.oneof(fc.string({ maxLength: 120 }), anything),
-      threshold: fc.oneof(fc.double(), anything),
-      fail_on_regression: fc.oneof(fc.boolean(), anything),
-      baseline_run_ids: fc.oneof(fc.array(someId, { maxLength: 3 }), anything),
-      extra: anything
-    }, { requiredKeys: [] })
-    const ruleBody = fc.record({
-      evaluation_id: someId,
-      name: fc.oneof(fc.string(), anything),
-      filter: fc.oneof(
-        fc.record({
-          project_id: someId,
-          name_pattern: fc.oneof(fc.string({ maxLength: 600 }), anything),
-          status: fc.oneof(fc.constantFrom("completed", "failed", "running"), anything),
-          metadata: fc.oneof(fc.dictionary(fc.oneof(fc.string(), fc.constantFrom("__proto__", "constructor", "")), anything), anything),
-          min_cost: fc.oneof(fc.double(), anything),
-          extra: anything
-        }, { requiredKeys: [] }),
-        anything
-      ),
-      sampling_rate: fc.oneof(fc.double(), anything),
-      webhook_url: fc.oneof(
-        fc.webUrl(),
-        fc.constantFrom(
-          "https://10.0.0.1/", "https://[::ffff:127.0.0.1]/", "https://0x7f.1/", "https://metadata.google.internal./",
-          "http://example.com/", "https://user:pw@example.com/", "https://example.com/#x", "https://[::1]:99999/",
-          "https://exa mple.com/", "https://%zz/", "https://ⓛocalhost/", "https:///x"
+    const someId = fc.oneof(
+      fc.constantFrom(traceA!, traceB!, traceA!.toUpperCase(), e.id, runId),
+      fc.uuid(),
+      fc.string()
+    )
+    const criterion = fc.record(
+      {
+        name: fc.oneof(fc.string({ maxLength: 120 }), anything),
+        description: fc.oneof(fc.string({ maxLength: 20 }), anything),
+        weight: fc.oneof(fc.double(), fc.integer({ min: -5, max: 15 }), anything),
+        extra: anything
+      },
+      { requiredKeys: [] }
+    )
+    const evaluationBody = fc.record(
+      {
+        name: fc.oneof(fc.string({ maxLength: 600 }), anything),
+        criteria: fc.oneof(fc.array(criterion, { maxLength: 12 }), anything),
+        description: fc.oneof(fc.string(), anything),
+        project_id: someId,
+        judge_model: fc.oneof(fc.string({ maxLength: 120 }), anything),
+        is_public: fc.oneof(fc.boolean(), anything),
+        extra: anything
+      },
+      { requiredKeys: [] }
+    )
+    const runBody = fc.record(
+      {
+        trace_ids: fc.oneof(fc.array(someId, { maxLength: 55 }), anything),
+        judge_model: fc.oneof(fc.string({ maxLength: 120 }), anything),
+        threshold: fc.oneof(fc.double(), anything),
+        fail_on_regression: fc.oneof(fc.boolean(), anything),
+        baseline_run_ids: fc.oneof(fc.array(someId, { maxLength: 3 }), anything),
+        extra: anything
+      },
+      { requiredKeys: [] }
+    )
+    const ruleBody = fc.record(
+      {
+        evaluation_id: someId,
+        name: fc.oneof(fc.string(), anything),
+        filter: fc.oneof(
+          fc.record(
+            {
+              project_id: someId,
+              name_pattern: fc.oneof(fc.string({ maxLength: 600 }), anything),
+              status: fc.oneof(fc.constantFrom("completed", "failed", "running"), anything),
+              metadata: fc.oneof(
+                fc.dictionary(fc.oneof(fc.string(), fc.constantFrom("__proto__", "constructor", "")), anything),
+                anything
+              ),
+              min_cost: fc.oneof(fc.double(), anything),
+              extra: anything
+            },
+            { requiredKeys: [] }
+          ),
+          anything
         ),
-        anything
-      ),
-      enabled: fc.oneof(fc.boolean(), anything),
-      extra: anything
-    }, { requiredKeys: [] })
+        sampling_rate: fc.oneof(fc.double(), anything),
+        webhook_url: fc.oneof(
+          fc.webUrl(),
+          fc.constantFrom(
+            "https://10.0.0.1/",
+            "https://[::ffff:127.0.0.1]/",
+            "https://0x7f.1/",
+            "https://metadata.google.internal./",
+            "http://example.com/",
+            "https://user:pw@example.com/",
+            "https://example.com/#x",
+            "https://[::1]:99999/",
+            "https://exa mple.com/",
+            "https://%zz/",
+            "https://ⓛocalhost/",
+            "https:///x"
+          ),
+          anything
+        ),
+        enabled: fc.oneof(fc.boolean(), anything),
+        extra: anything
+      },
+      { requiredKeys: [] }
+    )
     const junk = fc.oneof(
       anything,
-      fc.constantFrom("{", "[", "nul", "{\"trace_ids\":", "\u0000", "1e999999", "\"\\ud800\"", "{\"criteria\":[{}]}"),
+      fc.constantFrom("{", "[", "nul", '{"trace_ids":', "\u0000", "1e999999", '"\\ud800"', '{"criteria":[{}]}'),
       evaluationBody,
       runBody,
       ruleBody
@@ -143,35 +178,59 @@ describe("every evaluation, eval-rule and insight route under arbitrary input", 
     )
     const query = fc.oneof(
       fc.string(),
-      fc.record({
-        limit: fc.oneof(fc.integer({ min: -2, max: 102 }).map(String), fc.string()),
-        offset: fc.oneof(fc.constantFrom("0", "9007199254740991", "9007199254740992", "-1", "1e3", "0x10"), fc.string()),
-        trace_id: fc.oneof(someId, fc.string()),
-        kind: fc.oneof(fc.constantFrom("tool_loop", "failed_span", "nope"), fc.string()),
-        colour: fc.string()
-      }, { requiredKeys: [] }).map((q) => new URLSearchParams(q as Record<string, string>).toString())
+      fc
+        .record(
+          {
+            limit: fc.oneof(fc.integer({ min: -2, max: 102 }).map(String), fc.string()),
+            offset: fc.oneof(
+              fc.constantFrom("0", "9007199254740991", "9007199254740992", "-1", "1e3", "0x10"),
+              fc.string()
+            ),
+            trace_id: fc.oneof(someId, fc.string()),
+            kind: fc.oneof(fc.constantFrom("tool_loop", "failed_span", "nope"), fc.string()),
+            colour: fc.string()
+          },
+          { requiredKeys: [] }
+        )
+        .map((q) => new URLSearchParams(q as Record<string, string>).toString())
     )
     const contentType = fc.constantFrom(
-      "application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded",
-      "multipart/form-data; boundary=x", "application/octet-stream", "APPLICATION/JSON"
+      "application/json",
+      "application/json; charset=utf-8",
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/octet-stream",
+      "APPLICATION/JSON"
     )
     const pathId = fc.oneof(fc.constant(e.id), fc.constant(e.id.toUpperCase()), someId)
     const ruleId = fc.oneof(fc.constant(rule.body.id as string), fc.uuid(), fc.string())
     const key = fc.constantFrom(KEY_A, KEY_B)
     await fc.assert(
-      fc.asyncProperty(route, junk, pathId, ruleId, query, contentType, key, async ([method, template], body, id, rid, q, type, k) => {
-        const path = template!
-          .replace(":id", encodeURIComponent(id))
-          .replace(":rule", encodeURIComponent(rid))
-          .replace(":query", q.includes("=") ? q : encodeURIComponent(q))
-        const payload = typeof body === "string" ? body : JSON.stringify(body)
-        const response = await server.request(
-          method!,
-          path,
-          method === "GET" || method === "DELETE" ? { key: k } : { key: k, body: payload, headers: { "content-type": type } }
-        )
-        await expectErrorBody(response)
-      }),
+      fc.asyncProperty(
+        route,
+        junk,
+        pathId,
+        ruleId,
+        query,
+        contentType,
+        key,
+        async ([method, template], body, id, rid, q, type, k) => {
+          const path = template!
+            .replace(":id", encodeURIComponent(id))
+            .replace(":rule", encodeURIComponent(rid))
+            .replace(":query", q.includes("=") ? q : encodeURIComponent(q))
+          const payload = typeof body === "string" ? body : JSON.stringify(body)
+          const response = await server.request(
+            method!,
+            path,
+            method === "GET" || method === "DELETE"
+              ? { key: k }
+              : { key: k, body: payload, headers: { "content-type": type } }
+          )
+          await expectErrorBody(response)
+        }
+      ),
       { numRuns: 300 }
     )
     // Rules the generator made stop applying, so the traces of the tests below trigger no webhook to a made-up host.
@@ -207,7 +266,11 @@ describe("properties of evaluations through the HTTP API", () => {
           projectId: request.project_id?.toLowerCase() ?? null,
           judgeModel: request.judge_model ?? "gpt-4o-mini",
           isPublic: request.is_public ?? false,
-          criteria: request.criteria.map((c: any) => ({ name: c.name, description: c.description, weight: c.weight ?? 1 }))
+          criteria: request.criteria.map((c: any) => ({
+            name: c.name,
+            description: c.description,
+            weight: c.weight ?? 1
+          }))
         })
         const detail = await json(await server.get(`/api/v1/evaluations/${created.body.id}`))
         expect(detail).toEqual({ status: 200, body: { ...created.body, runs: [] } })
@@ -232,7 +295,12 @@ describe("properties of evaluations through the HTTP API", () => {
           const key = keys[actor]
           if (kind === "create" || kind === "createPublic" || made.length === 0) {
             const isPublic = kind === "createPublic"
-            made.push({ id: (await evaluation({ is_public: isPublic }, key)).id, owner: actor, isPublic, deleted: false })
+            made.push({
+              id: (await evaluation({ is_public: isPublic }, key)).id,
+              owner: actor,
+              isPublic,
+              deleted: false
+            })
             continue
           }
           if (kind === "list") {
@@ -244,11 +312,12 @@ describe("properties of evaluations through the HTTP API", () => {
           const m = made[target % made.length]!
           const visible = !m.deleted && (m.owner === actor || m.isPublic)
           const base = `/api/v1/evaluations/${m.id}`
-          const response = kind === "get"
-            ? await server.get(base, key)
-            : kind === "delete"
-            ? await server.request("DELETE", base, { key })
-            : await server.post(`${base}/${kind}`, { trace_ids: [traceOf[actor]] }, key)
+          const response =
+            kind === "get"
+              ? await server.get(base, key)
+              : kind === "delete"
+                ? await server.request("DELETE", base, { key })
+                : await server.post(`${base}/${kind}`, { trace_ids: [traceOf[actor]] }, key)
           const allowed = kind === "delete" ? visible && m.owner === actor : visible
           expect(response.status).toBe(allowed ? 200 : 404)
           const answer = (await response.json()) as any
@@ -269,7 +338,10 @@ describe("properties of evaluations through the HTTP API", () => {
     const ids = await recordTraces(scores.map((s) => `q:${s}`))
     const e = await evaluation()
     const before = fake.requests.length
-    const pick = fc.uniqueArray(fc.integer({ min: 0, max: scores.length - 1 }), { minLength: 1, maxLength: scores.length })
+    const pick = fc.uniqueArray(fc.integer({ min: 0, max: scores.length - 1 }), {
+      minLength: 1,
+      maxLength: scores.length
+    })
     await fc.assert(
       fc.asyncProperty(pick, fc.double({ min: 0, max: 1, noNaN: true }), async (chosen, threshold) => {
         const { status, body } = await json(
@@ -292,31 +364,41 @@ describe("properties of evaluations through the HTTP API", () => {
 
   test("an eval rule's filter round-trips; another account never sees, deletes or reads the deliveries of it", async () => {
     const e = await evaluation({ is_public: true })
-    const filter = fc.record({
-      project_id: fc.uuid(),
-      name_pattern: text(500),
-      status: fc.constantFrom("completed", "failed"),
-      metadata: fc.dictionary(
-        // `__proto__` is refused by design (src/domain/EvalRule.ts; test/domain/eval-rule.test.ts): fast-check proposes it.
-        fc.string({ minLength: 1, maxLength: 200, unit: "grapheme" }).filter((k) => k !== "__proto__"),
-        fc.oneof(fc.string({ maxLength: 100 }), fc.integer(), fc.boolean(), fc.constant(null)),
-        { maxKeys: 5 }
-      ),
-      min_cost: fc.double({ min: 0, max: 1e6, noNaN: true })
-    }, { requiredKeys: ["project_id"] })
+    const filter = fc.record(
+      {
+        project_id: fc.uuid(),
+        name_pattern: text(500),
+        status: fc.constantFrom("completed", "failed"),
+        metadata: fc.dictionary(
+          // `__proto__` is refused by design (src/domain/EvalRule.ts; test/domain/eval-rule.test.ts): fast-check proposes it.
+          fc.string({ minLength: 1, maxLength: 200, unit: "grapheme" }).filter((k) => k !== "__proto__"),
+          fc.oneof(fc.string({ maxLength: 100 }), fc.integer(), fc.boolean(), fc.constant(null)),
+          { maxKeys: 5 }
+        ),
+        min_cost: fc.double({ min: 0, max: 1e6, noNaN: true })
+      },
+      { requiredKeys: ["project_id"] }
+    )
     await fc.assert(
       fc.asyncProperty(filter, fc.double({ min: 0, max: 1, noNaN: true }), async (generated, rate) => {
         const sent = JSON.parse(JSON.stringify(generated))
-        const created = await json(await server.post("/api/v1/eval-rules", { evaluation_id: e.id, filter: sent, sampling_rate: rate }, KEY_B))
+        const created = await json(
+          await server.post("/api/v1/eval-rules", { evaluation_id: e.id, filter: sent, sampling_rate: rate }, KEY_B)
+        )
         expect(created.status).toBe(200)
         const got = await json(await server.get(`/api/v1/eval-rules/${created.body.id}`, KEY_B))
         expect(got.body.filter).toEqual({ ...sent, project_id: sent.project_id })
         expect(got.body.samplingRate).toBe(rate)
         expect(got.body.webhookSecret).toBeUndefined()
-        for (const path of [`/api/v1/eval-rules/${created.body.id}`, `/api/v1/eval-rules/${created.body.id}/deliveries`]) {
+        for (const path of [
+          `/api/v1/eval-rules/${created.body.id}`,
+          `/api/v1/eval-rules/${created.body.id}/deliveries`
+        ]) {
           expect((await server.get(path, KEY_A)).status).toBe(404)
         }
-        expect((await server.request("DELETE", `/api/v1/eval-rules/${created.body.id}`, { key: KEY_A })).status).toBe(404)
+        expect((await server.request("DELETE", `/api/v1/eval-rules/${created.body.id}`, { key: KEY_A })).status).toBe(
+          404
+        )
       }),
       { numRuns: 30 }
     )

@@ -17,7 +17,10 @@ const recordTrace = async () => {
 
 describe("evaluations without a model provider", () => {
   test("a run fails with a clear error; the gate fails closed; the default judge model is gpt-4o-mini", async () => {
-    const created = await server.post("/api/v1/evaluations", { name: "q", criteria: [{ name: "ok", description: "it is ok" }] })
+    const created = await server.post("/api/v1/evaluations", {
+      name: "q",
+      criteria: [{ name: "ok", description: "it is ok" }]
+    })
     const e = (await created.json()) as any
     expect(e.judgeModel).toBe("gpt-4o-mini")
     const t = await recordTrace()
@@ -33,7 +36,9 @@ describe("evaluations without a model provider", () => {
     expect(run).toMatchObject({ status: "failed", score: null, inputTokens: 0, outputTokens: 0 })
     expect(run.error).toContain("no LLM provider is configured")
 
-    const gate = (await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], threshold: 0 })).json()) as any
+    const gate = (await (
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], threshold: 0 })
+    ).json()) as any
     expect(gate).toMatchObject({ passed: false, score: 0, threshold: 0, regression: false })
     expect(gate.reasons).toEqual(["1 of 1 traces could not be judged"])
     expect(gate.runs[0]).toMatchObject({ traceId: t, status: "failed", score: null, reused: false })

@@ -18,7 +18,7 @@ const judgeReply = (r: RecordedRequest): FakeReply => {
   const criterion = criterionOf(r)
   if (name === "down") return { status: 500, errorMessage: "judge is down" }
   if (name === "malformed" && criterion === "polite") return { content: "I would say 0.7" }
-  const score = name.startsWith("q:") ? Number(name.slice(2)) : MIX[criterion] ?? 0.5
+  const score = name.startsWith("q:") ? Number(name.slice(2)) : (MIX[criterion] ?? 0.5)
   return { content: JSON.stringify({ score, reason: `${criterion} looks ${score}` }) }
 }
 
@@ -54,7 +54,11 @@ const recordTrace = async (name: string, key = KEY_A) => {
     status: "completed",
     input: "Book a flight to Lisbon",
     output: "Booked TP123",
-    spans: [root, span({ parent_id: root.id, name: "plan", model: "gpt-4o-mini", output: "search" }), span({ parent_id: root.id, span_type: "tool_call", name: "search", output: { results: 3 } })]
+    spans: [
+      root,
+      span({ parent_id: root.id, name: "plan", model: "gpt-4o-mini", output: "search" }),
+      span({ parent_id: root.id, span_type: "tool_call", name: "search", output: { results: 3 } })
+    ]
   })
   expect((await server.post("/api/v1/traces", t, key)).status).toBe(200)
   return t.id as string
@@ -95,10 +99,26 @@ const expectNotFound = async (response: Response) => {
 
 describe("evaluations CRUD", () => {
   test("create answers the exact camelCase shape with defaults; get adds runs; delete is soft and owner-only", async () => {
-    const created = await createEvaluation({ description: "how good", project_id: "AAAAAAAA-AAAA-4AAA-8AAA-AAAAAAAAAAAA" })
-    expect(Object.keys(created).sort()).toEqual(["createdAt", "criteria", "description", "id", "isPublic", "judgeModel", "name", "projectId"])
+    const created = await createEvaluation({
+      description: "how good",
+      project_id: "AAAAAAAA-AAAA-4AAA-8AAA-AAAAAAAAAAAA"
+    })
+    expect(Object.keys(created).sort()).toEqual([
+      "createdAt",
+      "criteria",
+      "description",
+      "id",
+      "isPublic",
+      "judgeModel",
+      "name",
+      "projectId"
+    ])
     expect(created).toMatchObject({
-      name: "quality", description: "how good", projectId: "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa", judgeModel: "gpt-4.1-mini", isPublic: false,
+      name: "quality",
+      description: "how good",
+      projectId: "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa",
+      judgeModel: "gpt-4.1-mini",
+      isPublic: false,
       criteria: [
         { name: "correct", description: "the answer is correct", weight: 3 },
         { name: "polite", description: "the answer is polite", weight: 1 },
@@ -113,7 +133,10 @@ describe("evaluations CRUD", () => {
     expect(bare).toMatchObject({ description: null, projectId: null, judgeModel: "my-judge" })
 
     await expectNotFound(await server.request("DELETE", `/api/v1/evaluations/${created.id}`, { key: KEY_B }))
-    expect(await json(await server.request("DELETE", `/api/v1/evaluations/${created.id}`))).toEqual({ status: 200, body: { deleted: true } })
+    expect(await json(await server.request("DELETE", `/api/v1/evaluations/${created.id}`))).toEqual({
+      status: 200,
+      body: { deleted: true }
+    })
     await expectNotFound(await server.get(`/api/v1/evaluations/${created.id}`))
     await expectNotFound(await server.request("DELETE", `/api/v1/evaluations/${created.id}`))
     const listed = (await (await server.get("/api/v1/evaluations?limit=100")).json()) as any
@@ -162,9 +185,19 @@ describe("evaluations CRUD", () => {
       "{not json"
     ]
     for (const body of bad) await expectValidation(await server.post("/api/v1/evaluations", body))
-    expect((await server.post("/api/v1/evaluations", {
-      name: "x".repeat(500), criteria: Array.from({ length: 10 }, (_, i) => ({ name: `${i}`.padEnd(100, "n"), description: "d".repeat(1000), weight: 10 })), judge_model: "m".repeat(100)
-    })).status).toBe(200)
+    expect(
+      (
+        await server.post("/api/v1/evaluations", {
+          name: "x".repeat(500),
+          criteria: Array.from({ length: 10 }, (_, i) => ({
+            name: `${i}`.padEnd(100, "n"),
+            description: "d".repeat(1000),
+            weight: 10
+          })),
+          judge_model: "m".repeat(100)
+        })
+      ).status
+    ).toBe(200)
     await expectValidation(await server.get("/api/v1/evaluations/not-a-uuid"))
     const e = await createEvaluation()
     const t = await recordTrace("q:1")
@@ -178,40 +211,69 @@ describe("evaluations CRUD", () => {
       await expectValidation(await server.post(path, { trace_ids: [t], extra: true }))
       await expectValidation(await server.post(path, {}))
     }
-    await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/run`, { trace_ids: [t], judge_model: "m".repeat(101) }))
+    await expectValidation(
+      await server.post(`/api/v1/evaluations/${e.id}/run`, { trace_ids: [t], judge_model: "m".repeat(101) })
+    )
     await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], threshold: 1.5 }))
     await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], threshold: -0.1 }))
     await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], judge_model: "x" }))
-    await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], baseline_run_ids: ["x"] }))
+    await expectValidation(
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [t], baseline_run_ids: ["x"] })
+    )
   }, 60_000)
 })
 
 test("GET /openapi.json documents the evaluation routes", async () => {
   const spec = (await (await fetch(`${server.url}/openapi.json`)).json()) as any
-  for (const path of ["/api/v1/evaluations", "/api/v1/evaluations/{evaluationId}", "/api/v1/evaluations/{evaluationId}/run", "/api/v1/evaluations/{evaluationId}/gate"]) {
+  for (const path of [
+    "/api/v1/evaluations",
+    "/api/v1/evaluations/{evaluationId}",
+    "/api/v1/evaluations/{evaluationId}/run",
+    "/api/v1/evaluations/{evaluationId}/gate"
+  ]) {
     expect(spec.paths[path]).toBeDefined()
   }
   expect(Object.keys(spec.paths["/api/v1/evaluations/{evaluationId}"]).sort()).toEqual(["delete", "get"])
   const schemas = spec.components.schemas
-  expect(schemas.RunEvaluationResult).toMatchObject({ required: ["evaluation_id", "runs", "status"], additionalProperties: false })
+  expect(schemas.RunEvaluationResult).toMatchObject({
+    required: ["evaluation_id", "runs", "status"],
+    additionalProperties: false
+  })
   expect(schemas.RunEvaluationResult.properties.status.enum).toEqual(["running"])
-  expect(schemas.RunEvaluationResult.properties.runs.items).toMatchObject({ required: ["id", "traceId", "status"], additionalProperties: false })
+  expect(schemas.RunEvaluationResult.properties.runs.items).toMatchObject({
+    required: ["id", "traceId", "status"],
+    additionalProperties: false
+  })
   expect(schemas.EvaluationCriterion).toMatchObject({ required: ["name", "description"], additionalProperties: false })
   expect(schemas.EvaluationCriterion.properties).toMatchObject({
-    name: { maxLength: 100 }, description: { maxLength: 1000 }, weight: { minimum: 0, maximum: 10 }
+    name: { maxLength: 100 },
+    description: { maxLength: 1000 },
+    weight: { minimum: 0, maximum: 10 }
   })
   expect(schemas.CreateEvaluationRequest).toMatchObject({ required: ["name", "criteria"], additionalProperties: false })
   expect(schemas.CreateEvaluationRequest.properties).toMatchObject({
-    name: { maxLength: 500 }, criteria: { minItems: 1, maxItems: 10 }, judge_model: { maxLength: 100 }
+    name: { maxLength: 500 },
+    criteria: { minItems: 1, maxItems: 10 },
+    judge_model: { maxLength: 100 }
   })
   for (const name of ["RunEvaluationRequest", "EvaluationGateRequest"]) {
     expect(schemas[name]).toMatchObject({ required: ["trace_ids"], additionalProperties: false })
     expect(schemas[name].properties.trace_ids).toMatchObject({ minItems: 1, maxItems: 50, uniqueItems: true })
   }
   expect(schemas.EvaluationGateRequest.properties.threshold).toMatchObject({ minimum: 0, maximum: 1 })
-  expect(schemas.EvaluationGateResult.required).toEqual(expect.arrayContaining(["passed", "score", "threshold", "regression", "runs"]))
-  expect(schemas.EvaluationGateResult.properties).toMatchObject({ score: { minimum: 0, maximum: 1 }, threshold: { minimum: 0, maximum: 1 } })
-  for (const path of ["/api/v1/eval-rules", "/api/v1/eval-rules/{id}", "/api/v1/eval-rules/{id}/deliveries", "/api/v1/insights"]) {
+  expect(schemas.EvaluationGateResult.required).toEqual(
+    expect.arrayContaining(["passed", "score", "threshold", "regression", "runs"])
+  )
+  expect(schemas.EvaluationGateResult.properties).toMatchObject({
+    score: { minimum: 0, maximum: 1 },
+    threshold: { minimum: 0, maximum: 1 }
+  })
+  for (const path of [
+    "/api/v1/eval-rules",
+    "/api/v1/eval-rules/{id}",
+    "/api/v1/eval-rules/{id}/deliveries",
+    "/api/v1/insights"
+  ]) {
     expect(spec.paths[path]).toBeDefined()
   }
 }, 60_000)
@@ -222,7 +284,9 @@ describe("runs", () => {
     const mine = await recordTrace("mix")
     const foreign = await recordTrace("mix", KEY_B)
     // An upper-case id in the path names the same evaluation; the answer carries it as stored.
-    const { status, body } = await json(await server.post(`/api/v1/evaluations/${e.id.toUpperCase()}/run`, { trace_ids: [mine, foreign, uuid()] }))
+    const { status, body } = await json(
+      await server.post(`/api/v1/evaluations/${e.id.toUpperCase()}/run`, { trace_ids: [mine, foreign, uuid()] })
+    )
     expect(status).toBe(200)
     expect(Object.keys(body).sort()).toEqual(["evaluation_id", "runs", "status"])
     expect(body.evaluation_id).toBe(e.id)
@@ -233,8 +297,14 @@ describe("runs", () => {
 
     const [run] = await settledRuns(e.id, 1)
     expect(run).toMatchObject({
-      id: body.runs[0].id, traceId: mine, status: "completed", judgeModel: "gpt-4.1-mini",
-      inputTokens: 30, outputTokens: 15, costUsd: costOf(DEFAULT_PRICES, "gpt-4.1-mini", 30, 15), error: null
+      id: body.runs[0].id,
+      traceId: mine,
+      status: "completed",
+      judgeModel: "gpt-4.1-mini",
+      inputTokens: 30,
+      outputTokens: 15,
+      costUsd: costOf(DEFAULT_PRICES, "gpt-4.1-mini", 30, 15),
+      error: null
     })
     expect(run.score).toBeCloseTo((3 * 1 + 1 * 0.2 + 0 * 0) / 4, 12)
     expect(run.criterionScores).toEqual([
@@ -245,8 +315,19 @@ describe("runs", () => {
     expect(run.reasoning).toContain("correct (1): correct looks 1")
     expect(Date.parse(run.completedAt)).toBeGreaterThanOrEqual(Date.parse(run.createdAt))
     expect(Object.keys(run).sort()).toEqual([
-      "completedAt", "costUsd", "createdAt", "criterionScores", "error", "id", "inputTokens", "judgeModel", "outputTokens",
-      "reasoning", "score", "status", "traceId"
+      "completedAt",
+      "costUsd",
+      "createdAt",
+      "criterionScores",
+      "error",
+      "id",
+      "inputTokens",
+      "judgeModel",
+      "outputTokens",
+      "reasoning",
+      "score",
+      "status",
+      "traceId"
     ])
   }, 60_000)
 
@@ -260,7 +341,9 @@ describe("runs", () => {
     const b = await recordTrace("q:0.6")
     const first = (await (await server.post(`/api/v1/evaluations/${e.id}/run`, { trace_ids: [a] })).json()) as any
     await settledRuns(e.id, 1)
-    const second = (await (await server.post(`/api/v1/evaluations/${e.id}/run`, { trace_ids: [b], judge_model: "gpt-4o" })).json()) as any
+    const second = (await (
+      await server.post(`/api/v1/evaluations/${e.id}/run`, { trace_ids: [b], judge_model: "gpt-4o" })
+    ).json()) as any
     const runs = await settledRuns(e.id, 2)
     expect(runs.map((r: any) => r.id)).toEqual([second.runs[0].id, first.runs[0].id])
     expect(runs[0]).toMatchObject({ judgeModel: "gpt-4o", status: "completed", score: 0.6 })
@@ -275,9 +358,16 @@ describe("runs", () => {
     await settledRuns(e.id, 1)
     const sql = sqlOn(server)
     const jobStatus = async () =>
-      (await sql<{ status: string }>(`SELECT status FROM jobs WHERE kind = 'evaluation.run' AND payload->>'runId' = $1`, runId))
-        .map((j) => j.status)
-    await until(async () => ((await jobStatus()).join() === "completed" ? true : undefined), "the run's job to complete")
+      (
+        await sql<{ status: string }>(
+          `SELECT status FROM jobs WHERE kind = 'evaluation.run' AND payload->>'runId' = $1`,
+          runId
+        )
+      ).map((j) => j.status)
+    await until(
+      async () => ((await jobStatus()).join() === "completed" ? true : undefined),
+      "the run's job to complete"
+    )
     // As a process dying mid-run on its last attempt leaves them: the run running, the job's lease run out.
     await sql(`UPDATE evaluation_runs SET status = 'running', score = NULL, completed_at = NULL WHERE id = $1`, runId)
     await sql(
@@ -286,7 +376,12 @@ describe("runs", () => {
       runId
     )
     const [run] = await settledRuns(e.id, 1)
-    expect(run).toMatchObject({ id: runId, status: "failed", score: null, error: "internal error: the worker running it stopped on every attempt" })
+    expect(run).toMatchObject({
+      id: runId,
+      status: "failed",
+      score: null,
+      error: "internal error: the worker running it stopped on every attempt"
+    })
     expect(await jobStatus()).toEqual(["dead_letter"])
   }, 60_000)
 
@@ -299,7 +394,8 @@ describe("runs", () => {
     const calls = callsFor("q:0.35").length
     const sql = sqlOn(server)
     const requeue = async (runStatus?: string) => {
-      if (runStatus !== undefined) await sql(`UPDATE evaluation_runs SET status = $1, score = NULL WHERE id = $2`, runStatus, runId)
+      if (runStatus !== undefined)
+        await sql(`UPDATE evaluation_runs SET status = $1, score = NULL WHERE id = $2`, runStatus, runId)
       await sql(
         `UPDATE jobs SET status = 'queued', run_at = now(), locked_until = NULL WHERE kind = 'evaluation.run' AND payload->>'runId' = $1`,
         runId
@@ -307,7 +403,10 @@ describe("runs", () => {
     }
     const jobDone = () =>
       until(async () => {
-        const rows = await sql<{ status: string }>(`SELECT status FROM jobs WHERE kind = 'evaluation.run' AND payload->>'runId' = $1`, runId)
+        const rows = await sql<{ status: string }>(
+          `SELECT status FROM jobs WHERE kind = 'evaluation.run' AND payload->>'runId' = $1`,
+          runId
+        )
         return rows.length === 1 && rows[0]!.status === "completed" ? true : undefined
       }, "the run's job to run again")
     await requeue()
@@ -328,7 +427,7 @@ describe("runs", () => {
     await server.post(`/api/v1/evaluations/${e.id}/run`, { trace_ids: [t] })
     const [run] = await settledRuns(e.id, 1)
     expect(run).toMatchObject({ status: "failed", score: null, reasoning: null })
-    expect(run.error).toContain("criterion \"polite\": malformed answer twice")
+    expect(run.error).toContain('criterion "polite": malformed answer twice')
     expect(callsFor("malformed").filter((r) => criterionOf(r) === "polite")).toHaveLength(2)
     expect(run.inputTokens).toBe(40)
   }, 60_000)
@@ -372,7 +471,9 @@ describe("visibility", () => {
     const gate = await json(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [theirs] }, KEY_B))
     expect(gate.body).toMatchObject({ passed: true, score: 0.9 })
     // A's baseline cannot be B's run.
-    await expectNotFound(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [mine], baseline_run_ids: [runs[0].id] }))
+    await expectNotFound(
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [mine], baseline_run_ids: [runs[0].id] })
+    )
     await expectNotFound(await server.request("DELETE", `/api/v1/evaluations/${e.id}`, { key: KEY_B }))
     expect((await server.get(`/api/v1/evaluations/${e.id}`, KEY_B)).status).toBe(200)
   }, 60_000)
@@ -384,15 +485,29 @@ describe("gate", () => {
     const hi = await recordTrace("q:0.9")
     const lo = await recordTrace("q:0.7")
     const before = fake.requests.length
-    const pass = await json(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [hi, lo], threshold: 0.8 }))
+    const pass = await json(
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [hi, lo], threshold: 0.8 })
+    )
     expect(pass.status).toBe(200)
-    expect(pass.body).toMatchObject({ passed: true, threshold: 0.8, regression: false, regression_tolerance: 0.05, judge_model: "gpt-4.1-mini", reasons: [] })
+    expect(pass.body).toMatchObject({
+      passed: true,
+      threshold: 0.8,
+      regression: false,
+      regression_tolerance: 0.05,
+      judge_model: "gpt-4.1-mini",
+      reasons: []
+    })
     expect(pass.body.score).toBeCloseTo(0.8, 12)
-    expect(pass.body.runs.map((r: any) => [r.traceId, r.status, r.score, r.reused])).toEqual([[hi, "completed", 0.9, false], [lo, "completed", 0.7, false]])
+    expect(pass.body.runs.map((r: any) => [r.traceId, r.status, r.score, r.reused])).toEqual([
+      [hi, "completed", 0.9, false],
+      [lo, "completed", 0.7, false]
+    ])
     expect(fake.requests.length - before).toBe(6)
     expect(pass.body.baseline_score).toBeUndefined()
 
-    const fail = await json(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [hi, lo], threshold: 0.81 }))
+    const fail = await json(
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [hi, lo], threshold: 0.81 })
+    )
     expect(fail.body).toMatchObject({ passed: false, threshold: 0.81 })
     expect(fail.body.reasons[0]).toContain("below the threshold")
     expect(fail.body.runs.map((r: any) => r.reused)).toEqual([true, true])
@@ -402,7 +517,9 @@ describe("gate", () => {
     const history = ((await (await server.get(`/api/v1/evaluations/${e.id}`)).json()) as any).runs
     expect(history.map((r: any) => r.id).sort()).toEqual(pass.body.runs.map((r: any) => r.id).sort())
     // Default threshold 0.7.
-    expect(((await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [lo] })).json()) as any)).toMatchObject({ passed: true, threshold: 0.7 })
+    expect(
+      (await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [lo] })).json()) as any
+    ).toMatchObject({ passed: true, threshold: 0.7 })
   }, 60_000)
 
   test("a trace that changed since its run is judged again", async () => {
@@ -431,7 +548,9 @@ describe("gate", () => {
     const good = await recordTrace("q:1")
     const down = await recordTrace("down")
     const bad = await recordTrace("malformed")
-    const { body } = await json(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [good, down, bad], threshold: 0 }))
+    const { body } = await json(
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [good, down, bad], threshold: 0 })
+    )
     expect(body).toMatchObject({ passed: false, score: 1 })
     expect(body.reasons).toEqual(["2 of 3 traces could not be judged"])
     expect(body.runs[1]).toMatchObject({ status: "failed", score: null, reused: false })
@@ -439,7 +558,9 @@ describe("gate", () => {
     expect(body.runs[2].error).toContain("malformed answer twice")
     // Per trace, which run failed and why; the score is the judged trace's alone, not dragged down by a 0.
     expect(body.judged_traces).toBe(1)
-    expect(body.failed_runs).toEqual([1, 2].map((i) => ({ trace_id: body.runs[i].traceId, run_id: body.runs[i].id, error: body.runs[i].error })))
+    expect(body.failed_runs).toEqual(
+      [1, 2].map((i) => ({ trace_id: body.runs[i].traceId, run_id: body.runs[i].id, error: body.runs[i].error }))
+    )
     expect(body.runs.map((r: any) => r.traceId)).toEqual([good, down, bad].map((id) => id.toLowerCase()))
     // Failed runs are never reused: the next gate asks again.
     const before = callsFor("down").length
@@ -451,28 +572,54 @@ describe("gate", () => {
     const e = await createEvaluation()
     const base1 = await recordTrace("q:0.95")
     const base2 = await recordTrace("q:0.85")
-    const baseline = (await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [base1, base2] })).json()) as any
+    const baseline = (await (
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [base1, base2] })
+    ).json()) as any
     const baselineIds = baseline.runs.map((r: any) => r.id)
 
     const worse = await recordTrace("q:0.84")
-    const regressed = (await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [worse], baseline_run_ids: baselineIds })).json()) as any
+    const regressed = (await (
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [worse], baseline_run_ids: baselineIds })
+    ).json()) as any
     expect(regressed).toMatchObject({ passed: false, regression: true, score: 0.84, baseline_score: 0.9 })
     expect(regressed.reasons.join()).toContain("regressed")
-    const tolerated = (await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [worse], baseline_run_ids: baselineIds, fail_on_regression: false })).json()) as any
+    const tolerated = (await (
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, {
+        trace_ids: [worse],
+        baseline_run_ids: baselineIds,
+        fail_on_regression: false
+      })
+    ).json()) as any
     expect(tolerated).toMatchObject({ passed: true, regression: true })
 
     const same = await recordTrace("q:0.86")
-    const fine = (await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [same], baseline_run_ids: baselineIds })).json()) as any
+    const fine = (await (
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [same], baseline_run_ids: baselineIds })
+    ).json()) as any
     expect(fine).toMatchObject({ passed: true, regression: false, baseline_score: 0.9 })
 
     // Baselines must be this account's scored runs of this evaluation.
-    await expectNotFound(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [same], baseline_run_ids: [uuid()] }))
+    await expectNotFound(
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [same], baseline_run_ids: [uuid()] })
+    )
     const other = await createEvaluation()
-    const otherRun = (await (await server.post(`/api/v1/evaluations/${other.id}/gate`, { trace_ids: [same] })).json()) as any
-    await expectNotFound(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [same], baseline_run_ids: [otherRun.runs[0].id] }))
+    const otherRun = (await (
+      await server.post(`/api/v1/evaluations/${other.id}/gate`, { trace_ids: [same] })
+    ).json()) as any
+    await expectNotFound(
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, {
+        trace_ids: [same],
+        baseline_run_ids: [otherRun.runs[0].id]
+      })
+    )
     const down = await recordTrace("down")
     const failed = (await (await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [down] })).json()) as any
-    await expectValidation(await server.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [same], baseline_run_ids: [failed.runs[0].id] }))
+    await expectValidation(
+      await server.post(`/api/v1/evaluations/${e.id}/gate`, {
+        trace_ids: [same],
+        baseline_run_ids: [failed.runs[0].id]
+      })
+    )
   }, 60_000)
 })
 
@@ -487,12 +634,14 @@ test("the gate's bound holds for the instance: concurrent gates share TAPEDECK_E
   })
   const one = await startTestServer({ TAPEDECK_LLM_BASE_URL: slow.baseUrl, TAPEDECK_EVAL_GATE_CONCURRENCY: "1" })
   try {
-    const e = (await (await one.post("/api/v1/evaluations", { name: "one", criteria: [{ name: "c", description: "d" }] })).json()) as any
+    const e = (await (
+      await one.post("/api/v1/evaluations", { name: "one", criteria: [{ name: "c", description: "d" }] })
+    ).json()) as any
     const traces = Array.from({ length: 4 }, () => trace({ status: "completed" }))
     for (const t of traces) expect((await one.post("/api/v1/traces", t)).status).toBe(200)
-    const gates = await Promise.all([0, 2].map((i) =>
-      one.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [traces[i]!.id, traces[i + 1]!.id] })
-    ))
+    const gates = await Promise.all(
+      [0, 2].map((i) => one.post(`/api/v1/evaluations/${e.id}/gate`, { trace_ids: [traces[i]!.id, traces[i + 1]!.id] }))
+    )
     for (const g of gates) expect(((await g.json()) as any).passed).toBe(true)
     expect(slow.requests.length).toBe(4)
     expect(most).toBe(1)
@@ -511,7 +660,11 @@ describe("tapedeck gate (CLI)", () => {
       stdout: "pipe",
       stderr: "pipe"
     })
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited
+    ])
     return { stdout, stderr, code }
   }
 
@@ -532,11 +685,16 @@ describe("tapedeck gate (CLI)", () => {
     const down = await recordTrace("down")
     const failedRun = await cli(["--evaluation", e.id, "--traces", `${a},${down}`, "--threshold", "0"])
     expect(failedRun.code).toBe(1)
-    expect(failedRun.stdout).toContain("FAILED RUNS (1): not scored, each fails the gate; score and regression cover the 1 judged trace")
+    expect(failedRun.stdout).toContain(
+      "FAILED RUNS (1): not scored, each fails the gate; score and regression cover the 1 judged trace"
+    )
     expect(failedRun.stdout).toMatch(new RegExp(`${down.toLowerCase()} \\(run [0-9a-f-]{36}\\): .*HTTP 500`))
     expect(failedRun.stdout).toContain("FAILED: 1 of 2 traces could not be judged")
 
-    const flags = await cli(["--evaluation", e.id, "--traces", a, "--url", server.url, "--key", KEY_A], { TAPEDECK_URL: "http://127.0.0.1:1", TAPEDECK_API_KEY: "" })
+    const flags = await cli(["--evaluation", e.id, "--traces", a, "--url", server.url, "--key", KEY_A], {
+      TAPEDECK_URL: "http://127.0.0.1:1",
+      TAPEDECK_API_KEY: ""
+    })
     expect(flags.code).toBe(0)
 
     expect((await cli(["--traces", a])).code).toBe(2)

@@ -27,7 +27,11 @@ interface Answer {
  * A raw upload that declares `declared` bytes, sends its headers and `first`, then `step` more bytes every
  * `everyMs` until the server answers or closes the connection.
  */
-const upload = (path: string, key: string, options: { declared: number; first: string; step: number; everyMs: number; contentType?: string }) => {
+const upload = (
+  path: string,
+  key: string,
+  options: { declared: number; first: string; step: number; everyMs: number; contentType?: string }
+) => {
   const { hostname, port } = new URL(server.url)
   const started = performance.now()
   let ticker: ReturnType<typeof setInterval> | undefined
@@ -48,7 +52,12 @@ const upload = (path: string, key: string, options: { declared: number; first: s
       } catch {
         body = reply.slice(split + 4)
       }
-      resolve({ status: status === undefined ? "closed" : Number(status), body, headers: reply.slice(0, split).toLowerCase(), elapsedMs })
+      resolve({
+        status: status === undefined ? "closed" : Number(status),
+        body,
+        headers: reply.slice(0, split).toLowerCase(),
+        elapsedMs
+      })
       socket.destroy()
     }
     socket.on("error", () => {})
@@ -70,7 +79,8 @@ const upload = (path: string, key: string, options: { declared: number; first: s
   return answer
 }
 
-const slowExport = (key: string) => upload("/v1/traces", key, { declared: 100_000, first: '{"resourceSpans":[', step: 1, everyMs: 200 })
+const slowExport = (key: string) =>
+  upload("/v1/traces", key, { declared: 100_000, first: '{"resourceSpans":[', step: 1, everyMs: 200 })
 
 const exportOf = (key: string) =>
   fetch(`${server.url}/v1/traces`, {
@@ -100,7 +110,12 @@ describe("request bodies must arrive in time", () => {
   })
 
   test("a body that keeps the rate but does not finish is answered 408 at the deadline", async () => {
-    const answer = await upload("/v1/traces", KEY_A, { declared: 10_000_000, first: '{"resourceSpans":[', step: 512, everyMs: 100 })
+    const answer = await upload("/v1/traces", KEY_A, {
+      declared: 10_000_000,
+      first: '{"resourceSpans":[',
+      step: 512,
+      everyMs: 100
+    })
     expectTimeout(answer, DEADLINE_MS + 1500)
     expect(answer.elapsedMs).toBeGreaterThanOrEqual(DEADLINE_MS - 100)
     expect(answer.body.error).toContain("did not arrive within")
@@ -108,7 +123,10 @@ describe("request bodies must arrive in time", () => {
 
   test("the same holds for POST /api/v1/traces, POST /api/v1/batch and the MCP endpoints", async () => {
     for (const path of ["/api/v1/traces", "/api/v1/batch", "/mcp", "/mcp/docs"]) {
-      expectTimeout(await upload(path, KEY_A, { declared: 50_000, first: '{"id":"', step: 1, everyMs: 200 }), DEADLINE_MS - 100)
+      expectTimeout(
+        await upload(path, KEY_A, { declared: 50_000, first: '{"id":"', step: 1, everyMs: 200 }),
+        DEADLINE_MS - 100
+      )
     }
     expect((await server.get("/api/v1/traces?limit=1")).status).toBe(200)
   })
@@ -126,14 +144,21 @@ describe("ingestion permits are authenticated and shared per account", () => {
     // Credentials are checked before a permit is asked for: an unknown key, and a key of globex's that worked a
     // moment ago and was revoked since, are 401, not 503.
     expect((await exportOf("svc_no_such_key_0000")).status).toBe(401)
-    const created = (await (await server.post("/api/v1/api-keys", { name: "soon revoked" }, KEY_B)).json()) as { id: string; key: string }
+    const created = (await (await server.post("/api/v1/api-keys", { name: "soon revoked" }, KEY_B)).json()) as {
+      id: string
+      key: string
+    }
     expect((await server.get("/api/v1/traces?limit=1", created.key)).status).toBe(200)
     expect((await exportOf(created.key)).status).toBe(503)
     expect((await server.request("DELETE", `/api/v1/api-keys/${created.id}`, { key: KEY_B })).status).toBe(200)
     const revoked = await exportOf(created.key)
     expect(revoked.status).toBe(401)
     expect(((await revoked.json()) as any).code).toBe("unauthorized")
-    const anonymous = await fetch(`${server.url}/v1/traces`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+    const anonymous = await fetch(`${server.url}/v1/traces`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}"
+    })
     expect(anonymous.status).toBe(401)
     expect(((await anonymous.json()) as any).code).toBe("unauthorized")
     // acme is under its fair share (one of two): it takes back a permit of globex's uploads.

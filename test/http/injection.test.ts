@@ -12,7 +12,7 @@ import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestS
 const INJECTIONS = [
   "'; DROP TABLE spans; --",
   "' OR '1'='1",
-  "\" OR \"\"=\"",
+  '" OR ""="',
   "Robert'); DROP TABLE traces;--",
   "'||(SELECT current_user)||'",
   "1; SELECT pg_sleep(10); --",
@@ -32,7 +32,7 @@ const INJECTIONS = [
   "NULL",
   "null",
   "{}",
-  "[\"a\"]",
+  '["a"]',
   "\u202eevil\u202c",
   "\u200b\ufeff",
   "😀👩‍👩‍👧",
@@ -83,11 +83,18 @@ let evaluationId: string
 beforeAll(async () => {
   server = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" })
   expect((await server.post("/api/v1/traces", bTrace, KEY_B)).status).toBe(200)
-  expect((await server.post("/api/v1/evaluations", { name: "b eval", criteria: [{ name: "c", description: "d" }] }, KEY_B)).status).toBe(200)
-  expect((await server.post("/api/v1/guardrails", { type: "max_steps", params: { max_steps: 5 } }, KEY_B)).status).toBe(200)
+  expect(
+    (await server.post("/api/v1/evaluations", { name: "b eval", criteria: [{ name: "c", description: "d" }] }, KEY_B))
+      .status
+  ).toBe(200)
+  expect((await server.post("/api/v1/guardrails", { type: "max_steps", params: { max_steps: 5 } }, KEY_B)).status).toBe(
+    200
+  )
   expect((await server.post("/api/v1/enforcement/check", { run_id: "b-run" }, KEY_B)).status).toBe(200)
   before = await snapshotB()
-  evaluationId = (await read(server.post("/api/v1/evaluations", { name: "a eval", criteria: [{ name: "c", description: "d" }] }))).body.id
+  evaluationId = (
+    await read(server.post("/api/v1/evaluations", { name: "a eval", criteria: [{ name: "c", description: "d" }] }))
+  ).body.id
 }, 60_000)
 afterAll(() => server?.stop(), 60_000)
 
@@ -95,8 +102,23 @@ describe("injection strings are data", () => {
   test("traces: name, metadata keys and values, session_id, input, span names, models, agent fields, errors; sessions by that id", async () => {
     let created = 0
     for (const s of INJECTIONS) {
-      const sp = span({ name: s, model: s.slice(0, 100), input: s, output: { [s]: s }, agent_id: s, agent_role: s, error: s, metadata: { [s]: [s] } })
-      const t = trace({ name: s, session_id: s.slice(0, 100), input: { q: s }, metadata: { [s]: s, nested: { v: s } }, spans: [sp] })
+      const sp = span({
+        name: s,
+        model: s.slice(0, 100),
+        input: s,
+        output: { [s]: s },
+        agent_id: s,
+        agent_role: s,
+        error: s,
+        metadata: { [s]: [s] }
+      })
+      const t = trace({
+        name: s,
+        session_id: s.slice(0, 100),
+        input: { q: s },
+        metadata: { [s]: s, nested: { v: s } },
+        spans: [sp]
+      })
       const body = await acceptedOrRefused("POST /api/v1/traces", s, server.post("/api/v1/traces", t))
       if (body === undefined) {
         expect((await server.get(`/api/v1/traces/${t.id}`)).status).toBe(404) // nothing half-written
@@ -104,13 +126,28 @@ describe("injection strings are data", () => {
       }
       created++
       const { body: got } = await read(server.get(`/api/v1/traces/${t.id}`))
-      expect(got).toMatchObject({ name: s, sessionId: s.slice(0, 100), input: { q: s }, metadata: { [s]: s, nested: { v: s } } })
-      expect(got.spans[0]).toMatchObject({ name: s, model: s.slice(0, 100), input: s, output: { [s]: s }, agent_id: s, agent_role: s, error: s,
-        metadata: { [s]: [s] } })
+      expect(got).toMatchObject({
+        name: s,
+        sessionId: s.slice(0, 100),
+        input: { q: s },
+        metadata: { [s]: s, nested: { v: s } }
+      })
+      expect(got.spans[0]).toMatchObject({
+        name: s,
+        model: s.slice(0, 100),
+        input: s,
+        output: { [s]: s },
+        agent_id: s,
+        agent_role: s,
+        error: s,
+        metadata: { [s]: [s] }
+      })
       // Appending spans and finishing with the same strings.
       const late = span({ name: `${s} late`, input: s })
       expect((await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [late] })).status).toBe(200)
-      expect((await server.request("PATCH", `/api/v1/traces/${t.id}`, { body: { status: "completed", output: s } })).status).toBe(200)
+      expect(
+        (await server.request("PATCH", `/api/v1/traces/${t.id}`, { body: { status: "completed", output: s } })).status
+      ).toBe(200)
       const { body: after } = await read(server.get(`/api/v1/traces/${t.id}`))
       expect(after.output).toBe(s)
       expect(after.spans.map((x: any) => x.name).sort()).toEqual([s, `${s} late`].sort())
@@ -142,7 +179,11 @@ describe("injection strings are data", () => {
 
   test("search: query and filters.model are data; LIKE wildcards in the model filter match literally", async () => {
     for (const s of INJECTIONS) {
-      for (const body of [{ query: s }, { query: "step", filters: { model: s } }, { query: s, filters: { model: s, span_type: "llm_call" } }]) {
+      for (const body of [
+        { query: s },
+        { query: "step", filters: { model: s } },
+        { query: s, filters: { model: s, span_type: "llm_call" } }
+      ]) {
         // A query stores nothing: a value PostgreSQL cannot store may be refused (400) or simply match nothing.
         const { status, body: r, text } = await read(server.post("/api/v1/search", body))
         if (unstorable(s) && status === 400) {
@@ -162,11 +203,25 @@ describe("injection strings are data", () => {
 
   test("evaluations: name, description, criteria names and descriptions, judge model", async () => {
     for (const s of INJECTIONS) {
-      const request = { name: s, description: s, judge_model: s.slice(0, 100), criteria: [{ name: s.slice(0, 100), description: s }] }
-      const created = await acceptedOrRefused("POST /api/v1/evaluations", s, server.post("/api/v1/evaluations", request))
+      const request = {
+        name: s,
+        description: s,
+        judge_model: s.slice(0, 100),
+        criteria: [{ name: s.slice(0, 100), description: s }]
+      }
+      const created = await acceptedOrRefused(
+        "POST /api/v1/evaluations",
+        s,
+        server.post("/api/v1/evaluations", request)
+      )
       if (created === undefined) continue
       const { body } = await read(server.get(`/api/v1/evaluations/${created.id}`))
-      expect(body).toMatchObject({ name: s, description: s, judgeModel: s.slice(0, 100), criteria: [{ name: s.slice(0, 100), description: s }] })
+      expect(body).toMatchObject({
+        name: s,
+        description: s,
+        judgeModel: s.slice(0, 100),
+        criteria: [{ name: s.slice(0, 100), description: s }]
+      })
     }
   }, 60_000)
 
@@ -182,14 +237,27 @@ describe("injection strings are data", () => {
 
   test("guardrails and enforcement: patterns, names, run_id, tool_name, model, args hash; decisions listed by that run_id", async () => {
     for (const s of INJECTIONS) {
-      const policy = { type: "tool_denylist", name: s, params: { patterns: [s.replaceAll("*", "").replaceAll("?", "") || "x"] } }
+      const policy = {
+        type: "tool_denylist",
+        name: s,
+        params: { patterns: [s.replaceAll("*", "").replaceAll("?", "") || "x"] }
+      }
       const created = await acceptedOrRefused("POST /api/v1/guardrails", s, server.post("/api/v1/guardrails", policy))
       if (created !== undefined) {
         const { body } = await read(server.get(`/api/v1/guardrails/${created.id}`))
         expect(body).toMatchObject({ name: s, params: policy.params })
       }
-      const check = { run_id: s.slice(0, 200) || "x", tool_name: policy.params.patterns[0]!, model: s, tool_args_hash: s }
-      const decision = await acceptedOrRefused("POST /api/v1/enforcement/check", s, server.post("/api/v1/enforcement/check", check))
+      const check = {
+        run_id: s.slice(0, 200) || "x",
+        tool_name: policy.params.patterns[0]!,
+        model: s,
+        tool_args_hash: s
+      }
+      const decision = await acceptedOrRefused(
+        "POST /api/v1/enforcement/check",
+        s,
+        server.post("/api/v1/enforcement/check", check)
+      )
       if (decision === undefined) continue
       // The tool name equals a denied pattern without glob characters: blocked by it, exactly.
       expect(decision).toMatchObject({ verdict: "block", policy_id: created.id })
@@ -202,8 +270,11 @@ describe("injection strings are data", () => {
       }
     }
     // LIKE wildcards in a denylist pattern are literal characters: "%" and "_" deny only themselves.
-    const like = (await read(server.post("/api/v1/guardrails", { type: "tool_denylist", params: { patterns: ["%", "a_c"] } }))).body
-    const verdict = async (tool: string) => (await read(server.post("/api/v1/enforcement/check", { run_id: uuid(), tool_name: tool }))).body.verdict
+    const like = (
+      await read(server.post("/api/v1/guardrails", { type: "tool_denylist", params: { patterns: ["%", "a_c"] } }))
+    ).body
+    const verdict = async (tool: string) =>
+      (await read(server.post("/api/v1/enforcement/check", { run_id: uuid(), tool_name: tool }))).body.verdict
     expect(await verdict("anything")).toBe("allow")
     expect(await verdict("abc")).toBe("allow")
     expect(await verdict("%")).toBe("block")
@@ -215,17 +286,33 @@ describe("injection strings are data", () => {
     const sp = span({ name: "fork here" })
     const t = trace({ spans: [sp] })
     expect((await server.post("/api/v1/traces", t)).status).toBe(200)
-    const approval = (await read(server.post("/api/v1/guardrails", { type: "require_approval", params: { tool_patterns: ["needs_ok"] } }))).body
+    const approval = (
+      await read(
+        server.post("/api/v1/guardrails", { type: "require_approval", params: { tool_patterns: ["needs_ok"] } })
+      )
+    ).body
     for (const s of INJECTIONS) {
-      const request = { trace_id: t.id, fork_point_span_id: sp.id, modified_input: { [s]: s }, name: s, description: s, mock_outputs: { [s]: s } }
+      const request = {
+        trace_id: t.id,
+        fork_point_span_id: sp.id,
+        modified_input: { [s]: s },
+        name: s,
+        description: s,
+        mock_outputs: { [s]: s }
+      }
       const fork = await acceptedOrRefused("POST /api/v1/forks", s, server.post("/api/v1/forks", request))
       if (fork !== undefined) {
         const { body } = await read(server.get(`/api/v1/forks/${fork.id}`))
         expect(body).toMatchObject({ name: s, description: s, modifiedInput: { [s]: s } })
       }
-      const held = (await read(server.post("/api/v1/enforcement/check", { run_id: uuid(), tool_name: "needs_ok" }))).body
+      const held = (await read(server.post("/api/v1/enforcement/check", { run_id: uuid(), tool_name: "needs_ok" })))
+        .body
       expect(held.verdict).toBe("hold")
-      const decided = await acceptedOrRefused("POST …/deny", s, server.post(`/api/v1/enforcement/holds/${held.hold_id}/deny`, { reason: s }))
+      const decided = await acceptedOrRefused(
+        "POST …/deny",
+        s,
+        server.post(`/api/v1/enforcement/holds/${held.hold_id}/deny`, { reason: s })
+      )
       if (decided !== undefined) expect(decided).toMatchObject({ status: "denied", reason: s })
     }
     expect((await server.request("DELETE", `/api/v1/guardrails/${approval.id}`)).status).toBe(200)
@@ -244,8 +331,11 @@ describe("injection strings are data", () => {
   }, 60_000)
 
   test("generated strings (any unicode, quotes, backslashes, dollar quotes) round-trip through trace and span names", async () => {
-    const piece = fc.oneof(fc.constantFrom("'", "\"", "\\", "$$", "--", ";", "%", "_", "\u0000", "\ud800", "\\x00", "$1", "*/", "/*"),
-      fc.fullUnicodeString({ maxLength: 6 }), fc.string({ maxLength: 6 }))
+    const piece = fc.oneof(
+      fc.constantFrom("'", '"', "\\", "$$", "--", ";", "%", "_", "\u0000", "\ud800", "\\x00", "$1", "*/", "/*"),
+      fc.fullUnicodeString({ maxLength: 6 }),
+      fc.string({ maxLength: 6 })
+    )
     const value = fc.array(piece, { minLength: 1, maxLength: 8 }).map((parts) => parts.join("").slice(0, 100))
     for (const s of fc.sample(value, { numRuns: 60, seed: 4242 })) {
       const t = trace({ name: s, session_id: s, metadata: { [s]: s }, spans: [span({ name: s, input: s })] })
@@ -266,7 +356,9 @@ describe("injection strings are data", () => {
     expect((await server.post("/api/v1/traces", t)).status).toBe(200)
     expect((await read(server.get(`/api/v1/traces/${t.id}`))).body.spans.length).toBe(1)
     expect((await server.post("/api/v1/search", { query: "after span" })).status).toBe(200)
-    expect((await server.post("/api/v1/evaluations", { name: "after", criteria: [{ name: "c", description: "d" }] })).status).toBe(200)
+    expect(
+      (await server.post("/api/v1/evaluations", { name: "after", criteria: [{ name: "c", description: "d" }] })).status
+    ).toBe(200)
     expect((await server.post("/api/v1/enforcement/check", { run_id: "after" })).status).toBe(200)
     expect((await server.get("/api/v1/usage", KEY_A)).status).toBe(200)
     expect((await read(server.get("/api/v1/usage", KEY_B))).body.traces).toEqual({ recorded: 1, spans: 1 })

@@ -35,7 +35,7 @@ const create = async (body: Record<string, unknown>, key = KEY_A) => {
 const insightsOf = async (traceId: string, key = KEY_A, extra = "") => {
   const response = await server.get(`/api/v1/insights?trace_id=${traceId}&limit=100${extra}`, key)
   expect(response.status).toBe(200)
-  return ((await response.json()) as any)
+  return (await response.json()) as any
 }
 
 const at = (seconds: number) => new Date(Date.UTC(2026, 0, 1) + seconds * 1000).toISOString()
@@ -100,7 +100,8 @@ describe("detection on terminal traces", () => {
   }, 60_000)
 
   test("token blow-ups: far above the trace's median, or above the absolute cap", async () => {
-    const llm = (input_tokens: number, output_tokens = 0) => span({ span_type: "llm_call", name: `call-${input_tokens}`, input_tokens, output_tokens })
+    const llm = (input_tokens: number, output_tokens = 0) =>
+      span({ span_type: "llm_call", name: `call-${input_tokens}`, input_tokens, output_tokens })
     const huge = llm(4000, 1000)
     const capped = llm(250_000)
     const t = trace({ status: "completed", spans: [llm(100, 20), llm(110), llm(90, 30), llm(120), huge, capped] })
@@ -108,7 +109,10 @@ describe("detection on terminal traces", () => {
     await terminalJobsDone()
     const body = await insightsOf(t.id, KEY_A, "&kind=token_blowup")
     expect(body.items.map((i: any) => [i.details.spanId, i.severity, i.details.tokens])).toEqual(
-      expect.arrayContaining([[huge.id, "medium", 5000], [capped.id, "high", 250_000]])
+      expect.arrayContaining([
+        [huge.id, "medium", 5000],
+        [capped.id, "high", 250_000]
+      ])
     )
     expect(body.total).toBe(2)
   }, 60_000)
@@ -118,7 +122,10 @@ describe("detection on terminal traces", () => {
     const early = trace({ started_at: at(0), status: "completed", total_cost: 50, total_duration_ms: 900_000 })
     await create(early, KEY_C)
     for (let i = 1; i <= 10; i++) {
-      await create(trace({ started_at: at(i), status: "completed", total_cost: 0.01 + i / 10_000, total_duration_ms: 1000 }), KEY_C)
+      await create(
+        trace({ started_at: at(i), status: "completed", total_cost: 0.01 + i / 10_000, total_duration_ms: 1000 }),
+        KEY_C
+      )
     }
     const normal = trace({ started_at: at(50), status: "completed", total_cost: 0.02, total_duration_ms: 2500 })
     const costly = trace({ started_at: at(100), status: "failed", total_cost: 0.5, total_duration_ms: 60_000 })
@@ -137,23 +144,33 @@ describe("detection on terminal traces", () => {
     expect(cost.details.sample).toBe(12)
     expect(cost.details.baselineMedian).toBeCloseTo(0.01065, 8)
     expect(cost.message).toBe("cost $0.5 is 46.9× the median $0.01065 of the account's last 12 terminal traces")
-    expect((byKind.get("latency_anomaly") as any).details).toMatchObject({ value: 60_000, baselineMedian: 1000, sample: 12 })
+    expect((byKind.get("latency_anomaly") as any).details).toMatchObject({
+      value: 60_000,
+      baselineMedian: 1000,
+      sample: 12
+    })
   }, 60_000)
 
   test("idempotent: running the terminal-trace job again for a trace adds no insight", async () => {
     const t = trace({
       status: "failed",
-      spans: [span({ span_type: "error", name: "a" }), ...Array.from({ length: 4 }, () => span({ span_type: "tool_call", name: "loop", input: { x: 1 } }))]
+      spans: [
+        span({ span_type: "error", name: "a" }),
+        ...Array.from({ length: 4 }, () => span({ span_type: "tool_call", name: "loop", input: { x: 1 } }))
+      ]
     })
     await create(t)
     await terminalJobsDone()
     const before = await insightsOf(t.id)
     expect(before.total).toBe(2)
-    const accountId = (await query<{ account_id: string }>(`SELECT account_id FROM traces WHERE id = $1`, t.id))[0]!.account_id
+    const accountId = (await query<{ account_id: string }>(`SELECT account_id FROM traces WHERE id = $1`, t.id))[0]!
+      .account_id
     for (let i = 0; i < 2; i++) {
       await query(
         `INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts) VALUES ($1, $2, 'trace.terminal', $3::jsonb, 'queued', 3)`,
-        uuid(), accountId, JSON.stringify({ traceId: t.id, status: "failed" })
+        uuid(),
+        accountId,
+        JSON.stringify({ traceId: t.id, status: "failed" })
       )
     }
     await Bun.sleep(100)
@@ -167,7 +184,9 @@ describe("detection on terminal traces", () => {
       const spans = [
         span({ span_type: "llm_call", name: "plan", input_tokens: i % 5 === 0 ? 250_000 : 100, output_tokens: 10 }),
         ...(i % 3 === 0 ? [span({ span_type: "error", name: `crash-${i}`, error: "boom" })] : []),
-        ...(i % 4 === 1 ? Array.from({ length: 3 + (i % 3) }, () => span({ span_type: "tool_call", name: "search", input: { q: i } })) : [])
+        ...(i % 4 === 1
+          ? Array.from({ length: 3 + (i % 3) }, () => span({ span_type: "tool_call", name: "search", input: { q: i } }))
+          : [])
       ]
       return trace({
         started_at: at(1000 + i),
@@ -180,17 +199,21 @@ describe("detection on terminal traces", () => {
     })
     for (const t of traces) await create(t, KEY_D)
     await terminalJobsDone()
-    const accountId = (await query<{ account_id: string }>(`SELECT account_id FROM traces WHERE id = $1`, traces[0]!.id))[0]!
-      .account_id as AccountId
+    const accountId = (
+      await query<{ account_id: string }>(`SELECT account_id FROM traces WHERE id = $1`, traces[0]!.id)
+    )[0]!.account_id as AccountId
     const found = () =>
       query<{ trace_id: string; kind: string; key: string; severity: string; message: string; details: unknown }>(
         `SELECT trace_id, kind, key, severity, message, details FROM insights WHERE account_id = $1 ORDER BY trace_id, kind, key`,
         accountId
       )
     const byWorker = await found()
-    expect(new Set(byWorker.map((r) => r.kind))).toEqual(new Set(["failed_span", "tool_loop", "token_blowup", "cost_anomaly", "latency_anomaly"]))
+    expect(new Set(byWorker.map((r) => r.kind))).toEqual(
+      new Set(["failed_span", "tool_loop", "token_blowup", "cost_anomaly", "latency_anomaly"])
+    )
     const keys = traces.map((t) => ({ accountId, traceId: t.id as TraceId }))
-    const detect = <A>(f: (d: Detection) => Effect.Effect<A>) => server.run(Effect.flatMap(Detection, f).pipe(Effect.provide(Detection.Default)))
+    const detect = <A>(f: (d: Detection) => Effect.Effect<A>) =>
+      server.run(Effect.flatMap(Detection, f).pipe(Effect.provide(Detection.Default)))
 
     await query(`DELETE FROM insights WHERE account_id = $1`, accountId)
     for (const k of keys) await detect((d) => d.run(k.accountId, k.traceId))
@@ -200,13 +223,18 @@ describe("detection on terminal traces", () => {
     expect(await detect((d) => d.runMany(keys))).toBe(byWorker.length)
     expect(await found()).toEqual(byWorker)
     // Another account's trace in the batch is skipped, and running it again stores nothing new.
-    expect(await detect((d) => d.runMany([...keys, { accountId: uuid() as AccountId, traceId: traces[0]!.id as TraceId }]))).toBe(0)
+    expect(
+      await detect((d) => d.runMany([...keys, { accountId: uuid() as AccountId, traceId: traces[0]!.id as TraceId }]))
+    ).toBe(0)
   }, 60_000)
 })
 
 describe("GET /api/v1/insights", () => {
   test("own account only; filters; pagination; deleted traces' insights disappear; bad queries are 400", async () => {
-    const t = trace({ status: "failed", spans: [span({ span_type: "error", name: "a" }), span({ span_type: "error", name: "b" })] })
+    const t = trace({
+      status: "failed",
+      spans: [span({ span_type: "error", name: "a" }), span({ span_type: "error", name: "b" })]
+    })
     await create(t)
     await terminalJobsDone()
     expect((await insightsOf(t.id)).total).toBe(2)

@@ -42,7 +42,10 @@ const ok = async (r: Promise<Response> | Response, status = 200) => {
 const asB = async (method: string, path: string, body?: unknown, context = "") => {
   const response = await server.request(method, path, { key: KEY_B, ...(body === undefined ? {} : { body }) })
   const text = await response.text()
-  seenByB.push({ request: `${method} ${path} ${body === undefined ? "" : json(body)} ${context}`, response: `${response.status} ${text}` })
+  seenByB.push({
+    request: `${method} ${path} ${body === undefined ? "" : json(body)} ${context}`,
+    response: `${response.status} ${text}`
+  })
   let parsed: any = undefined
   try {
     parsed = JSON.parse(text)
@@ -67,12 +70,19 @@ const waitUntil = async <T>(label: string, check: () => Promise<T | undefined>, 
 
 const connectMcp = async (key: string) => {
   const client = new Client({ name: "isolation-test", version: "1.0.0" })
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { "x-service-key": key } } }))
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
+      requestInit: { headers: { "x-service-key": key } }
+    })
+  )
   clients.push(client)
   return client
 }
 const callTool = async (client: Client, name: string, args: Record<string, unknown>) => {
-  const result = (await client.callTool({ name, arguments: args })) as { isError?: boolean; content: Array<{ type: string; text: string }> }
+  const result = (await client.callTool({ name, arguments: args })) as {
+    isError?: boolean
+    content: Array<{ type: string; text: string }>
+  }
   const text = result.content.map((c) => c.text).join("\n")
   if (client === mcpB) seenByB.push({ request: `mcp ${name} ${json(args)}`, response: text })
   return { isError: result.isError === true, text }
@@ -92,15 +102,49 @@ beforeAll(async () => {
   })
 
   // Traces: a failed one with an error span (→ terminal job → failed_span insight), in a session and a project.
-  const root = span({ name: `root ${WORD}`, span_type: "action", input: `plan the ${WORD} trip`, agent_id: `planner-${WORD}` })
-  const llm = span({ name: `ask ${WORD}`, parent_id: root.id, model: `model-${WORD}`, input: `what about ${WORD}?`, output: `${WORD} is lovely`,
-    input_tokens: 10, output_tokens: 5, cost: 0.01 })
-  const tool = span({ name: `search ${WORD}`, parent_id: llm.id, span_type: "tool_call", input: { q: WORD }, output: { hits: 3 } })
+  const root = span({
+    name: `root ${WORD}`,
+    span_type: "action",
+    input: `plan the ${WORD} trip`,
+    agent_id: `planner-${WORD}`
+  })
+  const llm = span({
+    name: `ask ${WORD}`,
+    parent_id: root.id,
+    model: `model-${WORD}`,
+    input: `what about ${WORD}?`,
+    output: `${WORD} is lovely`,
+    input_tokens: 10,
+    output_tokens: 5,
+    cost: 0.01
+  })
+  const tool = span({
+    name: `search ${WORD}`,
+    parent_id: llm.id,
+    span_type: "tool_call",
+    input: { q: WORD },
+    output: { hits: 3 }
+  })
   const error = span({ name: `boom ${WORD}`, parent_id: root.id, span_type: "error", error: `failure ${WORD}` })
-  const failed = trace({ name: `trace ${WORD}`, status: "failed", session_id: SESSION, project_id: PROJECT, input: WORD, output: WORD,
-    metadata: { word: WORD }, spans: [root, llm, tool, error] })
+  const failed = trace({
+    name: `trace ${WORD}`,
+    status: "failed",
+    session_id: SESSION,
+    project_id: PROJECT,
+    input: WORD,
+    output: WORD,
+    metadata: { word: WORD },
+    spans: [root, llm, tool, error]
+  })
   const created = await ok(server.post("/api/v1/traces", failed))
-  Object.assign(A, { trace: failed.id, rootSpan: root.id, llmSpan: llm.id, toolSpan: tool.id, errorSpan: error.id, terminalJob: created.jobId })
+  Object.assign(A, {
+    trace: failed.id,
+    rootSpan: root.id,
+    llmSpan: llm.id,
+    toolSpan: tool.id,
+    errorSpan: error.id,
+    terminalJob: created.jobId
+  })
   // A running trace for the live stream and PATCH attempts.
   const running = trace({ name: `running ${WORD}`, session_id: SESSION, spans: [span({ name: `live ${WORD}` })] })
   await ok(server.post("/api/v1/traces", running))
@@ -108,45 +152,79 @@ beforeAll(async () => {
 
   // OTLP.
   const otlpTraceId = hex(16)
-  await ok(server.post("/v1/traces", exportBody([otlpSpan({ traceId: otlpTraceId, name: `otlp ${WORD}`, attributes: { "session.id": SESSION } })])))
+  await ok(
+    server.post(
+      "/v1/traces",
+      exportBody([otlpSpan({ traceId: otlpTraceId, name: `otlp ${WORD}`, attributes: { "session.id": SESSION } })])
+    )
+  )
   const listed = await ok(server.get("/api/v1/traces?limit=100"))
   A.otlpTrace = listed.items.find((t: any) => t.name === `otlp ${WORD}`)?.id
   A.otlpRawTraceId = otlpTraceId
 
   // Fork and a server replay (the fake provider answers).
-  const fork = await ok(server.post("/api/v1/forks", { trace_id: failed.id, fork_point_span_id: llm.id, modified_input: `fork ${WORD}`, name: `fork ${WORD}` }))
+  const fork = await ok(
+    server.post("/api/v1/forks", {
+      trace_id: failed.id,
+      fork_point_span_id: llm.id,
+      modified_input: `fork ${WORD}`,
+      name: `fork ${WORD}`
+    })
+  )
   A.fork = fork.id
   const replay = await ok(server.post(`/api/v1/forks/${fork.id}/replay`, {}))
   if (replay.result_trace_id) A.replayTrace = replay.result_trace_id
   if (replay.execution_id) A.execution = replay.execution_id
 
   // A private evaluation and a run.
-  const evaluation = await ok(server.post("/api/v1/evaluations", { name: `eval ${WORD}`, criteria: [{ name: `crit-${WORD}`, description: WORD }] }))
+  const evaluation = await ok(
+    server.post("/api/v1/evaluations", {
+      name: `eval ${WORD}`,
+      criteria: [{ name: `crit-${WORD}`, description: WORD }]
+    })
+  )
   A.evaluation = evaluation.id
   const run = await ok(server.post(`/api/v1/evaluations/${evaluation.id}/run`, { trace_ids: [failed.id] }))
   A.run = run.runs[0].id
 
   // An eval rule with a webhook (creation only: no delivery is expected to succeed).
-  const rule = await ok(server.post("/api/v1/eval-rules", {
-    evaluation_id: evaluation.id,
-    name: `rule ${WORD}`,
-    filter: { name_pattern: `never-${WORD}-*` },
-    webhook_url: `https://hooks.example.com/${WORD}`
-  }))
+  const rule = await ok(
+    server.post("/api/v1/eval-rules", {
+      evaluation_id: evaluation.id,
+      name: `rule ${WORD}`,
+      filter: { name_pattern: `never-${WORD}-*` },
+      webhook_url: `https://hooks.example.com/${WORD}`
+    })
+  )
   A.rule = rule.id
   A.webhookSecret = rule.webhookSecret
 
   // Guardrails, a hold and decisions.
-  A.approvalPolicy = (await ok(server.post("/api/v1/guardrails", { type: "require_approval", name: `approve ${WORD}`, params: { tool_patterns: [`${TOOL}*`] } }))).id
-  A.budgetPolicy = (await ok(server.post("/api/v1/guardrails", { type: "budget_usd", name: `budget ${WORD}`, params: { max_usd: 1 } }))).id
-  const held = await ok(server.post("/api/v1/enforcement/check", { run_id: RUN, tool_name: `${TOOL}_x`, trace_id: failed.id }))
+  A.approvalPolicy = (
+    await ok(
+      server.post("/api/v1/guardrails", {
+        type: "require_approval",
+        name: `approve ${WORD}`,
+        params: { tool_patterns: [`${TOOL}*`] }
+      })
+    )
+  ).id
+  A.budgetPolicy = (
+    await ok(server.post("/api/v1/guardrails", { type: "budget_usd", name: `budget ${WORD}`, params: { max_usd: 1 } }))
+  ).id
+  const held = await ok(
+    server.post("/api/v1/enforcement/check", { run_id: RUN, tool_name: `${TOOL}_x`, trace_id: failed.id })
+  )
   expect(held.verdict).toBe("hold")
   A.hold = held.hold_id
   const blocked = await ok(server.post("/api/v1/enforcement/check", { run_id: RUN, tool_name: "web", proposed_usd: 5 }))
   expect(blocked.verdict).toBe("block")
 
   // An asynchronous batch (a job), and an API key.
-  const batch = await ok(server.post("/api/v1/batch", { async: true, operations: [{ method: "GET", path: `/api/v1/traces/${failed.id}` }] }), 202)
+  const batch = await ok(
+    server.post("/api/v1/batch", { async: true, operations: [{ method: "GET", path: `/api/v1/traces/${failed.id}` }] }),
+    202
+  )
   A.batchJob = batch.job_id
   const key = await ok(server.post("/api/v1/api-keys", { name: `key ${WORD}` }))
   Object.assign(A, { apiKey: key.id, apiKeySecret: key.key, apiKeyPrefix: key.prefix })
@@ -158,18 +236,26 @@ beforeAll(async () => {
   })
   await waitUntil("A's evaluation run", async () => {
     const detail = await ok(server.get(`/api/v1/evaluations/${evaluation.id}`))
-    return detail.runs.some((r: any) => r.id === A.run && (r.status === "completed" || r.status === "failed")) ? true : undefined
+    return detail.runs.some((r: any) => r.id === A.run && (r.status === "completed" || r.status === "failed"))
+      ? true
+      : undefined
   })
-  await waitUntil("A's batch job", async () => ((await ok(server.get(`/api/v1/jobs/${A.batchJob}`))).status === "completed" ? true : undefined))
+  await waitUntil("A's batch job", async () =>
+    (await ok(server.get(`/api/v1/jobs/${A.batchJob}`))).status === "completed" ? true : undefined
+  )
   // Indexed: no indexing job left, and A's own search finds every span of its trace (the positive control).
   // (Enforcement's "enforcement: hold" action span is never indexed, so stale_spans does not reach 0 here.)
-  await waitUntil("A's spans indexed for search", async () => {
-    const d = await ok(server.get("/api/v1/diagnostics"))
-    if (d.search.pending_jobs !== 0) return undefined
-    const found = await ok(server.post("/api/v1/search", { query: WORD, limit: 100 }))
-    const ids = new Set(found.spans.map((s: any) => s.id))
-    return [A.rootSpan, A.llmSpan, A.toolSpan, A.errorSpan].every((id) => ids.has(id)) ? true : undefined
-  }, 60_000)
+  await waitUntil(
+    "A's spans indexed for search",
+    async () => {
+      const d = await ok(server.get("/api/v1/diagnostics"))
+      if (d.search.pending_jobs !== 0) return undefined
+      const found = await ok(server.post("/api/v1/search", { query: WORD, limit: 100 }))
+      const ids = new Set(found.spans.map((s: any) => s.id))
+      return [A.rootSpan, A.llmSpan, A.toolSpan, A.errorSpan].every((id) => ids.has(id)) ? true : undefined
+    },
+    60_000
+  )
 
   for (const [k, v] of Object.entries(A)) {
     expect(typeof v === "string" && v.length > 0 ? k : `${k} missing`).toBe(k)
@@ -191,9 +277,15 @@ afterAll(async () => {
 /** A valid request for each operation that takes a path id, using A's record of that kind. */
 const attempts: Record<string, { ids: () => Record<string, string>; body?: () => unknown }> = {
   "GET /api/v1/traces/{traceId}": { ids: () => ({ traceId: A.trace! }) },
-  "PATCH /api/v1/traces/{traceId}": { ids: () => ({ traceId: A.running! }), body: () => ({ status: "completed", output: "hijacked" }) },
+  "PATCH /api/v1/traces/{traceId}": {
+    ids: () => ({ traceId: A.running! }),
+    body: () => ({ status: "completed", output: "hijacked" })
+  },
   "DELETE /api/v1/traces/{traceId}": { ids: () => ({ traceId: A.trace! }) },
-  "POST /api/v1/traces/{traceId}/spans": { ids: () => ({ traceId: A.running! }), body: () => ({ spans: [span({ name: "intruder" })] }) },
+  "POST /api/v1/traces/{traceId}/spans": {
+    ids: () => ({ traceId: A.running! }),
+    body: () => ({ spans: [span({ name: "intruder" })] })
+  },
   "GET /api/v1/forks/{forkId}": { ids: () => ({ forkId: A.fork! }) },
   "POST /api/v1/forks/{forkId}/replay": { ids: () => ({ forkId: A.fork! }), body: () => ({}) },
   "GET /api/v1/guardrails/{id}": { ids: () => ({ id: A.approvalPolicy! }) },
@@ -207,8 +299,14 @@ const attempts: Record<string, { ids: () => Record<string, string>; body?: () =>
   "DELETE /api/v1/api-keys/{keyId}": { ids: () => ({ keyId: A.apiKey! }) },
   "GET /api/v1/evaluations/{evaluationId}": { ids: () => ({ evaluationId: A.evaluation! }) },
   "DELETE /api/v1/evaluations/{evaluationId}": { ids: () => ({ evaluationId: A.evaluation! }) },
-  "POST /api/v1/evaluations/{evaluationId}/run": { ids: () => ({ evaluationId: A.evaluation! }), body: () => ({ trace_ids: [A.trace!] }) },
-  "POST /api/v1/evaluations/{evaluationId}/gate": { ids: () => ({ evaluationId: A.evaluation! }), body: () => ({ trace_ids: [A.trace!] }) },
+  "POST /api/v1/evaluations/{evaluationId}/run": {
+    ids: () => ({ evaluationId: A.evaluation! }),
+    body: () => ({ trace_ids: [A.trace!] })
+  },
+  "POST /api/v1/evaluations/{evaluationId}/gate": {
+    ids: () => ({ evaluationId: A.evaluation! }),
+    body: () => ({ trace_ids: [A.trace!] })
+  },
   "GET /api/v1/eval-rules/{id}": { ids: () => ({ id: A.rule! }) },
   "DELETE /api/v1/eval-rules/{id}": { ids: () => ({ id: A.rule! }) },
   "GET /api/v1/eval-rules/{id}/deliveries": { ids: () => ({ id: A.rule! }) }
@@ -217,7 +315,9 @@ const attempts: Record<string, { ids: () => Record<string, string>; body?: () =>
 describe("isolation: B against A's records, route by route", () => {
   test("every operation with a path id: B gets a 404 for A's record (reads, changes, deletes, runs, approvals)", async () => {
     const doc = (await (await server.get("/openapi.json", null)).json()) as OpenApiDoc
-    const withIds = operations(doc).filter((o) => o.pathParams.length > 0).map((o) => `${o.method} ${o.path}`)
+    const withIds = operations(doc)
+      .filter((o) => o.pathParams.length > 0)
+      .map((o) => `${o.method} ${o.path}`)
     // A new route with a path id must be added to the matrix.
     expect(withIds.filter((r) => !(r in attempts))).toEqual([])
     for (const [route, attempt] of Object.entries(attempts)) {
@@ -226,18 +326,27 @@ describe("isolation: B against A's records, route by route", () => {
       expect(`${route} → ${r.status}`).toBe(`${route} → 404`)
       expect(r.body).toMatchObject({ code: "not_found", retryable: false })
       // Also with the id upper-cased, and by Bearer.
-      const upper = await server.request(method, fillPath(template, Object.fromEntries(Object.entries(attempt.ids()).map(([k, v]) => [k, v.toUpperCase()]))), {
-        key: null,
-        headers: { authorization: `Bearer ${KEY_B}` },
-        ...(attempt.body ? { body: attempt.body() } : {})
-      })
+      const upper = await server.request(
+        method,
+        fillPath(template, Object.fromEntries(Object.entries(attempt.ids()).map(([k, v]) => [k, v.toUpperCase()]))),
+        {
+          key: null,
+          headers: { authorization: `Bearer ${KEY_B}` },
+          ...(attempt.body ? { body: attempt.body() } : {})
+        }
+      )
       expect(`${route} (upper case, bearer) → ${upper.status}`).toBe(`${route} (upper case, bearer) → 404`)
     }
     // B also cannot reach the OTLP trace, the replay's result trace or the other trace through their ids.
-    for (const id of [A.otlpTrace!, A.replayTrace!, A.running!]) expect((await asB("GET", `/api/v1/traces/${id}`)).status).toBe(404)
-    for (const id of [A.terminalJob!, A.approvalPolicy!, A.evaluation!]) expect((await asB("GET", `/api/v1/jobs/${id}`)).status).toBe(404)
+    for (const id of [A.otlpTrace!, A.replayTrace!, A.running!])
+      expect((await asB("GET", `/api/v1/traces/${id}`)).status).toBe(404)
+    for (const id of [A.terminalJob!, A.approvalPolicy!, A.evaluation!])
+      expect((await asB("GET", `/api/v1/jobs/${id}`)).status).toBe(404)
     // B creating with references to A's records: a fork of A's trace, an eval rule on A's evaluation.
-    expect((await asB("POST", "/api/v1/forks", { trace_id: A.trace, fork_point_span_id: A.llmSpan, modified_input: "x" })).status).toBe(404)
+    expect(
+      (await asB("POST", "/api/v1/forks", { trace_id: A.trace, fork_point_span_id: A.llmSpan, modified_input: "x" }))
+        .status
+    ).toBe(404)
     expect((await asB("POST", "/api/v1/eval-rules", { evaluation_id: A.evaluation, filter: {} })).status).toBe(404)
   }, 60_000)
 
@@ -263,7 +372,9 @@ describe("isolation: B against A's records, route by route", () => {
 
   test("every list and aggregate route: B sees only its own records, never A's", async () => {
     const doc = (await (await server.get("/openapi.json", null)).json()) as OpenApiDoc
-    const lists = operations(doc).filter((o) => o.method === "GET" && o.pathParams.length === 0 && o.secured).map((o) => o.path)
+    const lists = operations(doc)
+      .filter((o) => o.method === "GET" && o.pathParams.length === 0 && o.secured)
+      .map((o) => o.path)
     expect(lists).toContain("/api/v1/traces")
     const queries: Record<string, Array<string>> = {
       "/api/v1/traces": ["?limit=100", "?env=sandbox&limit=100"],
@@ -360,7 +471,11 @@ describe("isolation: B against A's records, route by route", () => {
   }, 60_000)
 
   test("enforcement: A's policies, holds and run counters do not apply to B's checks", async () => {
-    const held = await asB("POST", "/api/v1/enforcement/check", { run_id: RUN, tool_name: `${TOOL}_x`, trace_id: A.trace })
+    const held = await asB("POST", "/api/v1/enforcement/check", {
+      run_id: RUN,
+      tool_name: `${TOOL}_x`,
+      trace_id: A.trace
+    })
     expect(held.body).toMatchObject({ verdict: "allow", policy_id: null })
     const spent = await asB("POST", "/api/v1/enforcement/check", { run_id: RUN, tool_name: "web", proposed_usd: 5 })
     expect(spent.body).toMatchObject({ verdict: "allow", policy_id: null })
@@ -388,7 +503,9 @@ describe("isolation: the live stream", () => {
     for (let i = 0; i < 3; i++) {
       await ok(server.post(`/api/v1/traces/${A.running}/spans`, { spans: [span({ name: `streamed ${WORD} ${i}` })] }))
     }
-    await ok(server.post("/v1/traces", exportBody([otlpSpan({ traceId: A.otlpRawTraceId!, name: `otlp more ${WORD}` })])))
+    await ok(
+      server.post("/v1/traces", exportBody([otlpSpan({ traceId: A.otlpRawTraceId!, name: `otlp more ${WORD}` })]))
+    )
     // B's own write, as a marker: once B sees it, every earlier event of A would have been delivered too.
     const bTrace = trace({ name: "b marker", spans: [span({ name: "b marker span" })] })
     await ok(server.post("/api/v1/traces", bTrace, KEY_B))

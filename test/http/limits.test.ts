@@ -18,8 +18,22 @@ describe("public routes", () => {
       const response = await fetch(`${server.url}/health`)
       expect(response.status).toBe(200)
       const body = (await response.json()) as any
-      expect(Object.keys(body).sort()).toEqual(["commit", "deploymentId", "service", "status", "timestamp", "uptime", "version"])
-      expect(body).toMatchObject({ status: "ok", service: "tapedeck-api", version: "0.1.0", commit: "abc123", deploymentId: "dep-7" })
+      expect(Object.keys(body).sort()).toEqual([
+        "commit",
+        "deploymentId",
+        "service",
+        "status",
+        "timestamp",
+        "uptime",
+        "version"
+      ])
+      expect(body).toMatchObject({
+        status: "ok",
+        service: "tapedeck-api",
+        version: "0.1.0",
+        commit: "abc123",
+        deploymentId: "dep-7"
+      })
       expect(Number.isNaN(Date.parse(body.timestamp))).toBe(false)
       expect(body.uptime).toBeGreaterThanOrEqual(0)
     }
@@ -28,7 +42,13 @@ describe("public routes", () => {
   test("GET /openapi.json documents every route; GET /docs is a page; both public", async () => {
     const spec = (await (await fetch(`${server.url}/openapi.json`)).json()) as any
     expect(spec.info.title).toBe("Tapedeck API")
-    for (const path of ["/health", "/api/v1/traces", "/api/v1/traces/{traceId}", "/api/v1/traces/{traceId}/spans", "/api/v1/jobs/{jobId}"]) {
+    for (const path of [
+      "/health",
+      "/api/v1/traces",
+      "/api/v1/traces/{traceId}",
+      "/api/v1/traces/{traceId}/spans",
+      "/api/v1/jobs/{jobId}"
+    ]) {
       expect(Object.keys(spec.paths)).toContain(path)
     }
     const docs = await fetch(`${server.url}/docs`)
@@ -120,10 +140,24 @@ describe("body size cap", () => {
 describe("integer query parameters", () => {
   test("only plain decimal digits are an integer: hex, signs, spaces, exponents and fractions are 400 on every list route", async () => {
     const lists = [
-      "/api/v1/traces", "/api/v1/forks", "/api/v1/evaluations", "/api/v1/sessions", "/api/v1/insights",
-      "/api/v1/eval-rules", "/api/v1/enforcement/decisions"
+      "/api/v1/traces",
+      "/api/v1/forks",
+      "/api/v1/evaluations",
+      "/api/v1/sessions",
+      "/api/v1/insights",
+      "/api/v1/eval-rules",
+      "/api/v1/enforcement/decisions"
     ]
-    for (const bad of ["min_duration_ms=0x10", "min_duration_ms=%2B5", "min_duration_ms=1e2", "min_duration_ms=5.0", "min_cost=1e2", "min_cost=%205", "min_cost=0x1", "min_cost=.5"]) {
+    for (const bad of [
+      "min_duration_ms=0x10",
+      "min_duration_ms=%2B5",
+      "min_duration_ms=1e2",
+      "min_duration_ms=5.0",
+      "min_cost=1e2",
+      "min_cost=%205",
+      "min_cost=0x1",
+      "min_cost=.5"
+    ]) {
       expect({ bad, status: (await server.get(`/api/v1/traces?${bad}`)).status }).toEqual({ bad, status: 400 })
     }
     for (const ok of ["min_duration_ms=10", "min_cost=0.25", "min_cost=3"]) {
@@ -131,7 +165,17 @@ describe("integer query parameters", () => {
     }
     for (const path of lists) {
       expect((await server.get(`${path}?limit=007`)).status).toBe(200)
-      for (const bad of ["limit=0x10", "limit=%2B5", "limit=+5", "limit=%205", "limit=5%20", "limit=1e1", "limit=5.0", "offset=0x10", "offset=-0"]) {
+      for (const bad of [
+        "limit=0x10",
+        "limit=%2B5",
+        "limit=+5",
+        "limit=%205",
+        "limit=5%20",
+        "limit=1e1",
+        "limit=5.0",
+        "offset=0x10",
+        "offset=-0"
+      ]) {
         if (path.endsWith("/decisions") && bad.startsWith("offset")) continue // that route has no offset
         const response = await server.get(`${path}?${bad}`)
         expect({ path, bad, status: response.status }).toEqual({ path, bad, status: 400 })
@@ -143,15 +187,28 @@ describe("integer query parameters", () => {
 
 describe("path ids", () => {
   test("an id over the length limit or with invalid percent-encoding is 400 on every route with a path id, not a missing route", async () => {
-    const spec = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> }
+    const spec = (await (await fetch(`${server.url}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, unknown>>
+    }
     const templated = Object.entries(spec.paths).filter(([path]) => path.includes("{"))
     expect(templated.length).toBeGreaterThan(10)
     for (const [template, operations] of templated) {
-      for (const method of Object.keys(operations).filter((m) => ["get", "post", "patch", "put", "delete"].includes(m))) {
+      for (const method of Object.keys(operations).filter((m) =>
+        ["get", "post", "patch", "put", "delete"].includes(m)
+      )) {
         for (const id of ["a".repeat(3000), "%ff%fe", "%E0%A4%A", "ok%"]) {
           const path = template.replace(/\{[^}]+\}/g, id)
-          const response = await server.request(method.toUpperCase(), path, method === "get" || method === "delete" ? {} : { body: {} })
-          expect({ method, template, id: id.slice(0, 12), status: response.status }).toEqual({ method, template, id: id.slice(0, 12), status: 400 })
+          const response = await server.request(
+            method.toUpperCase(),
+            path,
+            method === "get" || method === "delete" ? {} : { body: {} }
+          )
+          expect({ method, template, id: id.slice(0, 12), status: response.status }).toEqual({
+            method,
+            template,
+            id: id.slice(0, 12),
+            status: 400
+          })
           expect(((await response.json()) as any).code).toBe("validation_failed")
         }
       }

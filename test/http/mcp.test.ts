@@ -13,7 +13,11 @@ const clients: Array<Client> = []
 
 beforeAll(async () => {
   fake = startFakeOpenAi(() => ({ content: JSON.stringify({ score: 0.9, reason: "fine" }) }))
-  server = await startTestServer({ TAPEDECK_LLM_BASE_URL: fake.baseUrl, TAPEDECK_LLM_API_KEY: "sk-fake", TAPEDECK_LLM_MAX_RETRIES: "0" })
+  server = await startTestServer({
+    TAPEDECK_LLM_BASE_URL: fake.baseUrl,
+    TAPEDECK_LLM_API_KEY: "sk-fake",
+    TAPEDECK_LLM_MAX_RETRIES: "0"
+  })
 }, 60_000)
 afterAll(async () => {
   for (const c of clients) await c.close().catch(() => {})
@@ -30,7 +34,10 @@ const connect = async (path: string, headers: Record<string, string> = {}) => {
 const product = (key = KEY_A) => connect("/mcp", { "x-service-key": key })
 
 const call = async (client: Client, name: string, args: Record<string, unknown>) => {
-  const result = (await client.callTool({ name, arguments: args })) as { isError?: boolean; content: Array<{ type: string; text: string }> }
+  const result = (await client.callTool({ name, arguments: args })) as {
+    isError?: boolean
+    content: Array<{ type: string; text: string }>
+  }
   return { isError: result.isError === true, text: result.content.map((c) => c.text).join("\n") }
 }
 const callJson = async (client: Client, name: string, args: Record<string, unknown>) => {
@@ -41,9 +48,29 @@ const callJson = async (client: Client, name: string, args: Record<string, unkno
 
 const recorded = async (key = KEY_A) => {
   const root = span({ span_type: "action", name: "agent-root" })
-  const plan = span({ parent_id: root.id, name: "plan-step", model: "gpt-4o-mini", input: "where to?", output: "Lisbon", input_tokens: 12, output_tokens: 3 })
-  const tool = span({ parent_id: plan.id, span_type: "tool_call", name: "search_flights", input: { to: "LIS" }, output: { results: 3 } })
-  const t = trace({ name: "mcp-agent", status: "completed", input: "Book a flight", output: "Booked", spans: [root, plan, tool] })
+  const plan = span({
+    parent_id: root.id,
+    name: "plan-step",
+    model: "gpt-4o-mini",
+    input: "where to?",
+    output: "Lisbon",
+    input_tokens: 12,
+    output_tokens: 3
+  })
+  const tool = span({
+    parent_id: plan.id,
+    span_type: "tool_call",
+    name: "search_flights",
+    input: { to: "LIS" },
+    output: { results: 3 }
+  })
+  const t = trace({
+    name: "mcp-agent",
+    status: "completed",
+    input: "Book a flight",
+    output: "Booked",
+    spans: [root, plan, tool]
+  })
   expect((await server.post("/api/v1/traces", t, key)).status).toBe(200)
   return { trace: t, root, plan, tool }
 }
@@ -58,7 +85,11 @@ describe("/mcp: authentication and transport", () => {
         body: JSON.stringify(body)
       })
       expect(response.status).toBe(401)
-      expect(await response.json()).toEqual({ error: "missing or invalid credentials", code: "unauthorized", retryable: false })
+      expect(await response.json()).toEqual({
+        error: "missing or invalid credentials",
+        code: "unauthorized",
+        retryable: false
+      })
       expect(response.headers.get("www-authenticate")).toContain("oauth-protected-resource")
     }
     await expect(connect("/mcp")).rejects.toThrow()
@@ -68,12 +99,20 @@ describe("/mcp: authentication and transport", () => {
     const send = (body: string) =>
       fetch(`${server.url}/mcp`, {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "x-service-key": KEY_A },
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "x-service-key": KEY_A
+        },
         body
       })
     const notJson = await send("{nope")
     expect(notJson.status).toBe(400)
-    expect(await notJson.json()).toEqual({ error: "request body is not valid JSON", code: "validation_failed", retryable: false })
+    expect(await notJson.json()).toEqual({
+      error: "request body is not valid JSON",
+      code: "validation_failed",
+      retryable: false
+    })
     const deep = await send("[".repeat(200) + "]".repeat(200))
     expect(deep.status).toBe(400)
     expect(((await deep.json()) as any).error).toContain("nests deeper")
@@ -89,7 +128,18 @@ describe("/mcp: authentication and transport", () => {
   test("tools are listed with input schemas mirroring the API's limits", async () => {
     const { tools } = await (await product()).listTools()
     const names = tools.map((t) => t.name).sort()
-    for (const name of ["approve_hold", "check_enforcement", "create_fork", "gate", "get_trace", "list_holds", "list_traces", "replay_fork", "run_evaluation", "search_spans"]) {
+    for (const name of [
+      "approve_hold",
+      "check_enforcement",
+      "create_fork",
+      "gate",
+      "get_trace",
+      "list_holds",
+      "list_traces",
+      "replay_fork",
+      "run_evaluation",
+      "search_spans"
+    ]) {
       expect(names).toContain(name)
     }
     const listTraces = tools.find((t) => t.name === "list_traces")!
@@ -97,7 +147,10 @@ describe("/mcp: authentication and transport", () => {
     const check = tools.find((t) => t.name === "check_enforcement")!
     expect(check.inputSchema.required).toEqual(["run_id"])
     expect((check.inputSchema.properties as any).run_id).toMatchObject({ minLength: 1, maxLength: 200 })
-    expect((tools.find((t) => t.name === "run_evaluation")!.inputSchema.properties as any).trace_ids).toMatchObject({ minItems: 1, maxItems: 50 })
+    expect((tools.find((t) => t.name === "run_evaluation")!.inputSchema.properties as any).trace_ids).toMatchObject({
+      minItems: 1,
+      maxItems: 50
+    })
   }, 60_000)
 })
 
@@ -114,7 +167,9 @@ describe("/mcp: tools", () => {
     expect(lines[0]).toStartWith(`Trace ${t.id} "mcp-agent" status=completed`)
     expect(lines[0]).toContain("tokens=15")
     const root = lines.findIndex((l) => l.startsWith("- [action] agent-root"))
-    const plan = lines.findIndex((l) => l.startsWith("  - [llm_call] plan-step") && l.includes("model=gpt-4o-mini") && l.includes("tokens=12→3"))
+    const plan = lines.findIndex(
+      (l) => l.startsWith("  - [llm_call] plan-step") && l.includes("model=gpt-4o-mini") && l.includes("tokens=12→3")
+    )
     const tool = lines.findIndex((l) => l.startsWith("    - [tool_call] search_flights"))
     expect(root).toBeGreaterThan(0)
     expect(plan).toBeGreaterThan(root)
@@ -129,13 +184,19 @@ describe("/mcp: tools", () => {
 
   test("search_spans finds the account's spans only, with the API's filters", async () => {
     const word = `zebracorn${uuid().slice(0, 8)}`
-    const t = trace({ spans: [span({ span_type: "tool_call", name: "lookup", input: `find the ${word} in the catalogue` })] })
+    const t = trace({
+      spans: [span({ span_type: "tool_call", name: "lookup", input: `find the ${word} in the catalogue` })]
+    })
     expect((await server.post("/api/v1/traces", t)).status).toBe(200)
     const a = await product()
     const b = await product(KEY_B)
     let hits: any = { spans: [] }
     for (let i = 0; i < 100 && !hits.spans.some((h: any) => h.trace_id === t.id); i++) {
-      hits = await callJson(a, "search_spans", { query: `${word} catalogue`, filters: { span_type: "tool_call" }, limit: 5 })
+      hits = await callJson(a, "search_spans", {
+        query: `${word} catalogue`,
+        filters: { span_type: "tool_call" },
+        limit: 5
+      })
       await Bun.sleep(100)
     }
     expect(hits.spans.some((h: any) => h.trace_id === t.id && h.name === "lookup")).toBe(true)
@@ -152,14 +213,23 @@ describe("/mcp: tools", () => {
   test("create_fork then replay_fork act like the REST routes", async () => {
     const client = await product()
     const { trace: t, plan } = await recorded()
-    const fork = await callJson(client, "create_fork", { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "Porto?", name: "what if" })
+    const fork = await callJson(client, "create_fork", {
+      trace_id: t.id,
+      fork_point_span_id: plan.id,
+      modified_input: "Porto?",
+      name: "what if"
+    })
     expect(fork).toMatchObject({ traceId: t.id, forkPointSpanId: plan.id, status: "pending", name: "what if" })
-    const viaRest = await (await server.get(`/api/v1/forks/${fork.id}`)).json() as any
+    const viaRest = (await (await server.get(`/api/v1/forks/${fork.id}`)).json()) as any
     expect(viaRest.id).toBe(fork.id)
     const replay = await callJson(client, "replay_fork", { fork_id: fork.id })
     expect(replay).toMatchObject({ fork_id: fork.id, mode: "server" })
     expect(["completed", "replaying"]).toContain(replay.status)
-    const missing = await call(client, "create_fork", { trace_id: t.id, fork_point_span_id: uuid(), modified_input: null })
+    const missing = await call(client, "create_fork", {
+      trace_id: t.id,
+      fork_point_span_id: uuid(),
+      modified_input: null
+    })
     expect(missing.isError).toBe(true)
     expect(JSON.parse(missing.text)).toMatchObject({ code: "validation_failed" })
   }, 60_000)
@@ -167,7 +237,9 @@ describe("/mcp: tools", () => {
   test("run_evaluation and gate use the evaluation services", async () => {
     const client = await product()
     const { trace: t } = await recorded()
-    const evaluation = await (await server.post("/api/v1/evaluations", { name: "quality", criteria: [{ name: "ok", description: "it is ok" }] })).json() as any
+    const evaluation = (await (
+      await server.post("/api/v1/evaluations", { name: "quality", criteria: [{ name: "ok", description: "it is ok" }] })
+    ).json()) as any
     const run = await callJson(client, "run_evaluation", { evaluation_id: evaluation.id, trace_ids: [t.id] })
     expect(run).toMatchObject({ evaluation_id: evaluation.id, status: "running" })
     expect(run.runs.map((r: any) => r.traceId)).toEqual([t.id])
@@ -181,7 +253,9 @@ describe("/mcp: tools", () => {
   test("check_enforcement, list_holds and approve_hold: a held action is allowed once approved", async () => {
     const client = await product()
     const tool = `deploy-${uuid()}`
-    expect((await server.post("/api/v1/guardrails", { type: "require_approval", params: { tool_patterns: [tool] } })).status).toBe(200)
+    expect(
+      (await server.post("/api/v1/guardrails", { type: "require_approval", params: { tool_patterns: [tool] } })).status
+    ).toBe(200)
     const run = uuid()
     const held = await callJson(client, "check_enforcement", { run_id: run, tool_name: tool })
     expect(held.verdict).toBe("hold")
@@ -192,7 +266,11 @@ describe("/mcp: tools", () => {
     expect((await callJson(other, "list_holds", {})).items.map((h: any) => h.id)).not.toContain(held.hold_id)
     const foreign = await call(other, "approve_hold", { hold_id: held.hold_id })
     expect(foreign.isError).toBe(true)
-    expect(JSON.parse(foreign.text)).toEqual({ error: `hold ${held.hold_id} not found`, code: "not_found", retryable: false })
+    expect(JSON.parse(foreign.text)).toEqual({
+      error: `hold ${held.hold_id} not found`,
+      code: "not_found",
+      retryable: false
+    })
     const approved = await callJson(client, "approve_hold", { hold_id: held.hold_id, reason: "looks fine" })
     expect(approved.status).toBe("approved")
     expect((await callJson(client, "check_enforcement", { run_id: run, tool_name: tool })).verdict).toBe("allow")
@@ -226,20 +304,28 @@ describe("/mcp: validation and isolation", () => {
       expect(result.text).toContain("Input validation error")
     }
     const same = uuid()
-    const duplicate = await call(client, "run_evaluation", { evaluation_id: uuid(), trace_ids: [same, same.toUpperCase()] })
+    const duplicate = await call(client, "run_evaluation", {
+      evaluation_id: uuid(),
+      trace_ids: [same, same.toUpperCase()]
+    })
     expect(duplicate.isError).toBe(true)
     const cursor = await call(client, "list_traces", { cursor: "forged" })
     expect(JSON.parse(cursor.text).code).toBe("validation_failed")
   }, 60_000)
 
   test("failures carry the REST route's code: an embedder outage is retryable `unavailable`, never a client error", () => {
-    const body = (e: Parameters<typeof describeFailure>[0]) => JSON.parse((describeFailure(e).content[0] as { text: string }).text)
+    const body = (e: Parameters<typeof describeFailure>[0]) =>
+      JSON.parse((describeFailure(e).content[0] as { text: string }).text)
     expect(body(new EmbedderUnavailable({ reason: "connection refused" }))).toEqual({
-      error: "the search embedder is unavailable: connection refused", code: "unavailable", retryable: true
+      error: "the search embedder is unavailable: connection refused",
+      code: "unavailable",
+      retryable: true
     })
     // A failure no route answers as the caller's (the replay job's own) says nothing more than REST would.
     expect(body(new ReplayFailed({ reason: "the provider is down", modelWork: false }))).toEqual({
-      error: "internal error", code: "internal", retryable: true
+      error: "internal error",
+      code: "internal",
+      retryable: true
     })
   }, 60_000)
 
@@ -256,7 +342,9 @@ describe("/mcp: validation and isolation", () => {
     await notFound("create_fork", { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "x" })
     const fork = await callJson(a, "create_fork", { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "x" })
     await notFound("replay_fork", { fork_id: fork.id })
-    const evaluation = await (await server.post("/api/v1/evaluations", { name: "private", criteria: [{ name: "ok", description: "ok" }] })).json() as any
+    const evaluation = (await (
+      await server.post("/api/v1/evaluations", { name: "private", criteria: [{ name: "ok", description: "ok" }] })
+    ).json()) as any
     await notFound("run_evaluation", { evaluation_id: evaluation.id, trace_ids: [t.id] })
     const listing = await callJson(b, "list_traces", { limit: 100 })
     expect(listing.items.map((x: any) => x.id)).not.toContain(t.id)
@@ -299,14 +387,21 @@ describe("/mcp/docs", () => {
 describe("/mcp: rate limit", () => {
   let limited: TestServer
   beforeAll(async () => {
-    limited = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "3", TAPEDECK_PUBLIC_URL: "https://tapedeck.example.com" })
+    limited = await startTestServer({
+      TAPEDECK_RATE_LIMIT_PER_MINUTE: "3",
+      TAPEDECK_PUBLIC_URL: "https://tapedeck.example.com"
+    })
   }, 60_000)
   afterAll(() => limited.stop(), 60_000)
 
   const post = (body: unknown, key = KEY_A) =>
     fetch(`${limited.url}/mcp`, {
       method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "x-service-key": key },
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "x-service-key": key
+      },
       body: JSON.stringify(body)
     })
   const listTools = (id: number) => ({ jsonrpc: "2.0", id, method: "tools/list" })
@@ -316,7 +411,7 @@ describe("/mcp: rate limit", () => {
     const refused = await post(listTools(4))
     expect(refused.status).toBe(429)
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
-    const body = await refused.json() as any
+    const body = (await refused.json()) as any
     expect(body).toMatchObject({ code: "rate_limited", retryable: true })
     expect(body.error).toContain("retry after")
     // Another credential has its own budget; the REST routes keep theirs.

@@ -21,11 +21,15 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("two instances sharing one P
     const plan = span({ parent_id: root.id, name: "plan", input: "x" })
     const t = trace({ name: agent, spans: [root, plan] })
     expect((await a.post("/api/v1/traces", t)).status).toBe(200)
-    return (await (await a.post("/api/v1/forks", { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "y" })).json()) as any
+    return (await (
+      await a.post("/api/v1/forks", { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "y" })
+    ).json()) as any
   }
 
   test("a trace written on one instance is read on the other; a replay requested on A reaches an SDK connected to B", async () => {
-    const socket = new WebSocket(`${b.url.replace("http", "ws")}/ws/v1/replay`, { headers: { "x-service-key": KEY_A } } as never)
+    const socket = new WebSocket(`${b.url.replace("http", "ws")}/ws/v1/replay`, {
+      headers: { "x-service-key": KEY_A }
+    } as never)
     const messages: Array<any> = []
     socket.addEventListener("message", (e) => messages.push(JSON.parse(String(e.data))))
     await new Promise((resolve) => socket.addEventListener("open", resolve))
@@ -50,7 +54,9 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("two instances sharing one P
     // Without a model provider the inline replay is quick: a later request may open the next generation.
     // What must hold: no 5xx, every 200 is its own generation, and the losers of a race get 409.
     expect(statuses.every((s) => s === 200 || s === 409)).toBe(true)
-    const executions = await Promise.all(responses.filter((r) => r.status === 200).map(async (r) => ((await r.json()) as any).execution_id))
+    const executions = await Promise.all(
+      responses.filter((r) => r.status === 200).map(async (r) => ((await r.json()) as any).execution_id)
+    )
     expect(new Set(executions).size).toBe(executions.length)
     const state = (await (await a.get(`/api/v1/forks/${fork.id}`)).json()) as any
     expect(state.generation).toBe(executions.length)
@@ -76,7 +82,9 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("enforcement across instance
     const run = crypto.randomUUID()
     const tool = `tool-${crypto.randomUUID()}`
     expect((await check(a, { run_id: run, tool_name: tool })).verdict).toBe("allow")
-    expect((await b.post("/api/v1/guardrails", { type: "tool_denylist", params: { patterns: [tool] } })).status).toBe(200)
+    expect((await b.post("/api/v1/guardrails", { type: "tool_denylist", params: { patterns: [tool] } })).status).toBe(
+      200
+    )
     let verdict = "allow"
     for (let i = 0; i < 50 && verdict === "allow"; i++) {
       verdict = (await check(a, { run_id: run, tool_name: tool })).verdict

@@ -27,13 +27,16 @@ const operations = (): Array<Operation> =>
   )
 
 const resolve = (schema: any): any =>
-  schema?.$ref === undefined ? schema : resolve(spec.components.schemas[schema.$ref.replace("#/components/schemas/", "")])
+  schema?.$ref === undefined
+    ? schema
+    : resolve(spec.components.schemas[schema.$ref.replace("#/components/schemas/", "")])
 
 /** The contract's payload schema of each operation, by operationId (group.endpoint). */
 const payloadSchemas = new Map<string, Schema.Schema.AnyNoContext>()
 for (const group of Object.values(TapedeckApi.groups) as Array<any>) {
   for (const endpoint of Object.values(group.endpoints) as Array<any>) {
-    if (Option.isSome(endpoint.payloadSchema)) payloadSchemas.set(`${group.identifier}.${endpoint.name}`, endpoint.payloadSchema.value)
+    if (Option.isSome(endpoint.payloadSchema))
+      payloadSchemas.set(`${group.identifier}.${endpoint.name}`, endpoint.payloadSchema.value)
   }
 }
 
@@ -50,18 +53,26 @@ describe("/openapi.json", () => {
     const script = /```sh\n([\s\S]*?)```/.exec(spec.info.description)?.[1]
     if (script === undefined) throw new Error("no sh block in the introduction")
     // The one line a reader edits: where the server is and the key it printed.
-    const lines = script.split("\n").map((line) =>
-      line.startsWith("export U=") ? `export U=${server.url} K=${KEY_A}` : line
-    )
+    const lines = script
+      .split("\n")
+      .map((line) => (line.startsWith("export U=") ? `export U=${server.url} K=${KEY_A}` : line))
     // Not spawnSync: the server answering curl runs on this thread.
     const run = Bun.spawn(["bash", "-euo", "pipefail", "-c", lines.join("\n")], { stdout: "pipe", stderr: "pipe" })
     const [stdout, stderr] = await Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text()])
     expect(stderr).toBe("")
     expect(await run.exited).toBe(0)
-    const [created, detail] = stdout.replace("}{", "}\n{").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+    const [created, detail] = stdout
+      .replace("}{", "}\n{")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
     expect(created).toMatchObject({ status: "created" })
     expect(detail).toMatchObject({ id: created.id, name: "hello", status: "completed" })
-    expect(detail.spans[0]).toMatchObject({ model: "gpt-4o-mini", cost: (12 * 0.15 + 5 * 0.6) / 1e6, cost_estimated: true })
+    expect(detail.spans[0]).toMatchObject({
+      model: "gpt-4o-mini",
+      cost: (12 * 0.15 + 5 * 0.6) / 1e6,
+      cost_estimated: true
+    })
   })
 
   test("every operation has a summary and a description; the API has an introduction with a quickstart and authentication", () => {
@@ -100,7 +111,8 @@ describe("/openapi.json", () => {
 
   test("every property of every model has a human description, none generated from its validation", () => {
     // What the generator writes from a schema's checks: "a string at most 500 character(s) long", "a number between…".
-    const generated = /character\(s\)|item\(s\)|^a string|^an? (number|integer|boolean|array|object|non-negative|positive|finite)\b/i
+    const generated =
+      /character\(s\)|item\(s\)|^a string|^an? (number|integer|boolean|array|object|non-negative|positive|finite)\b/i
     // The platform's own decode-error model, not ours to annotate.
     const platform = new Set(["HttpApiDecodeError", "Issue", "PropertyKey"])
     const described = (text: unknown) => typeof text === "string" && text.trim() !== "" && !generated.test(text)
@@ -108,9 +120,10 @@ describe("/openapi.json", () => {
     const check = (schema: any, where: string) => {
       for (const [name, property] of Object.entries<any>(schema.properties ?? {})) {
         // A bare reference is a named model shared by many fields, described once on the model itself.
-        const ownText = property.$ref !== undefined && property.description === undefined
-          ? resolve(property).description
-          : property.description
+        const ownText =
+          property.$ref !== undefined && property.description === undefined
+            ? resolve(property).description
+            : property.description
         if (!described(ownText)) problems.push(`${where}.${name}: ${ownText ?? "(no description)"}`)
         if (property.properties !== undefined) check(property, `${where}.${name}`)
       }
@@ -142,7 +155,8 @@ describe("/openapi.json", () => {
           await Bun.sleep(Number(response.headers.get("retry-after") ?? 1) * 1000)
           response = await server.request(method, url, { body: example })
         }
-        statuses[`${id}${params.length > 0 && params.some((p) => ids[p] === undefined) ? " (unknown id)" : ""}`] = response.status
+        statuses[`${id}${params.length > 0 && params.some((p) => ids[p] === undefined) ? " (unknown id)" : ""}`] =
+          response.status
         const body = (await response.json()) as any
         if (id === "evaluations.create") ids.evaluationId = body.id
         if (id === "enforcement.createGuardrail" && ids.id === undefined) ids.id = body.id
@@ -152,9 +166,20 @@ describe("/openapi.json", () => {
     for (const [id, status] of Object.entries(statuses)) {
       if (status === 400 || status >= 500) throw new Error(`${id}: ${status}`)
     }
-    const accepted = ["traces.create", "traces.appendSpans", "traces.finish", "forks.create", "enforcement.check",
-      "enforcement.createGuardrail", "enforcement.updateGuardrail", "batch.run", "apiKeys.create", "otlp.export",
-      "evaluations.create", "search.search"]
+    const accepted = [
+      "traces.create",
+      "traces.appendSpans",
+      "traces.finish",
+      "forks.create",
+      "enforcement.check",
+      "enforcement.createGuardrail",
+      "enforcement.updateGuardrail",
+      "batch.run",
+      "apiKeys.create",
+      "otlp.export",
+      "evaluations.create",
+      "search.search"
+    ]
     for (const id of accepted) expect([id, statuses[id]]).toEqual([id, 200])
   })
 })

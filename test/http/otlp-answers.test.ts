@@ -24,12 +24,16 @@ const post = (path: string, body: Uint8Array | string, headers: Record<string, s
 const decodeAs = async (type: typeof ExportResponse, response: Response) =>
   type.toObject(type.decode(new Uint8Array(await response.arrayBuffer())), { longs: Number }) as any
 
-const basic = (publicKey: string, secretKey: string) => `Basic ${Buffer.from(`${publicKey}:${secretKey}`).toString("base64")}`
+const basic = (publicKey: string, secretKey: string) =>
+  `Basic ${Buffer.from(`${publicKey}:${secretKey}`).toString("base64")}`
 
 describe("protobuf exports are answered in protobuf", () => {
   test("an accepted export: an empty ExportTraceServiceResponse, Content-Type application/x-protobuf", async () => {
     const body = protobufBody(exportBody([otlpSpan({ traceId: hex(16), attributes: chatAttributes })]))
-    const response = await post("/v1/traces", body, { "content-type": "application/x-protobuf", "x-service-key": KEY_A })
+    const response = await post("/v1/traces", body, {
+      "content-type": "application/x-protobuf",
+      "x-service-key": KEY_A
+    })
     expect(response.status).toBe(200)
     expect(response.headers.get("content-type")).toBe("application/x-protobuf")
     expect(await decodeAs(ExportResponse, response)).toEqual({})
@@ -50,7 +54,10 @@ describe("protobuf exports are answered in protobuf", () => {
 
   test("errors are a google.rpc.Status: bad key UNAUTHENTICATED, garbage INVALID_ARGUMENT", async () => {
     const body = protobufBody(exportBody([otlpSpan({ traceId: hex(16) })]))
-    const unauthorized = await post("/v1/traces", body, { "content-type": "application/x-protobuf", "x-service-key": "svc_wrong" })
+    const unauthorized = await post("/v1/traces", body, {
+      "content-type": "application/x-protobuf",
+      "x-service-key": "svc_wrong"
+    })
     expect(unauthorized.status).toBe(401)
     expect(unauthorized.headers.get("content-type")).toBe("application/x-protobuf")
     const status = await decodeAs(RpcStatus, unauthorized)
@@ -90,7 +97,11 @@ describe("protobuf exports are answered in protobuf", () => {
     try {
       const provider = new BasicTracerProvider({
         resource: resourceFromAttributes({ "service.name": "answers-test" }),
-        spanProcessors: [new SimpleSpanProcessor(new OtlpProtoExporter({ url: `${server.url}/v1/traces`, headers: { "x-service-key": KEY_A } }))]
+        spanProcessors: [
+          new SimpleSpanProcessor(
+            new OtlpProtoExporter({ url: `${server.url}/v1/traces`, headers: { "x-service-key": KEY_A } })
+          )
+        ]
       })
       const span = provider.getTracer("t").startSpan("chat gpt-4o", { attributes: chatAttributes })
       span.end()
@@ -120,7 +131,12 @@ describe("the Langfuse export path", () => {
   })
 
   test("a wrong secret, an empty one, or no header: 401", async () => {
-    for (const authorization of [basic("pk-lf-x", "sk-lf-wrong"), basic("pk-lf-x", ""), basic(KEY_A, "sk-lf-x"), undefined]) {
+    for (const authorization of [
+      basic("pk-lf-x", "sk-lf-wrong"),
+      basic("pk-lf-x", ""),
+      basic(KEY_A, "sk-lf-x"),
+      undefined
+    ]) {
       const response = await post("/api/public/otel/v1/traces", body(), {
         "content-type": "application/json",
         ...(authorization ? { authorization } : {})

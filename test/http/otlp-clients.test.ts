@@ -36,10 +36,32 @@ const traceByOtelId = async (otelTraceId: string): Promise<any> => {
 }
 
 const exporters = [
-  ["protobuf", "none", () => new OtlpProtoExporter({ url: `${server.url}/v1/traces`, headers: { "x-service-key": KEY_A } })],
-  ["protobuf", "gzip", () => new OtlpProtoExporter({ url: `${server.url}/v1/traces`, headers: { "x-service-key": KEY_A }, compression: "gzip" as never })],
+  [
+    "protobuf",
+    "none",
+    () => new OtlpProtoExporter({ url: `${server.url}/v1/traces`, headers: { "x-service-key": KEY_A } })
+  ],
+  [
+    "protobuf",
+    "gzip",
+    () =>
+      new OtlpProtoExporter({
+        url: `${server.url}/v1/traces`,
+        headers: { "x-service-key": KEY_A },
+        compression: "gzip" as never
+      })
+  ],
   ["json", "none", () => new OtlpHttpExporter({ url: `${server.url}/v1/traces`, headers: { "x-service-key": KEY_A } })],
-  ["json", "gzip", () => new OtlpHttpExporter({ url: `${server.url}/v1/traces`, headers: { "x-service-key": KEY_A }, compression: "gzip" as never })]
+  [
+    "json",
+    "gzip",
+    () =>
+      new OtlpHttpExporter({
+        url: `${server.url}/v1/traces`,
+        headers: { "x-service-key": KEY_A },
+        compression: "gzip" as never
+      })
+  ]
 ] as const
 
 describe("OpenTelemetry JS SDK exporters", () => {
@@ -51,18 +73,26 @@ describe("OpenTelemetry JS SDK exporters", () => {
         attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "travel" }
       })
       const inRoot = otelTrace.setSpan(context.active(), root)
-      const chat = tracer.startSpan("chat gpt-4o-mini", {
-        attributes: {
-          "gen_ai.operation.name": "chat",
-          "gen_ai.request.model": "gpt-4o-mini",
-          "gen_ai.usage.input_tokens": 42,
-          "gen_ai.usage.output_tokens": 7
-        }
-      }, inRoot)
+      const chat = tracer.startSpan(
+        "chat gpt-4o-mini",
+        {
+          attributes: {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.usage.input_tokens": 42,
+            "gen_ai.usage.output_tokens": 7
+          }
+        },
+        inRoot
+      )
       chat.end()
-      const toolSpan = tracer.startSpan("execute_tool search_flights", {
-        attributes: { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_flights" }
-      }, inRoot)
+      const toolSpan = tracer.startSpan(
+        "execute_tool search_flights",
+        {
+          attributes: { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_flights" }
+        },
+        inRoot
+      )
       toolSpan.end()
       root.end()
       await provider.forceFlush()
@@ -95,10 +125,12 @@ describe("Vercel AI SDK telemetry", () => {
         const message = sawToolResult
           ? { role: "assistant", content: "The weather in Lisbon is sunny." }
           : {
-            role: "assistant",
-            content: null,
-            tool_calls: [{ id: "call_1", type: "function", function: { name: "weather", arguments: "{\"city\":\"Lisbon\"}" } }]
-          }
+              role: "assistant",
+              content: null,
+              tool_calls: [
+                { id: "call_1", type: "function", function: { name: "weather", arguments: '{"city":"Lisbon"}' } }
+              ]
+            }
         return Response.json({
           id: `chatcmpl-${calls}`,
           object: "chat.completion",
@@ -110,9 +142,15 @@ describe("Vercel AI SDK telemetry", () => {
       }
     })
     try {
-      const provider = providerFor(new OtlpProtoExporter({ url: `${server.url}/v1/traces`, headers: { "x-service-key": KEY_A } }))
+      const provider = providerFor(
+        new OtlpProtoExporter({ url: `${server.url}/v1/traces`, headers: { "x-service-key": KEY_A } })
+      )
       const tracer = provider.getTracer("ai")
-      const openai = createOpenAICompatible({ name: "fake", baseURL: `http://127.0.0.1:${fake.port}/v1`, apiKey: "sk-test" })
+      const openai = createOpenAICompatible({
+        name: "fake",
+        baseURL: `http://127.0.0.1:${fake.port}/v1`,
+        apiKey: "sk-test"
+      })
       const outer = tracer.startSpan("agent run")
       const result = await context.with(otelTrace.setSpan(context.active(), outer), () =>
         generateText({
@@ -127,7 +165,8 @@ describe("Vercel AI SDK telemetry", () => {
           },
           stopWhen: stepCountIs(3),
           experimental_telemetry: { isEnabled: true, tracer, functionId: "weather-agent" }
-        }))
+        })
+      )
       outer.end()
       expect(result.text).toContain("sunny")
       await provider.forceFlush()
@@ -136,7 +175,8 @@ describe("Vercel AI SDK telemetry", () => {
       const stored = await traceByOtelId(outer.spanContext().traceId)
       const llmCalls = stored.spans.filter((s: any) => s.span_type === "llm_call")
       expect(llmCalls.length).toBe(2)
-      for (const llm of llmCalls) expect(llm).toMatchObject({ model: "fake-model-1", input_tokens: 20, output_tokens: 10 })
+      for (const llm of llmCalls)
+        expect(llm).toMatchObject({ model: "fake-model-1", input_tokens: 20, output_tokens: 10 })
       const toolSpan = stored.spans.find((s: any) => s.span_type === "tool_call")
       expect(toolSpan.name).toContain("weather")
       expect(JSON.stringify(toolSpan.output)).toContain("sunny")

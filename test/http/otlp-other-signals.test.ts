@@ -33,7 +33,10 @@ const readStatus = (bytes: Uint8Array) => {
 }
 
 describe("OTLP logs and metrics: a final refusal, the same whatever the encoding", () => {
-  for (const [path, signal] of [["/v1/logs", "logs"], ["/v1/metrics", "metrics"]] as const) {
+  for (const [path, signal] of [
+    ["/v1/logs", "logs"],
+    ["/v1/metrics", "metrics"]
+  ] as const) {
     test(`${path}: 404 (not retried by exporters) with the reason, JSON or protobuf alike`, async () => {
       const json = await post(path, "application/json", JSON.stringify({ resourceLogs: [] }))
       expect(json.status).toBe(404)

@@ -16,34 +16,41 @@ const anyValue = (v: unknown): unknown =>
   typeof v === "string"
     ? { stringValue: v }
     : typeof v === "boolean"
-    ? { boolValue: v }
-    : typeof v === "number"
-    ? Number.isInteger(v) ? { intValue: String(v) } : { doubleValue: v }
-    : Array.isArray(v)
-    ? { arrayValue: { values: v.map(anyValue) } }
-    : { stringValue: JSON.stringify(v) }
+      ? { boolValue: v }
+      : typeof v === "number"
+        ? Number.isInteger(v)
+          ? { intValue: String(v) }
+          : { doubleValue: v }
+        : Array.isArray(v)
+          ? { arrayValue: { values: v.map(anyValue) } }
+          : { stringValue: JSON.stringify(v) }
 
-const attributes = (a: Record<string, unknown>) => Object.entries(a).map(([key, value]) => ({ key, value: anyValue(value) }))
+const attributes = (a: Record<string, unknown>) =>
+  Object.entries(a).map(([key, value]) => ({ key, value: anyValue(value) }))
 
 /** The fixtures as one OTLP/JSON export under a new trace id (one resource and scope per span, as fixtures give them). */
 const exportOf = (spans: ReadonlyArray<F.CompactSpan>, traceId: string) => ({
   resourceSpans: spans.map((c) => ({
     resource: { attributes: attributes(c.resource ?? { "service.name": "fixture-app" }) },
-    scopeSpans: [{
-      scope: { name: c.scope?.name ?? "fixture", version: c.scope?.version ?? "1.0" },
-      spans: [{
-        traceId,
-        spanId: c.spanId,
-        ...(c.parentSpanId === "" ? {} : { parentSpanId: c.parentSpanId }),
-        name: c.name,
-        kind: c.kind,
-        startTimeUnixNano: c.startTimeUnixNano,
-        endTimeUnixNano: c.endTimeUnixNano,
-        attributes: attributes(c.attributes),
-        ...(c.status ? { status: c.status } : {}),
-        ...(c.flags === undefined ? {} : { flags: c.flags })
-      }]
-    }]
+    scopeSpans: [
+      {
+        scope: { name: c.scope?.name ?? "fixture", version: c.scope?.version ?? "1.0" },
+        spans: [
+          {
+            traceId,
+            spanId: c.spanId,
+            ...(c.parentSpanId === "" ? {} : { parentSpanId: c.parentSpanId }),
+            name: c.name,
+            kind: c.kind,
+            startTimeUnixNano: c.startTimeUnixNano,
+            endTimeUnixNano: c.endTimeUnixNano,
+            attributes: attributes(c.attributes),
+            ...(c.status ? { status: c.status } : {}),
+            ...(c.flags === undefined ? {} : { flags: c.flags })
+          }
+        ]
+      }
+    ]
   }))
 })
 
@@ -52,8 +59,13 @@ const nameOf = async (spans: ReadonlyArray<F.CompactSpan>) => {
   const traceId = hex(16)
   const sent = await server.post("/v1/traces", exportOf(spans, traceId), KEY_A)
   expect(sent.status).toBe(200)
-  const detail = await (await server.get(`/api/v1/traces/${traceId}`, KEY_A)).json() as { id: string; name: string | null }
-  const list = await (await server.get(`/api/v1/traces?name=${encodeURIComponent(detail.name ?? "")}&limit=100`, KEY_A)).json() as {
+  const detail = (await (await server.get(`/api/v1/traces/${traceId}`, KEY_A)).json()) as {
+    id: string
+    name: string | null
+  }
+  const list = (await (
+    await server.get(`/api/v1/traces?name=${encodeURIComponent(detail.name ?? "")}&limit=100`, KEY_A)
+  ).json()) as {
     items: ReadonlyArray<{ id: string; name: string | null }>
   }
   expect(list.items.find((t) => t.id === detail.id)?.name).toBe(detail.name)
@@ -61,8 +73,13 @@ const nameOf = async (spans: ReadonlyArray<F.CompactSpan>) => {
 }
 
 const root = (over: Partial<F.CompactSpan> & Pick<F.CompactSpan, "spanId" | "name">): F.CompactSpan => ({
-  traceId: "", parentSpanId: "", kind: 2, startTimeUnixNano: "1787219999990000000", endTimeUnixNano: "1787220001100000000",
-  attributes: {}, ...over
+  traceId: "",
+  parentSpanId: "",
+  kind: 2,
+  startTimeUnixNano: "1787219999990000000",
+  endTimeUnixNano: "1787220001100000000",
+  attributes: {},
+  ...over
 })
 
 describe("OTLP trace names", () => {
@@ -71,7 +88,11 @@ describe("OTLP trace names", () => {
   })
 
   test("AI SDK under a plain HTTP root span: the functionId found on the spans below it", async () => {
-    const http = root({ spanId: "1111111111111111", name: "POST /api/chat", attributes: { "http.request.method": "POST" } })
+    const http = root({
+      spanId: "1111111111111111",
+      name: "POST /api/chat",
+      attributes: { "http.request.method": "POST" }
+    })
     expect(await nameOf([http, { ...F.fixture8Parent, parentSpanId: http.spanId }, F.fixture8])).toBe("support-bot")
   })
 
@@ -87,15 +108,27 @@ describe("OTLP trace names", () => {
   })
 
   test("the GenAI workflow name, and Langfuse's explicit trace name before any other", async () => {
-    const workflow = root({ spanId: "3333333333333333", name: "invoke_workflow", attributes: { "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "triage" } })
+    const workflow = root({
+      spanId: "3333333333333333",
+      name: "invoke_workflow",
+      attributes: { "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "triage" }
+    })
     expect(await nameOf([workflow])).toBe("triage")
-    const named = root({ spanId: "4444444444444444", name: "ai.generateText", attributes: { "langfuse.trace.name": "nightly triage", "ai.telemetry.functionId": "triage-bot" } })
+    const named = root({
+      spanId: "4444444444444444",
+      name: "ai.generateText",
+      attributes: { "langfuse.trace.name": "nightly triage", "ai.telemetry.functionId": "triage-bot" }
+    })
     expect(await nameOf([named])).toBe("nightly triage")
   })
 
   test("without an instrumentation name: the root span's name (OpenInference and LangSmith name their root spans)", async () => {
     expect(await nameOf([F.fixture10Parent, F.fixture10])).toBe("RunnableSequence")
-    const plain = root({ spanId: "5555555555555555", name: "agent loop", attributes: { "openinference.span.kind": "AGENT" } })
+    const plain = root({
+      spanId: "5555555555555555",
+      name: "agent loop",
+      attributes: { "openinference.span.kind": "AGENT" }
+    })
     expect(await nameOf([plain])).toBe("agent loop")
   })
 })

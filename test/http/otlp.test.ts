@@ -12,7 +12,10 @@ beforeAll(async () => {
 })
 afterAll(() => server.stop())
 
-const send = (body: unknown, options: { key?: string; contentType?: string; encoding?: string | undefined; raw?: Uint8Array | string } = {}) =>
+const send = (
+  body: unknown,
+  options: { key?: string; contentType?: string; encoding?: string | undefined; raw?: Uint8Array | string } = {}
+) =>
   fetch(`${server.url}/v1/traces`, {
     method: "POST",
     headers: {
@@ -48,13 +51,19 @@ const error = async (response: Response, status: number) => {
 
 describe("POST /v1/traces", () => {
   test("an empty export is 200 with zeros; {} and other shapes are 400", async () => {
-    expect(await result(await send({ resourceSpans: [] }))).toEqual({ partialSuccess: {}, traces_created: 0, spans_ingested: 0 })
+    expect(await result(await send({ resourceSpans: [] }))).toEqual({
+      partialSuccess: {},
+      traces_created: 0,
+      spans_ingested: 0
+    })
     expect((await error(await send({}), 400)).code).toBe("validation_failed")
     await error(await send({ resourceSpans: "x" }), 400)
     await error(await send(null, { raw: "{not json" }), 400)
     const tooMany = { resourceSpans: Array.from({ length: 101 }, () => ({ scopeSpans: [] })) }
     await error(await send(tooMany), 400)
-    expect(await result(await send({ resourceSpans: Array.from({ length: 100 }, () => ({ scopeSpans: [] })) }))).toMatchObject({ spans_ingested: 0 })
+    expect(
+      await result(await send({ resourceSpans: Array.from({ length: 100 }, () => ({ scopeSpans: [] })) }))
+    ).toMatchObject({ spans_ingested: 0 })
   })
 
   test("content types: json and both protobuf names accepted (parameters ignored), anything else 400", async () => {
@@ -69,15 +78,29 @@ describe("POST /v1/traces", () => {
   })
 
   test("needs credentials like every other route", async () => {
-    const response = await fetch(`${server.url}/v1/traces`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+    const response = await fetch(`${server.url}/v1/traces`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}"
+    })
     expect(response.status).toBe(401)
   })
 
   test("maps a GenAI chat span and a root; the trace is readable through the Traces API at once", async () => {
     const traceId = hex(16)
-    const root = otlpSpan({ traceId, name: "invoke_agent planner", startMs: 0, endMs: 3000, attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner" } })
+    const root = otlpSpan({
+      traceId,
+      name: "invoke_agent planner",
+      startMs: 0,
+      endMs: 3000,
+      attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner" }
+    })
     const chat = otlpSpan({ traceId, parentSpanId: root.spanId, startMs: 100, endMs: 900, attributes: chatAttributes })
-    expect(await result(await send(exportBody([chat, root])))).toEqual({ partialSuccess: {}, traces_created: 1, spans_ingested: 2 })
+    expect(await result(await send(exportBody([chat, root])))).toEqual({
+      partialSuccess: {},
+      traces_created: 1,
+      spans_ingested: 2
+    })
     const trace = await traceOf(traceId)
     expect(trace.status).toBe("completed")
     expect(trace.name).toBe("invoke_agent planner")
@@ -99,16 +122,23 @@ describe("POST /v1/traces", () => {
     expect(early.spans[0].parent_id).not.toBeNull()
     const root = otlpSpan({ traceId, spanId: rootSpanId, name: "workflow", startMs: 0, endMs: 5000 })
     for (let i = 0; i < 2; i++) {
-      expect(await result(await send(exportBody([root, child])))).toMatchObject({ traces_created: 0, spans_ingested: 2 })
+      expect(await result(await send(exportBody([root, child])))).toMatchObject({
+        traces_created: 0,
+        spans_ingested: 2
+      })
     }
     const done = await traceOf(traceId)
     expect(done.status).toBe("completed")
     expect(done.spanCount).toBe(2)
     expect(done.totalTokens).toBe(17)
-    const jobs = await server.run(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      return yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM jobs WHERE kind = 'trace.terminal' AND payload->>'traceId' = ${done.id}`
-    }).pipe(Effect.orDie))
+    const jobs = await server.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql<{
+          n: number
+        }>`SELECT count(*)::int AS n FROM jobs WHERE kind = 'trace.terminal' AND payload->>'traceId' = ${done.id}`
+      }).pipe(Effect.orDie)
+    )
     expect(jobs[0]!.n).toBe(1)
   })
 
@@ -118,7 +148,15 @@ describe("POST /v1/traces", () => {
     const costly = { ...chatAttributes, "llm.cost.total": 0.1 }
     const parts = [
       [otlpSpan({ traceId, parentSpanId: rootSpanId, startMs: 100, endMs: 700, attributes: costly })],
-      [otlpSpan({ traceId, parentSpanId: rootSpanId, startMs: 800, endMs: 4200, attributes: { ...costly, "llm.cost.total": 0.2 } })],
+      [
+        otlpSpan({
+          traceId,
+          parentSpanId: rootSpanId,
+          startMs: 800,
+          endMs: 4200,
+          attributes: { ...costly, "llm.cost.total": 0.2 }
+        })
+      ],
       [otlpSpan({ traceId, spanId: rootSpanId, name: "workflow", startMs: 0, endMs: 5000 })]
     ]
     const expected = [
@@ -129,12 +167,20 @@ describe("POST /v1/traces", () => {
     for (const [i, spans] of parts.entries()) {
       const other = hex(16)
       const beside = otlpSpan({ traceId: other, startMs: 0, endMs: 250, attributes: costly })
-      expect(await result(await send(exportBody([beside, ...spans])))).toMatchObject({ traces_created: i === 0 ? 2 : 1, spans_ingested: 2 })
+      expect(await result(await send(exportBody([beside, ...spans])))).toMatchObject({
+        traces_created: i === 0 ? 2 : 1,
+        spans_ingested: 2
+      })
       const trace = await traceOf(traceId)
       const want = expected[i]!
       expect({ ...trace, totalCost: Number(trace.totalCost) }).toMatchObject(want)
       expect(trace.spans).toHaveLength(want.spanCount)
-      expect(await traceOf(other)).toMatchObject({ status: "completed", spanCount: 1, totalTokens: 17, totalDurationMs: 250 })
+      expect(await traceOf(other)).toMatchObject({
+        status: "completed",
+        spanCount: 1,
+        totalTokens: 17,
+        totalDurationMs: 250
+      })
     }
   })
 
@@ -142,7 +188,10 @@ describe("POST /v1/traces", () => {
     const traceId = hex(16)
     const span = otlpSpan({ traceId, attributes: chatAttributes })
     expect(await result(await send(exportBody([span]), { key: KEY_A }))).toMatchObject({ traces_created: 1 })
-    expect(await result(await send(exportBody([span]), { key: KEY_B }))).toMatchObject({ traces_created: 1, spans_ingested: 1 })
+    expect(await result(await send(exportBody([span]), { key: KEY_B }))).toMatchObject({
+      traces_created: 1,
+      spans_ingested: 1
+    })
     const a = await traceOf(traceId, KEY_A)
     const b = await traceOf(traceId, KEY_B)
     expect(a.id).not.toBe(b.id)
@@ -168,7 +217,10 @@ describe("POST /v1/traces", () => {
   })
 
   test("gzip and deflate bodies are decompressed; a decompression bomb and unknown encodings are 400", async () => {
-    for (const [encoding, compress] of [["gzip", gzipSync], ["deflate", deflateSync]] as const) {
+    for (const [encoding, compress] of [
+      ["gzip", gzipSync],
+      ["deflate", deflateSync]
+    ] as const) {
       const traceId = hex(16)
       const body = JSON.stringify(exportBody([otlpSpan({ traceId, attributes: chatAttributes })]))
       expect(await result(await send(null, { encoding, raw: compress(body) }))).toMatchObject({ spans_ingested: 1 })
@@ -197,9 +249,10 @@ describe("large protobuf exports", () => {
         name: i === 0 ? "invoke_agent planner" : `chat ${i}`,
         startMs: i * 10,
         endMs: i * 10 + 500,
-        attributes: i === 0
-          ? { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner" }
-          : { ...chatAttributes, "gen_ai.usage.input_tokens": i, "app.note": `${noise(i)} \t ${i} ✓` },
+        attributes:
+          i === 0
+            ? { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner" }
+            : { ...chatAttributes, "gen_ai.usage.input_tokens": i, "app.note": `${noise(i)} \t ${i} ✓` },
         ...(i === count - 1 ? { status: { code: 2, message: "last one failed" } } : {})
       })
     )
@@ -209,7 +262,10 @@ describe("large protobuf exports", () => {
     relabelIds(detail, otelIds).replace(/"(createdAt|updatedAt)":"[^"]*"/g, "")
 
   test("store what the same export as JSON stores, plain or gzip, the span cap included", async () => {
-    for (const [encoding, sizes] of [[undefined, [60, 90]], ["gzip", [2001]]] as const) {
+    for (const [encoding, sizes] of [
+      [undefined, [60, 90]],
+      ["gzip", [2001]]
+    ] as const) {
       const jsonIds = sizes.map(() => hex(16))
       const protoIds = sizes.map(() => hex(16))
       const asJson = await result(await send(exportBody(jsonIds.flatMap((id, i) => traceSpans(id, sizes[i]!)))))
@@ -218,7 +274,12 @@ describe("large protobuf exports", () => {
       expect(raw.byteLength).toBeGreaterThan(64 * 1024) // OtlpPreparer's PREPARE_THREAD_MIN_BYTES
       const asProto = await result(await send(null, { contentType: "application/x-protobuf", encoding, raw }))
       expect(asProto).toEqual(asJson)
-      expect(asProto.spans_ingested).toBe(Math.min(2000, sizes.reduce((a, b) => a + b, 0)))
+      expect(asProto.spans_ingested).toBe(
+        Math.min(
+          2000,
+          sizes.reduce((a, b) => a + b, 0)
+        )
+      )
       for (const [i, id] of protoIds.entries()) {
         const stored = await traceOf(id)
         expect(stored.spans.length).toBe(Math.min(2000, sizes[i]!))
@@ -230,10 +291,16 @@ describe("large protobuf exports", () => {
   test("a large body that is not an OTLP message is 400, and nothing is stored", async () => {
     const before = (await (await server.get("/api/v1/traces?limit=1", KEY_B)).json()) as any
     const corrupt = Buffer.concat([Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f]), Buffer.alloc(100 * 1024, 7)])
-    const refused = await error(await send(null, { key: KEY_B, contentType: "application/x-protobuf", raw: corrupt }), 400)
+    const refused = await error(
+      await send(null, { key: KEY_B, contentType: "application/x-protobuf", raw: corrupt }),
+      400
+    )
     expect(refused).toMatchObject({ code: "validation_failed", retryable: false })
     expect(refused.error).toContain("not an OTLP protobuf ExportTraceServiceRequest")
-    const notGzip = await error(await send(null, { key: KEY_B, contentType: "application/x-protobuf", encoding: "gzip", raw: corrupt }), 400)
+    const notGzip = await error(
+      await send(null, { key: KEY_B, contentType: "application/x-protobuf", encoding: "gzip", raw: corrupt }),
+      400
+    )
     expect(notGzip.error).toContain("gzip")
     expect(((await (await server.get("/api/v1/traces?limit=1", KEY_B)).json()) as any).total).toBe(before.total)
   }, 60_000)
@@ -247,7 +314,7 @@ describe("backpressure", () => {
       const held = new Promise<void>((resolve) => (release = resolve))
       const slowBody = new ReadableStream<Uint8Array>({
         async start(controller) {
-          controller.enqueue(new TextEncoder().encode("{\"resourceSpans\":"))
+          controller.enqueue(new TextEncoder().encode('{"resourceSpans":'))
           await held
           controller.enqueue(new TextEncoder().encode("[]}"))
           controller.close()
@@ -269,11 +336,15 @@ describe("backpressure", () => {
       expect(await second.json()).toMatchObject({ code: "ingest_backpressure", retryable: true })
       release()
       expect((await first).status).toBe(200)
-      expect((await fetch(`${local.url}/v1/traces`, {
-        method: "POST",
-        headers: { "x-service-key": KEY_A, "content-type": "application/json" },
-        body: JSON.stringify({ resourceSpans: [] })
-      })).status).toBe(200)
+      expect(
+        (
+          await fetch(`${local.url}/v1/traces`, {
+            method: "POST",
+            headers: { "x-service-key": KEY_A, "content-type": "application/json" },
+            body: JSON.stringify({ resourceSpans: [] })
+          })
+        ).status
+      ).toBe(200)
     } finally {
       await local.stop()
     }

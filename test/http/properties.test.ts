@@ -18,19 +18,23 @@ const wireJson = (value: unknown) => JSON.parse(JSON.stringify(value))
 /**
  * Spans from the schema's own arbitrary, given fresh ids and parents within the batch: a few, or 20 to 30.
  */
-const spanBatch = fc.oneof(
-  fc.array(Arbitrary.make(Span), { maxLength: 8 }),
-  fc.array(Arbitrary.make(Span), { minLength: 20, maxLength: 30 })
-).chain((spans) =>
-  fc.array(fc.option(fc.nat(), { nil: null }), { minLength: spans.length, maxLength: spans.length }).map((parents) => {
-    const ids = spans.map(() => uuid())
-    return spans.map((s, i) => ({
-      ...s,
-      id: ids[i],
-      parent_id: i === 0 || parents[i] === null ? null : ids[parents[i]! % i]
-    }))
-  })
-)
+const spanBatch = fc
+  .oneof(
+    fc.array(Arbitrary.make(Span), { maxLength: 8 }),
+    fc.array(Arbitrary.make(Span), { minLength: 20, maxLength: 30 })
+  )
+  .chain((spans) =>
+    fc
+      .array(fc.option(fc.nat(), { nil: null }), { minLength: spans.length, maxLength: spans.length })
+      .map((parents) => {
+        const ids = spans.map(() => uuid())
+        return spans.map((s, i) => ({
+          ...s,
+          id: ids[i],
+          parent_id: i === 0 || parents[i] === null ? null : ids[parents[i]! % i]
+        }))
+      })
+  )
 
 describe("properties through the HTTP API", () => {
   test("create → get keeps every field of every span and of the trace", async () => {
@@ -89,22 +93,26 @@ describe("properties through the HTTP API", () => {
           const visible = record.owner === actor && !record.deleted
           const path = `/api/v1/traces/${record.id}`
           if (kind === "list") {
-            const ids = new Set(((await (await server.get("/api/v1/traces?limit=100", key)).json()) as any).items.map((t: any) => t.id))
+            const ids = new Set(
+              ((await (await server.get("/api/v1/traces?limit=100", key)).json()) as any).items.map((t: any) => t.id)
+            )
             for (const r of owned) expect(ids.has(r.id)).toBe(r.owner === actor && !r.deleted)
             continue
           }
-          const response = kind === "get"
-            ? await server.get(path, key)
-            : kind === "patch"
-            ? await server.request("PATCH", path, { key, body: { status: "completed" } })
-            : kind === "append"
-            ? await server.post(`${path}/spans`, { spans: [span()] }, key)
-            : await server.request("DELETE", path, { key })
+          const response =
+            kind === "get"
+              ? await server.get(path, key)
+              : kind === "patch"
+                ? await server.request("PATCH", path, { key, body: { status: "completed" } })
+                : kind === "append"
+                  ? await server.post(`${path}/spans`, { spans: [span()] }, key)
+                  : await server.request("DELETE", path, { key })
           // Spans go only into a running trace: after a visible PATCH to completed, an append is a 409.
           const expected = !visible ? 404 : kind === "append" && record.completed ? 409 : 200
           expect(response.status).toBe(expected)
           const body = (await response.json()) as any
-          if (!visible) expect(body).toEqual({ error: `trace ${record.id} not found`, code: "not_found", retryable: false })
+          if (!visible)
+            expect(body).toEqual({ error: `trace ${record.id} not found`, code: "not_found", retryable: false })
           if (visible && kind === "delete") record.deleted = true
           if (visible && kind === "patch") record.completed = true
         }
@@ -117,9 +125,22 @@ describe("properties through the HTTP API", () => {
     const junk = fc.oneof(
       fc.jsonValue(),
       fc.string(),
-      fc.constantFrom("{", "[", "nul", "{\"id\":", "\u0000", "{\"spans\":[{}]}", "1e999999", "\"\\ud800\""),
-      fc.record({ id: fc.oneof(fc.uuid(), fc.string()), started_at: fc.oneof(fc.date().map((d) => (Number.isNaN(d.getTime()) ? "x" : d.toISOString())), fc.string()), spans: fc.array(fc.jsonValue(), { maxLength: 3 }) }, { requiredKeys: [] }),
-      fc.record({ status: fc.string(), output: fc.jsonValue(), total_tokens: fc.oneof(fc.integer(), fc.double(), fc.string()) }, { requiredKeys: [] })
+      fc.constantFrom("{", "[", "nul", '{"id":', "\u0000", '{"spans":[{}]}', "1e999999", '"\\ud800"'),
+      fc.record(
+        {
+          id: fc.oneof(fc.uuid(), fc.string()),
+          started_at: fc.oneof(
+            fc.date().map((d) => (Number.isNaN(d.getTime()) ? "x" : d.toISOString())),
+            fc.string()
+          ),
+          spans: fc.array(fc.jsonValue(), { maxLength: 3 })
+        },
+        { requiredKeys: [] }
+      ),
+      fc.record(
+        { status: fc.string(), output: fc.jsonValue(), total_tokens: fc.oneof(fc.integer(), fc.double(), fc.string()) },
+        { requiredKeys: [] }
+      )
     )
     const route = fc.constantFrom(
       ["POST", "/api/v1/traces"],
@@ -134,26 +155,38 @@ describe("properties through the HTTP API", () => {
     const existing = trace()
     expect((await server.post("/api/v1/traces", existing)).status).toBe(200)
     const contentType = fc.constantFrom(
-      "application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded",
-      "multipart/form-data; boundary=x", "application/octet-stream", "APPLICATION/JSON", "application/x-protobuf",
+      "application/json",
+      "application/json; charset=utf-8",
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/octet-stream",
+      "APPLICATION/JSON",
+      "application/x-protobuf",
       "application/protobuf"
     )
     const cursor = fc.jsonValue().map((v) => `cursor=${Buffer.from(JSON.stringify(v)).toString("base64url")}`)
-    const forgedCursor = fc.tuple(fc.date({ noInvalidDate: true }), fc.uuid()).map(([d, id]) =>
-      `cursor=${Buffer.from(JSON.stringify([d.toISOString(), id.toUpperCase()])).toString("base64url")}`
-    )
+    const forgedCursor = fc
+      .tuple(fc.date({ noInvalidDate: true }), fc.uuid())
+      .map(
+        ([d, id]) => `cursor=${Buffer.from(JSON.stringify([d.toISOString(), id.toUpperCase()])).toString("base64url")}`
+      )
     const query = fc.oneof(fc.string(), cursor, forgedCursor)
     const id = fc.oneof(fc.constant(existing.id), fc.constant(existing.id.toUpperCase()), fc.uuid(), fc.string())
     await fc.assert(
       fc.asyncProperty(route, junk, id, query, contentType, async ([method, template], body, pathId, q, type) => {
-        const encodedQuery = q.startsWith("cursor=") ? q : encodeURIComponent(q).replaceAll("%3D", "=").replaceAll("%26", "&")
+        const encodedQuery = q.startsWith("cursor=")
+          ? q
+          : encodeURIComponent(q).replaceAll("%3D", "=").replaceAll("%26", "&")
         const path = template!.replace(":id", encodeURIComponent(pathId)).replace(":query", encodedQuery)
         const payload = typeof body === "string" ? body : JSON.stringify(body)
         const response = await server.request(
           method!,
           path,
           // Accept JSON: a protobuf export is otherwise answered in protobuf (test/http/otlp-answers.test.ts).
-          method === "GET" || method === "DELETE" ? {} : { body: payload, headers: { "content-type": type, accept: "application/json" } }
+          method === "GET" || method === "DELETE"
+            ? {}
+            : { body: payload, headers: { "content-type": type, accept: "application/json" } }
         )
         expect(response.status).toBeLessThan(500)
         if (response.status >= 400) {

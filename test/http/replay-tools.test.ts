@@ -16,7 +16,11 @@ let server: TestServer
 beforeAll(async () => {
   fake = startFakeOpenAi((request) =>
     offersWeatherTool(request)
-      ? { toolCalls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Porto\"}" } }] }
+      ? {
+          toolCalls: [
+            { id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Porto"}' } }
+          ]
+        }
       : { content: "I cannot look that up." }
   )
   server = await startTestServer({
@@ -41,9 +45,20 @@ const weatherTool = {
 /** An AI SDK doGenerate span as the SDK exports it: tools as a string array, settings, tool choice. */
 const aiSdkExport = (traceId: string) => {
   const rootId = hex(8)
-  const root = otlpSpan({ traceId, spanId: rootId, name: "ai.generateText", startMs: 0, endMs: 2000, attributes: { "ai.operationId": "ai.generateText" } })
+  const root = otlpSpan({
+    traceId,
+    spanId: rootId,
+    name: "ai.generateText",
+    startMs: 0,
+    endMs: 2000,
+    attributes: { "ai.operationId": "ai.generateText" }
+  })
   const call = otlpSpan({
-    traceId, parentSpanId: rootId, name: "ai.generateText.doGenerate", startMs: 10, endMs: 900,
+    traceId,
+    parentSpanId: rootId,
+    name: "ai.generateText.doGenerate",
+    startMs: 10,
+    endMs: 900,
     attributes: {
       "ai.operationId": "ai.generateText.doGenerate",
       "ai.model.id": "gpt-4o-mini",
@@ -57,7 +72,10 @@ const aiSdkExport = (traceId: string) => {
       "ai.usage.outputTokens": 9
     }
   })
-  call.attributes.push({ key: "ai.prompt.tools", value: { arrayValue: { values: [{ stringValue: JSON.stringify(weatherTool) }] } } } as any)
+  call.attributes.push({
+    key: "ai.prompt.tools",
+    value: { arrayValue: { values: [{ stringValue: JSON.stringify(weatherTool) }] } }
+  } as any)
   return exportBody([root, call])
 }
 
@@ -80,14 +98,25 @@ describe("server replay keeps the tools", () => {
     const llm = recorded.spans.find((s: any) => s.span_type === "llm_call")
     expect(llm.input).toMatchObject({
       messages: [{ role: "user", content: "Weather in Lisbon?" }],
-      tools: [{ type: "function", function: { name: "get_weather", description: "The weather in a city", parameters: weatherTool.inputSchema } }],
+      tools: [
+        {
+          type: "function",
+          function: { name: "get_weather", description: "The weather in a city", parameters: weatherTool.inputSchema }
+        }
+      ],
       tool_choice: "auto",
       temperature: 0.3,
       max_tokens: 256,
       top_k: 40
     })
 
-    const fork = (await (await server.post("/api/v1/forks", { trace_id: recorded.id, fork_point_span_id: llm.id, modified_input: "Weather in Porto?" })).json()) as any
+    const fork = (await (
+      await server.post("/api/v1/forks", {
+        trace_id: recorded.id,
+        fork_point_span_id: llm.id,
+        modified_input: "Weather in Porto?"
+      })
+    ).json()) as any
     const before = fake.requests.length
     const result = (await (await server.post(`/api/v1/forks/${fork.id}/replay`, {})).json()) as any
     expect(result).toMatchObject({ status: "completed", mode: "server", faithful_reexec: 1 })
@@ -102,8 +131,12 @@ describe("server replay keeps the tools", () => {
       max_tokens: 256
     })
     expect(sent[0].top_k).toBeUndefined()
-    expect(result.fidelity_caveats).toContain("request parameters sent again to the model: tools, tool_choice, temperature, max_tokens")
-    expect(result.fidelity_caveats).toContain("request parameters recorded but not reproduced: top_k (no Chat Completions equivalent)")
+    expect(result.fidelity_caveats).toContain(
+      "request parameters sent again to the model: tools, tool_choice, temperature, max_tokens"
+    )
+    expect(result.fidelity_caveats).toContain(
+      "request parameters recorded but not reproduced: top_k (no Chat Completions equivalent)"
+    )
 
     // The replayed model could call the tool, as the recorded one could.
     const replayed = (await (await server.get(`/api/v1/traces/${result.result_trace_id}`)).json()) as any
@@ -114,15 +147,30 @@ describe("server replay keeps the tools", () => {
 
   test("a model call recorded without tools is replayed with its messages only, and the report says so", async () => {
     const root = span({ span_type: "action", name: "agent", started_at: "2026-01-01T00:00:00.000Z" })
-    const call = span({ parent_id: root.id, name: "ask", model: "gpt-4o-mini", started_at: "2026-01-01T00:00:01.000Z", input: [{ role: "user", content: "Weather?" }], output: "sunny" })
+    const call = span({
+      parent_id: root.id,
+      name: "ask",
+      model: "gpt-4o-mini",
+      started_at: "2026-01-01T00:00:01.000Z",
+      input: [{ role: "user", content: "Weather?" }],
+      output: "sunny"
+    })
     const t = trace({ name: "no-tools", spans: [root, call] })
     expect((await server.post("/api/v1/traces", t)).status).toBe(200)
-    const fork = (await (await server.post("/api/v1/forks", { trace_id: t.id, fork_point_span_id: call.id, modified_input: "Weather in Porto?" })).json()) as any
+    const fork = (await (
+      await server.post("/api/v1/forks", {
+        trace_id: t.id,
+        fork_point_span_id: call.id,
+        modified_input: "Weather in Porto?"
+      })
+    ).json()) as any
     const before = fake.requests.length
     const result = (await (await server.post(`/api/v1/forks/${fork.id}/replay`, {})).json()) as any
     expect(result.status).toBe("completed")
     expect(fake.requests.slice(before)[0]!.body.tools).toBeUndefined()
-    expect(result.fidelity_caveats).toContain("no tools or request parameters were recorded for llm_call 'ask': sent with its messages only, no tools offered")
+    expect(result.fidelity_caveats).toContain(
+      "no tools or request parameters were recorded for llm_call 'ask': sent with its messages only, no tools offered"
+    )
     const replayed = (await (await server.get(`/api/v1/traces/${result.result_trace_id}`)).json()) as any
     expect(replayed.spans.find((s: any) => s.name === "ask").output.content).toBe("I cannot look that up.")
   })

@@ -8,7 +8,10 @@ describe("RequestSummary", () => {
   test("a period's tally counts every request once, in its status class, and the next period starts empty", () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ status: fc.integer({ min: 100, max: 599 }), ms: fc.double({ min: 0, max: 1e6, noNaN: true }) }), { maxLength: 200 }),
+        fc.array(
+          fc.record({ status: fc.integer({ min: 100, max: 599 }), ms: fc.double({ min: 0, max: 1e6, noNaN: true }) }),
+          { maxLength: 200 }
+        ),
         (requests) => {
           const summary = makeSummary()
           for (const r of requests) summary.record(r.status, r.ms)

@@ -15,8 +15,16 @@ const runProgram = async (secretKey: string) => {
     stdout: "pipe",
     stderr: "pipe"
   })
-  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-  return { code, err, result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean } }
+  const [out, err, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited
+  ])
+  return {
+    code,
+    err,
+    result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean }
+  }
 }
 
 const traceOf = async (otelTraceId: string): Promise<any> => {
@@ -28,12 +36,21 @@ const traceOf = async (otelTraceId: string): Promise<any> => {
 describe("Langfuse JS SDK", () => {
   test("its trace lands: span types, model, tokens, input/output, session, user, environment, release", async () => {
     const { code, result, err } = await runProgram(KEY_A)
-    expect({ code, flushed: result.flushed, err: err.includes("rror") ? err : "" }).toEqual({ code: 0, flushed: true, err: "" })
+    expect({ code, flushed: result.flushed, err: err.includes("rror") ? err : "" }).toEqual({
+      code: 0,
+      flushed: true,
+      err: ""
+    })
     const trace = await traceOf(result.traceId)
     expect(trace).toBeDefined()
     expect(trace.session_id ?? trace.sessionId).toBe("sess-lf")
     expect(trace.environment).toBe("production")
-    expect(trace.metadata).toMatchObject({ user_id: "user-lf", tags: ["support"], environment: "staging", release: "2026.11.3" })
+    expect(trace.metadata).toMatchObject({
+      user_id: "user-lf",
+      tags: ["support"],
+      environment: "staging",
+      release: "2026.11.3"
+    })
     expect(trace.input).toEqual({ question: "where is my parcel?" })
     const generation = trace.spans.find((s: any) => s.span_type === "llm_call")
     expect(generation).toMatchObject({ model: "gpt-4o-mini", input_tokens: 120, output_tokens: 8 })

@@ -10,17 +10,20 @@ beforeAll(async () => {
 })
 afterAll(() => server.stop())
 
-const used = () => server.run(Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<{ used: number }>`
+const used = () =>
+  server.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ used: number }>`
     SELECT coalesce(sum(u.used), 0)::int AS used FROM replay_usage u JOIN accounts a ON a.id = u.account_id WHERE a.name = 'acme'`
-  return rows[0]!.used
-}).pipe(Effect.orDie))
+      return rows[0]!.used
+    }).pipe(Effect.orDie)
+  )
 
 /** A raw protocol client: the messages it received, in order, and a way to wait for one. */
 const connect = async (key: string | null, query = "") => {
   const url = `${server.url.replace("http", "ws")}/ws/v1/replay${query}`
-  const socket = new WebSocket(url, key === null ? undefined : { headers: { "x-service-key": key } } as never)
+  const socket = new WebSocket(url, key === null ? undefined : ({ headers: { "x-service-key": key } } as never))
   const received: Array<any> = []
   socket.addEventListener("message", (event) => received.push(JSON.parse(String(event.data))))
   const closed = new Promise<number>((resolve) => socket.addEventListener("close", (e) => resolve(e.code)))
@@ -45,12 +48,24 @@ const connect = async (key: string | null, query = "") => {
 const recordedFork = async (agent: string, key = KEY_A) => {
   const root = span({ span_type: "action", name: "run", agent_id: agent })
   const plan = span({
-    parent_id: root.id, name: "plan", model: "gpt-4o-mini",
-    input: { messages: [{ role: "user", content: "Lisbon" }], tools: [{ type: "function", function: { name: "search" } }], temperature: 0.2 }
+    parent_id: root.id,
+    name: "plan",
+    model: "gpt-4o-mini",
+    input: {
+      messages: [{ role: "user", content: "Lisbon" }],
+      tools: [{ type: "function", function: { name: "search" } }],
+      temperature: 0.2
+    }
   })
   const t = trace({ name: agent, spans: [root, plan] })
   expect((await server.post("/api/v1/traces", t, key)).status).toBe(200)
-  const fork = (await (await server.post("/api/v1/forks", { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "Porto", mock_outputs: { search: 1 } }, key)).json()) as any
+  const fork = (await (
+    await server.post(
+      "/api/v1/forks",
+      { trace_id: t.id, fork_point_span_id: plan.id, modified_input: "Porto", mock_outputs: { search: 1 } },
+      key
+    )
+  ).json()) as any
   return { t, plan, fork }
 }
 
@@ -65,21 +80,48 @@ describe("SDK-mode replay over /ws/v1/replay", () => {
     expect(response).toMatchObject({ fork_id: fork.id, status: "replaying", mode: "sdk" })
     const command = await sdk.next("replay")
     expect(command).toMatchObject({
-      execution_id: response.execution_id, agent: "travel-sdk", fork_point_span_id: plan.id,
-      modified_input: "Porto", mock_outputs: { search: 1 }, result_trace_id: response.result_trace_id
+      execution_id: response.execution_id,
+      agent: "travel-sdk",
+      fork_point_span_id: plan.id,
+      modified_input: "Porto",
+      mock_outputs: { search: 1 },
+      result_trace_id: response.result_trace_id
     })
     expect(command.source_trace.id).toBe(t.id)
     expect(command.source_trace.spans.length).toBe(2)
     // The tools and parameters the model call was recorded with, for the SDK to send again.
-    expect(command.model_requests).toEqual({ [plan.id]: { tools: [{ type: "function", function: { name: "search" } }], temperature: 0.2 } })
-    expect((await (await server.get(`/api/v1/forks/${fork.id}`)).json()) as any).toMatchObject({ status: "replaying", mode: "sdk" })
+    expect(command.model_requests).toEqual({
+      [plan.id]: { tools: [{ type: "function", function: { name: "search" } }], temperature: 0.2 }
+    })
+    expect((await (await server.get(`/api/v1/forks/${fork.id}`)).json()) as any).toMatchObject({
+      status: "replaying",
+      mode: "sdk"
+    })
 
     // The SDK re-runs its agent and sends the result trace through the Traces API with the given id.
-    const result = { id: command.result_trace_id, started_at: "2026-01-01T00:00:00Z", status: "completed", input: "Porto", metadata: { environment: "sandbox" } }
-    expect(await (await server.post("/api/v1/traces", result)).json()).toMatchObject({ id: result.id, status: "created" })
-    sdk.send({ type: "replay_finished", execution_id: command.execution_id, status: "completed", faithful_reexec: 1, fidelity_caveats: ["tool 'search' mocked"] })
+    const result = {
+      id: command.result_trace_id,
+      started_at: "2026-01-01T00:00:00Z",
+      status: "completed",
+      input: "Porto",
+      metadata: { environment: "sandbox" }
+    }
+    expect(await (await server.post("/api/v1/traces", result)).json()).toMatchObject({
+      id: result.id,
+      status: "created"
+    })
+    sdk.send({
+      type: "replay_finished",
+      execution_id: command.execution_id,
+      status: "completed",
+      faithful_reexec: 1,
+      fidelity_caveats: ["tool 'search' mocked"]
+    })
     await sdk.next("finished_ack")
-    expect((await (await server.get(`/api/v1/forks/${fork.id}`)).json()) as any).toMatchObject({ status: "completed", resultTraceId: result.id })
+    expect((await (await server.get(`/api/v1/forks/${fork.id}`)).json()) as any).toMatchObject({
+      status: "completed",
+      resultTraceId: result.id
+    })
     // Resuming after a crash: the repeated create of the finished result is "resumed".
     expect(await (await server.post("/api/v1/traces", result)).json()).toEqual({ id: result.id, status: "resumed" })
     sdk.socket.close()

@@ -47,7 +47,8 @@ afterAll(async () => {
   if (dataDir) rmSync(dataDir, { recursive: true, force: true })
 })
 
-const diagnostics = async (server: TestServer) => ((await (await server.get("/api/v1/diagnostics")).json()) as any).search
+const diagnostics = async (server: TestServer) =>
+  ((await (await server.get("/api/v1/diagnostics")).json()) as any).search
 const settle = async (server: TestServer, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
@@ -58,12 +59,18 @@ const settle = async (server: TestServer, timeoutMs = 30_000) => {
   }
 }
 const searchIds = async (server: TestServer, query: string, limit = 100) =>
-  ((await (await server.post("/api/v1/search", { query, limit })).json()) as any).spans.map((s: any) => s.id) as Array<string>
+  ((await (await server.post("/api/v1/search", { query, limit })).json()) as any).spans.map(
+    (s: any) => s.id
+  ) as Array<string>
 
 describe("changing the embedder", () => {
   test("re-embeds every span in a durable background job; meanwhile search uses only current vectors", async () => {
     const spans = Array.from({ length: 40 }, (_, i) =>
-      span({ name: `step_${i}`, output: i % 2 === 0 ? `the flight to Lisbon number ${i}` : `payment number ${i} captured` }))
+      span({
+        name: `step_${i}`,
+        output: i % 2 === 0 ? `the flight to Lisbon number ${i}` : `payment number ${i} captured`
+      })
+    )
 
     const offline = await startTestServer(shared)
     try {

@@ -121,15 +121,30 @@ describe("POST /api/v1/search", () => {
       [{ date_to: "2026-01-03T00:00:00Z" }, (s) => s.started_at <= "2026-01-03T00:00:00.000Z"],
       [{ min_cost: 0.09 }, (s) => s.cost >= 0.09],
       [{ min_duration_ms: 4800 }, (s) => s.duration_ms >= 4800],
-      [{ span_type: "llm_call", status: "completed", min_cost: 0.05 }, (s) =>
-        s.span_type === "llm_call" && traceOf.get(s.id)!.status === "completed" && s.cost >= 0.05],
-      [{ project_id: PROJECT_2, model: "gpt-4o-mini", date_from: "2026-01-02T00:00:00Z", date_to: "2026-01-10T00:00:00Z" }, (s) =>
-        traceOf.get(s.id)!.project_id === PROJECT_2 && s.model === "gpt-4o-mini" &&
-        s.started_at >= "2026-01-02T00:00:00.000Z" && s.started_at <= "2026-01-10T00:00:00.000Z"],
+      [
+        { span_type: "llm_call", status: "completed", min_cost: 0.05 },
+        (s) => s.span_type === "llm_call" && traceOf.get(s.id)!.status === "completed" && s.cost >= 0.05
+      ],
+      [
+        {
+          project_id: PROJECT_2,
+          model: "gpt-4o-mini",
+          date_from: "2026-01-02T00:00:00Z",
+          date_to: "2026-01-10T00:00:00Z"
+        },
+        (s) =>
+          traceOf.get(s.id)!.project_id === PROJECT_2 &&
+          s.model === "gpt-4o-mini" &&
+          s.started_at >= "2026-01-02T00:00:00.000Z" &&
+          s.started_at <= "2026-01-10T00:00:00.000Z"
+      ],
       [{ model: "no-such-model" }, () => false]
     ]
     for (const [filters, matches] of cases) {
-      const expected = all.filter(matches).map((s) => s.id).sort()
+      const expected = all
+        .filter(matches)
+        .map((s) => s.id)
+        .sort()
       expect(expected.length).toBeLessThan(all.length)
       const { status, body } = await search({ query: "payment failed", filters, limit: 100 })
       expect(status).toBe(200)
@@ -191,7 +206,11 @@ describe("POST /api/v1/search", () => {
   })
 
   test("a soft-deleted trace's spans leave the results at once", async () => {
-    const unique = span({ name: "quokka_migration", span_type: "tool_call", output: "the quokka herd migrated to the zebra reserve" })
+    const unique = span({
+      name: "quokka_migration",
+      span_type: "tool_call",
+      output: "the quokka herd migrated to the zebra reserve"
+    })
     const t = trace({ spans: [unique] })
     expect((await server.post("/api/v1/traces", t)).status).toBe(200)
     await indexed()
@@ -210,20 +229,26 @@ describe("POST /api/v1/search", () => {
     }
     const otlpStarted = Date.now()
     const otlp = {
-      resourceSpans: [{
-        resource: { attributes: [{ key: "service.name", value: { stringValue: "svc" } }] },
-        scopeSpans: [{
-          spans: [{
-            traceId: "5b8efff798038103d269b633813fc60c",
-            spanId: "eee19b7ec3c1b174",
-            name: "narwhal_census",
-            kind: 1,
-            startTimeUnixNano: "1767225600000000000",
-            endTimeUnixNano: "1767225601000000000",
-            attributes: [{ key: "output", value: { stringValue: "counted every narwhal in the fjord" } }]
-          }]
-        }]
-      }]
+      resourceSpans: [
+        {
+          resource: { attributes: [{ key: "service.name", value: { stringValue: "svc" } }] },
+          scopeSpans: [
+            {
+              spans: [
+                {
+                  traceId: "5b8efff798038103d269b633813fc60c",
+                  spanId: "eee19b7ec3c1b174",
+                  name: "narwhal_census",
+                  kind: 1,
+                  startTimeUnixNano: "1767225600000000000",
+                  endTimeUnixNano: "1767225601000000000",
+                  attributes: [{ key: "output", value: { stringValue: "counted every narwhal in the fjord" } }]
+                }
+              ]
+            }
+          ]
+        }
+      ]
     }
     expect((await server.post("/v1/traces", otlp)).status).toBe(200)
     for (;;) {
@@ -242,12 +267,15 @@ describe("POST /api/v1/search", () => {
     await indexed(KEY_B)
     const aIds = new Set(spans.map((s) => s.span.id as string))
     const bIds = new Set(copies.map((s) => s.id as string))
-    const filters = fc.record({
-      project_id: fc.constant(PROJECT_1),
-      status: fc.constantFrom("running", "completed", "failed"),
-      span_type: fc.constantFrom("llm_call", "tool_call", "tool_result", "action"),
-      min_cost: fc.constantFrom(0, 0.05)
-    }, { requiredKeys: [] })
+    const filters = fc.record(
+      {
+        project_id: fc.constant(PROJECT_1),
+        status: fc.constantFrom("running", "completed", "failed"),
+        span_type: fc.constantFrom("llm_call", "tool_call", "tool_result", "action"),
+        min_cost: fc.constantFrom(0, 0.05)
+      },
+      { requiredKeys: [] }
+    )
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(fc.constantFrom(...KINDS.map((k) => k.query)), fc.string({ minLength: 1, maxLength: 40 })),

@@ -12,7 +12,8 @@ describe("self-tracing", () => {
       fetch: async (req) => {
         if (new URL(req.url).pathname === "/v1/traces") {
           const body = (await req.json()) as any
-          for (const rs of body.resourceSpans ?? []) for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []))
+          for (const rs of body.resourceSpans ?? [])
+            for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []))
         }
         return Response.json({})
       }
@@ -23,10 +24,13 @@ describe("self-tracing", () => {
       expect((await server.get("/api/v1/traces?limit=1")).status).toBe(200)
       const deadline = Date.now() + 20_000
       const isList = (s: (typeof spans)[number]) =>
-        s.name === "http.server GET" && s.attributes.some((a) => a.key === "url.path" && a.value.stringValue === "/api/v1/traces")
+        s.name === "http.server GET" &&
+        s.attributes.some((a) => a.key === "url.path" && a.value.stringValue === "/api/v1/traces")
       while (!spans.some(isList) && Date.now() < deadline) await Bun.sleep(200)
       expect(spans.some(isList)).toBe(true)
-      expect(spans.some((s) => s.attributes.some((a) => a.key === "url.path" && a.value.stringValue === "/health"))).toBe(false)
+      expect(
+        spans.some((s) => s.attributes.some((a) => a.key === "url.path" && a.value.stringValue === "/health"))
+      ).toBe(false)
     } finally {
       await server.stop()
       receiver.stop(true)

@@ -21,39 +21,94 @@ const enc = encodeURIComponent
  * span without any agent; trace 2 has the writer again (called by the planner) and an error.
  */
 const recordSession = async (sessionId: string, key: string = KEY_A) => {
-  const root = span({ span_type: "action", name: "run", started_at: "2026-03-01T10:00:00.000Z", ended_at: "2026-03-01T10:05:00.000Z" })
+  const root = span({
+    span_type: "action",
+    name: "run",
+    started_at: "2026-03-01T10:00:00.000Z",
+    ended_at: "2026-03-01T10:05:00.000Z"
+  })
   const plan = span({
-    parent_id: root.id, name: "plan", agent_id: "planner", agent_role: "orchestrator",
-    input_tokens: 100, output_tokens: 20, cost: 0.5, started_at: "2026-03-01T10:00:01.000Z"
+    parent_id: root.id,
+    name: "plan",
+    agent_id: "planner",
+    agent_role: "orchestrator",
+    input_tokens: 100,
+    output_tokens: 20,
+    cost: 0.5,
+    started_at: "2026-03-01T10:00:01.000Z"
   })
   const research1 = span({
-    parent_id: plan.id, name: "search", agent_id: "researcher", parent_agent_id: "planner", agent_role: "research",
-    input_tokens: 10, output_tokens: 5, cost: 0.25, started_at: "2026-03-01T10:00:02.000Z"
+    parent_id: plan.id,
+    name: "search",
+    agent_id: "researcher",
+    parent_agent_id: "planner",
+    agent_role: "research",
+    input_tokens: 10,
+    output_tokens: 5,
+    cost: 0.25,
+    started_at: "2026-03-01T10:00:02.000Z"
   })
   const research1b = span({
-    parent_id: research1.id, span_type: "tool_call", name: "web", agent_id: "researcher", parent_agent_id: "planner",
-    agent_role: "research", started_at: "2026-03-01T10:00:03.000Z", error: "timeout"
+    parent_id: research1.id,
+    span_type: "tool_call",
+    name: "web",
+    agent_id: "researcher",
+    parent_agent_id: "planner",
+    agent_role: "research",
+    started_at: "2026-03-01T10:00:03.000Z",
+    error: "timeout"
   })
   const research2 = span({
-    parent_id: plan.id, name: "search again", agent_id: "researcher", parent_agent_id: "planner", agent_role: "research",
-    input_tokens: 1, output_tokens: 1, started_at: "2026-03-01T10:00:04.000Z"
+    parent_id: plan.id,
+    name: "search again",
+    agent_id: "researcher",
+    parent_agent_id: "planner",
+    agent_role: "research",
+    input_tokens: 1,
+    output_tokens: 1,
+    started_at: "2026-03-01T10:00:04.000Z"
   })
   const write1 = span({
-    parent_id: plan.id, name: "draft", agent_id: "writer", parent_agent_id: "planner", agent_role: "writer",
-    started_at: "2026-03-01T10:00:05.000Z", ended_at: "2026-03-01T10:00:09.000Z"
+    parent_id: plan.id,
+    name: "draft",
+    agent_id: "writer",
+    parent_agent_id: "planner",
+    agent_role: "writer",
+    started_at: "2026-03-01T10:00:05.000Z",
+    ended_at: "2026-03-01T10:00:09.000Z"
   })
   const t1 = trace({
-    session_id: sessionId, name: "first", status: "completed", started_at: "2026-03-01T10:00:00.000Z",
-    ended_at: "2026-03-01T10:05:00.000Z", spans: [root, plan, research1, research1b, research2, write1]
+    session_id: sessionId,
+    name: "first",
+    status: "completed",
+    started_at: "2026-03-01T10:00:00.000Z",
+    ended_at: "2026-03-01T10:05:00.000Z",
+    spans: [root, plan, research1, research1b, research2, write1]
   })
   const write2 = span({
-    name: "edit", agent_id: "writer", parent_agent_id: "planner", agent_role: "writer",
-    input_tokens: 7, output_tokens: 3, cost: 0.1, started_at: "2026-03-01T11:00:00.000Z"
+    name: "edit",
+    agent_id: "writer",
+    parent_agent_id: "planner",
+    agent_role: "writer",
+    input_tokens: 7,
+    output_tokens: 3,
+    cost: 0.1,
+    started_at: "2026-03-01T11:00:00.000Z"
   })
-  const failure = span({ parent_id: write2.id, span_type: "error", name: "boom", agent_id: "writer", started_at: "2026-03-01T11:00:01.000Z" })
+  const failure = span({
+    parent_id: write2.id,
+    span_type: "error",
+    name: "boom",
+    agent_id: "writer",
+    started_at: "2026-03-01T11:00:01.000Z"
+  })
   const t2 = trace({
-    session_id: sessionId, name: "second", status: "failed", started_at: "2026-03-01T11:00:00.000Z",
-    ended_at: "2026-03-01T11:00:02.000Z", spans: [write2, failure]
+    session_id: sessionId,
+    name: "second",
+    status: "failed",
+    started_at: "2026-03-01T11:00:00.000Z",
+    ended_at: "2026-03-01T11:00:02.000Z",
+    spans: [write2, failure]
   })
   for (const t of [t1, t2]) expect((await server.post("/api/v1/traces", t, key)).status).toBe(200)
   return { t1, t2 }
@@ -63,15 +118,22 @@ describe("sessions", () => {
   test("list: one item per session with counts, tokens, cost and first/last seen; most recent first", async () => {
     const older = `older-${uuid()}`
     const newer = `chat/α 1 ${uuid()}`
-    expect((await server.post("/api/v1/traces", trace({ session_id: older, started_at: "2025-01-01T00:00:00Z" }))).status).toBe(200)
+    expect(
+      (await server.post("/api/v1/traces", trace({ session_id: older, started_at: "2025-01-01T00:00:00Z" }))).status
+    ).toBe(200)
     const { t1, t2 } = await recordSession(newer)
     const { status, body } = await json("/api/v1/sessions?limit=100")
     expect(status).toBe(200)
     const item = body.items.find((s: any) => s.id === newer)
     expect(item).toEqual({
-      id: newer, traceCount: 2, spanCount: 8, failedTraceCount: 1,
-      totalTokens: 147, totalCost: "0.85",
-      firstSeen: "2026-03-01T10:00:00.000Z", lastSeen: "2026-03-01T11:00:02.000Z"
+      id: newer,
+      traceCount: 2,
+      spanCount: 8,
+      failedTraceCount: 1,
+      totalTokens: 147,
+      totalCost: "0.85",
+      firstSeen: "2026-03-01T10:00:00.000Z",
+      lastSeen: "2026-03-01T11:00:02.000Z"
     })
     const ids = body.items.map((s: any) => s.id)
     expect(ids.indexOf(newer)).toBeLessThan(ids.indexOf(older))
@@ -108,14 +170,39 @@ describe("sessions", () => {
     expect(body.session_id).toBe(id)
     const node = (agent: string | null) => body.nodes.find((n: any) => n.agent_id === agent)
     expect(node(null)).toEqual({
-      agent_id: null, agent_role: null, root: true, span_count: 1, tokens: 0, cost: "0", errors: 0,
-      first_seen: "2026-03-01T10:00:00.000Z", last_seen: "2026-03-01T10:05:00.000Z"
+      agent_id: null,
+      agent_role: null,
+      root: true,
+      span_count: 1,
+      tokens: 0,
+      cost: "0",
+      errors: 0,
+      first_seen: "2026-03-01T10:00:00.000Z",
+      last_seen: "2026-03-01T10:05:00.000Z"
     })
-    expect(node("planner")).toMatchObject({ agent_role: "orchestrator", root: false, span_count: 1, tokens: 120, cost: "0.5", errors: 0 })
-    expect(node("researcher")).toMatchObject({ agent_role: "research", span_count: 3, tokens: 17, cost: "0.25", errors: 1 })
+    expect(node("planner")).toMatchObject({
+      agent_role: "orchestrator",
+      root: false,
+      span_count: 1,
+      tokens: 120,
+      cost: "0.5",
+      errors: 0
+    })
+    expect(node("researcher")).toMatchObject({
+      agent_role: "research",
+      span_count: 3,
+      tokens: 17,
+      cost: "0.25",
+      errors: 1
+    })
     expect(node("writer")).toMatchObject({
-      agent_role: "writer", span_count: 3, tokens: 10, cost: "0.1", errors: 1,
-      first_seen: "2026-03-01T10:00:05.000Z", last_seen: "2026-03-01T11:00:01.000Z"
+      agent_role: "writer",
+      span_count: 3,
+      tokens: 10,
+      cost: "0.1",
+      errors: 1,
+      first_seen: "2026-03-01T10:00:05.000Z",
+      last_seen: "2026-03-01T11:00:01.000Z"
     })
     expect(body.nodes).toHaveLength(4)
     expect(body.edges).toEqual([
@@ -146,7 +233,11 @@ describe("sessions", () => {
     expect((await server.request("DELETE", `/api/v1/traces/${t1.id}`)).status).toBe(200)
     expect((await json(`/api/v1/sessions/${enc(id)}`)).body).toMatchObject({ traceCount: 1, spanCount: 2 })
     const graph = await json(`/api/v1/sessions/${enc(id)}/graph`)
-    expect(graph.body.nodes.map((n: any) => [n.agent_id, n.span_count])).toEqual([[null, 0], ["writer", 2], ["planner", 0]])
+    expect(graph.body.nodes.map((n: any) => [n.agent_id, n.span_count])).toEqual([
+      [null, 0],
+      ["writer", 2],
+      ["planner", 0]
+    ])
     expect((await server.request("DELETE", `/api/v1/traces/${t2.id}`)).status).toBe(200)
     expect((await json(`/api/v1/sessions/${enc(id)}`)).status).toBe(404)
     expect((await json(`/api/v1/sessions/${enc(id)}/graph`)).status).toBe(404)
@@ -165,7 +256,11 @@ describe("sessions", () => {
     }
     // A session id is at most 100 characters (the trace limit): a longer one is malformed, not missing.
     expect((await json(`/api/v1/sessions/${"x".repeat(100)}`)).status).toBe(404)
-    for (const path of [`/api/v1/sessions/${"x".repeat(101)}`, `/api/v1/sessions/${"x".repeat(101)}/graph`, `/api/v1/sessions/${enc("é".repeat(101))}`]) {
+    for (const path of [
+      `/api/v1/sessions/${"x".repeat(101)}`,
+      `/api/v1/sessions/${"x".repeat(101)}/graph`,
+      `/api/v1/sessions/${enc("é".repeat(101))}`
+    ]) {
       const { status, body } = await json(path)
       expect({ path, status }).toEqual({ path, status: 400 })
       expect(body).toMatchObject({ code: "validation_failed", error: "sessionId: a session id is 1 to 100 characters" })
@@ -186,11 +281,31 @@ describe("sessions", () => {
   test("graph of OTLP GenAI agents: identities inherited from invoke_agent spans", async () => {
     const id = `otlp-${uuid()}`
     const traceId = hex(16)
-    const agent = (name: string) => ({ "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name, "session.id": id })
+    const agent = (name: string) => ({
+      "gen_ai.operation.name": "invoke_agent",
+      "gen_ai.agent.name": name,
+      "session.id": id
+    })
     const planner = otlpSpan({ traceId, name: "invoke_agent planner", attributes: agent("planner"), endMs: 5000 })
-    const think = otlpSpan({ traceId, parentSpanId: planner.spanId, startMs: 10, attributes: { ...chatAttributes, "session.id": id } })
-    const researcher = otlpSpan({ traceId, parentSpanId: planner.spanId, name: "invoke_agent researcher", startMs: 20, attributes: agent("researcher") })
-    const search = otlpSpan({ traceId, parentSpanId: researcher.spanId, startMs: 30, attributes: { ...chatAttributes, "session.id": id } })
+    const think = otlpSpan({
+      traceId,
+      parentSpanId: planner.spanId,
+      startMs: 10,
+      attributes: { ...chatAttributes, "session.id": id }
+    })
+    const researcher = otlpSpan({
+      traceId,
+      parentSpanId: planner.spanId,
+      name: "invoke_agent researcher",
+      startMs: 20,
+      attributes: agent("researcher")
+    })
+    const search = otlpSpan({
+      traceId,
+      parentSpanId: researcher.spanId,
+      startMs: 30,
+      attributes: { ...chatAttributes, "session.id": id }
+    })
     expect((await server.post("/v1/traces", exportBody([planner, think, researcher, search]))).status).toBe(200)
     const { status, body } = await json(`/api/v1/sessions/${enc(id)}/graph`)
     expect(status).toBe(200)

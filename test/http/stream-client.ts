@@ -38,7 +38,10 @@ export const connectStream = async (
     socket,
     messages,
     // A batching subscriber's frames hold several events each.
-    events: () => messages.flatMap((m) => (m.type === "batch" ? m.events : [m])).filter((m) => m.type === "span" || m.type === "trace"),
+    events: () =>
+      messages
+        .flatMap((m) => (m.type === "batch" ? m.events : [m]))
+        .filter((m) => m.type === "span" || m.type === "trace"),
     closed,
     send: (message) => socket.send(typeof message === "string" ? message : JSON.stringify(message)),
     waitFor,
@@ -47,7 +50,12 @@ export const connectStream = async (
 }
 
 /** Connects with the key as a header and subscribes; resolves once the subscription is acknowledged. */
-export const subscribed = async (url: string, key: string, filters: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => {
+export const subscribed = async (
+  url: string,
+  key: string,
+  filters: Record<string, unknown> = {},
+  extra: Record<string, unknown> = {}
+) => {
   const client = await connectStream(url, { headers: { "x-service-key": key } })
   client.send({ type: "subscribe", filters, ...extra })
   await client.waitFor((m) => m.some((x) => x.type === "subscribed"))

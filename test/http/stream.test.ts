@@ -35,7 +35,9 @@ describe("live span stream: delivery", () => {
     await ok(server.post("/api/v1/traces", t))
     const late = span({ name: "late", parent_id: root.id })
     await ok(server.post(`/api/v1/traces/${t.id}/spans`, { spans: [late] }))
-    await ok(server.post(`/api/v1/traces/${t.id}/spans`, { spans: [{ ...late, ended_at: "2026-01-01T00:00:02.000Z" }] }))
+    await ok(
+      server.post(`/api/v1/traces/${t.id}/spans`, { spans: [{ ...late, ended_at: "2026-01-01T00:00:02.000Z" }] })
+    )
     await ok(server.request("PATCH", `/api/v1/traces/${t.id}`, { body: { status: "completed" } }))
     await client.waitFor(() => client.events().filter((e) => e.trace_id === t.id).length >= 8)
     const events = client.events().filter((e) => e.trace_id === t.id)
@@ -60,7 +62,7 @@ describe("live span stream: delivery", () => {
 
   test("a span event's data is the stored span exactly as the trace's detail shows it", async () => {
     const client = await subscribed(url, KEY_A)
-    const root = span({ name: "root \"quoted\" \\ back", span_type: "action" })
+    const root = span({ name: 'root "quoted" \\ back', span_type: "action" })
     const full = span({
       name: "model\tcall\n",
       parent_id: root.id,
@@ -119,11 +121,12 @@ describe("live span stream: delivery", () => {
     const t = trace({ status: "completed", spans: [span({ name: "only" })] })
     await ok(server.post("/api/v1/traces", t))
     await client.waitFor(() => client.events().filter((e) => e.trace_id === t.id).length >= 3)
-    expect(client.events().filter((e) => e.trace_id === t.id).map((e) => `${e.type}:${e.event}`)).toEqual([
-      "trace:created",
-      "span:created",
-      "trace:terminal"
-    ])
+    expect(
+      client
+        .events()
+        .filter((e) => e.trace_id === t.id)
+        .map((e) => `${e.type}:${e.event}`)
+    ).toEqual(["trace:created", "span:created", "trace:terminal"])
     client.close()
   }, 60_000)
 
@@ -132,29 +135,50 @@ describe("live span stream: delivery", () => {
     const traceId = hex(16)
     const rootId = hex(8)
     const body = exportBody([
-      otlpSpan({ traceId, spanId: rootId, name: "invoke_agent planner", attributes: { "gen_ai.operation.name": "invoke_agent" } }),
+      otlpSpan({
+        traceId,
+        spanId: rootId,
+        name: "invoke_agent planner",
+        attributes: { "gen_ai.operation.name": "invoke_agent" }
+      }),
       otlpSpan({ traceId, parentSpanId: rootId, attributes: chatAttributes })
     ])
-    const result = await ok(fetch(`${server.url}/v1/traces`, {
-      method: "POST",
-      headers: { "x-service-key": KEY_A, "content-type": "application/json" },
-      body: JSON.stringify(body)
-    }))
+    const result = await ok(
+      fetch(`${server.url}/v1/traces`, {
+        method: "POST",
+        headers: { "x-service-key": KEY_A, "content-type": "application/json" },
+        body: JSON.stringify(body)
+      })
+    )
     expect(result.spans_ingested).toBe(2)
     await client.waitFor(() => client.events().some((e) => e.type === "trace" && e.event !== "created"))
     const events = client.events().filter((e) => e.data?.metadata?.otel?.trace_id === traceId || e.type === "span")
     const traceEvents = client.events().filter((e) => e.type === "trace")
     const ourTrace = traceEvents.find((e) => e.data.metadata?.otel?.trace_id === traceId)!
     const mine = client.events().filter((e) => e.trace_id === ourTrace.trace_id)
-    expect(mine.map((e) => `${e.type}:${e.event}`)).toEqual(["trace:created", "span:created", "span:created", "trace:terminal"])
-    expect(mine.filter((e) => e.type === "span").map((e) => e.data.span_type).sort()).toEqual(["action", "llm_call"].sort())
+    expect(mine.map((e) => `${e.type}:${e.event}`)).toEqual([
+      "trace:created",
+      "span:created",
+      "span:created",
+      "trace:terminal"
+    ])
+    expect(
+      mine
+        .filter((e) => e.type === "span")
+        .map((e) => e.data.span_type)
+        .sort()
+    ).toEqual(["action", "llm_call"].sort())
     expect(events.length).toBeGreaterThan(0)
     client.close()
   }, 60_000)
 
   test("filters: trace_id, project_id, session_id and span_type each narrow the events", async () => {
     const project = uuid()
-    const a = trace({ project_id: project, session_id: "sess-a", spans: [span({ span_type: "tool_call", name: "t" }), span({ name: "m" })] })
+    const a = trace({
+      project_id: project,
+      session_id: "sess-a",
+      spans: [span({ span_type: "tool_call", name: "t" }), span({ name: "m" })]
+    })
     const b = trace({ session_id: "sess-b", spans: [span({ span_type: "tool_call", name: "t2" })] })
     const byTrace = await subscribed(url, KEY_A, { trace_id: b.id })
     const byProject = await subscribed(url, KEY_A, { project_id: project })
@@ -204,13 +228,20 @@ describe("live span stream: delivery", () => {
     await plain.waitFor(() => ofTrace(plain).length >= 7)
     await batching.waitFor(() => ofTrace(batching).length >= 7)
     expect(ofTrace(batching)).toEqual(ofTrace(plain))
-    const frames = batching.messages.filter((m) => m.type !== "authenticated" && m.type !== "subscribed" && m.type !== "ping")
+    const frames = batching.messages.filter(
+      (m) => m.type !== "authenticated" && m.type !== "subscribed" && m.type !== "ping"
+    )
     expect(frames.every((m) => m.type === "batch" && m.count === m.events.length && m.count > 0)).toBe(true)
     // The create's trace event and its three spans were one write: one frame.
     expect(frames[0].events.map((e: { type: string }) => e.type)).toEqual(["trace", "span", "span", "span"])
 
     // A replay comes batched too.
-    const replayed = await subscribed(url, KEY_A, { trace_id: t.id }, { batch: true, last_event_id: ofTrace(plain)[0].id })
+    const replayed = await subscribed(
+      url,
+      KEY_A,
+      { trace_id: t.id },
+      { batch: true, last_event_id: ofTrace(plain)[0].id }
+    )
     expect(replayed.messages.find((m) => m.type === "subscribed")).toMatchObject({ batch: true, replayed: 6 })
     // (A replay reads the rows as they are now: the same events, the trace's data current.)
     const shape = (e: { type: string; event: string; id: number }) => `${e.type}:${e.event}:${e.id}`
@@ -305,17 +336,32 @@ describe("live span stream: validation and authentication", () => {
 
   test("a bad header credential is a plain 401 before the upgrade", async () => {
     const response = await fetch(`${server.url}/ws/v1/stream`, {
-      headers: { "x-service-key": "svc_wrong", connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==" }
+      headers: {
+        "x-service-key": "svc_wrong",
+        connection: "Upgrade",
+        upgrade: "websocket",
+        "sec-websocket-version": "13",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ=="
+      }
     })
     expect(response.status).toBe(401)
-    expect(await response.json()).toEqual({ error: "missing or invalid credentials", code: "unauthorized", retryable: false })
+    expect(await response.json()).toEqual({
+      error: "missing or invalid credentials",
+      code: "unauthorized",
+      retryable: false
+    })
     const badId = await fetch(`${server.url}/ws/v1/stream?last_event_id=abc`, { headers: { "x-service-key": KEY_A } })
     expect(badId.status).toBe(400)
   }, 60_000)
 
   test("a plain request (no Upgrade) is authenticated first: no or bad credentials are 401, good ones a 400 for the missing upgrade", async () => {
     const body401 = { error: "missing or invalid credentials", code: "unauthorized", retryable: false }
-    for (const path of ["/ws/v1/stream", "/ws/v1/stream?token=", "/ws/v1/stream?token=svc_nope", "/ws/v1/stream?last_event_id=abc"]) {
+    for (const path of [
+      "/ws/v1/stream",
+      "/ws/v1/stream?token=",
+      "/ws/v1/stream?token=svc_nope",
+      "/ws/v1/stream?last_event_id=abc"
+    ]) {
       const response = await fetch(`${server.url}${path}`)
       expect(response.status).toBe(401)
       expect(await response.json()).toEqual(body401)
@@ -352,25 +398,38 @@ describe("live span stream: isolation", () => {
     const expected = { a: new Set<string>(), b: new Set<string>() }
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ who: fc.constantFrom("a" as const, "b" as const), kind: fc.constantFrom("create", "append", "finish"), spans: fc.integer({ min: 0, max: 3 }) }), { minLength: 1, maxLength: 8 }),
+        fc.array(
+          fc.record({
+            who: fc.constantFrom("a" as const, "b" as const),
+            kind: fc.constantFrom("create", "append", "finish"),
+            spans: fc.integer({ min: 0, max: 3 })
+          }),
+          { minLength: 1, maxLength: 8 }
+        ),
         async (ops) => {
           const open = { a: [] as Array<string>, b: [] as Array<string> }
-          await Promise.all(ops.map(async (op) => {
-            const key = op.who === "a" ? KEY_A : KEY_B
-            if (op.kind === "create" || open[op.who].length === 0) {
-              const t = trace({ spans: Array.from({ length: op.spans }, () => span()) })
-              await ok(server.post("/api/v1/traces", t, key))
-              open[op.who].push(t.id)
-              expected[op.who].add(t.id)
-            } else if (op.kind === "append") {
-              await server.post(`/api/v1/traces/${open[op.who][0]}/spans`, { spans: [span()] }, key)
-            } else {
-              await server.request("PATCH", `/api/v1/traces/${open[op.who][0]}`, { key, body: { status: "completed" } })
-            }
-            // The other account writing to this trace is refused and must not leak an event either.
-            const other = op.who === "a" ? KEY_B : KEY_A
-            if (open[op.who][0]) await server.post(`/api/v1/traces/${open[op.who][0]}/spans`, { spans: [span()] }, other)
-          }))
+          await Promise.all(
+            ops.map(async (op) => {
+              const key = op.who === "a" ? KEY_A : KEY_B
+              if (op.kind === "create" || open[op.who].length === 0) {
+                const t = trace({ spans: Array.from({ length: op.spans }, () => span()) })
+                await ok(server.post("/api/v1/traces", t, key))
+                open[op.who].push(t.id)
+                expected[op.who].add(t.id)
+              } else if (op.kind === "append") {
+                await server.post(`/api/v1/traces/${open[op.who][0]}/spans`, { spans: [span()] }, key)
+              } else {
+                await server.request("PATCH", `/api/v1/traces/${open[op.who][0]}`, {
+                  key,
+                  body: { status: "completed" }
+                })
+              }
+              // The other account writing to this trace is refused and must not leak an event either.
+              const other = op.who === "a" ? KEY_B : KEY_A
+              if (open[op.who][0])
+                await server.post(`/api/v1/traces/${open[op.who][0]}/spans`, { spans: [span()] }, other)
+            })
+          )
         }
       ),
       { numRuns: 15 }
@@ -422,7 +481,12 @@ describe("live span stream: replay and slow consumers", () => {
     await viaQuery.waitFor((m) => m.some((x) => x.type === "subscribed"))
     const ack = viaQuery.messages.find((x) => x.type === "subscribed")
     expect(ack).toMatchObject({ replayed: 4, replay_complete: true })
-    expect(viaQuery.events().map((e) => `${e.type}:${e.event}`)).toEqual(["trace:created", "span:created", "span:created", "trace:terminal"])
+    expect(viaQuery.events().map((e) => `${e.type}:${e.event}`)).toEqual([
+      "trace:created",
+      "span:created",
+      "span:created",
+      "trace:terminal"
+    ])
     expect(viaQuery.events().every((e) => e.trace_id === t2.id && e.id > last)).toBe(true)
     // Then live.
     const t3 = trace()
@@ -435,7 +499,12 @@ describe("live span stream: replay and slow consumers", () => {
     // Events after the last one seen only: resuming from the middle of a write skips what was seen.
     const middle = viaMessage.events()[1].id
     const fromMiddle = await subscribed(url, KEY_A, { trace_id: t2.id }, { last_event_id: middle })
-    expect(fromMiddle.events().map((e) => e.id)).toEqual(viaMessage.events().slice(2).map((e) => e.id))
+    expect(fromMiddle.events().map((e) => e.id)).toEqual(
+      viaMessage
+        .events()
+        .slice(2)
+        .map((e) => e.id)
+    )
     for (const c of [viaQuery, viaMessage, fromMiddle]) c.close()
   }, 60_000)
 
@@ -482,7 +551,10 @@ describe("live span stream: replay and slow consumers", () => {
 const maskedText = (text: string) => {
   const payload = Buffer.from(text)
   const mask = Buffer.from([1, 2, 3, 4])
-  const header = payload.length < 126 ? Buffer.from([0x81, 0x80 | payload.length]) : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255])
+  const header =
+    payload.length < 126
+      ? Buffer.from([0x81, 0x80 | payload.length])
+      : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255])
   const masked = Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!))
   return Buffer.concat([header, mask, masked])
 }
@@ -502,7 +574,8 @@ const closeFrame = (data: Buffer): { code: number; reason: string } | undefined 
       start += 8
     }
     if (start + length > data.length) return undefined
-    if (opcode === 8) return { code: data.readUInt16BE(start), reason: data.subarray(start + 2, start + length).toString() }
+    if (opcode === 8)
+      return { code: data.readUInt16BE(start), reason: data.subarray(start + 2, start + length).toString() }
     offset = start + length
   }
   return undefined
@@ -525,15 +598,25 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("live span stream across two
     await ok(server.post("/api/v1/traces", t))
     await onOther.waitFor(() => onOther.events().filter((e) => e.trace_id === t.id).length === 2)
     await onSame.waitFor(() => onSame.events().filter((e) => e.trace_id === t.id).length === 2)
-    expect(onOther.events().filter((e) => e.trace_id === t.id).map((e) => e.id)).toEqual(
-      onSame.events().filter((e) => e.trace_id === t.id).map((e) => e.id)
+    expect(
+      onOther
+        .events()
+        .filter((e) => e.trace_id === t.id)
+        .map((e) => e.id)
+    ).toEqual(
+      onSame
+        .events()
+        .filter((e) => e.trace_id === t.id)
+        .map((e) => e.id)
     )
     const traceId = hex(16)
-    await ok(fetch(`${other.url}/v1/traces`, {
-      method: "POST",
-      headers: { "x-service-key": KEY_A, "content-type": "application/json" },
-      body: JSON.stringify(exportBody([otlpSpan({ traceId, attributes: chatAttributes })]))
-    }))
+    await ok(
+      fetch(`${other.url}/v1/traces`, {
+        method: "POST",
+        headers: { "x-service-key": KEY_A, "content-type": "application/json" },
+        body: JSON.stringify(exportBody([otlpSpan({ traceId, attributes: chatAttributes })]))
+      })
+    )
     await onSame.waitFor(() => onSame.events().some((e) => e.data?.metadata?.otel?.trace_id === traceId))
     // Replay on the other instance of what was written on the first.
     const last = onOther.events().find((e) => e.trace_id === t.id).id - 1
@@ -552,8 +635,15 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("live span stream across two
       const heard: Array<string> = []
       listener.on("notification", (n) => void (n.payload?.startsWith(`${accountB}:`) && heard.push(n.payload)))
       await listener.query("LISTEN tapedeck_stream")
-      const logRows = async () => Number((await listener.query("SELECT count(*) FROM stream_events WHERE account_id = $1", [accountB])).rows[0].count)
-      const listenerRows = async () => Number((await listener.query("SELECT count(*) FROM stream_listeners WHERE account_id = $1", [accountB])).rows[0].count)
+      const logRows = async () =>
+        Number(
+          (await listener.query("SELECT count(*) FROM stream_events WHERE account_id = $1", [accountB])).rows[0].count
+        )
+      const listenerRows = async () =>
+        Number(
+          (await listener.query("SELECT count(*) FROM stream_listeners WHERE account_id = $1", [accountB])).rows[0]
+            .count
+        )
       const until = async (done: () => Promise<boolean>) => {
         for (let i = 0; i < 100 && !(await done()); i++) await Bun.sleep(20)
         expect(await done()).toBe(true)

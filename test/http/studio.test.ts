@@ -7,7 +7,8 @@ beforeAll(async () => {
 })
 afterAll(() => server.stop())
 
-const plain = (path: string, headers: Record<string, string> = {}) => fetch(server.url + path, { headers, redirect: "manual" })
+const plain = (path: string, headers: Record<string, string> = {}) =>
+  fetch(server.url + path, { headers, redirect: "manual" })
 
 /** The hashed script and style names the shell page loads. */
 const assetNames = (html: string) => [...html.matchAll(/\/ui\/assets\/([^"]+)"/g)].map((m) => m[1]!)
@@ -20,14 +21,23 @@ describe("Studio serving", () => {
   })
 
   test("every /ui deep link answers the same shell, without credentials, revalidated each time", async () => {
-    const pages = ["/ui", "/ui/traces", `/ui/traces/${crypto.randomUUID()}?span=${crypto.randomUUID()}`, "/ui/search?q=refund", "/ui/forks/x", "/ui/enforcement"]
-    const bodies = await Promise.all(pages.map(async (path) => {
-      const response = await plain(path)
-      expect(response.status).toBe(200)
-      expect(response.headers.get("content-type")).toStartWith("text/html")
-      expect(response.headers.get("cache-control")).toBe("no-cache")
-      return response.text()
-    }))
+    const pages = [
+      "/ui",
+      "/ui/traces",
+      `/ui/traces/${crypto.randomUUID()}?span=${crypto.randomUUID()}`,
+      "/ui/search?q=refund",
+      "/ui/forks/x",
+      "/ui/enforcement"
+    ]
+    const bodies = await Promise.all(
+      pages.map(async (path) => {
+        const response = await plain(path)
+        expect(response.status).toBe(200)
+        expect(response.headers.get("content-type")).toStartWith("text/html")
+        expect(response.headers.get("cache-control")).toBe("no-cache")
+        return response.text()
+      })
+    )
     expect(new Set(bodies).size).toBe(1)
     expect(bodies[0]).toContain(`<div id="root"></div>`)
     expect(assetNames(bodies[0]!).some((name) => name.endsWith(".js"))).toBe(true)

@@ -67,9 +67,12 @@ const arbWrite = fc.record({
   // Re-sends the first span with this (its old model and error are gone) and adds these spans.
   resend: fc.option(arbSpan, { nil: undefined }),
   appended: fc.array(arbSpan, { maxLength: 3 }),
-  finish: fc.option(fc.record({ status: fc.constantFrom(...STATUSES), cost: fc.option(fc.constantFrom(...COSTS), { nil: undefined }) }), {
-    nil: undefined
-  }),
+  finish: fc.option(
+    fc.record({ status: fc.constantFrom(...STATUSES), cost: fc.option(fc.constantFrom(...COSTS), { nil: undefined }) }),
+    {
+      nil: undefined
+    }
+  ),
   remove: fc.boolean()
 })
 type WriteDraw = typeof arbWrite extends fc.Arbitrary<infer T> ? T : never
@@ -139,7 +142,9 @@ const write = async (w: WriteDraw): Promise<string> => {
   }
   if (w.remove) later.push({ method: "DELETE", path: `/api/v1/traces/${id}` })
   if (w.path === "batch") {
-    const answer = await ok(await server.post("/api/v1/batch", { operations: [{ method: "POST", path: "/api/v1/traces", body }, ...later] }))
+    const answer = await ok(
+      await server.post("/api/v1/batch", { operations: [{ method: "POST", path: "/api/v1/traces", body }, ...later] })
+    )
     for (const result of answer.results) expect(result.status).toBe(200)
   } else {
     await ok(await server.post("/api/v1/traces", body))
@@ -151,7 +156,12 @@ const write = async (w: WriteDraw): Promise<string> => {
 /** The trace recorded by the SDK: spans flushed as they end, more after a flush, finished unless still running. */
 const writeWithSdk = async (w: WriteDraw): Promise<string> => {
   const errors: Array<unknown> = []
-  const tapedeck = new Tapedeck({ baseUrl: server.url, apiKey: KEY_A, onError: (e) => errors.push(e), flushOnExit: false })
+  const tapedeck = new Tapedeck({
+    baseUrl: server.url,
+    apiKey: KEY_A,
+    onError: (e) => errors.push(e),
+    flushOnExit: false
+  })
   const run = tapedeck.startRun({
     ...(w.name === undefined ? {} : { name: w.name }),
     ...(w.projectId === undefined ? {} : { projectId: w.projectId }),
@@ -159,7 +169,12 @@ const writeWithSdk = async (w: WriteDraw): Promise<string> => {
     ...(w.sandbox ? { metadata: { environment: "sandbox" } } : {})
   })
   const record = (s: SpanDraw) =>
-    run.startSpan({ type: s.errorType ? "error" : "llm_call", name: "step", ...(s.model === undefined ? {} : { model: s.model }) })
+    run
+      .startSpan({
+        type: s.errorType ? "error" : "llm_call",
+        name: "step",
+        ...(s.model === undefined ? {} : { model: s.model })
+      })
       .end({ ...(s.cost === undefined ? {} : { cost: s.cost }), ...(s.error ? { error: "boom" } : {}) })
   for (const s of w.spans) record(s)
   await run.flush()
@@ -207,24 +222,29 @@ const factOf = async (id: string): Promise<Fact | undefined> => {
   }
 }
 
-const arbFilter = fc.record({
-  environment: fc.option(fc.constantFrom("production", "sandbox"), { nil: undefined }),
-  status: fc.option(fc.constantFrom(...STATUSES), { nil: undefined }),
-  project_id: fc.option(fc.constantFrom(...PROJECTS), { nil: undefined }),
-  session_id: fc.option(fc.constantFrom(...SESSIONS), { nil: undefined }),
-  name: fc.option(fc.constantFrom("checkout", "CHECKOUT_", "_", "%", "plan_t", "a\\b", "trip"), { nil: undefined }),
-  model: fc.option(fc.constantFrom(...MODELS), { nil: undefined }),
-  has_error: fc.option(fc.boolean(), { nil: undefined }),
-  date_from: fc.option(fc.integer({ min: 0, max: 86_400 * 10 }), { nil: undefined }),
-  date_to: fc.option(fc.integer({ min: 0, max: 86_400 * 10 }), { nil: undefined }),
-  min_cost: fc.option(fc.constantFrom(0, 0.01, 0.26, 1.5, 2), { nil: undefined }),
-  min_duration_ms: fc.option(fc.constantFrom(0, 1, 2000, 9000), { nil: undefined })
-}, { requiredKeys: [] }).map((f) =>
-  // A range that ends before it starts is a 400 (tested below), so draw bounds in order.
-  f.date_from !== undefined && f.date_to !== undefined && f.date_from > f.date_to
-    ? { ...f, date_from: f.date_to, date_to: f.date_from }
-    : f
-)
+const arbFilter = fc
+  .record(
+    {
+      environment: fc.option(fc.constantFrom("production", "sandbox"), { nil: undefined }),
+      status: fc.option(fc.constantFrom(...STATUSES), { nil: undefined }),
+      project_id: fc.option(fc.constantFrom(...PROJECTS), { nil: undefined }),
+      session_id: fc.option(fc.constantFrom(...SESSIONS), { nil: undefined }),
+      name: fc.option(fc.constantFrom("checkout", "CHECKOUT_", "_", "%", "plan_t", "a\\b", "trip"), { nil: undefined }),
+      model: fc.option(fc.constantFrom(...MODELS), { nil: undefined }),
+      has_error: fc.option(fc.boolean(), { nil: undefined }),
+      date_from: fc.option(fc.integer({ min: 0, max: 86_400 * 10 }), { nil: undefined }),
+      date_to: fc.option(fc.integer({ min: 0, max: 86_400 * 10 }), { nil: undefined }),
+      min_cost: fc.option(fc.constantFrom(0, 0.01, 0.26, 1.5, 2), { nil: undefined }),
+      min_duration_ms: fc.option(fc.constantFrom(0, 1, 2000, 9000), { nil: undefined })
+    },
+    { requiredKeys: [] }
+  )
+  .map((f) =>
+    // A range that ends before it starts is a 400 (tested below), so draw bounds in order.
+    f.date_from !== undefined && f.date_to !== undefined && f.date_from > f.date_to
+      ? { ...f, date_from: f.date_to, date_to: f.date_from }
+      : f
+  )
 type FilterDraw = typeof arbFilter extends fc.Arbitrary<infer T> ? T : never
 
 const iso = (offsetS: number) => new Date(BASE + offsetS * 1000).toISOString()
@@ -278,26 +298,37 @@ describe("GET /api/v1/traces filters", () => {
 
   test("every filter and combination lists exactly the traces a reference filter over their details selects", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(arbWrite, { minLength: 2, maxLength: 5 }), fc.array(arbFilter, { minLength: 1, maxLength: 3 }), async (writes, filters) => {
-        for (const w of writes) written.push(await write(w))
-        // Read a few at a time: up to 100 details at once would test the pool's admission (a 503 when a request
-        // waits past TAPEDECK_DB_CONNECT_TIMEOUT_MS), not the filters.
-        const facts: Array<Fact> = []
-        for (let i = 0; i < written.length; i += 8) {
-          const read = await Promise.all(written.slice(i, i + 8).map(factOf))
-          facts.push(...read.filter((f): f is Fact => f !== undefined))
+      fc.asyncProperty(
+        fc.array(arbWrite, { minLength: 2, maxLength: 5 }),
+        fc.array(arbFilter, { minLength: 1, maxLength: 3 }),
+        async (writes, filters) => {
+          for (const w of writes) written.push(await write(w))
+          // Read a few at a time: up to 100 details at once would test the pool's admission (a 503 when a request
+          // waits past TAPEDECK_DB_CONNECT_TIMEOUT_MS), not the filters.
+          const facts: Array<Fact> = []
+          for (let i = 0; i < written.length; i += 8) {
+            const read = await Promise.all(written.slice(i, i + 8).map(factOf))
+            facts.push(...read.filter((f): f is Fact => f !== undefined))
+          }
+          // The drawn filters, and each value of the filters that read the spans (model, has_error) on its own.
+          const sweep: Array<FilterDraw> = [
+            ...MODELS.map((model) => ({ model })),
+            { has_error: true },
+            { has_error: false }
+          ]
+          for (const f of [...filters, ...sweep]) {
+            const expected = facts
+              .filter((t) => matches(f, t))
+              .sort(newestFirst)
+              .map((t) => t.id)
+            const { ids, total } = await listAll(query(f))
+            expect(ids).toEqual(expected)
+            expect(total).toBe(expected.length)
+            const capped = await ok(await server.get(`/api/v1/traces?${query(f)}&total=capped&limit=1`))
+            expect(capped.total).toBe(expected.length)
+          }
         }
-        // The drawn filters, and each value of the filters that read the spans (model, has_error) on its own.
-        const sweep: Array<FilterDraw> = [...MODELS.map((model) => ({ model })), { has_error: true }, { has_error: false }]
-        for (const f of [...filters, ...sweep]) {
-          const expected = facts.filter((t) => matches(f, t)).sort(newestFirst).map((t) => t.id)
-          const { ids, total } = await listAll(query(f))
-          expect(ids).toEqual(expected)
-          expect(total).toBe(expected.length)
-          const capped = await ok(await server.get(`/api/v1/traces?${query(f)}&total=capped&limit=1`))
-          expect(capped.total).toBe(expected.length)
-        }
-      }),
+      ),
       { numRuns: 20 }
     )
   }, 600_000)
@@ -316,20 +347,37 @@ describe("GET /api/v1/traces filters", () => {
     const viaEnvironment = await ok(await server.get("/api/v1/traces?environment=sandbox&limit=100"))
     expect(viaEnv.items.map((t: any) => t.id)).toContain(id)
     expect(viaEnv).toEqual(viaEnvironment)
-    expect((await ok(await server.get("/api/v1/traces?env=sandbox&environment=sandbox&limit=100"))).items).toEqual(viaEnv.items)
+    expect((await ok(await server.get("/api/v1/traces?env=sandbox&environment=sandbox&limit=100"))).items).toEqual(
+      viaEnv.items
+    )
     await expectError(await server.get("/api/v1/traces?env=sandbox&environment=production"), 400, "validation_failed")
   })
 
   test("bad filter values are 400 with the error body", async () => {
-    for (
-      const bad of [
-        "status=done", "environment=staging", "env=production", "project_id=nope", "session_id=", "name=",
-        `name=${"x".repeat(501)}`, "model=", `model=${"m".repeat(101)}`, "has_error=yes", "date_from=yesterday",
-        "date_to=2026-02-30T00:00:00Z", "date_from=2026-05-02T00:00:00Z&date_to=2026-05-01T00:00:00Z", "min_cost=-1",
-        "min_cost=abc", "min_cost=Infinity", "min_duration_ms=1.5", "min_duration_ms=-3", "total=approx", "sort=name",
-        "limit=0", "cursor=forged"
-      ]
-    ) {
+    for (const bad of [
+      "status=done",
+      "environment=staging",
+      "env=production",
+      "project_id=nope",
+      "session_id=",
+      "name=",
+      `name=${"x".repeat(501)}`,
+      "model=",
+      `model=${"m".repeat(101)}`,
+      "has_error=yes",
+      "date_from=yesterday",
+      "date_to=2026-02-30T00:00:00Z",
+      "date_from=2026-05-02T00:00:00Z&date_to=2026-05-01T00:00:00Z",
+      "min_cost=-1",
+      "min_cost=abc",
+      "min_cost=Infinity",
+      "min_duration_ms=1.5",
+      "min_duration_ms=-3",
+      "total=approx",
+      "sort=name",
+      "limit=0",
+      "cursor=forged"
+    ]) {
       await expectError(await server.get(`/api/v1/traces?${bad}`), 400, "validation_failed")
     }
   })

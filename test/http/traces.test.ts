@@ -46,13 +46,24 @@ describe("POST /api/v1/traces", () => {
     await create(t)
     await expectError((await create({ ...t, name: "second" })).response, 409, "conflict")
     await expectError((await create({ ...t, name: "third" }, KEY_B)).response, 409, "conflict")
-    const detail = (await getDetail(t.id))
+    const detail = await getDetail(t.id)
     expect(detail.name).toBe("first")
   })
 
   test("a trace of many spans keeps any text exactly, derives its totals, and a taken id leaves it untouched", async () => {
     // Text that quoting in JSON, SQL literals or COPY's text format must get right.
-    const hostile = ["\\N", "\\", "a\tb", "line\nbreak\r\n", "back\\slash\\n", "quote\"d", "it's", "\\.", "$1 $$", "ünïcødé ✓ 🙂"]
+    const hostile = [
+      "\\N",
+      "\\",
+      "a\tb",
+      "line\nbreak\r\n",
+      "back\\slash\\n",
+      'quote"d',
+      "it's",
+      "\\.",
+      "$1 $$",
+      "ünïcødé ✓ 🙂"
+    ]
     const spans = Array.from({ length: 25 }, (_, i) =>
       span({
         name: hostile[i % hostile.length],
@@ -66,15 +77,26 @@ describe("POST /api/v1/traces", () => {
         cost: 0.1,
         started_at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
         ...(i % 2 === 0 ? { vendor_field: hostile[(i + 6) % hostile.length] } : {})
-      }))
+      })
+    )
     const fields = { name: hostile[3]!, input: hostile, session_id: "it's \\ $1" }
     const t = trace({ ...fields, status: "completed", spans })
     const { response } = await create(t)
     expect(response.status).toBe(200)
     const detail = await getDetail(t.id)
     expect(detail.spans).toEqual(spans)
-    expect([detail.name, detail.input, detail.sessionId, detail.status]).toEqual([fields.name, fields.input, fields.session_id, "completed"])
-    expect([detail.totalTokens, detail.totalCost, detail.spanCount, detail.totalDurationMs]).toEqual([900, "2.5", 25, 24_000])
+    expect([detail.name, detail.input, detail.sessionId, detail.status]).toEqual([
+      fields.name,
+      fields.input,
+      fields.session_id,
+      "completed"
+    ])
+    expect([detail.totalTokens, detail.totalCost, detail.spanCount, detail.totalDurationMs]).toEqual([
+      900,
+      "2.5",
+      25,
+      24_000
+    ])
     // A second create of the same id with other spans: 409 from either account, and none of its spans stay.
     const again = { ...t, name: "second", spans: spans.map((s) => ({ ...s, id: uuid() })) }
     await expectError((await create(again)).response, 409, "conflict")
@@ -96,7 +118,7 @@ describe("POST /api/v1/traces", () => {
     }))
     const t = trace({ spans })
     expect((await create(t)).response.status).toBe(200)
-    const detail = (await getDetail(t.id)) as { spans: Array<typeof spans[number]> }
+    const detail = (await getDetail(t.id)) as { spans: Array<(typeof spans)[number]> }
     expect(detail.spans).toEqual(spans)
     for (const got of detail.spans) {
       expect(Object.keys(got.input)).toEqual(["zeta_long_key", "b", "a"])
@@ -108,11 +130,23 @@ describe("POST /api/v1/traces", () => {
   })
 
   test("status defaults to running; totals are derived from the spans when omitted", async () => {
-    const root = span({ input_tokens: 10, output_tokens: 5, cost: 0.1, started_at: "2026-01-01T00:00:00.000Z", ended_at: "2026-01-01T00:00:03.000Z" })
-    const child = span({ parent_id: root.id, input_tokens: 7, cost: 0.2, started_at: "2026-01-01T00:00:01.000Z", duration_ms: 4000 })
+    const root = span({
+      input_tokens: 10,
+      output_tokens: 5,
+      cost: 0.1,
+      started_at: "2026-01-01T00:00:00.000Z",
+      ended_at: "2026-01-01T00:00:03.000Z"
+    })
+    const child = span({
+      parent_id: root.id,
+      input_tokens: 7,
+      cost: 0.2,
+      started_at: "2026-01-01T00:00:01.000Z",
+      duration_ms: 4000
+    })
     const t = trace({ spans: [root, child] })
     await create(t)
-    const detail = (await getDetail(t.id))
+    const detail = await getDetail(t.id)
     expect(detail.status).toBe("running")
     expect(detail.totalTokens).toBe(22)
     expect(detail.totalCost).toBe("0.3")
@@ -121,9 +155,14 @@ describe("POST /api/v1/traces", () => {
   })
 
   test("explicit totals win over derived ones; totalCost is an exact decimal string", async () => {
-    const t = trace({ total_tokens: 5, total_cost: 0.000001, total_duration_ms: 9, spans: [span({ input_tokens: 100, cost: 3 })] })
+    const t = trace({
+      total_tokens: 5,
+      total_cost: 0.000001,
+      total_duration_ms: 9,
+      spans: [span({ input_tokens: 100, cost: 3 })]
+    })
     await create(t)
-    const detail = (await getDetail(t.id))
+    const detail = await getDetail(t.id)
     expect([detail.totalTokens, detail.totalCost, detail.totalDurationMs]).toEqual([5, "0.000001", 9])
   })
 
@@ -141,28 +180,33 @@ describe("POST /api/v1/traces", () => {
       [{ ...trace(), metadata: [] }, "metadata"],
       [{ ...trace(), name: "a\u0000b" }, "name"],
       [{ ...trace(), input: { text: "\ud800" } }, "input"],
-      [JSON.stringify(trace()).replace(/^\{/, "{\"output\":[1e400],"), "output"]
+      [JSON.stringify(trace()).replace(/^\{/, '{"output":[1e400],'), "output"]
     ]
     for (const [body, field] of cases) {
       const error = await expectError(await server.post("/api/v1/traces", body), 400, "validation_failed")
       expect(String(error.error)).toContain(field)
     }
-    await expectError(await server.post("/api/v1/traces", "{\"id\":"), 400, "validation_failed")
+    await expectError(await server.post("/api/v1/traces", '{"id":'), 400, "validation_failed")
     await expectError(await server.post("/api/v1/traces", "[]"), 400, "validation_failed")
   })
 
   test("span batches: duplicate ids and dangling parents are 400 and write nothing", async () => {
     const a = span()
     const t1 = trace({ spans: [a, { ...span(), id: a.id }] })
-    expect(String((await expectError((await create(t1)).response, 400, "validation_failed")).error)).toContain("duplicate")
+    expect(String((await expectError((await create(t1)).response, 400, "validation_failed")).error)).toContain(
+      "duplicate"
+    )
     const t2 = trace({ spans: [span({ parent_id: uuid() })] })
-    expect(String((await expectError((await create(t2)).response, 400, "validation_failed")).error)).toContain("parent_id")
+    expect(String((await expectError((await create(t2)).response, 400, "validation_failed")).error)).toContain(
+      "parent_id"
+    )
     for (const t of [t1, t2]) expect((await server.get(`/api/v1/traces/${t.id}`)).status).toBe(404)
   })
 
   test("limits: each boundary passes at the limit and fails one past it", async () => {
     const ok = async (body: Record<string, unknown>) => expect((await create(body)).response.status).toBe(200)
-    const bad = async (body: Record<string, unknown>) => expectError((await create(body)).response, 400, "validation_failed")
+    const bad = async (body: Record<string, unknown>) =>
+      expectError((await create(body)).response, 400, "validation_failed")
     await ok(trace({ name: "n".repeat(500) }))
     await bad(trace({ name: "n".repeat(501) }))
     await ok(trace({ session_id: "s".repeat(100) }))
@@ -178,14 +222,34 @@ describe("POST /api/v1/traces", () => {
 describe("GET /api/v1/traces/{traceId}", () => {
   test("round-trips every span field, additional properties included", async () => {
     const root = span({
-      span_type: "llm_call", name: "plan", model: "gpt-4o", input: { messages: [{ role: "user", content: "hi" }] },
-      output: null, input_tokens: 12, output_tokens: 34, cost: 0.0123, duration_ms: 1500, metadata: { k: [1, "2"] },
-      agent_id: "planner", parent_agent_id: "root", agent_role: "planner", started_at: "2026-01-01T00:00:00.123Z",
-      ended_at: "2026-01-01T00:00:01.623Z", error: "boom", vendor_field: { nested: true }
+      span_type: "llm_call",
+      name: "plan",
+      model: "gpt-4o",
+      input: { messages: [{ role: "user", content: "hi" }] },
+      output: null,
+      input_tokens: 12,
+      output_tokens: 34,
+      cost: 0.0123,
+      duration_ms: 1500,
+      metadata: { k: [1, "2"] },
+      agent_id: "planner",
+      parent_agent_id: "root",
+      agent_role: "planner",
+      started_at: "2026-01-01T00:00:00.123Z",
+      ended_at: "2026-01-01T00:00:01.623Z",
+      error: "boom",
+      vendor_field: { nested: true }
     })
-    const t = trace({ spans: [root], input: "question", output: [1, 2], metadata: { env: "x" }, session_id: "sess", lossy: true })
+    const t = trace({
+      spans: [root],
+      input: "question",
+      output: [1, 2],
+      metadata: { env: "x" },
+      session_id: "sess",
+      lossy: true
+    })
     await create(t)
-    const detail = (await getDetail(t.id))
+    const detail = await getDetail(t.id)
     expect(detail.spans).toEqual([root])
     expect(detail.input).toBe("question")
     expect(detail.output).toEqual([1, 2])
@@ -199,13 +263,28 @@ describe("GET /api/v1/traces/{traceId}", () => {
 
   test("orders spans by start time then causal position, with causal order and concurrent groups", async () => {
     const root = span({ name: "root", started_at: "2026-01-01T00:00:00.000Z", ended_at: "2026-01-01T00:00:10.000Z" })
-    const a = span({ name: "a", parent_id: root.id, started_at: "2026-01-01T00:00:01.000Z", ended_at: "2026-01-01T00:00:05.000Z" })
-    const b = span({ name: "b", parent_id: root.id, started_at: "2026-01-01T00:00:02.000Z", ended_at: "2026-01-01T00:00:03.000Z" })
-    const c = span({ name: "c", parent_id: root.id, started_at: "2026-01-01T00:00:06.000Z", ended_at: "2026-01-01T00:00:07.000Z" })
+    const a = span({
+      name: "a",
+      parent_id: root.id,
+      started_at: "2026-01-01T00:00:01.000Z",
+      ended_at: "2026-01-01T00:00:05.000Z"
+    })
+    const b = span({
+      name: "b",
+      parent_id: root.id,
+      started_at: "2026-01-01T00:00:02.000Z",
+      ended_at: "2026-01-01T00:00:03.000Z"
+    })
+    const c = span({
+      name: "c",
+      parent_id: root.id,
+      started_at: "2026-01-01T00:00:06.000Z",
+      ended_at: "2026-01-01T00:00:07.000Z"
+    })
     const a1 = span({ name: "a1", parent_id: a.id, started_at: "2026-01-01T00:00:01.000Z" })
     const t = trace({ spans: [c, a1, b, a, root] })
     await create(t)
-    const detail = (await getDetail(t.id))
+    const detail = await getDetail(t.id)
     expect(detail.spans.map((s: any) => s.name)).toEqual(["root", "a", "a1", "b", "c"])
     expect(detail.causalOrder).toEqual([root.id, a.id, a1.id, b.id, c.id])
     expect(detail.concurrentGroups).toEqual([[a.id, b.id]])
@@ -246,7 +325,7 @@ describe("GET /api/v1/traces", () => {
         if (!next.hasMore) expect(next.nextCursor).toBeUndefined()
       }
       expect(seen.length).toBe(7)
-      const sorted = [...seen].sort((x, y) => (y.startedAt.localeCompare(x.startedAt) || y.id.localeCompare(x.id)))
+      const sorted = [...seen].sort((x, y) => y.startedAt.localeCompare(x.startedAt) || y.id.localeCompare(x.id))
       expect(seen.map((t) => t.id)).toEqual(sorted.map((t) => t.id))
       const byOffset = await page("limit=3&offset=3")
       expect(byOffset.items.map((t: any) => t.id)).toEqual(sorted.slice(3, 6).map((t) => t.id))
@@ -265,7 +344,9 @@ describe("GET /api/v1/traces", () => {
     await create(sandbox)
     await create(production)
     const ids = async (query: string) =>
-      (((await (await server.get(`/api/v1/traces?limit=100${query}`)).json()) as any).items as Array<any>).map((t) => t.id)
+      (((await (await server.get(`/api/v1/traces?limit=100${query}`)).json()) as any).items as Array<any>).map(
+        (t) => t.id
+      )
     expect(await ids("&env=sandbox")).toContain(sandbox.id)
     expect(await ids("&env=sandbox")).not.toContain(production.id)
     expect(await ids("")).toContain(production.id)
@@ -276,7 +357,21 @@ describe("GET /api/v1/traces", () => {
     for (const ok of ["limit=1", "limit=100", "offset=0", "offset=5", "env=sandbox"]) {
       expect((await server.get(`/api/v1/traces?${ok}`)).status).toBe(200)
     }
-    for (const bad of ["limit=0", "limit=101", "limit=abc", "limit=1.5", "offset=-1", "env=production", "cursor=zzz", "colour=red", "offset=0x10", "limit=+5", "limit=%205", "limit=1e2", "offset=5%20"]) {
+    for (const bad of [
+      "limit=0",
+      "limit=101",
+      "limit=abc",
+      "limit=1.5",
+      "offset=-1",
+      "env=production",
+      "cursor=zzz",
+      "colour=red",
+      "offset=0x10",
+      "limit=+5",
+      "limit=%205",
+      "limit=1e2",
+      "offset=5%20"
+    ]) {
       await expectError(await server.get(`/api/v1/traces?${bad}`), 400, "validation_failed")
     }
   })
@@ -293,7 +388,7 @@ describe("POST /api/v1/traces/{traceId}/spans", () => {
     expect(await first.json()).toEqual({ id: t.id, spans_written: 1, spanCount: 2 })
     const again = await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [{ ...child, output: "done" }] })
     expect(((await again.json()) as any).spanCount).toBe(2)
-    const detail = (await getDetail(t.id))
+    const detail = await getDetail(t.id)
     expect(detail.totalTokens).toBe(3)
     expect(detail.spans.find((s: any) => s.id === child.id).output).toBe("done")
   })
@@ -303,16 +398,28 @@ describe("POST /api/v1/traces/{traceId}/spans", () => {
     await create(t)
     const ok = await server.post(`/api/v1/traces/${t.id}/spans`, { spans: Array.from({ length: 1000 }, () => span()) })
     expect(((await ok.json()) as any).spanCount).toBe(1000)
-    await expectError(await server.post(`/api/v1/traces/${t.id}/spans`, { spans: Array.from({ length: 1001 }, () => span()) }), 400, "validation_failed")
+    await expectError(
+      await server.post(`/api/v1/traces/${t.id}/spans`, { spans: Array.from({ length: 1001 }, () => span()) }),
+      400,
+      "validation_failed"
+    )
   })
 
   test("a parent in neither the batch nor the trace is 400; a foreign or missing trace 404", async () => {
     const t = trace()
     await create(t)
-    await expectError(await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [span({ parent_id: uuid() })] }), 400, "validation_failed")
+    await expectError(
+      await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [span({ parent_id: uuid() })] }),
+      400,
+      "validation_failed"
+    )
     await expectError(await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [span()] }, KEY_B), 404, "not_found")
     await expectError(await server.post(`/api/v1/traces/${uuid()}/spans`, { spans: [span()] }), 404, "not_found")
-    await expectError(await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [], extra: 1 }), 400, "validation_failed")
+    await expectError(
+      await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [], extra: 1 }),
+      400,
+      "validation_failed"
+    )
   })
 })
 
@@ -321,13 +428,15 @@ describe("PATCH /api/v1/traces/{traceId}", () => {
     const t = trace({ spans: [span({ input_tokens: 4 })] })
     await create(t)
     const patch = (body: unknown, key = KEY_A) => server.request("PATCH", `/api/v1/traces/${t.id}`, { body, key })
-    const first = (await (await patch({ status: "completed", output: { answer: 42 }, ended_at: "2026-01-01T00:01:00.000Z" })).json()) as any
+    const first = (await (
+      await patch({ status: "completed", output: { answer: 42 }, ended_at: "2026-01-01T00:01:00.000Z" })
+    ).json()) as any
     expect(first.status).toBe("updated")
     expect(first.id).toBe(t.id)
     expect(typeof first.jobId).toBe("string")
     const repeat = (await (await patch({ status: "completed" })).json()) as any
     expect(repeat.jobId).toBeUndefined()
-    const detail = (await getDetail(t.id))
+    const detail = await getDetail(t.id)
     expect(detail.status).toBe("completed")
     expect(detail.output).toEqual({ answer: 42 })
     expect(detail.endedAt).toBe("2026-01-01T00:01:00.000Z")
@@ -343,7 +452,13 @@ describe("PATCH /api/v1/traces/{traceId}", () => {
       if (job.status === "completed") break
       await Bun.sleep(50)
     }
-    expect(job).toMatchObject({ id: first.jobId, kind: "trace.terminal", status: "completed", attempts: 1, error: null })
+    expect(job).toMatchObject({
+      id: first.jobId,
+      kind: "trace.terminal",
+      status: "completed",
+      attempts: 1,
+      error: null
+    })
     await expectError(await server.get(`/api/v1/jobs/${first.jobId}`, KEY_B), 404, "not_found")
   })
 
@@ -356,9 +471,21 @@ describe("PATCH /api/v1/traces/{traceId}", () => {
   test("strict body and 404 for missing or foreign traces", async () => {
     const t = trace()
     await create(t)
-    await expectError(await server.request("PATCH", `/api/v1/traces/${t.id}`, { body: { status: "done" } }), 400, "validation_failed")
-    await expectError(await server.request("PATCH", `/api/v1/traces/${t.id}`, { body: { name: "x" } }), 400, "validation_failed")
-    await expectError(await server.request("PATCH", `/api/v1/traces/${t.id}`, { body: {}, key: KEY_B }), 404, "not_found")
+    await expectError(
+      await server.request("PATCH", `/api/v1/traces/${t.id}`, { body: { status: "done" } }),
+      400,
+      "validation_failed"
+    )
+    await expectError(
+      await server.request("PATCH", `/api/v1/traces/${t.id}`, { body: { name: "x" } }),
+      400,
+      "validation_failed"
+    )
+    await expectError(
+      await server.request("PATCH", `/api/v1/traces/${t.id}`, { body: {}, key: KEY_B }),
+      404,
+      "not_found"
+    )
     await expectError(await server.request("PATCH", `/api/v1/traces/${uuid()}`, { body: {} }), 404, "not_found")
     expect((await server.request("PATCH", `/api/v1/traces/${t.id}`, { body: {} })).status).toBe(200)
   })
@@ -412,12 +539,21 @@ describe("hostile input found in review", () => {
     expect((await create(ok)).response.status).toBe(200)
     const t = trace({ spans: [span({ id })] })
     await create(t)
-    await expectError(await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [span({ id: uuid() }), span({ id: id.toUpperCase(), parent_id: null }), span({ id })] }), 400, "validation_failed")
+    await expectError(
+      await server.post(`/api/v1/traces/${t.id}/spans`, {
+        spans: [span({ id: uuid() }), span({ id: id.toUpperCase(), parent_id: null }), span({ id })]
+      }),
+      400,
+      "validation_failed"
+    )
   })
 
   test("form and multipart bodies are refused before they are read", async () => {
     for (const contentType of ["multipart/form-data; boundary=xx", "application/x-www-form-urlencoded", "text/plain"]) {
-      const response = await server.request("POST", "/api/v1/traces", { body: "garbage", headers: { "content-type": contentType } })
+      const response = await server.request("POST", "/api/v1/traces", {
+        body: "garbage",
+        headers: { "content-type": contentType }
+      })
       expect((await expectError(response, 400, "validation_failed")).error).toContain("application/json")
     }
   })
@@ -426,7 +562,11 @@ describe("hostile input found in review", () => {
     for (const started_at of ["2026-02-30T00:00:00Z", "2026-01-01T24:00:00Z", "2023-02-29T12:00:00Z"]) {
       await expectError((await create(trace({ started_at }))).response, 400, "validation_failed")
     }
-    for (const forged of [["2026-02-31T00:00:00.000Z", uuid()], ["0000-01-01T00:00:00.000Z", uuid()], ["2026-01-01T00:00:00Z", uuid()]]) {
+    for (const forged of [
+      ["2026-02-31T00:00:00.000Z", uuid()],
+      ["0000-01-01T00:00:00.000Z", uuid()],
+      ["2026-01-01T00:00:00Z", uuid()]
+    ]) {
       const cursor = Buffer.from(JSON.stringify(forged)).toString("base64url")
       await expectError(await server.get(`/api/v1/traces?cursor=${cursor}`), 400, "validation_failed")
     }
@@ -437,7 +577,11 @@ describe("hostile input found in review", () => {
     const b = uuid()
     const cyclic = trace({ spans: [span({ id: a, parent_id: b }), span({ id: b, parent_id: a })] })
     await expectError((await create(cyclic)).response, 400, "validation_failed")
-    await expectError((await create(trace({ spans: [span({ id: a, parent_id: a })] }))).response, 400, "validation_failed")
+    await expectError(
+      (await create(trace({ spans: [span({ id: a, parent_id: a })] }))).response,
+      400,
+      "validation_failed"
+    )
     const root = span()
     const child = span({ parent_id: root.id })
     const t = trace({ spans: [root, child] })
@@ -455,9 +599,12 @@ describe("hostile input found in review", () => {
   })
 
   test("an additional span property named __proto__ is kept as data", async () => {
-    const s = JSON.parse(JSON.stringify(span()).replace(/^\{/, "{\"__proto__\":{\"x\":1},"))
+    const s = JSON.parse(JSON.stringify(span()).replace(/^\{/, '{"__proto__":{"x":1},'))
     const t = { ...trace(), spans: [s] }
-    const response = await server.post("/api/v1/traces", JSON.stringify(t).replace("\"spans\":[{", "\"spans\":[{\"__proto__\":{\"x\":1},"))
+    const response = await server.post(
+      "/api/v1/traces",
+      JSON.stringify(t).replace('"spans":[{', '"spans":[{"__proto__":{"x":1},')
+    )
     expect(response.status).toBe(200)
     const stored = (await getDetail(t.id)).spans[0]
     expect(Object.prototype.hasOwnProperty.call(stored, "__proto__")).toBe(true)

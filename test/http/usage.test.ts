@@ -61,35 +61,49 @@ describe("GET /api/v1/usage", () => {
     const root = otlpSpan({ traceId, name: "invoke_agent", attributes: { "gen_ai.operation.name": "invoke_agent" } })
     const child = otlpSpan({ traceId, parentSpanId: root.spanId, attributes: chatAttributes })
     expect((await server.post("/v1/traces", exportBody([root, child]))).status).toBe(200)
-    expect((await server.post("/v1/traces", exportBody([otlpSpan({ traceId: hex(16), attributes: chatAttributes })]))).status).toBe(200)
+    expect(
+      (await server.post("/v1/traces", exportBody([otlpSpan({ traceId: hex(16), attributes: chatAttributes })]))).status
+    ).toBe(200)
     expect((await server.post("/v1/traces", { resourceSpans: "nope" })).status).toBe(400)
 
     // One replay (its model call uses 30 + 12 tokens).
     const llm = span({ name: "answer", model: "gpt-4o-mini", input: "question", output: "answer" })
     const source = trace({ spans: [llm] })
     expect((await server.post("/api/v1/traces", source)).status).toBe(200)
-    const fork = (await (await server.post("/api/v1/forks", { trace_id: source.id, fork_point_span_id: llm.id, modified_input: "other question" })).json()) as any
+    const fork = (await (
+      await server.post("/api/v1/forks", {
+        trace_id: source.id,
+        fork_point_span_id: llm.id,
+        modified_input: "other question"
+      })
+    ).json()) as any
     const replay = await server.post(`/api/v1/forks/${fork.id}/replay`, {})
     expect(replay.status).toBe(200)
     const replayed = (await replay.json()) as any
     expect(replayed.status).toBe("completed")
-    const resultTrace = (await (await server.get(`/api/v1/traces/${replayed.result_trace_id}?env=sandbox`)).json()) as any
+    const resultTrace = (await (
+      await server.get(`/api/v1/traces/${replayed.result_trace_id}?env=sandbox`)
+    ).json()) as any
     expect(resultTrace.spanCount).toBeGreaterThan(0)
 
     // Two answered searches; a refused one is not counted.
-    for (const query of ["flights to Lisbon", "hotel"]) expect((await server.post("/api/v1/search", { query })).status).toBe(200)
+    for (const query of ["flights to Lisbon", "hotel"])
+      expect((await server.post("/api/v1/search", { query })).status).toBe(200)
     expect((await server.post("/api/v1/search", { query: "" })).status).toBe(400)
 
     // Two evaluation runs with judge usage (written as the evaluation service records them).
     await server.run(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         const [account] = yield* sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`
         const evaluationId = uuid()
         yield* sql`
           INSERT INTO evaluations (id, account_id, name, judge_model, criteria)
           VALUES (${evaluationId}, ${account!.id}, 'usage', 'judge', '[]'::jsonb)`
-        for (const [tokensIn, tokensOut, cost] of [[100, 10, 0.001], [200, 20, 0.002]] as const) {
+        for (const [tokensIn, tokensOut, cost] of [
+          [100, 10, 0.001],
+          [200, 20, 0.002]
+        ] as const) {
           yield* sql`
             INSERT INTO evaluation_runs (id, evaluation_id, account_id, trace_id, judge_model, rubric_version, status,
                                          input_tokens, output_tokens, cost_usd)
@@ -105,7 +119,11 @@ describe("GET /api/v1/usage", () => {
     expect(after.traces.spans - before.traces.spans).toBe(3 + 3 + 1 + resultTrace.spanCount)
     expect(after.otlp.requests - before.otlp.requests).toBe(2)
     expect(after.search.queries - before.search.queries).toBe(2)
-    expect(after.replays).toMatchObject({ used: before.replays.used + 1, allowance: 7, remaining: before.replays.remaining - 1 })
+    expect(after.replays).toMatchObject({
+      used: before.replays.used + 1,
+      allowance: 7,
+      remaining: before.replays.remaining - 1
+    })
     expect(after.replays.tokens - before.replays.tokens).toBe(42)
     expect(after.evaluations.runs - before.evaluations.runs).toBe(2)
     expect(after.evaluations.judgeTokens - before.evaluations.judgeTokens).toBe(330)
@@ -114,14 +132,27 @@ describe("GET /api/v1/usage", () => {
     expect((await usage("", KEY_B)).body).toEqual(other)
     // Another month is another count.
     expect((await usage("?month=2020-01")).body).toMatchObject({
-      month: "2020-01", periodStart: "2020-01-01T00:00:00.000Z", periodEnd: "2020-02-01T00:00:00.000Z",
-      traces: { recorded: 0, spans: 0 }, otlp: { requests: 0 }, replays: { used: 0, remaining: 7 }
+      month: "2020-01",
+      periodStart: "2020-01-01T00:00:00.000Z",
+      periodEnd: "2020-02-01T00:00:00.000Z",
+      traces: { recorded: 0, spans: 0 },
+      otlp: { requests: 0 },
+      replays: { used: 0, remaining: 7 }
     })
     expect((await usage("?month=2026-12")).body.periodEnd).toBe("2027-01-01T00:00:00.000Z")
   }, 60_000)
 
   test("a malformed month or unknown parameter is a 400; no credentials is a 401", async () => {
-    for (const query of ["?month=2026-13", "?month=2026-00", "?month=2026-1", "?month=26-01", "?month=abc", "?month=1969-12", "?month=", "?colour=red"]) {
+    for (const query of [
+      "?month=2026-13",
+      "?month=2026-00",
+      "?month=2026-1",
+      "?month=26-01",
+      "?month=abc",
+      "?month=1969-12",
+      "?month=",
+      "?colour=red"
+    ]) {
       const { status, body } = await usage(query)
       expect({ query, status }).toEqual({ query, status: 400 })
       expect(body).toMatchObject({ code: "validation_failed", retryable: false })

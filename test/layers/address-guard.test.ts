@@ -96,7 +96,10 @@ describe("the address classifier", () => {
       allowed: false,
       reason: "::ffff:7f00:1 embeds 127.0.0.1 (IPv4-mapped): 127.0.0.1 is a loopback address"
     })
-    expect(classifyAddress("169.254.169.254")).toEqual({ allowed: false, reason: "169.254.169.254 is a cloud metadata address" })
+    expect(classifyAddress("169.254.169.254")).toEqual({
+      allowed: false,
+      reason: "169.254.169.254 is a cloud metadata address"
+    })
     expect(classifyAddress("0x7f.0.0.1")).toEqual({ allowed: false, reason: "127.0.0.1 is a loopback address" })
   })
 
@@ -109,7 +112,14 @@ describe("the address classifier", () => {
     expect(classifyAddress("127.0.0.1", loose).allowed).toBe(true)
     expect(classifyAddress("::1", loose).allowed).toBe(true)
     expect(classifyAddress("::ffff:127.0.0.1", loose).allowed).toBe(true)
-    for (const address of ["10.0.0.1", "169.254.169.254", "fd00:ec2::254", "192.168.0.1", "::ffff:10.0.0.1", "0.0.0.0"]) {
+    for (const address of [
+      "10.0.0.1",
+      "169.254.169.254",
+      "fd00:ec2::254",
+      "192.168.0.1",
+      "::ffff:10.0.0.1",
+      "0.0.0.0"
+    ]) {
       expect(classifyAddress(address, loose).allowed).toBe(false)
     }
   })
@@ -161,7 +171,16 @@ describe("the address classifier", () => {
         fc.constantFrom([10, 8], [127, 8], [172, 12], [192, 16], [169, 16], [100, 10]),
         fc.nat(0xffffff),
         ([first, bits], rest) => {
-          const base = first === 172 ? 0xac100000 : first === 192 ? 0xc0a80000 : first === 169 ? 0xa9fe0000 : first === 100 ? 0x64400000 : (first! << 24) >>> 0
+          const base =
+            first === 172
+              ? 0xac100000
+              : first === 192
+                ? 0xc0a80000
+                : first === 169
+                  ? 0xa9fe0000
+                  : first === 100
+                    ? 0x64400000
+                    : (first! << 24) >>> 0
           const address = (base + (rest & ((1 << (32 - bits!)) - 1))) >>> 0
           const text = [24, 16, 8, 0].map((s) => (address >>> s) & 255).join(".")
           expect(classifyAddress(text).allowed).toBe(false)

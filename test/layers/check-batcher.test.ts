@@ -47,45 +47,56 @@ describe("CheckBatcher", () => {
             if (item.abandoned) dropped.push(item)
             return item.abandoned
           },
-          process: (batch, done) => void (async () => {
-            inFlight++
-            maxInFlight = Math.max(maxInFlight, inFlight)
-            if (batch.length > maxBatch) violations.push(`batch of ${batch.length} > ${maxBatch}`)
-            const runs = new Set(batch.map((i) => i.runKey))
-            for (const run of runs) {
-              if (busy.has(run)) violations.push(`run ${run} in two batches at once`)
-              busy.add(run)
-            }
-            await Bun.sleep(Math.max(...batch.map((i) => takes.get(i.seq) ?? 0)))
-            for (const run of runs) busy.delete(run)
-            inFlight--
-            // A run whose first item must go round again sends all its items of this batch round again.
-            const again = new Set([...runs].filter((run) => batch.find((i) => i.runKey === run)!.retries > 0))
-            const retry = batch.filter((i) => again.has(i.runKey))
-            for (const i of batch) {
-              if (again.has(i.runKey)) {
-                if (i === batch.find((b) => b.runKey === i.runKey)) i.retries--
-              } else finished.push(i)
-            }
-            done(retry)
-          })()
+          process: (batch, done) =>
+            void (async () => {
+              inFlight++
+              maxInFlight = Math.max(maxInFlight, inFlight)
+              if (batch.length > maxBatch) violations.push(`batch of ${batch.length} > ${maxBatch}`)
+              const runs = new Set(batch.map((i) => i.runKey))
+              for (const run of runs) {
+                if (busy.has(run)) violations.push(`run ${run} in two batches at once`)
+                busy.add(run)
+              }
+              await Bun.sleep(Math.max(...batch.map((i) => takes.get(i.seq) ?? 0)))
+              for (const run of runs) busy.delete(run)
+              inFlight--
+              // A run whose first item must go round again sends all its items of this batch round again.
+              const again = new Set([...runs].filter((run) => batch.find((i) => i.runKey === run)!.retries > 0))
+              const retry = batch.filter((i) => again.has(i.runKey))
+              for (const i of batch) {
+                if (again.has(i.runKey)) {
+                  if (i === batch.find((b) => b.runKey === i.runKey)) i.retries--
+                } else finished.push(i)
+              }
+              done(retry)
+            })()
         })
         const submitted: Array<Item> = []
-        await Promise.all(items.map(async (spec, seq) => {
-          await Bun.sleep(spec.at)
-          const account = `acct-${spec.run % 2}`
-          const item: Item = { runKey: `${account}/run-${spec.run}`, accountKey: account, seq, abandoned: spec.abandoned, retries: spec.retries }
-          takes.set(seq, spec.takes)
-          submitted.push(item)
-          expect(batcher.submit(item)).toBeUndefined()
-        }))
+        await Promise.all(
+          items.map(async (spec, seq) => {
+            await Bun.sleep(spec.at)
+            const account = `acct-${spec.run % 2}`
+            const item: Item = {
+              runKey: `${account}/run-${spec.run}`,
+              accountKey: account,
+              seq,
+              abandoned: spec.abandoned,
+              retries: spec.retries
+            }
+            takes.set(seq, spec.takes)
+            submitted.push(item)
+            expect(batcher.submit(item)).toBeUndefined()
+          })
+        )
         for (let i = 0; i < 500 && finished.length + dropped.length < submitted.length; i++) await Bun.sleep(5)
 
         expect(violations).toEqual([])
         expect(maxInFlight).toBeLessThanOrEqual(lanes)
         expect(batcher.waiting()).toBe(0)
         // Every item settled exactly once: done or dropped.
-        expect([...finished, ...dropped].map((i) => i.seq).sort((a, b) => a - b)).toEqual(submitted.map((i) => i.seq).sort((a, b) => a - b))
+        expect([...finished, ...dropped].map((i) => i.seq).sort((a, b) => a - b)).toEqual(
+          submitted.map((i) => i.seq).sort((a, b) => a - b)
+        )
         // Per run, in the order submitted.
         for (const run of new Set(submitted.map((i) => i.runKey))) {
           const order = submitted.filter((i) => i.runKey === run && !i.abandoned).map((i) => i.seq)
@@ -105,7 +116,13 @@ describe("CheckBatcher", () => {
       drop: () => false,
       process: () => {}
     })
-    const item = (seq: number, account = "a"): Item => ({ runKey: `${account}/r`, accountKey: account, seq, abandoned: false, retries: 0 })
+    const item = (seq: number, account = "a"): Item => ({
+      runKey: `${account}/r`,
+      accountKey: account,
+      seq,
+      abandoned: false,
+      retries: 0
+    })
     expect(batcher.submit(item(0))).toBeUndefined() // taken by the one lane at once
     expect(batcher.submit(item(1))).toBeUndefined()
     expect(batcher.submit(item(2))).toBeUndefined()
@@ -142,7 +159,13 @@ describe("CheckBatcher", () => {
           })
           const submitted: Array<Item> = []
           const submit = (accountKey: string, run: number) => {
-            const item: Item = { runKey: `${accountKey}/run-${run}`, accountKey, seq: submitted.length, abandoned: false, retries: 0 }
+            const item: Item = {
+              runKey: `${accountKey}/run-${run}`,
+              accountKey,
+              seq: submitted.length,
+              abandoned: false,
+              retries: 0
+            }
             submitted.push(item)
             expect(batcher.submit(item)).toBeUndefined()
           }
@@ -190,7 +213,13 @@ describe("CheckBatcher", () => {
       waited: (ms) => void waits.push(ms),
       now: () => clock
     })
-    const item = (seq: number, run: string): Item => ({ runKey: run, accountKey: "a", seq, abandoned: false, retries: 0 })
+    const item = (seq: number, run: string): Item => ({
+      runKey: run,
+      accountKey: "a",
+      seq,
+      abandoned: false,
+      retries: 0
+    })
     batcher.submit(item(0, "r")) // batched at once
     batcher.submit(item(1, "r")) // waits behind its own run, a lane being free
     clock = 500

@@ -7,10 +7,12 @@ const withEnv = (env: Record<string, string>) =>
   Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 
 const shedMs = (env: Record<string, string>) =>
-  Effect.runSync(Effect.map(AppConfig, (c) => c.enforcementShedIngestMs).pipe(
-    Effect.provide(AppConfig.Default),
-    Effect.provide(withEnv(env))
-  ))
+  Effect.runSync(
+    Effect.map(AppConfig, (c) => c.enforcementShedIngestMs).pipe(
+      Effect.provide(AppConfig.Default),
+      Effect.provide(withEnv(env))
+    )
+  )
 
 const pressure = (env: Record<string, string>) =>
   Effect.runSync(CheckPressure.pipe(Effect.provide(CheckPressure.Default), Effect.provide(withEnv(env))))

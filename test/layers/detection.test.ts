@@ -1,19 +1,41 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { type Baseline, detect, type DetectionSettings, MAX_FINDINGS_PER_KIND, median, type SpanFacts } from "#src/domain/Insight"
+import {
+  type Baseline,
+  detect,
+  type DetectionSettings,
+  MAX_FINDINGS_PER_KIND,
+  median,
+  type SpanFacts
+} from "#src/domain/Insight"
 
-const settings: DetectionSettings = { loopRepeats: 3, baselineFactor: 3, baselineMinSample: 10, tokenFactor: 10, tokenCap: 200_000 }
+const settings: DetectionSettings = {
+  loopRepeats: 3,
+  baselineFactor: 3,
+  baselineMinSample: 10,
+  tokenFactor: 10,
+  tokenCap: 200_000
+}
 const noBaseline: Baseline = { sample: 0, medianCost: null, medianLatencyMs: null }
 const trace = { status: "completed" as const, totalCost: 1, latencyMs: 1000 }
 let n = 0
 const s = (over: Partial<SpanFacts> = {}): SpanFacts => ({
-  id: `span-${n++}`, spanType: "llm_call", name: "step", failed: false, error: null, tokens: 0, argsHash: null, ...over
+  id: `span-${n++}`,
+  spanType: "llm_call",
+  name: "step",
+  failed: false,
+  error: null,
+  tokens: 0,
+  argsHash: null,
+  ...over
 })
 const kinds = (findings: ReadonlyArray<{ kind: string }>) => findings.map((f) => f.kind)
 
 describe("detect", () => {
   test("nothing unusual, nothing found", () => {
-    expect(detect(trace, [s(), s({ tokens: 100 }), s({ spanType: "tool_call", argsHash: "a" })], noBaseline, settings)).toEqual([])
+    expect(
+      detect(trace, [s(), s({ tokens: 100 }), s({ spanType: "tool_call", argsHash: "a" })], noBaseline, settings)
+    ).toEqual([])
   })
 
   test("the loop threshold is configurable and counts tool_call spans of one name and one argument hash", () => {
@@ -21,10 +43,18 @@ describe("detect", () => {
     expect(kinds(detect(trace, loop, noBaseline, settings))).toEqual(["tool_loop"])
     expect(kinds(detect(trace, loop.slice(0, 2), noBaseline, settings))).toEqual([])
     expect(kinds(detect(trace, loop.slice(0, 2), noBaseline, { ...settings, loopRepeats: 2 }))).toEqual(["tool_loop"])
-    const mixed = [s({ spanType: "tool_call", name: "a", argsHash: "h" }), s({ spanType: "tool_call", name: "b", argsHash: "h" }), s({ spanType: "tool_call", name: "a", argsHash: "g" })]
+    const mixed = [
+      s({ spanType: "tool_call", name: "a", argsHash: "h" }),
+      s({ spanType: "tool_call", name: "b", argsHash: "h" }),
+      s({ spanType: "tool_call", name: "a", argsHash: "g" })
+    ]
     expect(detect(trace, mixed, noBaseline, { ...settings, loopRepeats: 2 })).toEqual([])
     const six = [1, 2, 3, 4, 5, 6].map(() => s({ spanType: "tool_call", name: "search", argsHash: "h" }))
-    expect(detect(trace, six, noBaseline, settings)[0]).toMatchObject({ severity: "high", key: "search:h", details: { count: 6 } })
+    expect(detect(trace, six, noBaseline, settings)[0]).toMatchObject({
+      severity: "high",
+      key: "search:h",
+      details: { count: 6 }
+    })
   })
 
   test("baseline anomalies need the minimum sample and a positive median", () => {
@@ -38,7 +68,9 @@ describe("detect", () => {
 
   test("token blow-ups: relative needs at least 3 spans with tokens; the cap applies alone", () => {
     expect(kinds(detect(trace, [s({ tokens: 10 }), s({ tokens: 1000 })], noBaseline, settings))).toEqual([])
-    expect(kinds(detect(trace, [s({ tokens: 10 }), s({ tokens: 10 }), s({ tokens: 1000 })], noBaseline, settings))).toEqual(["token_blowup"])
+    expect(
+      kinds(detect(trace, [s({ tokens: 10 }), s({ tokens: 10 }), s({ tokens: 1000 })], noBaseline, settings))
+    ).toEqual(["token_blowup"])
     expect(kinds(detect(trace, [s({ tokens: 200_001 })], noBaseline, settings))).toEqual(["token_blowup"])
   })
 
@@ -52,13 +84,20 @@ describe("detect", () => {
     })
     fc.assert(
       fc.property(fc.array(spanArb, { maxLength: 200 }), fc.nat(30), (spans, sample) => {
-        const findings = detect(trace, spans.map((x) => s({ ...x, error: null })), { sample, medianCost: 0.1, medianLatencyMs: 100 }, settings)
+        const findings = detect(
+          trace,
+          spans.map((x) => s({ ...x, error: null })),
+          { sample, medianCost: 0.1, medianLatencyMs: 100 },
+          settings
+        )
         const keys = findings.map((f) => `${f.kind}|${f.key}`)
         expect(new Set(keys).size).toBe(keys.length)
         for (const kind of ["failed_span", "tool_loop", "token_blowup"]) {
           expect(findings.filter((f) => f.kind === kind).length).toBeLessThanOrEqual(MAX_FINDINGS_PER_KIND)
         }
-        expect(findings.filter((f) => f.kind === "failed_span").length).toBe(Math.min(MAX_FINDINGS_PER_KIND, spans.filter((x) => x.failed).length))
+        expect(findings.filter((f) => f.kind === "failed_span").length).toBe(
+          Math.min(MAX_FINDINGS_PER_KIND, spans.filter((x) => x.failed).length)
+        )
       }),
       { numRuns: 200 }
     )

@@ -17,7 +17,7 @@ interface Stats {
 
 /** The table's counters as the server sees them now, and the planner's estimate of `WHERE kind = 'rare'`. */
 const statsOf = (table: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     yield* sql`SELECT pg_stat_force_next_flush()`
     const [row] = yield* sql<{ dead: number; analysed: boolean; vacuumed: boolean }>`
@@ -30,7 +30,7 @@ const statsOf = (table: string) =>
 
 describe("embedded maintenance (autovacuum's job on PGlite)", () => {
   test("vacuums a table full of dead rows, analyses a changed one, and leaves the rest alone", async () => {
-    await Effect.gen(function*() {
+    await Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       yield* sql`CREATE TABLE churn (id int PRIMARY KEY, kind text NOT NULL)`
       yield* sql`CREATE TABLE growing (id int PRIMARY KEY, kind text NOT NULL)`
@@ -71,11 +71,11 @@ describe("embedded maintenance (autovacuum's job on PGlite)", () => {
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
       )
     const analysedAfterStart = (env: Record<string, string>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         yield* sql`CREATE TABLE fresh (id int PRIMARY KEY, kind text NOT NULL)`
         yield* sql`INSERT INTO fresh SELECT g, 'common' FROM generate_series(1, 500) g`
-        return yield* Effect.gen(function*() {
+        return yield* Effect.gen(function* () {
           // The pass is forked at start: give it a moment.
           for (let i = 0; i < 50; i++) {
             if ((yield* statsOf("fresh")).analysed) return true
@@ -94,7 +94,16 @@ describe("planRows (the planner's estimate the search path choice reads)", () =>
   test("reads Plan Rows from a parsed or textual EXPLAIN (FORMAT JSON); anything else is unknown (Infinity)", () => {
     expect(planRows([{ Plan: { "Node Type": "Seq Scan", "Plan Rows": 2575 } }])).toBe(2575)
     expect(planRows(JSON.stringify([{ Plan: { "Plan Rows": 12 } }]))).toBe(12)
-    for (const bad of [undefined, null, "not json", [], [{}], [{ Plan: {} }], [{ Plan: { "Plan Rows": "7" } }], { Plan: { "Plan Rows": 3 } }]) {
+    for (const bad of [
+      undefined,
+      null,
+      "not json",
+      [],
+      [{}],
+      [{ Plan: {} }],
+      [{ Plan: { "Plan Rows": "7" } }],
+      { Plan: { "Plan Rows": 3 } }
+    ]) {
       expect(planRows(bad)).toBe(Number.POSITIVE_INFINITY)
     }
   })

@@ -92,7 +92,11 @@ describe("offline embedder", () => {
   test("splits identifiers at underscores, dots and case changes, and keeps the whole identifier", () => {
     const parts: Array<string> = []
     const identifiers: Array<string> = []
-    tokenize("getUserById payment_intent.failed ETIMEDOUT HTTP429", (p) => parts.push(p), (i) => identifiers.push(i))
+    tokenize(
+      "getUserById payment_intent.failed ETIMEDOUT HTTP429",
+      (p) => parts.push(p),
+      (i) => identifiers.push(i)
+    )
     expect(parts).toEqual(["get", "user", "by", "id", "payment", "intent", "failed", "etimedout", "http", "429"])
     expect(identifiers).toEqual(["getuserbyid", "payment_intent", "http429"])
   })
@@ -144,7 +148,8 @@ describe("offline embedder", () => {
         input: { query: `find flights to city ${i}`, passengers: 2 },
         output: { results: [{ airline: "TAP", fare: 320 + i, note: "the fare includes one checked bag and a seat" }] },
         error: i % 5 === 0 ? "ETIMEDOUT: upstream timed out after 30000 ms" : null
-      }))
+      })
+    )
     const started = performance.now()
     for (const t of texts) embed(t)
     const perSecond = texts.length / ((performance.now() - started) / 1000)
@@ -162,7 +167,9 @@ describe("OpenAI-compatible embedder against a fake /embeddings server", () => {
     Response.json({
       object: "list",
       // Out of order on purpose: `index` says which input each vector is for.
-      data: body.input.map((t: string, index: number) => ({ object: "embedding", index, embedding: fakeVector(t) })).reverse(),
+      data: body.input
+        .map((t: string, index: number) => ({ object: "embedding", index, embedding: fakeVector(t) }))
+        .reverse(),
       model: body.model
     })
   beforeAll(() => {
@@ -219,14 +226,20 @@ describe("OpenAI-compatible embedder against a fake /embeddings server", () => {
 
   test("a 4xx, a malformed answer, a wrong count or a timeout is EmbedderUnavailable, never with the key", async () => {
     const cases: Array<[typeof script, RegExp]> = [
-      [() => new Response(JSON.stringify({ error: { message: "bad key sk-secret-123" } }), { status: 401 }), /HTTP 401/],
+      [
+        () => new Response(JSON.stringify({ error: { message: "bad key sk-secret-123" } }), { status: 401 }),
+        /HTTP 401/
+      ],
       [() => new Response("not json"), /not JSON/],
       [() => Response.json({ data: [] }), /one embedding per input/],
       [() => Response.json({ data: [{ embedding: [1, 2] }, { embedding: [1] }] }), /differing sizes/],
-      [async (_c, body) => {
-        await Bun.sleep(1500)
-        return ok(body)
-      }, /could not reach/]
+      [
+        async (_c, body) => {
+          await Bun.sleep(1500)
+          return ok(body)
+        },
+        /could not reach/
+      ]
     ]
     for (const [reply, message] of cases) {
       requests.length = 0
@@ -245,7 +258,8 @@ describe("OpenAI-compatible embedder against a fake /embeddings server", () => {
 
   test("a configured dimension is requested and becomes part of the embedder id", async () => {
     requests.length = 0
-    script = (_, body) => Response.json({ data: body.input.map((_t: string, index: number) => ({ index, embedding: [1, 0, 0] })) })
+    script = (_, body) =>
+      Response.json({ data: body.input.map((_t: string, index: number) => ({ index, embedding: [1, 0, 0] })) })
     const embedder = make({ dimensions: Option.some(3) })
     expect(embedder.id).toBe("openai-compatible:nomic-embed-text:3")
     expect((await run(embedder.embed(["x"])))._tag).toBe("Right")

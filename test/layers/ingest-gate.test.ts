@@ -4,16 +4,24 @@ import { CurrentUploadPermit, IngestGate } from "#layers/ingest/IngestGate"
 import { IngestPermits, type Permit } from "#layers/ingest/IngestPermits"
 
 const withGate = <A, E>(maxInflight: number, body: (gate: IngestGate) => Effect.Effect<A, E>) =>
-  Effect.runPromise(Effect.scoped(Effect.flatMap(IngestGate, body)).pipe(
-    Effect.provide(IngestGate.Default.pipe(
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["TAPEDECK_INGEST_MAX_INFLIGHT", String(maxInflight)]]))))
-    ))
-  ))
+  Effect.runPromise(
+    Effect.scoped(Effect.flatMap(IngestGate, body)).pipe(
+      Effect.provide(
+        IngestGate.Default.pipe(
+          Layer.provide(
+            Layer.setConfigProvider(
+              ConfigProvider.fromMap(new Map([["TAPEDECK_INGEST_MAX_INFLIGHT", String(maxInflight)]]))
+            )
+          )
+        )
+      )
+    )
+  )
 
 describe("IngestGate", () => {
   test("guard admits up to the bound, refuses past it, and frees the permit when the guarded work ends or is interrupted", async () => {
     await withGate(2, (gate) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const hold = yield* Deferred.make<void>()
         const first = yield* Effect.fork(gate.guard("a", Deferred.await(hold)))
         const second = yield* Effect.fork(gate.guard("a", Deferred.await(hold)))
@@ -27,20 +35,24 @@ describe("IngestGate", () => {
         yield* Fiber.join(second)
         expect(gate.saturated()).toBe(false)
         yield* gate.guard("a", Effect.void)
-      }))
+      })
+    )
   })
 
   test("an account under its fair share takes back a permit of another account's upload, whose reader is told", async () => {
     await withGate(2, (gate) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const hold = yield* Deferred.make<void>()
         const told: Array<string> = []
         // An upload that never finishes receiving its body, listening for preemption as the body reader does.
         const upload = (name: string) =>
-          gate.guard("b", Effect.flatMap(CurrentUploadPermit, (permit) => {
-            permit.onPreempt(() => told.push(name))
-            return Deferred.await(hold)
-          }))
+          gate.guard(
+            "b",
+            Effect.flatMap(CurrentUploadPermit, (permit) => {
+              permit.onPreempt(() => told.push(name))
+              return Deferred.await(hold)
+            })
+          )
         const uploads = [yield* Effect.fork(upload("first")), yield* Effect.fork(upload("second"))]
         yield* Effect.yieldNow()
         expect(gate.admits("b")).toBe(false)
@@ -59,22 +71,29 @@ describe("IngestGate", () => {
         for (const f of uploads) yield* Fiber.join(f)
         expect(gate.saturated()).toBe(false)
         expect(gate.heldBy("b")).toBe(0)
-      }))
+      })
+    )
   })
 
   test("an upload whose body has arrived is never taken back", async () => {
     await withGate(1, (gate) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const hold = yield* Deferred.make<void>()
-        yield* Effect.fork(gate.guard("b", Effect.flatMap(CurrentUploadPermit, (permit) => {
-          permit.uploaded()
-          return Deferred.await(hold)
-        })))
+        yield* Effect.fork(
+          gate.guard(
+            "b",
+            Effect.flatMap(CurrentUploadPermit, (permit) => {
+              permit.uploaded()
+              return Deferred.await(hold)
+            })
+          )
+        )
         yield* Effect.yieldNow()
         expect(gate.admits("a")).toBe(false)
         expect((yield* Effect.flip(gate.guard("a", Effect.void)))._tag).toBe("IngestSaturated")
         yield* Deferred.succeed(hold, undefined)
-      }))
+      })
+    )
   })
 })
 
@@ -109,7 +128,9 @@ describe("IngestPermits (property)", () => {
               // Refused only when full and nothing may be taken back for this asker.
               expect(wasFull).toBe(true)
               const underShare = (before.get(asker) ?? 0) < share
-              const takeable = live.some((p) => p.accountId !== asker && p.uploading && (before.get(p.accountId) ?? 0) > share)
+              const takeable = live.some(
+                (p) => p.accountId !== asker && p.uploading && (before.get(p.accountId) ?? 0) > share
+              )
               expect(underShare && takeable).toBe(false)
             } else {
               if (granted.preempted !== undefined) {

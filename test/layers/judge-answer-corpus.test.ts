@@ -29,7 +29,8 @@ const mismatch = (entry: CorpusEntry): string | undefined => {
     return undefined
   }
   if (Either.isLeft(read)) return `expected score ${entry.expect.score}, got malformed: ${read.left}`
-  if (Math.abs(read.right.score - entry.expect.score!) > 5e-5) return `expected score ${entry.expect.score}, read ${read.right.score}`
+  if (Math.abs(read.right.score - entry.expect.score!) > 5e-5)
+    return `expected score ${entry.expect.score}, read ${read.right.score}`
   if (entry.expect.reason !== undefined && read.right.reason !== entry.expect.reason) {
     return `expected reason ${JSON.stringify(entry.expect.reason)}, read ${JSON.stringify(read.right.reason)}`
   }

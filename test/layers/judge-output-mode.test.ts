@@ -1,5 +1,11 @@
 import { describe, expect, test } from "bun:test"
-import { isStructureRefusal, nextMode, OUTPUT_MODES, OutputModeMemory, responseFormatFor } from "#layers/evaluations/JudgeOutputMode"
+import {
+  isStructureRefusal,
+  nextMode,
+  OUTPUT_MODES,
+  OutputModeMemory,
+  responseFormatFor
+} from "#layers/evaluations/JudgeOutputMode"
 import { LlmUnavailable } from "#src/domain/Errors"
 
 const httpError = (status: number, message: string) => new LlmUnavailable({ reason: "http_error", status, message })
@@ -10,17 +16,40 @@ describe("judge output modes", () => {
     expect(nextMode("json_schema")).toBe("json_object")
     expect(nextMode("json_object")).toBe("text")
     expect(nextMode("text")).toBeUndefined()
-    expect(responseFormatFor("json_schema")).toMatchObject({ type: "json_schema", json_schema: { name: "judge_verdict", strict: true } })
+    expect(responseFormatFor("json_schema")).toMatchObject({
+      type: "json_schema",
+      json_schema: { name: "judge_verdict", strict: true }
+    })
     expect(responseFormatFor("json_object")).toEqual({ type: "json_object" })
     expect(responseFormatFor("text")).toBeUndefined()
   })
 
   test("a refusal is a 400 or 422 naming the structure; nothing else steps down", () => {
-    expect(isStructureRefusal(httpError(400, "LLM provider at x answered HTTP 400: Invalid parameter: 'response_format' of type 'json_schema' is not supported"))).toBe(true)
-    expect(isStructureRefusal(httpError(400, "LLM provider at x answered HTTP 400: json_schema response format is not supported by this model"))).toBe(true)
-    expect(isStructureRefusal(httpError(422, "LLM provider at x answered HTTP 422: unsupported response_format"))).toBe(true)
-    expect(isStructureRefusal(httpError(400, "LLM provider at x answered HTTP 400: maximum context length exceeded"))).toBe(false)
-    expect(isStructureRefusal(httpError(500, "LLM provider at x answered HTTP 500: response_format handler crashed"))).toBe(false)
+    expect(
+      isStructureRefusal(
+        httpError(
+          400,
+          "LLM provider at x answered HTTP 400: Invalid parameter: 'response_format' of type 'json_schema' is not supported"
+        )
+      )
+    ).toBe(true)
+    expect(
+      isStructureRefusal(
+        httpError(
+          400,
+          "LLM provider at x answered HTTP 400: json_schema response format is not supported by this model"
+        )
+      )
+    ).toBe(true)
+    expect(isStructureRefusal(httpError(422, "LLM provider at x answered HTTP 422: unsupported response_format"))).toBe(
+      true
+    )
+    expect(
+      isStructureRefusal(httpError(400, "LLM provider at x answered HTTP 400: maximum context length exceeded"))
+    ).toBe(false)
+    expect(
+      isStructureRefusal(httpError(500, "LLM provider at x answered HTTP 500: response_format handler crashed"))
+    ).toBe(false)
     expect(isStructureRefusal(new LlmUnavailable({ reason: "network", message: "response_format" }))).toBe(false)
   })
 

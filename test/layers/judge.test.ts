@@ -13,10 +13,11 @@ afterEach(async () => {
 })
 
 /** The criterion a judge request is about (the rubric prompt names it on its own line). */
-const criterionOf = (request: RecordedRequest) =>
-  /^Criterion: (.*)$/m.exec(request.body.messages[1].content)?.[1] ?? ""
+const criterionOf = (request: RecordedRequest) => /^Criterion: (.*)$/m.exec(request.body.messages[1].content)?.[1] ?? ""
 
-const answer = (score: number, reason = `scored ${score}`): FakeReply => ({ content: JSON.stringify({ score, reason }) })
+const answer = (score: number, reason = `scored ${score}`): FakeReply => ({
+  content: JSON.stringify({ score, reason })
+})
 
 const judgeWith = (
   env: Record<string, string>,
@@ -25,19 +26,28 @@ const judgeWith = (
 ): Promise<JudgeOutcome> =>
   Effect.runPromise(
     Effect.flatMap(Judge, (judge) => judge.judge(criteria, trace, model)).pipe(
-      Effect.provide(Judge.Default.pipe(
-        Layer.provide([LlmClientLive, ModelPrices.Default]),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
-      ))
+      Effect.provide(
+        Judge.Default.pipe(
+          Layer.provide([LlmClientLive, ModelPrices.Default]),
+          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+        )
+      )
     )
   )
 
-const provider = (reply: (criterion: string, request: RecordedRequest, call: number) => FakeReply | Promise<FakeReply>) => {
+const provider = (
+  reply: (criterion: string, request: RecordedRequest, call: number) => FakeReply | Promise<FakeReply>
+) => {
   const fake = startFakeOpenAi((request, call) => reply(criterionOf(request), request, call))
   fakes.push(fake)
   return {
     fake,
-    env: { TAPEDECK_LLM_BASE_URL: fake.baseUrl, TAPEDECK_LLM_API_KEY: "sk-x", TAPEDECK_LLM_RETRY_BASE_MS: "1", TAPEDECK_LLM_MAX_RETRIES: "0" }
+    env: {
+      TAPEDECK_LLM_BASE_URL: fake.baseUrl,
+      TAPEDECK_LLM_API_KEY: "sk-x",
+      TAPEDECK_LLM_RETRY_BASE_MS: "1",
+      TAPEDECK_LLM_MAX_RETRIES: "0"
+    }
   }
 }
 
@@ -48,7 +58,16 @@ const trace = {
   input: "Book a flight to Lisbon",
   output: "Booked TP123",
   startedAt: "2026-01-01T00:00:00.000Z",
-  spans: [{ id: "22222222-2222-4222-8222-222222222222", parent_id: null, span_type: "tool_call", name: "book_flight", started_at: "2026-01-01T00:00:00.000Z", output: "TP123" }]
+  spans: [
+    {
+      id: "22222222-2222-4222-8222-222222222222",
+      parent_id: null,
+      span_type: "tool_call",
+      name: "book_flight",
+      started_at: "2026-01-01T00:00:00.000Z",
+      output: "TP123"
+    }
+  ]
 } as const as any
 
 const criteria: ReadonlyArray<JudgeCriterion> = [
@@ -79,7 +98,14 @@ describe("Judge", () => {
     expect(body).toMatchObject({
       model: "gpt-4o-mini",
       temperature: 0,
-      response_format: { type: "json_schema", json_schema: { name: "judge_verdict", strict: true, schema: { required: ["score", "reason"], additionalProperties: false } } }
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "judge_verdict",
+          strict: true,
+          schema: { required: ["score", "reason"], additionalProperties: false }
+        }
+      }
     })
     expect(body.messages[1].content).toContain("Book a flight to Lisbon")
     expect(body.messages[1].content).toContain("[tool_call] book_flight")
@@ -87,7 +113,9 @@ describe("Judge", () => {
 
   test("a malformed answer is asked again once, with the bad answer and a correction", async () => {
     let politeCalls = 0
-    const { fake, env } = provider((c) => (c === "polite" && ++politeCalls === 1 ? { content: "sure! 0.9" } : answer(scores[c]!)))
+    const { fake, env } = provider((c) =>
+      c === "polite" && ++politeCalls === 1 ? { content: "sure! 0.9" } : answer(scores[c]!)
+    )
     const outcome = await judgeWith(env, criteria)
     expect(outcome._tag).toBe("Judged")
     const polite = fake.requests.filter((r) => criterionOf(r) === "polite")
@@ -101,11 +129,13 @@ describe("Judge", () => {
   }, 60_000)
 
   test("two malformed answers fail the run with the reason; no third call; no score is invented", async () => {
-    const { fake, env } = provider((c) => (c === "correct" ? { content: "{\"score\": 7, \"reason\": \"great\"}" } : answer(scores[c]!)))
+    const { fake, env } = provider((c) =>
+      c === "correct" ? { content: '{"score": 7, "reason": "great"}' } : answer(scores[c]!)
+    )
     const outcome = await judgeWith(env, criteria)
     expect(outcome._tag).toBe("NotJudged")
     if (outcome._tag !== "NotJudged") return
-    expect(outcome.error).toContain("criterion \"correct\": malformed answer twice")
+    expect(outcome.error).toContain('criterion "correct": malformed answer twice')
     expect(outcome.error).toContain("score")
     expect("score" in outcome).toBe(false)
     expect(fake.requests.filter((r) => criterionOf(r) === "correct")).toHaveLength(2)
@@ -150,9 +180,17 @@ describe("Judge", () => {
 
   test("answers in other forms are read: extra keys, fences and prose, a string score, a tool call", async () => {
     const styles: Record<string, FakeReply> = {
-      correct: { content: "Here is my verdict:\n```json\n{\"score\": \"0.9\", \"reasoning\": \"right flight\", \"confidence\": \"high\"}\n```" },
-      polite: { content: null, toolCalls: [{ id: "call_1", type: "function", function: { name: "verdict", arguments: "{\"score\":0.5,\"reason\":\"terse\"}" } }] },
-      fast: { content: "{\"rating\": 4, \"max_score\": 5, \"explanation\": \"few steps\"}" }
+      correct: {
+        content:
+          'Here is my verdict:\n```json\n{"score": "0.9", "reasoning": "right flight", "confidence": "high"}\n```'
+      },
+      polite: {
+        content: null,
+        toolCalls: [
+          { id: "call_1", type: "function", function: { name: "verdict", arguments: '{"score":0.5,"reason":"terse"}' } }
+        ]
+      },
+      fast: { content: '{"rating": 4, "max_score": 5, "explanation": "few steps"}' }
     }
     const { fake, env } = provider((c) => styles[c]!)
     const outcome = await judgeWith(env, criteria)
@@ -172,12 +210,17 @@ describe("Judge", () => {
 const judgeTwice = (env: Record<string, string>, firstModel: string, secondModel: string) =>
   Effect.runPromise(
     Effect.flatMap(Judge, (judge) =>
-      Effect.all([judge.judge(criteria.slice(0, 1), trace, firstModel), judge.judge(criteria.slice(0, 1), trace, secondModel)])
+      Effect.all([
+        judge.judge(criteria.slice(0, 1), trace, firstModel),
+        judge.judge(criteria.slice(0, 1), trace, secondModel)
+      ])
     ).pipe(
-      Effect.provide(Judge.Default.pipe(
-        Layer.provide([LlmClientLive, ModelPrices.Default]),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
-      ))
+      Effect.provide(
+        Judge.Default.pipe(
+          Layer.provide([LlmClientLive, ModelPrices.Default]),
+          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+        )
+      )
     )
   )
 
@@ -188,7 +231,10 @@ describe("Judge: structured output", () => {
   const refusing = (refused: ReadonlyArray<string>) =>
     provider((_c, request) =>
       refused.includes(formatOf(request))
-        ? { status: 400, errorMessage: `Invalid parameter: 'response_format' of type '${formatOf(request)}' is not supported with this model.` }
+        ? {
+            status: 400,
+            errorMessage: `Invalid parameter: 'response_format' of type '${formatOf(request)}' is not supported with this model.`
+          }
         : answer(0.7)
     )
 
@@ -214,7 +260,10 @@ describe("Judge: structured output", () => {
   }, 60_000)
 
   test("a 400 that does not name the structure is the provider's answer: no step down, the run fails with it", async () => {
-    const { fake, env } = provider(() => ({ status: 400, errorMessage: "This model's maximum context length is 8192 tokens." }))
+    const { fake, env } = provider(() => ({
+      status: 400,
+      errorMessage: "This model's maximum context length is 8192 tokens."
+    }))
     const outcome = await judgeWith(env, criteria.slice(0, 1))
     expect(outcome).toMatchObject({ _tag: "NotJudged" })
     expect((outcome as any).error).toContain("maximum context length")

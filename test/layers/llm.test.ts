@@ -12,7 +12,8 @@ import type { LlmUnavailable } from "#src/domain/Errors"
 
 const API_KEY = "sk-test-0123456789-very-secret"
 
-const configured = (env: Record<string, string>) => Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+const configured = (env: Record<string, string>) =>
+  Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 
 const fakes: Array<FakeOpenAi> = []
 afterEach(async () => {
@@ -36,7 +37,9 @@ const provider = (script?: FakeScript, env: Record<string, string> = {}) => {
 
 const chat = (env: Record<string, string>, request: ChatRequest) =>
   Effect.runPromise(
-    Effect.flatMap(LlmClient, (llm) => llm.chat(request)).pipe(Effect.provide(LlmClientLive.pipe(Layer.provide(configured(env)))))
+    Effect.flatMap(LlmClient, (llm) => llm.chat(request)).pipe(
+      Effect.provide(LlmClientLive.pipe(Layer.provide(configured(env))))
+    )
   )
 
 const chatError = (env: Record<string, string>, request: ChatRequest): Promise<LlmUnavailable> =>
@@ -46,10 +49,21 @@ const chatError = (env: Record<string, string>, request: ChatRequest): Promise<L
     )
   )
 
-const hello: ChatRequest = { model: "gpt-4o-mini", messages: [{ role: "system", content: "be brief" }, { role: "user", content: "hello" }] }
+const hello: ChatRequest = {
+  model: "gpt-4o-mini",
+  messages: [
+    { role: "system", content: "be brief" },
+    { role: "user", content: "hello" }
+  ]
+}
 
 /** Every way an error may be shown: message, toString, JSON and a pretty cause. */
-const renderings = (error: LlmUnavailable) => [error.message, String(error), JSON.stringify(error), Cause.pretty(Cause.fail(error))]
+const renderings = (error: LlmUnavailable) => [
+  error.message,
+  String(error),
+  JSON.stringify(error),
+  Cause.pretty(Cause.fail(error))
+]
 
 describe("LlmClientLive against an OpenAI-compatible server", () => {
   test("answers with the first choice, usage and model", async () => {
@@ -69,19 +83,21 @@ describe("LlmClientLive against an OpenAI-compatible server", () => {
   test("each call is an LlmClient.chat span carrying the model and usage", async () => {
     const { env } = provider()
     const spans: Array<Tracer.Span> = []
-    await Effect.runPromise(Effect.gen(function*() {
-      const base = yield* Effect.tracer
-      const recording = Tracer.make({
-        span: (...args) => {
-          const span = base.span(...args)
-          spans.push(span)
-          return span
-        },
-        context: base.context
-      })
-      const llm = yield* LlmClient
-      yield* llm.chat(hello).pipe(Effect.withTracer(recording))
-    }).pipe(Effect.provide(LlmClientLive.pipe(Layer.provide(configured(env))))))
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        const base = yield* Effect.tracer
+        const recording = Tracer.make({
+          span: (...args) => {
+            const span = base.span(...args)
+            spans.push(span)
+            return span
+          },
+          context: base.context
+        })
+        const llm = yield* LlmClient
+        yield* llm.chat(hello).pipe(Effect.withTracer(recording))
+      }).pipe(Effect.provide(LlmClientLive.pipe(Layer.provide(configured(env)))))
+    )
     const span = spans.find((s) => s.name === "LlmClient.chat")
     expect(span?.attributes.get("gen_ai.request.model")).toBe("gpt-4o-mini")
     expect(span?.attributes.get("gen_ai.usage.input_tokens")).toBe(10)
@@ -100,7 +116,7 @@ describe("LlmClientLive against an OpenAI-compatible server", () => {
   })
 
   test("passes tool calls through, falls back to the default model and counts missing usage as 0", async () => {
-    const toolCalls = [{ id: "call_1", type: "function", function: { name: "lookup", arguments: "{\"q\":\"x\"}" } }]
+    const toolCalls = [{ id: "call_1", type: "function", function: { name: "lookup", arguments: '{"q":"x"}' } }]
     const { fake, env } = provider(() => ({ toolCalls, usage: null }), { TAPEDECK_LLM_MODEL: "gpt-4.1" })
     const response = await chat(env, {
       model: "",
@@ -162,7 +178,9 @@ describe("LlmClientLive against an OpenAI-compatible server", () => {
 
   test("a body that is not a completion fails bad_response, without retrying", async () => {
     const { fake, env } = provider((_, n) =>
-      n === 0 ? { malformed: "{\"choices\": [{\"message\": " } : new Response(JSON.stringify({ choices: [] }), { status: 200 })
+      n === 0
+        ? { malformed: '{"choices": [{"message": ' }
+        : new Response(JSON.stringify({ choices: [] }), { status: 200 })
     )
     const notJson = await chatError(env, hello)
     expect(notJson.reason).toBe("bad_response")
@@ -182,7 +200,9 @@ describe("LlmClientLive against an OpenAI-compatible server", () => {
 
   test("without TAPEDECK_LLM_BASE_URL the client is not configured", async () => {
     const env = { TAPEDECK_LLM_API_KEY: API_KEY, TAPEDECK_LLM_MODEL: "gpt-4o" }
-    const llm = await Effect.runPromise(LlmClient.pipe(Effect.provide(LlmClientLive.pipe(Layer.provide(configured(env))))))
+    const llm = await Effect.runPromise(
+      LlmClient.pipe(Effect.provide(LlmClientLive.pipe(Layer.provide(configured(env)))))
+    )
     expect(llm.configured).toBe(false)
     expect(llm.defaultModel).toBe("gpt-4o")
     const error = await chatError(env, hello)
@@ -192,8 +212,13 @@ describe("LlmClientLive against an OpenAI-compatible server", () => {
   })
 
   test("an invalid base URL or timeout fails the layer with a ConfigError", async () => {
-    for (const env of [{ TAPEDECK_LLM_BASE_URL: "not a url" }, { TAPEDECK_LLM_BASE_URL: "http://x/v1", TAPEDECK_LLM_TIMEOUT_MS: "0" }]) {
-      const exit = await Effect.runPromiseExit(Layer.build(LlmClientLive.pipe(Layer.provide(configured(env)))).pipe(Effect.scoped))
+    for (const env of [
+      { TAPEDECK_LLM_BASE_URL: "not a url" },
+      { TAPEDECK_LLM_BASE_URL: "http://x/v1", TAPEDECK_LLM_TIMEOUT_MS: "0" }
+    ]) {
+      const exit = await Effect.runPromiseExit(
+        Layer.build(LlmClientLive.pipe(Layer.provide(configured(env)))).pipe(Effect.scoped)
+      )
       expect(Exit.isFailure(exit)).toBe(true)
       expect(Cause.pretty((exit as Exit.Failure<unknown, unknown>).cause)).toContain(Object.keys(env).at(-1)!)
     }
@@ -216,7 +241,14 @@ describe("LlmClientLive against an OpenAI-compatible server", () => {
     const { fake, env } = provider()
     await fake.stop()
     errors.push(await chatError(env, hello))
-    expect(errors.map((e) => e.reason)).toEqual(["http_error", "http_error", "http_error", "bad_response", "timeout", "network"])
+    expect(errors.map((e) => e.reason)).toEqual([
+      "http_error",
+      "http_error",
+      "http_error",
+      "bad_response",
+      "timeout",
+      "network"
+    ])
     for (const error of errors) {
       for (const text of renderings(error)) expect(text).not.toContain(API_KEY)
     }
@@ -246,7 +278,14 @@ describe("model prices", () => {
     expect(costOf(DEFAULT_PRICES, "claude-3-5-sonnet", 1_234, 567)).toBe(0.012207)
     expect(costOf(DEFAULT_PRICES, "gpt-4o-mini", 1_234, 567)).toBe(0.0005253)
     expect(costOf(DEFAULT_PRICES, "gemini-1.5-flash", 0, 0)).toBe(0)
-    for (const model of ["gpt-4.1", "gpt-4.1-mini", "o3-mini", "claude-3-5-haiku", "claude-sonnet-4", "gemini-1.5-pro"]) {
+    for (const model of [
+      "gpt-4.1",
+      "gpt-4.1-mini",
+      "o3-mini",
+      "claude-3-5-haiku",
+      "claude-sonnet-4",
+      "gemini-1.5-pro"
+    ]) {
       expect(priceOf(DEFAULT_PRICES, model)).toBeDefined()
     }
     expect(costOf(DEFAULT_PRICES, "llama-3-70b", 100, 100)).toBeUndefined()
@@ -281,8 +320,14 @@ describe("model prices", () => {
     expect(priceOf(DEFAULT_PRICES, "chatgpt-4o-latest")).toEqual(priceOf(DEFAULT_PRICES, "gpt-4o"))
     expect(priceOf(DEFAULT_PRICES, "claude-3.5-sonnet")).toEqual(priceOf(DEFAULT_PRICES, "claude-3-5-sonnet"))
     expect(priceOf(DEFAULT_PRICES, "claude-3-5-sonnet-latest")).toEqual({ inputPerMtok: 3, outputPerMtok: 15 })
-    expect(priceOf(DEFAULT_PRICES, "anthropic.claude-3-5-haiku-20241022-v1:0")).toEqual({ inputPerMtok: 0.8, outputPerMtok: 4 })
-    expect(priceOf(DEFAULT_PRICES, "us.anthropic.claude-3-7-sonnet-20250219-v1:0")).toEqual({ inputPerMtok: 3, outputPerMtok: 15 })
+    expect(priceOf(DEFAULT_PRICES, "anthropic.claude-3-5-haiku-20241022-v1:0")).toEqual({
+      inputPerMtok: 0.8,
+      outputPerMtok: 4
+    })
+    expect(priceOf(DEFAULT_PRICES, "us.anthropic.claude-3-7-sonnet-20250219-v1:0")).toEqual({
+      inputPerMtok: 3,
+      outputPerMtok: 15
+    })
     expect(priceOf(DEFAULT_PRICES, "vertex_ai/gemini-2.0-flash-001")).toEqual({ inputPerMtok: 0.1, outputPerMtok: 0.4 })
     expect(priceOf(DEFAULT_PRICES, "acme.gpt-4o")).toBeUndefined()
   })
@@ -292,26 +337,46 @@ describe("model prices", () => {
     expect(estimatedCost(DEFAULT_PRICES, { model: "gpt-4o", input_tokens: 0, output_tokens: 0 })).toBeUndefined()
     expect(estimatedCost(DEFAULT_PRICES, { input_tokens: 10 })).toBeUndefined()
     expect(estimatedCost(DEFAULT_PRICES, { model: "mystery", input_tokens: 10 })).toBeUndefined()
-    expect(estimatedCost(DEFAULT_PRICES, { model: "claude-3-opus", input_tokens: 1e12, output_tokens: 1e12 })).toBe(1e8 * 0.9)
+    expect(estimatedCost(DEFAULT_PRICES, { model: "claude-3-opus", input_tokens: 1e12, output_tokens: 1e12 })).toBe(
+      1e8 * 0.9
+    )
     const sent = { model: "gpt-4o", input_tokens: 1000, cost: 0 }
     expect(withEstimatedCost(DEFAULT_PRICES, sent)).toBe(sent)
-    expect(withEstimatedCost(DEFAULT_PRICES, { model: "gpt-4o", input_tokens: 1000 }) as unknown)
-      .toEqual({ model: "gpt-4o", input_tokens: 1000, cost: 0.0025, cost_estimated: true })
+    expect(withEstimatedCost(DEFAULT_PRICES, { model: "gpt-4o", input_tokens: 1000 }) as unknown).toEqual({
+      model: "gpt-4o",
+      input_tokens: 1000,
+      cost: 0.0025,
+      cost_estimated: true
+    })
   })
 
   test("TAPEDECK_MODEL_PRICES_FILE: a file of prices under TAPEDECK_MODEL_PRICES; unreadable or invalid fails startup", async () => {
     const dir = mkdtempSync(join(tmpdir(), "prices-"))
     try {
       const file = join(dir, "prices.json")
-      writeFileSync(file, JSON.stringify({ "gpt-4o": { input_per_mtok: 1, output_per_mtok: 1 }, "in-house": { input_per_mtok: 2, output_per_mtok: 2 } }))
-      const service = await prices({ TAPEDECK_MODEL_PRICES_FILE: file, TAPEDECK_MODEL_PRICES: JSON.stringify({ "in-house": { input_per_mtok: 3, output_per_mtok: 3 } }) })
+      writeFileSync(
+        file,
+        JSON.stringify({
+          "gpt-4o": { input_per_mtok: 1, output_per_mtok: 1 },
+          "in-house": { input_per_mtok: 2, output_per_mtok: 2 }
+        })
+      )
+      const service = await prices({
+        TAPEDECK_MODEL_PRICES_FILE: file,
+        TAPEDECK_MODEL_PRICES: JSON.stringify({ "in-house": { input_per_mtok: 3, output_per_mtok: 3 } })
+      })
       expect(service.costOf("gpt-4o", 1_000_000, 0)).toBe(1)
       expect(service.costOf("in-house", 1_000_000, 0)).toBe(3)
       writeFileSync(join(dir, "bad.json"), JSON.stringify({ "gpt-4o": { input_per_mtok: "free" } }))
-      for (const [path, message] of [[join(dir, "missing.json"), "cannot read"], [join(dir, "bad.json"), "input_per_mtok"]] as const) {
-        const exit = await Effect.runPromiseExit(ModelPrices.pipe(
-          Effect.provide(ModelPrices.Default.pipe(Layer.provide(configured({ TAPEDECK_MODEL_PRICES_FILE: path }))))
-        ))
+      for (const [path, message] of [
+        [join(dir, "missing.json"), "cannot read"],
+        [join(dir, "bad.json"), "input_per_mtok"]
+      ] as const) {
+        const exit = await Effect.runPromiseExit(
+          ModelPrices.pipe(
+            Effect.provide(ModelPrices.Default.pipe(Layer.provide(configured({ TAPEDECK_MODEL_PRICES_FILE: path }))))
+          )
+        )
         expect(Exit.isFailure(exit)).toBe(true)
         const text = Cause.pretty((exit as Exit.Failure<unknown, unknown>).cause)
         expect(text).toContain("TAPEDECK_MODEL_PRICES_FILE")
@@ -323,11 +388,17 @@ describe("model prices", () => {
   })
 
   test("invalid TAPEDECK_MODEL_PRICES fails startup with a clear ConfigError", async () => {
-    for (const value of ["{not json", "[1,2]", JSON.stringify({ "gpt-4o": { input_per_mtok: -1, output_per_mtok: 1 } }),
-      JSON.stringify({ "gpt-4o": { input_per_mtok: 1 } })]) {
-      const exit = await Effect.runPromiseExit(ModelPrices.pipe(
-        Effect.provide(ModelPrices.Default.pipe(Layer.provide(configured({ TAPEDECK_MODEL_PRICES: value }))))
-      ))
+    for (const value of [
+      "{not json",
+      "[1,2]",
+      JSON.stringify({ "gpt-4o": { input_per_mtok: -1, output_per_mtok: 1 } }),
+      JSON.stringify({ "gpt-4o": { input_per_mtok: 1 } })
+    ]) {
+      const exit = await Effect.runPromiseExit(
+        ModelPrices.pipe(
+          Effect.provide(ModelPrices.Default.pipe(Layer.provide(configured({ TAPEDECK_MODEL_PRICES: value }))))
+        )
+      )
       expect(Exit.isFailure(exit)).toBe(true)
       const failure = (exit as Exit.Failure<unknown, unknown>).cause
       const [error] = Cause.failures(failure)

@@ -15,7 +15,11 @@ import { loadWordVectors, SOURCE_VOCABULARY, type WordVectors } from "#layers/se
 const RAW = /[\p{L}\p{N}_]+/gu
 const PART = /\p{Lu}+(?!\p{Ll})|\p{Lu}?\p{Ll}+|\p{N}+|\p{L}+/gu
 
-const referenceTokenize = (text: string, onPart: (word: string) => void, onIdentifier: (identifier: string) => void) => {
+const referenceTokenize = (
+  text: string,
+  onPart: (word: string) => void,
+  onIdentifier: (identifier: string) => void
+) => {
   for (const raw of text.matchAll(RAW)) {
     const token = raw[0]
     let parts = 0
@@ -77,7 +81,7 @@ const referenceEmbedding = (wv: WordVectors) => {
         feature(word, 1)
         if (word.length < 4 || /^\p{N}+$/u.test(word)) return
         const marked = `<${word}>`
-        const grams = (marked.length - 2) + (marked.length - 3)
+        const grams = marked.length - 2 + (marked.length - 3)
         for (let n = 3; n <= 4; n++) {
           for (let i = 0; i + n <= marked.length; i++) feature(`#${marked.slice(i, i + n)}`, 1 / Math.sqrt(grams))
         }
@@ -104,13 +108,101 @@ const referenceVectorText = (v: ArrayLike<number>) => `[${Array.from(v, (x) => M
 
 /** Pieces of agent-span text: identifiers in every casing, common words, separators and awkward Unicode. */
 const PIECES = [
-  "get", "User", "By", "Id", "getUserById", "ETIMEDOUT", "ETIMEDOUT_ERR", "HTTPServer2xx", "HTTP", "Server", "2xx",
-  "429", "_", "__", "ERR", "payment_intent.failed", "stripeChargeFailed", "XMLHttpRequest", "aB", "Ab", "AB", "a1B2",
-  "timeout", "timed", "out", "Authorization", "permissions", "PERMISSION", "invoices", "Invoice_ID", "frustrated",
-  "card", "declined", "the", "a", "of", "to", "and", "book", "flight", "Lisbon", "hotel", "x", "zqxv", "qwertyuiopasdfghjk",
-  " ", "  ", "\n", "\t", ".", ",", "-", ":", "/", "'", "\"", "{", "}", "[", "]", "…", "—", "’",
-  "é", "É", "café", "naïve", "ß", "İ", "ǅ", "ǅemal", "Ǉ", "Σ", "ΑΒΓδ", "日本語", "テキスト", "\u0301", "e\u0301", "😀",
-  "\ud83d", "\ude00", "Ⅻ", "١٢٣", "ª", "º", "µ", "ﬁ", "Ⓐ", "ʰ", "ǈa", "\u00a0", "\u2028", "\u200b", "０１２", "ＡＢＣ"
+  "get",
+  "User",
+  "By",
+  "Id",
+  "getUserById",
+  "ETIMEDOUT",
+  "ETIMEDOUT_ERR",
+  "HTTPServer2xx",
+  "HTTP",
+  "Server",
+  "2xx",
+  "429",
+  "_",
+  "__",
+  "ERR",
+  "payment_intent.failed",
+  "stripeChargeFailed",
+  "XMLHttpRequest",
+  "aB",
+  "Ab",
+  "AB",
+  "a1B2",
+  "timeout",
+  "timed",
+  "out",
+  "Authorization",
+  "permissions",
+  "PERMISSION",
+  "invoices",
+  "Invoice_ID",
+  "frustrated",
+  "card",
+  "declined",
+  "the",
+  "a",
+  "of",
+  "to",
+  "and",
+  "book",
+  "flight",
+  "Lisbon",
+  "hotel",
+  "x",
+  "zqxv",
+  "qwertyuiopasdfghjk",
+  " ",
+  "  ",
+  "\n",
+  "\t",
+  ".",
+  ",",
+  "-",
+  ":",
+  "/",
+  "'",
+  '"',
+  "{",
+  "}",
+  "[",
+  "]",
+  "…",
+  "—",
+  "’",
+  "é",
+  "É",
+  "café",
+  "naïve",
+  "ß",
+  "İ",
+  "ǅ",
+  "ǅemal",
+  "Ǉ",
+  "Σ",
+  "ΑΒΓδ",
+  "日本語",
+  "テキスト",
+  "\u0301",
+  "e\u0301",
+  "😀",
+  "\ud83d",
+  "\ude00",
+  "Ⅻ",
+  "١٢٣",
+  "ª",
+  "º",
+  "µ",
+  "ﬁ",
+  "Ⓐ",
+  "ʰ",
+  "ǈa",
+  "\u00a0",
+  "\u2028",
+  "\u200b",
+  "０１２",
+  "ＡＢＣ"
 ]
 const piece = fc.oneof(
   { weight: 6, arbitrary: fc.constantFrom(...PIECES) },
@@ -123,7 +215,11 @@ const anyText = fc.oneof(text, fc.fullUnicodeString({ maxLength: 80 }), fc.strin
 
 const words = (tok: typeof tokenize, s: string) => {
   const out: Array<string> = []
-  tok(s, (p) => out.push(`p:${p}`), (i) => out.push(`i:${i}`))
+  tok(
+    s,
+    (p) => out.push(`p:${p}`),
+    (i) => out.push(`i:${i}`)
+  )
   return out
 }
 
@@ -132,28 +228,46 @@ const words = (tok: typeof tokenize, s: string) => {
 describe("tokenizer", () => {
   test("the examples", () => {
     expect(words(tokenize, "getUserById ETIMEDOUT_ERR HTTPServer2xx")).toEqual([
-      "p:get", "p:user", "p:by", "p:id", "i:getuserbyid",
-      "p:etimedout", "p:err", "i:etimedout_err",
-      "p:http", "p:server", "p:2", "p:xx", "i:httpserver2xx"
+      "p:get",
+      "p:user",
+      "p:by",
+      "p:id",
+      "i:getuserbyid",
+      "p:etimedout",
+      "p:err",
+      "i:etimedout_err",
+      "p:http",
+      "p:server",
+      "p:2",
+      "p:xx",
+      "i:httpserver2xx"
     ])
-    expect(words(tokenize, "Ünïcode_ǅemal café…ETIMEDOUT")).toEqual(words(referenceTokenize, "Ünïcode_ǅemal café…ETIMEDOUT"))
+    expect(words(tokenize, "Ünïcode_ǅemal café…ETIMEDOUT")).toEqual(
+      words(referenceTokenize, "Ünïcode_ǅemal café…ETIMEDOUT")
+    )
   })
 
   test("gives the same parts and identifiers as the regular expressions, on any text", () => {
-    fc.assert(fc.property(anyText, (s) => {
-      expect(words(tokenize, s)).toEqual(words(referenceTokenize, s))
-    }), { numRuns: 5000 })
+    fc.assert(
+      fc.property(anyText, (s) => {
+        expect(words(tokenize, s)).toEqual(words(referenceTokenize, s))
+      }),
+      { numRuns: 5000 }
+    )
   })
 
   test("chunks end at ASCII chars only and cover every word char", () => {
-    fc.assert(fc.property(anyText, (s) => {
-      const chunks: Array<string> = []
-      forEachChunk(s, (chunk, ascii) => {
-        chunks.push(chunk)
-        expect(ascii).toBe(/^[A-Za-z0-9_]+$/.test(chunk))
-      })
-      expect(chunks.join("")).toBe(s.replace(/[\x00-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]/g, ""))
-    }), { numRuns: 2000 })
+    fc.assert(
+      fc.property(anyText, (s) => {
+        const chunks: Array<string> = []
+        forEachChunk(s, (chunk, ascii) => {
+          chunks.push(chunk)
+          expect(ascii).toBe(/^[A-Za-z0-9_]+$/.test(chunk))
+        })
+        expect(chunks.join("")).toBe(s.replace(/[\x00-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]/g, ""))
+      }),
+      { numRuns: 2000 }
+    )
   })
 })
 
@@ -165,13 +279,16 @@ describe("chunk memo", () => {
       return `${chunk}:${ascii}`
     }
     const memo = chunkMemo(3, 5, compute)
-    fc.assert(fc.property(anyText, (s) => {
-      const expected: Array<string> = []
-      forEachChunk(s, (chunk, ascii) => expected.push(`${chunk}:${ascii}`))
-      const got: Array<string> = []
-      memo(s, (v) => got.push(v))
-      expect(got).toEqual(expected)
-    }), { numRuns: 3000 })
+    fc.assert(
+      fc.property(anyText, (s) => {
+        const expected: Array<string> = []
+        forEachChunk(s, (chunk, ascii) => expected.push(`${chunk}:${ascii}`))
+        const got: Array<string> = []
+        memo(s, (v) => got.push(v))
+        expect(got).toEqual(expected)
+      }),
+      { numRuns: 3000 }
+    )
     computed = 0
     memo("a b c a b c a", () => {})
     expect(computed).toBeLessThanOrEqual(3)
@@ -196,14 +313,20 @@ describe("memo keys", () => {
 
 describe("vector text", () => {
   test("vectorLiteral is the rounded components joined, on any float32 vector and every 7-decimal value", () => {
-    fc.assert(fc.property(fc.float32Array({ maxLength: 300 }), (v) => {
-      expect(vectorLiteral(v, "[", "]")).toBe(referenceVectorText(v))
-    }), { numRuns: 3000 })
+    fc.assert(
+      fc.property(fc.float32Array({ maxLength: 300 }), (v) => {
+        expect(vectorLiteral(v, "[", "]")).toBe(referenceVectorText(v))
+      }),
+      { numRuns: 3000 }
+    )
     const unit = fc.float({ min: -1, max: 1, noNaN: true })
-    fc.assert(fc.property(fc.array(unit, { maxLength: 256 }), (xs) => {
-      const v = Float32Array.from(xs)
-      expect(vectorLiteral(v, "{", "}")).toBe(`{${referenceVectorText(v).slice(1, -1)}}`)
-    }), { numRuns: 3000 })
+    fc.assert(
+      fc.property(fc.array(unit, { maxLength: 256 }), (xs) => {
+        const v = Float32Array.from(xs)
+        expect(vectorLiteral(v, "{", "}")).toBe(`{${referenceVectorText(v).slice(1, -1)}}`)
+      }),
+      { numRuns: 3000 }
+    )
     // Every rounding result around the exponent-notation and integer boundaries, and a sweep of the rest.
     const ks: Array<number> = []
     for (let k = -200; k <= 200; k++) ks.push(k)
@@ -238,16 +361,32 @@ describe("offline embedding", () => {
     same("")
     same("The card was declined by the bank")
     same("request to the inventory service timed out after 30 seconds; ETIMEDOUT upstream, gave up")
-    fc.assert(fc.property(anyText, (s) => {
-      same(s)
-      same(s)
-    }), { numRuns: 1500 })
+    fc.assert(
+      fc.property(anyText, (s) => {
+        same(s)
+        same(s)
+      }),
+      { numRuns: 1500 }
+    )
   })
 
   test("is the reference embedding on span-sized texts", () => {
-    const vocabulary = PIECES.concat("retry", "after", "seconds", "model", "call", "tool", "result", "error", "gpt-4o-mini")
-    fc.assert(fc.property(fc.array(fc.constantFrom(...vocabulary), { minLength: 100, maxLength: 800 }), (ws) => {
-      same(ws.join(" "))
-    }), { numRuns: 100 })
+    const vocabulary = PIECES.concat(
+      "retry",
+      "after",
+      "seconds",
+      "model",
+      "call",
+      "tool",
+      "result",
+      "error",
+      "gpt-4o-mini"
+    )
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...vocabulary), { minLength: 100, maxLength: 800 }), (ws) => {
+        same(ws.join(" "))
+      }),
+      { numRuns: 100 }
+    )
   })
 })

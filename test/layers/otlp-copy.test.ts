@@ -20,7 +20,7 @@ afterAll(() => storage.stop())
 const encodedSpan = Arbitrary.make(Span).map((span) => JSON.parse(JSON.stringify(Schema.encodeSync(Span)(span))))
 
 /** Text that COPY's text format must escape, or could mistake for its own markers. */
-const HOSTILE = ["\\N", "\\", "a\tb", "line\nbreak\r\n", "back\\slash\\n", "quote\"d", "\\.", "ünïcødé ✓ 🙂"]
+const HOSTILE = ["\\N", "\\", "a\tb", "line\nbreak\r\n", "back\\slash\\n", 'quote"d', "\\.", "ünïcødé ✓ 🙂"]
 
 const hostileSpan = (i: number) => ({
   id: crypto.randomUUID(),
@@ -39,23 +39,26 @@ const hostileSpan = (i: number) => ({
 
 /** Writes `spans` into a fresh trace by the upsert and into another by COPY; both as the detail's JSON texts by span id. */
 const writeBothWays = (spans: ReadonlyArray<MappedSpan["span"]>) =>
-  storage.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const store = yield* OtlpStore
-    const accountId = yield* (yield* AccountRepo).ensure("otlp-copy")
-    const upserted = crypto.randomUUID()
-    const copied = crypto.randomUUID()
-    const mapped = (traceId: string) => spans.map((span): MappedSpan => ({ traceId, otelTraceId: "0".repeat(32), span }) as MappedSpan)
-    yield* store.upsertSpans(accountId, mapped(upserted))
-    const ran = yield* store.copySpans(accountId, mapped(copied)).pipe(sql.withTransaction)
-    const read = (traceId: string) =>
-      Effect.map(
-        sql<SpanPartsRow & { account_id: string }>`
+  storage.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* OtlpStore
+      const accountId = yield* (yield* AccountRepo).ensure("otlp-copy")
+      const upserted = crypto.randomUUID()
+      const copied = crypto.randomUUID()
+      const mapped = (traceId: string) =>
+        spans.map((span): MappedSpan => ({ traceId, otelTraceId: "0".repeat(32), span }) as MappedSpan)
+      yield* store.upsertSpans(accountId, mapped(upserted))
+      const ran = yield* store.copySpans(accountId, mapped(copied)).pipe(sql.withTransaction)
+      const read = (traceId: string) =>
+        Effect.map(
+          sql<SpanPartsRow & { account_id: string }>`
           SELECT account_id, ${sql.literal(SPAN_PARTS_SELECT)} FROM spans WHERE trace_id = ${traceId}::uuid`,
-        (rows) => new Map(rows.map((r) => [r.id, { json: spanJsonRow(r).json, account: r.account_id }]))
-      )
-    return { ran, accountId, upserted: yield* read(upserted), copied: yield* read(copied) }
-  }).pipe(Effect.provide([OtlpStore.Default, AccountRepo.Default]), Effect.orDie))
+          (rows) => new Map(rows.map((r) => [r.id, { json: spanJsonRow(r).json, account: r.account_id }]))
+        )
+      return { ran, accountId, upserted: yield* read(upserted), copied: yield* read(copied) }
+    }).pipe(Effect.provide([OtlpStore.Default, AccountRepo.Default]), Effect.orDie)
+  )
 
 test("COPY stores exactly what the upsert stores, for arbitrary spans", async () => {
   await fc.assert(

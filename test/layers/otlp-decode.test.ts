@@ -2,7 +2,13 @@ import { describe, expect, test } from "bun:test"
 import { Either, FastCheck as fc } from "effect"
 import { deflateRawSync, deflateSync, gzipSync } from "node:zlib"
 import { decompress } from "#layers/ingest/Decompress"
-import { decodeOtlpJson, decodeOtlpProtobuf, MAX_ANY_VALUE_DEPTH, otlpProtoRoot, TOO_DEEP } from "#layers/ingest/OtlpDecode"
+import {
+  decodeOtlpJson,
+  decodeOtlpProtobuf,
+  MAX_ANY_VALUE_DEPTH,
+  otlpProtoRoot,
+  TOO_DEEP
+} from "#layers/ingest/OtlpDecode"
 import type { DecodedExport, OtlpSpan } from "#src/domain/Otlp"
 import { protobufBody } from "../support/Otlp.ts"
 
@@ -26,17 +32,17 @@ const only = (decoded: DecodedExport): OtlpSpan => {
 
 /** An export of these spans under one resource and scope. */
 const exportOf = (...spans: ReadonlyArray<unknown>) => ({
-  resourceSpans: [{
-    resource: { attributes: [{ key: "service.name", value: { stringValue: "agent" } }] },
-    scopeSpans: [{ scope: { name: "openai", version: "1.2.3" }, spans }]
-  }]
+  resourceSpans: [
+    {
+      resource: { attributes: [{ key: "service.name", value: { stringValue: "agent" } }] },
+      scopeSpans: [{ scope: { name: "openai", version: "1.2.3" }, spans }]
+    }
+  ]
 })
 const spanWith = (fields: Record<string, unknown>) => ({ traceId: TRACE, spanId: SPAN, name: "chat", ...fields })
 const attrs = (...pairs: ReadonlyArray<readonly [string, unknown]>) => pairs.map(([key, value]) => ({ key, value }))
 const attributesOf = (...pairs: ReadonlyArray<readonly [string, unknown]>) =>
   only(json(exportOf(spanWith({ attributes: attrs(...pairs) })))).attributes
-
-
 
 /** One span exercising every field and every AnyValue kind. */
 const richSpan = {
@@ -61,7 +67,10 @@ const richSpan = {
     ["inf", { doubleValue: "-Infinity" }],
     ["bytes", { bytesValue: "AQID/w==" }],
     ["arr", { arrayValue: { values: [{ intValue: "1" }, { stringValue: "two" }, {}, { arrayValue: {} }] } }],
-    ["kv", { kvlistValue: { values: attrs(["inner", { kvlistValue: { values: attrs(["deep", { boolValue: true }]) } }]) } }],
+    [
+      "kv",
+      { kvlistValue: { values: attrs(["inner", { kvlistValue: { values: attrs(["deep", { boolValue: true }]) } }]) } }
+    ],
     ["none", {}],
     ["dup", { stringValue: "first" }],
     ["dup", { stringValue: "last" }]
@@ -75,17 +84,23 @@ const richSpan = {
 
 describe("decodeOtlpJson", () => {
   test("decodes a span with its resource and scope; ids lowercase hex, times as decimal strings", () => {
-    const span = only(json(exportOf(spanWith({
-      traceId: "5B8EFFF798038103D269B633813FC60C",
-      spanId: "EEE19b7ec3C1B174",
-      parentSpanId: "00F067AA0BA902B7",
-      kind: 2,
-      startTimeUnixNano: T0,
-      endTimeUnixNano: "1787220001000000000",
-      traceState: "a=b",
-      flags: 1,
-      status: { code: 1, message: "fine" }
-    }))))
+    const span = only(
+      json(
+        exportOf(
+          spanWith({
+            traceId: "5B8EFFF798038103D269B633813FC60C",
+            spanId: "EEE19b7ec3C1B174",
+            parentSpanId: "00F067AA0BA902B7",
+            kind: 2,
+            startTimeUnixNano: T0,
+            endTimeUnixNano: "1787220001000000000",
+            traceState: "a=b",
+            flags: 1,
+            status: { code: 1, message: "fine" }
+          })
+        )
+      )
+    )
     expect(span).toEqual({
       traceId: TRACE,
       spanId: SPAN,
@@ -137,20 +152,26 @@ describe("decodeOtlpJson", () => {
   })
 
   test("int64 fields as strings or numbers", () => {
-    const span = only(json(exportOf(spanWith({
-      startTimeUnixNano: 1787220000000000000,
-      endTimeUnixNano: "0001787220001000000000",
-      events: [{ timeUnixNano: 1700000000123456 }],
-      attributes: attrs(
-        ["str", { intValue: "412" }],
-        ["num", { intValue: 412 }],
-        ["neg", { intValue: "-7" }],
-        ["unsafe string", { intValue: "9007199254740993" }],
-        ["unsafe number", { intValue: 2 ** 60 }],
-        ["fraction", { intValue: 1.5 }],
-        ["text", { intValue: "12abc" }]
+    const span = only(
+      json(
+        exportOf(
+          spanWith({
+            startTimeUnixNano: 1787220000000000000,
+            endTimeUnixNano: "0001787220001000000000",
+            events: [{ timeUnixNano: 1700000000123456 }],
+            attributes: attrs(
+              ["str", { intValue: "412" }],
+              ["num", { intValue: 412 }],
+              ["neg", { intValue: "-7" }],
+              ["unsafe string", { intValue: "9007199254740993" }],
+              ["unsafe number", { intValue: 2 ** 60 }],
+              ["fraction", { intValue: 1.5 }],
+              ["text", { intValue: "12abc" }]
+            )
+          })
+        )
       )
-    }))))
+    )
     expect(span.startTimeUnixNano).toBe(T0)
     expect(span.endTimeUnixNano).toBe("1787220001000000000")
     expect(span.events[0]!.timeUnixNano).toBe("1700000000123456")
@@ -165,12 +186,26 @@ describe("decodeOtlpJson", () => {
     })
   })
 
-  test("times that are not unsigned 64-bit integers become \"0\"", () => {
-    for (const bad of ["-1", "1.5", "1e18", "18446744073709551616", "123456789012345678901", " 1", "", null, true, -5, 1.5, {}]) {
+  test('times that are not unsigned 64-bit integers become "0"', () => {
+    for (const bad of [
+      "-1",
+      "1.5",
+      "1e18",
+      "18446744073709551616",
+      "123456789012345678901",
+      " 1",
+      "",
+      null,
+      true,
+      -5,
+      1.5,
+      {}
+    ]) {
       expect(only(json(exportOf(spanWith({ startTimeUnixNano: bad })))).startTimeUnixNano).toBe("0")
     }
-    expect(only(json(exportOf(spanWith({ startTimeUnixNano: "18446744073709551615" })))).startTimeUnixNano)
-      .toBe("18446744073709551615")
+    expect(only(json(exportOf(spanWith({ startTimeUnixNano: "18446744073709551615" })))).startTimeUnixNano).toBe(
+      "18446744073709551615"
+    )
   })
 
   test("enums as integers, and leniently as names", () => {
@@ -190,22 +225,31 @@ describe("decodeOtlpJson", () => {
     const plain = json(exportOf(spanWith({ attributes: attrs(["a", { stringValue: "x" }]) })))
     const noisy = json({
       extra: 1,
-      resourceSpans: [{
-        schemaUrl: "https://opentelemetry.io/schemas/1.30.0",
-        future: { nested: true },
-        resource: { attributes: [{ key: "service.name", value: { stringValue: "agent" }, x: 1 }], droppedAttributesCount: 3 },
-        scopeSpans: [{
-          scope: { name: "openai", version: "1.2.3", droppedAttributesCount: 0, y: [] },
-          schemaUrl: "",
-          spans: [{
-            ...spanWith({ attributes: [{ key: "a", value: { stringValue: "x", unknownValue: 9 } }] }),
-            links: [{ traceId: TRACE, spanId: SPAN }],
-            droppedEventsCount: 2,
-            trace_id: "snake_case is not OTLP/JSON",
-            somethingNew: { a: 1 }
-          }]
-        }]
-      }]
+      resourceSpans: [
+        {
+          schemaUrl: "https://opentelemetry.io/schemas/1.30.0",
+          future: { nested: true },
+          resource: {
+            attributes: [{ key: "service.name", value: { stringValue: "agent" }, x: 1 }],
+            droppedAttributesCount: 3
+          },
+          scopeSpans: [
+            {
+              scope: { name: "openai", version: "1.2.3", droppedAttributesCount: 0, y: [] },
+              schemaUrl: "",
+              spans: [
+                {
+                  ...spanWith({ attributes: [{ key: "a", value: { stringValue: "x", unknownValue: 9 } }] }),
+                  links: [{ traceId: TRACE, spanId: SPAN }],
+                  droppedEventsCount: 2,
+                  trace_id: "snake_case is not OTLP/JSON",
+                  somethingNew: { a: 1 }
+                }
+              ]
+            }
+          ]
+        }
+      ]
     })
     expect(noisy).toEqual(plain)
   })
@@ -218,20 +262,22 @@ describe("decodeOtlpJson", () => {
   })
 
   test("a span with bad ids is rejected with a reason; the others still land, in document order", () => {
-    const decoded = json(exportOf(
-      spanWith({ name: "a", spanId: "0000000000000001" }),
-      spanWith({ name: "zero trace", traceId: "0".repeat(32) }),
-      spanWith({ name: "short trace", traceId: TRACE.slice(2) }),
-      spanWith({ name: "not hex", traceId: "g".repeat(32) }),
-      spanWith({ name: "empty span id", spanId: "" }),
-      spanWith({ name: "zero span id", spanId: "0".repeat(16) }),
-      spanWith({ name: "numeric span id", spanId: 1234567890123456 }),
-      spanWith({ name: "zero parent", parentSpanId: "0".repeat(16) }),
-      spanWith({ name: "long parent", parentSpanId: PARENT + "00" }),
-      null,
-      "span",
-      spanWith({ name: "b", spanId: "0000000000000002", parentSpanId: "0000000000000001" })
-    ))
+    const decoded = json(
+      exportOf(
+        spanWith({ name: "a", spanId: "0000000000000001" }),
+        spanWith({ name: "zero trace", traceId: "0".repeat(32) }),
+        spanWith({ name: "short trace", traceId: TRACE.slice(2) }),
+        spanWith({ name: "not hex", traceId: "g".repeat(32) }),
+        spanWith({ name: "empty span id", spanId: "" }),
+        spanWith({ name: "zero span id", spanId: "0".repeat(16) }),
+        spanWith({ name: "numeric span id", spanId: 1234567890123456 }),
+        spanWith({ name: "zero parent", parentSpanId: "0".repeat(16) }),
+        spanWith({ name: "long parent", parentSpanId: PARENT + "00" }),
+        null,
+        "span",
+        spanWith({ name: "b", spanId: "0000000000000002", parentSpanId: "0000000000000001" })
+      )
+    )
     expect(decoded.spans.map((s) => [s.name, s.spanId, s.parentSpanId])).toEqual([
       ["a", "0000000000000001", null],
       ["b", "0000000000000002", "0000000000000001"]
@@ -273,30 +319,45 @@ describe("decodeOtlpJson", () => {
   })
 
   test("AnyValues: nested arrays and kvlists, bytes as base64, doubles, {} as null", () => {
-    expect(attributesOf(
-      ["s", { stringValue: "x" }],
-      ["b", { boolValue: true }],
-      ["d", { doubleValue: 1.5 }],
-      ["d as string", { doubleValue: "2.5" }],
-      ["nan", { doubleValue: "NaN" }],
-      ["inf", { doubleValue: "Infinity" }],
-      ["bad double", { doubleValue: "fast" }],
-      ["bytes", { bytesValue: "AQID" }],
-      ["empty", {}],
-      ["nulls", { stringValue: null, boolValue: false }],
-      ["array", { arrayValue: { values: [{ intValue: "1" }, { arrayValue: { values: [{ stringValue: "in" }] } }, {}] } }],
-      ["empty array", { arrayValue: {} }],
-      ["kvlist", {
-        kvlistValue: {
-          values: [
-            { key: "role", value: { stringValue: "user" } },
-            { key: "parts", value: { arrayValue: { values: [{ kvlistValue: { values: [{ key: "type", value: { stringValue: "text" } }] } }] } } }
-          ]
-        }
-      }],
-      ["wrong types", { stringValue: 5 }],
-      ["not an AnyValue", "plain"]
-    )).toEqual({
+    expect(
+      attributesOf(
+        ["s", { stringValue: "x" }],
+        ["b", { boolValue: true }],
+        ["d", { doubleValue: 1.5 }],
+        ["d as string", { doubleValue: "2.5" }],
+        ["nan", { doubleValue: "NaN" }],
+        ["inf", { doubleValue: "Infinity" }],
+        ["bad double", { doubleValue: "fast" }],
+        ["bytes", { bytesValue: "AQID" }],
+        ["empty", {}],
+        ["nulls", { stringValue: null, boolValue: false }],
+        [
+          "array",
+          { arrayValue: { values: [{ intValue: "1" }, { arrayValue: { values: [{ stringValue: "in" }] } }, {}] } }
+        ],
+        ["empty array", { arrayValue: {} }],
+        [
+          "kvlist",
+          {
+            kvlistValue: {
+              values: [
+                { key: "role", value: { stringValue: "user" } },
+                {
+                  key: "parts",
+                  value: {
+                    arrayValue: {
+                      values: [{ kvlistValue: { values: [{ key: "type", value: { stringValue: "text" } }] } }]
+                    }
+                  }
+                }
+              ]
+            }
+          }
+        ],
+        ["wrong types", { stringValue: 5 }],
+        ["not an AnyValue", "plain"]
+      )
+    ).toEqual({
       s: "x",
       b: true,
       d: 1.5,
@@ -316,23 +377,35 @@ describe("decodeOtlpJson", () => {
   })
 
   test("a repeated key keeps its last value, in attributes and in kvlists", () => {
-    expect(attributesOf(
-      ["k", { stringValue: "first" }],
-      ["other", { intValue: "1" }],
-      ["k", { stringValue: "last" }],
-      ["kv", { kvlistValue: { values: attrs(["x", { intValue: "1" }], ["x", { intValue: "2" }]) } }]
-    )).toEqual({ k: "last", other: 1, kv: { x: 2 } })
+    expect(
+      attributesOf(
+        ["k", { stringValue: "first" }],
+        ["other", { intValue: "1" }],
+        ["k", { stringValue: "last" }],
+        ["kv", { kvlistValue: { values: attrs(["x", { intValue: "1" }], ["x", { intValue: "2" }]) } }]
+      )
+    ).toEqual({ k: "last", other: 1, kv: { x: 2 } })
   })
 
-  test("\"__proto__\" is an ordinary key; keyless entries are skipped, an absent key is the empty one", () => {
-    const attributes = only(json(JSON.parse(JSON.stringify(exportOf(spanWith({
-      attributes: [
-        { key: "__proto__", value: { stringValue: "polluted?" } },
-        { value: { stringValue: "no key" } },
-        { key: 7, value: { stringValue: "numeric key" } },
-        { key: "constructor", value: { intValue: "1" } }
-      ]
-    })))))).attributes
+  test('"__proto__" is an ordinary key; keyless entries are skipped, an absent key is the empty one', () => {
+    const attributes = only(
+      json(
+        JSON.parse(
+          JSON.stringify(
+            exportOf(
+              spanWith({
+                attributes: [
+                  { key: "__proto__", value: { stringValue: "polluted?" } },
+                  { value: { stringValue: "no key" } },
+                  { key: 7, value: { stringValue: "numeric key" } },
+                  { key: "constructor", value: { intValue: "1" } }
+                ]
+              })
+            )
+          )
+        )
+      )
+    ).attributes
     expect(Object.getPrototypeOf(attributes)).toBe(Object.prototype)
     expect(Object.keys(attributes)).toEqual(["__proto__", "", "constructor"])
     expect(attributes["__proto__"]).toBe("polluted?")
@@ -353,13 +426,23 @@ describe("decodeOtlpJson", () => {
   })
 
   test("events: name, time and attributes; non-objects skipped", () => {
-    const span = only(json(exportOf(spanWith({
-      events: [
-        { name: "gen_ai.user.message", timeUnixNano: "1787220000100000000", attributes: attrs(["content", { stringValue: "hi" }]) },
-        null,
-        { name: 5 }
-      ]
-    }))))
+    const span = only(
+      json(
+        exportOf(
+          spanWith({
+            events: [
+              {
+                name: "gen_ai.user.message",
+                timeUnixNano: "1787220000100000000",
+                attributes: attrs(["content", { stringValue: "hi" }])
+              },
+              null,
+              { name: 5 }
+            ]
+          })
+        )
+      )
+    )
     expect(span.events).toEqual([
       { name: "gen_ai.user.message", timeUnixNano: "1787220000100000000", attributes: { content: "hi" } },
       { name: "", timeUnixNano: "0", attributes: {} }
@@ -371,37 +454,89 @@ describe("decodeOtlpJson", () => {
       expect(Either.isLeft(decodeOtlpJson(body))).toBe(true)
     }
     expect(json({ resourceSpans: [] })).toEqual({ spans: [], rejected: [] })
-    expect(json({
-      resourceSpans: [null, 1, [], { scopeSpans: "x" }, { resource: 5, scopeSpans: [null, { scope: [], spans: {} }, { spans: null }] }]
-    })).toEqual({ spans: [], rejected: [] })
+    expect(
+      json({
+        resourceSpans: [
+          null,
+          1,
+          [],
+          { scopeSpans: "x" },
+          { resource: 5, scopeSpans: [null, { scope: [], spans: {} }, { spans: null }] }
+        ]
+      })
+    ).toEqual({ spans: [], rejected: [] })
   })
 
   test("hostile values anywhere never throw", () => {
     const hostile = fc.oneof(
       fc.jsonValue(),
-      fc.constantFrom(null, -1, 1.5, 1e300, "", "__proto__", "NaN", [], {}, [[[]]], { stringValue: {} }, { arrayValue: [] })
+      fc.constantFrom(
+        null,
+        -1,
+        1.5,
+        1e300,
+        "",
+        "__proto__",
+        "NaN",
+        [],
+        {},
+        [[[]]],
+        { stringValue: {} },
+        { arrayValue: [] }
+      )
     )
     const leaf = fc.oneof(hostile, fc.constantFrom(TRACE, SPAN, PARENT, T0, 3, "SPAN_KIND_CLIENT"))
     const keyValue = fc.oneof(hostile, fc.record({ key: fc.oneof(fc.string(), hostile), value: hostile }))
     const hostileSpan = fc.oneof(
       hostile,
-      fc.record({
-        traceId: leaf, spanId: leaf, parentSpanId: leaf, name: leaf, kind: leaf, flags: leaf,
-        startTimeUnixNano: leaf, endTimeUnixNano: leaf, status: fc.oneof(hostile, fc.record({ code: leaf, message: leaf })),
-        attributes: fc.oneof(hostile, fc.array(keyValue)), events: fc.oneof(hostile, fc.array(hostile))
-      }, { requiredKeys: [] })
+      fc.record(
+        {
+          traceId: leaf,
+          spanId: leaf,
+          parentSpanId: leaf,
+          name: leaf,
+          kind: leaf,
+          flags: leaf,
+          startTimeUnixNano: leaf,
+          endTimeUnixNano: leaf,
+          status: fc.oneof(hostile, fc.record({ code: leaf, message: leaf })),
+          attributes: fc.oneof(hostile, fc.array(keyValue)),
+          events: fc.oneof(hostile, fc.array(hostile))
+        },
+        { requiredKeys: [] }
+      )
     )
     const hostileExport = fc.record({
-      resourceSpans: fc.array(fc.oneof(hostile, fc.record({
-        resource: fc.oneof(hostile, fc.record({ attributes: fc.oneof(hostile, fc.array(keyValue)) })),
-        scopeSpans: fc.oneof(hostile, fc.array(fc.oneof(hostile, fc.record({ scope: hostile, spans: fc.oneof(hostile, fc.array(hostileSpan)) }))))
-      }, { requiredKeys: [] })))
+      resourceSpans: fc.array(
+        fc.oneof(
+          hostile,
+          fc.record(
+            {
+              resource: fc.oneof(hostile, fc.record({ attributes: fc.oneof(hostile, fc.array(keyValue)) })),
+              scopeSpans: fc.oneof(
+                hostile,
+                fc.array(
+                  fc.oneof(hostile, fc.record({ scope: hostile, spans: fc.oneof(hostile, fc.array(hostileSpan)) }))
+                )
+              )
+            },
+            { requiredKeys: [] }
+          )
+        )
+      )
     })
     fc.assert(
-      fc.property(fc.oneof(fc.jsonValue(), fc.json().map((text) => JSON.parse(text)), hostileExport), (body) => {
-        const decoded = decodeOtlpJson(body)
-        if (Either.isRight(decoded)) JSON.stringify(decoded.right)
-      }),
+      fc.property(
+        fc.oneof(
+          fc.jsonValue(),
+          fc.json().map((text) => JSON.parse(text)),
+          hostileExport
+        ),
+        (body) => {
+          const decoded = decodeOtlpJson(body)
+          if (Either.isRight(decoded)) JSON.stringify(decoded.right)
+        }
+      ),
       { numRuns: 1500 }
     )
   })
@@ -470,36 +605,54 @@ describe("decodeOtlpProtobuf", () => {
 
   test("64-bit integers convert exactly, the same as their JSON decimal strings", () => {
     fc.assert(
-      fc.property(fc.bigUint({ max: 2n ** 64n - 1n }), fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), (time, int) => {
-        const body = exportOf(spanWith({ startTimeUnixNano: time.toString(), attributes: attrs(["n", { intValue: int.toString() }]) }))
-        const span = only(right(decodeOtlpProtobuf(protobufBody(body))))
-        expect(span.startTimeUnixNano).toBe(time.toString())
-        const n = span.attributes.n
-        expect(typeof n === "number" ? BigInt(n) : BigInt(n as string)).toBe(int)
-        expect(span).toEqual(only(json(body)))
-      }),
+      fc.property(
+        fc.bigUint({ max: 2n ** 64n - 1n }),
+        fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+        (time, int) => {
+          const body = exportOf(
+            spanWith({ startTimeUnixNano: time.toString(), attributes: attrs(["n", { intValue: int.toString() }]) })
+          )
+          const span = only(right(decodeOtlpProtobuf(protobufBody(body))))
+          expect(span.startTimeUnixNano).toBe(time.toString())
+          const n = span.attributes.n
+          expect(typeof n === "number" ? BigInt(n) : BigInt(n as string)).toBe(int)
+          expect(span).toEqual(only(json(body)))
+        }
+      ),
       { numRuns: 300 }
     )
   })
 
   test("ids of the wrong length are rejected like in JSON", () => {
     const message = Request.fromObject({
-      resourceSpans: [{
-        scopeSpans: [{
-          spans: [
-            { traceId: Buffer.from(TRACE, "hex"), spanId: Buffer.from(SPAN, "hex"), name: "ok" },
-            { traceId: Buffer.alloc(15, 1), spanId: Buffer.from(SPAN, "hex") },
-            { traceId: Buffer.from(TRACE, "hex"), spanId: Buffer.alloc(8) },
-            { traceId: Buffer.from(TRACE, "hex"), spanId: Buffer.from(SPAN, "hex"), parentSpanId: Buffer.alloc(4, 1) },
-            { spanId: Buffer.from(SPAN, "hex") }
+      resourceSpans: [
+        {
+          scopeSpans: [
+            {
+              spans: [
+                { traceId: Buffer.from(TRACE, "hex"), spanId: Buffer.from(SPAN, "hex"), name: "ok" },
+                { traceId: Buffer.alloc(15, 1), spanId: Buffer.from(SPAN, "hex") },
+                { traceId: Buffer.from(TRACE, "hex"), spanId: Buffer.alloc(8) },
+                {
+                  traceId: Buffer.from(TRACE, "hex"),
+                  spanId: Buffer.from(SPAN, "hex"),
+                  parentSpanId: Buffer.alloc(4, 1)
+                },
+                { spanId: Buffer.from(SPAN, "hex") }
+              ]
+            }
           ]
-        }]
-      }]
+        }
+      ]
     })
     const decoded = right(decodeOtlpProtobuf(Request.encode(message).finish()))
     expect(decoded.spans.map((s) => s.name)).toEqual(["ok"])
-    expect(decoded.rejected.map((r) => r.reason.split(":")[0]))
-      .toEqual(["invalid traceId", "invalid spanId", "invalid parentSpanId", "invalid traceId"])
+    expect(decoded.rejected.map((r) => r.reason.split(":")[0])).toEqual([
+      "invalid traceId",
+      "invalid spanId",
+      "invalid parentSpanId",
+      "invalid traceId"
+    ])
   })
 
   test("an empty body is an empty export", () => {
@@ -513,7 +666,7 @@ describe("decodeOtlpProtobuf", () => {
     }
     expect(Either.isLeft(decodeOtlpProtobuf(new Uint8Array([0x0a, 0xff, 0xff, 0xff])))).toBe(true)
     expect(Either.isLeft(decodeOtlpProtobuf(new Uint8Array(64).fill(0xff)))).toBe(true)
-    expect(Either.isLeft(decodeOtlpProtobuf(new TextEncoder().encode("{\"resourceSpans\": []}")))).toBe(true)
+    expect(Either.isLeft(decodeOtlpProtobuf(new TextEncoder().encode('{"resourceSpans": []}')))).toBe(true)
 
     const badUtf8 = Buffer.from(protobufBody(exportOf(spanWith({ name: "AAAA" }))))
     badUtf8.set([0xc3, 0x28], badUtf8.indexOf("AAAA"))
@@ -525,7 +678,13 @@ describe("decodeOtlpProtobuf", () => {
     let anyValue = field(0x0a, [0x78])
     for (let i = 0; i < 200; i++) anyValue = field(0x2a, field(0x0a, anyValue))
     const keyValue = [...field(0x0a, [...Buffer.from("deep")]), ...field(0x12, anyValue)]
-    const span = [...otlpProtoRoot.lookupType("opentelemetry.proto.trace.v1.Span").encode({ traceId: Buffer.from(TRACE, "hex"), spanId: Buffer.from(SPAN, "hex") }).finish(), ...field(0x4a, keyValue)]
+    const span = [
+      ...otlpProtoRoot
+        .lookupType("opentelemetry.proto.trace.v1.Span")
+        .encode({ traceId: Buffer.from(TRACE, "hex"), spanId: Buffer.from(SPAN, "hex") })
+        .finish(),
+      ...field(0x4a, keyValue)
+    ]
     const deep = decodeOtlpProtobuf(new Uint8Array(field(0x0a, field(0x12, field(0x12, span)))))
     expect(Either.isLeft(deep) && deep.left).toContain("depth")
   })
@@ -551,12 +710,15 @@ describe("decompress", () => {
   const reason = (either: ReturnType<typeof decompress>) => (Either.isLeft(either) ? either.left.reason : "ok")
 
   test("identity, gzip, x-gzip and deflate (zlib-wrapped and raw) round trips", () => {
-    for (const encoding of [undefined, "", "identity", "Identity"]) expect(ok(decompress(body, encoding, MB))).toEqual(body)
-    for (const encoding of ["gzip", "x-gzip", "GZIP", " gzip "]) expect(ok(decompress(gzipSync(body), encoding, MB))).toEqual(body)
+    for (const encoding of [undefined, "", "identity", "Identity"])
+      expect(ok(decompress(body, encoding, MB))).toEqual(body)
+    for (const encoding of ["gzip", "x-gzip", "GZIP", " gzip "])
+      expect(ok(decompress(gzipSync(body), encoding, MB))).toEqual(body)
     expect(ok(decompress(deflateSync(body), "deflate", MB))).toEqual(body)
     expect(ok(decompress(deflateRawSync(body), "deflate", MB))).toEqual(body)
-    expect(ok(decompress(Buffer.concat([gzipSync(body), gzipSync(body)]), "gzip", MB)))
-      .toEqual(new Uint8Array([...body, ...body]))
+    expect(ok(decompress(Buffer.concat([gzipSync(body), gzipSync(body)]), "gzip", MB))).toEqual(
+      new Uint8Array([...body, ...body])
+    )
   })
 
   test("output up to maxBytes passes, one byte more is too_large, for every encoding", () => {

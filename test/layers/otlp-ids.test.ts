@@ -6,7 +6,10 @@ import { accountNamespace, parentUuid, ROOT_NS, spanUuid, traceUuid, uuidV5 } fr
 
 /** RFC 9562 §5.5 step by step, with node:crypto: the reference uuidV5 is checked against. */
 const referenceV5 = (namespace: string, name: string) => {
-  const h = createHash("sha1").update(Buffer.from(namespace.replaceAll("-", ""), "hex")).update(name, "utf8").digest()
+  const h = createHash("sha1")
+    .update(Buffer.from(namespace.replaceAll("-", ""), "hex"))
+    .update(name, "utf8")
+    .digest()
   h[6] = (h[6]! & 0x0f) | 0x50
   h[8] = (h[8]! & 0x3f) | 0x80
   const x = h.subarray(0, 16).toString("hex")
@@ -40,7 +43,9 @@ describe("OTLP ids (docs/otel-mapping.md, Ids)", () => {
     expect(spanUuid(acme, TRACE, "5fb397be34d26b51")).toBe("5a781271-ad9a-56d0-a696-0536eac4c2f9")
     expect(traceUuid(acme, "0af7651916cd43dd8448eb211c80319c")).toBe("1715884f-6e16-549a-8108-d1272d7257cf")
     expect(traceUuid(acme, "d4cda95b652f4a1592b449d5929fda1b")).toBe("f43d7131-880d-5861-adc7-be0c0ba85f9f")
-    expect(spanUuid(acme, "d4cda95b652f4a1592b449d5929fda1b", "3e2f1a0b9c8d7e6f")).toBe("15c1f98b-fab4-5d47-b305-f181292fc487")
+    expect(spanUuid(acme, "d4cda95b652f4a1592b449d5929fda1b", "3e2f1a0b9c8d7e6f")).toBe(
+      "15c1f98b-fab4-5d47-b305-f181292fc487"
+    )
   })
 
   test("hex input is case-insensitive", () => {
@@ -50,39 +55,55 @@ describe("OTLP ids (docs/otel-mapping.md, Ids)", () => {
   })
 
   test("deterministic, version 5 with the RFC variant, and trace and span ids never collide", () => {
-    fc.assert(fc.property(fc.uuid(), hex(16), hex(8), (account, trace, span) => {
-      const ns = accountNamespace(account)
-      const t = traceUuid(ns, trace)
-      const s = spanUuid(ns, trace, span)
-      expect(t).toMatch(UUID_V5)
-      expect(s).toMatch(UUID_V5)
-      expect(t).not.toBe(s)
-      expect(traceUuid(accountNamespace(account), trace)).toBe(t)
-      expect(spanUuid(ns, trace, span)).toBe(s)
-    }))
+    fc.assert(
+      fc.property(fc.uuid(), hex(16), hex(8), (account, trace, span) => {
+        const ns = accountNamespace(account)
+        const t = traceUuid(ns, trace)
+        const s = spanUuid(ns, trace, span)
+        expect(t).toMatch(UUID_V5)
+        expect(s).toMatch(UUID_V5)
+        expect(t).not.toBe(s)
+        expect(traceUuid(accountNamespace(account), trace)).toBe(t)
+        expect(spanUuid(ns, trace, span)).toBe(s)
+      })
+    )
   })
 
   test("uuidV5 is RFC 9562's for any namespace and any UTF-8 name, short or long, in any order", () => {
-    const name = fc.oneof(fc.string({ unit: "binary", maxLength: 40 }), fc.string({ unit: "binary", minLength: 80, maxLength: 400 }))
-    fc.assert(fc.property(fc.array(fc.tuple(fc.uuid(), name), { minLength: 1, maxLength: 6 }), (pairs) => {
-      for (const [namespace, n] of pairs) expect(uuidV5(namespace, n)).toBe(referenceV5(namespace, n))
-    }), { numRuns: 500 })
+    const name = fc.oneof(
+      fc.string({ unit: "binary", maxLength: 40 }),
+      fc.string({ unit: "binary", minLength: 80, maxLength: 400 })
+    )
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.uuid(), name), { minLength: 1, maxLength: 6 }), (pairs) => {
+        for (const [namespace, n] of pairs) expect(uuidV5(namespace, n)).toBe(referenceV5(namespace, n))
+      }),
+      { numRuns: 500 }
+    )
   })
 
   test("parentUuid is the parent's spanUuid, whatever came before", () => {
-    const call = fc.tuple(fc.constantFrom(accountNamespace("acme"), accountNamespace("globex")), fc.oneof(fc.constant(TRACE), hex(16)), fc.oneof(fc.constant("00f067aa0ba902b7"), hex(8)))
-    fc.assert(fc.property(fc.array(call, { minLength: 1, maxLength: 12 }), (calls) => {
-      for (const [ns, trace, parent] of calls) {
-        expect(parentUuid(ns, trace, parent)).toBe(spanUuid(ns, trace, parent))
-        expect(spanUuid(ns, trace, parent)).toBe(referenceV5(ns, "span:" + trace + ":" + parent))
-      }
-    }))
+    const call = fc.tuple(
+      fc.constantFrom(accountNamespace("acme"), accountNamespace("globex")),
+      fc.oneof(fc.constant(TRACE), hex(16)),
+      fc.oneof(fc.constant("00f067aa0ba902b7"), hex(8))
+    )
+    fc.assert(
+      fc.property(fc.array(call, { minLength: 1, maxLength: 12 }), (calls) => {
+        for (const [ns, trace, parent] of calls) {
+          expect(parentUuid(ns, trace, parent)).toBe(spanUuid(ns, trace, parent))
+          expect(spanUuid(ns, trace, parent)).toBe(referenceV5(ns, "span:" + trace + ":" + parent))
+        }
+      })
+    )
   })
 
   test("the same OTel trace id in two accounts maps to unrelated UUIDs", () => {
-    fc.assert(fc.property(fc.uuid(), fc.uuid(), (a, b) => {
-      fc.pre(a !== b)
-      expect(traceUuid(accountNamespace(a), TRACE)).not.toBe(traceUuid(accountNamespace(b), TRACE))
-    }))
+    fc.assert(
+      fc.property(fc.uuid(), fc.uuid(), (a, b) => {
+        fc.pre(a !== b)
+        expect(traceUuid(accountNamespace(a), TRACE)).not.toBe(traceUuid(accountNamespace(b), TRACE))
+      })
+    )
   })
 })

@@ -60,8 +60,12 @@ const ATTRIBUTES = {
     "gen_ai.usage.input_tokens": usage?.tokens ?? 10 + i,
     "gen_ai.usage.output_tokens": 3 + i,
     ...(usage?.cost != null ? { "gen_ai.usage.cost": usage.cost } : {}),
-    "gen_ai.input.messages": JSON.stringify([{ role: "user", parts: [{ type: "text", content: `question ${i} \t\\ "q"` }] }]),
-    "gen_ai.output.messages": JSON.stringify([{ role: "assistant", parts: [{ type: "text", content: `answer ${i} ✓` }] }])
+    "gen_ai.input.messages": JSON.stringify([
+      { role: "user", parts: [{ type: "text", content: `question ${i} \t\\ "q"` }] }
+    ]),
+    "gen_ai.output.messages": JSON.stringify([
+      { role: "assistant", parts: [{ type: "text", content: `answer ${i} ✓` }] }
+    ])
   }),
   tool: (i: number) => ({
     "gen_ai.operation.name": "execute_tool",
@@ -82,7 +86,7 @@ const otlpSpans = (traceId: string, spanIds: ReadonlyArray<string>, shape: Trace
     otlpSpan({
       traceId,
       spanId: spanIds[i + offset]!,
-      ...(i + offset === 0 ? {} : { parentSpanId: spanIds[(s.parent % (i + offset))]! }),
+      ...(i + offset === 0 ? {} : { parentSpanId: spanIds[s.parent % (i + offset)]! }),
       name: `${s.kind} ${i + offset}`,
       startMs: s.start * 32 + i + offset,
       endMs: (s.start + s.length) * 32 + i + offset,
@@ -95,7 +99,7 @@ const decoded = (body: unknown): DecodedExport => Either.getOrThrow(decodeOtlpJs
 
 /** Everything an export wrote for the traces of `otelTraceIds` (their rows, spans, jobs and stream events), ids relabelled. */
 const storedOf = (otelTraceIds: ReadonlyArray<string>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const traces = yield* sql<{ id: string }>`
       SELECT id, name, status, input, output, session_id, started_at, ended_at, metadata, environment, span_count,
@@ -118,7 +122,13 @@ const storedOf = (otelTraceIds: ReadonlyArray<string>) =>
   })
 
 const run = <A, E>(effect: Effect.Effect<A, E, OtlpIngest | AccountRepo | SqlClient.SqlClient | AppConfig>) =>
-  storage.run(effect.pipe(Effect.provide([OtlpIngest.Default, AccountRepo.Default]), Effect.orDie) as Effect.Effect<A, never, SqlClient.SqlClient | AppConfig>)
+  storage.run(
+    effect.pipe(Effect.provide([OtlpIngest.Default, AccountRepo.Default]), Effect.orDie) as Effect.Effect<
+      A,
+      never,
+      SqlClient.SqlClient | AppConfig
+    >
+  )
 
 describe("prepared exports", () => {
   test("store what the request thread stores: new traces, traces stored earlier, spans sent again", async () => {
@@ -131,33 +141,46 @@ describe("prepared exports", () => {
         async (first, continued, fresh) => {
           // Two copies of the same exports under different trace ids: one written by `ingest`, one prepared.
           const write = (traceIds: ReadonlyArray<string>, prepared: boolean) =>
-            run(Effect.gen(function*() {
-              const ingest = yield* OtlpIngest
-              const spanIds = first.map((t) => Array.from({ length: t.spans.length + 8 }, (_, i) => `${traceIds.length}${i}`.padStart(16, "0")))
-              const firstBody = exportBody(first.flatMap((t, i) => otlpSpans(traceIds[i]!, spanIds[i]!, t)))
-              // The second export: spans added to traces of the first (span ids after theirs, and one sent again), and new traces.
-              const secondBody = exportBody([
-                ...continued.flatMap(([n, t]) => {
-                  const at = n % first.length
-                  const again = otlpSpans(traceIds[at]!, spanIds[at]!, first[at]!).slice(0, 1)
-                  return [...again, ...otlpSpans(traceIds[at]!, spanIds[at]!, { spans: t.spans.slice(0, 8) }, first[at]!.spans.length)]
-                }),
-                ...fresh.flatMap((t, i) => otlpSpans(traceIds[first.length + i]!, spanIds[0]!, t))
-              ])
-              const results = []
-              for (const body of [firstBody, secondBody]) {
-                const export_ = decoded(body)
-                results.push(
-                  prepared
-                    ? yield* ingest.ingestPrepared(accountId, prepareExport(accountId, export_), () => export_)
-                    : yield* ingest.ingest(accountId, export_)
+            run(
+              Effect.gen(function* () {
+                const ingest = yield* OtlpIngest
+                const spanIds = first.map((t) =>
+                  Array.from({ length: t.spans.length + 8 }, (_, i) => `${traceIds.length}${i}`.padStart(16, "0"))
                 )
-              }
-              return { results, stored: yield* storedOf(traceIds) }
-            }))
+                const firstBody = exportBody(first.flatMap((t, i) => otlpSpans(traceIds[i]!, spanIds[i]!, t)))
+                // The second export: spans added to traces of the first (span ids after theirs, and one sent again), and new traces.
+                const secondBody = exportBody([
+                  ...continued.flatMap(([n, t]) => {
+                    const at = n % first.length
+                    const again = otlpSpans(traceIds[at]!, spanIds[at]!, first[at]!).slice(0, 1)
+                    return [
+                      ...again,
+                      ...otlpSpans(traceIds[at]!, spanIds[at]!, { spans: t.spans.slice(0, 8) }, first[at]!.spans.length)
+                    ]
+                  }),
+                  ...fresh.flatMap((t, i) => otlpSpans(traceIds[first.length + i]!, spanIds[0]!, t))
+                ])
+                const results = []
+                for (const body of [firstBody, secondBody]) {
+                  const export_ = decoded(body)
+                  results.push(
+                    prepared
+                      ? yield* ingest.ingestPrepared(accountId, prepareExport(accountId, export_), () => export_)
+                      : yield* ingest.ingest(accountId, export_)
+                  )
+                }
+                return { results, stored: yield* storedOf(traceIds) }
+              })
+            )
           const traceCount = first.length + fresh.length
-          const viaIngest = await write(Array.from({ length: traceCount }, () => hex(16)), false)
-          const viaPrepared = await write(Array.from({ length: traceCount }, () => hex(16)), true)
+          const viaIngest = await write(
+            Array.from({ length: traceCount }, () => hex(16)),
+            false
+          )
+          const viaPrepared = await write(
+            Array.from({ length: traceCount }, () => hex(16)),
+            true
+          )
           expect(viaPrepared.results).toEqual(viaIngest.results)
           expect(viaPrepared.stored).toEqual(viaIngest.stored)
         }
@@ -165,9 +188,25 @@ describe("prepared exports", () => {
       {
         numRuns: 25,
         // Always: a trace whose costs do not add up exactly in floating point, with the largest token counts.
-        examples: [[[{
-          spans: [0.1, 0.2, 0.3].map((cost, i) => ({ kind: "chat" as const, parent: 0, start: i, length: 1, error: false, cost, tokens: 2 ** 52 + 1 }))
-        }], [], []]]
+        examples: [
+          [
+            [
+              {
+                spans: [0.1, 0.2, 0.3].map((cost, i) => ({
+                  kind: "chat" as const,
+                  parent: 0,
+                  start: i,
+                  length: 1,
+                  error: false,
+                  cost,
+                  tokens: 2 ** 52 + 1
+                }))
+              }
+            ],
+            [],
+            []
+          ]
+        ]
       }
     )
   }, 120_000)
@@ -175,12 +214,16 @@ describe("prepared exports", () => {
 
 /** Runs `effect` with an OtlpPreparer configured by `env` (a real thread, stopped afterwards), optionally on another entry module. */
 const withPreparer = <A>(env: Record<string, string>, effect: Effect.Effect<A, never, OtlpPreparer>, script?: string) =>
-  Effect.runPromise(effect.pipe(
-    Effect.provide(OtlpPreparer.Default.pipe(
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))),
-      Layer.provide(script === undefined ? Layer.empty : Layer.succeed(PrepareThreadScript, script))
-    ))
-  ))
+  Effect.runPromise(
+    effect.pipe(
+      Effect.provide(
+        OtlpPreparer.Default.pipe(
+          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))),
+          Layer.provide(script === undefined ? Layer.empty : Layer.succeed(PrepareThreadScript, script))
+        )
+      )
+    )
+  )
 
 const ACCOUNT = "0b0e8c1a-3c55-4d7e-9f4e-1a2b3c4d5e6f" as AccountId
 
@@ -209,22 +252,35 @@ describe("the preparing thread", () => {
   test("prepares what prepareExport makes on this thread, for each of several exports in flight", async () => {
     const bodies = [largeBody(6), largeBody(8), largeBody(10)]
     expect(bodies.every((b) => b.byteLength >= PREPARE_THREAD_MIN_BYTES)).toBe(true)
-    const answers = await withPreparer(ON, Effect.flatMap(OtlpPreparer, (p) =>
-      Effect.all(bodies.map((body) => p.prepare(ACCOUNT, body, undefined)), { concurrency: "unbounded" })))
+    const answers = await withPreparer(
+      ON,
+      Effect.flatMap(OtlpPreparer, (p) =>
+        Effect.all(
+          bodies.map((body) => p.prepare(ACCOUNT, body, undefined)),
+          { concurrency: "unbounded" }
+        )
+      )
+    )
     answers.forEach((answer, i) => {
       const expected = prepareExport(ACCOUNT, Either.getOrThrow(decodeProtobufBody(bodies[i]!, undefined, 1 << 30)))
-      expect(answer).toEqual(Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } }))
+      expect(answer).toEqual(
+        Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } })
+      )
     })
   }, 60_000)
 
   test("estimates missing costs with the server's price table, overrides included", async () => {
     const overrides = { "gpt-4o": { input_per_mtok: 7, output_per_mtok: 70 } }
     const body = largeBody(6)
-    const [answer] = await withPreparer({ ...ON, TAPEDECK_MODEL_PRICES: JSON.stringify(overrides) }, Effect.flatMap(OtlpPreparer, (p) =>
-      Effect.all([p.prepare(ACCOUNT, body, undefined)])))
+    const [answer] = await withPreparer(
+      { ...ON, TAPEDECK_MODEL_PRICES: JSON.stringify(overrides) },
+      Effect.flatMap(OtlpPreparer, (p) => Effect.all([p.prepare(ACCOUNT, body, undefined)]))
+    )
     const decodedBody = Either.getOrThrow(decodeProtobufBody(body, undefined, 1 << 30))
     const expected = prepareExport(ACCOUNT, decodedBody, withOverrides(DEFAULT_PRICES, overrides))
-    expect(answer).toEqual(Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } }))
+    expect(answer).toEqual(
+      Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } })
+    )
     // The chat spans carry no cost: each got 7 and 70 USD per million tokens, not the default table's price.
     const costs = expected.traces[0]!.totals.costs.map(Number)
     expect(costs.length).toBe(20)
@@ -235,14 +291,30 @@ describe("the preparing thread", () => {
   test("decompresses, and refuses a body it cannot decode with the request thread's message", async () => {
     const gzipped = gzipSync(largeBody(12))
     expect(gzipped.byteLength).toBeGreaterThanOrEqual(PREPARE_THREAD_MIN_BYTES)
-    const corrupt = Buffer.concat([Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f]), Buffer.alloc(PREPARE_THREAD_MIN_BYTES, 7)])
+    const corrupt = Buffer.concat([
+      Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f]),
+      Buffer.alloc(PREPARE_THREAD_MIN_BYTES, 7)
+    ])
     const notGzip = Buffer.alloc(PREPARE_THREAD_MIN_BYTES, 1)
-    const [zipped, bad, badZip] = await withPreparer(ON, Effect.flatMap(OtlpPreparer, (p) =>
-      Effect.all([p.prepare(ACCOUNT, gzipped, "gzip"), p.prepare(ACCOUNT, corrupt, undefined), p.prepare(ACCOUNT, notGzip, "gzip")])))
+    const [zipped, bad, badZip] = await withPreparer(
+      ON,
+      Effect.flatMap(OtlpPreparer, (p) =>
+        Effect.all([
+          p.prepare(ACCOUNT, gzipped, "gzip"),
+          p.prepare(ACCOUNT, corrupt, undefined),
+          p.prepare(ACCOUNT, notGzip, "gzip")
+        ])
+      )
+    )
     const expected = prepareExport(ACCOUNT, Either.getOrThrow(decodeProtobufBody(gzipped, "gzip", 1 << 30)))
-    expect(zipped).toEqual(Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } }))
+    expect(zipped).toEqual(
+      Option.some({ _tag: "Prepared", prepared: { ...expected, copy: new Uint8Array(expected.copy) } })
+    )
     const refusal = (body: Uint8Array, encoding: string | undefined) =>
-      Option.some({ _tag: "Refused" as const, message: Either.getOrThrow(Either.flip(decodeProtobufBody(body, encoding, 1 << 30))) })
+      Option.some({
+        _tag: "Refused" as const,
+        message: Either.getOrThrow(Either.flip(decodeProtobufBody(body, encoding, 1 << 30)))
+      })
     expect(bad).toEqual(refusal(corrupt, undefined))
     expect(badZip).toEqual(refusal(notGzip, "gzip"))
     expect(JSON.stringify(bad)).toContain("not an OTLP protobuf ExportTraceServiceRequest")
@@ -254,7 +326,10 @@ describe("the preparing thread", () => {
     const small = largeBody(1)
     expect(small.byteLength).toBeLessThan(PREPARE_THREAD_MIN_BYTES)
     const prepare = (env: Record<string, string>, b: Uint8Array) =>
-      withPreparer(env, Effect.flatMap(OtlpPreparer, (p) => p.prepare(ACCOUNT, b, undefined)))
+      withPreparer(
+        env,
+        Effect.flatMap(OtlpPreparer, (p) => p.prepare(ACCOUNT, b, undefined))
+      )
     expect(Option.isSome(await prepare(ON, body))).toBe(true)
     expect(await prepare(ON, small)).toEqual(Option.none())
     expect(await prepare({}, body)).toEqual(Option.none())
@@ -269,9 +344,12 @@ describe("the preparing thread", () => {
         ON,
         Effect.flatMap(OtlpPreparer, (p) =>
           Effect.all([
-            Effect.all([p.prepare(ACCOUNT, body, undefined), p.prepare(ACCOUNT, body, undefined)], { concurrency: "unbounded" }),
+            Effect.all([p.prepare(ACCOUNT, body, undefined), p.prepare(ACCOUNT, body, undefined)], {
+              concurrency: "unbounded"
+            }),
             p.prepare(ACCOUNT, body, undefined)
-          ]).pipe(Effect.timeout("20 seconds"), Effect.orDie)),
+          ]).pipe(Effect.timeout("20 seconds"), Effect.orDie)
+        ),
         script
       )
       expect(answers).toEqual([[Option.none(), Option.none()], Option.none()])

@@ -17,7 +17,13 @@ const expected = (rows: ReadonlyArray<string>) => {
 test("the message is 'd', its length and the rows' UTF-8, from any starting capacity", () => {
   fc.assert(
     fc.property(
-      fc.array(fc.string({ unit: fc.oneof(fc.constant("\n"), fc.constant("\t"), fc.char(), fc.fullUnicode(), fc.char16bits()), maxLength: 400 }), { maxLength: 30 }),
+      fc.array(
+        fc.string({
+          unit: fc.oneof(fc.constant("\n"), fc.constant("\t"), fc.char(), fc.fullUnicode(), fc.char16bits()),
+          maxLength: 400
+        }),
+        { maxLength: 30 }
+      ),
       fc.integer({ min: 0, max: 2048 }),
       (rows, capacity) => {
         const data = new CopyData(capacity)
@@ -29,21 +35,34 @@ test("the message is 'd', its length and the rows' UTF-8, from any starting capa
   )
 })
 
-const text = fc.string({ unit: fc.oneof(fc.constantFrom("\\", "\t", "\n", "\r", "\\N", "\u0000"), fc.char(), fc.fullUnicode(), fc.char16bits()), maxLength: 60 })
+const text = fc.string({
+  unit: fc.oneof(
+    fc.constantFrom("\\", "\t", "\n", "\r", "\\N", "\u0000"),
+    fc.char(),
+    fc.fullUnicode(),
+    fc.char16bits()
+  ),
+  maxLength: 60
+})
 
 test("rows of fields are the fields joined by tabs, one line each, however the buffer grows", () => {
   fc.assert(
-    fc.property(fc.array(fc.array(text, { maxLength: 8 }), { maxLength: 20 }), fc.integer({ min: 0, max: 512 }), (rows, capacity) => {
-      const data = new CopyData(capacity)
-      for (const row of rows) data.addRow(row)
-      expect(data.message()).toEqual(expected(rows.map((row) => row.join("\t") + "\n")))
-    }),
+    fc.property(
+      fc.array(fc.array(text, { maxLength: 8 }), { maxLength: 20 }),
+      fc.integer({ min: 0, max: 512 }),
+      (rows, capacity) => {
+        const data = new CopyData(capacity)
+        for (const row of rows) data.addRow(row)
+        expect(data.message()).toEqual(expected(rows.map((row) => row.join("\t") + "\n")))
+      }
+    ),
     { numRuns: 2000 }
   )
 })
 
 // The escaping as COPY's text format defines it, one character class at a time.
-const reference = (s: string) => s.replace(/\\/g, "\\\\").replace(/\t/g, "\\t").replace(/\n/g, "\\n").replace(/\r/g, "\\r")
+const reference = (s: string) =>
+  s.replace(/\\/g, "\\\\").replace(/\t/g, "\\t").replace(/\n/g, "\\n").replace(/\r/g, "\\r")
 
 test("copyText escapes backslash, tab, newline and carriage return; copyJson is copyText of the JSON", () => {
   fc.assert(

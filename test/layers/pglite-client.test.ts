@@ -30,11 +30,17 @@ describe("embedded PGlite's buffer cache (TAPEDECK_PGLITE_SHARED_BUFFERS)", () =
 
   test("a value that is not a size is refused at start", async () => {
     const load = (value: string) =>
-      Effect.runPromiseExit(AppConfig.pipe(
-        Effect.provide(AppConfig.Default.pipe(
-          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["TAPEDECK_PGLITE_SHARED_BUFFERS", value]]))))
-        ))
-      ))
+      Effect.runPromiseExit(
+        AppConfig.pipe(
+          Effect.provide(
+            AppConfig.Default.pipe(
+              Layer.provide(
+                Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["TAPEDECK_PGLITE_SHARED_BUFFERS", value]])))
+              )
+            )
+          )
+        )
+      )
     for (const bad of ["lots", "256", "0MB", "256mb", "-1GB", "1TB"]) expect(Exit.isFailure(await load(bad))).toBe(true)
     const good = await load("512MB")
     expect(Exit.isSuccess(good) ? Option.getOrUndefined(good.value.pgliteSharedBuffers) : undefined).toBe("512MB")

@@ -11,7 +11,7 @@ import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 const ONE_CONNECTION = { TAPEDECK_DB_POOL_MAX: "1" }
 
 const insertTraces = (count: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const repo = yield* TraceRepo
     const account = crypto.randomUUID() as AccountId
@@ -22,7 +22,15 @@ const insertTraces = (count: number) =>
         id: crypto.randomUUID(),
         started_at: "2026-01-02T03:04:05.000Z",
         status: i % 2 === 0 ? "completed" : "running",
-        spans: [{ id: crypto.randomUUID(), parent_id: null, span_type: "action", name: `step ${i}`, started_at: "2026-01-02T03:04:05.000Z" }]
+        spans: [
+          {
+            id: crypto.randomUUID(),
+            parent_id: null,
+            span_type: "action",
+            name: `step ${i}`,
+            started_at: "2026-01-02T03:04:05.000Z"
+          }
+        ]
       })
       ids.push((yield* repo.insert(account, request, i % 2 === 0 ? crypto.randomUUID() : null, 5)).id)
     }

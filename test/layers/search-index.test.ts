@@ -19,49 +19,60 @@ const TRACE = uuid()
 
 /** The relevance spans in one trace of one account, embedded and stored as the index job does it. */
 const load = (runtime: Runtime) =>
-  runtime.runPromise(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const index = yield* SpanIndex
-    const embedder = yield* Embedder
-    yield* sql`INSERT INTO accounts (id, name) VALUES (${ACCOUNT}, ${`search-${ACCOUNT}`})`
-    yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${TRACE}, ${ACCOUNT}, 'completed', now())`
-    for (const { span } of spans) {
-      yield* sql`
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const index = yield* SpanIndex
+      const embedder = yield* Embedder
+      yield* sql`INSERT INTO accounts (id, name) VALUES (${ACCOUNT}, ${`search-${ACCOUNT}`})`
+      yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${TRACE}, ${ACCOUNT}, 'completed', now())`
+      for (const { span } of spans) {
+        yield* sql`
         INSERT INTO spans (trace_id, id, account_id, span_type, name, model, input, output, error, started_at, cost, duration_ms)
         VALUES (${TRACE}, ${span.id as string}, ${ACCOUNT}, ${span.span_type as string}, ${span.name as string},
                 ${(span.model as string) ?? null}, ${span.input === undefined ? null : JSON.stringify(span.input)}::jsonb,
                 ${span.output === undefined ? null : JSON.stringify(span.output)}::jsonb, ${(span.error as string) ?? null},
                 ${span.started_at as string}, ${span.cost as number}, ${span.duration_ms as number})`
-    }
-    const { filtersStale, pending } = yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)
-    expect(pending.length).toBe(spans.length)
-    expect(filtersStale).toEqual([])
-    yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
-    // Indexing again finds nothing to do: the texts did not change, and the vectors copied the filterable fields.
-    expect(yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).toEqual({ pending: [], filtersStale: [] })
-  }).pipe(Effect.orDie))
+      }
+      const { filtersStale, pending } = yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)
+      expect(pending.length).toBe(spans.length)
+      expect(filtersStale).toEqual([])
+      yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
+      // Indexing again finds nothing to do: the texts did not change, and the vectors copied the filterable fields.
+      expect(yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).toEqual({ pending: [], filtersStale: [] })
+    }).pipe(Effect.orDie)
+  )
 
 type Path = "exact" | "hnsw" | undefined
-const top = (runtime: Runtime, query: string, options: { path?: Path; filters?: any; limit?: number; legs?: ReadonlyArray<Leg> } = {}) =>
-  runtime.runPromise(Effect.gen(function*() {
-    const index = yield* SpanIndex
-    const embedder = yield* Embedder
-    const [vector] = yield* embedder.embed([query])
-    const hits = yield* index.search({
-      accountId: ACCOUNT,
-      embedder: embedder.id,
-      query,
-      vector: vector!,
-      filters: options.filters,
-      limit: options.limit ?? 10,
-      offset: 0,
-      ...(options.path === undefined ? {} : { path: options.path }),
-      ...(options.legs === undefined ? {} : { legs: options.legs })
-    })
-    return hits.map((h) => ({ id: h.span.id as string, similarity: h.span.similarity }))
-  }).pipe(Effect.orDie))
+const top = (
+  runtime: Runtime,
+  query: string,
+  options: { path?: Path; filters?: any; limit?: number; legs?: ReadonlyArray<Leg> } = {}
+) =>
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const index = yield* SpanIndex
+      const embedder = yield* Embedder
+      const [vector] = yield* embedder.embed([query])
+      const hits = yield* index.search({
+        accountId: ACCOUNT,
+        embedder: embedder.id,
+        query,
+        vector: vector!,
+        filters: options.filters,
+        limit: options.limit ?? 10,
+        offset: 0,
+        ...(options.path === undefined ? {} : { path: options.path }),
+        ...(options.legs === undefined ? {} : { legs: options.legs })
+      })
+      return hits.map((h) => ({ id: h.span.id as string, similarity: h.span.similarity }))
+    }).pipe(Effect.orDie)
+  )
 
-const expectSame = (a: ReadonlyArray<{ id: string; similarity: number }>, b: ReadonlyArray<{ id: string; similarity: number }>) => {
+const expectSame = (
+  a: ReadonlyArray<{ id: string; similarity: number }>,
+  b: ReadonlyArray<{ id: string; similarity: number }>
+) => {
   expect(a.map((h) => h.id)).toEqual(b.map((h) => h.id))
   a.forEach((h, i) => expect(Math.abs(h.similarity - b[i]!.similarity)).toBeLessThan(1e-4))
 }
@@ -87,8 +98,12 @@ afterAll(async () => {
 describe("index paths", () => {
   test("PGlite uses pgvector with HNSW; PostgreSQL without pgvector the exact fallback", async () => {
     expect(await pglite.runPromise(Effect.flatMap(SpanIndex, (i) => i.mode))).toBe("pgvector-hnsw")
-    const indexes = await pglite.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ indexdef: string }>`SELECT indexdef FROM pg_indexes WHERE tablename = 'span_embeddings'`).pipe(Effect.orDie))
+    const indexes = await pglite.runPromise(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ indexdef: string }>`SELECT indexdef FROM pg_indexes WHERE tablename = 'span_embeddings'`
+      ).pipe(Effect.orDie)
+    )
     expect(indexes.some((i) => i.indexdef.includes("hnsw") && i.indexdef.includes("vector_cosine_ops"))).toBe(true)
     if (postgres) expect(await postgres.runPromise(Effect.flatMap(SpanIndex, (i) => i.mode))).toBe("exact-fallback")
   })
@@ -101,18 +116,21 @@ describe("index paths", () => {
     }
     const filters = { span_type: "tool_call", min_cost: 0.02 }
     for (const kind of KINDS.slice(0, 12)) {
-      expectSame(await top(pglite, kind.query, { filters, path: "hnsw" }),
-        await top(pglite, kind.query, { filters, path: "exact" }))
+      expectSame(
+        await top(pglite, kind.query, { filters, path: "hnsw" }),
+        await top(pglite, kind.query, { filters, path: "exact" })
+      )
     }
   }, 60_000)
 
   test("the filtered HNSW scan alone equals the exact scan, for broad and selective filters of every kind", async () => {
     const match = (f: Record<string, unknown>) =>
-      spans.filter(({ span }) =>
-        (f.span_type === undefined || span.span_type === f.span_type) &&
-        (f.model === undefined || span.model === f.model) &&
-        (f.min_cost === undefined || (span.cost as number) >= (f.min_cost as number)) &&
-        (f.min_duration_ms === undefined || (span.duration_ms as number) >= (f.min_duration_ms as number))
+      spans.filter(
+        ({ span }) =>
+          (f.span_type === undefined || span.span_type === f.span_type) &&
+          (f.model === undefined || span.model === f.model) &&
+          (f.min_cost === undefined || (span.cost as number) >= (f.min_cost as number)) &&
+          (f.min_duration_ms === undefined || (span.duration_ms as number) >= (f.min_duration_ms as number))
       ).length
     const filterSets: Array<Record<string, unknown>> = [
       { status: "completed" }, // every span
@@ -146,8 +164,10 @@ describe("index paths", () => {
     const vector = ["vector"] as const
     for (const kind of KINDS) {
       expectSame(await top(pglite, kind.query, { legs: vector }), await top(postgres, kind.query, { legs: vector }))
-      expectSame(await top(pglite, kind.paraphrase, { filters: { model: "claude-haiku" }, legs: vector }),
-        await top(postgres, kind.paraphrase, { filters: { model: "claude-haiku" }, legs: vector }))
+      expectSame(
+        await top(pglite, kind.paraphrase, { filters: { model: "claude-haiku" }, legs: vector }),
+        await top(postgres, kind.paraphrase, { filters: { model: "claude-haiku" }, legs: vector })
+      )
       const [a, b] = [await top(pglite, kind.query), await top(postgres, kind.query)]
       expect(a[0]!.id).toBe(b[0]!.id)
       expect(new Set(a.map((h) => h.id))).toEqual(new Set(b.map((h) => h.id)))
@@ -156,7 +176,9 @@ describe("index paths", () => {
 
   test("a selective filter still returns every match through HNSW (no results lost to the index scan)", async () => {
     const filters = { model: "llama-3-8b", min_cost: 0.09 }
-    const matching = spans.filter((s) => s.span.model === "llama-3-8b" && (s.span.cost as number) >= 0.09).map((s) => s.span.id)
+    const matching = spans
+      .filter((s) => s.span.model === "llama-3-8b" && (s.span.cost as number) >= 0.09)
+      .map((s) => s.span.id)
     expect(matching.length).toBeGreaterThan(0)
     for (const path of [undefined, "hnsw", "exact"] as const) {
       const hits = await top(pglite, "weather in Berlin", { filters, limit: 100, path })
@@ -169,27 +191,34 @@ describe("index paths", () => {
       const target = spans.find(({ span }) => (span.cost as number) < 0.05)!.span
       const filters = { min_cost: 5, span_type: target.span_type }
       expect(await top(runtime, "anything", { filters })).toEqual([])
-      await runtime.runPromise(Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const index = yield* SpanIndex
-        const embedder = yield* Embedder
-        yield* sql`UPDATE spans SET cost = 7 WHERE trace_id = ${TRACE} AND id = ${target.id as string}`
-        // The text did not change: nothing to re-embed, only the copy of the cost to sync.
-        const { filtersStale, pending } = yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)
-        expect(pending).toEqual([])
-        expect(filtersStale).toEqual([{ traceId: TRACE, spanId: target.id as string }])
-        yield* index.syncFilters(ACCOUNT, filtersStale)
-        expect((yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).filtersStale).toEqual([])
-      }).pipe(Effect.orDie))
+      await runtime.runPromise(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const index = yield* SpanIndex
+          const embedder = yield* Embedder
+          yield* sql`UPDATE spans SET cost = 7 WHERE trace_id = ${TRACE} AND id = ${target.id as string}`
+          // The text did not change: nothing to re-embed, only the copy of the cost to sync.
+          const { filtersStale, pending } = yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)
+          expect(pending).toEqual([])
+          expect(filtersStale).toEqual([{ traceId: TRACE, spanId: target.id as string }])
+          yield* index.syncFilters(ACCOUNT, filtersStale)
+          expect((yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).filtersStale).toEqual([])
+        }).pipe(Effect.orDie)
+      )
       for (const path of [undefined, "exact"] as const) {
         expect((await top(runtime, "anything", { filters, path })).map((h) => h.id)).toEqual([target.id as string])
       }
-      await runtime.runPromise(Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        yield* sql`UPDATE spans SET cost = ${target.cost as number} WHERE trace_id = ${TRACE} AND id = ${target.id as string}`
-        const index = yield* SpanIndex
-        yield* index.syncFilters(ACCOUNT, (yield* index.pendingOfTraces(ACCOUNT, [TRACE], (yield* Embedder).id)).filtersStale)
-      }).pipe(Effect.orDie))
+      await runtime.runPromise(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`UPDATE spans SET cost = ${target.cost as number} WHERE trace_id = ${TRACE} AND id = ${target.id as string}`
+          const index = yield* SpanIndex
+          yield* index.syncFilters(
+            ACCOUNT,
+            (yield* index.pendingOfTraces(ACCOUNT, [TRACE], (yield* Embedder).id)).filtersStale
+          )
+        }).pipe(Effect.orDie)
+      )
       expect(await top(runtime, "anything", { filters })).toEqual([])
     }
   })
@@ -197,27 +226,34 @@ describe("index paths", () => {
 
 describe("full-text input", () => {
   /** The text followed by a copy with its identifiers split (what a keyword index would want at least). */
-  const textTwice = (text: string) => `${text}\n${text.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")}`
+  const textTwice = (text: string) =>
+    `${text}\n${text.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")}`
 
   const texts = [
-    ...spans.map(({ span }) => spanText({
-      name: span.name as string,
-      span_type: span.span_type as string,
-      model: (span.model as string) ?? null,
-      error: (span.error as string) ?? null,
-      input: span.input ?? null,
-      output: span.output ?? null
-    })),
+    ...spans.map(({ span }) =>
+      spanText({
+        name: span.name as string,
+        span_type: span.span_type as string,
+        model: (span.model as string) ?? null,
+        error: (span.error as string) ?? null,
+        input: span.input ?? null,
+        output: span.output ?? null
+      })
+    ),
     "getUserById failed: GET /api/v1/users/42 → 429 rate-limited by api.example.com (retry_after=30s)",
     "snake_case.module:func CamelCaseHTTPServer x-request-id user@example.com v1.2.3 ../a/b_c.py\tTAB\nnew_line",
     "plain words only, nothing to split"
   ]
   const lexemes = (runtime: Runtime, text: string) =>
-    runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ l: Array<string> }>`SELECT tsvector_to_array(to_tsvector('english', ${text})) AS l`).pipe(
+    runtime.runPromise(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ l: Array<string> }>`SELECT tsvector_to_array(to_tsvector('english', ${text})) AS l`
+      ).pipe(
         Effect.map((rows) => rows[0]!.l),
         Effect.orDie
-      ))
+      )
+    )
 
   test("indexes every lexeme of the text and of its identifiers split, and each identifier whole", async () => {
     for (const runtime of [pglite, ...(postgres ? [postgres] : [])]) {
@@ -225,7 +261,10 @@ describe("full-text input", () => {
         const got = new Set(await lexemes(runtime, ftsText(text)))
         for (const l of await lexemes(runtime, textTwice(text))) expect(got).toContain(l)
       }
-      const got = await lexemes(runtime, ftsText("stripe said card_declined; ERR_TLS_CERT_ALTNAME_INVALID in getUserById"))
+      const got = await lexemes(
+        runtime,
+        ftsText("stripe said card_declined; ERR_TLS_CERT_ALTNAME_INVALID in getUserById")
+      )
       for (const whole of ["carddeclin", "errtlscertaltnameinvalid", "getuserbyid"]) expect(got).toContain(whole)
     }
   })
@@ -237,7 +276,9 @@ describe("full-text input", () => {
       for (const token of new Set([...text.matchAll(/\S+/g)].map((m) => m[0]))) {
         if (!/[_.:/-]|\p{Ll}\p{Lu}/u.test(token)) continue
         words.add(token.replace(/[_.:/-]+/g, " ").replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2"))
-        const identifiers = token.matchAll(/[\p{L}\p{N}]+(?:[_.-][\p{L}\p{N}]+)+|\p{Ll}[\p{Ll}\p{N}]*(?:\p{Lu}[\p{Ll}\p{N}]*)+/gu)
+        const identifiers = token.matchAll(
+          /[\p{L}\p{N}]+(?:[_.-][\p{L}\p{N}]+)+|\p{Ll}[\p{Ll}\p{N}]*(?:\p{Lu}[\p{Ll}\p{N}]*)+/gu
+        )
         for (const [identifier] of identifiers) {
           const whole = identifier.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "")
           if (whole.length >= 3 && whole.length <= 64) words.add(whole)
@@ -246,14 +287,37 @@ describe("full-text input", () => {
       return words.size === 0 ? text : `${text}\n${[...words].join(" ")}`
     }
     const unit = fc.oneof(
-      fc.constantFrom(" ", "\u00a0", "\u2028", "\u3000", "\ufeff", "\t", "\r\n", "\v", "\f", "_", ".", ":", "/", "-", "é", "É", "ß", "Ω", "ω"),
+      fc.constantFrom(
+        " ",
+        "\u00a0",
+        "\u2028",
+        "\u3000",
+        "\ufeff",
+        "\t",
+        "\r\n",
+        "\v",
+        "\f",
+        "_",
+        ".",
+        ":",
+        "/",
+        "-",
+        "é",
+        "É",
+        "ß",
+        "Ω",
+        "ω"
+      ),
       fc.string({ unit: "grapheme", maxLength: 3 }),
       fc.stringMatching(/^[A-Za-z0-9_.:\/-]{1,8}$/)
     )
     fc.assert(
-      fc.property(fc.array(unit, { maxLength: 40 }).map((units) => units.join("")), (text) => {
-        expect(ftsText(text)).toBe(reference(text))
-      }),
+      fc.property(
+        fc.array(unit, { maxLength: 40 }).map((units) => units.join("")),
+        (text) => {
+          expect(ftsText(text)).toBe(reference(text))
+        }
+      ),
       { numRuns: 2000 }
     )
     for (const text of texts) expect(ftsText(text)).toBe(reference(text))
@@ -261,12 +325,31 @@ describe("full-text input", () => {
 
   test("keeps every lexeme of the text and its split identifiers, on any text of words, identifiers and punctuation", async () => {
     const piece = fc.oneof(
-      fc.constantFrom("error", "Timeout", "getUserById", "snake_case", "api.example.com", "/v1/x-y", "a:b", "HTTPServer",
-        "rate-limited", "user@example.com", "v1.2.3", "naïve_Ünïcode", "x", "_", ".", "--", "::", "É"),
+      fc.constantFrom(
+        "error",
+        "Timeout",
+        "getUserById",
+        "snake_case",
+        "api.example.com",
+        "/v1/x-y",
+        "a:b",
+        "HTTPServer",
+        "rate-limited",
+        "user@example.com",
+        "v1.2.3",
+        "naïve_Ünïcode",
+        "x",
+        "_",
+        ".",
+        "--",
+        "::",
+        "É"
+      ),
       fc.stringMatching(/^[A-Za-z0-9_.:\/-]{1,12}$/)
     )
     const separator = fc.constantFrom(" ", "  ", "\n", "\t", ", ", "; ")
-    const text = fc.array(fc.tuple(piece, separator), { minLength: 1, maxLength: 30 })
+    const text = fc
+      .array(fc.tuple(piece, separator), { minLength: 1, maxLength: 30 })
       .map((parts) => parts.map(([p, s]) => p + s).join(""))
     for (const runtime of [pglite, ...(postgres ? [postgres] : [])]) {
       await fc.assert(

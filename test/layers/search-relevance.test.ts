@@ -31,47 +31,62 @@ const withIdentifierWords = (text: string) =>
 
 /** Stores the spans in one trace of the account, embeds them as the index job does; answers id → span text. */
 const load = (runtime: Runtime, account: AccountId, spans: ReadonlyArray<Record<string, unknown>>) =>
-  runtime.runPromise(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const index = yield* SpanIndex
-    const embedder = yield* Embedder
-    const trace = uuid()
-    yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`search-${account}`})`
-    yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${trace}, ${account}, 'completed', now())`
-    for (const span of spans) {
-      yield* sql`
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const index = yield* SpanIndex
+      const embedder = yield* Embedder
+      const trace = uuid()
+      yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`search-${account}`})`
+      yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${trace}, ${account}, 'completed', now())`
+      for (const span of spans) {
+        yield* sql`
         INSERT INTO spans (trace_id, id, account_id, span_type, name, model, input, output, error, started_at, cost, duration_ms)
         VALUES (${trace}, ${span.id as string}, ${account}, ${span.span_type as string}, ${span.name as string},
                 ${(span.model as string) ?? null}, ${span.input === undefined ? null : JSON.stringify(span.input)}::jsonb,
                 ${span.output === undefined ? null : JSON.stringify(span.output)}::jsonb, ${(span.error as string) ?? null},
                 ${span.started_at as string}, ${span.cost as number}, ${span.duration_ms as number})`
-    }
-    const { pending } = yield* index.pendingOfTraces(account, [trace], embedder.id)
-    yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
-    return new Map(pending.map((p) => [p.spanId, p.text]))
-  }).pipe(Effect.orDie))
+      }
+      const { pending } = yield* index.pendingOfTraces(account, [trace], embedder.id)
+      yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
+      return new Map(pending.map((p) => [p.spanId, p.text]))
+    }).pipe(Effect.orDie)
+  )
 
 /** PostgreSQL's english lexemes of each text with their counts (the stemming BM25 shares with full-text search). */
 const lexemes = (runtime: Runtime, texts: ReadonlyArray<readonly [string, string]>) =>
-  runtime.runPromise(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const records = JSON.stringify(texts.map(([id, body]) => ({ id, body: withIdentifierWords(body) })))
-    const rows = yield* sql<{ id: string; lexeme: string; n: number }>`
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const records = JSON.stringify(texts.map(([id, body]) => ({ id, body: withIdentifierWords(body) })))
+      const rows = yield* sql<{ id: string; lexeme: string; n: number }>`
       SELECT d.id, u.lexeme, cardinality(u.positions)::int AS n
       FROM jsonb_to_recordset(${records}::jsonb) AS d(id text, body text), unnest(to_tsvector('english', d.body)) AS u`
-    const out = new Map<string, Map<string, number>>(texts.map(([id]) => [id, new Map()]))
-    for (const r of rows) out.get(r.id)!.set(r.lexeme, Number(r.n))
-    return out
-  }).pipe(Effect.orDie))
+      const out = new Map<string, Map<string, number>>(texts.map(([id]) => [id, new Map()]))
+      for (const r of rows) out.get(r.id)!.set(r.lexeme, Number(r.n))
+      return out
+    }).pipe(Effect.orDie)
+  )
 
 const searchIds = (runtime: Runtime, account: AccountId, query: string, legs?: ReadonlyArray<Leg>) =>
-  runtime.runPromise(Effect.gen(function*() {
-    const index = yield* SpanIndex
-    const embedder = yield* Embedder
-    const [vector] = yield* embedder.embed([query])
-    const hits = yield* index.search({ accountId: account, embedder: embedder.id, query, vector: vector!, filters: undefined, limit: 10, offset: 0, ...(legs ? { legs } : {}) })
-    return hits.map((h) => h.span.id as string)
-  }).pipe(Effect.orDie))
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const index = yield* SpanIndex
+      const embedder = yield* Embedder
+      const [vector] = yield* embedder.embed([query])
+      const hits = yield* index.search({
+        accountId: account,
+        embedder: embedder.id,
+        query,
+        vector: vector!,
+        filters: undefined,
+        limit: 10,
+        offset: 0,
+        ...(legs ? { legs } : {})
+      })
+      return hits.map((h) => h.span.id as string)
+    }).pipe(Effect.orDie)
+  )
 
 /** search: the product's hybrid ranking; vector and lexical: its legs alone; bm25: the reference keyword search. */
 type System = "search" | "vector" | "lexical" | "bm25"
@@ -85,16 +100,33 @@ const ranked = new Map<System, Map<string, ReadonlyArray<string>>>(SYSTEMS.map((
 beforeAll(async () => {
   database = await createTestDatabase()
   runtime = await open(database.env)
-  const newTexts = await load(runtime, NEW_ACCOUNT, runs.map((r) => r.span))
-  const oldTexts = await load(runtime, OLD_ACCOUNT, old.map((r) => r.span))
+  const newTexts = await load(
+    runtime,
+    NEW_ACCOUNT,
+    runs.map((r) => r.span)
+  )
+  const oldTexts = await load(
+    runtime,
+    OLD_ACCOUNT,
+    old.map((r) => r.span)
+  )
   const oldQueries = KINDS.flatMap((k) => [k.query, k.paraphrase])
   const sets: Array<[AccountId, Map<string, string>, ReadonlyArray<string>]> = [
-    [NEW_ACCOUNT, newTexts, runQueryHalves().tuning.concat(runQueryHalves().heldOut).map((q) => q.text)],
+    [
+      NEW_ACCOUNT,
+      newTexts,
+      runQueryHalves()
+        .tuning.concat(runQueryHalves().heldOut)
+        .map((q) => q.text)
+    ],
     [OLD_ACCOUNT, oldTexts, oldQueries]
   ]
   for (const [account, texts, queries] of sets) {
     const docTerms = await lexemes(runtime, [...texts])
-    const queryTerms = await lexemes(runtime, queries.map((q) => [q, q] as const))
+    const queryTerms = await lexemes(
+      runtime,
+      queries.map((q) => [q, q] as const)
+    )
     const rank = bm25([...docTerms].map(([id, terms]): Bm25Doc => ({ id, terms })))
     for (const q of queries) {
       ranked.get("bm25")!.set(q, rank([...queryTerms.get(q)!.keys()]))
@@ -112,7 +144,8 @@ afterAll(async () => {
 const scores = (system: System, queries: ReadonlyArray<RunQuery>): RunScores =>
   scoreRuns(queries, runs, (q) => ranked.get(system)!.get(q.text)!)
 
-const fmt = (s: RunScores) => `R@10 ${s.recallAt10.toFixed(3)}  MRR ${s.mrr.toFixed(3)}  nDCG@10 ${s.ndcgAt10.toFixed(3)}`
+const fmt = (s: RunScores) =>
+  `R@10 ${s.recallAt10.toFixed(3)}  MRR ${s.mrr.toFixed(3)}  nDCG@10 ${s.ndcgAt10.toFixed(3)}`
 
 /** The old set: recall@10 over a kind's 9 spans and MRR, for its plain and its paraphrased queries. */
 const oldScores = (system: System, which: "query" | "paraphrase") => {
@@ -131,12 +164,19 @@ const oldScores = (system: System, which: "query" | "paraphrase") => {
 describe(`relevance on ${process.env.TEST_DATABASE_URL ? "PostgreSQL" : "PGlite"}`, () => {
   test("prints recall@10 and MRR per half and query style for each system, beside BM25", () => {
     const { heldOut, tuning } = runQueryHalves()
-    const lines: Array<string> = [`agent-runs set: ${runs.length} spans, ${tuning.length} tuning + ${heldOut.length} held-out queries`]
-    for (const [half, queries] of [["tuning", tuning], ["held-out", heldOut]] as const) {
+    const lines: Array<string> = [
+      `agent-runs set: ${runs.length} spans, ${tuning.length} tuning + ${heldOut.length} held-out queries`
+    ]
+    for (const [half, queries] of [
+      ["tuning", tuning],
+      ["held-out", heldOut]
+    ] as const) {
       for (const system of SYSTEMS) {
         for (const style of ["all", "lexical", "paraphrase"] as const) {
           const qs = style === "all" ? queries : queries.filter((q) => q.style === style)
-          lines.push(`  ${half.padEnd(8)} ${system.padEnd(7)} ${style.padEnd(10)} (${String(qs.length).padStart(2)} q)  ${fmt(scores(system, qs))}`)
+          lines.push(
+            `  ${half.padEnd(8)} ${system.padEnd(7)} ${style.padEnd(10)} (${String(qs.length).padStart(2)} q)  ${fmt(scores(system, qs))}`
+          )
         }
       }
     }
@@ -144,12 +184,15 @@ describe(`relevance on ${process.env.TEST_DATABASE_URL ? "PostgreSQL" : "PGlite"
     for (const system of SYSTEMS) {
       for (const which of ["query", "paraphrase"] as const) {
         const s = oldScores(system, which)
-        lines.push(`  ${system.padEnd(7)} ${which.padEnd(10)}  R@10 ${s.recallAt10.toFixed(3)}  MRR ${s.mrr.toFixed(3)}`)
+        lines.push(
+          `  ${system.padEnd(7)} ${which.padEnd(10)}  R@10 ${s.recallAt10.toFixed(3)}  MRR ${s.mrr.toFixed(3)}`
+        )
       }
     }
     console.log(lines.join("\n"))
     // The harness itself: every query was answered by every system.
-    for (const system of SYSTEMS) expect(ranked.get(system)!.size).toBe(64 + 2 * KINDS.length - countDuplicateOldQueries())
+    for (const system of SYSTEMS)
+      expect(ranked.get(system)!.size).toBe(64 + 2 * KINDS.length - countDuplicateOldQueries())
   })
 })
 

@@ -16,8 +16,11 @@ const HOSTILE = ['"', "\\", '\\"', "{", "}", ",", " ", "", "NULL", "null", "a b"
 
 test("textArray: a text[] literal that PostgreSQL reads back as the same strings, in order", async () => {
   const readBack = (values: ReadonlyArray<string>) =>
-    storage.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ v: Array<string> }>`SELECT ${textArray(values)}::text[] AS v`.pipe(Effect.map((rows) => rows[0]!.v))))
+    storage.run(
+      Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ v: Array<string> }>`SELECT ${textArray(values)}::text[] AS v`.pipe(Effect.map((rows) => rows[0]!.v))
+      )
+    )
   expect(await readBack(HOSTILE)).toEqual(HOSTILE)
   expect(await readBack([])).toEqual([])
   await fc.assert(

@@ -31,15 +31,17 @@ const spanBatch = fc.array(fc.tuple(encodedSpan, fc.nat()), { minLength: 1, maxL
 
 test("the detail's JSON text equals the document built from parsed rows, for arbitrary spans", async () => {
   const run = (spans: ReadonlyArray<unknown>) =>
-    storage.run(Effect.gen(function*() {
-      const traces = yield* Traces
-      const accountId = yield* (yield* AccountRepo).ensure("detail-json")
-      const request = Schema.decodeUnknownSync(CreateTraceRequest)(trace({ spans }))
-      yield* traces.create(accountId, request)
-      const fromRows = yield* traces.get(accountId, request.id as TraceId)
-      const text = yield* traces.getJson(accountId, request.id as TraceId)
-      return { fromRows: JSON.parse(JSON.stringify(fromRows)), text }
-    }).pipe(Effect.provide([Traces.Default, TraceRepo.Default, AccountRepo.Default])))
+    storage.run(
+      Effect.gen(function* () {
+        const traces = yield* Traces
+        const accountId = yield* (yield* AccountRepo).ensure("detail-json")
+        const request = Schema.decodeUnknownSync(CreateTraceRequest)(trace({ spans }))
+        yield* traces.create(accountId, request)
+        const fromRows = yield* traces.get(accountId, request.id as TraceId)
+        const text = yield* traces.getJson(accountId, request.id as TraceId)
+        return { fromRows: JSON.parse(JSON.stringify(fromRows)), text }
+      }).pipe(Effect.provide([Traces.Default, TraceRepo.Default, AccountRepo.Default]))
+    )
 
   await fc.assert(
     fc.asyncProperty(spanBatch, async (spans) => {
@@ -56,33 +58,41 @@ test("the detail's JSON text equals the document built from parsed rows, for arb
 
 test("control characters anywhere in a span come back intact", async () => {
   const odd = "a\u0001b\u0002c\u001fd\u007fe"
-  const spans = [{
-    id: crypto.randomUUID(),
-    parent_id: null,
-    span_type: "tool_call",
-    name: `tool${odd}`,
-    input: { [`key${odd}`]: [odd, { nested: odd }] },
-    output: odd,
-    metadata: { note: odd },
-    error: odd,
-    [`custom${odd}`]: { [odd]: odd },
-    started_at: "2026-11-23T10:00:00.123Z",
-    ended_at: "2026-11-23T10:00:01.456Z"
-  }, {
-    id: crypto.randomUUID(),
-    parent_id: null,
-    span_type: "llm_call",
-    name: "second",
-    started_at: "2026-11-23T10:00:02Z"
-  }]
-  const { fromRows, text } = await storage.run(Effect.gen(function*() {
-    const traces = yield* Traces
-    const accountId = yield* (yield* AccountRepo).ensure("detail-json-control")
-    const request = Schema.decodeUnknownSync(CreateTraceRequest)(trace({ spans }))
-    yield* traces.create(accountId, request)
-    const fromRows = yield* traces.get(accountId, request.id as TraceId)
-    return { fromRows: JSON.parse(JSON.stringify(fromRows)), text: yield* traces.getJson(accountId, request.id as TraceId) }
-  }).pipe(Effect.provide([Traces.Default, TraceRepo.Default, AccountRepo.Default])))
+  const spans = [
+    {
+      id: crypto.randomUUID(),
+      parent_id: null,
+      span_type: "tool_call",
+      name: `tool${odd}`,
+      input: { [`key${odd}`]: [odd, { nested: odd }] },
+      output: odd,
+      metadata: { note: odd },
+      error: odd,
+      [`custom${odd}`]: { [odd]: odd },
+      started_at: "2026-11-23T10:00:00.123Z",
+      ended_at: "2026-11-23T10:00:01.456Z"
+    },
+    {
+      id: crypto.randomUUID(),
+      parent_id: null,
+      span_type: "llm_call",
+      name: "second",
+      started_at: "2026-11-23T10:00:02Z"
+    }
+  ]
+  const { fromRows, text } = await storage.run(
+    Effect.gen(function* () {
+      const traces = yield* Traces
+      const accountId = yield* (yield* AccountRepo).ensure("detail-json-control")
+      const request = Schema.decodeUnknownSync(CreateTraceRequest)(trace({ spans }))
+      yield* traces.create(accountId, request)
+      const fromRows = yield* traces.get(accountId, request.id as TraceId)
+      return {
+        fromRows: JSON.parse(JSON.stringify(fromRows)),
+        text: yield* traces.getJson(accountId, request.id as TraceId)
+      }
+    }).pipe(Effect.provide([Traces.Default, TraceRepo.Default, AccountRepo.Default]))
+  )
   const parsed = JSON.parse(text)
   expect(parsed).toEqual(fromRows)
   expect(parsed.spans).toHaveLength(2)

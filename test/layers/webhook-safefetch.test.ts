@@ -8,7 +8,13 @@ import { makeSecretBox } from "#layers/webhooks/SecretBox"
 import { Option, Redacted, Schema } from "effect"
 import { stepJobId } from "#layers/webhooks/WebhookDelivery"
 import { parseSignatureHeader, webhookBackoffMs } from "#src/domain/Webhook"
-import { type Receiver, selfSigned, type SelfSigned, startReceiver, verifySignature } from "../support/WebhookReceiver.ts"
+import {
+  type Receiver,
+  selfSigned,
+  type SelfSigned,
+  startReceiver,
+  verifySignature
+} from "../support/WebhookReceiver.ts"
 
 let tls: SelfSigned
 let receiver: Receiver
@@ -19,9 +25,12 @@ beforeAll(() => {
   tls = selfSigned(["hooks.test", "IP:127.0.0.1"])
   otherName = selfSigned(["someone-else.test"])
   receiver = startReceiver(tls, (r) => {
-    if (r.path === "/to-private") return new Response(null, { status: 307, headers: { location: "https://10.0.0.7/x" } })
-    if (r.path === "/to-metadata") return new Response(null, { status: 302, headers: { location: "https://[::ffff:a9fe:a9fe]/" } })
-    if (r.path === "/to-http") return new Response(null, { status: 308, headers: { location: `http://hooks.test:${receiver.port}/ok` } })
+    if (r.path === "/to-private")
+      return new Response(null, { status: 307, headers: { location: "https://10.0.0.7/x" } })
+    if (r.path === "/to-metadata")
+      return new Response(null, { status: 302, headers: { location: "https://[::ffff:a9fe:a9fe]/" } })
+    if (r.path === "/to-http")
+      return new Response(null, { status: 308, headers: { location: `http://hooks.test:${receiver.port}/ok` } })
     if (r.path === "/to-ok") return new Response(null, { status: 308, headers: { location: "/ok" } })
     if (r.path === "/loop") return new Response(null, { status: 307, headers: { location: "/loop" } })
     if (r.path === "/slow") return new Promise<Response>(() => {}) as never
@@ -44,7 +53,7 @@ const table = (entries: Record<string, ReadonlyArray<string>>) => {
     calls.push(host)
     const addresses = entries[host]
     if (addresses === undefined) throw new Error("ENOTFOUND")
-    return addresses.map((address) => ({ address, family: address.includes(":") ? 6 as const : 4 as const }))
+    return addresses.map((address) => ({ address, family: address.includes(":") ? (6 as const) : (4 as const) }))
   }
   return { resolver, calls }
 }
@@ -57,7 +66,8 @@ const options = (resolver: Resolver, allowLoopback = true): SafeFetchOptions => 
   extraCa: tls.cert + otherName.cert
 })
 
-const post = (url: string, opts: SafeFetchOptions) => safePost({ url, headers: { "Tapedeck-Event": "test" }, body: "{}" }, opts)
+const post = (url: string, opts: SafeFetchOptions) =>
+  safePost({ url, headers: { "Tapedeck-Event": "test" }, body: "{}" }, opts)
 
 const refusal = async (promise: Promise<unknown>) => {
   try {
@@ -82,7 +92,9 @@ describe("safePost", () => {
   test("interim 1xx answers (100 Continue, 103 Early Hints) are skipped: the final status decides", async () => {
     const raw = nodeTls.createServer({ cert: tls.cert, key: tls.key }, (socket) => {
       socket.once("data", () => {
-        socket.end("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
+        socket.end(
+          "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"
+        )
       })
     })
     await new Promise<void>((resolve) => raw.listen(0, "127.0.0.1", resolve))
@@ -97,7 +109,11 @@ describe("safePost", () => {
 
   test("a name resolving to a private address is refused before any connection", async () => {
     const before = receiver.received.length
-    const { resolver } = table({ "evil.test": ["10.0.0.5"], "mixed.test": ["93.184.216.34", "169.254.169.254"], "v6.test": ["::ffff:127.0.0.1"] })
+    const { resolver } = table({
+      "evil.test": ["10.0.0.5"],
+      "mixed.test": ["93.184.216.34", "169.254.169.254"],
+      "v6.test": ["::ffff:127.0.0.1"]
+    })
     for (const host of ["evil.test", "mixed.test"]) {
       const e = await refusal(post(`https://${host}/`, options(resolver)))
       expect(e).toBeInstanceOf(AddressBlocked)
@@ -137,14 +153,18 @@ describe("safePost", () => {
     // otherReceiver's certificate names someone-else.test only
     const e = await refusal(post(`https://hooks.test:${otherReceiver.port}/ok`, options(resolver)))
     expect((e as Error).message.toLowerCase()).toMatch(/altname|hostname|certificate|ip/)
-    const untrusted = await refusal(post(`https://hooks.test:${receiver.port}/ok`, { ...options(resolver), extraCa: undefined }))
+    const untrusted = await refusal(
+      post(`https://hooks.test:${receiver.port}/ok`, { ...options(resolver), extraCa: undefined })
+    )
     expect((untrusted as Error).message.toLowerCase()).toContain("certificate")
   }, 60_000)
 
   test("times out, and never buffers a large response body", async () => {
     const { resolver } = table({ "hooks.test": ["127.0.0.1"] })
     const started = Date.now()
-    const slow = await refusal(post(`https://hooks.test:${receiver.port}/slow`, { ...options(resolver), timeoutMs: 300 }))
+    const slow = await refusal(
+      post(`https://hooks.test:${receiver.port}/slow`, { ...options(resolver), timeoutMs: 300 })
+    )
     expect((slow as Error).message).toContain("timed out after 300 ms")
     expect(Date.now() - started).toBeLessThan(2000)
     const big = await post(`https://hooks.test:${receiver.port}/big`, options(resolver))
@@ -163,7 +183,7 @@ describe("signing", () => {
         expect(await verifySignature(secret, header, body)).toBe(true)
         expect(await verifySignature(secret, header, body + other)).toBe(false)
         expect(await verifySignature(newWebhookSecret(), header, body)).toBe(false)
-        expect(await verifySignature(secret, (await sign(secret, t - 3600, body)), body)).toBe(false)
+        expect(await verifySignature(secret, await sign(secret, t - 3600, body), body)).toBe(false)
       }),
       { numRuns: 50 }
     )
@@ -183,19 +203,28 @@ describe("signing", () => {
   }, 60_000)
 
   test("the retry schedule grows exponentially and is capped at an hour", () => {
-    expect([1, 2, 3, 4, 5].map((n) => webhookBackoffMs(10_000, n))).toEqual([10_000, 40_000, 160_000, 640_000, 2_560_000])
+    expect([1, 2, 3, 4, 5].map((n) => webhookBackoffMs(10_000, n))).toEqual([
+      10_000, 40_000, 160_000, 640_000, 2_560_000
+    ])
     expect(webhookBackoffMs(10_000, 6)).toBe(3_600_000)
     expect(webhookBackoffMs(10_000, 1000)).toBe(3_600_000)
   }, 60_000)
 
   test("property: a delivery step's job id is a UUID fixed by (delivery, attempt, wait) and differs between steps", () => {
-    const step = fc.record({ deliveryId: fc.uuid(), attempt: fc.integer({ min: 1, max: 20 }), polls: fc.integer({ min: 0, max: 50 }) })
-    fc.assert(fc.property(step, step, (a, b) => {
-      const id = stepJobId(a)
-      expect(Schema.is(Schema.UUID)(id)).toBe(true)
-      expect(stepJobId({ ...a, deliveryId: a.deliveryId.toUpperCase() })).toBe(id)
-      const same = a.deliveryId.toLowerCase() === b.deliveryId.toLowerCase() && a.attempt === b.attempt && a.polls === b.polls
-      expect(stepJobId(b) === id).toBe(same)
-    }))
+    const step = fc.record({
+      deliveryId: fc.uuid(),
+      attempt: fc.integer({ min: 1, max: 20 }),
+      polls: fc.integer({ min: 0, max: 50 })
+    })
+    fc.assert(
+      fc.property(step, step, (a, b) => {
+        const id = stepJobId(a)
+        expect(Schema.is(Schema.UUID)(id)).toBe(true)
+        expect(stepJobId({ ...a, deliveryId: a.deliveryId.toUpperCase() })).toBe(id)
+        const same =
+          a.deliveryId.toLowerCase() === b.deliveryId.toLowerCase() && a.attempt === b.attempt && a.polls === b.polls
+        expect(stepJobId(b) === id).toBe(same)
+      })
+    )
   })
 })

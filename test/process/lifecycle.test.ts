@@ -33,7 +33,14 @@ const spawnServer = (port: number, storage: Record<string, string>) => {
   delete env.DATABASE_URL
   return Bun.spawn([process.execPath, "src/app/main.ts"], {
     cwd: root,
-    env: { ...env, ...storage, PORT: String(port), HOST: "127.0.0.1", TAPEDECK_API_KEYS: "acme=svc_startup_key", TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" },
+    env: {
+      ...env,
+      ...storage,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      TAPEDECK_API_KEYS: "acme=svc_startup_key",
+      TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000"
+    },
     stdout: "ignore",
     stderr: "ignore"
   })
@@ -64,7 +71,11 @@ test("while starting, every route answers 503 unavailable with Retry-After; once
     let ready = false
     while (!ready && Date.now() < deadline) {
       try {
-        await ask("/v1/traces", { method: "POST", headers: { "content-type": "application/json", "x-service-key": "svc_startup_key" }, body: "{\"resourceSpans\":[]}" })
+        await ask("/v1/traces", {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-service-key": "svc_startup_key" },
+          body: '{"resourceSpans":[]}'
+        })
         await ask("/api/v1/traces", { headers: { "x-service-key": "svc_startup_key" } })
         ready = (await ask("/health")).status === 200
       } catch {
@@ -72,7 +83,10 @@ test("while starting, every route answers 503 unavailable with Retry-After; once
       }
     }
     expect(ready).toBe(true)
-    const beforeReady = answers.slice(0, answers.findIndex((a) => a.path === "/health" && a.status === 200))
+    const beforeReady = answers.slice(
+      0,
+      answers.findIndex((a) => a.path === "/health" && a.status === 200)
+    )
     const refused = beforeReady.filter((a) => a.status === 503)
     expect(refused.length).toBeGreaterThan(0) // the window exists (PGlite loads and migrates for seconds)
     for (const answer of beforeReady) {
@@ -94,7 +108,15 @@ test("while starting, every route answers 503 unavailable with Retry-After; once
       ws.onerror = () => reject(new Error("the stream's WebSocket was refused"))
     })
     expect(JSON.parse(first)).toMatchObject({ type: "authenticated" })
-    expect((await ask("/v1/traces", { method: "POST", headers: { "content-type": "application/json", "x-service-key": "svc_startup_key" }, body: "{\"resourceSpans\":[]}" })).status).toBe(200)
+    expect(
+      (
+        await ask("/v1/traces", {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-service-key": "svc_startup_key" },
+          body: '{"resourceSpans":[]}'
+        })
+      ).status
+    ).toBe(200)
     const list = await ask("/api/v1/traces", { headers: { "x-service-key": "svc_startup_key" } })
     expect(list.status).toBe(200)
     expect(JSON.parse(list.body)).toMatchObject({ items: [] })

@@ -90,11 +90,16 @@ describe("logs", () => {
     expect(counts).toMatchObject({ requests: 2, ok: 1, client: 1, server: 0 })
     const line = output.split("\n").find((l) => l.includes("requests answered in the last 1 s"))!
     expect(line).toMatch(/level=INFO .*message="requests answered in the last 1 s"/)
-    for (const field of ["requests", "2xx", "3xx", "4xx", "5xx", "slowest_ms"]) expect(line).toMatch(new RegExp(` ${field}=\\d+`))
+    for (const field of ["requests", "2xx", "3xx", "4xx", "5xx", "slowest_ms"])
+      expect(line).toMatch(new RegExp(` ${field}=\\d+`))
   })
 
   test("TAPEDECK_ACCESS_LOG=true with JSON logs: one JSON line per request, credentials redacted", async () => {
-    const run = await start({ TAPEDECK_ACCESS_LOG: "true", TAPEDECK_LOG_FORMAT: "json", TAPEDECK_LOG_SUMMARY_SECONDS: "0" })
+    const run = await start({
+      TAPEDECK_ACCESS_LOG: "true",
+      TAPEDECK_LOG_FORMAT: "json",
+      TAPEDECK_LOG_SUMMARY_SECONDS: "0"
+    })
     try {
       await traffic(run.url)
       await Bun.sleep(300)
@@ -112,7 +117,9 @@ describe("logs", () => {
       logLevel: "INFO",
       annotations: { "http.method": "GET", "http.url": "/api/v1/traces?token=%5Bredacted%5D", "http.status": 401 }
     })
-    expect(access.some((l) => l.annotations["http.url"] === "/api/v1/traces" && l.annotations["http.status"] === 200)).toBe(true)
+    expect(
+      access.some((l) => l.annotations["http.url"] === "/api/v1/traces" && l.annotations["http.status"] === 200)
+    ).toBe(true)
     expect(output).not.toContain("hunter2")
     expect(output).not.toContain("requests answered in the last")
   })

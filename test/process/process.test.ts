@@ -24,7 +24,12 @@ interface Running {
 }
 
 const start = async (): Promise<Running> => {
-  const child = Bun.spawn([process.execPath, "run", "start"], { cwd: root, env: baseEnv(), stdout: "pipe", stderr: "pipe" })
+  const child = Bun.spawn([process.execPath, "run", "start"], {
+    cwd: root,
+    env: baseEnv(),
+    stdout: "pipe",
+    stderr: "pipe"
+  })
   let output = ""
   const decoder = new TextDecoder()
   const pump = async (stream: ReadableStream<Uint8Array>) => {
@@ -100,7 +105,9 @@ describe("bun run start (embedded) and bun run tapedeck", () => {
     const detail = await fetch(`${second.url}/api/v1/traces/${id}`, { headers: { authorization: `Bearer ${key}` } })
     expect(((await detail.json()) as any).name).toBe("durable")
     // The ops key works, and is another account: the default account's trace is a 404 for it.
-    expect((await fetch(`${second.url}/api/v1/traces/${id}`, { headers: { "x-service-key": newKey } })).status).toBe(404)
+    expect((await fetch(`${second.url}/api/v1/traces/${id}`, { headers: { "x-service-key": newKey } })).status).toBe(
+      404
+    )
     expect(await second.stop()).toBe(0)
 
     const revoked = cli("keys", "revoke", newKey.slice(0, 12))

@@ -75,26 +75,49 @@ describe("secrets never reach the logs", () => {
     // Used correctly, mistyped, in both schemes.
     expect((await call("/api/v1/traces")).status).toBe(200)
     expect((await call("/api/v1/traces", { key: SECRETS.wrongKey })).status).toBe(401)
-    expect((await fetch(`${url}/api/v1/traces`, { headers: { authorization: `Bearer ${SECRETS.wrongKey}` } })).status).toBe(401)
-    const jwt = await new jose.SignJWT({ sub: "user-1", account: "acme" }).setProtectedHeader({ alg: "HS256" })
-      .setExpirationTime("5m").sign(new TextEncoder().encode(SECRETS.jwtSecret))
+    expect(
+      (await fetch(`${url}/api/v1/traces`, { headers: { authorization: `Bearer ${SECRETS.wrongKey}` } })).status
+    ).toBe(401)
+    const jwt = await new jose.SignJWT({ sub: "user-1", account: "acme" })
+      .setProtectedHeader({ alg: "HS256" })
+      .setExpirationTime("5m")
+      .sign(new TextEncoder().encode(SECRETS.jwtSecret))
     expect((await fetch(`${url}/api/v1/traces`, { headers: { authorization: `Bearer ${jwt}` } })).status).toBe(200)
-    const forged = await new jose.SignJWT({ sub: "user-1", account: "acme" }).setProtectedHeader({ alg: "HS256" })
-      .setExpirationTime("5m").sign(new TextEncoder().encode("not-the-secret-at-all-0123456789"))
+    const forged = await new jose.SignJWT({ sub: "user-1", account: "acme" })
+      .setProtectedHeader({ alg: "HS256" })
+      .setExpirationTime("5m")
+      .sign(new TextEncoder().encode("not-the-secret-at-all-0123456789"))
     expect((await fetch(`${url}/api/v1/traces`, { headers: { authorization: `Bearer ${forged}` } })).status).toBe(401)
 
     // A judge call the provider refuses, echoing the LLM key: the run fails, its error and the logs stay clean.
     const traceId = crypto.randomUUID()
-    expect((await call("/api/v1/traces", {
-      method: "POST",
-      body: JSON.stringify({ id: traceId, status: "completed", started_at: "2026-11-01T00:00:00.000Z", input: { q: "hi" }, output: { a: "ok" } })
-    })).status).toBe(200)
+    expect(
+      (
+        await call("/api/v1/traces", {
+          method: "POST",
+          body: JSON.stringify({
+            id: traceId,
+            status: "completed",
+            started_at: "2026-11-01T00:00:00.000Z",
+            input: { q: "hi" },
+            output: { a: "ok" }
+          })
+        })
+      ).status
+    ).toBe(200)
     const evaluation = await call("/api/v1/evaluations", {
       method: "POST",
       body: JSON.stringify({ name: "secrets", criteria: [{ name: "helpful", description: "Is it helpful?" }] })
     })
     expect(evaluation.status).toBe(200)
-    expect((await call(`/api/v1/evaluations/${evaluation.body.id}/run`, { method: "POST", body: JSON.stringify({ trace_ids: [traceId] }) })).status).toBe(200)
+    expect(
+      (
+        await call(`/api/v1/evaluations/${evaluation.body.id}/run`, {
+          method: "POST",
+          body: JSON.stringify({ trace_ids: [traceId] })
+        })
+      ).status
+    ).toBe(200)
     let run: any
     for (let i = 0; i < 200 && run?.status !== "failed"; i++) {
       await Bun.sleep(50)

@@ -22,7 +22,9 @@ const statOf = (pid: number | string) => {
 
 /** The pids of a process's children (Linux /proc). */
 const childrenOf = (pid: number) =>
-  readdirSync("/proc").filter((e) => /^\d+$/.test(e) && Number(statOf(e)?.[1]) === pid).map(Number)
+  readdirSync("/proc")
+    .filter((e) => /^\d+$/.test(e) && Number(statOf(e)?.[1]) === pid)
+    .map(Number)
 
 /** A process's state letter (R, S, Z…), or "gone". */
 const stateOf = (pid: number) => statOf(pid)?.[0] ?? "gone"
@@ -46,7 +48,14 @@ const start = async (env: Record<string, string>) => {
   delete base.DATABASE_URL
   const child = Bun.spawn([process.execPath, "run", "start"], {
     cwd: root,
-    env: { ...base, ...env, PORT: "0", HOST: "127.0.0.1", TAPEDECK_API_KEYS: `workers=${KEY}`, TAPEDECK_LOG_LEVEL: "Info" },
+    env: {
+      ...base,
+      ...env,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      TAPEDECK_API_KEYS: `workers=${KEY}`,
+      TAPEDECK_LOG_LEVEL: "Info"
+    },
     stdout: "pipe",
     stderr: "pipe"
   })
@@ -57,75 +66,92 @@ const start = async (env: Record<string, string>) => {
   }
   void pump(child.stdout)
   void pump(child.stderr)
-  const url = await until(async () => {
-    const match = /Listening on http:\/\/[^:]+:(\d+)/.exec(output)
-    if (!match) return undefined
-    const url = `http://127.0.0.1:${match[1]}`
-    const res = await fetch(`${url}/health`).catch(() => undefined)
-    return res?.status === 200 ? url : undefined
-  }, { timeoutMs: 90_000, what: () => `a healthy server:\n${output}` })
+  const url = await until(
+    async () => {
+      const match = /Listening on http:\/\/[^:]+:(\d+)/.exec(output)
+      if (!match) return undefined
+      const url = `http://127.0.0.1:${match[1]}`
+      const res = await fetch(`${url}/health`).catch(() => undefined)
+      return res?.status === 200 ? url : undefined
+    },
+    { timeoutMs: 90_000, what: () => `a healthy server:\n${output}` }
+  )
   return { child, url, output: () => output }
 }
 
 describe("TAPEDECK_WORKERS", () => {
-  test.skipIf(!process.env.TEST_DATABASE_URL)("supervises N API processes on one port, restarts a dead one, stops them all", async () => {
-    const db = await createTestDatabase()
-    dbs.push(db)
-    const { child, url, output } = await start({ ...db.env, TAPEDECK_WORKERS: "2" })
-    try {
-      const workers = await until(() => {
-        const pids = childrenOf(child.pid).flatMap(childrenOf) // `bun run` → supervisor → workers
-        return pids.length === 2 ? pids : undefined
-      }, { timeoutMs: 60_000, what: () => `two workers:\n${output()}` })
+  test.skipIf(!process.env.TEST_DATABASE_URL)(
+    "supervises N API processes on one port, restarts a dead one, stops them all",
+    async () => {
+      const db = await createTestDatabase()
+      dbs.push(db)
+      const { child, url, output } = await start({ ...db.env, TAPEDECK_WORKERS: "2" })
+      try {
+        const workers = await until(
+          () => {
+            const pids = childrenOf(child.pid).flatMap(childrenOf) // `bun run` → supervisor → workers
+            return pids.length === 2 ? pids : undefined
+          },
+          { timeoutMs: 60_000, what: () => `two workers:\n${output()}` }
+        )
 
-      // Every worker serves the API over the same database: a trace written through one is read through any.
-      const id = crypto.randomUUID()
-      const created = await fetch(`${url}/api/v1/traces`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "x-service-key": KEY },
-        body: JSON.stringify({ id, status: "completed", started_at: new Date().toISOString(), spans: [] })
-      })
-      expect(`${created.status} ${await created.text()}`).toStartWith("200 ")
-      for (let i = 0; i < 20; i++) {
-        const res = await fetch(`${url}/api/v1/traces/${id}`, { headers: { "x-service-key": KEY } })
-        expect(res.status).toBe(200)
+        // Every worker serves the API over the same database: a trace written through one is read through any.
+        const id = crypto.randomUUID()
+        const created = await fetch(`${url}/api/v1/traces`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-service-key": KEY },
+          body: JSON.stringify({ id, status: "completed", started_at: new Date().toISOString(), spans: [] })
+        })
+        expect(`${created.status} ${await created.text()}`).toStartWith("200 ")
+        for (let i = 0; i < 20; i++) {
+          const res = await fetch(`${url}/api/v1/traces/${id}`, { headers: { "x-service-key": KEY } })
+          expect(res.status).toBe(200)
+        }
+
+        // A worker killed outright is started again.
+        process.kill(workers[0]!, "SIGKILL")
+        await until(
+          () => {
+            const pids = childrenOf(child.pid).flatMap(childrenOf)
+            return pids.length === 2 && !pids.includes(workers[0]!) ? pids : undefined
+          },
+          { timeoutMs: 60_000, what: () => `a replacement worker:\n${output()}` }
+        )
+        expect(output()).toContain(`worker 0 exited (SIGKILL); starting it again`)
+        await until(async () => (await fetch(`${url}/health`).catch(() => undefined))?.status === 200 || undefined, {
+          timeoutMs: 60_000,
+          what: () => "health after the restart"
+        })
+      } finally {
+        const supervisor = childrenOf(child.pid)[0]
+        const all = supervisor === undefined ? [] : childrenOf(supervisor)
+        child.kill("SIGTERM")
+        // Twice, as `bun run` forwarding the signal does: the second must not cut the supervisor's stop short.
+        if (supervisor !== undefined) for (let i = 0; i < 2; i++) process.kill(supervisor, "SIGTERM")
+        await child.exited
+        // No worker outlives the supervisor (an exited process not yet reaped, state Z, has stopped).
+        await until(() => all.every((pid) => ["gone", "Z"].includes(stateOf(pid))) || undefined, {
+          timeoutMs: 30_000,
+          what: () => `the workers to stop (${all.map((pid) => `${pid}: ${stateOf(pid)}`).join(", ")}):\n${output()}`
+        })
       }
+    },
+    180_000
+  )
 
-      // A worker killed outright is started again.
-      process.kill(workers[0]!, "SIGKILL")
-      await until(() => {
-        const pids = childrenOf(child.pid).flatMap(childrenOf)
-        return pids.length === 2 && !pids.includes(workers[0]!) ? pids : undefined
-      }, { timeoutMs: 60_000, what: () => `a replacement worker:\n${output()}` })
-      expect(output()).toContain(`worker 0 exited (SIGKILL); starting it again`)
-      await until(async () => (await fetch(`${url}/health`).catch(() => undefined))?.status === 200 || undefined, {
-        timeoutMs: 60_000,
-        what: () => "health after the restart"
-      })
-    } finally {
-      const supervisor = childrenOf(child.pid)[0]
-      const all = supervisor === undefined ? [] : childrenOf(supervisor)
-      child.kill("SIGTERM")
-      // Twice, as `bun run` forwarding the signal does: the second must not cut the supervisor's stop short.
-      if (supervisor !== undefined) for (let i = 0; i < 2; i++) process.kill(supervisor, "SIGTERM")
-      await child.exited
-      // No worker outlives the supervisor (an exited process not yet reaped, state Z, has stopped).
-      await until(() => all.every((pid) => ["gone", "Z"].includes(stateOf(pid))) || undefined, {
-        timeoutMs: 30_000,
-        what: () => `the workers to stop (${all.map((pid) => `${pid}: ${stateOf(pid)}`).join(", ")}):\n${output()}`
-      })
-    }
-  }, 180_000)
-
-  test.skipIf(!!process.env.TEST_DATABASE_URL)("with the embedded database, runs one process and says why", async () => {
-    const dir = `memory://`
-    const { child, url, output } = await start({ TAPEDECK_DATA_DIR: dir, TAPEDECK_WORKERS: "2" })
-    try {
-      expect((await fetch(`${url}/health`)).status).toBe(200)
-      expect(output()).toContain("TAPEDECK_WORKERS needs DATABASE_URL")
-    } finally {
-      child.kill("SIGTERM")
-      await child.exited
-    }
-  }, 120_000)
+  test.skipIf(!!process.env.TEST_DATABASE_URL)(
+    "with the embedded database, runs one process and says why",
+    async () => {
+      const dir = `memory://`
+      const { child, url, output } = await start({ TAPEDECK_DATA_DIR: dir, TAPEDECK_WORKERS: "2" })
+      try {
+        expect((await fetch(`${url}/health`)).status).toBe(200)
+        expect(output()).toContain("TAPEDECK_WORKERS needs DATABASE_URL")
+      } finally {
+        child.kill("SIGTERM")
+        await child.exited
+      }
+    },
+    120_000
+  )
 })

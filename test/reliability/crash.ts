@@ -12,7 +12,17 @@
  * (kills, default 3), RELIABILITY_WORKERS (REST and OTLP clients each, default 3). Exit code 1 on any violation.
  */
 import { accountNamespace, spanUuid, traceUuid } from "#layers/ingest/OtlpIds"
-import { connect, freshDatabase, KEY, log, numberEnv, runBench, type Server, sleep, startServer } from "../bench/Harness.ts"
+import {
+  connect,
+  freshDatabase,
+  KEY,
+  log,
+  numberEnv,
+  runBench,
+  type Server,
+  sleep,
+  startServer
+} from "../bench/Harness.ts"
 import { exportBody, hex, otlpSpan } from "../support/Otlp.ts"
 
 if (process.env.RELIABILITY_DATABASE_URL) process.env.BENCH_DATABASE_URL = process.env.RELIABILITY_DATABASE_URL
@@ -42,14 +52,30 @@ const restTrace = () => {
     input: { i },
     output: { ok: true }
   }))
-  return { id, body: JSON.stringify({ id, name: "crash-rest", status: "completed", started_at: "2026-11-01T00:00:00.000Z", spans }), spans }
+  return {
+    id,
+    body: JSON.stringify({
+      id,
+      name: "crash-rest",
+      status: "completed",
+      started_at: "2026-11-01T00:00:00.000Z",
+      spans
+    }),
+    spans
+  }
 }
 
 const otlpExport = () => {
   const traceHex = hex(16)
   const rootHex = hex(8)
   const spans = Array.from({ length: SPANS_PER_REQUEST }, (_, i) =>
-    otlpSpan({ traceId: traceHex, spanId: i === 0 ? rootHex : hex(8), ...(i === 0 ? {} : { parentSpanId: rootHex }), name: `op ${i}`, endMs: 1000 })
+    otlpSpan({
+      traceId: traceHex,
+      spanId: i === 0 ? rootHex : hex(8),
+      ...(i === 0 ? {} : { parentSpanId: rootHex }),
+      name: `op ${i}`,
+      endMs: 1000
+    })
   )
   return { traceHex, spanHexes: spans.map((s) => s.spanId), body: JSON.stringify(exportBody(spans, "crash-otlp")) }
 }
@@ -62,7 +88,11 @@ const client = async (server: () => Server, kind: "rest" | "otlp", ledger: Ledge
         const t = restTrace()
         const res = await fetch(`${server().url}/api/v1/traces`, { method: "POST", headers, body: t.body })
         await res.arrayBuffer()
-        if (res.status === 200) ledger.restSpans.set(t.id, t.spans.map((s) => s.id))
+        if (res.status === 200)
+          ledger.restSpans.set(
+            t.id,
+            t.spans.map((s) => s.id)
+          )
         else ledger.failures++
       } else {
         const e = otlpExport()
@@ -86,24 +116,44 @@ const client = async (server: () => Server, kind: "rest" | "otlp", ledger: Ledge
 const main = async () => {
   const { databaseUrl } = await freshDatabase("tapedeck_crash_")
   const db = await connect(databaseUrl)
-  let server = await startServer(databaseUrl, { extraEnv: { TAPEDECK_JOB_POLL_MS: "100", TAPEDECK_JOB_LEASE_SECONDS: "5" } })
+  let server = await startServer(databaseUrl, {
+    extraEnv: { TAPEDECK_JOB_POLL_MS: "100", TAPEDECK_JOB_LEASE_SECONDS: "5" }
+  })
   const ledger: Ledger = { restSpans: new Map(), otlpAcked: [], otlpToRetry: [], failures: 0 }
   const problems: Array<string> = []
 
   for (let round = 1; round <= ROUNDS; round++) {
     let stopped = false
     const clients = [
-      ...Array.from({ length: WORKERS }, () => client(() => server, "rest", ledger, () => stopped)),
-      ...Array.from({ length: WORKERS }, () => client(() => server, "otlp", ledger, () => stopped))
+      ...Array.from({ length: WORKERS }, () =>
+        client(
+          () => server,
+          "rest",
+          ledger,
+          () => stopped
+        )
+      ),
+      ...Array.from({ length: WORKERS }, () =>
+        client(
+          () => server,
+          "otlp",
+          ledger,
+          () => stopped
+        )
+      )
     ]
     const killAfter = 1500 + Math.floor(Math.random() * 3000)
     await sleep(killAfter)
-    log(`round ${round}: SIGKILL after ${killAfter} ms (${ledger.restSpans.size} REST traces and ${ledger.otlpAcked.length} OTLP exports acknowledged so far)`)
+    log(
+      `round ${round}: SIGKILL after ${killAfter} ms (${ledger.restSpans.size} REST traces and ${ledger.otlpAcked.length} OTLP exports acknowledged so far)`
+    )
     process.kill(server.pid, "SIGKILL")
     await sleep(300)
     stopped = true
     await Promise.all(clients)
-    server = await startServer(databaseUrl, { extraEnv: { TAPEDECK_JOB_POLL_MS: "100", TAPEDECK_JOB_LEASE_SECONDS: "5" } })
+    server = await startServer(databaseUrl, {
+      extraEnv: { TAPEDECK_JOB_POLL_MS: "100", TAPEDECK_JOB_LEASE_SECONDS: "5" }
+    })
     // The exporter's retry: every export the crash cut off is sent again to the restarted server.
     const retries = ledger.otlpToRetry.splice(0)
     for (const e of retries) {
@@ -144,17 +194,23 @@ const main = async () => {
   const deadline = Date.now() + 60_000
   let open = Infinity
   while (Date.now() < deadline) {
-    open = Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status IN ('queued', 'running')")).rows[0]!.n)
+    open = Number(
+      (await db.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status IN ('queued', 'running')")).rows[0]!.n
+    )
     if (open === 0) break
     await sleep(250)
   }
   if (open !== 0) problems.push(`${open} jobs still queued or running 60 s after the last restart`)
-  const deadJobs = (await db.query<{ kind: string; attempts: number; error: string | null }>(
-    "SELECT kind, attempts, error FROM jobs WHERE status = 'dead_letter'"
-  )).rows
+  const deadJobs = (
+    await db.query<{ kind: string; attempts: number; error: string | null }>(
+      "SELECT kind, attempts, error FROM jobs WHERE status = 'dead_letter'"
+    )
+  ).rows
   const dead = deadJobs.length
   if (dead !== 0) {
-    problems.push(`${dead} jobs dead-lettered, e.g. ${deadJobs[0]!.kind} after ${deadJobs[0]!.attempts} attempts: ${deadJobs[0]!.error}`)
+    problems.push(
+      `${dead} jobs dead-lettered, e.g. ${deadJobs[0]!.kind} after ${deadJobs[0]!.attempts} attempts: ${deadJobs[0]!.error}`
+    )
   }
   const terminal = await db.query<{ trace_id: string; n: string }>(
     `SELECT t.id AS trace_id, count(j.id) AS n FROM traces t
@@ -163,7 +219,10 @@ const main = async () => {
     [traceIds]
   )
   const notOnce = terminal.rows.filter((r) => Number(r.n) !== 1)
-  if (notOnce.length > 0) problems.push(`${notOnce.length} terminal traces without exactly one completed terminal job (e.g. ${notOnce[0]!.trace_id}: ${notOnce[0]!.n})`)
+  if (notOnce.length > 0)
+    problems.push(
+      `${notOnce.length} terminal traces without exactly one completed terminal job (e.g. ${notOnce[0]!.trace_id}: ${notOnce[0]!.n})`
+    )
 
   console.log(
     [

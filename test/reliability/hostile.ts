@@ -64,7 +64,10 @@ const main = async () => {
   let good = true
   const goodClient = (async () => {
     while (good) {
-      for (const [path, init] of [["/health", {}], ["/api/v1/traces?limit=5", { headers: { "x-service-key": KEY } }]] as const) {
+      for (const [path, init] of [
+        ["/health", {}],
+        ["/api/v1/traces?limit=5", { headers: { "x-service-key": KEY } }]
+      ] as const) {
         const t0 = performance.now()
         try {
           const res = await fetch(`${server.url}${path}`, { ...init, signal: AbortSignal.timeout(10_000) })
@@ -88,12 +91,18 @@ const main = async () => {
       if (res.headers.get("content-type")?.includes("json")) {
         try {
           const body = JSON.parse(text)
-          bodyOk = typeof body.error === "string" && typeof body.code === "string" && typeof body.retryable === "boolean"
+          bodyOk =
+            typeof body.error === "string" && typeof body.code === "string" && typeof body.retryable === "boolean"
         } catch {
           bodyOk = false
         }
       }
-      outcomes.push({ name, status: res.status, ok: res.status >= 400 && res.status < 500 && bodyOk, detail: text.slice(0, 120) })
+      outcomes.push({
+        name,
+        status: res.status,
+        ok: res.status >= 400 && res.status < 500 && bodyOk,
+        detail: text.slice(0, 120)
+      })
     } catch (e) {
       // The server closing the connection on a request it will not read is a refusal too.
       outcomes.push({ name, status: "closed", ok: true, detail: String(e).slice(0, 120) })
@@ -104,28 +113,70 @@ const main = async () => {
   const proto = { ...auth, "content-type": "application/x-protobuf" }
   const deep = (n: number) => "[".repeat(n) + "]".repeat(n)
 
-  await attempt("JSON body of 64 MB (over the cap)", "/api/v1/traces", { method: "POST", headers: json, body: `{"x":"${"a".repeat(64 * 1024 * 1024)}"}` })
+  await attempt("JSON body of 64 MB (over the cap)", "/api/v1/traces", {
+    method: "POST",
+    headers: json,
+    body: `{"x":"${"a".repeat(64 * 1024 * 1024)}"}`
+  })
   await attempt("JSON nested 100,000 levels", "/api/v1/traces", { method: "POST", headers: json, body: deep(100_000) })
-  await attempt("JSON nested 100,000 levels (OTLP)", "/v1/traces", { method: "POST", headers: json, body: `{"resourceSpans":${deep(100_000)}}` })
-  await attempt("JSON of 2 million small array items", "/api/v1/traces", { method: "POST", headers: json, body: `[${"1,".repeat(1_999_999)}1]` })
+  await attempt("JSON nested 100,000 levels (OTLP)", "/v1/traces", {
+    method: "POST",
+    headers: json,
+    body: `{"resourceSpans":${deep(100_000)}}`
+  })
+  await attempt("JSON of 2 million small array items", "/api/v1/traces", {
+    method: "POST",
+    headers: json,
+    body: `[${"1,".repeat(1_999_999)}1]`
+  })
   await attempt("truncated JSON", "/api/v1/traces", { method: "POST", headers: json, body: '{"id":"' })
-  await attempt("truncated protobuf", "/v1/traces", { method: "POST", headers: proto, body: new Uint8Array([0x0a, 0xff, 0xff, 0xff, 0x0f, 0x0a]) })
-  await attempt("protobuf with a length past the end", "/v1/traces", { method: "POST", headers: proto, body: new Uint8Array([0x0a, 0x80, 0x80, 0x80, 0x01, 0x12]) })
-  await attempt("random bytes as protobuf", "/v1/traces", { method: "POST", headers: proto, body: crypto.getRandomValues(new Uint8Array(65536)) })
+  await attempt("truncated protobuf", "/v1/traces", {
+    method: "POST",
+    headers: proto,
+    body: new Uint8Array([0x0a, 0xff, 0xff, 0xff, 0x0f, 0x0a])
+  })
+  await attempt("protobuf with a length past the end", "/v1/traces", {
+    method: "POST",
+    headers: proto,
+    body: new Uint8Array([0x0a, 0x80, 0x80, 0x80, 0x01, 0x12])
+  })
+  await attempt("random bytes as protobuf", "/v1/traces", {
+    method: "POST",
+    headers: proto,
+    body: crypto.getRandomValues(new Uint8Array(65536))
+  })
   const bomb = gzipSync(Buffer.alloc(512 * 1024 * 1024))
   await attempt(`gzip bomb (${(bomb.length / 1024).toFixed(0)} KB → 512 MB)`, "/v1/traces", {
     method: "POST",
     headers: { ...proto, "content-encoding": "gzip" },
     body: bomb
   })
-  await attempt("gzip bomb as JSON", "/v1/traces", { method: "POST", headers: { ...json, "content-encoding": "gzip" }, body: bomb })
-  await attempt("a corrupt gzip body", "/v1/traces", { method: "POST", headers: { ...json, "content-encoding": "gzip" }, body: new Uint8Array([0x1f, 0x8b, 8, 0, 1, 2, 3]) })
-  await attempt("an unknown content-encoding", "/v1/traces", { method: "POST", headers: { ...json, "content-encoding": "br2" }, body: "{}" })
+  await attempt("gzip bomb as JSON", "/v1/traces", {
+    method: "POST",
+    headers: { ...json, "content-encoding": "gzip" },
+    body: bomb
+  })
+  await attempt("a corrupt gzip body", "/v1/traces", {
+    method: "POST",
+    headers: { ...json, "content-encoding": "gzip" },
+    body: new Uint8Array([0x1f, 0x8b, 8, 0, 1, 2, 3])
+  })
+  await attempt("an unknown content-encoding", "/v1/traces", {
+    method: "POST",
+    headers: { ...json, "content-encoding": "br2" },
+    body: "{}"
+  })
   await attempt("a 64 KB header", "/api/v1/traces", { headers: { ...auth, "x-filler": "a".repeat(64 * 1024) } })
   await attempt("a 1 MB header", "/api/v1/traces", { headers: { ...auth, "x-filler": "a".repeat(1024 * 1024) } })
-  await attempt("200 headers", "/api/v1/traces", { headers: { ...auth, ...Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`x-h${i}`, "v"])) } })
+  await attempt("200 headers", "/api/v1/traces", {
+    headers: { ...auth, ...Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`x-h${i}`, "v"])) }
+  })
   await attempt("a 100 KB URL", `/api/v1/traces?cursor=${"a".repeat(100_000)}`, { headers: auth })
-  await attempt("a wrong content type", "/api/v1/traces", { method: "POST", headers: { ...auth, "content-type": "text/xml" }, body: "<a/>" })
+  await attempt("a wrong content type", "/api/v1/traces", {
+    method: "POST",
+    headers: { ...auth, "content-type": "text/xml" },
+    body: "<a/>"
+  })
 
   // Raw framing the fetch client would not send.
   const raw = (name: string, bytes: string) =>
@@ -134,9 +185,16 @@ const main = async () => {
       let reply = ""
       const done = () => {
         const status = /^HTTP\/1\.1 (\d{3})/.exec(reply)?.[1]
-        outcomes.push(status === undefined
-          ? { name, status: "closed", ok: true, detail: reply.slice(0, 80) }
-          : { name, status: Number(status), ok: Number(status) >= 400 && Number(status) < 500, detail: reply.slice(0, 120) })
+        outcomes.push(
+          status === undefined
+            ? { name, status: "closed", ok: true, detail: reply.slice(0, 80) }
+            : {
+                name,
+                status: Number(status),
+                ok: Number(status) >= 400 && Number(status) < 500,
+                detail: reply.slice(0, 120)
+              }
+        )
         resolve()
       }
       s.setTimeout(15_000, () => s.destroy())
@@ -148,9 +206,19 @@ const main = async () => {
       s.on("error", () => {})
       s.write(bytes)
     })
-  await raw("a Content-Length larger than the body, then silence", "POST /api/v1/traces HTTP/1.1\r\nHost: x\r\nx-service-key: " + KEY + "\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"id\":")
+  await raw(
+    "a Content-Length larger than the body, then silence",
+    "POST /api/v1/traces HTTP/1.1\r\nHost: x\r\nx-service-key: " +
+      KEY +
+      '\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"id":'
+  )
   await raw("a negative Content-Length", "POST /api/v1/traces HTTP/1.1\r\nHost: x\r\ncontent-length: -5\r\n\r\n")
-  await raw("a malformed chunked body", "POST /api/v1/traces HTTP/1.1\r\nHost: x\r\nx-service-key: " + KEY + "\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+  await raw(
+    "a malformed chunked body",
+    "POST /api/v1/traces HTTP/1.1\r\nHost: x\r\nx-service-key: " +
+      KEY +
+      "\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
+  )
   await raw("a request line of garbage", "\x00\x01\x02 GARBAGE\r\n\r\n")
 
   good = false

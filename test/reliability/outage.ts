@@ -42,7 +42,11 @@ const traceBody = () => {
     name: "step",
     started_at: "2026-11-01T00:00:00.000Z"
   }))
-  return { id, spans: spans.map((s) => s.id), body: JSON.stringify({ id, name: "outage", started_at: "2026-11-01T00:00:00.000Z", spans }) }
+  return {
+    id,
+    spans: spans.map((s) => s.id),
+    body: JSON.stringify({ id, name: "outage", started_at: "2026-11-01T00:00:00.000Z", spans })
+  }
 }
 
 const main = async () => {
@@ -72,11 +76,27 @@ const main = async () => {
       } catch {
         // kept as text
       }
-      const answer = { kind, phase: at, answeredIn: phase, status: res.status, ms: performance.now() - t0, body, retryAfter: res.headers.get("retry-after") }
+      const answer = {
+        kind,
+        phase: at,
+        answeredIn: phase,
+        status: res.status,
+        ms: performance.now() - t0,
+        body,
+        retryAfter: res.headers.get("retry-after")
+      }
       answers.push(answer)
       return answer
     } catch (e) {
-      const answer = { kind, phase: at, answeredIn: phase, status: 0, ms: performance.now() - t0, body: String(e), retryAfter: null }
+      const answer = {
+        kind,
+        phase: at,
+        answeredIn: phase,
+        status: 0,
+        ms: performance.now() - t0,
+        body: String(e),
+        retryAfter: null
+      }
       answers.push(answer)
       return answer
     }
@@ -93,19 +113,26 @@ const main = async () => {
         const t = traceBody()
         const a = await send("rest", "/api/v1/traces", { method: "POST", headers, body: t.body })
         if (a.status === 200) acknowledged.set(t.id, t.spans)
-      })),
+      })
+    ),
     ...Array.from({ length: WORKERS }, () =>
       loop(async () => {
         await send("list", "/api/v1/traces?limit=5", { headers })
-      })),
+      })
+    ),
     ...Array.from({ length: WORKERS }, () =>
       loop(async () => {
         await send("enforcement", "/api/v1/enforcement/check", {
           method: "POST",
           headers,
-          body: JSON.stringify({ run_id: `run-${Math.floor(Math.random() * 50)}`, tool_name: "search", proposed_usd: 0.001 })
+          body: JSON.stringify({
+            run_id: `run-${Math.floor(Math.random() * 50)}`,
+            tool_name: "search",
+            proposed_usd: 0.001
+          })
         })
-      })),
+      })
+    ),
     loop(async () => {
       await send("health", "/health", {})
     })
@@ -137,19 +164,32 @@ const main = async () => {
   const during = answers.filter((a) => a.phase === "outage")
   const byKind = (kind: string, list = during) => list.filter((a) => a.kind === kind)
   const slow = during.filter((a) => a.ms > DEADLINE_MS)
-  if (slow.length > 0) problems.push(`${slow.length} answers during the outage took longer than ${DEADLINE_MS} ms (max ${Math.max(...slow.map((a) => a.ms)).toFixed(0)} ms)`)
-  const serverErrors = answers.filter((a) => a.status === 500 || a.status === 0)
-  if (serverErrors.length > 0) problems.push(`${serverErrors.length} answers were 500 or no answer, e.g. ${JSON.stringify(serverErrors[0])}`)
-  for (const kind of ["rest", "list"]) {
-    const bad = byKind(kind).filter((a) =>
-      a.status !== 200 &&
-      !(a.status === 503 && a.body?.code === "unavailable" && a.body?.retryable === true && Number(a.retryAfter) >= 1)
+  if (slow.length > 0)
+    problems.push(
+      `${slow.length} answers during the outage took longer than ${DEADLINE_MS} ms (max ${Math.max(...slow.map((a) => a.ms)).toFixed(0)} ms)`
     )
-    if (bad.length > 0) problems.push(`${bad.length} ${kind} answers during the outage were neither 200 nor a retryable 503: ${JSON.stringify(bad[0])}`)
+  const serverErrors = answers.filter((a) => a.status === 500 || a.status === 0)
+  if (serverErrors.length > 0)
+    problems.push(`${serverErrors.length} answers were 500 or no answer, e.g. ${JSON.stringify(serverErrors[0])}`)
+  for (const kind of ["rest", "list"]) {
+    const bad = byKind(kind).filter(
+      (a) =>
+        a.status !== 200 &&
+        !(a.status === 503 && a.body?.code === "unavailable" && a.body?.retryable === true && Number(a.retryAfter) >= 1)
+    )
+    if (bad.length > 0)
+      problems.push(
+        `${bad.length} ${kind} answers during the outage were neither 200 nor a retryable 503: ${JSON.stringify(bad[0])}`
+      )
   }
   const enforcement = byKind("enforcement")
-  const notClosed = enforcement.filter((a) => a.status !== 200 || (a.body?.verdict !== "block" && a.body?.verdict !== "allow"))
-  if (notClosed.length > 0) problems.push(`${notClosed.length} enforcement answers during the outage were not a verdict: ${JSON.stringify(notClosed[0])}`)
+  const notClosed = enforcement.filter(
+    (a) => a.status !== 200 || (a.body?.verdict !== "block" && a.body?.verdict !== "allow")
+  )
+  if (notClosed.length > 0)
+    problems.push(
+      `${notClosed.length} enforcement answers during the outage were not a verdict: ${JSON.stringify(notClosed[0])}`
+    )
   // Checks sent and answered while the connections were cut cannot have read the run's state: each must block.
   // (One sent in the outage's last moments may reach the database once it is back, and rightly be allowed.)
   const allowed = enforcement.filter((a) => a.body?.verdict === "allow" && a.answeredIn === "outage")
@@ -157,11 +197,17 @@ const main = async () => {
   const healthBad = byKind("health").filter((a) => a.status !== 200)
   if (healthBad.length > 0) problems.push(`/health failed ${healthBad.length} times during the outage`)
   if (!Number.isFinite(recoveredMs)) problems.push("the API did not recover within 30 s of the database coming back")
-  const afterRest = byKind("rest", answers.filter((a) => a.phase === "after"))
-  if (afterRest.length === 0 || afterRest.at(-1)!.status !== 200) problems.push("REST writes did not succeed again after the outage")
+  const afterRest = byKind(
+    "rest",
+    answers.filter((a) => a.phase === "after")
+  )
+  if (afterRest.length === 0 || afterRest.at(-1)!.status !== 200)
+    problems.push("REST writes did not succeed again after the outage")
 
   const ids = [...acknowledged.values()].flat()
-  const stored = Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM spans WHERE id = ANY($1::uuid[])", [ids])).rows[0]!.n)
+  const stored = Number(
+    (await db.query<{ n: string }>("SELECT count(*) AS n FROM spans WHERE id = ANY($1::uuid[])", [ids])).rows[0]!.n
+  )
   if (stored !== ids.length) problems.push(`${ids.length - stored} acknowledged spans missing`)
 
   const count = (list: ReadonlyArray<Answer>, pred: (a: Answer) => boolean) => list.filter(pred).length

@@ -11,7 +11,18 @@
  * Bun.serve in its own process, whose check runs one `SELECT 1` (CEILING_SCRIPT).
  */
 import { accountNamespace, traceUuid } from "#layers/ingest/OtlpIds"
-import { connect, freshDatabase, KEY, latencyStats, log, numberEnv, runBench, sleep, startBareServer, startServer } from "../bench/Harness.ts"
+import {
+  connect,
+  freshDatabase,
+  KEY,
+  latencyStats,
+  log,
+  numberEnv,
+  runBench,
+  sleep,
+  startBareServer,
+  startServer
+} from "../bench/Harness.ts"
 import { exportBody, hex, otlpSpan } from "../support/Otlp.ts"
 
 if (process.env.RELIABILITY_DATABASE_URL) process.env.BENCH_DATABASE_URL = process.env.RELIABILITY_DATABASE_URL
@@ -70,7 +81,12 @@ const main = async () => {
       const traceHex = hex(16)
       const root = hex(8)
       const spans = Array.from({ length: SPANS }, (_, i) =>
-        otlpSpan({ traceId: traceHex, spanId: i === 0 ? root : hex(8), ...(i === 0 ? {} : { parentSpanId: root }), name: `op ${i}` })
+        otlpSpan({
+          traceId: traceHex,
+          spanId: i === 0 ? root : hex(8),
+          ...(i === 0 ? {} : { parentSpanId: root }),
+          name: `op ${i}`
+        })
       )
       const body = JSON.stringify(exportBody(spans, "overload"))
       try {
@@ -82,7 +98,11 @@ const main = async () => {
         } else if (res.status === 503) {
           refused++
           const b = JSON.parse(text)
-          if (b.code !== "ingest_backpressure" || b.retryable !== true || !(Number(res.headers.get("retry-after")) >= 1)) {
+          if (
+            b.code !== "ingest_backpressure" ||
+            b.retryable !== true ||
+            !(Number(res.headers.get("retry-after")) >= 1)
+          ) {
             bad.push(`503 without the backpressure body or Retry-After: ${text.slice(0, 100)}`)
           }
         } else bad.push(`${res.status}: ${text.slice(0, 100)}`)
@@ -126,7 +146,10 @@ const main = async () => {
   const account = (await db.query<{ id: string }>("SELECT id FROM accounts WHERE name = 'bench'")).rows[0]!.id
   const ns = accountNamespace(account)
   const ids = acceptedTraces.map((h) => traceUuid(ns, h))
-  const stored = Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM spans WHERE trace_id = ANY($1::uuid[])", [ids])).rows[0]!.n)
+  const stored = Number(
+    (await db.query<{ n: string }>("SELECT count(*) AS n FROM spans WHERE trace_id = ANY($1::uuid[])", [ids])).rows[0]!
+      .n
+  )
 
   const early = Math.max(...rss.slice(0, 10))
   const peak = Math.max(...rss)
@@ -136,7 +159,8 @@ const main = async () => {
   const ce = latencyStats(ceilingEnforcement)
   if (bad.length > 0) problems.push(`${bad.length} answers other than 200 or a proper 503, e.g. ${bad[0]}`)
   if (stored !== accepted * SPANS) problems.push(`${accepted * SPANS - stored} spans of accepted exports missing`)
-  if (peak > early * 1.5) problems.push(`RSS grew from ${early.toFixed(0)} MB (first 10 s peak) to ${peak.toFixed(0)} MB`)
+  if (peak > early * 1.5)
+    problems.push(`RSS grew from ${early.toFixed(0)} MB (first 10 s peak) to ${peak.toFixed(0)} MB`)
   if (probeFailures > 0) problems.push(`${probeFailures} /health or enforcement calls failed`)
   if (accepted === 0 || refused === 0) problems.push(`not an overload: ${accepted} accepted, ${refused} refused`)
 
@@ -149,7 +173,10 @@ const main = async () => {
       `| refusals with Retry-After and the backpressure body | ${refused - bad.filter((b) => b.startsWith("503")).length} / ${refused} | all | — |`,
       `| accepted spans stored | ${stored} / ${accepted * SPANS} | all | — |`,
       `| server RSS first 10 s peak / overall peak / end | ${early.toFixed(0)} / ${peak.toFixed(0)} / ${rss.at(-1)!.toFixed(0)} MB | peak ≤ 1.5 × early | — |`,
-      `| RSS every 5 s | ${rss.filter((_, i) => i % 5 === 0).map((r) => r.toFixed(0)).join(" ")} | — | — |`,
+      `| RSS every 5 s | ${rss
+        .filter((_, i) => i % 5 === 0)
+        .map((r) => r.toFixed(0))
+        .join(" ")} | — | — |`,
       `| /health p50 / p99 | ${h.p50.toFixed(1)} / ${h.p99.toFixed(1)} ms | p99 ≤ 100 ms${h.p99 <= 100 ? " ✓" : " ✗"} | ${ch.p50.toFixed(1)} / ${ch.p99.toFixed(1)} ms |`,
       `| enforcement check p50 / p99 | ${e.p50.toFixed(1)} / ${e.p99.toFixed(1)} ms | p99 ≤ 5 ms${e.p99 <= 5 ? " ✓" : " ✗"} | ${ce.p50.toFixed(1)} / ${ce.p99.toFixed(1)} ms |`
     ].join("\n")

@@ -61,7 +61,13 @@ const slowUpload = (url: string, kind: "trickle" | "paced") =>
         // not a JSON body
       }
       socket.destroy()
-      resolve({ kind, status: status === undefined ? "closed" : Number(status), code, bodyOk, elapsedMs: performance.now() - started })
+      resolve({
+        kind,
+        status: status === undefined ? "closed" : Number(status),
+        code,
+        bodyOk,
+        elapsedMs: performance.now() - started
+      })
     }
     socket.on("error", () => {})
     socket.on("data", (d) => {
@@ -97,7 +103,12 @@ const victim = async (url: string, until: () => boolean) => {
     const traceHex = hex(16)
     const root = hex(8)
     const spans = Array.from({ length: 10 }, (_, i) =>
-      otlpSpan({ traceId: traceHex, spanId: i === 0 ? root : hex(8), ...(i === 0 ? {} : { parentSpanId: root }), name: `step ${i}` })
+      otlpSpan({
+        traceId: traceHex,
+        spanId: i === 0 ? root : hex(8),
+        ...(i === 0 ? {} : { parentSpanId: root }),
+        name: `step ${i}`
+      })
     )
     const t0 = performance.now()
     let status: number | string
@@ -156,39 +167,47 @@ const main = async () => {
   const victimOk = during.statuses.size === 1 && during.statuses.get(200) === during.latencies.length
   const latencyOk = under.p99 <= bound
   const slowBound = DEADLINE_MS + 1000
-  const badSlow = answers.filter((a) =>
-    !((a.status === 408 && a.code === "request_timeout") || (a.status === 503 && a.code === "ingest_backpressure")) ||
-    !a.bodyOk || a.elapsedMs > slowBound
+  const badSlow = answers.filter(
+    (a) =>
+      !((a.status === 408 && a.code === "request_timeout") || (a.status === 503 && a.code === "ingest_backpressure")) ||
+      !a.bodyOk ||
+      a.elapsedMs > slowBound
   )
   const count = (kind: string, status: number) => answers.filter((a) => a.kind === kind && a.status === status).length
   const slowest = (kind: string) => Math.max(0, ...answers.filter((a) => a.kind === kind).map((a) => a.elapsedMs))
   const fmtStatuses = (m: Map<number | string, number>) => [...m].map(([s, n]) => `${s}: ${n}`).join(", ")
 
-  console.log([
-    "| victim exports (10 spans, sequential) | count | statuses | p50 | p99 | max |",
-    "|---|---|---|---|---|---|",
-    `| alone, before the attack | ${baseline.latencies.length} | ${fmtStatuses(baseline.statuses)} | ${before.p50.toFixed(1)} ms | ${before.p99.toFixed(1)} ms | ${Math.max(...baseline.latencies).toFixed(1)} ms |`,
-    `| during the attack | ${during.latencies.length} | ${fmtStatuses(during.statuses)}${victimOk ? " ✓" : " ✗"} | ${under.p50.toFixed(1)} ms | ${under.p99.toFixed(1)} ms${latencyOk ? " ✓" : " ✗"} | ${Math.max(...during.latencies).toFixed(1)} ms |`,
-    "",
-    `p99 bound during the attack: 3 × ${before.p99.toFixed(1)} + 50 = ${bound.toFixed(1)} ms`,
-    "",
-    "| slow uploads (attacker) | answered | 408 | 503 (refused or taken back) | other | slowest answer |",
-    "|---|---|---|---|---|---|",
-    ...(["trickle", "paced"] as const).map((kind) => {
-      const all = answers.filter((a) => a.kind === kind).length
-      return `| ${kind} | ${all} | ${count(kind, 408)} | ${count(kind, 503)} | ${all - count(kind, 408) - count(kind, 503)} | ${(slowest(kind) / 1000).toFixed(2)} s${slowest(kind) <= slowBound ? " ✓" : " ✗"} |`
-    }),
-    "",
-    `Shared 2-core machine: the server, PostgreSQL and this script's clients run side by side.`
-  ].join("\n"))
+  console.log(
+    [
+      "| victim exports (10 spans, sequential) | count | statuses | p50 | p99 | max |",
+      "|---|---|---|---|---|---|",
+      `| alone, before the attack | ${baseline.latencies.length} | ${fmtStatuses(baseline.statuses)} | ${before.p50.toFixed(1)} ms | ${before.p99.toFixed(1)} ms | ${Math.max(...baseline.latencies).toFixed(1)} ms |`,
+      `| during the attack | ${during.latencies.length} | ${fmtStatuses(during.statuses)}${victimOk ? " ✓" : " ✗"} | ${under.p50.toFixed(1)} ms | ${under.p99.toFixed(1)} ms${latencyOk ? " ✓" : " ✗"} | ${Math.max(...during.latencies).toFixed(1)} ms |`,
+      "",
+      `p99 bound during the attack: 3 × ${before.p99.toFixed(1)} + 50 = ${bound.toFixed(1)} ms`,
+      "",
+      "| slow uploads (attacker) | answered | 408 | 503 (refused or taken back) | other | slowest answer |",
+      "|---|---|---|---|---|---|",
+      ...(["trickle", "paced"] as const).map((kind) => {
+        const all = answers.filter((a) => a.kind === kind).length
+        return `| ${kind} | ${all} | ${count(kind, 408)} | ${count(kind, 503)} | ${all - count(kind, 408) - count(kind, 503)} | ${(slowest(kind) / 1000).toFixed(2)} s${slowest(kind) <= slowBound ? " ✓" : " ✗"} |`
+      }),
+      "",
+      `Shared 2-core machine: the server, PostgreSQL and this script's clients run side by side.`
+    ].join("\n")
+  )
 
   const problems: Array<string> = []
-  if (!victimOk) problems.push(`the victim's exports during the attack were not all 200: ${fmtStatuses(during.statuses)}`)
-  if (!latencyOk) problems.push(`the victim's p99 during the attack (${under.p99.toFixed(1)} ms) exceeds ${bound.toFixed(1)} ms`)
+  if (!victimOk)
+    problems.push(`the victim's exports during the attack were not all 200: ${fmtStatuses(during.statuses)}`)
+  if (!latencyOk)
+    problems.push(`the victim's p99 during the attack (${under.p99.toFixed(1)} ms) exceeds ${bound.toFixed(1)} ms`)
   if (answers.length < SLOW) problems.push(`only ${answers.length} slow uploads were answered`)
   if (count("trickle", 408) + count("paced", 408) === 0) problems.push("no slow upload was answered 408")
   for (const a of badSlow.slice(0, 10)) {
-    problems.push(`a ${a.kind} upload was answered ${a.status} (${a.code ?? "no code"}) after ${(a.elapsedMs / 1000).toFixed(2)} s`)
+    problems.push(
+      `a ${a.kind} upload was answered ${a.status} (${a.code ?? "no code"}) after ${(a.elapsedMs / 1000).toFixed(2)} s`
+    )
   }
   if (problems.length > 0) throw new Error(`slow-upload suite failed:\n- ${problems.join("\n- ")}`)
   log("slow-upload suite passed")

@@ -18,25 +18,38 @@ const provider = new NodeTracerProvider({ spanProcessors: [processor] })
 provider.register()
 
 let traceId = ""
-await startActiveObservation("support-run", async (agent) => {
-  traceId = agent.traceId
-  await propagateAttributes({ userId: "user-lf", sessionId: "sess-lf", tags: ["support"], metadata: { tier: "gold" } }, async () => {
-    agent.update({ input: { question: "where is my parcel?" } })
-    const generation = startObservation("answer", {
-      model: "gpt-4o-mini",
-      modelParameters: { temperature: 0.2 },
-      input: [{ role: "user", content: "where is my parcel?" }]
-    }, { asType: "generation" })
-    generation.update({
-      output: { role: "assistant", content: "in Lyon" },
-      usageDetails: { input: 120, output: 8, input_cached_tokens: 100 },
-      costDetails: { input: 0.0012, output: 0.0004 }
-    }).end()
-    const tool = startObservation("track_parcel", { input: { id: "P-1" } }, { asType: "tool" })
-    tool.update({ output: { city: "Lyon" } }).end()
-    agent.update({ output: { answer: "in Lyon" } })
-  })
-}, { asType: "agent" })
+await startActiveObservation(
+  "support-run",
+  async (agent) => {
+    traceId = agent.traceId
+    await propagateAttributes(
+      { userId: "user-lf", sessionId: "sess-lf", tags: ["support"], metadata: { tier: "gold" } },
+      async () => {
+        agent.update({ input: { question: "where is my parcel?" } })
+        const generation = startObservation(
+          "answer",
+          {
+            model: "gpt-4o-mini",
+            modelParameters: { temperature: 0.2 },
+            input: [{ role: "user", content: "where is my parcel?" }]
+          },
+          { asType: "generation" }
+        )
+        generation
+          .update({
+            output: { role: "assistant", content: "in Lyon" },
+            usageDetails: { input: 120, output: 8, input_cached_tokens: 100 },
+            costDetails: { input: 0.0012, output: 0.0004 }
+          })
+          .end()
+        const tool = startObservation("track_parcel", { input: { id: "P-1" } }, { asType: "tool" })
+        tool.update({ output: { city: "Lyon" } }).end()
+        agent.update({ output: { answer: "in Lyon" } })
+      }
+    )
+  },
+  { asType: "agent" }
+)
 
 let flushed = true
 let error: string | undefined

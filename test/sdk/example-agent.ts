@@ -25,7 +25,10 @@ const fakeChatModel = async (messages: ReadonlyArray<Message>) => {
   const last = messages.at(-1)?.content ?? ""
   const system = messages.find((m) => m.role === "system")?.content ?? ""
   const content = system.startsWith("You plan")
-    ? JSON.stringify({ steps: ["search_flights", "check_weather", "book_flight"], destination: last.match(/to (\w+)/)?.[1] ?? "LIS" })
+    ? JSON.stringify({
+        steps: ["search_flights", "check_weather", "book_flight"],
+        destination: last.match(/to (\w+)/)?.[1] ?? "LIS"
+      })
     : `Booked! ${last}`
   const promptTokens = messages.reduce((n, m) => n + Math.ceil(m.content.length / 4), 0)
   return {
@@ -55,24 +58,38 @@ export const bookTrip = async (tapedeck: Tapedeck, request: string): Promise<Tri
     sessionId: "travel-chat-1",
     metadata: { agent: "travel-booker", version: "1.0" }
   })
-  const agent: SpanHandle = run.startSpan({ type: "action", name: "travel-agent", agentId: "travel-agent", agentRole: "orchestrator", input: { request } })
+  const agent: SpanHandle = run.startSpan({
+    type: "action",
+    name: "travel-agent",
+    agentId: "travel-agent",
+    agentRole: "orchestrator",
+    input: { request }
+  })
 
   const planner = wrapModel(agent, "gpt-4o-mini", fakeChatModel, { name: "plan", agentId: "travel-agent" })
   const writer = wrapModel(agent, "gpt-4o", fakeChatModel, { name: "answer", agentId: "travel-agent" })
   const searchFlights = wrapTool(agent, "search_flights", async (query: { to: string; date: string }) =>
-    FLIGHTS.filter((f) => f.to === query.to && f.date === query.date).sort((a, b) => a.price - b.price))
+    FLIGHTS.filter((f) => f.to === query.to && f.date === query.date).sort((a, b) => a.price - b.price)
+  )
   let weatherCalls = 0
   const checkWeather = wrapTool(agent, "check_weather", async (city: string) => {
     if (weatherCalls++ === 0) throw new Error("weather service timed out")
     return { city, forecast: "sunny", celsius: 24 }
   })
-  const bookFlight = wrapTool(agent, "book_flight", (flight: Flight) => ({ confirmation: `CONF-${flight.id}`, price: flight.price }))
+  const bookFlight = wrapTool(agent, "book_flight", (flight: Flight) => ({
+    confirmation: `CONF-${flight.id}`,
+    price: flight.price
+  }))
 
   try {
-    const plan = JSON.parse((await planner([
-      { role: "system", content: "You plan trips. Answer with JSON." },
-      { role: "user", content: request }
-    ])).content) as { steps: string[]; destination: string }
+    const plan = JSON.parse(
+      (
+        await planner([
+          { role: "system", content: "You plan trips. Answer with JSON." },
+          { role: "user", content: request }
+        ])
+      ).content
+    ) as { steps: string[]; destination: string }
     const thinking = agent.startSpan({ type: "reasoning", name: "choose-flight", input: plan })
     const flights = await searchFlights({ to: plan.destination, date: "2026-06-01" })
     const cheapest = flights[0]
@@ -80,10 +97,15 @@ export const bookTrip = async (tapedeck: Tapedeck, request: string): Promise<Tri
     thinking.end({ output: { chosen: cheapest.id, reason: "cheapest" } })
     const weather = await checkWeather("Lisbon").catch(() => checkWeather("Lisbon"))
     const booking = bookFlight(cheapest)
-    const answer = (await writer([
-      { role: "system", content: "You write the final answer." },
-      { role: "user", content: `Flight ${cheapest.id} for ${booking.price} EUR, ${weather.forecast} and ${weather.celsius}°C` }
-    ])).content
+    const answer = (
+      await writer([
+        { role: "system", content: "You write the final answer." },
+        {
+          role: "user",
+          content: `Flight ${cheapest.id} for ${booking.price} EUR, ${weather.forecast} and ${weather.celsius}°C`
+        }
+      ])
+    ).content
     agent.end({ output: { answer, confirmation: booking.confirmation } })
     await run.finish({ status: "completed", output: { answer, confirmation: booking.confirmation } })
     return { runId: run.id, agentSpanId: agent.id, answer, confirmation: booking.confirmation }

@@ -53,7 +53,13 @@ const client = (options: Partial<TapedeckOptions> = {}) => {
     calls.push({ method: init.method ?? "GET", path: new URL(url).pathname, spans, chars: body.length })
     return inner(url, init)
   }
-  const tapedeck = new Tapedeck({ baseUrl: server.url, apiKey: KEY_A, onError: (e) => errors.push(e), ...options, fetch: spy })
+  const tapedeck = new Tapedeck({
+    baseUrl: server.url,
+    apiKey: KEY_A,
+    onError: (e) => errors.push(e),
+    ...options,
+    fetch: spy
+  })
   clients.push(tapedeck)
   return { tapedeck, errors, calls }
 }
@@ -88,7 +94,12 @@ describe("recording a run", () => {
   test("nested spans (agent → llm_call + tool_call) are recorded with every field and the run finished", async () => {
     const { tapedeck, errors } = client()
     const before = Date.now()
-    const run = tapedeck.startRun({ name: "nested", input: { question: "hi" }, sessionId: "chat-7", metadata: { env: "test" } })
+    const run = tapedeck.startRun({
+      name: "nested",
+      input: { question: "hi" },
+      sessionId: "chat-7",
+      metadata: { env: "test" }
+    })
     const agent = run.startSpan({
       type: "action",
       name: "agent",
@@ -97,10 +108,21 @@ describe("recording a run", () => {
       agentRole: "planner",
       metadata: { attempt: 1 }
     })
-    const llm = agent.startSpan({ type: "llm_call", name: "plan", model: "gpt-4o", input: [{ role: "user", content: "hi" }] })
+    const llm = agent.startSpan({
+      type: "llm_call",
+      name: "plan",
+      model: "gpt-4o",
+      input: [{ role: "user", content: "hi" }]
+    })
     await sleep(15)
     llm.end({ output: "search then answer", inputTokens: 120, outputTokens: 30, cost: 0.0021 })
-    const tool = run.startSpan({ type: "tool_call", name: "search", parent: agent, input: { q: "x" }, parentAgentId: "agent-1" })
+    const tool = run.startSpan({
+      type: "tool_call",
+      name: "search",
+      parent: agent,
+      input: { q: "x" },
+      parentAgentId: "agent-1"
+    })
     tool.end({ output: [1, 2], metadata: { hits: 2 } })
     agent.end({ output: { done: true }, metadata: { attempt: 2, ok: true } })
     expect(agent.ended).toBe(true)
@@ -216,7 +238,7 @@ describe("recording a run", () => {
     const run = tapedeck.startRun({ name: "early" })
     await sleep(150)
     expect(calls.map((c) => `${c.method} ${c.path}`)).toEqual(["POST /api/v1/traces"])
-    expect((await getDetail(run.id))).toMatchObject({ status: "running", spanCount: 0 })
+    expect(await getDetail(run.id)).toMatchObject({ status: "running", spanCount: 0 })
     run.startSpan({ type: "action", name: "a" }).end()
     await run.finish()
     expect(calls.map((c) => `${c.method} ${c.path}`)).toEqual([
@@ -259,7 +281,11 @@ describe("recording a run", () => {
     const bad = tapedeck.startRun({ id: "run-1", projectId: "nope" })
     expect(bad.id).toMatch(/^[0-9a-f-]{36}$/)
     const orphan = bad.startSpan({ type: "action", name: "orphan", parent: "not-a-span" })
-    const foreign = bad.startSpan({ type: "action", name: "foreign", parent: chosen.startSpan({ type: "action", name: "x" }) })
+    const foreign = bad.startSpan({
+      type: "action",
+      name: "foreign",
+      parent: chosen.startSpan({ type: "action", name: "x" })
+    })
     orphan.end()
     foreign.end()
     await Promise.all([chosen.finish(), bad.finish()])
@@ -300,9 +326,12 @@ describe("wrappers", () => {
     })
     expect(await thrownString().catch((e: unknown) => e)).toBe("plain string")
 
-    const counter = { n: 41, next: wrapTool(run, "method", function(this: { n: number }) {
-      return ++this.n
-    }) }
+    const counter = {
+      n: 41,
+      next: wrapTool(run, "method", function (this: { n: number }) {
+        return ++this.n
+      })
+    }
     expect(counter.next()).toBe(42)
 
     const agent = run.startSpan({ type: "action", name: "agent" })
@@ -318,9 +347,18 @@ describe("wrappers", () => {
     const spans = byName(await getDetail(run.id))
     // (Before the toMatchObject calls below: Bun's toMatchObject writes its asymmetric matchers into the received object.)
     for (const span of spans.values()) expect([span.name, span.duration_ms]).toEqual([span.name, durationOf(span)])
-    expect(spans.get("web_search")).toMatchObject({ span_type: "tool_call", parent_id: null, input: { q: "lisbon" }, output: { results: ["about lisbon"] } })
+    expect(spans.get("web_search")).toMatchObject({
+      span_type: "tool_call",
+      parent_id: null,
+      input: { q: "lisbon" },
+      output: { results: ["about lisbon"] }
+    })
     expect(spans.get("web_search").error).toBeUndefined()
-    expect(spans.get("failing_tool")).toMatchObject({ input: 1, error: "Error: tool exploded", ended_at: expect.any(String) })
+    expect(spans.get("failing_tool")).toMatchObject({
+      input: 1,
+      error: "Error: tool exploded",
+      ended_at: expect.any(String)
+    })
     expect(spans.get("failing_tool").output).toBeUndefined()
     expect(spans.get("add")).toMatchObject({ input: [2, 3], output: 5 })
     expect(spans.get("sync_fail")).toMatchObject({ input: [], error: "Error: tool exploded" })
@@ -344,10 +382,15 @@ describe("wrappers", () => {
       content: `echo ${messages.length}`,
       usage: { inputTokens: 12, outputTokens: 3, totalTokens: 15 }
     }))
-    const openai = wrapModel(run, "gpt-4o-mini", async (_: Msg[]) => ({
-      choices: [{ message: { role: "assistant", content: "hi" } }],
-      usage: { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 }
-    }), { name: "openai-chat" })
+    const openai = wrapModel(
+      run,
+      "gpt-4o-mini",
+      async (_: Msg[]) => ({
+        choices: [{ message: { role: "assistant", content: "hi" } }],
+        usage: { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 }
+      }),
+      { name: "openai-chat" }
+    )
     const anthropic = wrapModel(run, "claude-sonnet-4", async (_: Msg[]) => ({
       content: [{ type: "text", text: "yo" }],
       usage: { input_tokens: 5, output_tokens: 1 },
@@ -380,7 +423,13 @@ describe("wrappers", () => {
     })
     expect(spans.get("openai-chat")).toMatchObject({ model: "gpt-4o-mini", input_tokens: 7, output_tokens: 2 })
     expect(spans.get("claude-sonnet-4")).toMatchObject({ input_tokens: 5, output_tokens: 1, cost: 0.5 })
-    expect(spans.get("local-model")).toMatchObject({ input: "abc", output: "ABC", input_tokens: 3, output_tokens: 1, cost: 0.25 })
+    expect(spans.get("local-model")).toMatchObject({
+      input: "abc",
+      output: "ABC",
+      input_tokens: 3,
+      output_tokens: 1,
+      cost: 0.25
+    })
     expect(spans.get("flaky-model")).toMatchObject({ model: "flaky-model", error: "RangeError: context too long" })
     expect(spans.get("flaky-model").input_tokens).toBeUndefined()
     expect(detail.totalTokens).toBe(12 + 3 + 7 + 2 + 5 + 1 + 3 + 1)
@@ -394,11 +443,24 @@ describe("wrappers", () => {
 
   test("extractUsage understands the usual client libraries and ignores the rest", () => {
     expect(extractUsage({ usage: { inputTokens: 1, outputTokens: 2 } })).toEqual({ inputTokens: 1, outputTokens: 2 })
-    expect(extractUsage({ usage: { inputTokens: { total: 9, cacheRead: 4 }, outputTokens: { total: 3 } } })).toEqual({ inputTokens: 9, outputTokens: 3 })
-    expect(extractUsage({ usage: { promptTokens: 4, completionTokens: 5 } })).toEqual({ inputTokens: 4, outputTokens: 5 })
-    expect(extractUsage({ usageMetadata: { promptTokenCount: 6, candidatesTokenCount: 7 } })).toEqual({ inputTokens: 6, outputTokens: 7 })
+    expect(extractUsage({ usage: { inputTokens: { total: 9, cacheRead: 4 }, outputTokens: { total: 3 } } })).toEqual({
+      inputTokens: 9,
+      outputTokens: 3
+    })
+    expect(extractUsage({ usage: { promptTokens: 4, completionTokens: 5 } })).toEqual({
+      inputTokens: 4,
+      outputTokens: 5
+    })
+    expect(extractUsage({ usageMetadata: { promptTokenCount: 6, candidatesTokenCount: 7 } })).toEqual({
+      inputTokens: 6,
+      outputTokens: 7
+    })
     expect(extractUsage({ prompt_eval_count: 8, eval_count: 9 })).toEqual({ inputTokens: 8, outputTokens: 9 })
-    expect(extractUsage({ response: { usage: { input_tokens: 1, output_tokens: 1, cost: 0.1 } } })).toEqual({ inputTokens: 1, outputTokens: 1, cost: 0.1 })
+    expect(extractUsage({ response: { usage: { input_tokens: 1, output_tokens: 1, cost: 0.1 } } })).toEqual({
+      inputTokens: 1,
+      outputTokens: 1,
+      cost: 0.1
+    })
     expect(extractUsage("text")).toEqual({})
     expect(extractUsage(null)).toEqual({})
     expect(extractUsage({ usage: { inputTokens: "many" } })).toEqual({})
@@ -408,18 +470,27 @@ describe("wrappers", () => {
     const { tapedeck } = client()
     const run = tapedeck.startRun({ name: "targets" })
     let current: SpanHandle | undefined
-    const tool = wrapTool(() => current ?? run, "lookup", async (k: string) => k)
+    const tool = wrapTool(
+      () => current ?? run,
+      "lookup",
+      async (k: string) => k
+    )
     await tool("root-level")
     current = run.startSpan({ type: "action", name: "step" })
     await tool("in-step")
     current.end()
-    const broken = wrapTool(() => {
-      throw new Error("no target")
-    }, "broken", (x: number) => x * 2, {
-      mapInput: () => {
-        throw new Error("bad mapper")
+    const broken = wrapTool(
+      () => {
+        throw new Error("no target")
+      },
+      "broken",
+      (x: number) => x * 2,
+      {
+        mapInput: () => {
+          throw new Error("bad mapper")
+        }
       }
-    })
+    )
     expect(broken(21)).toBe(42)
     const badMapper = wrapTool(run, "bad_mapper", (x: number) => x, {
       mapOutput: () => {
@@ -430,7 +501,10 @@ describe("wrappers", () => {
     await run.finish()
     const detail = await getDetail(run.id)
     const lookups = detail.spans.filter((s: any) => s.name === "lookup")
-    expect(lookups.map((s: any) => [s.input, s.parent_id]).sort()).toEqual([["in-step", current.id], ["root-level", null]])
+    expect(lookups.map((s: any) => [s.input, s.parent_id]).sort()).toEqual([
+      ["in-step", current.id],
+      ["root-level", null]
+    ])
     expect(byName(detail).get("bad_mapper")).toMatchObject({ input: 1, ended_at: expect.any(String) })
     expect(byName(detail).has("broken")).toBe(false)
   })
@@ -527,7 +601,12 @@ describe("batching and ordering", () => {
     await tapedeck.flush()
     expect(tapedeck.stats()).toEqual({ sent: 10, dropped: 10, failed: 0, queued: 0 })
     const detail = await getDetail(run.id)
-    expect(detail.spans.map((s: any) => s.name).sort()).toEqual(spans.slice(0, 10).map((s) => s.name).sort())
+    expect(detail.spans.map((s: any) => s.name).sort()).toEqual(
+      spans
+        .slice(0, 10)
+        .map((s) => s.name)
+        .sort()
+    )
     expect(detail.spans.every((s: any) => typeof s.ended_at === "string")).toBe(true)
   })
 })
@@ -588,7 +667,13 @@ describe("failures never reach the agent", () => {
       if (down) throw new TypeError("connect ECONNREFUSED")
       return fetch(url, init)
     }
-    const { tapedeck, errors } = client({ fetch: switchable, retryBaseDelayMs: 1, maxRetries: 1, outageCooldownMs: 50, flushIntervalMs: 60_000 })
+    const { tapedeck, errors } = client({
+      fetch: switchable,
+      retryBaseDelayMs: 1,
+      maxRetries: 1,
+      outageCooldownMs: 50,
+      flushIntervalMs: 60_000
+    })
     const run = tapedeck.startRun({ name: "outage" })
     const root = run.startSpan({ type: "action", name: "root" })
     root.startSpan({ type: "tool_call", name: "lost" }).end()
@@ -616,7 +701,13 @@ describe("failures never reach the agent", () => {
     expect(calls.length).toBe(1)
     expect(errors.length).toBe(1)
     expect(errors[0]).toBeInstanceOf(TapedeckError)
-    expect(errors[0]).toMatchObject({ status: 401, code: "unauthorized", operation: "create_trace", traceId: run.id, spanCount: 1 })
+    expect(errors[0]).toMatchObject({
+      status: 401,
+      code: "unauthorized",
+      operation: "create_trace",
+      traceId: run.id,
+      spanCount: 1
+    })
     expect(tapedeck.stats()).toEqual({ sent: 0, dropped: 0, failed: 1, queued: 0 })
     expect((await server.get(`/api/v1/traces/${run.id}`)).status).toBe(404)
   })
@@ -625,7 +716,8 @@ describe("failures never reach the agent", () => {
     let n = 0
     const flaky: FetchLike = async (url, init) => {
       n++
-      if (n === 1) return jsonResponse(429, { error: "slow down", code: "rate_limited", retryable: true }, { "retry-after": "1" })
+      if (n === 1)
+        return jsonResponse(429, { error: "slow down", code: "rate_limited", retryable: true }, { "retry-after": "1" })
       if (n === 2) return jsonResponse(503, { error: "busy", code: "internal", retryable: true })
       if (n === 3) throw new TypeError("fetch failed")
       return fetch(url, init)
@@ -637,11 +729,15 @@ describe("failures never reach the agent", () => {
     await run.finish()
     expect(Date.now() - started).toBeGreaterThanOrEqual(1000)
     expect(calls.map((c) => c.method + " " + c.path.replace(run.id, "ID"))).toEqual([
-      "POST /api/v1/traces", "POST /api/v1/traces", "POST /api/v1/traces", "POST /api/v1/traces",
-      "POST /api/v1/traces/ID/spans", "PATCH /api/v1/traces/ID"
+      "POST /api/v1/traces",
+      "POST /api/v1/traces",
+      "POST /api/v1/traces",
+      "POST /api/v1/traces",
+      "POST /api/v1/traces/ID/spans",
+      "PATCH /api/v1/traces/ID"
     ])
     expect(errors).toEqual([])
-    expect((await getDetail(run.id))).toMatchObject({ status: "completed", spanCount: 1 })
+    expect(await getDetail(run.id)).toMatchObject({ status: "completed", spanCount: 1 })
   })
 
   test("a lost answer does not lose the trace: a 409 on a retried create means it exists", async () => {
@@ -656,12 +752,14 @@ describe("failures never reach the agent", () => {
     run.startSpan({ type: "action", name: "a" }).end()
     await run.finish()
     expect(errors).toEqual([])
-    expect((await getDetail(run.id))).toMatchObject({ status: "completed", spanCount: 1 })
+    expect(await getDetail(run.id)).toMatchObject({ status: "completed", spanCount: 1 })
   })
 
   test("5xx until the retries run out: reported with the status, counted as failed", async () => {
     const down: FetchLike = async (url, init) =>
-      new URL(url).pathname.endsWith("/spans") ? jsonResponse(500, { error: "boom", code: "internal", retryable: true }) : fetch(url, init)
+      new URL(url).pathname.endsWith("/spans")
+        ? jsonResponse(500, { error: "boom", code: "internal", retryable: true })
+        : fetch(url, init)
     const { tapedeck, errors, calls } = client({ fetch: down, retryBaseDelayMs: 5, maxRetries: 2 })
     const run = tapedeck.startRun({ name: "5xx" })
     run.startSpan({ type: "action", name: "a" }).end()
@@ -672,17 +770,19 @@ describe("failures never reach the agent", () => {
     expect(errors[0]).toMatchObject({ status: 500, code: "internal", operation: "send_spans", spanCount: 2 })
     expect(errors[0]!.message).toContain("after retries")
     expect(tapedeck.stats()).toMatchObject({ sent: 0, failed: 2, queued: 0 })
-    expect((await getDetail(run.id))).toMatchObject({ status: "completed", spanCount: 0 })
+    expect(await getDetail(run.id)).toMatchObject({ status: "completed", spanCount: 0 })
   })
 
   test("a batch refused with 400 is halved until only the bad span (and its children) are lost", async () => {
     const picky: FetchLike = async (url, init) =>
-      String(init.body).includes("\"name\":\"poison\"")
+      String(init.body).includes('"name":"poison"')
         ? jsonResponse(400, { error: "spans.0: no", code: "validation_failed", retryable: false })
         : fetch(url, init)
     const { tapedeck, errors } = client({ fetch: picky, flushIntervalMs: 60_000 })
     const run = tapedeck.startRun({ name: "poisoned" })
-    const spans = Array.from({ length: 20 }, (_, i) => run.startSpan({ type: "action", name: i === 7 ? "poison" : `ok${i}` }))
+    const spans = Array.from({ length: 20 }, (_, i) =>
+      run.startSpan({ type: "action", name: i === 7 ? "poison" : `ok${i}` })
+    )
     await tapedeck.flush()
     expect(errors.map((e) => [e.status, e.spanCount])).toEqual([[400, 1]])
     expect(tapedeck.stats()).toMatchObject({ sent: 19, failed: 1 })
@@ -704,7 +804,9 @@ describe("failures never reach the agent", () => {
     const { tapedeck, errors } = client({ flushIntervalMs: 60_000 })
     const run = tapedeck.startRun({ name: "closed-elsewhere" })
     await tapedeck.flush()
-    expect((await server.request("PATCH", `/api/v1/traces/${run.id}`, { body: { status: "completed" } })).status).toBe(200)
+    expect((await server.request("PATCH", `/api/v1/traces/${run.id}`, { body: { status: "completed" } })).status).toBe(
+      200
+    )
     run.startSpan({ type: "action", name: "after" }).end()
     await tapedeck.flush()
     expect(errors.map((e) => [e.status, e.code, e.operation])).toEqual([[409, "conflict", "send_spans"]])
@@ -734,7 +836,14 @@ describe("failures never reach the agent", () => {
       ["__proto__"]: { polluted: true },
       huge: "h".repeat(50_000)
     }
-    const span = run.startSpan({ type: "action", name: "x".repeat(600), model: "m".repeat(150), input, agentId: "\udc00", metadata: ["not", "an", "object"] as never })
+    const span = run.startSpan({
+      type: "action",
+      name: "x".repeat(600),
+      model: "m".repeat(150),
+      input,
+      agentId: "\udc00",
+      metadata: ["not", "an", "object"] as never
+    })
     span.end({ inputTokens: -5, outputTokens: 2.6, cost: Number.POSITIVE_INFINITY, error: { code: 42 } })
     await run.finish()
     expect(errors).toEqual([])
@@ -751,7 +860,7 @@ describe("failures never reach the agent", () => {
     expect(stored.input_tokens).toBeUndefined()
     expect(stored.output_tokens).toBe(3)
     expect(stored.cost).toBeUndefined()
-    expect(stored.error).toBe("{\"code\":42}")
+    expect(stored.error).toBe('{"code":42}')
     expect(stored.input.circular).toEqual({ name: "loop", self: "[circular]" })
     expect(stored.input.big).toBe("1000000000000000000000000000000")
     expect(stored.input.nul).toBe("x\uFFFDy")
@@ -771,10 +880,14 @@ describe("failures never reach the agent", () => {
 
   test("nothing throws synchronously, whatever the arguments", async () => {
     const errors: TapedeckError[] = []
-    const tapedeck = new Tapedeck({ baseUrl: server.url, apiKey: KEY_A, onError: (e) => {
-      errors.push(e)
-      throw new Error("a broken onError callback")
-    } })
+    const tapedeck = new Tapedeck({
+      baseUrl: server.url,
+      apiKey: KEY_A,
+      onError: (e) => {
+        errors.push(e)
+        throw new Error("a broken onError callback")
+      }
+    })
     clients.push(tapedeck)
     const run = tapedeck.startRun(null as never)
     const span = run.startSpan({ type: "bogus" as never, name: 42 as never, parent: {} as never, metadata: 7 as never })
@@ -841,17 +954,46 @@ describe("example agent and runtimes", () => {
     // Spans come ordered by start time, at millisecond precision: ties are in any order.
     const names = detail.spans.map((s: any) => s.name)
     expect(names[0]).toBe("travel-agent")
-    expect([...names].sort()).toEqual(["answer", "book_flight", "check_weather", "check_weather", "choose-flight", "plan", "search_flights", "travel-agent"])
+    expect([...names].sort()).toEqual([
+      "answer",
+      "book_flight",
+      "check_weather",
+      "check_weather",
+      "choose-flight",
+      "plan",
+      "search_flights",
+      "travel-agent"
+    ])
     const named = (name: string) => detail.spans.filter((s: any) => s.name === name)
-    const [agent, plan, choose, search, book, answer] = ["travel-agent", "plan", "choose-flight", "search_flights", "book_flight", "answer"]
-      .map((name) => named(name)[0])
+    const [agent, plan, choose, search, book, answer] = [
+      "travel-agent",
+      "plan",
+      "choose-flight",
+      "search_flights",
+      "book_flight",
+      "answer"
+    ].map((name) => named(name)[0])
     const [weather1, weather2] = named("check_weather").sort((a: any, b: any) => (a.error ? 0 : 1) - (b.error ? 0 : 1))
-    expect(agent).toMatchObject({ id: result.agentSpanId, parent_id: null, span_type: "action", agent_id: "travel-agent", agent_role: "orchestrator" })
+    expect(agent).toMatchObject({
+      id: result.agentSpanId,
+      parent_id: null,
+      span_type: "action",
+      agent_id: "travel-agent",
+      agent_role: "orchestrator"
+    })
     for (const span of detail.spans.slice(1)) expect(span.parent_id).toBe(agent.id)
-    expect(plan).toMatchObject({ span_type: "llm_call", model: "gpt-4o-mini", agent_id: "travel-agent", output: { model: "gpt-4o-2024-08-06" } })
+    expect(plan).toMatchObject({
+      span_type: "llm_call",
+      model: "gpt-4o-mini",
+      agent_id: "travel-agent",
+      output: { model: "gpt-4o-2024-08-06" }
+    })
     expect(plan.input_tokens).toBeGreaterThan(0)
     expect(plan.output_tokens).toBeGreaterThan(0)
-    expect(JSON.parse(plan.output.content)).toEqual({ steps: ["search_flights", "check_weather", "book_flight"], destination: "LIS" })
+    expect(JSON.parse(plan.output.content)).toEqual({
+      steps: ["search_flights", "check_weather", "book_flight"],
+      destination: "LIS"
+    })
     expect(choose).toMatchObject({ span_type: "reasoning", output: { chosen: "AF1024", reason: "cheapest" } })
     expect(search).toMatchObject({ span_type: "tool_call", input: { to: "LIS", date: "2026-06-01" } })
     expect(search.output.map((f: any) => f.id)).toEqual(["AF1024", "TP1351"])
@@ -875,23 +1017,37 @@ describe("example agent and runtimes", () => {
   `
   const node = Bun.which("node")
   const runtimes: Array<[string, (dir: string) => Promise<string[]>]> = [
-    ["bun", async (dir) => {
-      writeFileSync(join(dir, "agent.ts"), agentScript(sdkEntry))
-      return [process.execPath, join(dir, "agent.ts")]
-    }],
-    ...(node === null ? [] : [["node (the SDK bundled for Node, no Bun APIs)", async (dir: string) => {
-      const built = await Bun.build({ entrypoints: [sdkEntry], target: "node", outdir: dir, naming: "sdk.mjs" })
-      if (!built.success) throw new Error(built.logs.join("\n"))
-      writeFileSync(join(dir, "agent.mjs"), agentScript("./sdk.mjs"))
-      return [node, join(dir, "agent.mjs")]
-    }] as [string, (dir: string) => Promise<string[]>]])
+    [
+      "bun",
+      async (dir) => {
+        writeFileSync(join(dir, "agent.ts"), agentScript(sdkEntry))
+        return [process.execPath, join(dir, "agent.ts")]
+      }
+    ],
+    ...(node === null
+      ? []
+      : [
+          [
+            "node (the SDK bundled for Node, no Bun APIs)",
+            async (dir: string) => {
+              const built = await Bun.build({ entrypoints: [sdkEntry], target: "node", outdir: dir, naming: "sdk.mjs" })
+              if (!built.success) throw new Error(built.logs.join("\n"))
+              writeFileSync(join(dir, "agent.mjs"), agentScript("./sdk.mjs"))
+              return [node, join(dir, "agent.mjs")]
+            }
+          ] as [string, (dir: string) => Promise<string[]>]
+        ])
   ]
   for (const [runtime, prepare] of runtimes) {
     test(`${runtime}: a process that never closes its client sends its data on exit and is not kept alive`, async () => {
       const dir = mkdtempSync(join(tmpdir(), "tapedeck-sdk-"))
       try {
         const started = Date.now()
-        const child = Bun.spawn(await prepare(dir), { env: { ...process.env, URL: server.url, KEY: KEY_A }, stdout: "pipe", stderr: "pipe" })
+        const child = Bun.spawn(await prepare(dir), {
+          env: { ...process.env, URL: server.url, KEY: KEY_A },
+          stdout: "pipe",
+          stderr: "pipe"
+        })
         const code = await child.exited
         const stdout = await new Response(child.stdout).text()
         if (code !== 0) throw new Error(await new Response(child.stderr).text())

@@ -12,14 +12,22 @@ afterAll(() => server.stop())
 
 const AGENT = "weekend-planner"
 
-type Tool = <A extends ReadonlyArray<unknown>, R>(name: string, fn: (...args: A) => R | Promise<R>) => (...args: A) => Promise<R>
+type Tool = <A extends ReadonlyArray<unknown>, R>(
+  name: string,
+  fn: (...args: A) => R | Promise<R>
+) => (...args: A) => Promise<R>
 
 /** The agent: asks a (local) model where to go, looks the place up with a tool, and answers. */
 const planWeekend = async (run: Run, request: string, tool: Tool) => {
-  const model = wrapModel(run, "gpt-4o-mini", async (prompt: string) => ({
-    content: `Go to ${prompt.split(" ").at(-1)}`,
-    usage: { prompt_tokens: 12, completion_tokens: 4 }
-  }), { name: "plan" })
+  const model = wrapModel(
+    run,
+    "gpt-4o-mini",
+    async (prompt: string) => ({
+      content: `Go to ${prompt.split(" ").at(-1)}`,
+      usage: { prompt_tokens: 12, completion_tokens: 4 }
+    }),
+    { name: "plan" }
+  )
   const lookup = tool("lookup_city", async (city: string) => ({ city, rating: 3 }))
   const plan = await model(request)
   const info = await lookup(plan.content.split(" ").at(-1)!)
@@ -39,13 +47,19 @@ describe("connectReplay", () => {
     expect(plan.span_type).toBe("llm_call")
 
     const replays = tapedeck.connectReplay({
-      agents: { [AGENT]: (context: ReplayContext) => planWeekend(context.run, String(context.modifiedInput), context.tool) }
+      agents: {
+        [AGENT]: (context: ReplayContext) => planWeekend(context.run, String(context.modifiedInput), context.tool)
+      }
     })
     await replays.ready
-    const fork = (await (await server.post("/api/v1/forks", {
-      trace_id: run.id, fork_point_span_id: plan.id, modified_input: "Weekend in Porto",
-      mock_outputs: { lookup_city: { city: "Porto", rating: 5, mocked: true } }
-    })).json()) as any
+    const fork = (await (
+      await server.post("/api/v1/forks", {
+        trace_id: run.id,
+        fork_point_span_id: plan.id,
+        modified_input: "Weekend in Porto",
+        mock_outputs: { lookup_city: { city: "Porto", rating: 5, mocked: true } }
+      })
+    ).json()) as any
     const started = (await (await server.post(`/api/v1/forks/${fork.id}/replay`, {})).json()) as any
     expect(started).toMatchObject({ status: "replaying", mode: "sdk" })
 

@@ -25,7 +25,7 @@ export const bm25 = (docs: ReadonlyArray<Bm25Doc>, k1 = 1.2, b = 0.75) => {
       let s = 0
       for (const t of terms) {
         const tf = d.terms.get(t) ?? 0
-        if (tf > 0) s += idf(t) * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * lengths[i]! / avg))
+        if (tf > 0) s += (idf(t) * (tf * (k1 + 1))) / (tf + k1 * (1 - b + (b * lengths[i]!) / avg))
       }
       if (s > 0) scored.push([d.id, s])
     })

@@ -24,17 +24,28 @@ export const JUDGE_STYLES = {
   /** Llama through Ollama: the score as a string, `explanation`. */
   ollama_string_score: (score, reason) => ({ content: JSON.stringify({ score: String(score), explanation: reason }) }),
   /** Mistral through vLLM: `rating` on a declared 1-10 scale. */
-  vllm_rating_1_10: (score, reason) => ({ content: JSON.stringify({ rating: 1 + 9 * score, scale: "1-10", rationale: reason }) }),
+  vllm_rating_1_10: (score, reason) => ({
+    content: JSON.stringify({ rating: 1 + 9 * score, scale: "1-10", rationale: reason })
+  }),
   /** A forced tool call, no content. */
   tool_call: (score, reason) => ({
     content: null,
-    toolCalls: [{ id: "call_1", type: "function", function: { name: "submit_verdict", arguments: JSON.stringify({ score, reason }) } }]
+    toolCalls: [
+      {
+        id: "call_1",
+        type: "function",
+        function: { name: "submit_verdict", arguments: JSON.stringify({ score, reason }) }
+      }
+    ]
   }),
   /** Every criterion it saw in one list, with an overall score that is not the one asked. */
   per_criterion_list: (score, reason, criterion) => ({
     content: JSON.stringify({
       overall_score: 0.123,
-      criteria: [{ name: "something else", score: 0, reason: "n/a" }, { name: criterion, score, reason }]
+      criteria: [
+        { name: "something else", score: 0, reason: "n/a" },
+        { name: criterion, score, reason }
+      ]
     })
   }),
   /** A reasoning model through Ollama: a `<think>` block (with a draft object) before the answer. */

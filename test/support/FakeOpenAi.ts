@@ -65,18 +65,19 @@ const answer = (request: RecordedRequest, reply: FakeReply, callIndex: number): 
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
     model: reply.model ?? request.body?.model ?? "fake-model",
-    choices: [{
-      index: 0,
-      message: {
-        role: "assistant",
-        content: reply.content === undefined ? (toolCalls ? null : `echo: ${lastUserMessage(request.body)}`) : reply.content,
-        ...(toolCalls === undefined ? {} : { tool_calls: toolCalls })
-      },
-      finish_reason: reply.finishReason ?? (toolCalls ? "tool_calls" : "stop")
-    }],
-    ...(usage === null
-      ? {}
-      : { usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } })
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content:
+            reply.content === undefined ? (toolCalls ? null : `echo: ${lastUserMessage(request.body)}`) : reply.content,
+          ...(toolCalls === undefined ? {} : { tool_calls: toolCalls })
+        },
+        finish_reason: reply.finishReason ?? (toolCalls ? "tool_calls" : "stop")
+      }
+    ],
+    ...(usage === null ? {} : { usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } })
   })
 }
 

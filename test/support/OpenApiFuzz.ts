@@ -6,7 +6,10 @@ import { FastCheck as fc } from "effect"
  * edge-case variants of them (wrong types, extra properties, huge strings, deep nesting).
  */
 export type JsonSchema = Record<string, any>
-export type OpenApiDoc = { paths: Record<string, Record<string, any>>; components: { schemas: Record<string, JsonSchema> } }
+export type OpenApiDoc = {
+  paths: Record<string, Record<string, any>>
+  components: { schemas: Record<string, JsonSchema> }
+}
 
 export interface Operation {
   readonly method: string
@@ -20,19 +23,23 @@ export interface Operation {
 
 export const operations = (doc: OpenApiDoc): Array<Operation> =>
   Object.entries(doc.paths).flatMap(([path, ops]) =>
-    Object.entries(ops).filter(([m]) => ["get", "post", "put", "patch", "delete"].includes(m)).map(([method, op]) => {
-      const params: Array<any> = op.parameters ?? []
-      const content: Record<string, any> = op.requestBody?.content ?? {}
-      return {
-        method: method.toUpperCase(),
-        path,
-        pathParams: params.filter((p) => p.in === "path").map((p) => p.name as string),
-        queryParams: params.filter((p) => p.in === "query").map((p) => ({ name: p.name as string, schema: p.schema ?? {} })),
-        body: content["application/json"]?.schema,
-        contentTypes: Object.keys(content),
-        secured: Array.isArray(op.security) && op.security.length > 0
-      }
-    })
+    Object.entries(ops)
+      .filter(([m]) => ["get", "post", "put", "patch", "delete"].includes(m))
+      .map(([method, op]) => {
+        const params: Array<any> = op.parameters ?? []
+        const content: Record<string, any> = op.requestBody?.content ?? {}
+        return {
+          method: method.toUpperCase(),
+          path,
+          pathParams: params.filter((p) => p.in === "path").map((p) => p.name as string),
+          queryParams: params
+            .filter((p) => p.in === "query")
+            .map((p) => ({ name: p.name as string, schema: p.schema ?? {} })),
+          body: content["application/json"]?.schema,
+          contentTypes: Object.keys(content),
+          secured: Array.isArray(op.security) && op.security.length > 0
+        }
+      })
   )
 
 /** Resolves `$ref`s (keeping keywords written beside the reference, as Effect's generator emits them). */
@@ -46,7 +53,8 @@ export const resolve = (doc: OpenApiDoc, schema: JsonSchema): JsonSchema => {
   return s
 }
 
-const ISO = fc.date({ min: new Date("1971-01-01T00:00:00Z"), max: new Date("2100-01-01T00:00:00Z"), noInvalidDate: true })
+const ISO = fc
+  .date({ min: new Date("1971-01-01T00:00:00Z"), max: new Date("2100-01-01T00:00:00Z"), noInvalidDate: true })
   .map((d) => d.toISOString())
 
 const JSON_LEAF = fc.jsonValue({ maxDepth: 2 })
@@ -63,7 +71,8 @@ export const valid = (doc: OpenApiDoc, schema: JsonSchema, name = "", depth = 0)
   if (s.const !== undefined) return fc.constant(s.const)
   switch (s.type) {
     case "string": {
-      if (s.format === "uuid" || typeof s.pattern === "string" && s.pattern.includes("[0-9a-fA-F]{8}")) return fc.uuid()
+      if (s.format === "uuid" || (typeof s.pattern === "string" && s.pattern.includes("[0-9a-fA-F]{8}")))
+        return fc.uuid()
       if (/(_at|^date_|_from|_to)$/.test(name) || s.format === "date-time") return ISO
       const min = s.minLength ?? 0
       const max = Math.max(min, Math.min(s.maxLength ?? 24, 24))
@@ -94,10 +103,9 @@ export const valid = (doc: OpenApiDoc, schema: JsonSchema, name = "", depth = 0)
       const required = new Set<string>(s.required ?? [])
       const keys = Object.keys(properties)
       if (keys.length === 0) return fc.dictionary(fc.string({ maxLength: 8 }), JSON_LEAF, { maxKeys: 3 })
-      return fc.record(
-        Object.fromEntries(keys.map((k) => [k, valid(doc, properties[k]!, k, depth + 1)])),
-        { requiredKeys: keys.filter((k) => required.has(k)) }
-      )
+      return fc.record(Object.fromEntries(keys.map((k) => [k, valid(doc, properties[k]!, k, depth + 1)])), {
+        requiredKeys: keys.filter((k) => required.has(k))
+      })
     }
     default:
       return JSON_LEAF // unknown / any JSON
@@ -111,7 +119,21 @@ export const wrongValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.integer(),
   fc.constantFrom(-1, -0.5, 1e308, -1e308, 2 ** 53, 2 ** 63, 1e-320, 0),
   fc.string({ maxLength: 30 }),
-  fc.constantFrom("", " ", "NaN", "Infinity", "-1", "1e999", "0x10", "true", "null", "2026-13-45T99:99:99Z", "\u0000", "\ud800", "💥".repeat(3)),
+  fc.constantFrom(
+    "",
+    " ",
+    "NaN",
+    "Infinity",
+    "-1",
+    "1e999",
+    "0x10",
+    "true",
+    "null",
+    "2026-13-45T99:99:99Z",
+    "\u0000",
+    "\ud800",
+    "💥".repeat(3)
+  ),
   fc.array(fc.jsonValue({ maxDepth: 1 }), { maxLength: 3 }),
   fc.dictionary(fc.string({ maxLength: 6 }), fc.jsonValue({ maxDepth: 1 }), { maxKeys: 3 }),
   fc.uuid().map((u) => u.toUpperCase())
@@ -126,9 +148,45 @@ export const nested = (depth: number, leaf: unknown = "x", asObject = false): un
 
 /** Edge-case values for a query parameter or a path segment. */
 export const edgeScalar: fc.Arbitrary<string> = fc.oneof(
-  fc.constantFrom("-1", "0", "1", "100", "101", "-0", "1.5", "1e3", "1e309", "NaN", "Infinity", "-Infinity", "9".repeat(40),
-    "0x10", "", " ", "null", "undefined", "true", "[]", "{}", "%", "%00", "%ZZ", "%2e%2e%2f", "..", "sandbox", "SANDBOX",
-    "pending", "completed", "failed", "2026-01", "2026-13", "9999-12", "0000-00", "💥", "\u0000"),
+  fc.constantFrom(
+    "-1",
+    "0",
+    "1",
+    "100",
+    "101",
+    "-0",
+    "1.5",
+    "1e3",
+    "1e309",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "9".repeat(40),
+    "0x10",
+    "",
+    " ",
+    "null",
+    "undefined",
+    "true",
+    "[]",
+    "{}",
+    "%",
+    "%00",
+    "%ZZ",
+    "%2e%2e%2f",
+    "..",
+    "sandbox",
+    "SANDBOX",
+    "pending",
+    "completed",
+    "failed",
+    "2026-01",
+    "2026-13",
+    "9999-12",
+    "0000-00",
+    "💥",
+    "\u0000"
+  ),
   fc.string({ maxLength: 20 }),
   fc.integer({ min: -1_000_000, max: 1_000_000 }).map(String),
   fc.uuid()
@@ -143,11 +201,30 @@ export const edgePathId: fc.Arbitrary<string> = fc.oneof(
   fc.uuid().map((u) => u.replaceAll("-", "")),
   fc.uuid().map((u) => `{${u}}`),
   fc.uuid().map((u) => u.replace(/[0-9a-f]/, "g")),
-  fc.constantFrom("00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff", "null", "undefined", "0",
-    "-1", "%00", "%ZZ", "%", "%25", "%2F", "..%2F..", "%E2%82", "%C0%AF", "a%20b", "%F0%9F%92%A5", "'%20OR%20'1'%3D'1"),
+  fc.constantFrom(
+    "00000000-0000-0000-0000-000000000000",
+    "ffffffff-ffff-ffff-ffff-ffffffffffff",
+    "null",
+    "undefined",
+    "0",
+    "-1",
+    "%00",
+    "%ZZ",
+    "%",
+    "%25",
+    "%2F",
+    "..%2F..",
+    "%E2%82",
+    "%C0%AF",
+    "a%20b",
+    "%F0%9F%92%A5",
+    "'%20OR%20'1'%3D'1"
+  ),
   fc.integer({ min: 101, max: 5000 }).map((n) => "a".repeat(n)),
   fc.string({ minLength: 1, maxLength: 40 }).map((s) => encodeURIComponent(s)),
-  fc.uint8Array({ minLength: 1, maxLength: 12 }).map((b) => [...b].map((x) => `%${x.toString(16).padStart(2, "0")}`).join(""))
+  fc
+    .uint8Array({ minLength: 1, maxLength: 12 })
+    .map((b) => [...b].map((x) => `%${x.toString(16).padStart(2, "0")}`).join(""))
 )
 
 /** Fills an OpenAPI path template: `{name}` → the value given for it (already URL-safe), else a random UUID. */
@@ -157,17 +234,23 @@ export const fillPath = (path: string, values: Record<string, string>) =>
 /** Runs `tasks` with at most `concurrency` in flight. */
 export const pool = async <A>(items: ReadonlyArray<A>, concurrency: number, run: (item: A) => Promise<void>) => {
   let next = 0
-  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, async () => {
-    while (next < items.length) {
-      const item = items[next++]!
-      await run(item)
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+      while (next < items.length) {
+        const item = items[next++]!
+        await run(item)
+      }
+    })
+  )
 }
 
 /** The error body every 4xx and 5xx of the API carries. */
 export const isErrorBody = (body: unknown): boolean =>
-  typeof body === "object" && body !== null && !Array.isArray(body) &&
-  typeof (body as any).error === "string" && (body as any).error.length > 0 &&
-  typeof (body as any).code === "string" && (body as any).code.length > 0 &&
+  typeof body === "object" &&
+  body !== null &&
+  !Array.isArray(body) &&
+  typeof (body as any).error === "string" &&
+  (body as any).error.length > 0 &&
+  typeof (body as any).code === "string" &&
+  (body as any).code.length > 0 &&
   typeof (body as any).retryable === "boolean"

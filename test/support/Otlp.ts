@@ -6,13 +6,14 @@ export const hex = (bytes: number) =>
 
 export const attr = (key: string, value: string | number | boolean) => ({
   key,
-  value: typeof value === "string"
-    ? { stringValue: value }
-    : typeof value === "boolean"
-    ? { boolValue: value }
-    : Number.isInteger(value)
-    ? { intValue: String(value) }
-    : { doubleValue: value }
+  value:
+    typeof value === "string"
+      ? { stringValue: value }
+      : typeof value === "boolean"
+        ? { boolValue: value }
+        : Number.isInteger(value)
+          ? { intValue: String(value) }
+          : { doubleValue: value }
 })
 
 const NS = 1_000_000n
@@ -42,10 +43,12 @@ export const otlpSpan = (spec: SpanSpec) => ({
 })
 
 export const exportBody = (spans: ReadonlyArray<unknown>, service = "agent-service") => ({
-  resourceSpans: [{
-    resource: { attributes: [attr("service.name", service)] },
-    scopeSpans: [{ scope: { name: "test", version: "1.0.0" }, spans }]
-  }]
+  resourceSpans: [
+    {
+      resource: { attributes: [attr("service.name", service)] },
+      scopeSpans: [{ scope: { name: "test", version: "1.0.0" }, spans }]
+    }
+  ]
 })
 
 export const chatAttributes = {
@@ -60,7 +63,8 @@ const ExportRequest = otlpProtoRoot.lookupType("opentelemetry.proto.collector.tr
 /** The protobuf encoding of an OTLP/JSON body: hex ids become bytes, protobufjs converts the rest. */
 export const protobufBody = (body: unknown): Uint8Array => {
   const withBytes = JSON.parse(JSON.stringify(body), (key, value) =>
-    ["traceId", "spanId", "parentSpanId"].includes(key) && typeof value === "string" ? Buffer.from(value, "hex") : value)
+    ["traceId", "spanId", "parentSpanId"].includes(key) && typeof value === "string" ? Buffer.from(value, "hex") : value
+  )
   return ExportRequest.encode(ExportRequest.fromObject(withBytes)).finish()
 }
 

@@ -12,7 +12,10 @@ export interface TcpProxy {
  * Streams are piped (node:net), so a busy connection is buffered with backpressure rather than losing bytes.
  * Resolves once listening.
  */
-export const startTcpProxy = async (target: { readonly hostname: string; readonly port: number }): Promise<TcpProxy> => {
+export const startTcpProxy = async (target: {
+  readonly hostname: string
+  readonly port: number
+}): Promise<TcpProxy> => {
   let open = true
   const sockets = new Set<net.Socket>()
   const track = (socket: net.Socket) => {

@@ -26,7 +26,11 @@ export interface TestServer {
   readonly grpcPort: number | undefined
   /** The environment the server was configured with (DATABASE_URL shows which database it uses). */
   readonly env: Readonly<Record<string, string>>
-  readonly request: (method: string, path: string, options?: { key?: string | null | undefined; body?: unknown; headers?: Record<string, string> }) => Promise<Response>
+  readonly request: (
+    method: string,
+    path: string,
+    options?: { key?: string | null | undefined; body?: unknown; headers?: Record<string, string> }
+  ) => Promise<Response>
   readonly get: (path: string, key?: string | null) => Promise<Response>
   readonly post: (path: string, body: unknown, key?: string | null) => Promise<Response>
   /** Runs an effect against the server's own storage and configuration. */

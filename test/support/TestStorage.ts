@@ -14,11 +14,13 @@ export interface TestStorage {
 export const startTestStorage = async (env: Record<string, string> = {}): Promise<TestStorage> => {
   const database = await createTestDatabase()
   const config = ConfigProvider.fromMap(new Map(Object.entries({ ...database.env, ...env })))
-  const runtime = ManagedRuntime.make(StorageLive.pipe(
-    Layer.provide(BunContext.layer),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error)),
-    Layer.provide(Layer.setConfigProvider(config))
-  ))
+  const runtime = ManagedRuntime.make(
+    StorageLive.pipe(
+      Layer.provide(BunContext.layer),
+      Layer.provide(Logger.minimumLogLevel(LogLevel.Error)),
+      Layer.provide(Layer.setConfigProvider(config))
+    )
+  )
   await runtime.runPromise(runtime.runtimeEffect)
   return {
     run: (effect) => runtime.runPromise(effect),

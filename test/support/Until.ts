@@ -14,8 +14,12 @@ export const until = async <A>(probe: () => Promise<A | undefined>, what: string
 }
 
 /** Runs SQL (with $1… parameters) against a test server's own database. */
-export const sqlOn = (server: TestServer) => <A extends object>(text: string, ...params: Array<unknown>) =>
-  server.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    return yield* sql.unsafe<A>(text, params as Array<any>)
-  }).pipe(Effect.orDie))
+export const sqlOn =
+  (server: TestServer) =>
+  <A extends object>(text: string, ...params: Array<unknown>) =>
+    server.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql.unsafe<A>(text, params as Array<any>)
+      }).pipe(Effect.orDie)
+    )

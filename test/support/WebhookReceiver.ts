@@ -15,9 +15,24 @@ export const selfSigned = (names: ReadonlyArray<string> = ["localhost", "IP:127.
   const dir = mkdtempSync(join(tmpdir(), "tapedeck-tls-"))
   const san = names.map((n) => (n.startsWith("IP:") ? n : `DNS:${n}`)).join(",")
   const result = Bun.spawnSync([
-    "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-    "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"), "-days", "2", "-subj", "/CN=tapedeck-test",
-    "-addext", `subjectAltName=${san}`
+    "openssl",
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+    "-keyout",
+    join(dir, "key.pem"),
+    "-out",
+    join(dir, "cert.pem"),
+    "-days",
+    "2",
+    "-subj",
+    "/CN=tapedeck-test",
+    "-addext",
+    `subjectAltName=${san}`
   ])
   if (result.exitCode !== 0) throw new Error(`openssl failed: ${result.stderr.toString()}`)
   const cert = readFileSync(join(dir, "cert.pem"), "utf8")

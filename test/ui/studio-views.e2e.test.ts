@@ -7,7 +7,8 @@ import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestS
 
 // The Studio's working views in a real Chromium: fork → replay → comparison, the holds queue, sessions,
 // evaluations, usage and settings. Elements are found by role and accessible name only.
-if (!hasChromium) console.warn(`Studio views end-to-end tests skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium)`)
+if (!hasChromium)
+  console.warn(`Studio views end-to-end tests skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium)`)
 
 const shots = screenshotDir("studio-views")
 const screenshot = (page: Page, name: string) => page.screenshot({ path: `${shots}/${name}.png` })
@@ -29,7 +30,9 @@ beforeAll(async () => {
   if (!hasChromium) return
   // The judge asks for a structured verdict (response_format); model calls of a replay get the default echo of their last user message.
   fake = startFakeOpenAi((request) =>
-    request.body?.response_format !== undefined ? { content: JSON.stringify({ score: 0.9, reason: "books what was asked" }) } : undefined
+    request.body?.response_format !== undefined
+      ? { content: JSON.stringify({ score: 0.9, reason: "books what was asked" }) }
+      : undefined
   )
   server = await startTestServer({
     TAPEDECK_LLM_BASE_URL: fake.baseUrl,
@@ -52,23 +55,58 @@ const browserTest = hasChromium ? test : test.skip
 
 /** A recorded travel run: plan (a model call) → web_search (a tool) → answer (a model call), under one agent root. */
 const recordRun = async (sessionId?: string, startedAt = "2026-01-01T00:00:00.000Z") => {
-  const root = span({ span_type: "action", name: "agent", agent_id: "planner", started_at: "2026-01-01T00:00:00.000Z", ended_at: "2026-01-01T00:00:10.000Z" })
+  const root = span({
+    span_type: "action",
+    name: "agent",
+    agent_id: "planner",
+    started_at: "2026-01-01T00:00:00.000Z",
+    ended_at: "2026-01-01T00:00:10.000Z"
+  })
   const plan = span({
-    parent_id: root.id, name: "plan", model: "gpt-4o-mini", agent_id: "planner", started_at: "2026-01-01T00:00:01.000Z", duration_ms: 900,
-    input: [{ role: "system", content: "You book travel." }, { role: "user", content: "Book Lisbon" }], output: "search flights to Lisbon",
-    input_tokens: 40, output_tokens: 12
+    parent_id: root.id,
+    name: "plan",
+    model: "gpt-4o-mini",
+    agent_id: "planner",
+    started_at: "2026-01-01T00:00:01.000Z",
+    duration_ms: 900,
+    input: [
+      { role: "system", content: "You book travel." },
+      { role: "user", content: "Book Lisbon" }
+    ],
+    output: "search flights to Lisbon",
+    input_tokens: 40,
+    output_tokens: 12
   })
   const search = span({
-    parent_id: root.id, span_type: "tool_call", name: "web_search", agent_id: "researcher", parent_agent_id: "planner",
-    started_at: "2026-01-01T00:00:02.000Z", output: { results: ["TAP 123 to Lisbon"] }
+    parent_id: root.id,
+    span_type: "tool_call",
+    name: "web_search",
+    agent_id: "researcher",
+    parent_agent_id: "planner",
+    started_at: "2026-01-01T00:00:02.000Z",
+    output: { results: ["TAP 123 to Lisbon"] }
   })
   const answer = span({
-    parent_id: root.id, name: "answer", model: "gpt-4o-mini", agent_id: "planner", started_at: "2026-01-01T00:00:04.000Z",
-    input: [{ role: "user", content: "summarise the booking" }], output: "Booked TAP 123 to Lisbon", input_tokens: 30, output_tokens: 8
+    parent_id: root.id,
+    name: "answer",
+    model: "gpt-4o-mini",
+    agent_id: "planner",
+    started_at: "2026-01-01T00:00:04.000Z",
+    input: [{ role: "user", content: "summarise the booking" }],
+    output: "Booked TAP 123 to Lisbon",
+    input_tokens: 30,
+    output_tokens: 8
   })
   const t = trace({
-    name: "travel", status: "completed", started_at: startedAt, ended_at: "2026-01-01T00:00:10.000Z", output: "Booked TAP 123 to Lisbon",
-    total_tokens: 90, total_duration_ms: 10_000, spans: [root, plan, search, answer], ...(sessionId ? { session_id: sessionId } : {})
+    name: "travel",
+    status: "completed",
+    started_at: startedAt,
+    ended_at: "2026-01-01T00:00:10.000Z",
+    output: "Booked TAP 123 to Lisbon",
+    total_tokens: 90,
+    total_duration_ms: 10_000,
+    spans: [root, plan, search, answer],
+    ...(sessionId ? { session_id: sessionId } : {})
   })
   expect((await server.post("/api/v1/traces", t)).status).toBe(200)
   return { t, root, plan, search, answer }
@@ -82,7 +120,16 @@ describe("Studio views in Chromium", () => {
     const editor = page.getByRole("dialog", { name: "Fork from span plan" })
     const input = editor.getByLabel("Modified input")
     expect(await input.inputValue()).toContain("Book Lisbon")
-    await input.fill(JSON.stringify([{ role: "system", content: "You book travel." }, { role: "user", content: "Book Porto" }], null, 2))
+    await input.fill(
+      JSON.stringify(
+        [
+          { role: "system", content: "You book travel." },
+          { role: "user", content: "Book Porto" }
+        ],
+        null,
+        2
+      )
+    )
     await editor.getByLabel("Fork name").fill("porto")
     await editor.getByLabel("Mock web_search").check()
     await editor.getByLabel("Mocked output of web_search").fill(JSON.stringify({ results: ["TAP 456 to Porto"] }))
@@ -95,7 +142,10 @@ describe("Studio views in Chromium", () => {
     await spans.waitFor()
     // The copied root pairs with the original; the fork point is new; the re-executed plan call changed.
     await spans.getByRole("option", { name: "same: agent" }).waitFor()
-    await spans.getByRole("option", { name: /^inserted: / }).first().waitFor()
+    await spans
+      .getByRole("option", { name: /^inserted: / })
+      .first()
+      .waitFor()
     await spans.getByRole("option", { name: "changed: plan" }).click()
     const detail = page.getByRole("region", { name: "Selected span comparison" })
     await detail.getByRole("figure", { name: "Input" }).waitFor()
@@ -110,7 +160,8 @@ describe("Studio views in Chromium", () => {
     // A finished fork replays again as a new generation: a new result trace, compared afresh.
     const forkUrl = page.url()
     const forkId = forkUrl.split("/").pop()!
-    const firstResult = ((await (await server.get(`/api/v1/forks/${forkId}`)).json()) as { resultTraceId: string }).resultTraceId
+    const firstResult = ((await (await server.get(`/api/v1/forks/${forkId}`)).json()) as { resultTraceId: string })
+      .resultTraceId
     await page.getByRole("button", { name: "Replay again" }).click()
     await page.getByRole("link", { name: firstResult }).waitFor({ state: "detached" })
     await page.getByRole("listbox", { name: "Aligned spans" }).getByRole("option", { name: "changed: plan" }).waitFor()
@@ -141,11 +192,18 @@ describe("Studio views in Chromium", () => {
     await form.getByLabel("Name").fill("approve outgoing mail")
     await form.getByLabel("Parameters (JSON)").fill(JSON.stringify({ tool_patterns: ["send_*"] }))
     await form.getByRole("button", { name: "Create guardrail" }).click()
-    await page.getByRole("table", { name: "Guardrails list" }).getByRole("cell", { name: "approve outgoing mail", exact: true }).waitFor()
+    await page
+      .getByRole("table", { name: "Guardrails list" })
+      .getByRole("cell", { name: "approve outgoing mail", exact: true })
+      .waitFor()
 
     const runId = `run-${uuid()}`
     const check = async () => {
-      const response = await server.post("/api/v1/enforcement/check", { run_id: runId, tool_name: "send_email", tool_args_hash: "h-1" })
+      const response = await server.post("/api/v1/enforcement/check", {
+        run_id: runId,
+        tool_name: "send_email",
+        tool_args_hash: "h-1"
+      })
       expect(response.status).toBe(200)
       return (await response.json()) as { verdict: string; hold_id?: string }
     }
@@ -161,8 +219,13 @@ describe("Studio views in Chromium", () => {
 
     const next = await check()
     expect(next.verdict).toBe("allow")
-    const holds = (await (await server.get("/api/v1/enforcement/holds?status=approved")).json()) as { items: Array<Record<string, unknown>> }
-    expect(holds.items.find((h) => h.id === first.hold_id)).toMatchObject({ status: "approved", reason: "checked the recipient" })
+    const holds = (await (await server.get("/api/v1/enforcement/holds?status=approved")).json()) as {
+      items: Array<Record<string, unknown>>
+    }
+    expect(holds.items.find((h) => h.id === first.hold_id)).toMatchObject({
+      status: "approved",
+      reason: "checked the recipient"
+    })
 
     // Edit (rename, wider patterns), disable, then delete, from the list.
     await page.getByRole("button", { name: "Edit approve outgoing mail" }).click()
@@ -172,8 +235,13 @@ describe("Studio views in Chromium", () => {
     await edit.getByRole("button", { name: "Save guardrail" }).click()
     await page.getByRole("button", { name: "Disable approve mail and calls" }).click()
     await page.getByRole("button", { name: "Enable approve mail and calls" }).waitFor()
-    const listed = (await (await server.get("/api/v1/guardrails")).json()) as { items: Array<{ name: string; enabled: boolean; params: unknown }> }
-    expect(listed.items.find((g) => g.name === "approve mail and calls")).toMatchObject({ enabled: false, params: { tool_patterns: ["send_*", "call_*"] } })
+    const listed = (await (await server.get("/api/v1/guardrails")).json()) as {
+      items: Array<{ name: string; enabled: boolean; params: unknown }>
+    }
+    expect(listed.items.find((g) => g.name === "approve mail and calls")).toMatchObject({
+      enabled: false,
+      params: { tool_patterns: ["send_*", "call_*"] }
+    })
     page.once("dialog", (dialog) => void dialog.accept())
     await page.getByRole("button", { name: "Delete approve mail and calls" }).click()
     await page.getByRole("button", { name: "Edit approve mail and calls" }).waitFor({ state: "detached" })
@@ -189,7 +257,9 @@ describe("Studio views in Chromium", () => {
     await table.getByRole("link", { name: "travel" }).first().waitFor()
     // Both traces, oldest first (a header row and one row each).
     expect(await table.getByRole("row").count()).toBe(3)
-    expect(await table.getByRole("link", { name: "travel" }).first().getAttribute("href")).toBe(`/ui/traces/${first.t.id}`)
+    expect(await table.getByRole("link", { name: "travel" }).first().getAttribute("href")).toBe(
+      `/ui/traces/${first.t.id}`
+    )
     await page.getByRole("button", { name: /^Agent researcher:/ }).click()
     const where = page.getByRole("list", { name: "Traces where researcher ran" }).getByRole("link", { name: "travel" })
     await where.nth(1).waitFor()
@@ -201,7 +271,11 @@ describe("Studio views in Chromium", () => {
   browserTest("an evaluation: gate from the page, verdict with per-criterion scores and reasons", async () => {
     const run = await recordRun()
     const created = await server.post("/api/v1/evaluations", {
-      name: "travel quality", criteria: [{ name: "correct", description: "Books what was asked", weight: 3 }, { name: "polite", description: "Courteous" }]
+      name: "travel quality",
+      criteria: [
+        { name: "correct", description: "Books what was asked", weight: 3 },
+        { name: "polite", description: "Courteous" }
+      ]
     })
     const evaluation = (await created.json()) as { id: string }
     await page.goto(`${server.url}/ui/evaluations`)
@@ -211,7 +285,10 @@ describe("Studio views in Chromium", () => {
     const gate = page.getByRole("region", { name: "Gate result" })
     await gate.getByRole("heading", { name: "PASSED" }).waitFor({ timeout: 30_000 })
     await gate.getByText("books what was asked").first().waitFor({ state: "attached" })
-    await page.getByRole("table", { name: "Runs", exact: true }).getByRole("link", { name: run.t.id.slice(0, 8) }).waitFor()
+    await page
+      .getByRole("table", { name: "Runs", exact: true })
+      .getByRole("link", { name: run.t.id.slice(0, 8) })
+      .waitFor()
     await screenshot(page, "evaluation")
     expect(evaluation.id).toBeDefined()
   })

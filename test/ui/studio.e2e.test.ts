@@ -3,7 +3,8 @@ import type { Browser, Page } from "playwright-core"
 import { hasChromium, launchChromium, screenshotDir, CHROMIUM_PATH } from "../support/Chromium.ts"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 
-if (!hasChromium) console.warn(`Studio end-to-end tests skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium)`)
+if (!hasChromium)
+  console.warn(`Studio end-to-end tests skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium)`)
 
 let server: TestServer
 let browser: Browser
@@ -66,7 +67,8 @@ const signIn = async (page: Page, key: string) => {
   await page.getByRole("table", { name: "Traces" }).waitFor()
 }
 
-const traceRow = (page: Page, name: string) => page.getByRole("table", { name: "Traces" }).getByRole("link", { name, exact: true })
+const traceRow = (page: Page, name: string) =>
+  page.getByRole("table", { name: "Traces" }).getByRole("link", { name, exact: true })
 
 describe.skipIf(!hasChromium)("Studio in Chromium", () => {
   beforeAll(async () => {
@@ -151,7 +153,17 @@ describe.skipIf(!hasChromium)("Studio in Chromium", () => {
     await page.getByRole("tree", { name: "Spans" }).waitFor()
     await page.getByRole("status").filter({ hasText: "Live" }).waitFor()
     const appended = await server.request("POST", `/api/v1/traces/${id}/spans`, {
-      body: { spans: [{ id: crypto.randomUUID(), parent_id: null, span_type: "reasoning", name: "late thought", started_at: new Date().toISOString() }] }
+      body: {
+        spans: [
+          {
+            id: crypto.randomUUID(),
+            parent_id: null,
+            span_type: "reasoning",
+            name: "late thought",
+            started_at: new Date().toISOString()
+          }
+        ]
+      }
     })
     expect(appended.status).toBe(200)
     await page.getByRole("treeitem", { name: "late thought" }).waitFor({ timeout: 10_000 })
@@ -177,7 +189,10 @@ describe.skipIf(!hasChromium)("Studio in Chromium", () => {
     await page.getByRole("button", { name: "Sign out" }).click()
     await signIn(page, KEY_B)
     await page.getByLabel("Account").filter({ hasText: "globex" }).waitFor()
-    await page.getByText(/traces|No traces yet/).first().waitFor()
+    await page
+      .getByText(/traces|No traces yet/)
+      .first()
+      .waitFor()
     expect(await traceRow(page, "epsilon secret of A").count()).toBe(0)
     expect(await page.getByText("epsilon secret of A").count()).toBe(0)
     await page.goto(`${server.url}/ui/traces/${id}`)
@@ -202,4 +217,5 @@ describe.skipIf(!hasChromium)("Studio in Chromium", () => {
 })
 
 /** Waits for a locator to be visible (playwright-core has no test runner's `expect`). */
-const expectVisible = (locator: ReturnType<Page["getByText"]>) => locator.first().waitFor({ state: "visible", timeout: 10_000 })
+const expectVisible = (locator: ReturnType<Page["getByText"]>) =>
+  locator.first().waitFor({ state: "visible", timeout: 10_000 })

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   // Totals marked *_explicit were given by the client; the others are derived from the spans.
   // fork_id marks a fork's result trace (sandbox); the forks issue adds its table and the link.

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   // webhook_secret: `aesgcm:…` (sealed with TAPEDECK_WEBHOOK_SECRET_KEY) or `plain:…`; never returned after creation.
   yield* sql`

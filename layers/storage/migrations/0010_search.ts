@@ -5,7 +5,7 @@ import { Effect } from "effect"
 // installed) the vector is a `vector` (any dimension: the HNSW index is an expression index per embedder,
 // created at start once the dimension is known); without it a `real[]`, searched exactly. The choice is made
 // here, once, and read back from the catalog at start. `tsv` feeds the lexical leg of hybrid ranking.
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql.unsafe(`
     DO $$ BEGIN

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   // Monthly usage counters for what has no table of its own to count (OTLP requests, search queries, …):
   // one row per account, calendar month (UTC, "2026-11") and metric, incremented by an atomic upsert.

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   // The live span stream's log: one row per write transaction and account, listing what changed (trace and
   // span ids with their event kinds, never payloads). Kept for a few minutes so reconnecting clients can

@@ -7,7 +7,7 @@ import { Effect } from "effect"
 // job when a span's fields change without its text (SpanIndex.syncFilters). Trace-level filters (status, project,
 // deletion) change on the trace and stay a join on traces. duration_ms is the effective duration the filter
 // compares: the span's own, else ended_at - started_at.
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`
     ALTER TABLE span_embeddings

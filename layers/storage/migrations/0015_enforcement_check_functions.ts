@@ -30,13 +30,14 @@ const fn = (name: string, params: string, body: string) => `
     RETURN QUERY ${body};
   END $$`
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   // Allow on a run at version p_version: the counters advance, `recent` keeps its last p_max_recent entries.
-  yield* sql.unsafe(fn(
-    "tapedeck_check_allow_existing",
-    `${RECORD_PARAMS}, p_version text, p_usd numeric, p_tokens bigint, p_append jsonb, p_key text, p_max_recent int`,
-    `WITH ${CURRENT},
+  yield* sql.unsafe(
+    fn(
+      "tapedeck_check_allow_existing",
+      `${RECORD_PARAMS}, p_version text, p_usd numeric, p_tokens bigint, p_append jsonb, p_key text, p_max_recent int`,
+      `WITH ${CURRENT},
     w AS (
       UPDATE enforcement_runs r SET spent_usd = r.spent_usd + p_usd, tokens = r.tokens + p_tokens,
         recent = CASE WHEN jsonb_array_length(r.recent) < p_max_recent THEN r.recent
@@ -46,12 +47,14 @@ export default Effect.gen(function*() {
       RETURNING r.spent_usd::float8 AS spent_usd, r.tokens::float8 AS tokens, r.xmin::text AS version),
     d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${RECORD_VALUES} FROM w ON CONFLICT (id) DO NOTHING)
     ${ANSWER}`
-  ))
+    )
+  )
   // Allow on a run not seen yet: its row is created with the counters, unless it exists by now.
-  yield* sql.unsafe(fn(
-    "tapedeck_check_allow_new",
-    `${RECORD_PARAMS}, p_usd numeric, p_tokens bigint, p_recent jsonb, p_key text`,
-    `WITH ${CURRENT},
+  yield* sql.unsafe(
+    fn(
+      "tapedeck_check_allow_new",
+      `${RECORD_PARAMS}, p_usd numeric, p_tokens bigint, p_recent jsonb, p_key text`,
+      `WITH ${CURRENT},
     w AS (
       INSERT INTO enforcement_runs AS r (account_id, run_id, spent_usd, tokens, recent)
       VALUES (p_account, p_run, p_usd, p_tokens, p_recent)
@@ -59,12 +62,14 @@ export default Effect.gen(function*() {
       RETURNING r.spent_usd::float8 AS spent_usd, r.tokens::float8 AS tokens, r.xmin::text AS version),
     d AS (INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${RECORD_VALUES} FROM w ON CONFLICT (id) DO NOTHING)
     ${ANSWER}`
-  ))
+    )
+  )
   // Block: only the record, and only if the run is still the version evaluated (NULL: no row yet).
-  yield* sql.unsafe(fn(
-    "tapedeck_check_block",
-    `${RECORD_PARAMS}, p_version text, p_key text`,
-    `WITH ${CURRENT},
+  yield* sql.unsafe(
+    fn(
+      "tapedeck_check_block",
+      `${RECORD_PARAMS}, p_version text, p_key text`,
+      `WITH ${CURRENT},
     w AS (
       INSERT INTO enforcement_decisions ${DECISION_COLUMNS} SELECT ${RECORD_VALUES}
       WHERE CASE WHEN p_version IS NULL THEN NOT EXISTS (SELECT 1 FROM cur)
@@ -72,5 +77,6 @@ export default Effect.gen(function*() {
       ON CONFLICT (id) DO NOTHING
       RETURNING NULL::float8 AS spent_usd, NULL::float8 AS tokens, NULL::text AS version)
     ${ANSWER}`
-  ))
+    )
+  )
 })

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   // The accounts someone is watching live, per instance. A write NOTIFYs only for these: a NOTIFY makes commits
   // take a database-wide lock held through the WAL flush, which would serialize every ingesting transaction.

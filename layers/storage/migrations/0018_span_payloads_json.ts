@@ -12,9 +12,11 @@ const PAYLOADS = ["input", "output", "metadata", "extra"]
  * and resets the columns' compression, so lz4 is set again where the server has it (as 0017 did; that block is
  * repeated here, not shared, so that neither migration changes if a helper does).
  */
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  yield* sql.unsafe(`ALTER TABLE spans ${PAYLOADS.map((c) => `ALTER COLUMN ${c} TYPE json USING ${c}::json`).join(", ")}`)
+  yield* sql.unsafe(
+    `ALTER TABLE spans ${PAYLOADS.map((c) => `ALTER COLUMN ${c} TYPE json USING ${c}::json`).join(", ")}`
+  )
   yield* sql.unsafe(`DO $$ BEGIN
     EXECUTE 'ALTER TABLE spans ${PAYLOADS.map((c) => `ALTER COLUMN ${c} SET COMPRESSION lz4`).join(", ")}';
   EXCEPTION WHEN feature_not_supported OR syntax_error THEN NULL;

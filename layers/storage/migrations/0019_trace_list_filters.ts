@@ -18,7 +18,7 @@ import { Effect } from "effect"
  * The values of stored traces are derived from their spans here (the SQL is written out, not shared, so that this
  * migration never changes with the code).
  */
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`
     ALTER TABLE traces

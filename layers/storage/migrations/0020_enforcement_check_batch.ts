@@ -11,7 +11,7 @@ import { Effect } from "effect"
 // Keys: the API keys the checks were verified with from a cache; if one was revoked meanwhile, nothing is written
 // and the revoked ones are answered (one row, `revoked` set), so that the caller answers those checks 401.
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql.unsafe(`
   CREATE FUNCTION tapedeck_check_batch(p_runs jsonb, p_decisions jsonb, p_keys text[], p_max_recent int)

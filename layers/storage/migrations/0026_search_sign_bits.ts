@@ -11,7 +11,7 @@ import { Effect } from "effect"
 // re-ranked exactly rather than lost.
 const BATCH = 5000
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`ALTER TABLE span_embeddings ADD COLUMN IF NOT EXISTS sign_bits bit varying`
   for (;;) {

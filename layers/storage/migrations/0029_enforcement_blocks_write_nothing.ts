@@ -8,7 +8,7 @@ import { Effect } from "effect"
 // they were taken against the run as it is now: no row and none expected, or the row at the version they saw; else
 // the run is answered as it is now and its checks are evaluated again, as for any other run. The rest is as in 0020.
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql.unsafe(`
   CREATE OR REPLACE FUNCTION tapedeck_check_batch(p_runs jsonb, p_decisions jsonb, p_keys text[], p_max_recent int)

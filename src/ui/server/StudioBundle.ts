@@ -41,10 +41,12 @@ interface Manifest {
 
 const listFiles = async (dir: string): Promise<Array<string>> => {
   const entries = await readdir(dir, { withFileTypes: true }).catch(() => [])
-  const nested = await Promise.all(entries.map((entry) => {
-    const path = join(dir, entry.name)
-    return entry.isDirectory() ? listFiles(path) : Promise.resolve([path])
-  }))
+  const nested = await Promise.all(
+    entries.map((entry) => {
+      const path = join(dir, entry.name)
+      return entry.isDirectory() ? listFiles(path) : Promise.resolve([path])
+    })
+  )
   return nested.flat()
 }
 
@@ -96,7 +98,11 @@ const load = async (dir: string, manifest: Manifest): Promise<StudioBundle> => {
   for (const name of manifest.files) {
     const body = new Uint8Array(await readFile(join(dir, name)))
     let gzipped: Uint8Array | undefined
-    assets.set(name, { body, gzip: () => (gzipped ??= Bun.gzipSync(body, { level: 9 })), contentType: contentType(name) })
+    assets.set(name, {
+      body,
+      gzip: () => (gzipped ??= Bun.gzipSync(body, { level: 9 })),
+      contentType: contentType(name)
+    })
   }
   return {
     fingerprint: manifest.fingerprint,
@@ -134,7 +140,9 @@ const build = async (fingerprint: string, dir: string): Promise<Manifest> => {
   }
   const files = result.outputs.map((output) => relative(scratch, output.path))
   const entryNamed = (name: string) => {
-    const output = result.outputs.find((o) => o.kind === "entry-point" && relative(scratch, o.path).startsWith(`${name}-`))
+    const output = result.outputs.find(
+      (o) => o.kind === "entry-point" && relative(scratch, o.path).startsWith(`${name}-`)
+    )
     if (output === undefined) throw new Error(`Studio bundle has no ${name} entry point`)
     return relative(scratch, output.path)
   }
@@ -167,7 +175,8 @@ export const loadOrBuildStudio = async (options: { readonly force?: boolean } = 
   // Older builds are left by edits; keep only this one (a concurrent process may still be reading another: its
   // assets are in memory once loaded).
   for (const entry of await readdir(BUILD_DIR).catch(() => [])) {
-    if (entry !== fingerprint && !entry.includes(".tmp-")) await rm(join(BUILD_DIR, entry), { recursive: true, force: true })
+    if (entry !== fingerprint && !entry.includes(".tmp-"))
+      await rm(join(BUILD_DIR, entry), { recursive: true, force: true })
   }
   return load(dir, built)
 }

@@ -6,10 +6,14 @@ const firstLoad = [studio.entry.script, studio.entry.prefetch, ...studio.entry.s
 let raw = 0
 let gzip = 0
 for (const [name, asset] of studio.assets) {
-  console.log(`${name.padEnd(40)} ${(asset.body.length / 1024).toFixed(1).padStart(8)} KB ${(asset.gzip().length / 1024).toFixed(1).padStart(8)} KB gzip`)
+  console.log(
+    `${name.padEnd(40)} ${(asset.body.length / 1024).toFixed(1).padStart(8)} KB ${(asset.gzip().length / 1024).toFixed(1).padStart(8)} KB gzip`
+  )
   if (firstLoad.includes(name)) {
     raw += asset.body.length
     gzip += asset.gzip().length
   }
 }
-console.log(`first load: ${(raw / 1024).toFixed(1)} KB, ${(gzip / 1024).toFixed(1)} KB gzip (fingerprint ${studio.fingerprint})`)
+console.log(
+  `first load: ${(raw / 1024).toFixed(1)} KB, ${(gzip / 1024).toFixed(1)} KB gzip (fingerprint ${studio.fingerprint})`
+)

@@ -19,14 +19,35 @@ const mapped = (c: F.CompactSpan): Mapped => {
 
 /** A span in the fixture's compact form with only what a test needs. */
 const compact = (attributes: Record<string, unknown>, over: Partial<F.CompactSpan> = {}): F.CompactSpan => ({
-  traceId: "0123456789abcdef0123456789abcdef", spanId: "0011223344556677", parentSpanId: "8899aabbccddeeff",
-  name: "span", kind: 1, startTimeUnixNano: "1787220000000000000", endTimeUnixNano: "1787220001000000000",
-  attributes, ...over
+  traceId: "0123456789abcdef0123456789abcdef",
+  spanId: "0011223344556677",
+  parentSpanId: "8899aabbccddeeff",
+  name: "span",
+  kind: 1,
+  startTimeUnixNano: "1787220000000000000",
+  endTimeUnixNano: "1787220001000000000",
+  attributes,
+  ...over
 })
 
 const FIELDS = [
-  "id", "parent_id", "span_type", "name", "model", "input", "output", "input_tokens", "output_tokens", "cost",
-  "duration_ms", "agent_id", "agent_role", "parent_agent_id", "started_at", "ended_at", "error"
+  "id",
+  "parent_id",
+  "span_type",
+  "name",
+  "model",
+  "input",
+  "output",
+  "input_tokens",
+  "output_tokens",
+  "cost",
+  "duration_ms",
+  "agent_id",
+  "agent_role",
+  "parent_agent_id",
+  "started_at",
+  "ended_at",
+  "error"
 ] as const
 
 /**
@@ -64,8 +85,11 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
         { role: "user", content: "Plan a day in Paris for tomorrow and check the weather." }
       ],
       output: {
-        role: "assistant", content: null,
-        tool_calls: [{ id: "call_w1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }],
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "call_w1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }
+        ],
         finish_reason: "tool_call"
       },
       input_tokens: 412,
@@ -77,12 +101,22 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       metadata: {
         source: "otel_genai",
         otel: {
-          trace_id: "4bf92f3577b34da6a3ce929d0e0e4736", span_id: "00f067aa0ba902b7", parent_span_id: "5fb397be34d26b51",
-          kind: "CLIENT", status_code: "UNSET", service_name: "fixture-app", scope: { name: "fixture", version: "1.0" }
+          trace_id: "4bf92f3577b34da6a3ce929d0e0e4736",
+          span_id: "00f067aa0ba902b7",
+          parent_span_id: "5fb397be34d26b51",
+          kind: "CLIENT",
+          status_code: "UNSET",
+          service_name: "fixture-app",
+          scope: { name: "fixture", version: "1.0" }
         },
         gen_ai: {
-          operation: "chat", provider: "openai", request_model: "gpt-4.1-mini", response_id: "chatcmpl-7Qx2",
-          finish_reasons: ["tool_call"], conversation_id: "conv_8812", usage: { cache_read_input_tokens: 256 }
+          operation: "chat",
+          provider: "openai",
+          request_model: "gpt-4.1-mini",
+          response_id: "chatcmpl-7Qx2",
+          finish_reasons: ["tool_call"],
+          conversation_id: "conv_8812",
+          usage: { cache_read_input_tokens: 256 }
         },
         session_id: "conv_8812",
         attributes: { "server.address": "api.openai.com" },
@@ -148,7 +182,8 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       input: [{ role: "user", content: "Plan a day in Paris for tomorrow and check the weather." }],
       output: {
         role: "assistant",
-        content: "Tomorrow in Paris: light rain, about 14.5°C. Louvre in the morning, covered passages after lunch, Seine dinner cruise.",
+        content:
+          "Tomorrow in Paris: light rain, about 14.5°C. Louvre in the morning, covered passages after lunch, Seine dinner cruise.",
         finish_reason: "stop"
       },
       duration_ms: 4200,
@@ -160,7 +195,9 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
         source: "otel_genai",
         aggregate_usage: { input_tokens: 1157, output_tokens: 140 },
         gen_ai: {
-          operation: "invoke_agent", provider: "openai", conversation_id: "conv_8812",
+          operation: "invoke_agent",
+          provider: "openai",
+          conversation_id: "conv_8812",
           agent: { id: "asst_trip_01", name: "TripPlanner", description: "Plans trips and checks live conditions" }
         },
         otel: { root: true },
@@ -186,7 +223,8 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       ],
       output: {
         role: "assistant",
-        content: "Air molecules scatter short blue wavelengths of sunlight far more than red ones (Rayleigh scattering).",
+        content:
+          "Air molecules scatter short blue wavelengths of sunlight far more than red ones (Rayleigh scattering).",
         finish_reason: "stop"
       },
       input_tokens: 57,
@@ -218,8 +256,15 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
         temperature: 0.2
       },
       output: {
-        role: "assistant", content: null,
-        tool_calls: [{ id: "call_s1", type: "function", function: { name: "web_search", arguments: "{\"query\": \"ACME Corp 2024 revenue\"}" } }]
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "call_s1",
+            type: "function",
+            function: { name: "web_search", arguments: '{"query": "ACME Corp 2024 revenue"}' }
+          }
+        ]
       },
       input_tokens: 96,
       output_tokens: 21,
@@ -228,12 +273,14 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       started_at: "2026-08-20T10:00:00.050Z",
       ended_at: "2026-08-20T10:00:01.850Z",
       metadata: {
-        source: "openinference", session_id: "sess-42", user_id: "u-981",
+        source: "openinference",
+        session_id: "sess-42",
+        user_id: "u-981",
         gen_ai: { provider: "openai", usage: { total_tokens: 117 } },
         otel: { status_code: "OK" },
         // OpenInference `metadata` goes onto the trace (conventions/OpenInference.ts), not among the leftovers.
         trace_hints: { tags: ["research"], metadata: { tenant: "eu-1" } },
-        attributes: { "llm.provider": "azure", "llm.invocation_parameters": "{\"temperature\": 0.2}" }
+        attributes: { "llm.provider": "azure", "llm.invocation_parameters": '{"temperature": 0.2}' }
       }
     })
     expectValid(span)
@@ -251,14 +298,21 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
         { role: "system", content: "Summarize in 10 words." },
         { role: "user", content: "OpenTelemetry is an observability framework for cloud-native software." }
       ],
-      output: { role: "assistant", content: "OpenTelemetry standardizes traces, metrics and logs across vendors.", finish_reason: "stop" },
+      output: {
+        role: "assistant",
+        content: "OpenTelemetry standardizes traces, metrics and logs across vendors.",
+        finish_reason: "stop"
+      },
       input_tokens: 38,
       output_tokens: 12,
       duration_ms: 900,
       started_at: "2026-08-20T10:00:00.200Z",
       ended_at: "2026-08-20T10:00:01.100Z",
       metadata: {
-        source: "openllmetry", gen_ai: { provider: "openai", usage: { total_tokens: 50 } }, session_id: "chat-7781", user_id: "u-22",
+        source: "openllmetry",
+        gen_ai: { provider: "openai", usage: { total_tokens: 50 } },
+        session_id: "chat-7781",
+        user_id: "u-22",
         otel: { scope: { name: "opentelemetry.instrumentation.openai.v1", version: "0.40.2" } },
         trace_hints: { name: "summarize_doc" },
         attributes: { "llm.is_streaming": false }
@@ -279,7 +333,12 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       duration_ms: 1250,
       started_at: "2026-08-20T10:00:00.000Z",
       ended_at: "2026-08-20T10:00:01.250Z",
-      metadata: { source: "openllmetry", otel: { root: true }, trace_hints: { name: "summarize_doc" }, session_id: "chat-7781" }
+      metadata: {
+        source: "openllmetry",
+        otel: { root: true },
+        trace_hints: { name: "summarize_doc" },
+        session_id: "chat-7781"
+      }
     })
     // A workflow span repeats its children's usage, but this one carries none.
     expect(span.metadata.aggregate_usage).toBeUndefined()
@@ -298,7 +357,11 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
         { role: "system", content: "You are a support bot." },
         { role: "user", content: "Reset my password" }
       ],
-      output: { role: "assistant", content: "Open Settings, then Security, and choose Reset password.", finish_reason: "stop" },
+      output: {
+        role: "assistant",
+        content: "Open Settings, then Security, and choose Reset password.",
+        finish_reason: "stop"
+      },
       input_tokens: 31,
       output_tokens: 14,
       duration_ms: 950,
@@ -307,8 +370,10 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       started_at: "2026-08-20T10:00:00.030Z",
       ended_at: "2026-08-20T10:00:00.980Z",
       metadata: {
-        source: "vercel_ai", gen_ai: { provider: "anthropic.messages", usage: { total_tokens: 45 } },
-        session_id: "thread-5521", user_id: "u-77"
+        source: "vercel_ai",
+        gen_ai: { provider: "anthropic.messages", usage: { total_tokens: 45 } },
+        session_id: "thread-5521",
+        user_id: "u-77"
       }
     })
     expectValid(span)
@@ -328,11 +393,18 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       error: "app.errors.OrderNotFound: Order 'A-19' not found",
       metadata: {
         source: "pydantic_ai",
-        otel: { status_code: "ERROR", status_message: "Order 'A-19' not found", span_name: "running tool", failed: true },
+        otel: {
+          status_code: "ERROR",
+          status_message: "Order 'A-19' not found",
+          span_name: "running tool",
+          failed: true
+        },
         gen_ai: { tool: { name: "lookup_order", call_id: "pyd_call_3" } },
         exception: {
-          type: "app.errors.OrderNotFound", message: "Order 'A-19' not found",
-          stacktrace: "Traceback (most recent call last): ...", escaped: true
+          type: "app.errors.OrderNotFound",
+          message: "Order 'A-19' not found",
+          stacktrace: "Traceback (most recent call last): ...",
+          escaped: true
         }
       }
     })
@@ -346,7 +418,10 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
     expect(span.span_type).toBe("action")
     expect(span.agent_id).toBe("support_agent")
     expect(span.agent_role).toBe("support_agent")
-    expect(span.metadata).toMatchObject({ source: "pydantic_ai", agent: { is_agent_span: true, own_id: "support_agent" } })
+    expect(span.metadata).toMatchObject({
+      source: "pydantic_ai",
+      agent: { is_agent_span: true, own_id: "support_agent" }
+    })
   })
 
   test("fixture 10: LangSmith span for a LangChain chat model run (row 4)", () => {
@@ -365,7 +440,9 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
       started_at: "2026-08-20T10:00:00.010Z",
       ended_at: "2026-08-20T10:00:01.210Z",
       metadata: {
-        source: "langsmith", otel: { status_code: "OK" }, gen_ai: { provider: "openai", usage: { total_tokens: 34 } },
+        source: "langsmith",
+        otel: { status_code: "OK" },
+        gen_ai: { provider: "openai", usage: { total_tokens: 34 } },
         session_id: "thr-300",
         // The LangSmith project id is not a session: it stays an ordinary attribute.
         attributes: { "langsmith.trace.session_id": "9d1c2b3a-4e5f-4a6b-8c7d-0e1f2a3b4c5d" }
@@ -407,7 +484,9 @@ describe("mapSpan: edge cases", () => {
   })
 
   test("an outer AI SDK span keeps its usage as an aggregate", () => {
-    const span = mapped(compact({ "ai.operationId": "ai.generateText", "ai.usage.inputTokens": 31 }, { name: "ai.generateText" }))
+    const span = mapped(
+      compact({ "ai.operationId": "ai.generateText", "ai.usage.inputTokens": 31 }, { name: "ai.generateText" })
+    )
     expect(span.span_type).toBe("action")
     expect(span.input_tokens).toBeUndefined()
     expect(span.output_tokens).toBeUndefined()
@@ -416,12 +495,19 @@ describe("mapSpan: edge cases", () => {
   })
 
   test("a Pydantic AI run span with aggregated usage keeps it as an aggregate only", () => {
-    for (
-      const attributes of [
-        { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent", "gen_ai.aggregated_usage.input_tokens": 120, "gen_ai.aggregated_usage.output_tokens": 30 },
-        { agent_name: "support_agent", "gen_ai.aggregated_usage.input_tokens": 120, "gen_ai.aggregated_usage.output_tokens": 30 }
-      ]
-    ) {
+    for (const attributes of [
+      {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "support_agent",
+        "gen_ai.aggregated_usage.input_tokens": 120,
+        "gen_ai.aggregated_usage.output_tokens": 30
+      },
+      {
+        agent_name: "support_agent",
+        "gen_ai.aggregated_usage.input_tokens": 120,
+        "gen_ai.aggregated_usage.output_tokens": 30
+      }
+    ]) {
       const span = mapped(compact(attributes, { name: "invoke_agent support_agent" }))
       expect(span.span_type).toBe("action")
       expect(span.input_tokens).toBeUndefined()
@@ -432,17 +518,30 @@ describe("mapSpan: edge cases", () => {
   })
 
   test("a legacy run span (row 10) with plain usage keys: action with aggregate usage", () => {
-    const span = mapped(compact({ agent_name: "a", model_name: "gpt-4o", "gen_ai.usage.input_tokens": 5, "gen_ai.request.model": "gpt-4o" }))
+    const span = mapped(
+      compact({
+        agent_name: "a",
+        model_name: "gpt-4o",
+        "gen_ai.usage.input_tokens": 5,
+        "gen_ai.request.model": "gpt-4o"
+      })
+    )
     expect(span.span_type).toBe("action")
     expect(span.input_tokens).toBeUndefined()
     expect(span.metadata.aggregate_usage).toEqual({ input_tokens: 5 })
   })
 
   test("a failed HTTP client span is an error with the status message", () => {
-    const span = mapped(compact({ "http.request.method": "GET" }, { kind: 3, status: { code: 2, message: "connect ECONNREFUSED" } }))
+    const span = mapped(
+      compact({ "http.request.method": "GET" }, { kind: 3, status: { code: 2, message: "connect ECONNREFUSED" } })
+    )
     expect(span.span_type).toBe("error")
     expect(span.error).toBe("connect ECONNREFUSED")
-    expect(span.metadata).toMatchObject({ source: "generic", otel: { failed: true, status_code: "ERROR" }, attributes: { "http.request.method": "GET" } })
+    expect(span.metadata).toMatchObject({
+      source: "generic",
+      otel: { failed: true, status_code: "ERROR" },
+      attributes: { "http.request.method": "GET" }
+    })
   })
 
   test("the same HTTP span with status 0 is an action without error", () => {
@@ -459,18 +558,25 @@ describe("mapSpan: edge cases", () => {
   })
 
   test("lower-case openinference chain with plain-text input", () => {
-    const span = mapped(compact({ "openinference.span.kind": "chain", "input.value": "hello", "input.mime_type": "text/plain" }))
+    const span = mapped(
+      compact({ "openinference.span.kind": "chain", "input.value": "hello", "input.mime_type": "text/plain" })
+    )
     expect(span.span_type).toBe("action")
     expect(span.input).toBe("hello")
     expect(span.metadata.source).toBe("openinference")
   })
 
   test("a Logfire pending_span placeholder is skipped", () => {
-    expect(mapSpan(IDS, F.otlpSpan(compact({ "logfire.span_type": "pending_span", "logfire.pending_parent_id": "8899aabbccddeeff" })))).toBeUndefined()
+    expect(
+      mapSpan(
+        IDS,
+        F.otlpSpan(compact({ "logfire.span_type": "pending_span", "logfire.pending_parent_id": "8899aabbccddeeff" }))
+      )
+    ).toBeUndefined()
   })
 
   test("a truncated gen_ai.input.messages string is stored raw, not an error", () => {
-    const raw = "[{\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"content\":\"Plan a day in Par"
+    const raw = '[{"role":"user","parts":[{"type":"text","content":"Plan a day in Par'
     const span = mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.input.messages": raw }))
     expect(span.span_type).toBe("llm_call")
     expect(span.input).toBe(raw)
@@ -479,7 +585,9 @@ describe("mapSpan: edge cases", () => {
 
   test("a span whose parent is not stored yet gets the computed parent_id and no agent fields", () => {
     const span = mapped(compact({ "gen_ai.operation.name": "chat" }))
-    expect(span.parent_id).toBe(mapSpan(IDS, F.otlpSpan(compact({}, { spanId: "8899aabbccddeeff", parentSpanId: "" })))!.span.id)
+    expect(span.parent_id).toBe(
+      mapSpan(IDS, F.otlpSpan(compact({}, { spanId: "8899aabbccddeeff", parentSpanId: "" })))!.span.id
+    )
     expect(span.agent_id).toBeUndefined()
     expect(span.parent_agent_id).toBeUndefined()
   })
@@ -490,73 +598,142 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
     const span = mapped(compact({ "tapedeck.span.type": "fork_point", "gen_ai.operation.name": "chat" }))
     expect(span.span_type).toBe("fork_point")
     expect(span.metadata.source).toBe("otel_genai")
-    expect(mapped(compact({ "tapedeck.span.type": "bogus", "gen_ai.operation.name": "chat" })).span_type).toBe("llm_call")
+    expect(mapped(compact({ "tapedeck.span.type": "bogus", "gen_ai.operation.name": "chat" })).span_type).toBe(
+      "llm_call"
+    )
   })
 
   test("an unknown operation name falls through to later rows", () => {
-    expect(mapped(compact({ "gen_ai.operation.name": "agent_step", "traceloop.span.kind": "tool", "traceloop.entity.name": "search" })).span_type).toBe("tool_call")
+    expect(
+      mapped(
+        compact({
+          "gen_ai.operation.name": "agent_step",
+          "traceloop.span.kind": "tool",
+          "traceloop.entity.name": "search"
+        })
+      ).span_type
+    ).toBe("tool_call")
     expect(mapped(compact({ "gen_ai.operation.name": "chain" })).span_type).toBe("action")
   })
 
   test("a failed execute_tool keeps its type and carries the error", () => {
-    const span = mapped(compact({ "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "error.type": "TimeoutError" }, { name: "execute_tool t" }))
+    const span = mapped(
+      compact(
+        { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "error.type": "TimeoutError" },
+        { name: "execute_tool t" }
+      )
+    )
     expect(span.span_type).toBe("tool_call")
     expect(span.error).toBe("TimeoutError")
   })
 
   test("error string: type and message from the last exception event, else error.type and the status message", () => {
-    const span = mapped(compact({ "error.type": "_OTHER" }, {
-      status: { code: 2, message: "boom" },
-      events: [
-        { name: "exception", timeUnixNano: "1787220000100000000", attributes: { "exception.type": "First", "exception.message": "first" } },
-        { name: "exception", timeUnixNano: "1787220000200000000", attributes: { "exception.type": "Second", "exception.message": "second" } }
-      ]
-    }))
+    const span = mapped(
+      compact(
+        { "error.type": "_OTHER" },
+        {
+          status: { code: 2, message: "boom" },
+          events: [
+            {
+              name: "exception",
+              timeUnixNano: "1787220000100000000",
+              attributes: { "exception.type": "First", "exception.message": "first" }
+            },
+            {
+              name: "exception",
+              timeUnixNano: "1787220000200000000",
+              attributes: { "exception.type": "Second", "exception.message": "second" }
+            }
+          ]
+        }
+      )
+    )
     expect(span.error).toBe("Second: second")
     expect((span.metadata.events as Array<Record<string, unknown>>).map((e) => e.name)).toEqual(["exception"])
-    expect(mapped(compact({ "error.type": "_OTHER" }, { status: { code: 2, message: "boom" } })).error).toBe("_OTHER: boom")
+    expect(mapped(compact({ "error.type": "_OTHER" }, { status: { code: 2, message: "boom" } })).error).toBe(
+      "_OTHER: boom"
+    )
     expect(mapped(compact({ "langfuse.observation.level": "ERROR" })).error).toBe("error")
-    expect(mapped(compact({ "langfuse.observation.level": "ERROR", "langfuse.observation.status_message": "bad" })).error).toBe("bad")
+    expect(
+      mapped(compact({ "langfuse.observation.level": "ERROR", "langfuse.observation.status_message": "bad" })).error
+    ).toBe("bad")
   })
 
   test("an exception event alone (status UNSET) is a handled exception: no error, event kept", () => {
-    const span = mapped(compact({}, {
-      events: [{ name: "exception", timeUnixNano: "1787220000100000000", attributes: { "exception.type": "Retry", "exception.message": "429" } }]
-    }))
+    const span = mapped(
+      compact(
+        {},
+        {
+          events: [
+            {
+              name: "exception",
+              timeUnixNano: "1787220000100000000",
+              attributes: { "exception.type": "Retry", "exception.message": "429" }
+            }
+          ]
+        }
+      )
+    )
     expect(span.span_type).toBe("action")
     expect(span.error).toBeUndefined()
     expect(span.metadata.events).toEqual([
-      { name: "exception", time: "2026-08-20T10:00:00.100Z", attributes: { "exception.type": "Retry", "exception.message": "429" } }
+      {
+        name: "exception",
+        time: "2026-08-20T10:00:00.100Z",
+        attributes: { "exception.type": "Retry", "exception.message": "429" }
+      }
     ])
   })
 
   test("an AI SDK tool span is renamed after its tool, keeping the original name", () => {
-    const span = mapped(compact({
-      "ai.operationId": "ai.toolCall", "ai.toolCall.name": "search", "ai.toolCall.id": "c1",
-      "ai.toolCall.args": "{\"q\":\"x\"}", "ai.toolCall.result": "{\"hits\":3}"
-    }, { name: "ai.toolCall" }))
+    const span = mapped(
+      compact(
+        {
+          "ai.operationId": "ai.toolCall",
+          "ai.toolCall.name": "search",
+          "ai.toolCall.id": "c1",
+          "ai.toolCall.args": '{"q":"x"}',
+          "ai.toolCall.result": '{"hits":3}'
+        },
+        { name: "ai.toolCall" }
+      )
+    )
     expect(span.span_type).toBe("tool_call")
     expect(span.name).toBe("execute_tool search")
     expect(span.input).toEqual({ q: "x" })
     expect(span.output).toEqual({ hits: 3 })
-    expect(span.metadata).toMatchObject({ source: "vercel_ai", otel: { span_name: "ai.toolCall" }, gen_ai: { tool: { name: "search", call_id: "c1" } } })
+    expect(span.metadata).toMatchObject({
+      source: "vercel_ai",
+      otel: { span_name: "ai.toolCall" },
+      gen_ai: { tool: { name: "search", call_id: "c1" } }
+    })
   })
 
   test("an empty span name is built from the operation and the model", () => {
-    expect(mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o" }, { name: "  " })).name).toBe("chat gpt-4o")
+    expect(
+      mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o" }, { name: "  " })).name
+    ).toBe("chat gpt-4o")
     expect(mapped(compact({}, { name: "" })).name).toBe("span")
   })
 
   test("model precedence and provider", () => {
-    const span = mapped(compact({ "gen_ai.request.model": "gpt-4", "gen_ai.response.model": "gpt-4-0613", "llm.model_name": "other" }))
+    const span = mapped(
+      compact({ "gen_ai.request.model": "gpt-4", "gen_ai.response.model": "gpt-4-0613", "llm.model_name": "other" })
+    )
     expect(span.model).toBe("gpt-4-0613")
-    expect(mapped(compact({ "gen_ai.operation.name": "chat", "ai.model.id": "m".repeat(300) })).model).toBe("m".repeat(100))
+    expect(mapped(compact({ "gen_ai.operation.name": "chat", "ai.model.id": "m".repeat(300) })).model).toBe(
+      "m".repeat(100)
+    )
   })
 
   test("cost: langfuse cost details, then gen_ai.usage.cost, llm.cost.total, operation.cost, prompt + completion", () => {
     const llm = { "gen_ai.operation.name": "chat" }
-    expect(mapped(compact({ ...llm, "langfuse.observation.cost_details": "{\"total\": 0.5}", "gen_ai.usage.cost": 9 })).cost).toBe(0.5)
-    expect(mapped(compact({ ...llm, "langfuse.observation.cost_details": { input: 0.25, output: 0.5 } })).cost).toBe(0.75)
+    expect(
+      mapped(compact({ ...llm, "langfuse.observation.cost_details": '{"total": 0.5}', "gen_ai.usage.cost": 9 })).cost
+    ).toBe(0.5)
+    expect(mapped(compact({ ...llm, "langfuse.observation.cost_details": { input: 0.25, output: 0.5 } })).cost).toBe(
+      0.75
+    )
     expect(mapped(compact({ ...llm, "operation.cost": 0.01 })).cost).toBe(0.01)
     expect(mapped(compact({ ...llm, "llm.cost.prompt": 0.25, "llm.cost.completion": 0.5 })).cost).toBe(0.75)
     expect(mapped(compact({ ...llm, "gen_ai.usage.cost": -1 })).cost).toBeUndefined()
@@ -565,9 +742,15 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
 
   test("tokens: integers from numbers or numeric strings, capped at 1e12; negatives are absent", () => {
     const llm = { "gen_ai.operation.name": "chat" }
-    expect(mapped(compact({ ...llm, "gen_ai.usage.input_tokens": "42", "gen_ai.usage.output_tokens": 5e15 }))).toMatchObject({ input_tokens: 42, output_tokens: 1e12 })
-    expect(mapped(compact({ ...llm, "gen_ai.usage.input_tokens": -3, "gen_ai.usage.prompt_tokens": 7 })).input_tokens).toBe(7)
-    expect(mapped(compact({ ...llm, "langfuse.observation.usage_details": "{\"input\": 11, \"output\": 4}" }))).toMatchObject({ input_tokens: 11, output_tokens: 4 })
+    expect(
+      mapped(compact({ ...llm, "gen_ai.usage.input_tokens": "42", "gen_ai.usage.output_tokens": 5e15 }))
+    ).toMatchObject({ input_tokens: 42, output_tokens: 1e12 })
+    expect(
+      mapped(compact({ ...llm, "gen_ai.usage.input_tokens": -3, "gen_ai.usage.prompt_tokens": 7 })).input_tokens
+    ).toBe(7)
+    expect(
+      mapped(compact({ ...llm, "langfuse.observation.usage_details": '{"input": 11, "output": 4}' }))
+    ).toMatchObject({ input_tokens: 11, output_tokens: 4 })
   })
 
   test("times: milliseconds, rounding, no end, end before start", () => {
@@ -592,56 +775,118 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
   })
 
   test("agent identity (Agents): CrewAI role, Traceloop agent, baggage on a child, opaque id with name as role", () => {
-    expect(mapped(compact({ "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "a1", "gen_ai.agent.name": "Planner" }))).toMatchObject({ agent_id: "a1", agent_role: "Planner" })
+    expect(
+      mapped(
+        compact({ "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "a1", "gen_ai.agent.name": "Planner" })
+      )
+    ).toMatchObject({ agent_id: "a1", agent_role: "Planner" })
     const traceloop = mapped(compact({ "traceloop.span.kind": "agent", "traceloop.entity.name": "writer" }))
-    expect(traceloop).toMatchObject({ agent_id: "writer", agent_role: "writer", metadata: { agent: { is_agent_span: true } } })
+    expect(traceloop).toMatchObject({
+      agent_id: "writer",
+      agent_role: "writer",
+      metadata: { agent: { is_agent_span: true } }
+    })
     const child = mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.agent.name": "support" }))
-    expect(child).toMatchObject({ agent_id: "support", agent_role: "support", metadata: { agent: { is_agent_span: false, own_id: "support" } } })
+    expect(child).toMatchObject({
+      agent_id: "support",
+      agent_role: "support",
+      metadata: { agent: { is_agent_span: false, own_id: "support" } }
+    })
     // traceloop.entity.name names an agent only on agent spans.
     expect(mapped(compact({ "traceloop.span.kind": "task", "traceloop.entity.name": "step" })).agent_id).toBeUndefined()
   })
 
   test("session, user, tags, trace hints and environment", () => {
-    const span = mapped(compact({
-      "langfuse.trace.name": "support flow", "langfuse.trace.input": "{\"q\":1}", "langfuse.trace.output": "done",
-      "langfuse.trace.tags": ["a", "b"], "langsmith.span.tags": "b, c", "langfuse.user.id": "u1",
-      "langsmith.trace.session_id": "project", "langsmith.metadata.conversation_id": "conv"
-    }, { resource: { "service.name": "svc", "session.id": "res-session", "deployment.environment.name": "sandbox" } }))
+    const span = mapped(
+      compact(
+        {
+          "langfuse.trace.name": "support flow",
+          "langfuse.trace.input": '{"q":1}',
+          "langfuse.trace.output": "done",
+          "langfuse.trace.tags": ["a", "b"],
+          "langsmith.span.tags": "b, c",
+          "langfuse.user.id": "u1",
+          "langsmith.trace.session_id": "project",
+          "langsmith.metadata.conversation_id": "conv"
+        },
+        { resource: { "service.name": "svc", "session.id": "res-session", "deployment.environment.name": "sandbox" } }
+      )
+    )
     expect(span.metadata).toMatchObject({
       session_id: "conv",
       user_id: "u1",
       otel: { service_name: "svc" },
-      trace_hints: { name: "support flow", input: { q: 1 }, output: "done", tags: ["a", "b", "c"], resource_session_id: "res-session", environment: "sandbox" },
+      trace_hints: {
+        name: "support flow",
+        input: { q: 1 },
+        output: "done",
+        tags: ["a", "b", "c"],
+        resource_session_id: "res-session",
+        environment: "sandbox"
+      },
       resource: { "service.name": "svc", "session.id": "res-session", "deployment.environment.name": "sandbox" }
     })
   })
 
   test("OTel parts: tool responses split out, reasoning, images, rich content", () => {
     const messages = [
-      { role: "assistant", parts: [{ type: "reasoning", content: "think" }, { type: "tool_call", id: "c1", name: "f", arguments: "{\"a\":1}" }] },
+      {
+        role: "assistant",
+        parts: [
+          { type: "reasoning", content: "think" },
+          { type: "tool_call", id: "c1", name: "f", arguments: '{"a":1}' }
+        ]
+      },
       { role: "user", parts: [{ type: "tool_call_response", id: "c1", response: { ok: true } }] },
-      { role: "user", parts: [{ type: "tool_call_response", id: "c2", result: "plain" }, { type: "text", content: "next" }] },
       {
         role: "user",
         parts: [
-          { type: "text", content: "look" }, { type: "uri", modality: "image", uri: "https://x/y.png" },
-          { type: "blob", modality: "image", mime_type: "image/jpeg", content: "AAAA" }, { type: "file", modality: "document", file_id: "f1" }
+          { type: "tool_call_response", id: "c2", result: "plain" },
+          { type: "text", content: "next" }
         ]
       },
-      { role: "user", parts: [{ type: "text", content: "a" }, { type: "text", content: "b" }] }
+      {
+        role: "user",
+        parts: [
+          { type: "text", content: "look" },
+          { type: "uri", modality: "image", uri: "https://x/y.png" },
+          { type: "blob", modality: "image", mime_type: "image/jpeg", content: "AAAA" },
+          { type: "file", modality: "document", file_id: "f1" }
+        ]
+      },
+      {
+        role: "user",
+        parts: [
+          { type: "text", content: "a" },
+          { type: "text", content: "b" }
+        ]
+      }
     ]
-    const span = mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.input.messages": messages, "gen_ai.system_instructions": "Be brief." }))
+    const span = mapped(
+      compact({
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": messages,
+        "gen_ai.system_instructions": "Be brief."
+      })
+    )
     expect(span.input).toEqual([
       { role: "system", content: "Be brief." },
-      { role: "assistant", content: null, reasoning: "think", tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{\"a\":1}" } }] },
-      { role: "tool", tool_call_id: "c1", content: "{\"ok\":true}" },
+      {
+        role: "assistant",
+        content: null,
+        reasoning: "think",
+        tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: '{"a":1}' } }]
+      },
+      { role: "tool", tool_call_id: "c1", content: '{"ok":true}' },
       { role: "tool", tool_call_id: "c2", content: "plain" },
       { role: "user", content: "next" },
       {
         role: "user",
         content: [
-          { type: "text", text: "look" }, { type: "image_url", image_url: { url: "https://x/y.png" } },
-          { type: "image_url", image_url: { url: "data:image/jpeg;base64,AAAA" } }, { type: "file", modality: "document", file_id: "f1" }
+          { type: "text", text: "look" },
+          { type: "image_url", image_url: { url: "https://x/y.png" } },
+          { type: "image_url", image_url: { url: "data:image/jpeg;base64,AAAA" } },
+          { type: "file", modality: "document", file_id: "f1" }
         ]
       },
       { role: "user", content: "a\nb" }
@@ -653,124 +898,244 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
       { role: "assistant", parts: [{ type: "text", content: "one" }], finish_reason: "stop" },
       { role: "assistant", parts: [{ type: "text", content: "two" }], finish_reason: "length" }
     ]
-    expect(mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.output.messages": JSON.stringify(out) })).output).toEqual([
+    expect(
+      mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.output.messages": JSON.stringify(out) })).output
+    ).toEqual([
       { role: "assistant", content: "one", finish_reason: "stop" },
       { role: "assistant", content: "two", finish_reason: "length" }
     ])
   })
 
   test("system instructions are not prepended when the input has a system message", () => {
-    const input = [{ role: "system", parts: [{ type: "text", content: "S" }] }, { role: "user", parts: [{ type: "text", content: "U" }] }]
-    expect(mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.input.messages": input, "gen_ai.system_instructions": [{ type: "text", content: "X" }] })).input)
-      .toEqual([{ role: "system", content: "S" }, { role: "user", content: "U" }])
+    const input = [
+      { role: "system", parts: [{ type: "text", content: "S" }] },
+      { role: "user", parts: [{ type: "text", content: "U" }] }
+    ]
+    expect(
+      mapped(
+        compact({
+          "gen_ai.operation.name": "chat",
+          "gen_ai.input.messages": input,
+          "gen_ai.system_instructions": [{ type: "text", content: "X" }]
+        })
+      ).input
+    ).toEqual([
+      { role: "system", content: "S" },
+      { role: "user", content: "U" }
+    ])
   })
 
   test("AI SDK messages: tool calls, tool results, several text parts, images", () => {
     const prompt = [
-      { role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "a" },
+          { type: "text", text: "b" }
+        ]
+      },
       { role: "assistant", content: [{ type: "tool-call", toolCallId: "t1", toolName: "f", input: { x: 1 } }] },
-      { role: "tool", content: [{ type: "tool-result", toolCallId: "t1", toolName: "f", output: { type: "json", value: 2 } }] },
-      { role: "user", content: [{ type: "text", text: "see" }, { type: "image", image: "https://i" }] }
+      {
+        role: "tool",
+        content: [{ type: "tool-result", toolCallId: "t1", toolName: "f", output: { type: "json", value: 2 } }]
+      },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "see" },
+          { type: "image", image: "https://i" }
+        ]
+      }
     ]
-    const span = mapped(compact({
-      "ai.operationId": "ai.streamText.doStream", "ai.prompt.messages": JSON.stringify(prompt),
-      "ai.response.toolCalls": "[{\"toolCallType\":\"function\",\"toolCallId\":\"t2\",\"toolName\":\"g\",\"args\":\"{}\"}]",
-      "ai.response.reasoning": "hmm"
-    }))
+    const span = mapped(
+      compact({
+        "ai.operationId": "ai.streamText.doStream",
+        "ai.prompt.messages": JSON.stringify(prompt),
+        "ai.response.toolCalls": '[{"toolCallType":"function","toolCallId":"t2","toolName":"g","args":"{}"}]',
+        "ai.response.reasoning": "hmm"
+      })
+    )
     expect(span.span_type).toBe("llm_call")
     expect(span.input).toEqual([
-      { role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] },
-      { role: "assistant", content: null, tool_calls: [{ id: "t1", type: "function", function: { name: "f", arguments: "{\"x\":1}" } }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "a" },
+          { type: "text", text: "b" }
+        ]
+      },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "t1", type: "function", function: { name: "f", arguments: '{"x":1}' } }]
+      },
       { role: "tool", tool_call_id: "t1", content: "2" }, // the AI SDK output wrapper is unwrapped
-      { role: "user", content: [{ type: "text", text: "see" }, { type: "image", image: "https://i" }] }
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "see" },
+          { type: "image", image: "https://i" }
+        ]
+      }
     ])
     expect(span.output).toEqual({
-      role: "assistant", content: null, reasoning: "hmm",
+      role: "assistant",
+      content: null,
+      reasoning: "hmm",
       tool_calls: [{ id: "t2", type: "function", function: { name: "g", arguments: "{}" } }]
     })
   })
 
   test("OpenLLMetry indexed tool calls and JSON content parts", () => {
-    const span = mapped(compact({
-      "llm.request.type": "chat",
-      "gen_ai.prompt.0.role": "user",
-      "gen_ai.prompt.0.content": "[{\"type\":\"text\",\"text\":\"hi\"}]",
-      "gen_ai.prompt.1.role": "tool",
-      "gen_ai.prompt.1.content": "42",
-      "gen_ai.prompt.1.tool_call_id": "k1",
-      "gen_ai.completion.0.role": "assistant",
-      "gen_ai.completion.0.tool_calls.0.id": "k2",
-      "gen_ai.completion.0.tool_calls.0.name": "f",
-      "gen_ai.completion.0.tool_calls.0.arguments": "{}"
-    }))
+    const span = mapped(
+      compact({
+        "llm.request.type": "chat",
+        "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": '[{"type":"text","text":"hi"}]',
+        "gen_ai.prompt.1.role": "tool",
+        "gen_ai.prompt.1.content": "42",
+        "gen_ai.prompt.1.tool_call_id": "k1",
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.tool_calls.0.id": "k2",
+        "gen_ai.completion.0.tool_calls.0.name": "f",
+        "gen_ai.completion.0.tool_calls.0.arguments": "{}"
+      })
+    )
     expect(span.input).toEqual([
       { role: "user", content: [{ type: "text", text: "hi" }] },
       { role: "tool", content: "42", tool_call_id: "k1" }
     ])
-    expect(span.output).toEqual({ role: "assistant", content: null, tool_calls: [{ id: "k2", type: "function", function: { name: "f", arguments: "{}" } }] })
+    expect(span.output).toEqual({
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "k2", type: "function", function: { name: "f", arguments: "{}" } }]
+    })
   })
 
   test("OpenInference multimodal contents and legacy prompts/choices", () => {
-    const span = mapped(compact({
-      "openinference.span.kind": "LLM",
-      "llm.input_messages.0.message.role": "user",
-      "llm.input_messages.0.message.contents.0.message_content.type": "text",
-      "llm.input_messages.0.message.contents.0.message_content.text": "what is this?",
-      "llm.input_messages.0.message.contents.1.message_content.type": "image",
-      "llm.input_messages.0.message.contents.1.message_content.image.image.url": "https://img",
-      "llm.choices.0.completion.text": "a cat"
-    }))
-    expect(span.input).toEqual([{ role: "user", content: [{ type: "text", text: "what is this?" }, { type: "image_url", image_url: { url: "https://img" } }] }])
+    const span = mapped(
+      compact({
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.contents.0.message_content.type": "text",
+        "llm.input_messages.0.message.contents.0.message_content.text": "what is this?",
+        "llm.input_messages.0.message.contents.1.message_content.type": "image",
+        "llm.input_messages.0.message.contents.1.message_content.image.image.url": "https://img",
+        "llm.choices.0.completion.text": "a cat"
+      })
+    )
+    expect(span.input).toEqual([
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "what is this?" },
+          { type: "image_url", image_url: { url: "https://img" } }
+        ]
+      }
+    ])
     expect(span.output).toBe("a cat")
-    const legacy = mapped(compact({ "openinference.span.kind": "LLM", "llm.prompts.0.prompt.text": "p0", "llm.prompts.1.prompt.text": "p1" }))
+    const legacy = mapped(
+      compact({
+        "openinference.span.kind": "LLM",
+        "llm.prompts.0.prompt.text": "p0",
+        "llm.prompts.1.prompt.text": "p1"
+      })
+    )
     expect(legacy.input).toEqual(["p0", "p1"])
   })
 
   test("LangChain tool calls and plain-text gen_ai.prompt", () => {
     const prompt = {
       messages: [
-        { lc: 1, type: "constructor", id: ["langchain", "schema", "messages", "SystemMessage"], kwargs: { content: "S" } },
-        { lc: 1, type: "constructor", id: ["langchain", "schema", "messages", "AIMessage"], kwargs: { content: "", tool_calls: [{ id: "x", name: "f", args: { a: 1 } }] } },
-        { lc: 1, type: "constructor", id: ["langchain", "schema", "messages", "ToolMessage"], kwargs: { content: "r", tool_call_id: "x" } }
+        {
+          lc: 1,
+          type: "constructor",
+          id: ["langchain", "schema", "messages", "SystemMessage"],
+          kwargs: { content: "S" }
+        },
+        {
+          lc: 1,
+          type: "constructor",
+          id: ["langchain", "schema", "messages", "AIMessage"],
+          kwargs: { content: "", tool_calls: [{ id: "x", name: "f", args: { a: 1 } }] }
+        },
+        {
+          lc: 1,
+          type: "constructor",
+          id: ["langchain", "schema", "messages", "ToolMessage"],
+          kwargs: { content: "r", tool_call_id: "x" }
+        }
       ]
     }
     expect(mapped(compact({ "langsmith.span.kind": "llm", "gen_ai.prompt": JSON.stringify(prompt) })).input).toEqual([
       { role: "system", content: "S" },
-      { role: "assistant", content: "", tool_calls: [{ id: "x", type: "function", function: { name: "f", arguments: "{\"a\":1}" } }] },
+      {
+        role: "assistant",
+        content: "",
+        tool_calls: [{ id: "x", type: "function", function: { name: "f", arguments: '{"a":1}' } }]
+      },
       { role: "tool", content: "r", tool_call_id: "x" }
     ])
-    expect(mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.prompt": "hello there" })).input).toBe("hello there")
+    expect(mapped(compact({ "gen_ai.operation.name": "chat", "gen_ai.prompt": "hello there" })).input).toBe(
+      "hello there"
+    )
   })
 
   test("Semantic Kernel content events and the operation-details event", () => {
-    const sk = mapped(compact({ "gen_ai.operation.name": "chat" }, {
-      events: [
-        { name: "gen_ai.content.prompt", timeUnixNano: "1787220000000000000", attributes: { "gen_ai.prompt": "[{\"role\":\"user\",\"content\":\"hi\"}]" } },
-        { name: "gen_ai.content.completion", timeUnixNano: "1787220000000000000", attributes: { "gen_ai.completion": "[{\"role\":\"assistant\",\"content\":\"yo\"}]" } }
-      ]
-    }))
+    const sk = mapped(
+      compact(
+        { "gen_ai.operation.name": "chat" },
+        {
+          events: [
+            {
+              name: "gen_ai.content.prompt",
+              timeUnixNano: "1787220000000000000",
+              attributes: { "gen_ai.prompt": '[{"role":"user","content":"hi"}]' }
+            },
+            {
+              name: "gen_ai.content.completion",
+              timeUnixNano: "1787220000000000000",
+              attributes: { "gen_ai.completion": '[{"role":"assistant","content":"yo"}]' }
+            }
+          ]
+        }
+      )
+    )
     expect(sk.input).toEqual([{ role: "user", content: "hi" }])
     expect(sk.output).toEqual({ role: "assistant", content: "yo" })
     expect(sk.metadata.events).toBeUndefined()
-    const details = mapped(compact({ "gen_ai.operation.name": "chat" }, {
-      events: [{
-        name: "gen_ai.client.inference.operation.details", timeUnixNano: "1787220000000000000",
-        attributes: {
-          "gen_ai.input.messages": [{ role: "user", parts: [{ type: "text", content: "q" }] }],
-          "gen_ai.output.messages": [{ role: "assistant", parts: [{ type: "text", content: "a" }], finish_reason: "stop" }]
+    const details = mapped(
+      compact(
+        { "gen_ai.operation.name": "chat" },
+        {
+          events: [
+            {
+              name: "gen_ai.client.inference.operation.details",
+              timeUnixNano: "1787220000000000000",
+              attributes: {
+                "gen_ai.input.messages": [{ role: "user", parts: [{ type: "text", content: "q" }] }],
+                "gen_ai.output.messages": [
+                  { role: "assistant", parts: [{ type: "text", content: "a" }], finish_reason: "stop" }
+                ]
+              }
+            }
+          ]
         }
-      }]
-    }))
+      )
+    )
     expect(details.input).toEqual([{ role: "user", content: "q" }])
     expect(details.output).toEqual({ role: "assistant", content: "a", finish_reason: "stop" })
   })
 
   test("Pydantic AI run span: all_messages as input, final_result as output", () => {
-    const span = mapped(compact({
-      "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a",
-      "pydantic_ai.all_messages": JSON.stringify([{ role: "user", parts: [{ type: "text", content: "hi" }] }]),
-      final_result: "bye"
-    }))
+    const span = mapped(
+      compact({
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "a",
+        "pydantic_ai.all_messages": JSON.stringify([{ role: "user", parts: [{ type: "text", content: "hi" }] }]),
+        final_result: "bye"
+      })
+    )
     expect(span.input).toEqual([{ role: "user", content: "hi" }])
     expect(span.output).toBe("bye")
   })
@@ -778,13 +1143,18 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
   test("values are made storable: NUL, lone surrogates, deep nesting, non-finite numbers, oversized input", () => {
     let deep: unknown = "leaf"
     for (let i = 0; i < 200; i++) deep = [deep]
-    const span = mapped(compact({
-      "gen_ai.operation.name": "chat",
-      "weird\u0000key": "a\u0000b\uD800c",
-      nested: deep,
-      nan: Number.NaN,
-      "input.value": "x".repeat(2_000_000)
-    }, { name: "bad\u0000name\uDC00" }))
+    const span = mapped(
+      compact(
+        {
+          "gen_ai.operation.name": "chat",
+          "weird\u0000key": "a\u0000b\uD800c",
+          nested: deep,
+          nan: Number.NaN,
+          "input.value": "x".repeat(2_000_000)
+        },
+        { name: "bad\u0000name\uDC00" }
+      )
+    )
     expectValid(span)
     expect(span.name).toBe("bad\uFFFDname\uFFFD")
     expect((span.metadata.attributes as Record<string, unknown>)["weird\uFFFDkey"]).toBe("a\uFFFDb\uFFFDc")
@@ -807,7 +1177,10 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
   })
 
   test("an attribute named __proto__ is kept as data", () => {
-    const attributes = JSON.parse("{\"__proto__\": {\"polluted\": true}, \"gen_ai.operation.name\": \"chat\"}") as Record<string, unknown>
+    const attributes = JSON.parse('{"__proto__": {"polluted": true}, "gen_ai.operation.name": "chat"}') as Record<
+      string,
+      unknown
+    >
     const span = mapped(compact(attributes))
     expect(Object.keys(span.metadata.attributes as object)).toEqual(["__proto__"])
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
@@ -816,44 +1189,166 @@ describe("mapSpan: decision table, precedence and normalisation", () => {
 
 /** Keys of the conventions the mapper reads, plus indexed keys and strays. */
 const KEYS = [
-  "tapedeck.span.type", "langfuse.observation.type", "openinference.span.kind", "langsmith.span.kind", "gen_ai.operation.name",
-  "traceloop.span.kind", "llm.request.type", "ai.operationId", "operation.name", "mcp.method.name", "agent_name",
-  "pydantic_ai.all_messages", "final_result", "all_messages_events", "gen_ai.tool.name", "gen_ai.tool.call.id", "ai.toolCall.name",
-  "tool.name", "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "llm.input_messages.0.message.role",
-  "llm.input_messages.0.message.content", "llm.input_messages.1.message.contents.0.message_content.type",
-  "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments", "llm.prompts.0.prompt.text", "llm.choices.0.completion.text",
-  "gen_ai.prompt.0.content", "gen_ai.prompt.0.role", "gen_ai.prompt.0.tool_calls.0.arguments", "gen_ai.completion.0.content",
-  "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens",
-  "llm.token_count.prompt", "llm.token_count.completion", "ai.usage.inputTokens", "ai.usage.tokens", "gen_ai.aggregated_usage.input_tokens",
-  "gen_ai.aggregated_usage.cost", "gen_ai.usage.cost", "llm.cost.total", "llm.cost.prompt", "operation.cost",
-  "langfuse.observation.cost_details", "langfuse.observation.usage_details", "gen_ai.request.model", "gen_ai.response.model",
-  "llm.model_name", "ai.model.id", "langfuse.observation.model.name", "gen_ai.provider.name", "gen_ai.system", "llm.provider",
-  "langfuse.observation.input", "langfuse.observation.output", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
-  "ai.toolCall.args", "ai.toolCall.result", "tool_arguments", "tool_response", "input.value", "input.mime_type", "output.value",
-  "output.mime_type", "traceloop.entity.input", "traceloop.entity.output", "traceloop.entity.name", "ai.prompt", "ai.prompt.messages",
-  "ai.response.text", "ai.response.object", "ai.response.toolCalls", "gen_ai.prompt", "gen_ai.completion", "events", "error.type",
-  "langfuse.observation.level", "langfuse.observation.status_message", "gen_ai.agent.id", "gen_ai.agent.name", "agent.name",
-  "session.id", "gen_ai.conversation.id", "langsmith.metadata.thread_id", "user.id", "langfuse.trace.name", "langfuse.trace.input",
-  "langfuse.trace.tags", "langsmith.span.tags", "tag.tags", "langfuse.environment", "gen_ai.response.finish_reasons",
-  "logfire.span_type", "__proto__", "constructor", "toString", "x"
+  "tapedeck.span.type",
+  "langfuse.observation.type",
+  "openinference.span.kind",
+  "langsmith.span.kind",
+  "gen_ai.operation.name",
+  "traceloop.span.kind",
+  "llm.request.type",
+  "ai.operationId",
+  "operation.name",
+  "mcp.method.name",
+  "agent_name",
+  "pydantic_ai.all_messages",
+  "final_result",
+  "all_messages_events",
+  "gen_ai.tool.name",
+  "gen_ai.tool.call.id",
+  "ai.toolCall.name",
+  "tool.name",
+  "gen_ai.input.messages",
+  "gen_ai.output.messages",
+  "gen_ai.system_instructions",
+  "llm.input_messages.0.message.role",
+  "llm.input_messages.0.message.content",
+  "llm.input_messages.1.message.contents.0.message_content.type",
+  "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments",
+  "llm.prompts.0.prompt.text",
+  "llm.choices.0.completion.text",
+  "gen_ai.prompt.0.content",
+  "gen_ai.prompt.0.role",
+  "gen_ai.prompt.0.tool_calls.0.arguments",
+  "gen_ai.completion.0.content",
+  "gen_ai.usage.input_tokens",
+  "gen_ai.usage.output_tokens",
+  "gen_ai.usage.prompt_tokens",
+  "gen_ai.usage.completion_tokens",
+  "llm.token_count.prompt",
+  "llm.token_count.completion",
+  "ai.usage.inputTokens",
+  "ai.usage.tokens",
+  "gen_ai.aggregated_usage.input_tokens",
+  "gen_ai.aggregated_usage.cost",
+  "gen_ai.usage.cost",
+  "llm.cost.total",
+  "llm.cost.prompt",
+  "operation.cost",
+  "langfuse.observation.cost_details",
+  "langfuse.observation.usage_details",
+  "gen_ai.request.model",
+  "gen_ai.response.model",
+  "llm.model_name",
+  "ai.model.id",
+  "langfuse.observation.model.name",
+  "gen_ai.provider.name",
+  "gen_ai.system",
+  "llm.provider",
+  "langfuse.observation.input",
+  "langfuse.observation.output",
+  "gen_ai.tool.call.arguments",
+  "gen_ai.tool.call.result",
+  "ai.toolCall.args",
+  "ai.toolCall.result",
+  "tool_arguments",
+  "tool_response",
+  "input.value",
+  "input.mime_type",
+  "output.value",
+  "output.mime_type",
+  "traceloop.entity.input",
+  "traceloop.entity.output",
+  "traceloop.entity.name",
+  "ai.prompt",
+  "ai.prompt.messages",
+  "ai.response.text",
+  "ai.response.object",
+  "ai.response.toolCalls",
+  "gen_ai.prompt",
+  "gen_ai.completion",
+  "events",
+  "error.type",
+  "langfuse.observation.level",
+  "langfuse.observation.status_message",
+  "gen_ai.agent.id",
+  "gen_ai.agent.name",
+  "agent.name",
+  "session.id",
+  "gen_ai.conversation.id",
+  "langsmith.metadata.thread_id",
+  "user.id",
+  "langfuse.trace.name",
+  "langfuse.trace.input",
+  "langfuse.trace.tags",
+  "langsmith.span.tags",
+  "tag.tags",
+  "langfuse.environment",
+  "gen_ai.response.finish_reasons",
+  "logfire.span_type",
+  "__proto__",
+  "constructor",
+  "toString",
+  "x"
 ]
 const ENUMS = [
-  "chat", "execute_tool", "invoke_agent", "plan", "embeddings", "LLM", "AGENT", "chain", "tool", "agent", "workflow", "generation",
-  "llm", "ai.generateText", "ai.generateText.doGenerate", "ai.toolCall", "tools/call", "ERROR", "application/json", "text/plain",
-  "fork_point", "tool_result", "pending_span", "span"
+  "chat",
+  "execute_tool",
+  "invoke_agent",
+  "plan",
+  "embeddings",
+  "LLM",
+  "AGENT",
+  "chain",
+  "tool",
+  "agent",
+  "workflow",
+  "generation",
+  "llm",
+  "ai.generateText",
+  "ai.generateText.doGenerate",
+  "ai.toolCall",
+  "tools/call",
+  "ERROR",
+  "application/json",
+  "text/plain",
+  "fork_point",
+  "tool_result",
+  "pending_span",
+  "span"
 ]
 
 const nasty = fc.oneof(
   fc.string(),
   fc.fullUnicodeString({ maxLength: 20 }),
-  fc.constantFrom("\u0000", "a\uD800", "\uDC00z", "", " ", "{", "[", "\"x\"", "[{\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"content\":\"hi\"}]}]")
+  fc.constantFrom(
+    "\u0000",
+    "a\uD800",
+    "\uDC00z",
+    "",
+    " ",
+    "{",
+    "[",
+    '"x"',
+    '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]'
+  )
 )
 const leaf = fc.oneof(
-  nasty, fc.constantFrom(...ENUMS), fc.json({ maxDepth: 3 }), fc.integer(), fc.double(), fc.boolean(), fc.constant(null),
+  nasty,
+  fc.constantFrom(...ENUMS),
+  fc.json({ maxDepth: 3 }),
+  fc.integer(),
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
   fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, -1, 1e13, 2 ** 60)
 )
 const { value: anyValue } = fc.letrec((tie) => ({
-  value: fc.oneof({ depthSize: "small", withCrossShrink: true }, leaf, fc.array(tie("value"), { maxLength: 4 }), fc.dictionary(fc.oneof(fc.constantFrom(...KEYS), fc.string()), tie("value"), { maxKeys: 4 }))
+  value: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    leaf,
+    fc.array(tie("value"), { maxLength: 4 }),
+    fc.dictionary(fc.oneof(fc.constantFrom(...KEYS), fc.string()), tie("value"), { maxKeys: 4 })
+  )
 }))
 const deepValue = fc.integer({ min: 60, max: 150 }).map((depth) => {
   let v: unknown = "leaf"
@@ -862,9 +1357,33 @@ const deepValue = fc.integer({ min: 60, max: 150 }).map((depth) => {
 })
 const attributes = fc.dictionary(fc.constantFrom(...KEYS), fc.oneof(anyValue, anyValue, deepValue), { maxKeys: 25 })
 const event = fc.record({
-  name: fc.constantFrom("exception", "gen_ai.user.message", "gen_ai.choice", "gen_ai.content.prompt", "gen_ai.content.completion", "gen_ai.client.inference.operation.details", "other"),
+  name: fc.constantFrom(
+    "exception",
+    "gen_ai.user.message",
+    "gen_ai.choice",
+    "gen_ai.content.prompt",
+    "gen_ai.content.completion",
+    "gen_ai.client.inference.operation.details",
+    "other"
+  ),
   timeUnixNano: fc.constantFrom("0", "1787220000000000000", "x"),
-  attributes: fc.dictionary(fc.constantFrom("content", "message", "index", "role", "tool_calls", "exception.type", "exception.message", "gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "gen_ai.output.messages"), anyValue, { maxKeys: 4 })
+  attributes: fc.dictionary(
+    fc.constantFrom(
+      "content",
+      "message",
+      "index",
+      "role",
+      "tool_calls",
+      "exception.type",
+      "exception.message",
+      "gen_ai.prompt",
+      "gen_ai.completion",
+      "gen_ai.input.messages",
+      "gen_ai.output.messages"
+    ),
+    anyValue,
+    { maxKeys: 4 }
+  )
 })
 const hex = (n: number) => fc.uint8Array({ minLength: n, maxLength: n }).map((b) => Buffer.from(b).toString("hex"))
 const otlp: fc.Arbitrary<OtlpSpan> = fc.record({
@@ -880,7 +1399,11 @@ const otlp: fc.Arbitrary<OtlpSpan> = fc.record({
   status: fc.record({ code: fc.integer({ min: 0, max: 3 }), message: nasty }),
   flags: fc.nat({ max: 0xffff }),
   traceState: fc.constantFrom("", "a=b"),
-  resource: fc.dictionary(fc.constantFrom("service.name", "session.id", "deployment.environment.name", "host.name"), anyValue, { maxKeys: 3 }),
+  resource: fc.dictionary(
+    fc.constantFrom("service.name", "session.id", "deployment.environment.name", "host.name"),
+    anyValue,
+    { maxKeys: 3 }
+  ),
   scope: fc.record({ name: fc.string(), version: fc.string(), attributes: fc.constant({}) }),
   idEncoding: fc.constantFrom("hex" as const, "base64" as const)
 })
@@ -927,9 +1450,12 @@ describe("mapSpan: properties", () => {
   })
 
   test("mapping is deterministic", () => {
-    fc.assert(fc.property(otlp, (span) => {
-      expect(mapSpan(IDS, span)).toEqual(mapSpan(IDS, span))
-    }), { numRuns: 200 })
+    fc.assert(
+      fc.property(otlp, (span) => {
+        expect(mapSpan(IDS, span)).toEqual(mapSpan(IDS, span))
+      }),
+      { numRuns: 200 }
+    )
   })
 
   test("MAX_JSON_DEPTH is what the storage check enforces", () => {

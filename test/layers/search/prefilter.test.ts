@@ -27,7 +27,7 @@ const RANDOM_SPANS = 2000
 const DIMS = 256
 
 let seed = 7
-const uniform = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32)
+const uniform = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32
 /** A standard normal draw (Box-Muller): Gaussian vectors point every way alike, the hardest case for the bits. */
 const gaussian = () => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform())
 const randomVector = () => {
@@ -38,42 +38,44 @@ const randomVector = () => {
 
 /** Spans with texts (their own vectors from the embedder) or, for the random set, given vectors. */
 const load = (runtime: Runtime) =>
-  runtime.runPromise(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const index = yield* SpanIndex
-    const embedder = yield* Embedder
-    for (const account of [RELEVANCE, RANDOM]) {
-      yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`prefilter-${account}`})`
-    }
-    const relevanceTrace = uuid()
-    yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${relevanceTrace}, ${RELEVANCE}, 'completed', now())`
-    for (const { span } of runSpans()) {
-      yield* sql`
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const index = yield* SpanIndex
+      const embedder = yield* Embedder
+      for (const account of [RELEVANCE, RANDOM]) {
+        yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`prefilter-${account}`})`
+      }
+      const relevanceTrace = uuid()
+      yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${relevanceTrace}, ${RELEVANCE}, 'completed', now())`
+      for (const { span } of runSpans()) {
+        yield* sql`
         INSERT INTO spans (trace_id, id, account_id, span_type, name, model, input, output, error, started_at, cost, duration_ms)
         VALUES (${relevanceTrace}, ${span.id as string}, ${RELEVANCE}, ${span.span_type as string}, ${span.name as string},
                 ${(span.model as string) ?? null}, ${span.input === undefined ? null : JSON.stringify(span.input)}::jsonb,
                 ${span.output === undefined ? null : JSON.stringify(span.output)}::jsonb, ${(span.error as string) ?? null},
                 ${span.started_at as string}, ${span.cost as number}, ${span.duration_ms as number})`
-    }
-    const { pending } = yield* index.pendingOfTraces(RELEVANCE, [relevanceTrace], embedder.id)
-    yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
+      }
+      const { pending } = yield* index.pendingOfTraces(RELEVANCE, [relevanceTrace], embedder.id)
+      yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
 
-    const randomTrace = uuid()
-    yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${randomTrace}, ${RANDOM}, 'completed', now())`
-    const ids = yield* sql<{ id: string }>`
+      const randomTrace = uuid()
+      yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${randomTrace}, ${RANDOM}, 'completed', now())`
+      const ids = yield* sql<{ id: string }>`
       INSERT INTO spans (trace_id, id, account_id, span_type, name, started_at)
       SELECT ${randomTrace}::uuid, gen_random_uuid(), ${RANDOM}::uuid, 'llm_call', 'random ' || n, now()
       FROM generate_series(1, ${RANDOM_SPANS}) AS n
       RETURNING id`
-    const spans: Array<PendingSpan> = ids.map((r) => ({
-      traceId: randomTrace,
-      spanId: r.id,
-      accountId: RANDOM,
-      text: "random",
-      hash: "random"
-    }))
-    yield* index.store("random", spans, spans.map(randomVector))
-  }).pipe(Effect.orDie))
+      const spans: Array<PendingSpan> = ids.map((r) => ({
+        traceId: randomTrace,
+        spanId: r.id,
+        accountId: RANDOM,
+        text: "random",
+        hash: "random"
+      }))
+      yield* index.store("random", spans, spans.map(randomVector))
+    }).pipe(Effect.orDie)
+  )
 
 const vectorTop = (
   runtime: Runtime,
@@ -81,22 +83,24 @@ const vectorTop = (
   path: "exact" | "prefilter",
   prefilterCut: number
 ) =>
-  runtime.runPromise(Effect.gen(function*() {
-    const index = yield* SpanIndex
-    const hits = yield* index.search({
-      accountId: input.account,
-      embedder: input.embedder,
-      query: input.query,
-      vector: input.vector,
-      filters: undefined,
-      limit: 10,
-      offset: 0,
-      legs: ["vector"],
-      path,
-      prefilterCut
-    })
-    return hits.map((h) => h.span.similarity)
-  }).pipe(Effect.orDie))
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const index = yield* SpanIndex
+      const hits = yield* index.search({
+        accountId: input.account,
+        embedder: input.embedder,
+        query: input.query,
+        vector: input.vector,
+        filters: undefined,
+        limit: 10,
+        offset: 0,
+        legs: ["vector"],
+        path,
+        prefilterCut
+      })
+      return hits.map((h) => h.span.similarity)
+    }).pipe(Effect.orDie)
+  )
 
 /** The mean share of the exact top 10 the prefilter found (a hit at least as similar as the exact 10th counts). */
 const recallAt10 = async (
@@ -130,42 +134,68 @@ describe("sign-bit prefilter and exact re-rank", () => {
   test(`recall@10 against the exact scan ≥ ${RECALL_FLOOR} on the relevance set (cut 80 of 320 spans)`, async () => {
     const embedder = await runtime.runPromise(Embedder)
     const vectors = await runtime.runPromise(embedder.embed(RUN_QUERIES.map((q) => q.text)).pipe(Effect.orDie))
-    const queries = RUN_QUERIES.map((q, i) => ({ account: RELEVANCE, embedder: embedder.id, query: q.text, vector: vectors[i]! }))
+    const queries = RUN_QUERIES.map((q, i) => ({
+      account: RELEVANCE,
+      embedder: embedder.id,
+      query: q.text,
+      vector: vectors[i]!
+    }))
     const recall = await recallAt10(runtime, queries, 80)
     console.log(`prefilter recall@10, relevance set (${database.backend}): ${recall.toFixed(3)}`)
     expect(recall).toBeGreaterThanOrEqual(RECALL_FLOOR)
   }, 60_000)
 
   test(`recall@10 against the exact scan ≥ ${RECALL_FLOOR} on random Gaussian vectors (cut 400 of ${RANDOM_SPANS})`, async () => {
-    const queries = Array.from({ length: 40 }, () => ({ account: RANDOM, embedder: "random", query: "", vector: randomVector() }))
+    const queries = Array.from({ length: 40 }, () => ({
+      account: RANDOM,
+      embedder: "random",
+      query: "",
+      vector: randomVector()
+    }))
     const recall = await recallAt10(runtime, queries, 400)
     console.log(`prefilter recall@10, random vectors (${database.backend}): ${recall.toFixed(3)}`)
     expect(recall).toBeGreaterThanOrEqual(RECALL_FLOOR)
   }, 60_000)
 
   test("every stored vector has its sign bits, one per dimension", async () => {
-    const missing = await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ n: number }>`SELECT count(*)::int AS n FROM span_embeddings WHERE sign_bits IS NULL OR length(sign_bits) <> dims`
-    ).pipe(Effect.orDie))
+    const missing = await runtime.runPromise(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) =>
+          sql<{
+            n: number
+          }>`SELECT count(*)::int AS n FROM span_embeddings WHERE sign_bits IS NULL OR length(sign_bits) <> dims`
+      ).pipe(Effect.orDie)
+    )
     expect(missing[0]!.n).toBe(0)
   })
 
   test("migration 0026 backfills rows stored without sign bits with the bits the store writes", async () => {
-    const before = await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ span_id: string; bits: string }>`
+    const before = await runtime.runPromise(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) =>
+          sql<{ span_id: string; bits: string }>`
         SELECT span_id, sign_bits::text AS bits FROM span_embeddings WHERE account_id = ${RANDOM} ORDER BY span_id LIMIT 50`
-    ).pipe(Effect.orDie))
-    await runtime.runPromise(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`UPDATE span_embeddings SET sign_bits = NULL`
-      yield* backfillSignBits
-    }).pipe(Effect.orDie))
-    const after = await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql<{ span_id: string; bits: string; nulls: number }>`
+      ).pipe(Effect.orDie)
+    )
+    await runtime.runPromise(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`UPDATE span_embeddings SET sign_bits = NULL`
+        yield* backfillSignBits
+      }).pipe(Effect.orDie)
+    )
+    const after = await runtime.runPromise(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) =>
+          sql<{ span_id: string; bits: string; nulls: number }>`
         SELECT span_id, sign_bits::text AS bits,
                (SELECT count(*)::int FROM span_embeddings WHERE sign_bits IS NULL) AS nulls
         FROM span_embeddings WHERE account_id = ${RANDOM} ORDER BY span_id LIMIT 50`
-    ).pipe(Effect.orDie))
+      ).pipe(Effect.orDie)
+    )
     expect(after.map((r) => r.bits)).toEqual(before.map((r) => r.bits))
     expect(after[0]!.nulls).toBe(0)
     expect(signBits([0.5, -0.25, 0, 0.00000004, 1e-6])).toBe("10001")

@@ -2,11 +2,20 @@ import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { layOutAgentGraph, nodeLabel, ROOT_KEY } from "../../../src/ui/app/pages/sessions/agentGraphLayout.ts"
 
-const node = (agent_id: string | null, span_count = 1) => ({ agent_id, agent_role: null, root: agent_id === null, span_count, errors: 0 })
+const node = (agent_id: string | null, span_count = 1) => ({
+  agent_id,
+  agent_role: null,
+  root: agent_id === null,
+  span_count,
+  errors: 0
+})
 
 /** Graphs of up to 8 agents with any hand-offs (cycles and self hand-offs included), as the API could answer. */
 const graphArb = fc
-  .tuple(fc.integer({ min: 0, max: 8 }), fc.array(fc.tuple(fc.nat(8), fc.nat(8), fc.integer({ min: 1, max: 50 })), { maxLength: 20 }))
+  .tuple(
+    fc.integer({ min: 0, max: 8 }),
+    fc.array(fc.tuple(fc.nat(8), fc.nat(8), fc.integer({ min: 1, max: 50 })), { maxLength: 20 })
+  )
   .map(([n, pairs]) => {
     const ids = Array.from({ length: n }, (_, i) => `agent-${i}`)
     const at = (i: number) => (i >= n ? null : ids[i]!)
@@ -60,7 +69,10 @@ describe("layOutAgentGraph", () => {
   })
 
   test("an agent named only by an edge still gets a node; an agent id that reads like the root's label is not the root", () => {
-    const laid = layOutAgentGraph({ nodes: [node(null)], edges: [{ parent_agent_id: "(root)", agent_id: "x", calls: 3 }] })
+    const laid = layOutAgentGraph({
+      nodes: [node(null)],
+      edges: [{ parent_agent_id: "(root)", agent_id: "x", calls: 3 }]
+    })
     expect(laid.nodes.map((n) => n.key).sort()).toEqual([ROOT_KEY, "(root)", "x"].sort())
   })
 

@@ -14,23 +14,27 @@ const span = (id: string, name: string, extra: Partial<ComparableSpan> = {}): Co
 
 /** Arbitrary traces: a few names (so sides share some), parents among earlier spans, inputs from a small set. */
 const traceArb = (prefix: string) =>
-  fc.array(
-    fc.record({
-      name: fc.constantFrom("plan", "search", "book", "answer", "reflect"),
-      type: fc.constantFrom("llm_call", "tool_call"),
-      parent: fc.nat(),
-      input: fc.constantFrom("a", "b", { q: 1 }, undefined)
-    }),
-    { maxLength: 40 }
-  ).map((items) =>
-    items.map((item, i): ComparableSpan => ({
-      id: `${prefix}${i}`,
-      parent_id: i === 0 || item.parent % 3 === 0 ? null : `${prefix}${item.parent % i}`,
-      span_type: item.type,
-      name: item.name,
-      input: item.input
-    }))
-  )
+  fc
+    .array(
+      fc.record({
+        name: fc.constantFrom("plan", "search", "book", "answer", "reflect"),
+        type: fc.constantFrom("llm_call", "tool_call"),
+        parent: fc.nat(),
+        input: fc.constantFrom("a", "b", { q: 1 }, undefined)
+      }),
+      { maxLength: 40 }
+    )
+    .map((items) =>
+      items.map(
+        (item, i): ComparableSpan => ({
+          id: `${prefix}${i}`,
+          parent_id: i === 0 || item.parent % 3 === 0 ? null : `${prefix}${item.parent % i}`,
+          span_type: item.type,
+          name: item.name,
+          input: item.input
+        })
+      )
+    )
 
 const sidesOf = (rows: ReturnType<typeof alignSpans>["rows"]) => ({
   left: rows.flatMap((r) => ("left" in r ? [r.left.id] : [])),
@@ -85,7 +89,9 @@ describe("alignSpans", () => {
     const key = (s: ComparableSpan) => `${s.span_type}/${s.name}`
     fc.assert(
       fc.property(traceArb("l"), traceArb("r"), (a, b) => {
-        const paired = alignSpans({ spans: a }, { spans: b }).rows.filter((r) => r.kind === "same" || r.kind === "changed")
+        const paired = alignSpans({ spans: a }, { spans: b }).rows.filter(
+          (r) => r.kind === "same" || r.kind === "changed"
+        )
         expect(paired.length).toBe(lcsLength(a.map(key), b.map(key)))
       })
     )
@@ -151,7 +157,12 @@ describe("alignSpans", () => {
 
 describe("depths", () => {
   test("roots are 0, children one more; a parent cycle terminates", () => {
-    const d = depths([span("1", "r"), span("2", "c", { parent_id: "1" }), span("x", "c", { parent_id: "y" }), span("y", "c", { parent_id: "x" })])
+    const d = depths([
+      span("1", "r"),
+      span("2", "c", { parent_id: "1" }),
+      span("x", "c", { parent_id: "y" }),
+      span("y", "c", { parent_id: "x" })
+    ])
     expect(d.get("1")).toBe(0)
     expect(d.get("2")).toBe(1)
     expect(d.has("x") && d.has("y")).toBe(true)
@@ -163,8 +174,14 @@ describe("textDiff", () => {
     fc.assert(
       fc.property(fc.oneof(fc.string(), fc.json()), fc.oneof(fc.string(), fc.json()), (x, y) => {
         const parts = textDiff(x, y)
-        const left = parts.filter((p) => p.kind !== "added").map((p) => p.text).join("")
-        const right = parts.filter((p) => p.kind !== "removed").map((p) => p.text).join("")
+        const left = parts
+          .filter((p) => p.kind !== "added")
+          .map((p) => p.text)
+          .join("")
+        const right = parts
+          .filter((p) => p.kind !== "removed")
+          .map((p) => p.text)
+          .join("")
         expect(left).toBe(typeof x === "string" ? x : JSON.stringify(x, null, 2))
         expect(right).toBe(typeof y === "string" ? y : JSON.stringify(y, null, 2))
       })
@@ -191,7 +208,14 @@ describe("traceDeltas", () => {
   test("recorded totals, else summed from spans; output change by value, not key order", () => {
     const d = traceDeltas(
       { totalTokens: 100, totalCost: "0.0100", totalDurationMs: 2000, output: { a: 1, b: 2 }, spans: [] },
-      { totalDurationMs: 1500, output: { b: 2, a: 1 }, spans: [span("1", "x", { input_tokens: 30, output_tokens: 20, cost: 0.02, duration_ms: 700 }), span("2", "y", { span_type: "action", duration_ms: 5000 })] }
+      {
+        totalDurationMs: 1500,
+        output: { b: 2, a: 1 },
+        spans: [
+          span("1", "x", { input_tokens: 30, output_tokens: 20, cost: 0.02, duration_ms: 700 }),
+          span("2", "y", { span_type: "action", duration_ms: 5000 })
+        ]
+      }
     )
     expect(d.tokens).toEqual({ left: 100, right: 50, change: -50, ratio: -0.5 })
     expect(d.cost.change).toBeCloseTo(0.01)
@@ -200,6 +224,8 @@ describe("traceDeltas", () => {
     expect(d.outputChanged).toBe(false)
     expect(formatChange(d.tokens)).toBe("−50 (−50%)")
     expect(formatChange({ left: 0, right: 3, change: 3, ratio: null })).toBe("+3")
-    expect(formatChange({ left: 0.5, right: 0.25, change: -0.25, ratio: -0.5 }, (n) => `$${n.toFixed(2)}`)).toBe("−$0.25 (−50%)")
+    expect(formatChange({ left: 0.5, right: 0.25, change: -0.25, ratio: -0.5 }, (n) => `$${n.toFixed(2)}`)).toBe(
+      "−$0.25 (−50%)"
+    )
   })
 })

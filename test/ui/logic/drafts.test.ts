@@ -2,7 +2,13 @@ import { describe, expect, test } from "bun:test"
 import { Either, FastCheck as fc, Schema } from "effect"
 import { CreateForkRequest } from "../../../src/domain/Fork.ts"
 import { CreateGuardrailRequest } from "../../../src/domain/Guardrail.ts"
-import { createGuardrailBody, newGuardrailDraft, PARAMS_TEMPLATE, POLICY_TYPES, updateGuardrailBody } from "../../../src/ui/app/pages/enforcement/guardrailDraft.ts"
+import {
+  createGuardrailBody,
+  newGuardrailDraft,
+  PARAMS_TEMPLATE,
+  POLICY_TYPES,
+  updateGuardrailBody
+} from "../../../src/ui/app/pages/enforcement/guardrailDraft.ts"
 import { forkRequest, initialDraft, mockCandidates } from "../../../src/ui/app/pages/forks/forkDraft.ts"
 
 const T = "7d0f3c59-0000-4000-8000-000000000001"
@@ -10,7 +16,9 @@ const S = "7d0f3c59-0000-4000-8000-000000000002"
 
 describe("fork draft", () => {
   test("a string input stays text; a structured one is edited as JSON", () => {
-    expect(initialDraft({ id: S, parent_id: null, span_type: "llm_call", name: "plan", input: "Book Lisbon" })).toMatchObject({
+    expect(
+      initialDraft({ id: S, parent_id: null, span_type: "llm_call", name: "plan", input: "Book Lisbon" })
+    ).toMatchObject({
       inputText: "Book Lisbon",
       inputIsJson: false
     })
@@ -22,26 +30,36 @@ describe("fork draft", () => {
 
   test("any draft that builds is a request the contract accepts", () => {
     fc.assert(
-      fc.property(fc.jsonValue(), fc.string({ maxLength: 600 }), fc.dictionary(fc.string({ minLength: 1 }), fc.jsonValue()), (input, name, mocks) => {
-        const draft = {
-          name,
-          inputText: JSON.stringify(input),
-          inputIsJson: true,
-          mocks: Object.fromEntries(Object.entries(mocks).map(([k, v]) => [k, JSON.stringify(v)]))
+      fc.property(
+        fc.jsonValue(),
+        fc.string({ maxLength: 600 }),
+        fc.dictionary(fc.string({ minLength: 1 }), fc.jsonValue()),
+        (input, name, mocks) => {
+          const draft = {
+            name,
+            inputText: JSON.stringify(input),
+            inputIsJson: true,
+            mocks: Object.fromEntries(Object.entries(mocks).map(([k, v]) => [k, JSON.stringify(v)]))
+          }
+          const built = forkRequest(T, S, draft)
+          if (name.trim().length > 500) return expect(Either.isLeft(built)).toBe(true)
+          const body = Either.getOrThrow(built)
+          expect(Either.isRight(Schema.decodeUnknownEither(CreateForkRequest)(body))).toBe(true)
+          expect(body.modified_input).toEqual(JSON.parse(JSON.stringify(input)))
         }
-        const built = forkRequest(T, S, draft)
-        if (name.trim().length > 500) return expect(Either.isLeft(built)).toBe(true)
-        const body = Either.getOrThrow(built)
-        expect(Either.isRight(Schema.decodeUnknownEither(CreateForkRequest)(body))).toBe(true)
-        expect(body.modified_input).toEqual(JSON.parse(JSON.stringify(input)))
-      })
+      )
     )
   })
 
   test("invalid JSON is named, not sent", () => {
     const bad = forkRequest(T, S, { name: "", inputText: "{", inputIsJson: true, mocks: {} })
     expect(Either.isLeft(bad) && bad.left).toContain("The modified input is not valid JSON")
-    const badMock = forkRequest(T, S, { name: "", inputText: "x", inputIsJson: false, mocks: { web_search: "not json" } })
+    const badMock = forkRequest(T, S, {
+      name: "",
+      inputText: "x",
+      inputIsJson: false,
+      mocks: { web_search: "not json" }
+    })
     expect(Either.isLeft(badMock) && badMock.left).toContain("'web_search'")
   })
 
@@ -52,7 +70,9 @@ describe("fork draft", () => {
       { id: "c", parent_id: "b", span_type: "tool_call", name: "search", output: { r: [1] } },
       { id: "d", parent_id: "b", span_type: "tool_result", name: "search", output: 2 }
     ]
-    expect(mockCandidates(spans, undefined, "b")).toEqual([{ tool: "search", recorded: JSON.stringify({ r: [1] }, null, 2) }])
+    expect(mockCandidates(spans, undefined, "b")).toEqual([
+      { tool: "search", recorded: JSON.stringify({ r: [1] }, null, 2) }
+    ])
     expect(mockCandidates(spans, undefined, "zzz")).toEqual([])
   })
 })
@@ -77,7 +97,9 @@ describe("guardrail draft", () => {
   })
 
   test("an edit sends name (null when cleared), enabled and params", () => {
-    const body = Either.getOrThrow(updateGuardrailBody({ ...newGuardrailDraft("max_steps"), name: " ", enabled: false }))
+    const body = Either.getOrThrow(
+      updateGuardrailBody({ ...newGuardrailDraft("max_steps"), name: " ", enabled: false })
+    )
     expect(body).toEqual({ name: null, enabled: false, params: { max_steps: 50 } })
   })
 })

@@ -6,12 +6,30 @@ describe("holds and decisions as listed", () => {
   test("a hold row as the API lists it is read field for field", () => {
     expect(
       readHold({
-        id: "h1", policyId: "p1", runId: "run-1", toolName: "send_email", toolArgsHash: "abc", model: null, status: "pending",
-        reason: "needs approval", decidedBy: null, consumed: false, expiresAt: "2026-01-01T00:05:00.000Z", createdAt: "2026-01-01T00:00:00.000Z", decidedAt: null
+        id: "h1",
+        policyId: "p1",
+        runId: "run-1",
+        toolName: "send_email",
+        toolArgsHash: "abc",
+        model: null,
+        status: "pending",
+        reason: "needs approval",
+        decidedBy: null,
+        consumed: false,
+        expiresAt: "2026-01-01T00:05:00.000Z",
+        createdAt: "2026-01-01T00:00:00.000Z",
+        decidedAt: null
       })
     ).toEqual({
-      id: "h1", runId: "run-1", toolName: "send_email", model: null, toolArgsHash: "abc", status: "pending",
-      reason: "needs approval", expiresAt: "2026-01-01T00:05:00.000Z", createdAt: "2026-01-01T00:00:00.000Z"
+      id: "h1",
+      runId: "run-1",
+      toolName: "send_email",
+      model: null,
+      toolArgsHash: "abc",
+      status: "pending",
+      reason: "needs approval",
+      expiresAt: "2026-01-01T00:05:00.000Z",
+      createdAt: "2026-01-01T00:00:00.000Z"
     })
   })
 
@@ -29,7 +47,16 @@ describe("holds and decisions as listed", () => {
 
   test("a decision keeps its verdict, latency and trace", () => {
     expect(
-      readDecision({ id: "d1", run_id: "run-1", trace_id: "t1", verdict: "hold", policy_type: "require_approval", reason: "r", latency_ms: 1.25, created_at: "x" })
+      readDecision({
+        id: "d1",
+        run_id: "run-1",
+        trace_id: "t1",
+        verdict: "hold",
+        policy_type: "require_approval",
+        reason: "r",
+        latency_ms: 1.25,
+        created_at: "x"
+      })
     ).toMatchObject({ verdict: "hold", latencyMs: 1.25, traceId: "t1", policyType: "require_approval" })
   })
 })

@@ -14,8 +14,17 @@ describe("the prefetched first request", () => {
   })
 
   test("the list's prefetch asks for what the page would: the same parameters once decoded by the contract", () => {
-    const filters = { name: "refund", status: "failed", min_cost: "0.5", date_from: "2026-01-01T00:00:00.000Z", has_error: "true" }
-    const url = new URL(firstRequestUrl("/ui/traces", new URLSearchParams(`${filtersToSearch(filters)}&span=ignored`))!, "http://x")
+    const filters = {
+      name: "refund",
+      status: "failed",
+      min_cost: "0.5",
+      date_from: "2026-01-01T00:00:00.000Z",
+      has_error: "true"
+    }
+    const url = new URL(
+      firstRequestUrl("/ui/traces", new URLSearchParams(`${filtersToSearch(filters)}&span=ignored`))!,
+      "http://x"
+    )
     const prefetched = Schema.decodeUnknownSync(ListTracesParams)(Object.fromEntries(url.searchParams))
     expect(prefetched).toEqual(Either.getOrThrow(listParams(filters, { limit: 50 })))
   })

@@ -8,7 +8,9 @@ describe("search URL → request", () => {
   })
 
   test("the query and the filters, numbers as numbers, unknown keys ignored", () => {
-    const request = Either.getOrThrow(searchRequest(new URLSearchParams("q=refund&span_type=tool_call&min_cost=0.5&min_duration_ms=200&span=x")))
+    const request = Either.getOrThrow(
+      searchRequest(new URLSearchParams("q=refund&span_type=tool_call&min_cost=0.5&min_duration_ms=200&span=x"))
+    )
     expect(request?.query).toBe("refund")
     expect(request?.filters?.span_type).toBe("tool_call")
     expect(request?.filters?.min_cost).toBe(0.5)

@@ -1,11 +1,23 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { buildSpanTree, revealing, type SpanLike, treeKey, visibleRows } from "../../../src/ui/app/pages/trace/spanTree.ts"
+import {
+  buildSpanTree,
+  revealing,
+  type SpanLike,
+  treeKey,
+  visibleRows
+} from "../../../src/ui/app/pages/trace/spanTree.ts"
 
 const T0 = Date.UTC(2026, 0, 1)
 
 /** A span as the views read it: `parent` is an index into the earlier spans (or a missing / later id). */
-const span = (id: string, parent: string | null, startOffset: number, duration: number, extra: Partial<SpanLike> = {}): SpanLike => ({
+const span = (
+  id: string,
+  parent: string | null,
+  startOffset: number,
+  duration: number,
+  extra: Partial<SpanLike> = {}
+): SpanLike => ({
   id,
   parent_id: parent,
   span_type: "action",
@@ -16,28 +28,31 @@ const span = (id: string, parent: string | null, startOffset: number, duration: 
 })
 
 /** Random traces: each span's parent is an earlier span, none, a missing id, or (rarely) a later one (cycles). */
-const traces = fc.array(
-  fc.record({
-    parentPick: fc.integer({ min: -2, max: 200 }),
-    start: fc.integer({ min: 0, max: 10_000 }),
-    duration: fc.integer({ min: 0, max: 5_000 }),
-    tokens: fc.integer({ min: 0, max: 1000 }),
-    failed: fc.boolean()
-  }),
-  { minLength: 0, maxLength: 60 }
-).map((rows) =>
-  rows.map((row, i) => {
-    const parent = row.parentPick === -2
-      ? "00000000-0000-0000-0000-000000000000"
-      : row.parentPick === -1 || rows.length === 0
-      ? null
-      : `s${row.parentPick % rows.length}`
-    return span(`s${i}`, parent === `s${i}` ? null : parent, row.start, row.duration, {
-      input_tokens: row.tokens,
-      ...(row.failed ? { error: "boom" } : {})
+const traces = fc
+  .array(
+    fc.record({
+      parentPick: fc.integer({ min: -2, max: 200 }),
+      start: fc.integer({ min: 0, max: 10_000 }),
+      duration: fc.integer({ min: 0, max: 5_000 }),
+      tokens: fc.integer({ min: 0, max: 1000 }),
+      failed: fc.boolean()
+    }),
+    { minLength: 0, maxLength: 60 }
+  )
+  .map((rows) =>
+    rows.map((row, i) => {
+      const parent =
+        row.parentPick === -2
+          ? "00000000-0000-0000-0000-000000000000"
+          : row.parentPick === -1 || rows.length === 0
+            ? null
+            : `s${row.parentPick % rows.length}`
+      return span(`s${i}`, parent === `s${i}` ? null : parent, row.start, row.duration, {
+        input_tokens: row.tokens,
+        ...(row.failed ? { error: "boom" } : {})
+      })
     })
-  })
-)
+  )
 
 const subtreeSize = (tree: ReturnType<typeof buildSpanTree>, id: string): number => {
   const node = tree.byId.get(id)!
@@ -89,7 +104,8 @@ describe("buildSpanTree", () => {
         }
         // Rows keep the causal order.
         const position = new Map(tree.nodes.map((n, i) => [n.id, i]))
-        for (let i = 1; i < rows.length; i++) expect(position.get(rows[i]!.id)!).toBeGreaterThan(position.get(rows[i - 1]!.id)!)
+        for (let i = 1; i < rows.length; i++)
+          expect(position.get(rows[i]!.id)!).toBeGreaterThan(position.get(rows[i - 1]!.id)!)
         const id = tree.nodes[target % tree.nodes.length]!.id
         expect(visibleRows(tree, revealing(tree, collapsed, id)).some((r) => r.id === id)).toBe(true)
       }),
@@ -129,7 +145,12 @@ describe("buildSpanTree", () => {
 })
 
 describe("treeKey", () => {
-  const tree = buildSpanTree([span("a", null, 0, 100), span("b", "a", 10, 50), span("c", "b", 20, 5), span("d", null, 200, 5)])
+  const tree = buildSpanTree([
+    span("a", null, 0, 100),
+    span("b", "a", 10, 50),
+    span("c", "b", 20, 5),
+    span("d", null, 200, 5)
+  ])
   const rows = visibleRows(tree, new Set())
 
   test("up and down move among visible rows, clamped at the ends", () => {

@@ -24,7 +24,8 @@ const AI_SDK_RUNS = /^ai\.(generateText|streamText|generateObject|streamObject)$
  */
 export const isFrameworkAgentSpan = (a: Attrs, aiOperation: string | undefined): boolean =>
   (aiOperation !== undefined && AI_SDK_RUNS.test(aiOperation) && text(a["ai.telemetry.functionId"]) !== undefined) ||
-  text(a["mastra.span.type"]) === "agent_run" || isLangGraphRun(a)
+  text(a["mastra.span.type"]) === "agent_run" ||
+  isLangGraphRun(a)
 
 /**
  * The agent id of a span from framework attributes: `ai.telemetry.functionId` (AI SDK, on every span of the
@@ -35,6 +36,7 @@ export const isFrameworkAgentSpan = (a: Attrs, aiOperation: string | undefined):
  */
 export const frameworkAgentId = (a: Attrs, agentSpan: boolean, spanName: string): string | undefined =>
   text(a["ai.telemetry.functionId"]) ??
-  text(a["mastra.agent.id"]) ?? text(a["mastra.agent_run.agent_id"]) ??
+  text(a["mastra.agent.id"]) ??
+  text(a["mastra.agent_run.agent_id"]) ??
   (agentSpan ? text(a["graph.node.id"]) : undefined) ??
   (isLangGraphRun(a) ? text(spanName) : undefined)

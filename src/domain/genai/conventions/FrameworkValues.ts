@@ -12,9 +12,16 @@ type Json = Record<string, unknown>
 const isRecord = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
 
 const ROLES: ReadonlyMap<string, string> = new Map([
-  ["HumanMessage", "user"], ["HumanMessageChunk", "user"], ["AIMessage", "assistant"], ["AIMessageChunk", "assistant"],
-  ["SystemMessage", "system"], ["SystemMessageChunk", "system"], ["ToolMessage", "tool"], ["ToolMessageChunk", "tool"],
-  ["FunctionMessage", "function"], ["ChatMessage", "chat"]
+  ["HumanMessage", "user"],
+  ["HumanMessageChunk", "user"],
+  ["AIMessage", "assistant"],
+  ["AIMessageChunk", "assistant"],
+  ["SystemMessage", "system"],
+  ["SystemMessageChunk", "system"],
+  ["ToolMessage", "tool"],
+  ["ToolMessageChunk", "tool"],
+  ["FunctionMessage", "function"],
+  ["ChatMessage", "chat"]
 ])
 
 /** Deep enough for `{messages:[…]}` inside a chain state inside a graph state; deeper values are kept as they are. */
@@ -76,7 +83,7 @@ export const fromLangChainSerialized = (v: unknown, depth = 0): unknown => {
 
 /** The AI SDK's tool output `{type:"text"|"json"|"error-text"|"error-json", value}` as its value; other values as they are. */
 export const unwrapAiSdkToolOutput = (v: unknown): unknown => {
-  const parsed = typeof v === "string" && v.startsWith("{\"type\":") ? safeParse(v) : v
+  const parsed = typeof v === "string" && v.startsWith('{"type":') ? safeParse(v) : v
   if (!isRecord(parsed)) return v
   const keys = Object.keys(parsed)
   if (keys.length !== 2 || !("value" in parsed)) return v
@@ -112,6 +119,7 @@ export const unwrapToolMessage = (v: unknown): unknown => {
 export const withPlainTextContent = (output: unknown): unknown => {
   if (!isRecord(output) || typeof output.role !== "string" || !Array.isArray(output.content)) return output
   const parts = output.content
-  if (parts.length === 0 || !parts.every((p) => isRecord(p) && p.type === "text" && typeof p.text === "string")) return output
+  if (parts.length === 0 || !parts.every((p) => isRecord(p) && p.type === "text" && typeof p.text === "string"))
+    return output
   return { ...output, content: parts.map((p) => (p as Json).text).join("") }
 }

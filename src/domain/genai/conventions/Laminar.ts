@@ -4,7 +4,10 @@ import { objectAttribute, parsed, set, tagsOf, textOf, type ConventionReading } 
 type Attrs = Readonly<Record<string, unknown>>
 
 /** lmnr.span.type values that name one of our span types; DEFAULT and the evaluation types say nothing. */
-const LAMINAR_TYPES: ReadonlyMap<string, SpanType> = new Map([["LLM", "llm_call"], ["TOOL", "tool_call"]])
+const LAMINAR_TYPES: ReadonlyMap<string, SpanType> = new Map([
+  ["LLM", "llm_call"],
+  ["TOOL", "tool_call"]
+])
 
 const ASSOCIATION = "lmnr.association.properties"
 

@@ -23,7 +23,12 @@ export const readLangfuse = (a: Attrs, into: ConventionReading) => {
   if (parameters !== undefined) details.model_parameters = parameters
   const promptName = textOf(a["langfuse.observation.prompt.name"])
   if (promptName !== undefined) {
-    details.prompt = { name: promptName, ...(countOf(a["langfuse.observation.prompt.version"]) !== undefined ? { version: countOf(a["langfuse.observation.prompt.version"]) } : {}) }
+    details.prompt = {
+      name: promptName,
+      ...(countOf(a["langfuse.observation.prompt.version"]) !== undefined
+        ? { version: countOf(a["langfuse.observation.prompt.version"]) }
+        : {})
+    }
   }
   const completionStart = textOf(a["langfuse.observation.completion_start_time"])
   if (completionStart !== undefined) details.completion_start_time = parsed(completionStart)
@@ -49,9 +54,15 @@ export const readLangfuse = (a: Attrs, into: ConventionReading) => {
 
 /** Keys read here, kept out of the span's leftover `metadata.attributes`. */
 export const isLangfuseKey = (key: string) =>
-  key.startsWith("langfuse.trace.metadata") || key.startsWith("langfuse.observation.metadata") ||
-  key === "langfuse.release" || key === "langfuse.version" || key === "langfuse.observation.model.parameters" ||
-  key === "langfuse.observation.prompt.name" || key === "langfuse.observation.prompt.version" ||
-  key === "langfuse.observation.completion_start_time" || key === "langfuse.observation.level" ||
-  key === "langfuse.observation.status_message" || key === "langfuse.observation.usage_details" ||
+  key.startsWith("langfuse.trace.metadata") ||
+  key.startsWith("langfuse.observation.metadata") ||
+  key === "langfuse.release" ||
+  key === "langfuse.version" ||
+  key === "langfuse.observation.model.parameters" ||
+  key === "langfuse.observation.prompt.name" ||
+  key === "langfuse.observation.prompt.version" ||
+  key === "langfuse.observation.completion_start_time" ||
+  key === "langfuse.observation.level" ||
+  key === "langfuse.observation.status_message" ||
+  key === "langfuse.observation.usage_details" ||
   key === "langfuse.observation.cost_details"

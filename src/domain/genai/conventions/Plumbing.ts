@@ -9,9 +9,22 @@ import { isLangGraphPrompt } from "./LangGraph.ts"
 type Attrs = Readonly<Record<string, unknown>>
 
 const LANGCHAIN_PLUMBING = new Set([
-  "__start__", "__end__", "RunnableSequence", "RunnableLambda", "RunnableParallel", "RunnableMap", "RunnablePassthrough",
-  "RunnableAssign", "RunnableBranch", "RunnableWithFallbacks", "ChannelWrite", "ChannelRead", "ChatPromptTemplate",
-  "PromptTemplate", "StrOutputParser", "JsonOutputParser"
+  "__start__",
+  "__end__",
+  "RunnableSequence",
+  "RunnableLambda",
+  "RunnableParallel",
+  "RunnableMap",
+  "RunnablePassthrough",
+  "RunnableAssign",
+  "RunnableBranch",
+  "RunnableWithFallbacks",
+  "ChannelWrite",
+  "ChannelRead",
+  "ChatPromptTemplate",
+  "PromptTemplate",
+  "StrOutputParser",
+  "JsonOutputParser"
 ])
 
 /** Whether a span of this name and attributes is framework plumbing; model, tool and agent spans never are. */
@@ -20,6 +33,14 @@ export const isFrameworkPlumbing = (name: string, a: Attrs, modelToolOrAgent: bo
   if (LANGCHAIN_PLUMBING.has(name) || name.startsWith("ChannelWrite<") || name.startsWith("Branch<")) return true
   if (isLangGraphPrompt(name, a)) return true
   const mastra = a["mastra.span.type"]
-  return typeof mastra === "string" && mastra !== "" && mastra !== "agent_run" && mastra !== "model_generation" &&
-    mastra !== "model_step" && mastra !== "tool_call" && mastra !== "workflow_run" && mastra !== "workflow_step"
+  return (
+    typeof mastra === "string" &&
+    mastra !== "" &&
+    mastra !== "agent_run" &&
+    mastra !== "model_generation" &&
+    mastra !== "model_step" &&
+    mastra !== "tool_call" &&
+    mastra !== "workflow_run" &&
+    mastra !== "workflow_step"
+  )
 }

@@ -28,7 +28,8 @@ export interface ConventionReading {
   projectName?: string
 }
 
-export const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+export const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v)
 
 export const textOf = (v: unknown): string | undefined => {
   if (typeof v === "string") return v.trim() === "" ? undefined : v
@@ -40,7 +41,7 @@ export const textOf = (v: unknown): string | undefined => {
 export const parsed = (v: unknown): unknown => {
   if (typeof v !== "string") return v
   const t = v.trimStart()
-  if (t.startsWith("{") || t.startsWith("[") || t.startsWith("\"")) {
+  if (t.startsWith("{") || t.startsWith("[") || t.startsWith('"')) {
     try {
       return JSON.parse(v)
     } catch {
@@ -81,6 +82,10 @@ export const objectAttribute = (a: Attrs, prefix: string): Record<string, unknow
 }
 
 /** Sets `key` when `value` is defined; keeps readings free of undefined fields. */
-export const set = <K extends keyof ConventionReading>(r: ConventionReading, key: K, value: ConventionReading[K] | undefined) => {
+export const set = <K extends keyof ConventionReading>(
+  r: ConventionReading,
+  key: K,
+  value: ConventionReading[K] | undefined
+) => {
   if (value !== undefined) r[key] = value
 }

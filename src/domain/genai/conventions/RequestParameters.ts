@@ -35,8 +35,18 @@ const asInt = (v: unknown): number | undefined => {
 
 /** The request fields replay knows how to send again, in the order they are written. */
 export const CHAT_PARAMETERS = [
-  "tools", "tool_choice", "parallel_tool_calls", "temperature", "max_tokens", "top_p", "frequency_penalty",
-  "presence_penalty", "stop", "seed", "n", "response_format"
+  "tools",
+  "tool_choice",
+  "parallel_tool_calls",
+  "temperature",
+  "max_tokens",
+  "top_p",
+  "frequency_penalty",
+  "presence_penalty",
+  "stop",
+  "seed",
+  "n",
+  "response_format"
 ] as const
 
 /**
@@ -50,7 +60,11 @@ export const chatTool = (raw: unknown): Json | undefined => {
   if (isRecord(v.function) && typeof v.function.name === "string") return { type: "function", function: v.function }
   const name = typeof v.name === "string" ? v.name : typeof v.title === "string" ? v.title : undefined
   if (name === undefined || name === "") return undefined
-  const parameters = v.parameters ?? v.inputSchema ?? v.input_schema ?? v.json_schema ??
+  const parameters =
+    v.parameters ??
+    v.inputSchema ??
+    v.input_schema ??
+    v.json_schema ??
     (v.type === "object" && isRecord(v.properties) ? v : undefined)
   return {
     type: "function",
@@ -81,9 +95,12 @@ const openInferenceTools = (a: Attrs): Array<Json> | undefined => {
     byIndex.set(Number(m[1]), slot)
   }
   if (byIndex.size === 0) return undefined
-  const tools = [...byIndex.entries()].sort(([x], [y]) => x - y).map(([, t]) =>
-    chatTool(t.json_schema ?? { name: t.name, description: t.description, parameters: parsed(t.parameters) })
-  ).filter((t): t is Json => t !== undefined)
+  const tools = [...byIndex.entries()]
+    .sort(([x], [y]) => x - y)
+    .map(([, t]) =>
+      chatTool(t.json_schema ?? { name: t.name, description: t.description, parameters: parsed(t.parameters) })
+    )
+    .filter((t): t is Json => t !== undefined)
   return tools.length > 0 ? tools : undefined
 }
 
@@ -114,7 +131,10 @@ const fromRecord = (out: Json, r: Json) => {
     if (value !== undefined && out[name] === undefined) out[name] = value
   }
   put("temperature", asNumber(r.temperature))
-  put("max_tokens", asInt(r.max_tokens ?? r.max_completion_tokens ?? r.max_output_tokens ?? r.maxTokens ?? r.maxOutputTokens))
+  put(
+    "max_tokens",
+    asInt(r.max_tokens ?? r.max_completion_tokens ?? r.max_output_tokens ?? r.maxTokens ?? r.maxOutputTokens)
+  )
   put("top_p", asNumber(r.top_p ?? r.topP))
   put("top_k", asNumber(r.top_k ?? r.topK))
   put("frequency_penalty", asNumber(r.frequency_penalty ?? r.frequencyPenalty))
@@ -153,7 +173,11 @@ export const requestParameters = (a: Attrs): Json | undefined => {
   const format = responseFormat(a["gen_ai.output.type"] ?? a["gen_ai.openai.request.response_format"])
   if (format !== undefined && out.response_format === undefined) out.response_format = format
 
-  for (const key of ["llm.invocation_parameters", "langfuse.observation.model.parameters", "langsmith.metadata.invocation_params"]) {
+  for (const key of [
+    "llm.invocation_parameters",
+    "langfuse.observation.model.parameters",
+    "langsmith.metadata.invocation_params"
+  ]) {
     const r = parsed(a[key])
     if (isRecord(r)) fromRecord(out, r)
   }
@@ -178,5 +202,8 @@ export const withRequestParameters = (input: unknown, request: Json | undefined)
   if (isRecord(input) && Array.isArray(input.messages)) return { ...request, ...input }
   if (input === undefined) return { messages: [], ...request }
   // A prompt string or another value: kept as the (single) user message so the request stays one object.
-  return { messages: [{ role: "user", content: typeof input === "string" ? input : JSON.stringify(input) }], ...request }
+  return {
+    messages: [{ role: "user", content: typeof input === "string" ? input : JSON.stringify(input) }],
+    ...request
+  }
 }

@@ -11,7 +11,11 @@ const withKey = (key: string) =>
 
 /** The whole client at once: its type is the client's type (the Studio builds groups lazily, below). */
 const wholeClient = (key: string, baseUrl: string) =>
-  Effect.runSync(HttpApiClient.make(TapedeckApi, { baseUrl, transformClient: () => withKey(key) }).pipe(Effect.provide(FetchHttpClient.layer)))
+  Effect.runSync(
+    HttpApiClient.make(TapedeckApi, { baseUrl, transformClient: () => withKey(key) }).pipe(
+      Effect.provide(FetchHttpClient.layer)
+    )
+  )
 
 /** The client, as the contract produces it: `client.traces.list({ urlParams })`, `client.search.search({ payload })`… */
 export type ApiClient = ReturnType<typeof wholeClient>
@@ -30,7 +34,9 @@ export const makeApiClient = (key: string, baseUrl: string = window.location.ori
       if (typeof name !== "string" || !(name in TapedeckApi.groups)) return undefined
       let group = groups.get(name)
       if (group === undefined) {
-        group = Effect.runSync(HttpApiClient.group(TapedeckApi, { group: name as keyof ApiClient, httpClient, baseUrl }))
+        group = Effect.runSync(
+          HttpApiClient.group(TapedeckApi, { group: name as keyof ApiClient, httpClient, baseUrl })
+        )
         groups.set(name, group)
       }
       return group
@@ -40,7 +46,11 @@ export const makeApiClient = (key: string, baseUrl: string = window.location.ori
 
 /** A failed call, reduced to what a page shows: the API's `{error, code}` when it answered one, else the cause. */
 export class ApiCallError extends Error {
-  constructor(readonly code: string, message: string, readonly status?: number) {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly status?: number
+  ) {
     super(message)
   }
 }

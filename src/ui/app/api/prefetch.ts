@@ -34,7 +34,8 @@ const holder = globalThis as { __tapedeckPrefetch?: Prefetched | undefined }
 export const startPrefetch = () => {
   try {
     const key = sessionStorage.getItem(KEY_STORAGE)
-    const url = key === null ? undefined : firstRequestUrl(window.location.pathname, new URLSearchParams(window.location.search))
+    const url =
+      key === null ? undefined : firstRequestUrl(window.location.pathname, new URLSearchParams(window.location.search))
     if (key === null || url === undefined) return
     const response = fetch(url, { headers: { authorization: `Bearer ${key}`, accept: "application/json" } })
     response.catch(() => undefined)

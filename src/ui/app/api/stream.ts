@@ -56,7 +56,8 @@ export const followLive = (options: {
     for (const event of wire) {
       if (typeof event.id === "number") lastEventId = Math.max(lastEventId ?? 0, event.id)
       if (event.type === "span") {
-        if (isSpanWire(event.data)) events.push({ type: "span", event: event.event, traceId: event.trace_id, span: event.data })
+        if (isSpanWire(event.data))
+          events.push({ type: "span", event: event.event, traceId: event.trace_id, span: event.data })
       } else if (event.type === "trace") {
         const trace = decodeTrace(event.data)
         events.push({ type: "trace", event: event.event, traceId: event.trace_id, trace: Either.getOrUndefined(trace) })
@@ -81,12 +82,14 @@ export const followLive = (options: {
         return
       }
       if (frame.type === "authenticated") {
-        ws.send(JSON.stringify({
-          type: "subscribe",
-          filters: options.filters,
-          batch: true,
-          ...(lastEventId === undefined ? {} : { last_event_id: lastEventId })
-        }))
+        ws.send(
+          JSON.stringify({
+            type: "subscribe",
+            filters: options.filters,
+            batch: true,
+            ...(lastEventId === undefined ? {} : { last_event_id: lastEventId })
+          })
+        )
       } else if (frame.type === "subscribed") {
         attempts = 0
         options.onState?.("live")

@@ -22,13 +22,18 @@ const TRACE_ROUTE: string = (() => {
 export const fetchTraceWire = async (key: string, traceId: string, signal?: AbortSignal): Promise<TraceDetailWire> => {
   const url = TRACE_ROUTE.replace(":traceId", encodeURIComponent(traceId))
   // The request the prefetch script may already have sent for this page (same URL, same key).
-  const response = await (takePrefetched(url, key) ?? fetch(url, {
-    headers: { authorization: `Bearer ${key}`, accept: "application/json" },
-    ...(signal === undefined ? {} : { signal })
-  }))
+  const response = await (takePrefetched(url, key) ??
+    fetch(url, {
+      headers: { authorization: `Bearer ${key}`, accept: "application/json" },
+      ...(signal === undefined ? {} : { signal })
+    }))
   if (!response.ok) {
     const body = (await response.json().catch(() => undefined)) as { error?: string; code?: string } | undefined
-    throw new ApiCallError(body?.code ?? (response.status === 401 ? "unauthorized" : "http"), body?.error ?? `HTTP ${response.status}`, response.status)
+    throw new ApiCallError(
+      body?.code ?? (response.status === 401 ? "unauthorized" : "http"),
+      body?.error ?? `HTTP ${response.status}`,
+      response.status
+    )
   }
   return (await response.json()) as TraceDetailWire
 }

@@ -20,10 +20,10 @@ export const chatMessages = (value: unknown): ReadonlyArray<ChatMessage> | undef
   const list = Array.isArray(value)
     ? value
     : typeof value === "object" && value !== null && Array.isArray((value as { messages?: unknown }).messages)
-    ? (value as { messages: Array<unknown> }).messages
-    : isMessage(value)
-    ? [value]
-    : undefined
+      ? (value as { messages: Array<unknown> }).messages
+      : isMessage(value)
+        ? [value]
+        : undefined
   if (list === undefined || list.length === 0 || !list.every(isMessage)) return undefined
   return list
 }
@@ -31,7 +31,12 @@ export const chatMessages = (value: unknown): ReadonlyArray<ChatMessage> | undef
 /** Text parts of a content value (a string, or OpenAI/Anthropic-style parts with `text`). */
 const textOf = (content: unknown): string | undefined => {
   if (typeof content === "string") return content
-  if (Array.isArray(content) && content.every((part) => typeof part === "object" && part !== null && typeof (part as { text?: unknown }).text === "string")) {
+  if (
+    Array.isArray(content) &&
+    content.every(
+      (part) => typeof part === "object" && part !== null && typeof (part as { text?: unknown }).text === "string"
+    )
+  ) {
     return content.map((part) => (part as { text: string }).text).join("\n")
   }
   return undefined
@@ -49,9 +54,11 @@ export const Conversation = (props: { readonly messages: ReadonlyArray<ChatMessa
             {message.name !== undefined && <span className="muted"> · {message.name}</span>}
             {message.tool_call_id !== undefined && <span className="muted mono"> · {message.tool_call_id}</span>}
           </div>
-          {text !== undefined
-            ? <div className="message-text">{text}</div>
-            : message.content !== undefined && message.content !== null && <JsonView value={message.content} open={1} />}
+          {text !== undefined ? (
+            <div className="message-text">{text}</div>
+          ) : (
+            message.content !== undefined && message.content !== null && <JsonView value={message.content} open={1} />
+          )}
           {message.tool_calls !== undefined && message.tool_calls.length > 0 && (
             <div className="message-tools">
               <div className="muted">tool calls</div>

@@ -13,7 +13,13 @@ const Routed = () => {
     const params = matchPath(route.path, location.pathname)
     if (params !== undefined) {
       return (
-        <Suspense fallback={<p className="page muted" aria-busy="true">Loading…</p>}>
+        <Suspense
+          fallback={
+            <p className="page muted" aria-busy="true">
+              Loading…
+            </p>
+          }
+        >
           <route.page params={params} search={location.search} />
         </Suspense>
       )

@@ -10,13 +10,15 @@ const TRACE_ID = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 export const Layout = (props: { readonly children: ReactNode }) => {
   const { signOut } = useSession()
   const location = useLocation()
-  const [query, setQuery] = useState(location.pathname === "/ui/search" ? location.search.get("q") ?? "" : "")
+  const [query, setQuery] = useState(location.pathname === "/ui/search" ? (location.search.get("q") ?? "") : "")
   const sections = routes.flatMap((route) => (route.nav === undefined ? [] : [route.nav]))
 
   return (
     <div className="app">
       <header className="topbar">
-        <Link href="/ui/traces" className="brand">Tapedeck</Link>
+        <Link href="/ui/traces" className="brand">
+          Tapedeck
+        </Link>
         <nav aria-label="Sections" className="sections">
           {sections.map((section) => (
             <Link
@@ -39,11 +41,19 @@ export const Layout = (props: { readonly children: ReactNode }) => {
             else if (text !== "") navigate(`/ui/search?q=${encodeURIComponent(text)}`)
           }}
         >
-          <input type="search" aria-label="Search spans" placeholder="Search spans…" value={query} onChange={(e) => setQuery(e.target.value)} />
+          <input
+            type="search"
+            aria-label="Search spans"
+            placeholder="Search spans…"
+            value={query}
+            onChange={(e) => setQuery(e.target.value)}
+          />
         </form>
         <div className="account">
           <AccountName />
-          <button type="button" className="quiet" onClick={() => signOut()}>Sign out</button>
+          <button type="button" className="quiet" onClick={() => signOut()}>
+            Sign out
+          </button>
         </div>
       </header>
       <main className="content">{props.children}</main>

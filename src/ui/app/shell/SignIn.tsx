@@ -18,7 +18,11 @@ export const SignIn = (props: { readonly onSignIn: (key: string) => void; readon
       props.onSignIn(candidate)
     } catch (e) {
       const failure = e as { code?: string; message?: string }
-      setError(failure.code === "unauthorized" ? "That key was refused. Check it and try again." : `Could not sign in: ${failure.message}`)
+      setError(
+        failure.code === "unauthorized"
+          ? "That key was refused. Check it and try again."
+          : `Could not sign in: ${failure.message}`
+      )
       setChecking(false)
     }
   }
@@ -27,7 +31,9 @@ export const SignIn = (props: { readonly onSignIn: (key: string) => void; readon
     <main className="signin">
       <form className="signin-card" onSubmit={submit} aria-labelledby="signin-title">
         <h1 id="signin-title">Tapedeck Studio</h1>
-        <p className="muted">Sign in with an API key of your account (an <code>svc_</code> key or a JWT).</p>
+        <p className="muted">
+          Sign in with an API key of your account (an <code>svc_</code> key or a JWT).
+        </p>
         <label htmlFor="signin-key">API key</label>
         <input
           id="signin-key"
@@ -38,8 +44,14 @@ export const SignIn = (props: { readonly onSignIn: (key: string) => void; readon
           onChange={(e) => setKey(e.target.value)}
           autoFocus
         />
-        {error !== undefined && <p role="alert" className="error-text">{error}</p>}
-        <button type="submit" disabled={checking}>{checking ? "Signing in…" : "Sign in"}</button>
+        {error !== undefined && (
+          <p role="alert" className="error-text">
+            {error}
+          </p>
+        )}
+        <button type="submit" disabled={checking}>
+          {checking ? "Signing in…" : "Sign in"}
+        </button>
       </form>
     </main>
   )

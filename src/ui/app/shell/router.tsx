@@ -46,11 +46,21 @@ export const navigate = (href: string, options: { readonly replace?: boolean } =
 }
 
 /** An in-app link: a real anchor (open in a new tab works), navigated without a reload on a plain click. */
-export const Link = (props: AnchorHTMLAttributes<HTMLAnchorElement> & { readonly href: string; readonly replace?: boolean }) => {
+export const Link = (
+  props: AnchorHTMLAttributes<HTMLAnchorElement> & { readonly href: string; readonly replace?: boolean }
+) => {
   const { replace, onClick, ...rest } = props
   const click = (event: MouseEvent<HTMLAnchorElement>) => {
     onClick?.(event)
-    if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return
+    if (
+      event.defaultPrevented ||
+      event.button !== 0 ||
+      event.metaKey ||
+      event.ctrlKey ||
+      event.shiftKey ||
+      event.altKey
+    )
+      return
     event.preventDefault()
     navigate(props.href, replace ? { replace } : {})
   }

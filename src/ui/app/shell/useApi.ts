@@ -34,7 +34,8 @@ export const useApi = <A, E>(call: (client: ApiClient) => Effect.Effect<A, E>, d
     setState((previous) => ({ status: "loading", data: previous.data }))
     run(call, abort.signal).then(
       (data) => abort.signal.aborted || setState({ status: "ok", data }),
-      (error: ApiCallError) => abort.signal.aborted || setState((previous) => ({ status: "error", error, data: previous.data }))
+      (error: ApiCallError) =>
+        abort.signal.aborted || setState((previous) => ({ status: "error", error, data: previous.data }))
     )
     return () => abort.abort()
     // eslint-disable-next-line react-hooks/exhaustive-deps -- the caller names what the call depends on

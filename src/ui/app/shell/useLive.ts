@@ -6,7 +6,11 @@ import { useSession } from "./session.tsx"
  * Follows the live stream while the page is mounted (and `enabled`), handing each batch of events to `onEvents`
  * (the latest callback is used, so it may close over fresh state). Returns the connection's state for display.
  */
-export const useLive = (filters: LiveFilters, onEvents: (events: ReadonlyArray<LiveEvent>) => void, enabled = true): LiveState => {
+export const useLive = (
+  filters: LiveFilters,
+  onEvents: (events: ReadonlyArray<LiveEvent>) => void,
+  enabled = true
+): LiveState => {
   const { key, signOut } = useSession()
   const [state, setState] = useState<LiveState>("connecting")
   const handler = useRef(onEvents)

@@ -21,14 +21,33 @@ const ComparePicker = (props: { readonly left: string; readonly right: string })
       aria-label="Choose two traces"
       onSubmit={(e) => {
         e.preventDefault()
-        if (valid) navigate(`/ui/compare?left=${encodeURIComponent(left.trim())}&right=${encodeURIComponent(right.trim())}`)
+        if (valid)
+          navigate(`/ui/compare?left=${encodeURIComponent(left.trim())}&right=${encodeURIComponent(right.trim())}`)
       }}
     >
-      <label>Original trace <input className="mono" value={left} onChange={(e) => setLeft(e.target.value)} list="recent-traces" size={40} /></label>
-      <label>Other trace <input className="mono" value={right} onChange={(e) => setRight(e.target.value)} list="recent-traces" size={40} /></label>
-      <button type="submit" disabled={!valid}>Compare</button>
+      <label>
+        Original trace{" "}
+        <input className="mono" value={left} onChange={(e) => setLeft(e.target.value)} list="recent-traces" size={40} />
+      </label>
+      <label>
+        Other trace{" "}
+        <input
+          className="mono"
+          value={right}
+          onChange={(e) => setRight(e.target.value)}
+          list="recent-traces"
+          size={40}
+        />
+      </label>
+      <button type="submit" disabled={!valid}>
+        Compare
+      </button>
       <datalist id="recent-traces">
-        {recent.data?.items.map((t) => <option key={t.id} value={t.id}>{t.name ?? ""}</option>)}
+        {recent.data?.items.map((t) => (
+          <option key={t.id} value={t.id}>
+            {t.name ?? ""}
+          </option>
+        ))}
       </datalist>
     </form>
   )
@@ -60,9 +79,18 @@ export const TracePairComparison = (props: { readonly leftId: string; readonly r
   const right = useTraceWire(props.rightId)
   const error = left.error ?? right.error
   if (error !== undefined) {
-    return <p role="alert" className="error-text">{error.code === "not_found" ? "One of the traces does not exist in this account." : error.message}</p>
+    return (
+      <p role="alert" className="error-text">
+        {error.code === "not_found" ? "One of the traces does not exist in this account." : error.message}
+      </p>
+    )
   }
-  if (left.trace === undefined || right.trace === undefined) return <p aria-busy="true" className="muted">Loading both traces…</p>
+  if (left.trace === undefined || right.trace === undefined)
+    return (
+      <p aria-busy="true" className="muted">
+        Loading both traces…
+      </p>
+    )
   return <Comparison left={left.trace} right={right.trace} />
 }
 
@@ -82,8 +110,12 @@ export const ComparePage = (props: PageProps) => {
 
 /** "Compare": a link for a trace's page or row that opens the comparison with this trace as the original. */
 export const CompareLink = (props: { readonly traceId: string }) => (
-  <Link href={`/ui/compare?left=${encodeURIComponent(props.traceId)}`} className="button-link">Compare</Link>
+  <Link href={`/ui/compare?left=${encodeURIComponent(props.traceId)}`} className="button-link">
+    Compare
+  </Link>
 )
 
 /** The trace page's header action: compare this trace with another run. */
-export const CompareAction = (props: { readonly trace: { readonly id: string } }) => <CompareLink traceId={props.trace.id} />
+export const CompareAction = (props: { readonly trace: { readonly id: string } }) => (
+  <CompareLink traceId={props.trace.id} />
+)

@@ -14,7 +14,12 @@ type Row = AlignedRow<Span>
 
 const ROW_HEIGHT = 26
 
-const KIND_LABEL: Record<Row["kind"], string> = { same: "same", changed: "changed", removed: "removed", inserted: "inserted" }
+const KIND_LABEL: Record<Row["kind"], string> = {
+  same: "same",
+  changed: "changed",
+  removed: "removed",
+  inserted: "inserted"
+}
 
 const SpanCell = (props: { readonly span: Span | undefined; readonly depth: number }) => {
   if (props.span === undefined) return <div className="cmp-cell empty" />
@@ -51,19 +56,28 @@ const RowDetail = (props: { readonly row: Row }) => {
       </h2>
       <dl className="cmp-facts">
         <dt>Model</dt>
-        <dd>{left?.model ?? "—"} → {right?.model ?? "—"}</dd>
+        <dd>
+          {left?.model ?? "—"} → {right?.model ?? "—"}
+        </dd>
         <dt>Tokens</dt>
         <dd className="mono">
-          {formatCount((left?.input_tokens ?? 0) + (left?.output_tokens ?? 0))} → {formatCount((right?.input_tokens ?? 0) + (right?.output_tokens ?? 0))}
+          {formatCount((left?.input_tokens ?? 0) + (left?.output_tokens ?? 0))} →{" "}
+          {formatCount((right?.input_tokens ?? 0) + (right?.output_tokens ?? 0))}
         </dd>
         <dt>Cost</dt>
-        <dd className="mono">{formatCost(left?.cost)} → {formatCost(right?.cost)}</dd>
+        <dd className="mono">
+          {formatCost(left?.cost)} → {formatCost(right?.cost)}
+        </dd>
         <dt>Latency</dt>
-        <dd className="mono">{formatDuration(left?.duration_ms)} → {formatDuration(right?.duration_ms)}</dd>
+        <dd className="mono">
+          {formatDuration(left?.duration_ms)} → {formatDuration(right?.duration_ms)}
+        </dd>
       </dl>
       <DiffText label="Input" before={left?.input} after={right?.input} />
       <DiffText label="Output" before={left?.output} after={right?.output} />
-      {(left?.error !== undefined || right?.error !== undefined) && <DiffText label="Error" before={left?.error} after={right?.error} />}
+      {(left?.error !== undefined || right?.error !== undefined) && (
+        <DiffText label="Error" before={left?.error} after={right?.error} />
+      )}
     </section>
   )
 }
@@ -89,7 +103,12 @@ export const Comparison = (props: { readonly left: TraceDetailWire; readonly rig
     return c
   }, [alignment])
   const scroller = useRef<HTMLDivElement>(null)
-  const virtual = useVirtualizer({ count: rows.length, getScrollElement: () => scroller.current, estimateSize: () => ROW_HEIGHT, overscan: 20 })
+  const virtual = useVirtualizer({
+    count: rows.length,
+    getScrollElement: () => scroller.current,
+    estimateSize: () => ROW_HEIGHT,
+    overscan: 20
+  })
   const current = rows[Math.min(selected, rows.length - 1)]
 
   const move = (to: number) => {
@@ -107,17 +126,33 @@ export const Comparison = (props: { readonly left: TraceDetailWire; readonly rig
           {counts.same} same · {counts.changed} changed · {counts.removed} removed · {counts.inserted} inserted
         </span>
         <label>
-          <input type="checkbox" checked={onlyDifferences} onChange={(e) => { setOnlyDifferences(e.target.checked); setSelected(0) }} /> Only differences
+          <input
+            type="checkbox"
+            checked={onlyDifferences}
+            onChange={(e) => {
+              setOnlyDifferences(e.target.checked)
+              setSelected(0)
+            }}
+          />{" "}
+          Only differences
         </label>
         {alignment.approximate && (
-          <span role="status" className="warn-text">These traces are too different to align exactly in time: spans were paired greedily, some pairs may be missed.</span>
+          <span role="status" className="warn-text">
+            These traces are too different to align exactly in time: spans were paired greedily, some pairs may be
+            missed.
+          </span>
         )}
       </div>
       <div className="cmp-split">
         <div className="cmp-list">
           <div className="cmp-head">
-            <div className="cmp-cell"><Link href={`/ui/traces/${left.id}`}>{left.name ?? left.id}</Link> <span className="muted">original</span></div>
-            <div className="cmp-cell"><Link href={`/ui/traces/${right.id}`}>{right.name ?? right.id}</Link> <span className="muted">other run</span></div>
+            <div className="cmp-cell">
+              <Link href={`/ui/traces/${left.id}`}>{left.name ?? left.id}</Link> <span className="muted">original</span>
+            </div>
+            <div className="cmp-cell">
+              <Link href={`/ui/traces/${right.id}`}>{right.name ?? right.id}</Link>{" "}
+              <span className="muted">other run</span>
+            </div>
           </div>
           <div
             ref={scroller}
@@ -127,8 +162,14 @@ export const Comparison = (props: { readonly left: TraceDetailWire; readonly rig
             tabIndex={0}
             aria-activedescendant={current === undefined ? undefined : `cmp-row-${selected}`}
             onKeyDown={(e) => {
-              if (e.key === "ArrowDown") { e.preventDefault(); move(selected + 1) }
-              if (e.key === "ArrowUp") { e.preventDefault(); move(selected - 1) }
+              if (e.key === "ArrowDown") {
+                e.preventDefault()
+                move(selected + 1)
+              }
+              if (e.key === "ArrowUp") {
+                e.preventDefault()
+                move(selected - 1)
+              }
             }}
           >
             <div style={{ height: virtual.getTotalSize(), position: "relative" }}>
@@ -145,8 +186,14 @@ export const Comparison = (props: { readonly left: TraceDetailWire; readonly rig
                     style={{ transform: `translateY(${item.start}px)`, height: ROW_HEIGHT }}
                     onClick={() => setSelected(item.index)}
                   >
-                    <SpanCell span={row.kind === "inserted" ? undefined : row.left} depth={row.kind === "inserted" ? 0 : row.leftDepth} />
-                    <SpanCell span={row.kind === "removed" ? undefined : row.right} depth={row.kind === "removed" ? 0 : row.rightDepth} />
+                    <SpanCell
+                      span={row.kind === "inserted" ? undefined : row.left}
+                      depth={row.kind === "inserted" ? 0 : row.leftDepth}
+                    />
+                    <SpanCell
+                      span={row.kind === "removed" ? undefined : row.right}
+                      depth={row.kind === "removed" ? 0 : row.rightDepth}
+                    />
                   </div>
                 )
               })}

@@ -9,11 +9,18 @@ export const DiffText = (props: { readonly before: unknown; readonly after: unkn
   return (
     <figure className="diff-text" aria-label={props.label}>
       <figcaption>
-        {props.label} {changed ? <span className="badge changed">changed</span> : <span className="muted">unchanged</span>}
+        {props.label}{" "}
+        {changed ? <span className="badge changed">changed</span> : <span className="muted">unchanged</span>}
       </figcaption>
       <pre>
         {parts.map((part, i) =>
-          part.kind === "added" ? <ins key={i}>{part.text}</ins> : part.kind === "removed" ? <del key={i}>{part.text}</del> : <span key={i}>{part.text}</span>
+          part.kind === "added" ? (
+            <ins key={i}>{part.text}</ins>
+          ) : part.kind === "removed" ? (
+            <del key={i}>{part.text}</del>
+          ) : (
+            <span key={i}>{part.text}</span>
+          )
         )}
       </pre>
     </figure>

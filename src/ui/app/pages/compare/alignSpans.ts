@@ -24,7 +24,13 @@ export interface ComparableSpan {
  * - `removed`: a span only the left (original) trace has; `inserted`: one only the right trace has.
  */
 export type AlignedRow<S extends ComparableSpan> =
-  | { readonly kind: "same" | "changed"; readonly left: S; readonly right: S; readonly leftDepth: number; readonly rightDepth: number }
+  | {
+      readonly kind: "same" | "changed"
+      readonly left: S
+      readonly right: S
+      readonly leftDepth: number
+      readonly rightDepth: number
+    }
   | { readonly kind: "removed"; readonly left: S; readonly leftDepth: number }
   | { readonly kind: "inserted"; readonly right: S; readonly rightDepth: number }
 

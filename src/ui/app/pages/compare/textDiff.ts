@@ -46,12 +46,15 @@ export const textDiff = (before: unknown, after: unknown): ReadonlyArray<DiffPar
     if (!byWords && change.removed && next?.added && change.value.length + next.value.length <= WORD_DIFF_MAX_CHARS) {
       const words = diffWordsWithSpace(change.value, next.value, { timeout: DIFF_TIMEOUT_MS })
       if (words !== undefined) {
-        for (const w of words) if (w.value.length > 0) parts.push({ kind: w.added ? "added" : w.removed ? "removed" : "same", text: w.value })
+        for (const w of words)
+          if (w.value.length > 0)
+            parts.push({ kind: w.added ? "added" : w.removed ? "removed" : "same", text: w.value })
         i++
         continue
       }
     }
-    if (change.value.length > 0) parts.push({ kind: change.added ? "added" : change.removed ? "removed" : "same", text: change.value })
+    if (change.value.length > 0)
+      parts.push({ kind: change.added ? "added" : change.removed ? "removed" : "same", text: change.value })
   }
   return parts
 }

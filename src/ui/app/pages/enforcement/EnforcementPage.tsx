@@ -89,27 +89,68 @@ const GuardrailForm = (props: {
           <select
             value={draft.type}
             disabled={props.editing !== undefined}
-            onChange={(e) => setDraft({ ...newGuardrailDraft(e.target.value as PolicyType), name: draft.name, projectId: draft.projectId })}
+            onChange={(e) =>
+              setDraft({
+                ...newGuardrailDraft(e.target.value as PolicyType),
+                name: draft.name,
+                projectId: draft.projectId
+              })
+            }
           >
-            {POLICY_TYPES.map((t) => <option key={t} value={t}>{t}</option>)}
+            {POLICY_TYPES.map((t) => (
+              <option key={t} value={t}>
+                {t}
+              </option>
+            ))}
           </select>
         </label>
-        <label>Name <input value={draft.name} onChange={(e) => setDraft({ ...draft, name: e.target.value })} /></label>
+        <label>
+          Name <input value={draft.name} onChange={(e) => setDraft({ ...draft, name: e.target.value })} />
+        </label>
         <label>
           Project id
-          <input className="mono" value={draft.projectId} size={36} disabled={props.editing !== undefined} placeholder="all projects" onChange={(e) => setDraft({ ...draft, projectId: e.target.value })} />
+          <input
+            className="mono"
+            value={draft.projectId}
+            size={36}
+            disabled={props.editing !== undefined}
+            placeholder="all projects"
+            onChange={(e) => setDraft({ ...draft, projectId: e.target.value })}
+          />
         </label>
-        <label className="check"><input type="checkbox" checked={draft.enabled} onChange={(e) => setDraft({ ...draft, enabled: e.target.checked })} /> Enabled</label>
+        <label className="check">
+          <input
+            type="checkbox"
+            checked={draft.enabled}
+            onChange={(e) => setDraft({ ...draft, enabled: e.target.checked })}
+          />{" "}
+          Enabled
+        </label>
       </div>
       <label className="field">
         Parameters (JSON)
-        <textarea className="mono" rows={4} value={draft.paramsText} onChange={(e) => setDraft({ ...draft, paramsText: e.target.value })} />
+        <textarea
+          className="mono"
+          rows={4}
+          value={draft.paramsText}
+          onChange={(e) => setDraft({ ...draft, paramsText: e.target.value })}
+        />
       </label>
-      {error !== undefined && <p role="alert" className="error-text">{error}</p>}
+      {error !== undefined && (
+        <p role="alert" className="error-text">
+          {error}
+        </p>
+      )}
       {error === undefined && Either.isLeft(body) && <p className="muted">{body.left}</p>}
       <div className="row">
-        <button type="submit" disabled={busy || Either.isLeft(body)}>{props.editing === undefined ? "Create guardrail" : "Save guardrail"}</button>
-        {props.onCancel && <button type="button" className="quiet" onClick={props.onCancel}>Cancel</button>}
+        <button type="submit" disabled={busy || Either.isLeft(body)}>
+          {props.editing === undefined ? "Create guardrail" : "Save guardrail"}
+        </button>
+        {props.onCancel && (
+          <button type="button" className="quiet" onClick={props.onCancel}>
+            Cancel
+          </button>
+        )}
       </div>
     </form>
   )
@@ -141,14 +182,43 @@ const Guardrails = () => {
   return (
     <section aria-label="Guardrails">
       <h2>Guardrails</h2>
-      {list.status === "error" && <p role="alert" className="error-text">{list.error.message}</p>}
-      {error !== undefined && <p role="alert" className="error-text">{error}</p>}
+      {list.status === "error" && (
+        <p role="alert" className="error-text">
+          {list.error.message}
+        </p>
+      )}
+      {error !== undefined && (
+        <p role="alert" className="error-text">
+          {error}
+        </p>
+      )}
       <table className="dense" aria-label="Guardrails list">
-        <thead><tr><th>Name</th><th>Type</th><th>Parameters</th><th>Project</th><th>State</th><th /></tr></thead>
+        <thead>
+          <tr>
+            <th>Name</th>
+            <th>Type</th>
+            <th>Parameters</th>
+            <th>Project</th>
+            <th>State</th>
+            <th />
+          </tr>
+        </thead>
         <tbody>
           {list.data?.items.map((g) =>
             editing === g.id ? (
-              <tr key={g.id}><td colSpan={6}><GuardrailForm initial={draftOf(g)} editing={g.id} onDone={() => { setEditing(undefined); list.reload() }} onCancel={() => setEditing(undefined)} /></td></tr>
+              <tr key={g.id}>
+                <td colSpan={6}>
+                  <GuardrailForm
+                    initial={draftOf(g)}
+                    editing={g.id}
+                    onDone={() => {
+                      setEditing(undefined)
+                      list.reload()
+                    }}
+                    onCancel={() => setEditing(undefined)}
+                  />
+                </td>
+              </tr>
             ) : (
               <tr key={g.id} className={g.enabled ? "" : "disabled"}>
                 <td>{g.name ?? <span className="muted">unnamed</span>}</td>
@@ -157,15 +227,37 @@ const Guardrails = () => {
                 <td className="mono">{g.projectId ? g.projectId.slice(0, 8) : "all"}</td>
                 <td>{g.enabled ? "enabled" : "disabled"}</td>
                 <td className="actions">
-                  <button type="button" className="quiet" aria-label={`${g.enabled ? "Disable" : "Enable"} ${label(g)}`}
-                    onClick={() => void act(() => run((client) => client.enforcement.updateGuardrail({ path: { id: g.id }, payload: { enabled: !g.enabled } })))}>
+                  <button
+                    type="button"
+                    className="quiet"
+                    aria-label={`${g.enabled ? "Disable" : "Enable"} ${label(g)}`}
+                    onClick={() =>
+                      void act(() =>
+                        run((client) =>
+                          client.enforcement.updateGuardrail({ path: { id: g.id }, payload: { enabled: !g.enabled } })
+                        )
+                      )
+                    }
+                  >
                     {g.enabled ? "Disable" : "Enable"}
                   </button>
-                  <button type="button" className="quiet" aria-label={`Edit ${label(g)}`} onClick={() => setEditing(g.id)}>Edit</button>
-                  <button type="button" className="quiet danger" aria-label={`Delete ${label(g)}`}
+                  <button
+                    type="button"
+                    className="quiet"
+                    aria-label={`Edit ${label(g)}`}
+                    onClick={() => setEditing(g.id)}
+                  >
+                    Edit
+                  </button>
+                  <button
+                    type="button"
+                    className="quiet danger"
+                    aria-label={`Delete ${label(g)}`}
                     onClick={() => {
-                      if (window.confirm(`Delete the guardrail “${label(g)}”?`)) void act(() => run((client) => client.enforcement.deleteGuardrail({ path: { id: g.id } })))
-                    }}>
+                      if (window.confirm(`Delete the guardrail “${label(g)}”?`))
+                        void act(() => run((client) => client.enforcement.deleteGuardrail({ path: { id: g.id } })))
+                    }}
+                  >
                     Delete
                   </button>
                 </td>
@@ -196,7 +288,8 @@ const HoldRow = (props: { readonly hold: HoldView; readonly onDecided: () => voi
     setError(undefined)
     try {
       const payload = reason.trim() === "" ? {} : { reason: reason.trim() }
-      if (decision === "approve") await run((client) => client.enforcement.approveHold({ path: { holdId: h.id }, payload }))
+      if (decision === "approve")
+        await run((client) => client.enforcement.approveHold({ path: { holdId: h.id }, payload }))
       else await run((client) => client.enforcement.denyHold({ path: { holdId: h.id }, payload }))
       props.onDecided()
     } catch (e) {
@@ -209,16 +302,37 @@ const HoldRow = (props: { readonly hold: HoldView; readonly onDecided: () => voi
   return (
     <li className="hold" aria-label={`Hold: ${what} in run ${h.runId}`}>
       <div className="hold-what">
-        <strong className="mono">{what}</strong> <span className="muted">in run</span> <span className="mono">{h.runId}</span>
+        <strong className="mono">{what}</strong> <span className="muted">in run</span>{" "}
+        <span className="mono">{h.runId}</span>
         <div className="muted">
-          {h.reason ?? ""} · since {formatTime(new Date(h.createdAt))}{h.expiresAt ? ` · expires ${formatTime(new Date(h.expiresAt))}` : ""}
-          {h.toolArgsHash ? <> · args <span className="mono">{h.toolArgsHash.slice(0, 12)}</span></> : null}
+          {h.reason ?? ""} · since {formatTime(new Date(h.createdAt))}
+          {h.expiresAt ? ` · expires ${formatTime(new Date(h.expiresAt))}` : ""}
+          {h.toolArgsHash ? (
+            <>
+              {" "}
+              · args <span className="mono">{h.toolArgsHash.slice(0, 12)}</span>
+            </>
+          ) : null}
         </div>
       </div>
-      <input aria-label={`Reason for ${what} in run ${h.runId}`} placeholder="Reason (optional)" value={reason} onChange={(e) => setReason(e.target.value)} disabled={busy} />
-      <button type="button" className="approve" disabled={busy} onClick={() => void decide("approve")}>Approve</button>
-      <button type="button" className="deny" disabled={busy} onClick={() => void decide("deny")}>Deny</button>
-      {error !== undefined && <p role="alert" className="error-text">{error}</p>}
+      <input
+        aria-label={`Reason for ${what} in run ${h.runId}`}
+        placeholder="Reason (optional)"
+        value={reason}
+        onChange={(e) => setReason(e.target.value)}
+        disabled={busy}
+      />
+      <button type="button" className="approve" disabled={busy} onClick={() => void decide("approve")}>
+        Approve
+      </button>
+      <button type="button" className="deny" disabled={busy} onClick={() => void decide("deny")}>
+        Deny
+      </button>
+      {error !== undefined && (
+        <p role="alert" className="error-text">
+          {error}
+        </p>
+      )}
     </li>
   )
 }
@@ -232,11 +346,21 @@ const Holds = () => {
   })
   return (
     <section aria-label="Holds queue">
-      <h2>Holds queue <span className="muted">{items.length} pending · live</span></h2>
-      {holds.status === "error" && <p role="alert" className="error-text">{holds.error.message}</p>}
-      {items.length === 0 ? <p className="muted">Nothing is waiting for a decision.</p> : (
+      <h2>
+        Holds queue <span className="muted">{items.length} pending · live</span>
+      </h2>
+      {holds.status === "error" && (
+        <p role="alert" className="error-text">
+          {holds.error.message}
+        </p>
+      )}
+      {items.length === 0 ? (
+        <p className="muted">Nothing is waiting for a decision.</p>
+      ) : (
         <ul className="holds" aria-label="Pending holds">
-          {items.map((h) => <HoldRow key={h.id} hold={h} onDecided={holds.reload} />)}
+          {items.map((h) => (
+            <HoldRow key={h.id} hold={h} onDecided={holds.reload} />
+          ))}
         </ul>
       )}
     </section>
@@ -247,7 +371,8 @@ const Decisions = () => {
   const [runFilter, setRunFilter] = useState("")
   const runId = runFilter.trim()
   const decisions = useApi(
-    (client) => client.enforcement.listDecisions({ urlParams: { limit: 100, ...(runId === "" ? {} : { run_id: runId }) } }),
+    (client) =>
+      client.enforcement.listDecisions({ urlParams: { limit: 100, ...(runId === "" ? {} : { run_id: runId }) } }),
     [runId]
   )
   usePolling(decisions.reload, LIVE_POLL_MS * 2)
@@ -258,9 +383,27 @@ const Decisions = () => {
   return (
     <section aria-label="Recent decisions">
       <h2>Recent decisions</h2>
-      <label>Run id <input className="mono" value={runFilter} onChange={(e) => setRunFilter(e.target.value)} placeholder="all runs" /></label>
+      <label>
+        Run id{" "}
+        <input
+          className="mono"
+          value={runFilter}
+          onChange={(e) => setRunFilter(e.target.value)}
+          placeholder="all runs"
+        />
+      </label>
       <table className="dense" aria-label="Decisions">
-        <thead><tr><th>When</th><th>Verdict</th><th>Run</th><th>Action</th><th>Policy</th><th>Reason</th><th>Latency</th></tr></thead>
+        <thead>
+          <tr>
+            <th>When</th>
+            <th>Verdict</th>
+            <th>Run</th>
+            <th>Action</th>
+            <th>Policy</th>
+            <th>Reason</th>
+            <th>Latency</th>
+          </tr>
+        </thead>
         <tbody>
           {items.map((d) => (
             <tr key={d.id}>

@@ -1,5 +1,11 @@
 import { Either, ParseResult, Schema } from "effect"
-import { CreateGuardrailRequest, type CreateGuardrailRequest as CreateGuardrailRequestType, POLICY_TYPES, type PolicyType, UpdateGuardrailRequest } from "../../../../domain/Guardrail.ts"
+import {
+  CreateGuardrailRequest,
+  type CreateGuardrailRequest as CreateGuardrailRequestType,
+  POLICY_TYPES,
+  type PolicyType,
+  UpdateGuardrailRequest
+} from "../../../../domain/Guardrail.ts"
 
 /** A starting point for each policy type's parameters, shown in the editor when the type is picked. */
 export const PARAMS_TEMPLATE: Readonly<Record<PolicyType, unknown>> = {
@@ -51,7 +57,7 @@ const explain = (error: ParseResult.ParseError) =>
  * editor says what is wrong before the server does), or the problem in words.
  */
 export const createGuardrailBody = (draft: GuardrailDraft): Either.Either<CreateGuardrailRequestType, string> =>
-  Either.gen(function*() {
+  Either.gen(function* () {
     const params = yield* parseParams(draft.paramsText)
     const body = {
       type: draft.type,
@@ -66,8 +72,14 @@ export const createGuardrailBody = (draft: GuardrailDraft): Either.Either<Create
   })
 
 /** The body of PATCH /api/v1/guardrails/{id} for an edited draft (name, enabled, params; type and project are fixed). */
-export const updateGuardrailBody = (draft: GuardrailDraft): Either.Either<typeof UpdateGuardrailRequest.Encoded, string> =>
-  Either.gen(function*() {
+export const updateGuardrailBody = (
+  draft: GuardrailDraft
+): Either.Either<typeof UpdateGuardrailRequest.Encoded, string> =>
+  Either.gen(function* () {
     const created = yield* createGuardrailBody(draft)
-    return { name: draft.name.trim() === "" ? null : draft.name.trim(), enabled: draft.enabled, params: { ...created.params } }
+    return {
+      name: draft.name.trim() === "" ? null : draft.name.trim(),
+      enabled: draft.enabled,
+      params: { ...created.params }
+    }
   })

@@ -13,7 +13,12 @@ interface RunView {
   readonly traceId: string
   readonly status: string
   readonly score: number | null
-  readonly criterionScores: ReadonlyArray<{ readonly name: string; readonly weight: number; readonly score: number; readonly reason: string }>
+  readonly criterionScores: ReadonlyArray<{
+    readonly name: string
+    readonly weight: number
+    readonly score: number
+    readonly reason: string
+  }>
   readonly reasoning: string | null
   readonly judgeModel: string
   readonly inputTokens: number
@@ -29,18 +34,34 @@ const score = (n: number | null) => (n === null ? "—" : n.toFixed(3))
 /** Runs with their per-criterion scores and the judge's reasons (a row expands to show them). */
 const RunsTable = (props: { readonly runs: ReadonlyArray<RunView>; readonly label: string }) => (
   <table className="dense runs" aria-label={props.label}>
-    <thead><tr><th>Trace</th><th>Status</th><th>Score</th><th>Criteria (score · reason)</th><th>Judge</th><th>Tokens</th><th>Cost</th><th>Created</th></tr></thead>
+    <thead>
+      <tr>
+        <th>Trace</th>
+        <th>Status</th>
+        <th>Score</th>
+        <th>Criteria (score · reason)</th>
+        <th>Judge</th>
+        <th>Tokens</th>
+        <th>Cost</th>
+        <th>Created</th>
+      </tr>
+    </thead>
     <tbody>
       {props.runs.map((r) => (
         <tr key={r.id}>
-          <td className="mono"><Link href={`/ui/traces/${r.traceId}`}>{r.traceId.slice(0, 8)}</Link>{r.reused ? <span className="muted"> reused</span> : null}</td>
+          <td className="mono">
+            <Link href={`/ui/traces/${r.traceId}`}>{r.traceId.slice(0, 8)}</Link>
+            {r.reused ? <span className="muted"> reused</span> : null}
+          </td>
           <td className={r.status === "failed" ? "error-text" : ""}>{r.status}</td>
           <td className="mono">{score(r.score)}</td>
           <td className="criteria-cell">
             {r.error !== null && <div className="error-text">{r.error}</div>}
             {r.criterionScores.map((c) => (
               <details key={c.name}>
-                <summary><span className="mono">{c.score.toFixed(2)}</span> {c.name} <span className="muted">×{c.weight}</span></summary>
+                <summary>
+                  <span className="mono">{c.score.toFixed(2)}</span> {c.name} <span className="muted">×{c.weight}</span>
+                </summary>
                 <p>{c.reason}</p>
               </details>
             ))}
@@ -85,7 +106,10 @@ const RunAndGate = (props: { readonly evaluationId: EvaluationId; readonly onQue
     setMessage(undefined)
     try {
       const result = await run((client) =>
-        client.evaluations.run({ path: { evaluationId: props.evaluationId }, payload: { trace_ids: traceIds as Array<TraceId> } })
+        client.evaluations.run({
+          path: { evaluationId: props.evaluationId },
+          payload: { trace_ids: traceIds as Array<TraceId> }
+        })
       )
       setMessage(`${result.runs.length} run${result.runs.length === 1 ? "" : "s"} queued.`)
       props.onQueued()
@@ -128,13 +152,33 @@ const RunAndGate = (props: { readonly evaluationId: EvaluationId; readonly onQue
         <textarea className="mono" rows={2} value={ids} onChange={(e) => setIds(e.target.value)} />
       </label>
       <div className="row">
-        <label>Threshold <input type="number" min={0} max={1} step={0.05} value={threshold} onChange={(e) => setThreshold(e.target.value)} /></label>
-        <label>Baseline run ids <input className="mono" value={baseline} onChange={(e) => setBaseline(e.target.value)} size={40} /></label>
-        <label className="check"><input type="checkbox" checked={failOnRegression} onChange={(e) => setFailOnRegression(e.target.checked)} /> Fail on regression</label>
+        <label>
+          Threshold{" "}
+          <input
+            type="number"
+            min={0}
+            max={1}
+            step={0.05}
+            value={threshold}
+            onChange={(e) => setThreshold(e.target.value)}
+          />
+        </label>
+        <label>
+          Baseline run ids{" "}
+          <input className="mono" value={baseline} onChange={(e) => setBaseline(e.target.value)} size={40} />
+        </label>
+        <label className="check">
+          <input type="checkbox" checked={failOnRegression} onChange={(e) => setFailOnRegression(e.target.checked)} />{" "}
+          Fail on regression
+        </label>
       </div>
       <div className="row">
-        <button type="button" disabled={busy !== undefined || traceIds.length === 0} onClick={() => void queue()}>{busy === "run" ? "Queueing…" : "Queue runs"}</button>
-        <button type="button" disabled={busy !== undefined || traceIds.length === 0} onClick={() => void runGate()}>{busy === "gate" ? "Judging…" : "Run gate"}</button>
+        <button type="button" disabled={busy !== undefined || traceIds.length === 0} onClick={() => void queue()}>
+          {busy === "run" ? "Queueing…" : "Queue runs"}
+        </button>
+        <button type="button" disabled={busy !== undefined || traceIds.length === 0} onClick={() => void runGate()}>
+          {busy === "gate" ? "Judging…" : "Run gate"}
+        </button>
       </div>
       {message !== undefined && <p role="status">{message}</p>}
       {gate !== undefined && (
@@ -142,9 +186,16 @@ const RunAndGate = (props: { readonly evaluationId: EvaluationId; readonly onQue
           <h2>{gate.passed ? "PASSED" : "FAILED"}</h2>
           <p className="mono">
             score {gate.score.toFixed(4)} · threshold {gate.threshold.toFixed(4)}
-            {gate.baseline_score !== undefined ? ` · baseline ${gate.baseline_score.toFixed(4)}` : ""} · regression {gate.regression ? "yes" : "no"} · judge {gate.judge_model}
+            {gate.baseline_score !== undefined ? ` · baseline ${gate.baseline_score.toFixed(4)}` : ""} · regression{" "}
+            {gate.regression ? "yes" : "no"} · judge {gate.judge_model}
           </p>
-          {gate.reasons.length > 0 && <ul>{gate.reasons.map((r, i) => <li key={i}>{r}</li>)}</ul>}
+          {gate.reasons.length > 0 && (
+            <ul>
+              {gate.reasons.map((r, i) => (
+                <li key={i}>{r}</li>
+              ))}
+            </ul>
+          )}
           <RunsTable runs={gate.runs} label="Gate runs" />
         </section>
       )}
@@ -157,21 +208,53 @@ export const EvaluationPage = (props: PageProps) => {
   const evaluationId = props.params.evaluationId! as EvaluationId
   const detail = useApi((client) => client.evaluations.get({ path: { evaluationId } }), [evaluationId])
   if (detail.status === "error" && detail.data === undefined) {
-    return <section className="page"><p role="alert" className="error-text">{detail.error.code === "not_found" ? "No such evaluation visible to this account." : detail.error.message}</p></section>
+    return (
+      <section className="page">
+        <p role="alert" className="error-text">
+          {detail.error.code === "not_found" ? "No such evaluation visible to this account." : detail.error.message}
+        </p>
+      </section>
+    )
   }
-  if (detail.data === undefined) return <section className="page" aria-busy="true">Loading…</section>
+  if (detail.data === undefined)
+    return (
+      <section className="page" aria-busy="true">
+        Loading…
+      </section>
+    )
   const e = detail.data
   return (
     <section className="page">
       <h1>{e.name}</h1>
       {e.description && <p>{e.description}</p>}
-      <p className="muted">Judge <span className="mono">{e.judgeModel}</span> · {e.isPublic ? "public" : "private"}</p>
+      <p className="muted">
+        Judge <span className="mono">{e.judgeModel}</span> · {e.isPublic ? "public" : "private"}
+      </p>
       <table className="dense" aria-label="Criteria">
-        <thead><tr><th>Criterion</th><th>Weight</th><th>Description</th></tr></thead>
-        <tbody>{e.criteria.map((c) => <tr key={c.name}><td>{c.name}</td><td className="mono">{c.weight}</td><td className="wrap">{c.description}</td></tr>)}</tbody>
+        <thead>
+          <tr>
+            <th>Criterion</th>
+            <th>Weight</th>
+            <th>Description</th>
+          </tr>
+        </thead>
+        <tbody>
+          {e.criteria.map((c) => (
+            <tr key={c.name}>
+              <td>{c.name}</td>
+              <td className="mono">{c.weight}</td>
+              <td className="wrap">{c.description}</td>
+            </tr>
+          ))}
+        </tbody>
       </table>
       <RunAndGate evaluationId={evaluationId} onQueued={detail.reload} />
-      <h2>Recent runs <button type="button" className="quiet" onClick={detail.reload}>Refresh</button></h2>
+      <h2>
+        Recent runs{" "}
+        <button type="button" className="quiet" onClick={detail.reload}>
+          Refresh
+        </button>
+      </h2>
       <RunsTable runs={e.runs} label="Runs" />
       {e.runs.length === 0 && <p className="muted">No runs of yours yet.</p>}
     </section>

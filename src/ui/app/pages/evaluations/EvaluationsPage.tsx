@@ -8,13 +8,26 @@ export const EvaluationsPage = (_props: PageProps) => {
   return (
     <section className="page">
       <h1>Evaluations</h1>
-      {list.status === "error" && <p role="alert" className="error-text">{list.error.message}</p>}
+      {list.status === "error" && (
+        <p role="alert" className="error-text">
+          {list.error.message}
+        </p>
+      )}
       <table className="dense" aria-label="Evaluations">
-        <thead><tr><th>Name</th><th>Judge</th><th>Criteria</th><th>Visibility</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Name</th>
+            <th>Judge</th>
+            <th>Criteria</th>
+            <th>Visibility</th>
+          </tr>
+        </thead>
         <tbody>
           {list.data?.items.map((e) => (
             <tr key={e.id}>
-              <td><Link href={`/ui/evaluations/${e.id}`}>{e.name}</Link></td>
+              <td>
+                <Link href={`/ui/evaluations/${e.id}`}>{e.name}</Link>
+              </td>
               <td className="mono">{e.judgeModel}</td>
               <td>{e.criteria.map((c) => `${c.name} ×${c.weight}`).join(", ")}</td>
               <td>{e.isPublic ? "public" : "private"}</td>
@@ -22,7 +35,9 @@ export const EvaluationsPage = (_props: PageProps) => {
           ))}
         </tbody>
       </table>
-      {list.data?.items.length === 0 && <p className="muted">No evaluations yet (POST /api/v1/evaluations creates one).</p>}
+      {list.data?.items.length === 0 && (
+        <p className="muted">No evaluations yet (POST /api/v1/evaluations creates one).</p>
+      )}
     </section>
   )
 }

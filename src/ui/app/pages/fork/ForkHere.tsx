@@ -11,7 +11,10 @@ import "./fork.css"
 type Span = SpanWire
 type TraceDetail = TraceDetailWire
 
-type Progress = { readonly step: "editing" } | { readonly step: "creating" } | { readonly step: "replaying"; readonly forkId: string }
+type Progress =
+  | { readonly step: "editing" }
+  | { readonly step: "creating" }
+  | { readonly step: "replaying"; readonly forkId: string }
 
 /** The editor: the modified input, mocked tool outputs, then create → replay (server) → the comparison. */
 const ForkEditor = (props: { readonly trace: TraceDetail; readonly span: Span; readonly onClose: () => void }) => {
@@ -49,7 +52,9 @@ const ForkEditor = (props: { readonly trace: TraceDetail; readonly span: Span; r
     } catch (e) {
       // A fork that was created but not replayed is still worth opening: its page shows it and can be replayed later.
       setProgress({ step: "editing" })
-      setError(`${forkId === undefined ? "The fork was not created" : "The fork was created but its replay was refused"}: ${(e as ApiCallError).message}`)
+      setError(
+        `${forkId === undefined ? "The fork was not created" : "The fork was created but its replay was refused"}: ${(e as ApiCallError).message}`
+      )
       if (forkId !== undefined) navigate(`/ui/forks/${forkId}`)
     }
   }
@@ -58,7 +63,9 @@ const ForkEditor = (props: { readonly trace: TraceDetail; readonly span: Span; r
   return (
     <div role="dialog" aria-label={`Fork from span ${span.name}`} className="fork-editor">
       <h2>Fork from “{span.name}”</h2>
-      <p className="muted">The replay copies the spans before this one, then runs from here with the input below (server replay).</p>
+      <p className="muted">
+        The replay copies the spans before this one, then runs from here with the input below (server replay).
+      </p>
       <label className="field">
         Fork name
         <input value={draft.name} onChange={(e) => setDraft({ ...draft, name: e.target.value })} disabled={busy} />
@@ -74,7 +81,12 @@ const ForkEditor = (props: { readonly trace: TraceDetail; readonly span: Span; r
         />
       </label>
       <label className="check">
-        <input type="checkbox" checked={draft.inputIsJson} onChange={(e) => setDraft({ ...draft, inputIsJson: e.target.checked })} disabled={busy} />
+        <input
+          type="checkbox"
+          checked={draft.inputIsJson}
+          onChange={(e) => setDraft({ ...draft, inputIsJson: e.target.checked })}
+          disabled={busy}
+        />
         Input is JSON
       </label>
       {candidates.length > 0 && (
@@ -113,13 +125,23 @@ const ForkEditor = (props: { readonly trace: TraceDetail; readonly span: Span; r
           })}
         </fieldset>
       )}
-      {error !== undefined && <p role="alert" className="error-text">{error}</p>}
+      {error !== undefined && (
+        <p role="alert" className="error-text">
+          {error}
+        </p>
+      )}
       {Either.isLeft(request) && error === undefined && <p className="muted">{request.left}</p>}
       <div className="actions">
         <button type="button" onClick={() => void submit()} disabled={busy || Either.isLeft(request)}>
-          {progress.step === "creating" ? "Creating fork…" : progress.step === "replaying" ? "Replaying…" : "Fork and replay"}
+          {progress.step === "creating"
+            ? "Creating fork…"
+            : progress.step === "replaying"
+              ? "Replaying…"
+              : "Fork and replay"}
         </button>
-        <button type="button" className="quiet" onClick={props.onClose} disabled={busy}>Cancel</button>
+        <button type="button" className="quiet" onClick={props.onClose} disabled={busy}>
+          Cancel
+        </button>
       </div>
     </div>
   )
@@ -131,6 +153,11 @@ const ForkEditor = (props: { readonly trace: TraceDetail; readonly span: Span; r
  */
 export const ForkHere = (props: { readonly trace: TraceDetail; readonly span: Span }) => {
   const [open, setOpen] = useState(false)
-  if (!open) return <button type="button" onClick={() => setOpen(true)}>Fork here</button>
+  if (!open)
+    return (
+      <button type="button" onClick={() => setOpen(true)}>
+        Fork here
+      </button>
+    )
   return <ForkEditor key={props.span.id} trace={props.trace} span={props.span} onClose={() => setOpen(false)} />
 }

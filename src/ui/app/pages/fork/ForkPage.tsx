@@ -43,34 +43,83 @@ export const ForkPage = (props: PageProps) => {
   }, [status, fork.data, reload])
 
   if (fork.status === "error" && fork.data === undefined) {
-    return <section className="page"><p role="alert" className="error-text">{fork.error.code === "not_found" ? "No such fork in this account." : fork.error.message}</p></section>
+    return (
+      <section className="page">
+        <p role="alert" className="error-text">
+          {fork.error.code === "not_found" ? "No such fork in this account." : fork.error.message}
+        </p>
+      </section>
+    )
   }
-  if (fork.data === undefined) return <section className="page" aria-busy="true">Loading…</section>
+  if (fork.data === undefined)
+    return (
+      <section className="page" aria-busy="true">
+        Loading…
+      </section>
+    )
   const f = fork.data
   return (
     <section className="page">
       <h1>Fork {f.name ?? f.id}</h1>
       <dl className="cmp-facts fork-facts">
         <dt>Status</dt>
-        <dd><span className={`badge ${f.status === "failed" ? "removed" : f.status === "completed" ? "inserted" : "changed"}`}>{f.status}</span>{f.mode ? <span className="muted"> · {f.mode} replay</span> : null}</dd>
+        <dd>
+          <span
+            className={`badge ${f.status === "failed" ? "removed" : f.status === "completed" ? "inserted" : "changed"}`}
+          >
+            {f.status}
+          </span>
+          {f.mode ? <span className="muted"> · {f.mode} replay</span> : null}
+        </dd>
         <dt>Source trace</dt>
-        <dd><Link href={`/ui/traces/${f.traceId}?span=${f.forkPointSpanId}`}>{f.traceId}</Link> <span className="muted">at span {f.forkPointSpanId.slice(0, 8)}</span></dd>
+        <dd>
+          <Link href={`/ui/traces/${f.traceId}?span=${f.forkPointSpanId}`}>{f.traceId}</Link>{" "}
+          <span className="muted">at span {f.forkPointSpanId.slice(0, 8)}</span>
+        </dd>
         <dt>Result trace</dt>
-        <dd>{f.resultTraceId ? <Link href={`/ui/traces/${f.resultTraceId}`}>{f.resultTraceId}</Link> : <span className="muted">not replayed yet</span>}</dd>
+        <dd>
+          {f.resultTraceId ? (
+            <Link href={`/ui/traces/${f.resultTraceId}`}>{f.resultTraceId}</Link>
+          ) : (
+            <span className="muted">not replayed yet</span>
+          )}
+        </dd>
         <dt>Modified input</dt>
-        <dd><pre className="inline-pre">{displayText(f.modifiedInput)}</pre></dd>
-        {f.error ? <><dt>Error</dt><dd className="error-text">{f.error}</dd></> : null}
-        {f.createdAt ? <><dt>Created</dt><dd>{formatTime(new Date(f.createdAt))}</dd></> : null}
+        <dd>
+          <pre className="inline-pre">{displayText(f.modifiedInput)}</pre>
+        </dd>
+        {f.error ? (
+          <>
+            <dt>Error</dt>
+            <dd className="error-text">{f.error}</dd>
+          </>
+        ) : null}
+        {f.createdAt ? (
+          <>
+            <dt>Created</dt>
+            <dd>{formatTime(new Date(f.createdAt))}</dd>
+          </>
+        ) : null}
       </dl>
-      {f.status === "replaying" ? <p role="status" className="muted">Replaying…</p> : (
+      {f.status === "replaying" ? (
+        <p role="status" className="muted">
+          Replaying…
+        </p>
+      ) : (
         <p>
           <button type="button" disabled={replaying} onClick={() => void replay()}>
             {replaying ? "Replaying…" : f.status === "pending" ? "Replay" : "Replay again"}
           </button>
         </p>
       )}
-      {replayError !== undefined && <p role="alert" className="error-text">{replayError}</p>}
-      {f.resultTraceId && f.status !== "replaying" && <TracePairComparison leftId={f.traceId} rightId={f.resultTraceId} />}
+      {replayError !== undefined && (
+        <p role="alert" className="error-text">
+          {replayError}
+        </p>
+      )}
+      {f.resultTraceId && f.status !== "replaying" && (
+        <TracePairComparison leftId={f.traceId} rightId={f.resultTraceId} />
+      )}
     </section>
   )
 }

@@ -9,17 +9,41 @@ export const ForksPage = (_props: PageProps) => {
   return (
     <section className="page">
       <h1>Forks</h1>
-      <p className="muted">Fork a run from a span of a trace ("Fork here"), or <Link href="/ui/compare">compare any two traces</Link>.</p>
-      {list.status === "error" && <p role="alert" className="error-text">{list.error.message}</p>}
+      <p className="muted">
+        Fork a run from a span of a trace ("Fork here"), or <Link href="/ui/compare">compare any two traces</Link>.
+      </p>
+      {list.status === "error" && (
+        <p role="alert" className="error-text">
+          {list.error.message}
+        </p>
+      )}
       <table aria-label="Forks" className="dense">
-        <thead><tr><th>Name</th><th>Status</th><th>Source</th><th>Result</th><th>Created</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Name</th>
+            <th>Status</th>
+            <th>Source</th>
+            <th>Result</th>
+            <th>Created</th>
+          </tr>
+        </thead>
         <tbody>
           {list.data?.items.map((f) => (
             <tr key={f.id}>
-              <td><Link href={`/ui/forks/${f.id}`}>{f.name ?? f.id}</Link></td>
+              <td>
+                <Link href={`/ui/forks/${f.id}`}>{f.name ?? f.id}</Link>
+              </td>
               <td>{f.status}</td>
-              <td className="mono"><Link href={`/ui/traces/${f.traceId}`}>{f.traceId.slice(0, 8)}</Link></td>
-              <td className="mono">{f.resultTraceId ? <Link href={`/ui/traces/${f.resultTraceId}`}>{f.resultTraceId.slice(0, 8)}</Link> : "—"}</td>
+              <td className="mono">
+                <Link href={`/ui/traces/${f.traceId}`}>{f.traceId.slice(0, 8)}</Link>
+              </td>
+              <td className="mono">
+                {f.resultTraceId ? (
+                  <Link href={`/ui/traces/${f.resultTraceId}`}>{f.resultTraceId.slice(0, 8)}</Link>
+                ) : (
+                  "—"
+                )}
+              </td>
               <td>{f.createdAt ? formatTime(new Date(f.createdAt)) : "—"}</td>
             </tr>
           ))}

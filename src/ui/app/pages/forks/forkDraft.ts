@@ -71,7 +71,7 @@ export const forkRequest = (
   forkPointId: string,
   draft: ForkDraft
 ): Either.Either<ForkRequestBody, string> =>
-  Either.gen(function*() {
+  Either.gen(function* () {
     const modified_input = draft.inputIsJson ? yield* parseJson(draft.inputText, "The modified input") : draft.inputText
     const mock_outputs: Record<string, unknown> = {}
     for (const [tool, text] of Object.entries(draft.mocks)) {

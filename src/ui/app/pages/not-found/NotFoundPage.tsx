@@ -4,6 +4,8 @@ import { Link } from "../../shell/router.tsx"
 export const NotFoundPage = () => (
   <section className="page empty">
     <h1>Not found</h1>
-    <p className="muted">There is no such page. <Link href="/ui/traces">Back to traces</Link></p>
+    <p className="muted">
+      There is no such page. <Link href="/ui/traces">Back to traces</Link>
+    </p>
   </section>
 )

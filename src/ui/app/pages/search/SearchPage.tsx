@@ -29,7 +29,11 @@ const FILTER_LABELS: Record<(typeof SEARCH_FILTER_KEYS)[number], string> = {
 export const SearchPage = (props: PageProps) => {
   const request = useMemo(() => searchRequest(props.search), [props.search.toString()])
   const run = useRunCall()
-  const [state, setState] = useState<{ hits?: (typeof SearchResult.Type)["spans"] | undefined; error?: string | undefined; loading: boolean }>({ loading: false })
+  const [state, setState] = useState<{
+    hits?: (typeof SearchResult.Type)["spans"] | undefined
+    error?: string | undefined
+    loading: boolean
+  }>({ loading: false })
 
   useEffect(() => {
     if (Either.isLeft(request)) return setState({ loading: false, error: request.left })
@@ -61,37 +65,60 @@ export const SearchPage = (props: PageProps) => {
         {SEARCH_FILTER_KEYS.map((key) => (
           <label key={key} className="filter">
             <span>{FILTER_LABELS[key]}</span>
-            {key === "span_type"
-              ? (
-                <select value={props.search.get(key) ?? ""} onChange={(e) => setParam(key, e.target.value)}>
-                  {["", "llm_call", "tool_call", "tool_result", "reasoning", "action", "error", "fork_point"].map((t) => <option key={t} value={t}>{t || "any"}</option>)}
-                </select>
-              )
-              : key === "status"
-              ? (
-                <select value={props.search.get(key) ?? ""} onChange={(e) => setParam(key, e.target.value)}>
-                  {["", "running", "completed", "failed"].map((t) => <option key={t} value={t}>{t || "any"}</option>)}
-                </select>
-              )
-              : <input defaultValue={props.search.get(key) ?? ""} onBlur={(e) => setParam(key, e.target.value)} size={12} />}
+            {key === "span_type" ? (
+              <select value={props.search.get(key) ?? ""} onChange={(e) => setParam(key, e.target.value)}>
+                {["", "llm_call", "tool_call", "tool_result", "reasoning", "action", "error", "fork_point"].map((t) => (
+                  <option key={t} value={t}>
+                    {t || "any"}
+                  </option>
+                ))}
+              </select>
+            ) : key === "status" ? (
+              <select value={props.search.get(key) ?? ""} onChange={(e) => setParam(key, e.target.value)}>
+                {["", "running", "completed", "failed"].map((t) => (
+                  <option key={t} value={t}>
+                    {t || "any"}
+                  </option>
+                ))}
+              </select>
+            ) : (
+              <input
+                defaultValue={props.search.get(key) ?? ""}
+                onBlur={(e) => setParam(key, e.target.value)}
+                size={12}
+              />
+            )}
           </label>
         ))}
       </form>
-      {state.error !== undefined && <p role="alert" className="error-text">{state.error}</p>}
-      {Either.isRight(request) && request.right === undefined && <p className="muted empty-note">Type in the search box above: spans are ranked by meaning, not only by words.</p>}
+      {state.error !== undefined && (
+        <p role="alert" className="error-text">
+          {state.error}
+        </p>
+      )}
+      {Either.isRight(request) && request.right === undefined && (
+        <p className="muted empty-note">
+          Type in the search box above: spans are ranked by meaning, not only by words.
+        </p>
+      )}
       {state.loading && <p className="muted">Searching…</p>}
-      {state.hits !== undefined && state.hits.length === 0 && !state.loading && <p className="muted empty-note">No span matches.</p>}
+      {state.hits !== undefined && state.hits.length === 0 && !state.loading && (
+        <p className="muted empty-note">No span matches.</p>
+      )}
       {state.hits !== undefined && state.hits.length > 0 && (
         <ul className="search-results" aria-label="Search results">
           {state.hits.map((hit) => (
             <li key={hit.id}>
               <div>
                 <span className={`type type-${hit.span_type}`}>{hit.span_type}</span>{" "}
-                {hit.trace_id !== undefined
-                  ? <Link href={`/ui/traces/${hit.trace_id}?span=${hit.id}`}>{hit.name}</Link>
-                  : <span>{hit.name}</span>}
+                {hit.trace_id !== undefined ? (
+                  <Link href={`/ui/traces/${hit.trace_id}?span=${hit.id}`}>{hit.name}</Link>
+                ) : (
+                  <span>{hit.name}</span>
+                )}
                 <span className="muted">
-                  {" "}· {formatTime(hit.started_at)}
+                  {" "}
+                  · {formatTime(hit.started_at)}
                   {hit.model !== undefined ? ` · ${hit.model}` : ""}
                   {hit.duration_ms !== undefined ? ` · ${formatDuration(hit.duration_ms)}` : ""}
                   {hit.cost !== undefined ? ` · ${formatCost(hit.cost)}` : ""}

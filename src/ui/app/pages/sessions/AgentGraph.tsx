@@ -26,7 +26,15 @@ export const AgentGraph = (props: {
       viewBox={`0 0 ${laid.width} ${laid.height}`}
     >
       <defs>
-        <marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
+        <marker
+          id="arrow"
+          viewBox="0 0 10 10"
+          refX="9"
+          refY="5"
+          markerWidth="7"
+          markerHeight="7"
+          orient="auto-start-reverse"
+        >
           <path d="M0,0 L10,5 L0,10 z" className="edge-head" />
         </marker>
       </defs>
@@ -58,9 +66,12 @@ export const AgentGraph = (props: {
         >
           <title>{n.agentId ?? "(root)"}</title>
           <rect width={n.width} height={n.height} rx={4} />
-          <text x={8} y={17} className="node-name">{n.label}</text>
+          <text x={8} y={17} className="node-name">
+            {n.label}
+          </text>
           <text x={8} y={34} className="node-meta">
-            {n.role ? `${n.role} · ` : ""}{n.spanCount} spans{n.errors > 0 ? ` · ${n.errors} err` : ""}
+            {n.role ? `${n.role} · ` : ""}
+            {n.spanCount} spans{n.errors > 0 ? ` · ${n.errors} err` : ""}
           </text>
         </g>
       ))}

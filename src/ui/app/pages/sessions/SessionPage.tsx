@@ -36,7 +36,8 @@ export const SessionPage = (props: PageProps) => {
   const [agent, setAgent] = useState<AgentTraces | undefined>(undefined)
 
   // While the next page loads, the previous answer is still there: show only the pages already kept.
-  const traces = session.data === undefined ? undefined : [...earlier, ...(session.status === "ok" ? session.data.traces : [])]
+  const traces =
+    session.data === undefined ? undefined : [...earlier, ...(session.status === "ok" ? session.data.traces : [])]
   const selectAgent = useCallback(
     async (agentId: string | null) => {
       if (traces === undefined) return
@@ -58,32 +59,81 @@ export const SessionPage = (props: PageProps) => {
   )
 
   if (session.status === "error" && session.data === undefined) {
-    return <section className="page"><p role="alert" className="error-text">{session.error.code === "not_found" ? "No trace of this account carries this session id." : session.error.message}</p></section>
+    return (
+      <section className="page">
+        <p role="alert" className="error-text">
+          {session.error.code === "not_found"
+            ? "No trace of this account carries this session id."
+            : session.error.message}
+        </p>
+      </section>
+    )
   }
-  if (session.data === undefined) return <section className="page" aria-busy="true">Loading…</section>
+  if (session.data === undefined)
+    return (
+      <section className="page" aria-busy="true">
+        Loading…
+      </section>
+    )
   const s = session.data
   return (
     <section className="page session-page">
-      <h1>Session <span className="mono">{s.id}</span></h1>
+      <h1>
+        Session <span className="mono">{s.id}</span>
+      </h1>
       <dl className="summary-strip">
-        <div><dt>Traces</dt><dd>{formatCount(s.traceCount)}</dd></div>
-        <div><dt>Failed</dt><dd className={s.failedTraceCount > 0 ? "error-text" : ""}>{formatCount(s.failedTraceCount)}</dd></div>
-        <div><dt>Spans</dt><dd>{formatCount(s.spanCount)}</dd></div>
-        <div><dt>Tokens</dt><dd>{formatCount(s.totalTokens)}</dd></div>
-        <div><dt>Cost</dt><dd>{formatCost(s.totalCost)}</dd></div>
-        <div><dt>First seen</dt><dd>{formatTime(new Date(s.firstSeen))}</dd></div>
-        <div><dt>Last seen</dt><dd>{formatTime(new Date(s.lastSeen))}</dd></div>
+        <div>
+          <dt>Traces</dt>
+          <dd>{formatCount(s.traceCount)}</dd>
+        </div>
+        <div>
+          <dt>Failed</dt>
+          <dd className={s.failedTraceCount > 0 ? "error-text" : ""}>{formatCount(s.failedTraceCount)}</dd>
+        </div>
+        <div>
+          <dt>Spans</dt>
+          <dd>{formatCount(s.spanCount)}</dd>
+        </div>
+        <div>
+          <dt>Tokens</dt>
+          <dd>{formatCount(s.totalTokens)}</dd>
+        </div>
+        <div>
+          <dt>Cost</dt>
+          <dd>{formatCost(s.totalCost)}</dd>
+        </div>
+        <div>
+          <dt>First seen</dt>
+          <dd>{formatTime(new Date(s.firstSeen))}</dd>
+        </div>
+        <div>
+          <dt>Last seen</dt>
+          <dd>{formatTime(new Date(s.lastSeen))}</dd>
+        </div>
       </dl>
       <div className="session-split">
         <section aria-label="Session traces">
           <h2>Traces, in order</h2>
           <table className="dense" aria-label="Traces of the session">
-            <thead><tr><th>#</th><th>Name</th><th>Status</th><th>Started</th><th>Duration</th><th>Spans</th><th>Tokens</th><th>Cost</th></tr></thead>
+            <thead>
+              <tr>
+                <th>#</th>
+                <th>Name</th>
+                <th>Status</th>
+                <th>Started</th>
+                <th>Duration</th>
+                <th>Spans</th>
+                <th>Tokens</th>
+                <th>Cost</th>
+              </tr>
+            </thead>
             <tbody>
               {traces!.map((t, i) => (
                 <tr key={t.id}>
                   <td className="muted">{i + 1}</td>
-                  <td><Link href={`/ui/traces/${t.id}`}>{t.name ?? t.id}</Link></td>
+                  <td>
+                    <Link href={`/ui/traces/${t.id}`}>{t.name ?? t.id}</Link>
+                  </td>
                   <td className={t.status === "failed" ? "error-text" : ""}>{t.status}</td>
                   <td>{formatTime(t.startedAt)}</td>
                   <td>{formatDuration(t.totalDurationMs)}</td>
@@ -95,12 +145,24 @@ export const SessionPage = (props: PageProps) => {
             </tbody>
           </table>
           {s.hasMore && session.status === "ok" && (
-            <button type="button" onClick={() => { setEarlier(traces!); setOffset(offset + 100) }}>Load more traces</button>
+            <button
+              type="button"
+              onClick={() => {
+                setEarlier(traces!)
+                setOffset(offset + 100)
+              }}
+            >
+              Load more traces
+            </button>
           )}
         </section>
         <section aria-label="Agents">
           <h2>Agents</h2>
-          {graph.status === "error" && <p role="alert" className="error-text">{graph.error.message}</p>}
+          {graph.status === "error" && (
+            <p role="alert" className="error-text">
+              {graph.error.message}
+            </p>
+          )}
           {graph.data && (
             <div className="graph-scroll">
               <AgentGraph graph={graph.data} selected={agent?.agentId} onSelect={(id) => void selectAgent(id)} />
@@ -110,8 +172,14 @@ export const SessionPage = (props: PageProps) => {
             <div className="agent-traces" aria-live="polite">
               <h2>Where {agent.agentId ?? "(root)"} ran</h2>
               {agent.status === "loading" && <p className="muted">Reading the session's traces…</p>}
-              {agent.status === "error" && <p role="alert" className="error-text">Could not read the session's traces.</p>}
-              {agent.status === "ok" && agent.traces.length === 0 && <p className="muted">In none of the first {AGENT_LOOKUP_TRACES} traces.</p>}
+              {agent.status === "error" && (
+                <p role="alert" className="error-text">
+                  Could not read the session's traces.
+                </p>
+              )}
+              {agent.status === "ok" && agent.traces.length === 0 && (
+                <p className="muted">In none of the first {AGENT_LOOKUP_TRACES} traces.</p>
+              )}
               <ul aria-label={`Traces where ${agent.agentId ?? "(root)"} ran`}>
                 {agent.traces.map((t) => (
                   <li key={t.trace.id}>

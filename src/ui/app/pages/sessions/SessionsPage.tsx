@@ -10,13 +10,29 @@ export const SessionsPage = (_props: PageProps) => {
   return (
     <section className="page">
       <h1>Sessions</h1>
-      {list.status === "error" && <p role="alert" className="error-text">{list.error.message}</p>}
+      {list.status === "error" && (
+        <p role="alert" className="error-text">
+          {list.error.message}
+        </p>
+      )}
       <table className="dense" aria-label="Sessions">
-        <thead><tr><th>Session</th><th>Traces</th><th>Failed</th><th>Spans</th><th>Tokens</th><th>Cost</th><th>Last seen</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Session</th>
+            <th>Traces</th>
+            <th>Failed</th>
+            <th>Spans</th>
+            <th>Tokens</th>
+            <th>Cost</th>
+            <th>Last seen</th>
+          </tr>
+        </thead>
         <tbody>
           {list.data?.items.map((s) => (
             <tr key={s.id}>
-              <td className="mono"><Link href={`/ui/sessions/${encodeURIComponent(s.id)}`}>{s.id}</Link></td>
+              <td className="mono">
+                <Link href={`/ui/sessions/${encodeURIComponent(s.id)}`}>{s.id}</Link>
+              </td>
               <td>{formatCount(s.traceCount)}</td>
               <td className={s.failedTraceCount > 0 ? "error-text" : ""}>{formatCount(s.failedTraceCount)}</td>
               <td>{formatCount(s.spanCount)}</td>
@@ -27,7 +43,11 @@ export const SessionsPage = (_props: PageProps) => {
           ))}
         </tbody>
       </table>
-      {list.data?.items.length === 0 && <p className="muted">No sessions yet: traces carry a session with <code>session_id</code>.</p>}
+      {list.data?.items.length === 0 && (
+        <p className="muted">
+          No sessions yet: traces carry a session with <code>session_id</code>.
+        </p>
+      )}
     </section>
   )
 }

@@ -9,7 +9,11 @@ export interface AgentGraphInput {
     readonly span_count: number
     readonly errors: number
   }>
-  readonly edges: ReadonlyArray<{ readonly parent_agent_id: string | null; readonly agent_id: string; readonly calls: number }>
+  readonly edges: ReadonlyArray<{
+    readonly parent_agent_id: string | null
+    readonly agent_id: string
+    readonly calls: number
+  }>
 }
 
 export interface PlacedNode {
@@ -81,7 +85,8 @@ export const layOutAgentGraph = (graph: AgentGraphInput): AgentGraphLayout => {
     const width = Math.max(MIN_NODE_WIDTH, Math.max(label.length, (role ?? "").length + 2) * CHAR_WIDTH + 24)
     g.setNode(key, { width, height: NODE_HEIGHT })
   }
-  for (const node of graph.nodes) addNode(node.root ? null : node.agent_id, node.agent_role, node.span_count, node.errors)
+  for (const node of graph.nodes)
+    addNode(node.root ? null : node.agent_id, node.agent_role, node.span_count, node.errors)
   for (const edge of graph.edges) {
     addNode(edge.parent_agent_id, null, 0, 0)
     addNode(edge.agent_id, null, 0, 0)

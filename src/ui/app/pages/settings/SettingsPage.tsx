@@ -43,18 +43,45 @@ export const SettingsPage = (_props: PageProps) => {
     <section className="page">
       <h1>Settings</h1>
       <h2>API keys</h2>
-      {keys.status === "error" && <p role="alert" className="error-text">{keys.error.message}</p>}
-      {error !== undefined && <p role="alert" className="error-text">{error}</p>}
+      {keys.status === "error" && (
+        <p role="alert" className="error-text">
+          {keys.error.message}
+        </p>
+      )}
+      {error !== undefined && (
+        <p role="alert" className="error-text">
+          {error}
+        </p>
+      )}
       {created !== undefined && (
         <div role="status" className="created-key">
           New key “{created.name}”, shown this once — copy it now:
-          <input aria-label="New API key" readOnly className="mono" value={created.key} size={60} onFocus={(e) => e.target.select()} />
-          <button type="button" onClick={() => void navigator.clipboard?.writeText(created.key)}>Copy</button>
-          <button type="button" className="quiet" onClick={() => setCreated(undefined)}>Done</button>
+          <input
+            aria-label="New API key"
+            readOnly
+            className="mono"
+            value={created.key}
+            size={60}
+            onFocus={(e) => e.target.select()}
+          />
+          <button type="button" onClick={() => void navigator.clipboard?.writeText(created.key)}>
+            Copy
+          </button>
+          <button type="button" className="quiet" onClick={() => setCreated(undefined)}>
+            Done
+          </button>
         </div>
       )}
       <table className="dense" aria-label="API keys">
-        <thead><tr><th>Name</th><th>Prefix</th><th>Created</th><th>Last used</th><th /></tr></thead>
+        <thead>
+          <tr>
+            <th>Name</th>
+            <th>Prefix</th>
+            <th>Created</th>
+            <th>Last used</th>
+            <th />
+          </tr>
+        </thead>
         <tbody>
           {keys.data?.items.map((k) => (
             <tr key={k.id}>
@@ -63,13 +90,22 @@ export const SettingsPage = (_props: PageProps) => {
               <td>{formatTime(new Date(k.createdAt))}</td>
               <td>{k.lastUsedAt === null ? "never" : formatTime(new Date(k.lastUsedAt))}</td>
               <td className="actions">
-                <button type="button" className="quiet danger" aria-label={`Revoke ${k.name ?? k.prefix}`} onClick={() => void revoke(k.id, k.name ?? k.prefix)}>Revoke</button>
+                <button
+                  type="button"
+                  className="quiet danger"
+                  aria-label={`Revoke ${k.name ?? k.prefix}`}
+                  onClick={() => void revoke(k.id, k.name ?? k.prefix)}
+                >
+                  Revoke
+                </button>
               </td>
             </tr>
           ))}
         </tbody>
       </table>
-      {keys.data?.items.length === 0 && <p className="muted">No keys created here (keys from the server's configuration are not listed).</p>}
+      {keys.data?.items.length === 0 && (
+        <p className="muted">No keys created here (keys from the server's configuration are not listed).</p>
+      )}
       <form
         className="create-key"
         aria-label="Create an API key"
@@ -78,8 +114,12 @@ export const SettingsPage = (_props: PageProps) => {
           if (name.trim() !== "") void create()
         }}
       >
-        <label>Key name <input value={name} maxLength={100} onChange={(e) => setName(e.target.value)} /></label>
-        <button type="submit" disabled={busy || name.trim() === ""}>Create key</button>
+        <label>
+          Key name <input value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />
+        </label>
+        <button type="submit" disabled={busy || name.trim() === ""}>
+          Create key
+        </button>
       </form>
     </section>
   )

@@ -37,7 +37,12 @@ const SpanRow = memo((props: RowProps) => {
   const left = ((node.startMs - extent.start) / extent.span) * 100
   const width = Math.max(((node.endMs - node.startMs) / extent.span) * 100, 0.15)
   const hasChildren = node.children.length > 0
-  const classes = ["span-row", props.selected ? "selected" : "", node.isError ? "is-error" : "", node.group !== undefined ? "in-group" : ""]
+  const classes = [
+    "span-row",
+    props.selected ? "selected" : "",
+    node.isError ? "is-error" : "",
+    node.group !== undefined ? "in-group" : ""
+  ]
   return (
     <div
       role="treeitem"
@@ -64,12 +69,30 @@ const SpanRow = memo((props: RowProps) => {
         >
           {hasChildren ? (props.collapsed ? "▸" : "▾") : ""}
         </span>
-        <span className={`type type-${node.span.span_type}`}>{TYPE_LABEL[node.span.span_type] ?? node.span.span_type}</span>
+        <span className={`type type-${node.span.span_type}`}>
+          {TYPE_LABEL[node.span.span_type] ?? node.span.span_type}
+        </span>
         <span className="span-name">{node.span.name}</span>
-        {node.isError && <span className="mark mark-error" title="error">error</span>}
-        {node.isForkPoint && <span className="mark mark-fork" title="fork point">fork</span>}
-        {node.isEnforcement && <span className="mark mark-enforce" title="enforcement decision">enforced</span>}
-        {node.group !== undefined && <span className="mark mark-group" title={`concurrent group ${node.group + 1}: overlaps its siblings`}>∥{node.group + 1}</span>}
+        {node.isError && (
+          <span className="mark mark-error" title="error">
+            error
+          </span>
+        )}
+        {node.isForkPoint && (
+          <span className="mark mark-fork" title="fork point">
+            fork
+          </span>
+        )}
+        {node.isEnforcement && (
+          <span className="mark mark-enforce" title="enforcement decision">
+            enforced
+          </span>
+        )}
+        {node.group !== undefined && (
+          <span className="mark mark-group" title={`concurrent group ${node.group + 1}: overlaps its siblings`}>
+            ∥{node.group + 1}
+          </span>
+        )}
         <span className="rollup">
           {props.collapsed && hasChildren ? `${formatCount(node.rollup.spans - 1)} inside · ` : ""}
           {node.rollup.tokens > 0 ? `${formatCount(node.rollup.tokens)} tok` : ""}
@@ -94,7 +117,11 @@ const SpanRow = memo((props: RowProps) => {
 /** Time marks along the waterfall. */
 const Axis = (props: { readonly span: number }) => (
   <div className="axis" aria-hidden="true">
-    {[0, 0.25, 0.5, 0.75].map((f) => <span key={f} style={{ left: `${f * 100}%` }}>{formatDuration(props.span * f)}</span>)}
+    {[0, 0.25, 0.5, 0.75].map((f) => (
+      <span key={f} style={{ left: `${f * 100}%` }}>
+        {formatDuration(props.span * f)}
+      </span>
+    ))}
   </div>
 )
 
@@ -149,7 +176,9 @@ export const SpanRows = (props: {
     <div className="span-pane">
       <div className="span-head">
         <div className="tree-cell">Span</div>
-        <div className="bar-cell"><Axis span={extent.span} /></div>
+        <div className="bar-cell">
+          <Axis span={extent.span} />
+        </div>
       </div>
       <div
         ref={scroller}

@@ -19,7 +19,12 @@ const decodeLookup = Schema.decodeUnknownEither(TraceLookupPath)
 type Loaded =
   | { readonly status: "loading" }
   | { readonly status: "missing"; readonly message: string }
-  | { readonly status: "ok"; readonly trace: TraceDetailWire; readonly spans: ReadonlyArray<SpanWire>; readonly ordered: boolean }
+  | {
+      readonly status: "ok"
+      readonly trace: TraceDetailWire
+      readonly spans: ReadonlyArray<SpanWire>
+      readonly ordered: boolean
+    }
 
 /** One trace: the span tree beside its waterfall, the inspector of the selected span (`?span=`), growing live. */
 export const TracePage = (props: PageProps) => {
@@ -32,7 +37,11 @@ export const TracePage = (props: PageProps) => {
 
   useEffect(() => {
     const path = decodeLookup({ traceId: rawId })
-    if (Either.isLeft(path)) return setLoaded({ status: "missing", message: "This is not a trace id (a UUID, or a 32-digit OpenTelemetry trace id)." })
+    if (Either.isLeft(path))
+      return setLoaded({
+        status: "missing",
+        message: "This is not a trace id (a UUID, or a 32-digit OpenTelemetry trace id)."
+      })
     const abort = new AbortController()
     setLoaded({ status: "loading" })
     setCollapsed(new Set())
@@ -46,7 +55,10 @@ export const TracePage = (props: PageProps) => {
       (error: ApiCallError) => {
         if (abort.signal.aborted) return
         if (error.code === "unauthorized") return signOut("Your key is no longer accepted. Sign in again.")
-        setLoaded({ status: "missing", message: error.code === "not_found" ? "No such trace in this account." : error.message })
+        setLoaded({
+          status: "missing",
+          message: error.code === "not_found" ? "No such trace in this account." : error.message
+        })
       }
     )
     return () => abort.abort()
@@ -69,14 +81,19 @@ export const TracePage = (props: PageProps) => {
         }
       }
       if (spans === undefined && trace === current.trace) return current
-      return { status: "ok", trace, spans: spans === undefined ? current.spans : [...spans.values()], ordered: spans === undefined && current.ordered }
+      return {
+        status: "ok",
+        trace,
+        spans: spans === undefined ? current.spans : [...spans.values()],
+        ordered: spans === undefined && current.ordered
+      }
     })
   }, [])
   const traceIsRunning = loaded.status === "ok" && loaded.trace.status === "running"
   const live = useLive({ trace_id: loaded.status === "ok" ? loaded.trace.id : rawId }, onLive, traceIsRunning)
 
   const tree = useMemo(
-    () => loaded.status === "ok" ? buildSpanTree(loaded.spans, loaded.ordered ? loaded.trace : undefined) : undefined,
+    () => (loaded.status === "ok" ? buildSpanTree(loaded.spans, loaded.ordered ? loaded.trace : undefined) : undefined),
     [loaded]
   )
   const rows = useMemo(() => (tree === undefined ? [] : visibleRows(tree, collapsed)), [tree, collapsed])
@@ -98,17 +115,29 @@ export const TracePage = (props: PageProps) => {
 
   // A deep link to a span inside a collapsed subtree opens the way to it.
   useEffect(() => {
-    if (tree !== undefined && selected !== undefined && tree.byId.has(selected) && !rows.some((r) => r.id === selected)) {
+    if (
+      tree !== undefined &&
+      selected !== undefined &&
+      tree.byId.has(selected) &&
+      !rows.some((r) => r.id === selected)
+    ) {
       setCollapsed((current) => revealing(tree, current, selected))
     }
   }, [tree, selected, rows])
 
-  if (loaded.status === "loading") return <section className="page" aria-busy="true"><p className="muted">Loading trace…</p></section>
+  if (loaded.status === "loading")
+    return (
+      <section className="page" aria-busy="true">
+        <p className="muted">Loading trace…</p>
+      </section>
+    )
   if (loaded.status === "missing") {
     return (
       <section className="page empty">
         <h1>Trace not found</h1>
-        <p className="muted">{loaded.message} <Link href="/ui/traces">Back to traces</Link></p>
+        <p className="muted">
+          {loaded.message} <Link href="/ui/traces">Back to traces</Link>
+        </p>
       </section>
     )
   }
@@ -129,9 +158,11 @@ export const TracePage = (props: PageProps) => {
         <SpanInspector
           ref={inspector}
           node={node}
-          actions={node === undefined || spanActions.length === 0
-            ? undefined
-            : spanActions.map((Action, i) => <Action key={i} trace={loaded.trace} span={node.span} />)}
+          actions={
+            node === undefined || spanActions.length === 0
+              ? undefined
+              : spanActions.map((Action, i) => <Action key={i} trace={loaded.trace} span={node.span} />)
+          }
         />
       </div>
     </section>

@@ -13,8 +13,16 @@ export type SpanAction = ComponentType<{ readonly trace: TraceDetailWire; readon
 // text-diff library the first page does not need.
 const CompareLater = lazy(() => import("../compare/ComparePage.tsx").then((m) => ({ default: m.CompareAction })))
 const ForkHereLater = lazy(() => import("../fork/ForkHere.tsx").then((m) => ({ default: m.ForkHere })))
-const CompareAction: TraceAction = (props) => <Suspense fallback={null}><CompareLater {...props} /></Suspense>
-const ForkHere: SpanAction = (props) => <Suspense fallback={null}><ForkHereLater {...props} /></Suspense>
+const CompareAction: TraceAction = (props) => (
+  <Suspense fallback={null}>
+    <CompareLater {...props} />
+  </Suspense>
+)
+const ForkHere: SpanAction = (props) => (
+  <Suspense fallback={null}>
+    <ForkHereLater {...props} />
+  </Suspense>
+)
 
 export const traceActions: Array<TraceAction> = [CompareAction]
 export const spanActions: Array<SpanAction> = [ForkHere]

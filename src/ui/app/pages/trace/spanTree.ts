@@ -73,7 +73,10 @@ const costOf = (cost: string | number | undefined) => {
  */
 export const buildSpanTree = <S extends SpanLike>(
   spans: ReadonlyArray<S>,
-  layout?: { readonly causalOrder: ReadonlyArray<string>; readonly concurrentGroups: ReadonlyArray<ReadonlyArray<string>> }
+  layout?: {
+    readonly causalOrder: ReadonlyArray<string>
+    readonly concurrentGroups: ReadonlyArray<ReadonlyArray<string>>
+  }
 ): SpanTree<S> => {
   const timings = new Map<string, { startMs: number; endMs: number }>()
   const spanById = new Map<string, S>()
@@ -82,10 +85,12 @@ export const buildSpanTree = <S extends SpanLike>(
     timings.set(span.id, { startMs, endMs: spanEnd(span, startMs) })
     spanById.set(span.id, span)
   }
-  const fresh = layout === undefined || layout.causalOrder.length !== spanById.size ||
-      layout.causalOrder.some((id) => !spanById.has(id))
-    ? layOut(spans.map((span) => ({ id: span.id, parentId: span.parent_id, ...timings.get(span.id)! })))
-    : layout
+  const fresh =
+    layout === undefined ||
+    layout.causalOrder.length !== spanById.size ||
+    layout.causalOrder.some((id) => !spanById.has(id))
+      ? layOut(spans.map((span) => ({ id: span.id, parentId: span.parent_id, ...timings.get(span.id)! })))
+      : layout
   const groupOf = new Map<string, number>()
   fresh.concurrentGroups.forEach((group, index) => group.forEach((id) => groupOf.set(id, index)))
 
@@ -148,7 +153,10 @@ export const buildSpanTree = <S extends SpanLike>(
 }
 
 /** The rows shown: every node in causal order, less the descendants of collapsed ones. */
-export const visibleRows = <S extends SpanLike>(tree: SpanTree<S>, collapsed: ReadonlySet<string>): Array<SpanNode<S>> => {
+export const visibleRows = <S extends SpanLike>(
+  tree: SpanTree<S>,
+  collapsed: ReadonlySet<string>
+): Array<SpanNode<S>> => {
   if (collapsed.size === 0) return tree.nodes.slice()
   const rows: Array<SpanNode<S>> = []
   let hiddenBelow = -1

@@ -21,7 +21,10 @@ const TEXT_FIELDS: ReadonlyArray<readonly [FilterKey, string, string]> = [
 ]
 
 /** The list's filters as a form; text fields apply after a pause in typing, the others at once. */
-export const FilterBar = (props: { readonly filters: TraceFilters; readonly onChange: (filters: TraceFilters) => void }) => {
+export const FilterBar = (props: {
+  readonly filters: TraceFilters
+  readonly onChange: (filters: TraceFilters) => void
+}) => {
   const [draft, setDraft] = useState(props.filters)
   useEffect(() => setDraft(props.filters), [props.filters])
   useEffect(() => {
@@ -41,34 +44,71 @@ export const FilterBar = (props: { readonly filters: TraceFilters; readonly onCh
     <label className="filter">
       <span>{label}</span>
       <select value={draft[key] ?? ""} onChange={(e) => set(key, e.target.value, true)}>
-        {options.map(([value, text]) => <option key={value} value={value}>{text}</option>)}
+        {options.map(([value, text]) => (
+          <option key={value} value={value}>
+            {text}
+          </option>
+        ))}
       </select>
     </label>
   )
   const count = Object.keys(props.filters).length
   return (
-    <form className="filterbar" aria-label="Filters" onSubmit={(e) => {
-      e.preventDefault()
-      props.onChange(draft)
-    }}>
-      {select("status", "Status", [["", "any"], ["running", "running"], ["completed", "completed"], ["failed", "failed"]])}
-      {select("environment", "Environment", [["", "production"], ["sandbox", "sandbox"]])}
-      {select("has_error", "Errors", [["", "any"], ["true", "with errors"], ["false", "without errors"]])}
+    <form
+      className="filterbar"
+      aria-label="Filters"
+      onSubmit={(e) => {
+        e.preventDefault()
+        props.onChange(draft)
+      }}
+    >
+      {select("status", "Status", [
+        ["", "any"],
+        ["running", "running"],
+        ["completed", "completed"],
+        ["failed", "failed"]
+      ])}
+      {select("environment", "Environment", [
+        ["", "production"],
+        ["sandbox", "sandbox"]
+      ])}
+      {select("has_error", "Errors", [
+        ["", "any"],
+        ["true", "with errors"],
+        ["false", "without errors"]
+      ])}
       {TEXT_FIELDS.map(([key, label, placeholder]) => (
         <label key={key} className="filter">
           <span>{label}</span>
-          <input value={draft[key] ?? ""} placeholder={placeholder} onChange={(e) => set(key, e.target.value)} size={key === "name" ? 14 : 10} />
+          <input
+            value={draft[key] ?? ""}
+            placeholder={placeholder}
+            onChange={(e) => set(key, e.target.value)}
+            size={key === "name" ? 14 : 10}
+          />
         </label>
       ))}
       <label className="filter">
         <span>Started after</span>
-        <input type="datetime-local" value={toLocalInput(draft.date_from)} onChange={(e) => set("date_from", fromLocalInput(e.target.value), true)} />
+        <input
+          type="datetime-local"
+          value={toLocalInput(draft.date_from)}
+          onChange={(e) => set("date_from", fromLocalInput(e.target.value), true)}
+        />
       </label>
       <label className="filter">
         <span>Started before</span>
-        <input type="datetime-local" value={toLocalInput(draft.date_to)} onChange={(e) => set("date_to", fromLocalInput(e.target.value), true)} />
+        <input
+          type="datetime-local"
+          value={toLocalInput(draft.date_to)}
+          onChange={(e) => set("date_to", fromLocalInput(e.target.value), true)}
+        />
       </label>
-      {count > 0 && <button type="button" className="quiet" onClick={() => props.onChange({})}>Clear filters ({count})</button>}
+      {count > 0 && (
+        <button type="button" className="quiet" onClick={() => props.onChange({})}>
+          Clear filters ({count})
+        </button>
+      )}
     </form>
   )
 }

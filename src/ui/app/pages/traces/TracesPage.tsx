@@ -58,14 +58,23 @@ export const TracesPage = (props: PageProps) => {
     setState((s) => ({ ...s, loading: true, error: undefined }))
     // The first page may already be on its way (sent by the prefetch script while the bundle loaded).
     const prefetched = takePrefetched(firstRequestUrl("/ui/traces", props.search) ?? "", key)
-    const first = prefetched === undefined
-      ? run((client) => client.traces.list({ urlParams: params.right }), abort.signal)
-      : prefetched.then(readPrefetched).catch((error: ApiCallError) => {
-        if (error.code === "unauthorized") signOut("Your key is no longer accepted. Sign in again.")
-        throw error
-      })
+    const first =
+      prefetched === undefined
+        ? run((client) => client.traces.list({ urlParams: params.right }), abort.signal)
+        : prefetched.then(readPrefetched).catch((error: ApiCallError) => {
+            if (error.code === "unauthorized") signOut("Your key is no longer accepted. Sign in again.")
+            throw error
+          })
     first.then(
-      (page) => !abort.signal.aborted && setState({ items: page.items, nextCursor: page.hasMore ? page.nextCursor : undefined, total: page.total, loading: false, error: undefined }),
+      (page) =>
+        !abort.signal.aborted &&
+        setState({
+          items: page.items,
+          nextCursor: page.hasMore ? page.nextCursor : undefined,
+          total: page.total,
+          loading: false,
+          error: undefined
+        }),
       (error: Error) => !abort.signal.aborted && setState({ ...empty, loading: false, error: error.message })
     )
     return () => abort.abort()
@@ -83,7 +92,11 @@ export const TracesPage = (props: PageProps) => {
         setState((s) => {
           if (s.nextCursor !== cursor) return s
           const known = new Set(s.items.map((t) => t.id))
-          return { ...s, items: [...s.items, ...page.items.filter((t) => !known.has(t.id))], nextCursor: page.hasMore ? page.nextCursor : undefined }
+          return {
+            ...s,
+            items: [...s.items, ...page.items.filter((t) => !known.has(t.id))],
+            nextCursor: page.hasMore ? page.nextCursor : undefined
+          }
         })
         loadingMore.current = false
       },
@@ -99,7 +112,9 @@ export const TracesPage = (props: PageProps) => {
   useEffect(() => {
     const element = sentinel.current
     if (element === null) return
-    const observer = new IntersectionObserver((entries) => entries.some((e) => e.isIntersecting) && loadMore(), { rootMargin: "400px" })
+    const observer = new IntersectionObserver((entries) => entries.some((e) => e.isIntersecting) && loadMore(), {
+      rootMargin: "400px"
+    })
     observer.observe(element)
     return () => observer.disconnect()
   }, [loadMore])
@@ -146,12 +161,22 @@ export const TracesPage = (props: PageProps) => {
       <div className="page-title">
         <h1>Traces</h1>
         <span className="muted">
-          {state.total === undefined ? "" : state.total > TOTAL_CAP ? `more than ${formatCount(TOTAL_CAP)} traces` : `${formatCount(state.total)} traces`}
+          {state.total === undefined
+            ? ""
+            : state.total > TOTAL_CAP
+              ? `more than ${formatCount(TOTAL_CAP)} traces`
+              : `${formatCount(state.total)} traces`}
         </span>
-        <span role="status" className={`live live-${live}`}>{live === "live" ? "Live" : live === "closed" ? "Offline" : "Connecting…"}</span>
+        <span role="status" className={`live live-${live}`}>
+          {live === "live" ? "Live" : live === "closed" ? "Offline" : "Connecting…"}
+        </span>
       </div>
       <FilterBar filters={filters} onChange={setFilters} />
-      {state.error !== undefined && <p role="alert" className="error-text">{state.error}</p>}
+      {state.error !== undefined && (
+        <p role="alert" className="error-text">
+          {state.error}
+        </p>
+      )}
       <table aria-label="Traces" className="trace-table">
         <thead>
           <tr>
@@ -171,7 +196,9 @@ export const TracesPage = (props: PageProps) => {
                 <Link href={`/ui/traces/${trace.id}`}>{trace.name ?? <span className="mono">{trace.id}</span>}</Link>
                 {trace.sessionId != null && <span className="muted"> · {trace.sessionId}</span>}
               </td>
-              <td><StatusBadge status={trace.status} /></td>
+              <td>
+                <StatusBadge status={trace.status} />
+              </td>
               <td className="mono">{formatTime(trace.startedAt)}</td>
               <td className="num">{formatDuration(trace.totalDurationMs)}</td>
               <td className="num">{formatCount(trace.spanCount)}</td>
@@ -182,10 +209,20 @@ export const TracesPage = (props: PageProps) => {
         </tbody>
       </table>
       {!state.loading && state.items.length === 0 && state.error === undefined && (
-        <p className="muted empty-note">{filterKey === "" ? "No traces yet. Record one with POST /api/v1/traces or OTLP." : "No trace matches these filters."}</p>
+        <p className="muted empty-note">
+          {filterKey === ""
+            ? "No traces yet. Record one with POST /api/v1/traces or OTLP."
+            : "No trace matches these filters."}
+        </p>
       )}
       <div ref={sentinel} className="list-end">
-        {state.loading ? "Loading…" : state.nextCursor !== undefined ? <button type="button" className="quiet" onClick={loadMore}>Load more</button> : null}
+        {state.loading ? (
+          "Loading…"
+        ) : state.nextCursor !== undefined ? (
+          <button type="button" className="quiet" onClick={loadMore}>
+            Load more
+          </button>
+        ) : null}
       </div>
     </section>
   )

@@ -46,7 +46,8 @@ export const listParams = (
   return Either.mapLeft(decodeParams(raw), (error) =>
     ParseResult.ArrayFormatter.formatErrorSync(error)
       .map((issue) => `${issue.path.length > 0 ? issue.path.join(".") : "filters"}: ${issue.message}`)
-      .join("; "))
+      .join("; ")
+  )
 }
 
 /**

@@ -29,24 +29,48 @@ export const UsagePage = (props: PageProps) => {
         <input
           type="month"
           value={u?.month ?? month ?? ""}
-          onChange={(e) => { if (MONTH.test(e.target.value)) navigate(`/ui/usage?month=${e.target.value}`, { replace: true }) }}
+          onChange={(e) => {
+            if (MONTH.test(e.target.value)) navigate(`/ui/usage?month=${e.target.value}`, { replace: true })
+          }}
         />
       </label>
-      {usage.status === "error" && <p role="alert" className="error-text">{usage.error.message}</p>}
+      {usage.status === "error" && (
+        <p role="alert" className="error-text">
+          {usage.error.message}
+        </p>
+      )}
       {u !== undefined && (
         <>
           <div className="usage-grid">
-            <Figure label="Traces recorded" value={formatCount(u.traces.recorded)} note={`${formatCount(u.traces.spans)} spans`} />
+            <Figure
+              label="Traces recorded"
+              value={formatCount(u.traces.recorded)}
+              note={`${formatCount(u.traces.spans)} spans`}
+            />
             <Figure label="OTLP exports" value={formatCount(u.otlp.requests)} />
-            <Figure label="Replays" value={`${formatCount(u.replays.used)} / ${formatCount(u.replays.allowance)}`} note={`${formatCount(u.replays.remaining)} left · ${formatCount(u.replays.tokens)} tokens · ${formatCost(u.replays.cost)}`} />
-            <Figure label="Evaluation runs" value={formatCount(u.evaluations.runs)} note={`${formatCount(u.evaluations.judgeTokens)} judge tokens · ${formatCost(u.evaluations.judgeCost)}`} />
+            <Figure
+              label="Replays"
+              value={`${formatCount(u.replays.used)} / ${formatCount(u.replays.allowance)}`}
+              note={`${formatCount(u.replays.remaining)} left · ${formatCount(u.replays.tokens)} tokens · ${formatCost(u.replays.cost)}`}
+            />
+            <Figure
+              label="Evaluation runs"
+              value={formatCount(u.evaluations.runs)}
+              note={`${formatCount(u.evaluations.judgeTokens)} judge tokens · ${formatCost(u.evaluations.judgeCost)}`}
+            />
             <Figure label="Searches" value={formatCount(u.search.queries)} />
           </div>
           <div className="allowance">
-            <label htmlFor="replay-allowance" className="muted">Replay allowance used</label>
-            <meter id="replay-allowance" min={0} max={1} low={0.7} high={0.9} optimum={0} value={used}>{Math.round(used * 100)}%</meter>
+            <label htmlFor="replay-allowance" className="muted">
+              Replay allowance used
+            </label>
+            <meter id="replay-allowance" min={0} max={1} low={0.7} high={0.9} optimum={0} value={used}>
+              {Math.round(used * 100)}%
+            </meter>
           </div>
-          <p className="muted">Period {u.periodStart.slice(0, 10)} to {u.periodEnd.slice(0, 10)} (UTC, end exclusive).</p>
+          <p className="muted">
+            Period {u.periodStart.slice(0, 10)} to {u.periodEnd.slice(0, 10)} (UTC, end exclusive).
+          </p>
         </>
       )}
     </section>
