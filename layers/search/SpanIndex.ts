@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
-import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
+import { fromRow, payloadJsonSql, payloadPresent, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
 import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
 import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
@@ -257,8 +257,8 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     }
 
     const SOURCE = `s.trace_id, s.id, s.account_id, s.name, s.span_type, s.model,
-      CASE WHEN s.input IS NULL THEN NULL ELSE json_build_array(s.input) END AS input,
-      CASE WHEN s.output IS NULL THEN NULL ELSE json_build_array(s.output) END AS output,
+      CASE WHEN ${payloadPresent("input", "s.")} THEN json_build_array(${payloadJsonSql("input", "s.")}) END AS input,
+      CASE WHEN ${payloadPresent("output", "s.")} THEN json_build_array(${payloadJsonSql("output", "s.")}) END AS output,
       s.error, e.text_hash, e.embedder`
 
     /**

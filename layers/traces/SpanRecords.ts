@@ -21,12 +21,30 @@ export const SPAN_COLUMNS = `id, parent_id, span_type, name, model, input, outpu
   cost, duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at, error, extra`
 
 /**
+ * A span's input and output as stored: inline json, or a skeleton and the shared parts it references
+ * (migration 0030_shared_span_content). These expressions give the payload whatever its layout; `s` is the alias
+ * of the spans table in the query (or "" when it has none).
+ */
+export const payloadJsonSql = (column: "input" | "output", s = "") =>
+  `tapedeck_payload(${s}${column}, ${s}${column}_skel, ${s}${column}_refs)`
+export const payloadTextSql = (column: "input" | "output", s = "") =>
+  `tapedeck_payload_text(${s}${column}, ${s}${column}_skel, ${s}${column}_refs)`
+/** Whether the span has the payload (a JSON null counts; SQL NULL in both layouts is absent). */
+export const payloadPresent = (column: "input" | "output", s = "") =>
+  `(${s}${column} IS NOT NULL OR ${s}${column}_skel IS NOT NULL)`
+
+const INPUT_JSON = payloadJsonSql("input")
+const OUTPUT_JSON = payloadJsonSql("output")
+
+/**
  * The SELECT list that reads spans back: json payloads come wrapped (see `unwrap`), numbers as float8.
  * With `payloadsWhen`, input and output are read only for the rows matching that SQL condition.
  */
 export const spanSelect = (payloadsWhen = "true") => `id, parent_id, span_type, name, model,
-  CASE WHEN input IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE json_build_array(input) END AS input,
-  CASE WHEN output IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE json_build_array(output) END AS output,
+  CASE WHEN (input IS NULL AND input_skel IS NULL) OR NOT (${payloadsWhen}) THEN NULL
+    ELSE json_build_array(${INPUT_JSON}) END AS input,
+  CASE WHEN (output IS NULL AND output_skel IS NULL) OR NOT (${payloadsWhen}) THEN NULL
+    ELSE json_build_array(${OUTPUT_JSON}) END AS output,
   input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens, cost::float8 AS cost,
   duration_ms::float8 AS duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at,
   error, extra`
@@ -40,7 +58,7 @@ export const SPAN_SELECT = spanSelect()
  */
 export const SPAN_PARTS_SELECT = `id, parent_id, floor(EXTRACT(EPOCH FROM started_at) * 1000)::float8 AS start_ms,
   floor(EXTRACT(EPOCH FROM ended_at) * 1000)::float8 AS end_ms, duration_ms::float8 AS duration_ms, span_type, name,
-  model, input::text AS input, output::text AS output, input_tokens::text AS input_tokens,
+  model, ${payloadTextSql("input")} AS input, ${payloadTextSql("output")} AS output, input_tokens::text AS input_tokens,
   output_tokens::text AS output_tokens, cost::float8 AS cost, metadata::text AS metadata, agent_id, parent_agent_id,
   agent_role, error, extra::text AS extra`
 
@@ -121,6 +139,8 @@ export const SPAN_TOTALS = `count(*)::int AS n,
 export const SPAN_UPSERT = `ON CONFLICT (trace_id, id) DO UPDATE SET
   parent_id = EXCLUDED.parent_id, span_type = EXCLUDED.span_type, name = EXCLUDED.name,
   model = EXCLUDED.model, input = EXCLUDED.input, output = EXCLUDED.output,
+  input_skel = EXCLUDED.input_skel, input_refs = EXCLUDED.input_refs,
+  output_skel = EXCLUDED.output_skel, output_refs = EXCLUDED.output_refs,
   input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, cost = EXCLUDED.cost,
   duration_ms = EXCLUDED.duration_ms, metadata = EXCLUDED.metadata, agent_id = EXCLUDED.agent_id,
   parent_agent_id = EXCLUDED.parent_agent_id, agent_role = EXCLUDED.agent_role,
