@@ -21,6 +21,9 @@ import { EmbeddedMaintenanceLive } from "#layers/storage/EmbeddedMaintenance"
 import { describeStorage } from "#layers/storage/Sql"
 import { selfTelemetryEndpoint, TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
+import { UsageCounters } from "#layers/usage/UsageCounters"
+import { RetentionRepo } from "#layers/traces/RetentionRepo"
+import { SharedContent } from "#layers/storage/SharedContent"
 import { TraceRepo } from "#layers/traces/TraceRepo"
 import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
@@ -77,7 +80,7 @@ const StartupLive = Layer.mergeAll(
     })
   ).pipe(Layer.provide([AccountRepo.Default, ApiKeyRepo.Default])),
   JobWorkerLive.pipe(Layer.provide([JobQueue.Default, JobHandlersLive])),
-  RetentionLive.pipe(Layer.provide(TraceRepo.Default)),
+  RetentionLive.pipe(Layer.provide([TraceRepo.Default, RetentionRepo.Default, SharedContent.Default, UsageCounters.Default])),
   EmbeddedMaintenanceLive,
   SearchStartupLive.pipe(Layer.provide(SearchDependenciesLive))
 )

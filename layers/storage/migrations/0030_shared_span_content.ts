@@ -40,6 +40,17 @@ export default Effect.gen(function*() {
     EXECUTE 'ALTER TABLE span_contents ALTER COLUMN body SET COMPRESSION lz4';
   EXCEPTION WHEN feature_not_supported OR syntax_error THEN NULL;
   END $$`)
+  // Where the background conversion of spans written before this migration stands (SharedContent.convertBatch):
+  // the last (trace_id, id) converted, in key order; `done` once it reached the end.
+  yield* sql`
+    CREATE TABLE span_content_conversion (
+      singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+      trace_id uuid,
+      span_id uuid,
+      converted bigint NOT NULL DEFAULT 0,
+      done boolean NOT NULL DEFAULT false
+    )`
+  yield* sql`INSERT INTO span_content_conversion (done) SELECT NOT EXISTS (SELECT 1 FROM spans)`
   yield* sql`
     ALTER TABLE spans ADD COLUMN input_skel text, ADD COLUMN input_refs bigint[],
       ADD COLUMN output_skel text, ADD COLUMN output_refs bigint[]`
@@ -47,32 +58,42 @@ export default Effect.gen(function*() {
     CREATE INDEX spans_content_refs ON spans USING gin ((COALESCE(input_refs, '{}') || COALESCE(output_refs, '{}')))
     WHERE input_refs IS NOT NULL OR output_refs IS NOT NULL`
 
-  // The id of the account's part with this text, stored now if it was not.
+  // The ids of the account's parts with these texts, in order; those not stored yet are stored now. One lookup for
+  // all the parts of a payload; a part marked released is unmarked (and so kept by the sweep); a part inserted by a
+  // concurrent writer, or deleted by the sweep meanwhile, is found or stored by the next round.
   yield* sql.unsafe(`
-    CREATE FUNCTION tapedeck_share_part(p_account uuid, p_body text) RETURNS bigint LANGUAGE plpgsql AS $$
+    CREATE FUNCTION tapedeck_share_parts(p_account uuid, p_parts text[]) RETURNS bigint[] LANGUAGE plpgsql AS $$
     DECLARE
-      h bytea := sha256(convert_to(p_body, 'UTF8'));
-      found_id bigint;
+      hashes bytea[] := ARRAY(SELECT sha256(convert_to(t, 'UTF8')) FROM unnest(p_parts) AS t);
+      ids bigint[];
+      missing boolean;
       marked boolean;
     BEGIN
       LOOP
-        SELECT id, orphaned_at IS NOT NULL INTO found_id, marked FROM span_contents
-        WHERE account_id = p_account AND hash = h;
-        IF found_id IS NULL THEN
-          INSERT INTO span_contents (account_id, hash, body) VALUES (p_account, h, p_body)
-          ON CONFLICT (account_id, hash) DO NOTHING RETURNING id INTO found_id;
-        ELSIF marked THEN
-          UPDATE span_contents SET orphaned_at = NULL WHERE id = found_id RETURNING id INTO found_id;
+        SELECT array_agg(c.id ORDER BY u.i), bool_or(c.id IS NULL), bool_or(c.orphaned_at IS NOT NULL)
+        INTO ids, missing, marked
+        FROM unnest(hashes) WITH ORDINALITY AS u(h, i)
+        LEFT JOIN span_contents c ON c.account_id = p_account AND c.hash = u.h;
+        IF NOT missing AND NOT marked THEN RETURN ids; END IF;
+        IF marked THEN
+          UPDATE span_contents SET orphaned_at = NULL
+          WHERE account_id = p_account AND hash = ANY(hashes) AND orphaned_at IS NOT NULL;
         END IF;
-        IF found_id IS NOT NULL THEN RETURN found_id; END IF;
+        IF missing THEN
+          INSERT INTO span_contents (account_id, hash, body)
+          SELECT DISTINCT ON (u.h) p_account, u.h, u.t FROM unnest(hashes, p_parts) AS u(h, t)
+          ORDER BY u.h
+          ON CONFLICT (account_id, hash) DO NOTHING;
+        END IF;
       END LOOP;
     END $$`)
 
-  // Appends a value to the skeleton: array elements and object values are cut out when large, arrays and objects
-  // recursed into (a conversation's messages are the elements of an array, at the top or under a key).
+  // Appends a value to the skeleton, and the parts cut out of it to `parts`: array elements and object values
+  // when large; arrays and objects are recursed into (a conversation's messages are the elements of an array, at
+  // the top or under a key).
   yield* sql.unsafe(`
-    CREATE FUNCTION tapedeck_cut(p_account uuid, p_value json, p_depth int, INOUT skel text, INOUT refs bigint[])
-    LANGUAGE plpgsql AS $$
+    CREATE FUNCTION tapedeck_cut(p_value json, p_depth int, INOUT skel text, INOUT parts text[])
+    LANGUAGE plpgsql IMMUTABLE AS $$
     DECLARE
       kind text := json_typeof(p_value);
       item record;
@@ -85,13 +106,13 @@ export default Effect.gen(function*() {
           skel := skel || sep;
           sep := ',';
           t := item.value::text;
-          IF json_typeof(item.value) = 'array' AND octet_length(t) >= ${CUT_BYTES} THEN
-            SELECT c.skel, c.refs INTO skel, refs FROM tapedeck_cut(p_account, item.value, p_depth + 1, skel, refs) c;
-          ELSIF octet_length(t) >= ${CUT_BYTES} THEN
-            skel := skel || chr(1);
-            refs := refs || tapedeck_share_part(p_account, t);
-          ELSE
+          IF octet_length(t) < ${CUT_BYTES} THEN
             skel := skel || t;
+          ELSIF json_typeof(item.value) = 'array' THEN
+            SELECT c.skel, c.parts INTO skel, parts FROM tapedeck_cut(item.value, p_depth + 1, skel, parts) c;
+          ELSE
+            skel := skel || chr(1);
+            parts := parts || t;
           END IF;
         END LOOP;
         skel := skel || ']';
@@ -104,16 +125,16 @@ export default Effect.gen(function*() {
           IF octet_length(t) < ${CUT_BYTES} THEN
             skel := skel || t;
           ELSIF json_typeof(item.value) IN ('array', 'object') THEN
-            SELECT c.skel, c.refs INTO skel, refs FROM tapedeck_cut(p_account, item.value, p_depth + 1, skel, refs) c;
+            SELECT c.skel, c.parts INTO skel, parts FROM tapedeck_cut(item.value, p_depth + 1, skel, parts) c;
           ELSE
             skel := skel || chr(1);
-            refs := refs || tapedeck_share_part(p_account, t);
+            parts := parts || t;
           END IF;
         END LOOP;
         skel := skel || '}';
       ELSIF octet_length(p_value::text) >= ${CUT_BYTES} THEN
         skel := skel || chr(1);
-        refs := refs || tapedeck_share_part(p_account, p_value::text);
+        parts := parts || p_value::text;
       ELSE
         skel := skel || p_value::text;
       END IF;
@@ -143,17 +164,17 @@ export default Effect.gen(function*() {
     CREATE FUNCTION tapedeck_spans_share() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
       skel text;
-      refs bigint[];
+      parts text[];
     BEGIN
       IF NEW.input IS NOT NULL THEN
         NEW.input_skel := NULL;
         NEW.input_refs := NULL;
         IF octet_length(NEW.input::text) >= ${SHARE_BYTES} THEN
-          SELECT c.skel, c.refs INTO skel, refs FROM tapedeck_cut(NEW.account_id, NEW.input, 0, '', '{}') c;
-          IF cardinality(refs) > 0 THEN
+          SELECT c.skel, c.parts INTO skel, parts FROM tapedeck_cut(NEW.input, 0, '', '{}') c;
+          IF cardinality(parts) > 0 THEN
             NEW.input := NULL;
             NEW.input_skel := skel;
-            NEW.input_refs := refs;
+            NEW.input_refs := tapedeck_share_parts(NEW.account_id, parts);
           END IF;
         END IF;
       END IF;
@@ -161,11 +182,11 @@ export default Effect.gen(function*() {
         NEW.output_skel := NULL;
         NEW.output_refs := NULL;
         IF octet_length(NEW.output::text) >= ${SHARE_BYTES} THEN
-          SELECT c.skel, c.refs INTO skel, refs FROM tapedeck_cut(NEW.account_id, NEW.output, 0, '', '{}') c;
-          IF cardinality(refs) > 0 THEN
+          SELECT c.skel, c.parts INTO skel, parts FROM tapedeck_cut(NEW.output, 0, '', '{}') c;
+          IF cardinality(parts) > 0 THEN
             NEW.output := NULL;
             NEW.output_skel := skel;
-            NEW.output_refs := refs;
+            NEW.output_refs := tapedeck_share_parts(NEW.account_id, parts);
           END IF;
         END IF;
       END IF;
