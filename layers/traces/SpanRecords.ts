@@ -1,6 +1,8 @@
 import type { DateTime } from "effect"
 import { formatInstant } from "#src/domain/Instant"
 import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
+import { splitPayload } from "./PayloadSplit.ts"
+import { LAYOUT_SELECT, type LayoutRow } from "./SharedParts.ts"
 
 /**
  * The column list of `json_to_recordset` for a batch of spans. A JSON `null` input or output is a flag beside
@@ -9,16 +11,27 @@ import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
 export const SPAN_RECORD_COLUMNS = `id uuid, parent_id uuid, span_type text, name text, model text,
   input json, input_null boolean, output json, output_null boolean, input_tokens bigint, output_tokens bigint,
   cost numeric, duration_ms bigint, metadata json, agent_id text, parent_agent_id text, agent_role text,
-  started_at timestamptz, ended_at timestamptz, error text, extra json`
+  started_at timestamptz, ended_at timestamptz, error text, extra json,
+  input_skel text, input_parts text[], input_hashes text[], output_skel text, output_parts text[], output_hashes text[]`
 
 /** The SELECT list that turns those records into `spans` columns (after trace_id and account_id). */
 export const SPAN_RECORD_VALUES = `x.id, x.parent_id, x.span_type, x.name, x.model,
   CASE WHEN x.input_null THEN 'null'::json ELSE x.input END, CASE WHEN x.output_null THEN 'null'::json ELSE x.output END,
   x.input_tokens, x.output_tokens, x.cost, x.duration_ms, x.metadata, x.agent_id, x.parent_agent_id,
-  x.agent_role, x.started_at, x.ended_at, x.error, x.extra`
+  x.agent_role, x.started_at, x.ended_at, x.error, x.extra, x.input_skel, x.input_parts, x.input_hashes,
+  x.output_skel, x.output_parts, x.output_hashes`
 
 export const SPAN_COLUMNS = `id, parent_id, span_type, name, model, input, output, input_tokens, output_tokens,
   cost, duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at, error, extra`
+
+/**
+ * The columns a split payload is written to (PayloadSplit): its skeleton, its parts' text and their hashes, which the
+ * trigger of 0030_shared_span_content turns into references (parts and hashes are never stored).
+ */
+export const SPLIT_COLUMNS = "input_skel, input_parts, input_hashes, output_skel, output_parts, output_hashes"
+
+/** SPAN_COLUMNS, then SPLIT_COLUMNS: what SPAN_RECORD_VALUES fills. */
+export const SPAN_WRITE_COLUMNS = `${SPAN_COLUMNS}, ${SPLIT_COLUMNS}`
 
 /**
  * A span's input and output as stored: inline json, or a skeleton and the shared parts it references
@@ -58,11 +71,11 @@ export const SPAN_SELECT = spanSelect()
  */
 export const SPAN_PARTS_SELECT = `id, parent_id, floor(EXTRACT(EPOCH FROM started_at) * 1000)::float8 AS start_ms,
   floor(EXTRACT(EPOCH FROM ended_at) * 1000)::float8 AS end_ms, duration_ms::float8 AS duration_ms, span_type, name,
-  model, ${payloadTextSql("input")} AS input, ${payloadTextSql("output")} AS output, input_tokens::text AS input_tokens,
+  model, input::text AS input, output::text AS output, ${LAYOUT_SELECT}, input_tokens::text AS input_tokens,
   output_tokens::text AS output_tokens, cost::float8 AS cost, metadata::text AS metadata, agent_id, parent_agent_id,
   agent_role, error, extra::text AS extra`
 
-export interface SpanPartsRow {
+export interface SpanPartsRow extends LayoutRow {
   readonly id: string
   readonly parent_id: string | null
   readonly start_ms: number
@@ -175,7 +188,31 @@ export const toRecord = (span: Span | SpanWire) => ({
   extra: extraFields(span)
 })
 
-export const toRecordsJson = (spans: ReadonlyArray<Span | SpanWire>) => JSON.stringify(spans.map(toRecord))
+/**
+ * As `toRecord`, with large payloads split into a skeleton and shared parts (PayloadSplit); `stored` tells which
+ * parts can be sent by hash only, `sent` receives every part's hash.
+ */
+export const toWriteRecord = (span: Span | SpanWire, stored?: (hash: string) => boolean, sent?: Set<string>) => {
+  const record = toRecord(span)
+  const input = splitPayload(record.input, stored)
+  const output = splitPayload(record.output, stored)
+  if (sent !== undefined) for (const hash of [...(input?.hashes ?? []), ...(output?.hashes ?? [])]) sent.add(hash)
+  if (input === undefined && output === undefined) return record
+  return {
+    ...record,
+    input: input === undefined ? record.input : undefined,
+    input_skel: input?.skel,
+    input_parts: input?.parts,
+    input_hashes: input?.hashes,
+    output: output === undefined ? record.output : undefined,
+    output_skel: output?.skel,
+    output_parts: output?.parts,
+    output_hashes: output?.hashes
+  }
+}
+
+export const toRecordsJson = (spans: ReadonlyArray<Span | SpanWire>, stored?: (hash: string) => boolean, sent?: Set<string>) =>
+  JSON.stringify(spans.map((span) => toWriteRecord(span, stored, sent)))
 
 /** A stored span as read back (bigint and numeric columns cast to float8 in SQL). */
 export interface SpanRow {

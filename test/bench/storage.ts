@@ -1,10 +1,10 @@
 /**
  * Storage benchmark against a real PostgreSQL (not a test file: run it with `bun test/bench/storage.ts`).
  *
- * Two services side by side, each on a fresh database: "inline", where the split of span payloads into shared
- * parts is switched off (`ALTER TABLE spans DISABLE TRIGGER spans_share`: every payload stored whole in its span,
- * as before migration 0030), and "shared" (the service as it ships). The same requests go to both, alternating
- * which goes first, so load on the machine falls on both alike.
+ * Two services side by side, each on a fresh database: "before", the service at BENCH_BEFORE_REF (default: the
+ * commit before shared span content, migration 0030), extracted with `git archive` into a temporary directory
+ * that borrows this checkout's node_modules, and "shared", this checkout. The same requests go to both,
+ * alternating which goes first, so load on the machine falls on both alike.
  *
  * 1. REST workload: BENCH_RUNS runs of a BENCH_STEPS-step tool-using agent (a ~2 KB system prompt, 8 tool schemas,
  *    the history growing by each answer and tool result), one POST /api/v1/traces per run (a root span, then a model
@@ -20,6 +20,9 @@
  * Knobs: BENCH_DATABASE_URL, BENCH_RUNS (100), BENCH_STEPS (30), BENCH_OTLP_RUNS (30), BENCH_DETAIL_REQUESTS (60),
  * BENCH_JOB_DRAIN_SECONDS (300), BENCH_PURGE_SPANS (0: skipped), BENCH_PURGE_SECONDS (20), BENCH_PURGE_RATE (5).
  */
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import pg from "pg"
 import {
   commandLine,
@@ -33,6 +36,8 @@ import {
   latencyStats,
   log,
   numberEnv,
+  onCleanup,
+  ROOT,
   runBench,
   sleep,
   startServer,
@@ -47,7 +52,7 @@ const DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 300)
 const PURGE_SPANS = Number(process.env.BENCH_PURGE_SPANS ?? "0") || 0
 const PURGE_SECONDS = numberEnv("BENCH_PURGE_SECONDS", 20)
 const PURGE_RATE = numberEnv("BENCH_PURGE_RATE", 5)
-const KNOBS = ["BENCH_DATABASE_URL", "BENCH_RUNS", "BENCH_STEPS", "BENCH_OTLP_RUNS", "BENCH_DETAIL_REQUESTS",
+const KNOBS = ["BENCH_BEFORE_REF", "BENCH_DATABASE_URL", "BENCH_RUNS", "BENCH_STEPS", "BENCH_OTLP_RUNS", "BENCH_DETAIL_REQUESTS",
   "BENCH_JOB_DRAIN_SECONDS", "BENCH_PURGE_SPANS", "BENCH_PURGE_SECONDS", "BENCH_PURGE_RATE"]
 
 // ---------------------------------------------------------------------------------------------- the agent
@@ -224,12 +229,31 @@ const growth = (before: Map<string, number>, after: Map<string, number>) => {
 const kb = (bytes: number) => `${(bytes / 1024).toFixed(2)} KB`
 const mb = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MB`
 
-const startSide = async (name: string, shared: boolean): Promise<Side> => {
+const git = (...args: Array<string>) => {
+  const out = Bun.spawnSync({ cmd: ["git", ...args], cwd: ROOT })
+  if (out.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${out.stderr.toString()}`)
+  return out.stdout.toString().trim()
+}
+
+/** A copy of the service at `ref` in a temporary directory (removed at cleanup), with this checkout's node_modules. */
+const checkoutOf = (ref: string) => {
+  const commit = git("rev-parse", "--verify", `${ref}^{commit}`)
+  const dir = mkdtempSync(join(tmpdir(), "tapedeck-before-"))
+  onCleanup(async () => rmSync(dir, { recursive: true, force: true }))
+  const archive = Bun.spawnSync({ cmd: ["sh", "-c", `git archive ${commit} | tar -x -C ${dir}`], cwd: ROOT })
+  if (archive.exitCode !== 0) throw new Error(`git archive ${commit}: ${archive.stderr.toString()}`)
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"))
+  return { dir, commit }
+}
+
+const BEFORE_REF = process.env.BENCH_BEFORE_REF ||
+  `${git("log", "--diff-filter=A", "--format=%H", "--", "layers/storage/migrations/0030_shared_span_content.ts").split("\n").pop()}^`
+
+const startSide = async (name: string, root?: string): Promise<Side> => {
   const { databaseUrl } = await freshDatabase("tapedeck_bench_storage_")
-  const server = await startServer(databaseUrl, { extraEnv: { TAPEDECK_RETENTION_INTERVAL_SECONDS: "1" } })
+  const server = await startServer(databaseUrl, { extraEnv: { TAPEDECK_RETENTION_INTERVAL_SECONDS: "1" }, ...(root ? { root } : {}) })
   const db = await connect(databaseUrl)
-  if (!shared) await db.query("ALTER TABLE spans DISABLE TRIGGER spans_share")
-  log(`${name}: server ${server.url}`)
+  log(`${name}: server ${server.url}${root ? ` from ${root}` : ""}`)
   return { name, url: server.url, db, traceIds: [], ingestMs: 0, spans: 0, bytesSent: 0 }
 }
 
@@ -285,7 +309,8 @@ const purgeRun = async (side: Side) => {
 // ---------------------------------------------------------------------------------------------- main
 
 runBench(async () => {
-  const sides = [await startSide("inline (before)", false), await startSide("shared", true)]
+  const before = checkoutOf(BEFORE_REF)
+  const sides = [await startSide(`before (${before.commit.slice(0, 9)})`, before.dir), await startSide("shared")]
   const rest = await workload("REST", sides, () => ingest(sides, (run) => restBody(run), RUNS, "/api/v1/traces", 2 * STEPS + 1))
   const details = await detailP50(sides)
   const otlp = await workload("OTLP", sides, () => ingest(sides, otlpBody, OTLP_RUNS, "/v1/traces", 2 * STEPS + 1))

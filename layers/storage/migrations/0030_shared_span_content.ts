@@ -52,29 +52,41 @@ export default Effect.gen(function*() {
     )`
   yield* sql`INSERT INTO span_content_conversion (done) SELECT NOT EXISTS (SELECT 1 FROM spans)`
   yield* sql`
-    ALTER TABLE spans ADD COLUMN input_skel text, ADD COLUMN input_refs bigint[],
-      ADD COLUMN output_skel text, ADD COLUMN output_refs bigint[]`
+    ALTER TABLE spans ADD COLUMN input_skel text, ADD COLUMN input_refs bigint[], ADD COLUMN input_parts text[],
+      ADD COLUMN input_hashes text[], ADD COLUMN output_skel text, ADD COLUMN output_refs bigint[],
+      ADD COLUMN output_parts text[], ADD COLUMN output_hashes text[]`
   yield* sql`
     CREATE INDEX spans_content_refs ON spans USING gin ((COALESCE(input_refs, '{}') || COALESCE(output_refs, '{}')))
     WHERE input_refs IS NOT NULL OR output_refs IS NOT NULL`
 
-  // The ids of the account's parts with these texts, in order; those not stored yet are stored now. One lookup for
-  // all the parts of a payload; a part marked released is unmarked (and so kept by the sweep); a part inserted by a
+  // The ids of the account's parts with these texts, in order; those not stored yet are stored now. The hashes are
+  // the writer's (the SHA-256 of each text, hex), computed here when it gave none. A writer leaves out (NULL) the
+  // text of a part it knows is stored (layers/traces/KnownParts.ts); such a part missing is an error (TD001), never a
+  // dangling reference. One lookup for all the parts of a
+  // payload; a part marked released is unmarked (and so kept by the sweep); a part inserted by a
   // concurrent writer, or deleted by the sweep meanwhile, is found or stored by the next round.
   yield* sql.unsafe(`
-    CREATE FUNCTION tapedeck_share_parts(p_account uuid, p_parts text[]) RETURNS bigint[] LANGUAGE plpgsql AS $$
+    CREATE FUNCTION tapedeck_share_parts(p_account uuid, p_parts text[], p_hashes text[] DEFAULT NULL)
+    RETURNS bigint[] LANGUAGE plpgsql AS $$
     DECLARE
-      hashes bytea[] := ARRAY(SELECT sha256(convert_to(t, 'UTF8')) FROM unnest(p_parts) AS t);
+      hashes bytea[] := CASE WHEN p_hashes IS NULL OR cardinality(p_hashes) <> cardinality(p_parts)
+        THEN ARRAY(SELECT sha256(convert_to(t, 'UTF8')) FROM unnest(p_parts) AS t)
+        ELSE ARRAY(SELECT decode(h, 'hex') FROM unnest(p_hashes) AS h) END;
       ids bigint[];
       missing boolean;
+      lost boolean;
       marked boolean;
     BEGIN
       LOOP
-        SELECT array_agg(c.id ORDER BY u.i), bool_or(c.id IS NULL), bool_or(c.orphaned_at IS NOT NULL)
-        INTO ids, missing, marked
-        FROM unnest(hashes) WITH ORDINALITY AS u(h, i)
+        SELECT array_agg(c.id ORDER BY u.i), bool_or(c.id IS NULL), bool_or(c.id IS NULL AND u.t IS NULL),
+               bool_or(c.orphaned_at IS NOT NULL)
+        INTO ids, missing, lost, marked
+        FROM unnest(hashes, p_parts) WITH ORDINALITY AS u(h, t, i)
         LEFT JOIN span_contents c ON c.account_id = p_account AND c.hash = u.h;
         IF NOT missing AND NOT marked THEN RETURN ids; END IF;
+        IF lost THEN
+          RAISE EXCEPTION 'shared span content sent by hash only is not stored' USING ERRCODE = 'TD001';
+        END IF;
         IF marked THEN
           UPDATE span_contents SET orphaned_at = NULL
           WHERE account_id = p_account AND hash = ANY(hashes) AND orphaned_at IS NOT NULL;
@@ -82,6 +94,7 @@ export default Effect.gen(function*() {
         IF missing THEN
           INSERT INTO span_contents (account_id, hash, body)
           SELECT DISTINCT ON (u.h) p_account, u.h, u.t FROM unnest(hashes, p_parts) AS u(h, t)
+          WHERE u.t IS NOT NULL
           ORDER BY u.h
           ON CONFLICT (account_id, hash) DO NOTHING;
         END IF;
@@ -158,17 +171,25 @@ export default Effect.gen(function*() {
       SELECT CASE WHEN p_skel IS NULL THEN p_inline ELSE tapedeck_assemble(p_skel, p_refs)::json END
     $$`)
 
-  // A payload written inline (the column set) is split when large; one written as NULL keeps the layout given
-  // (an upsert copies the layout its own insert already split: EXCLUDED's).
+  // A payload written whole (the column set) is split when large. One written split (skeleton, parts' text and their hashes, as
+  // layers/traces/PayloadSplit.ts splits it on the way in) gets its parts stored and referenced; the parts and hashes
+  // columns are never kept. One written as NULL keeps the layout given (an upsert copies the layout its own insert already
+  // split: EXCLUDED's).
   yield* sql.unsafe(`
     CREATE FUNCTION tapedeck_spans_share() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
       skel text;
       parts text[];
     BEGIN
-      IF NEW.input IS NOT NULL THEN
+      IF NEW.input IS NULL AND NEW.input_parts IS NOT NULL THEN
+        NEW.input_refs := tapedeck_share_parts(NEW.account_id, NEW.input_parts, NEW.input_hashes);
+        NEW.input_parts := NULL;
+        NEW.input_hashes := NULL;
+      ELSIF NEW.input IS NOT NULL THEN
         NEW.input_skel := NULL;
         NEW.input_refs := NULL;
+        NEW.input_parts := NULL;
+        NEW.input_hashes := NULL;
         IF octet_length(NEW.input::text) >= ${SHARE_BYTES} THEN
           SELECT c.skel, c.parts INTO skel, parts FROM tapedeck_cut(NEW.input, 0, '', '{}') c;
           IF cardinality(parts) > 0 THEN
@@ -178,9 +199,15 @@ export default Effect.gen(function*() {
           END IF;
         END IF;
       END IF;
-      IF NEW.output IS NOT NULL THEN
+      IF NEW.output IS NULL AND NEW.output_parts IS NOT NULL THEN
+        NEW.output_refs := tapedeck_share_parts(NEW.account_id, NEW.output_parts, NEW.output_hashes);
+        NEW.output_parts := NULL;
+        NEW.output_hashes := NULL;
+      ELSIF NEW.output IS NOT NULL THEN
         NEW.output_skel := NULL;
         NEW.output_refs := NULL;
+        NEW.output_parts := NULL;
+        NEW.output_hashes := NULL;
         IF octet_length(NEW.output::text) >= ${SHARE_BYTES} THEN
           SELECT c.skel, c.parts INTO skel, parts FROM tapedeck_cut(NEW.output, 0, '', '{}') c;
           IF cardinality(parts) > 0 THEN
