@@ -11,6 +11,7 @@ import {
   SPAN_TOTALS,
   SPAN_UPSERT,
   type SpanRow,
+  once,
   toWriteRecord
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "./GenAiMapping.ts"
@@ -61,6 +62,12 @@ export interface LockedTrace {
   readonly accountId: string
   readonly status: TraceStatus
   readonly deleted: boolean
+}
+
+/** The spans as `json_to_recordset` records with their trace ids, each shared part's text sent once at most. */
+const recordsJson = (spans: ReadonlyArray<MappedSpan>, stored: ((hash: string) => boolean) | undefined, sent: Set<string>) => {
+  const omit = once(stored)
+  return JSON.stringify(spans.map((m) => ({ ...toWriteRecord(m.span as never, omit, sent), trace_id: m.traceId })))
 }
 
 /** The SQL of OTLP ingestion: many traces and spans a request, each step one statement. */
@@ -153,7 +160,7 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
           INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
           SELECT x.trace_id, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
           FROM json_to_recordset(${
-          JSON.stringify(spans.map((m) => ({ ...toWriteRecord(m.span as never, stored, sent), trace_id: m.traceId })))
+          recordsJson(spans, stored, sent)
         }::json) AS x(trace_id uuid, ${sql.literal(SPAN_RECORD_COLUMNS)})
           ${sql.literal(SPAN_UPSERT)}`)
       },

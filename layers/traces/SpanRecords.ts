@@ -211,8 +211,23 @@ export const toWriteRecord = (span: Span | SpanWire, stored?: (hash: string) => 
   }
 }
 
-export const toRecordsJson = (spans: ReadonlyArray<Span | SpanWire>, stored?: (hash: string) => boolean, sent?: Set<string>) =>
-  JSON.stringify(spans.map((span) => toWriteRecord(span, stored, sent)))
+export const toRecordsJson = (spans: ReadonlyArray<Span | SpanWire>, stored?: (hash: string) => boolean, sent?: Set<string>) => {
+  const omit = once(stored)
+  return JSON.stringify(spans.map((span) => toWriteRecord(span, omit, sent)))
+}
+
+/**
+ * `stored`, extended to the parts an earlier record of the same batch sends: a statement stores its rows in order, and
+ * a part stored by an earlier row is found by the later ones (their text is sent once per statement).
+ */
+export const once = (stored?: (hash: string) => boolean) => {
+  const seen = new Set<string>()
+  return (hash: string) => {
+    if (seen.has(hash) || stored?.(hash) === true) return true
+    seen.add(hash)
+    return false
+  }
+}
 
 /** A stored span as read back (bigint and numeric columns cast to float8 in SQL). */
 export interface SpanRow {

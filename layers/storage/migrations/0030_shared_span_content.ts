@@ -61,8 +61,9 @@ export default Effect.gen(function*() {
 
   // The ids of the account's parts with these texts, in order; those not stored yet are stored now. The hashes are
   // the writer's (the SHA-256 of each text, hex), computed here when it gave none. A writer leaves out (NULL) the
-  // text of a part it knows is stored (layers/traces/KnownParts.ts); such a part missing is an error (TD001), never a
-  // dangling reference. One lookup for all the parts of a
+  // text of a part it knows is stored (layers/traces/KnownParts.ts), or stored by an earlier row of the same statement
+  // (each statement of this function sees what the transaction wrote before it); such a part missing is an error
+  // (TD001), never a dangling reference. One lookup for all the parts of a
   // payload; a part marked released is unmarked (and so kept by the sweep); a part inserted by a
   // concurrent writer, or deleted by the sweep meanwhile, is found or stored by the next round.
   yield* sql.unsafe(`
@@ -78,14 +79,21 @@ export default Effect.gen(function*() {
       marked boolean;
     BEGIN
       LOOP
-        SELECT array_agg(c.id ORDER BY u.i), bool_or(c.id IS NULL), bool_or(c.id IS NULL AND u.t IS NULL),
-               bool_or(c.orphaned_at IS NOT NULL)
-        INTO ids, missing, lost, marked
-        FROM unnest(hashes, p_parts) WITH ORDINALITY AS u(h, t, i)
+        SELECT array_agg(c.id ORDER BY u.i), bool_or(c.id IS NULL), bool_or(c.orphaned_at IS NOT NULL)
+        INTO ids, missing, marked
+        FROM unnest(hashes) WITH ORDINALITY AS u(h, i)
         LEFT JOIN span_contents c ON c.account_id = p_account AND c.hash = u.h;
         IF NOT missing AND NOT marked THEN RETURN ids; END IF;
-        IF lost THEN
-          RAISE EXCEPTION 'shared span content sent by hash only is not stored' USING ERRCODE = 'TD001';
+        IF missing THEN
+          -- a part missing whose text was not sent (with this or another of its occurrences in the payload)
+          SELECT EXISTS (
+            SELECT 1 FROM unnest(hashes) AS u(h)
+            WHERE NOT EXISTS (SELECT 1 FROM span_contents c WHERE c.account_id = p_account AND c.hash = u.h)
+              AND NOT EXISTS (SELECT 1 FROM unnest(hashes, p_parts) AS v(h, t) WHERE v.h = u.h AND v.t IS NOT NULL)
+          ) INTO lost;
+          IF lost THEN
+            RAISE EXCEPTION 'shared span content sent by hash only is not stored' USING ERRCODE = 'TD001';
+          END IF;
         END IF;
         IF marked THEN
           UPDATE span_contents SET orphaned_at = NULL
