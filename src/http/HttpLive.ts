@@ -38,6 +38,7 @@ import { BatchHttpLive } from "./BatchHttp.ts"
 import { DiscoveryHttpLive } from "./DiscoveryHttp.ts"
 import { SessionsHttpLive } from "./SessionsHttp.ts"
 import { UsageHttpLive } from "./UsageHttp.ts"
+import { RetentionHttpLive } from "./RetentionHttp.ts"
 import { UsageCounters } from "#layers/usage/UsageCounters"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
 import { LangfuseOtlpHttpLive, OtlpHttpLive } from "./OtlpHttp.ts"
@@ -53,6 +54,7 @@ export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
   Layer.provide([SystemHttpLive, TracesHttpLive, ForksHttpLive, EnforcementHttpLive, EvaluationsHttpLive, JobsHttpLive, OtlpHttpLive, LangfuseOtlpHttpLive, ErrorBodiesLive, IngestGateLive]),
   Layer.provide([EvalRulesHttpLive, InsightsHttpLive]),
   Layer.provide([SessionsHttpLive, UsageHttpLive, BatchHttpLive, ApiKeysHttpLive, DiscoveryHttpLive, AccountHttpLive]),
+  Layer.provide(RetentionHttpLive),
   Layer.provide([EvalRules.Default, InsightRepo.Default]),
   Layer.provide([SearchHttpLive, DiagnosticsHttpLive]),
   Layer.provide(SearchLive),
