@@ -3,7 +3,8 @@ import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
-import { fromRow, payloadJsonSql, payloadPresent, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
+import { fromRow, type SpanRow, spanSelect } from "../traces/SpanRecords.ts"
+import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "../traces/SharedParts.ts"
 import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
 import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
@@ -68,7 +69,7 @@ export const planRows = (plan: unknown): number => {
 }
 
 /** A span as the index job reads it: what its text is built from, and the vector it has now, if any. */
-interface SourceRow extends SpanTextSource {
+interface SourceRow extends Omit<SpanTextSource, "input" | "output">, LayoutRow {
   readonly trace_id: string
   readonly id: string
   readonly account_id: string
@@ -245,7 +246,11 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const pending: Array<PendingSpan> = []
       const filtersStale: Array<SpanKey> = []
       for (const row of rows) {
-        const text = spanText({ ...row, input: unwrap(row.input), output: unwrap(row.output) })
+        const text = spanText({
+          ...row,
+          input: row.input === null ? undefined : JSON.parse(row.input),
+          output: row.output === null ? undefined : JSON.parse(row.output)
+        })
         const hash = textHash(text)
         if (force || row.embedder !== embedder || row.text_hash !== hash) {
           pending.push({ traceId: row.trace_id, spanId: row.id, accountId: row.account_id, text, hash })
@@ -257,8 +262,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     }
 
     const SOURCE = `s.trace_id, s.id, s.account_id, s.name, s.span_type, s.model,
-      CASE WHEN ${payloadPresent("input", "s.")} THEN json_build_array(${payloadJsonSql("input", "s.")}) END AS input,
-      CASE WHEN ${payloadPresent("output", "s.")} THEN json_build_array(${payloadJsonSql("output", "s.")}) END AS output,
+      s.input::text AS input, s.output::text AS output, ${LAYOUT_SELECT},
       s.error, e.text_hash, e.embedder`
 
     /**
@@ -272,7 +276,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           SELECT ${sql.literal(SOURCE)}, ${sql.literal(FILTERS_STALE)} AS filters_stale
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.trace_id = ANY(${uuidArray(traceIds)}::uuid[]) AND s.account_id = ${accountId}`
-        return toPending(rows, embedder, false)
+        return toPending(yield* withPayloads(sql, rows), embedder, false)
       },
       Effect.orDie
     )
@@ -285,7 +289,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.account_id = ${accountId} AND (e.span_id IS NULL OR e.embedder <> ${embedder})
           LIMIT ${limit}`
-        return toPending(rows, embedder, true).pending
+        return toPending(yield* withPayloads(sql, rows), embedder, true).pending
       },
       Effect.orDie
     )
