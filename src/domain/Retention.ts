@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { required } from "./Described.ts"
+import { withExamples } from "./Examples.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
@@ -12,11 +13,15 @@ const RetentionDays = Schema.NullOr(
 )
 
 /** PUT /api/v1/retention and PUT /api/v1/retention/projects/{projectId}. */
-export const SetRetentionRequest = Schema.Struct({
-  retention_days: RetentionDays.annotations({
-    description: "Days a trace is kept after it started (1 to 36500); null inherits (a project the account's, the account the configured default)"
-  })
-}).annotations({ ...strict, identifier: "SetRetentionRequest" })
+export const SetRetentionRequest = withExamples(
+  Schema.Struct({
+    retention_days: RetentionDays.annotations({
+      description: "Days a trace is kept after it started (1 to 36500); null inherits (a project the account's, the account the configured default)"
+    })
+  }).annotations({ ...strict, identifier: "SetRetentionRequest" }),
+  { retention_days: 90 },
+  { retention_days: null }
+)
 export type SetRetentionRequest = typeof SetRetentionRequest.Type
 
 export const RetentionProjectPath = Schema.Struct({ projectId: Schema.UUID })

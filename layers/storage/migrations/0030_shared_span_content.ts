@@ -184,7 +184,8 @@ export default Effect.gen(function*() {
   // A payload written whole (the column set) is split when large. One written split (skeleton, parts' text and their hashes, as
   // layers/traces/PayloadSplit.ts splits it on the way in) gets its parts stored and referenced; the parts and hashes
   // columns are never kept. One written as NULL keeps the layout given (an upsert copies the layout its own insert already
-  // split: EXCLUDED's).
+  // split: EXCLUDED's). Any update runs it (no column list, which would pin the payload columns' types): a span
+  // still stored whole is split when it is next written.
   yield* sql.unsafe(`
     CREATE FUNCTION tapedeck_spans_share() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
@@ -230,7 +231,7 @@ export default Effect.gen(function*() {
       RETURN NEW;
     END $$`)
   yield* sql`
-    CREATE TRIGGER spans_share BEFORE INSERT OR UPDATE OF input, output ON spans
+    CREATE TRIGGER spans_share BEFORE INSERT OR UPDATE ON spans
     FOR EACH ROW EXECUTE FUNCTION tapedeck_spans_share()`
 
   // Parts that deleted or rewritten spans referenced become candidates for the sweep.
