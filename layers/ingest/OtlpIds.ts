@@ -1,3 +1,5 @@
+import type { SpanIds } from "#src/domain/genai/SpanIds"
+
 /**
  * Deterministic UUIDs for OTLP traces and spans (docs/otel-mapping.md, "Ids"): account-scoped UUIDv5, so a
  * re-delivered batch maps to the same rows and the same W3C trace exported by two accounts never collides.
@@ -81,4 +83,15 @@ export const parentUuid = (accountNs: string, traceHex: string, parentHex: strin
     lastParentHex = parentHex
   }
   return lastParentUuid
+}
+
+/** The mapping's ids (docs/otel-mapping.md, "Ids") for one account; `accountId` as for `accountNamespace`. */
+export const accountSpanIds = (accountId: string): SpanIds => {
+  const ns = accountNamespace(accountId)
+  return {
+    trace: (traceHex) => traceUuid(ns, traceHex),
+    span: (traceHex, spanHex) => spanUuid(ns, traceHex, spanHex),
+    parent: (traceHex, parentHex) => parentUuid(ns, traceHex, parentHex),
+    project: (name) => uuidV5(ns, "project:" + name)
+  }
 }

@@ -7,9 +7,9 @@ import { textArray } from "../storage/SqlArrays.ts"
 import { DEFAULT_PRICES, type PriceTable } from "../llm/Prices.ts"
 import { CopyData, copyJson, copyText } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
-import { type MappedSpan, mapSpan } from "./GenAiMapping.ts"
+import { type MappedSpan, mapSpan } from "#src/domain/genai/MapSpan"
 import { decodeOtlpProtobuf } from "./OtlpDecode.ts"
-import { accountNamespace } from "./OtlpIds.ts"
+import { accountSpanIds } from "./OtlpIds.ts"
 import { finalizeTrace, type StoredSpan, type TraceFinalization } from "./TraceFinalize.ts"
 
 /** At most this many spans are created per request; the rest are refused through partialSuccess. */
@@ -17,7 +17,7 @@ export const MAX_SPANS_PER_EXPORT = 2000
 
 /** Maps the decoded spans in document order, applying the cap; the spans to write and what was refused. */
 export const mapAll = (accountId: AccountId, decoded: DecodedExport) => {
-  const accountNs = accountNamespace(accountId)
+  const ids = accountSpanIds(accountId)
   const reasons = new Set(decoded.rejected.map((r) => r.reason))
   let rejected = decoded.rejected.length
   // The last copy of a span sent twice in one request wins, as it would across requests.
@@ -34,7 +34,7 @@ export const mapAll = (accountId: AccountId, decoded: DecodedExport) => {
     kept.add(otelKey)
     let mapped: MappedSpan | undefined
     try {
-      mapped = mapSpan(accountNs, span)
+      mapped = mapSpan(ids, span)
     } catch {
       rejected++
       reasons.add("a span could not be mapped")
@@ -74,7 +74,11 @@ export const finalizeWith = (earlier: ReadonlyArray<StoredSpan>, fresh: Readonly
       spans.push({ ...m, span: { ...m.span, ...fields } })
     }
   }
-  return { spans, earlierUpdates: finalized.spanUpdates.filter((u) => !fresh.has(u.id)), trace: finalized.trace }
+  // A stored span's input and output are not rewritten: a payload taken from a step applies to spans of this request.
+  const earlierUpdates = finalized.spanUpdates.filter((u) => !fresh.has(u.id)).flatMap(({ input: _i, output: _o, ...u }) =>
+    Object.keys(u).length > 1 ? [u] : []
+  )
+  return { spans, earlierUpdates, trace: finalized.trace }
 }
 
 /** The spans of an export grouped by trace, then by span id, in first-seen order. */

@@ -14,7 +14,7 @@ import {
   once,
   toWriteRecord
 } from "../traces/SpanRecords.ts"
-import type { MappedSpan } from "./GenAiMapping.ts"
+import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { type PreparedTrace, spanCopyRows } from "./OtlpPrepare.ts"
 import type { TraceFinalization } from "./TraceFinalize.ts"
 import { type CopyMessage, copyInTransaction } from "../storage/PgCopy.ts"

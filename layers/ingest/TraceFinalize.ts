@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { SPAN_TEXT_LIMITS } from "#src/domain/Span"
 import { estimatedCost, type PriceTable } from "../llm/Prices.ts"
-import type { MappedSpan } from "./GenAiMapping.ts"
+import type { MappedSpan } from "#src/domain/genai/MapSpan"
 
 /** A span of an OTLP trace as reloaded from storage: the mapped shape, absent optionals absent. */
 export type StoredSpan = MappedSpan["span"]
@@ -22,6 +22,9 @@ export interface TraceFinalization {
     cost?: number
     /** Set with `cost` when that cost is the price table's estimate (stored as the span's `cost_estimated`). */
     cost_estimated?: true
+    /** A model call's request and answer taken from the step span that wraps it (see `stepPayloads`). */
+    input?: unknown
+    output?: unknown
   }>
   readonly trace: {
     name: string | null
@@ -138,6 +141,7 @@ export const finalizeTrace = (spans: ReadonlyArray<StoredSpan>, prices?: PriceTa
     return u
   }
   resolveAgents(nodes, updateOf)
+  stepPayloads(nodes, updateOf)
   const costPromoted = promoteUsage(nodes, updateOf)
   if (prices !== undefined) estimateCosts(nodes, prices, updates, updateOf, costPromoted)
 
@@ -215,6 +219,31 @@ const resolveAgents = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUp
     if (id !== undefined) u.agent_id = id
     if (role !== undefined) u.agent_role = role
     if (parentAgentId !== undefined) u.parent_agent_id = parentAgentId
+  }
+}
+
+const toolCallsOf = (v: unknown): ReadonlyArray<unknown> | undefined =>
+  isRecord(v) && Array.isArray(v.tool_calls) && v.tool_calls.length > 0 ? v.tool_calls : undefined
+
+/**
+ * Frameworks that record a model call's messages and tool calls on the step span wrapping it, not on the call
+ * itself (Mastra: `model_step` around `chat <model>`, flagged by the mapping as `metadata.model_step: true`): the
+ * call takes its step's input when it has none, and its step's answer when that holds tool calls its own lacks
+ * (keeping its own finish reason), so the call can be read and replayed as sent.
+ */
+const stepPayloads = (nodes: ReadonlyArray<Node>, updateOf: (n: Node) => SpanUpdate) => {
+  for (const n of nodes) {
+    const step = n.parent
+    if (n.span.span_type !== "llm_call" || step === undefined || step.meta.model_step !== true) continue
+    if (n.span.input === undefined && step.span.input !== undefined) updateOf(n).input = step.span.input
+    const stepCalls = toolCallsOf(step.span.output)
+    if (stepCalls !== undefined && toolCallsOf(n.span.output) === undefined) {
+      const own = record(n.span.output)
+      updateOf(n).output = {
+        ...record(step.span.output),
+        ...(own.finish_reason === undefined ? {} : { finish_reason: own.finish_reason })
+      }
+    }
   }
 }
 

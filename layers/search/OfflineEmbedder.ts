@@ -45,7 +45,7 @@ const commonComponent = (wv: WordVectors) => {
 
 /**
  * `Math.hypot(...xs)`, the same number, without spreading a typed array into arguments (which goes through its
- * iterator: about 10 µs for the two norms of an embedding, against 1–2 µs this way).
+ * iterator, several times slower for the two norms of every embedding).
  */
 const hypot = (xs: Float64Array): number => Reflect.apply(Math.hypot, undefined, xs)
 
@@ -184,7 +184,8 @@ export const OfflineEmbedderLive = Layer.scoped(
       id: OFFLINE_EMBEDDER_ID,
       kind: "offline",
       dims: OFFLINE_DIMS,
-      // Embedding runs on the event loop: small batches keep each uninterrupted stretch near 10–20 ms.
+      // Embedding runs on the event loop: small batches keep each uninterrupted stretch short, so requests are
+      // answered between two batches.
       maxBatch: 32,
       embed: (texts) => Effect.map(ready, (embedOne) => texts.map(embedOne))
     })

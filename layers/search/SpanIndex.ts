@@ -27,13 +27,13 @@ export const RRF_K = 60
 export const LEXICAL_MIN_COVERAGE = 0.2
 /** Candidates fetched from each leg at least, before the fusion and the page cut. */
 const MIN_CANDIDATES = 100
-/** Vectors written per statement where HNSW maintains the index (PGlite inserts ~500/s into it). */
+/** Vectors written per statement where HNSW maintains the index (slow on PGlite: small statements keep each short). */
 const STORE_CHUNK_HNSW = 32
 /**
  * HNSW's candidate list per scan: pgvector's maximum. Agent spans repeat themselves (the same tool call with other
- * arguments), and the graph over such clusters of near-twins is hard to walk: at 100k generated spans on PGlite the
- * top 20 held 65 % of the exact answer with ef_search = 100 (89 % with 1000; filtered to one span type 64 → 81 %),
- * for about 6 ms more per query (test/bench/search.ts, column "top 20 as exact").
+ * arguments), and the graph over such clusters of near-twins is hard to walk: with the default list the top 20 held
+ * far less of the exact answer, and the longer list costs little per query (docs/performance.md, "Search";
+ * test/bench/search.ts, column "top 20 as exact").
  */
 const HNSW_EF_SEARCH = 1000
 /**
@@ -49,8 +49,8 @@ const MAX_HNSW_DEPTH = 1000
  * When the planner expects at most this many rows to pass the filters, the search is exact: reading them through
  * the filters' indexes costs less than an HNSW scan that must skip the many rows failing the filters, and far less
  * when the filter and the query pull apart (a question about tool errors, filtered to one model's calls, walks the
- * graph a long way before it meets a match). On PGlite at 100k spans: 2,636 matching rows exact 13 ms at p50 and
- * HNSW 28 ms (204 ms at p95); 29,684 rows exact 92 ms, HNSW 8 ms.
+ * graph a long way before it meets a match). Where the two cross was measured on PGlite at 100k spans
+ * (docs/performance.md, "Figures behind choices in the code").
  */
 const EXACT_MAX_ROWS = 5000
 
@@ -484,7 +484,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             ? prefilterCandidates()
             : !exact && !filtered
             // Unfiltered HNSW: the index scan alone, its k rows then checked against their traces (a join inside
-            // the ordered scan costs the scan its speed: p95 27 → 67 ms at 20k spans on PGlite).
+            // the ordered scan costs the scan its speed: pgvector stops walking the index in order).
             ? sql`
               SELECT a.trace_id, a.span_id, a.distance
               FROM (

@@ -41,7 +41,7 @@ export const maintainTables = Effect.gen(function*() {
 /**
  * Embedded PGlite runs PostgreSQL in single-user mode, where autovacuum never runs: without this its tables
  * keep every dead row (the job queue and the stream log churn all day) and the planner never gets statistics
- * (a filtered search at 100k spans joined rows in the wrong order: 95 ms instead of 18). With DATABASE_URL the
+ * (a filtered search on a large account joined rows in the wrong order, several times slower). With DATABASE_URL the
  * server's own autovacuum does this; nothing runs here.
  */
 export const EmbeddedMaintenanceLive = Layer.scopedDiscard(Effect.gen(function*() {

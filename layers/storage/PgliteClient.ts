@@ -10,9 +10,9 @@ import { holdDataDirLock } from "./DataDirLock.ts"
 
 /**
  * The buffer cache of an embedded database on disk (TAPEDECK_PGLITE_SHARED_BUFFERS). PGlite's own 128MB does not hold
- * a 100k-span account's vectors and HNSW index (~280 MB), and a page missed costs a file read through the WASM file
- * system: filtered searches at 100k spans had p95 55–154 ms with 256MB against 90–282 ms with 128MB. Memory:
- * about 150 MB more resident. An in-memory database (tests) keeps PGlite's default unless the variable is set.
+ * a 100k-span account's vectors and HNSW index, and a page missed costs a file read through the WASM file system,
+ * which slows filtered searches (the measurements and the memory it costs: docs/performance.md, "Search"). An
+ * in-memory database (tests) keeps PGlite's default unless the variable is set.
  */
 export const DEFAULT_SHARED_BUFFERS = "256MB"
 

@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { required } from "./Described.ts"
+import { optional, required } from "./Described.ts"
 
 /** RFC 9728 OAuth 2.0 Protected Resource Metadata (additional fields allowed). */
 export const ProtectedResourceMetadata = Schema.Struct({
@@ -8,7 +8,13 @@ export const ProtectedResourceMetadata = Schema.Struct({
   bearer_methods_supported: required(Schema.Array(Schema.String), "How a bearer token may be sent"),
   scopes_supported: required(Schema.Array(Schema.String), "Scopes it understands"),
   resource_name: required(Schema.String, "A human-readable name"),
-  resource_documentation: required(Schema.String, "Where its documentation is")
+  resource_documentation: required(Schema.String, "Where its documentation is"),
+  tapedeck_api_key_header: required(Schema.String, "Tapedeck's own: the header an API key may be sent in (or Authorization: Bearer)"),
+  tapedeck_api_key_prefix: required(Schema.String, "Tapedeck's own: how every API key begins"),
+  tapedeck_token_types_supported: required(
+    Schema.Array(Schema.Literal("api_key", "jwt")),
+    "Tapedeck's own: the credentials this server accepts (jwt only when TAPEDECK_JWT_SECRET is set)"
+  )
 }).annotations({ identifier: "ProtectedResourceMetadata" })
 
 /** RFC 8414 OAuth 2.0 Authorization Server Metadata (additional fields allowed). */
@@ -19,5 +25,9 @@ export const AuthorizationServerMetadata = Schema.Struct({
   grant_types_supported: required(Schema.Array(Schema.String), "OAuth grant types supported"),
   scopes_supported: required(Schema.Array(Schema.String), "Scopes that can be granted"),
   token_endpoint_auth_methods_supported: required(Schema.Array(Schema.String), "How clients authenticate at the token endpoint"),
-  service_documentation: required(Schema.String, "Where the documentation is")
+  service_documentation: required(Schema.String, "Where the documentation is"),
+  tapedeck_jwt_signing_alg_values_supported: optional(
+    Schema.Array(Schema.Literal("HS256")),
+    "Tapedeck's own: how the JWTs it accepts are signed (present only when TAPEDECK_JWT_SECRET is set)"
+  )
 }).annotations({ identifier: "AuthorizationServerMetadata" })

@@ -2,7 +2,7 @@ import { Schema } from "effect"
 import { ProjectId, TraceId } from "./Ids.ts"
 import { Text } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
-import { optional, required, withDefault } from "./Described.ts"
+import { optional, required } from "./Described.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
 

@@ -3,7 +3,7 @@ import { pageParams } from "./Page.ts"
 import { ForkId, SpanId, TraceId } from "./Ids.ts"
 import { JsonObject, JsonValue, Text } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
-import { optional, required, withDefault } from "./Described.ts"
+import { optional, required } from "./Described.ts"
 
 export const ForkStatus = Schema.Literal("pending", "replaying", "completed", "failed")
 export type ForkStatus = typeof ForkStatus.Type

@@ -93,7 +93,8 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   const gate = yield* IngestGate
   const refuseFast = refuseWhileSaturated(gate, yield* Credentials)
   // Without an exporter (TracingLive) a request's span goes nowhere, but building it still costs the request: its
-  // URL parsed, headers redacted, the peer's address asked of the socket (about 40 µs in Bun alone).
+  // URL parsed, headers redacted, the peer's address asked of the socket (docs/performance.md, "Figures behind
+  // choices in the code").
   const exporting = Option.isSome(yield* selfTelemetryEndpoint)
   const logged = accessLog({ log: (yield* AppConfig).accessLog, summary: yield* RequestSummary })
   // A protobuf export is answered in protobuf, its refusals included (OtlpResponses).

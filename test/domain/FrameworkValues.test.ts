@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test"
-import { mapSpan } from "#layers/ingest/GenAiMapping"
-import { accountNamespace } from "#layers/ingest/OtlpIds"
+import { mapSpan } from "#src/domain/genai/MapSpan"
+import { accountSpanIds } from "#layers/ingest/OtlpIds"
 import * as F from "../fixtures/otlp/GenAiFixtures.ts"
 
-const NS = accountNamespace(F.ACME)
+const IDS = accountSpanIds(F.ACME)
 const mapped = (attributes: Record<string, unknown>, name = "span") => {
-  const m = mapSpan(NS, F.otlpSpan({
+  const m = mapSpan(IDS, F.otlpSpan({
     traceId: "0123456789abcdef0123456789abcdef", spanId: "0011223344556677", parentSpanId: "8899aabbccddeeff",
     name, kind: 1, startTimeUnixNano: "1787220000000000000", endTimeUnixNano: "1787220001000000000", attributes
   }))

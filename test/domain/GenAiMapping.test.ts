@@ -1,18 +1,18 @@
 import { describe, expect, test } from "bun:test"
 import { Either, FastCheck as fc, Schema } from "effect"
 
-import { mapSpan, type MappedSpan } from "#layers/ingest/GenAiMapping"
-import { accountNamespace } from "#layers/ingest/OtlpIds"
+import { mapSpan, type MappedSpan } from "#src/domain/genai/MapSpan"
+import { accountSpanIds } from "#layers/ingest/OtlpIds"
 import { MAX_JSON_DEPTH, unstorableReason } from "#src/domain/Json"
 import type { OtlpSpan } from "#src/domain/Otlp"
 import { Span, SPAN_TEXT_LIMITS } from "#src/domain/Span"
 import * as F from "../fixtures/otlp/GenAiFixtures.ts"
 
-const NS = accountNamespace(F.ACME)
+const IDS = accountSpanIds(F.ACME)
 type Mapped = MappedSpan["span"]
 
 const mapped = (c: F.CompactSpan): Mapped => {
-  const m = mapSpan(NS, F.otlpSpan(c))
+  const m = mapSpan(IDS, F.otlpSpan(c))
   if (m === undefined) throw new Error("span was skipped")
   return m.span
 }
@@ -375,11 +375,11 @@ describe("mapSpan: the ten fixtures (one per instrumentation family)", () => {
   })
 
   test("trace ids: our UUID and the OTel hex", () => {
-    const m = mapSpan(NS, F.otlpSpan(F.fixture8))!
+    const m = mapSpan(IDS, F.otlpSpan(F.fixture8))!
     expect(m.traceId).toBe("f43d7131-880d-5861-adc7-be0c0ba85f9f")
     expect(m.otelTraceId).toBe("d4cda95b652f4a1592b449d5929fda1b")
-    expect(mapSpan(NS, F.otlpSpan(F.fixture9))!.traceId).toBe("436390fc-cd8f-576e-b5ce-c3f067141391")
-    expect(mapSpan(NS, F.otlpSpan(F.fixture10))!.traceId).toBe("c6d550b3-02ed-5294-b225-834a766b71ba")
+    expect(mapSpan(IDS, F.otlpSpan(F.fixture9))!.traceId).toBe("436390fc-cd8f-576e-b5ce-c3f067141391")
+    expect(mapSpan(IDS, F.otlpSpan(F.fixture10))!.traceId).toBe("c6d550b3-02ed-5294-b225-834a766b71ba")
   })
 
   test("the same span mapped twice gives the same row (idempotent re-delivery)", () => {
@@ -466,7 +466,7 @@ describe("mapSpan: edge cases", () => {
   })
 
   test("a Logfire pending_span placeholder is skipped", () => {
-    expect(mapSpan(NS, F.otlpSpan(compact({ "logfire.span_type": "pending_span", "logfire.pending_parent_id": "8899aabbccddeeff" })))).toBeUndefined()
+    expect(mapSpan(IDS, F.otlpSpan(compact({ "logfire.span_type": "pending_span", "logfire.pending_parent_id": "8899aabbccddeeff" })))).toBeUndefined()
   })
 
   test("a truncated gen_ai.input.messages string is stored raw, not an error", () => {
@@ -479,7 +479,7 @@ describe("mapSpan: edge cases", () => {
 
   test("a span whose parent is not stored yet gets the computed parent_id and no agent fields", () => {
     const span = mapped(compact({ "gen_ai.operation.name": "chat" }))
-    expect(span.parent_id).toBe(mapSpan(NS, F.otlpSpan(compact({}, { spanId: "8899aabbccddeeff", parentSpanId: "" })))!.span.id)
+    expect(span.parent_id).toBe(mapSpan(IDS, F.otlpSpan(compact({}, { spanId: "8899aabbccddeeff", parentSpanId: "" })))!.span.id)
     expect(span.agent_id).toBeUndefined()
     expect(span.parent_agent_id).toBeUndefined()
   })
@@ -891,7 +891,7 @@ describe("mapSpan: properties", () => {
   test("never throws on arbitrary attribute mixes; every span is a valid, storable API span within the limits", () => {
     fc.assert(
       fc.property(otlp, (span) => {
-        const m = mapSpan(NS, span)
+        const m = mapSpan(IDS, span)
         if (span.attributes["logfire.span_type"] === "pending_span") {
           expect(m).toBeUndefined()
           return
@@ -928,7 +928,7 @@ describe("mapSpan: properties", () => {
 
   test("mapping is deterministic", () => {
     fc.assert(fc.property(otlp, (span) => {
-      expect(mapSpan(NS, span)).toEqual(mapSpan(NS, span))
+      expect(mapSpan(IDS, span)).toEqual(mapSpan(IDS, span))
     }), { numRuns: 200 })
   })
 

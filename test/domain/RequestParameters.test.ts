@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { requestParameters, withRequestParameters } from "../../layers/ingest/conventions/RequestParameters.ts"
+import { requestParameters, withRequestParameters } from "#src/domain/genai/conventions/RequestParameters"
 import { recordedRequest } from "../../src/domain/ReplayPlan.ts"
 
 const schema = { type: "object", properties: { city: { type: "string" } } }

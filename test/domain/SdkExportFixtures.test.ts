@@ -1,18 +1,18 @@
 import { describe, expect, test } from "bun:test"
 import { Either } from "effect"
-import { mapSpan } from "#layers/ingest/GenAiMapping"
+import { mapSpan } from "#src/domain/genai/MapSpan"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
-import { accountNamespace } from "#layers/ingest/OtlpIds"
+import { accountSpanIds } from "#layers/ingest/OtlpIds"
 import { finalizeTrace } from "#layers/ingest/TraceFinalize"
 import langfuseJs from "../fixtures/otlp/langfuse-js.json"
 
 // Raw exports recorded once from the real SDKs on loopback (test/fixtures/otlp/record-export.ts), mapped here
 // without a server: what each SDK sends, attribute for attribute, and what we make of it.
-const NS = accountNamespace("00000000-0000-4000-8000-000000000001")
+const IDS = accountSpanIds("00000000-0000-4000-8000-000000000001")
 
 const mappedExport = (recorded: ReadonlyArray<{ body: unknown }>) => {
   const spans = recorded.flatMap(({ body }) => Either.getOrThrow(decodeOtlpJson(body)).spans)
-  const mapped = spans.map((s) => mapSpan(NS, s)!)
+  const mapped = spans.map((s) => mapSpan(IDS, s)!)
   return { mapped, trace: finalizeTrace(mapped.map((m) => m.span)).trace }
 }
 

@@ -2,15 +2,15 @@ import { describe, expect, test } from "bun:test"
 import { createHash } from "node:crypto"
 import { FastCheck as fc } from "effect"
 
-import { mapSpan } from "#layers/ingest/GenAiMapping"
-import { accountNamespace } from "#layers/ingest/OtlpIds"
+import { mapSpan } from "#src/domain/genai/MapSpan"
+import { accountSpanIds } from "#layers/ingest/OtlpIds"
 import { finalizeTrace, type StoredSpan, type TraceFinalization } from "#layers/ingest/TraceFinalize"
 import * as F from "../fixtures/otlp/GenAiFixtures.ts"
 
-const NS = accountNamespace(F.ACME)
+const IDS = accountSpanIds(F.ACME)
 
 /** The span as the ingestion stores it and reloads it (a JSON round trip, as through jsonb). */
-const stored = (c: F.CompactSpan): StoredSpan => JSON.parse(JSON.stringify(mapSpan(NS, F.otlpSpan(c))!.span)) as StoredSpan
+const stored = (c: F.CompactSpan): StoredSpan => JSON.parse(JSON.stringify(mapSpan(IDS, F.otlpSpan(c))!.span)) as StoredSpan
 
 const compact = (spanId: string, parentSpanId: string, attributes: Record<string, unknown>, over: Partial<F.CompactSpan> = {}): F.CompactSpan => ({
   traceId: "0123456789abcdef0123456789abcdef", spanId, parentSpanId, name: spanId, kind: 1,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Arbitrary, Effect, FastCheck as fc, Schema } from "effect"
-import type { MappedSpan } from "#layers/ingest/GenAiMapping"
+import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { OtlpStore } from "#layers/ingest/OtlpStore"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import { SPAN_PARTS_SELECT, spanJsonRow, type SpanPartsRow } from "#layers/traces/SpanRecords"

@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
 // The enforcement check's three optimistic statements as functions. Sent as text, each statement was parsed and
-// planned on every check: 0.93 of the 1.35 ms PostgreSQL spent per check. PL/pgSQL prepares a function's query once
+// planned on every check, most of the time PostgreSQL spent per check. PL/pgSQL prepares a function's query once
 // per connection and reuses its plan. The statements are unchanged: a check writes only if the run is still the
 // version it evaluated (xmin), records its decision with it, and answers the run's current row when it did not
 // write; `tapedeck_require_live_key` (0014) undoes the statement when the caller's cached API key was revoked.

@@ -11,10 +11,10 @@ const COLUMNS: Record<string, ReadonlyArray<string>> = {
 
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  // lz4 compresses several times faster than the default pglz and decompresses faster too. Measured on an OTLP
-  // export's stream row (2000 span ids, ~100 KB of jsonb): 4.3 → 1.9 ms of PostgreSQL CPU; a 100-span trace's: 0.33 →
-  // 0.18 ms, and smaller. Values already stored keep pglz (nothing is rewritten). PostgreSQL 14+ built with lz4 has
-  // it (Debian's, the pgvector image); elsewhere (PGlite, builds without lz4) the columns keep pglz.
+  // lz4 compresses several times faster than the default pglz and decompresses faster too, which shows on the large
+  // jsonb values written on every export, such as the stream row's span ids (docs/performance.md, "Figures behind
+  // choices in the code"). Values already stored keep pglz (nothing is rewritten). PostgreSQL 14+
+  // built with lz4 has it (Debian's, the pgvector image); elsewhere (PGlite, builds without lz4) the columns keep pglz.
   const statements = Object.entries(COLUMNS).map(([table, columns]) =>
     `ALTER TABLE ${table} ${columns.map((c) => `ALTER COLUMN ${c} SET COMPRESSION lz4`).join(", ")}`
   )

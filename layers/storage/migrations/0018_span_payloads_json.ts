@@ -6,9 +6,9 @@ const PAYLOADS = ["input", "output", "metadata", "extra"]
 /**
  * A span's payload columns become `json`: the text as written, checked but not converted. Spans are read far more
  * than their payloads are queried, and `jsonb` paid twice for what nothing here used (no containment queries, no
- * indexes on them): building the binary form on every write, printing it again on every read. Measured on a
- * 1000-span trace's detail query: 3.4 → 0.9 ms of PostgreSQL, 6.0 → 2.9 ms to the client; a span written from text
- * (as COPY does) ~2.7 µs less. Keys now come back in the order they were sent. Changing the type rewrites the table
+ * indexes on them): building the binary form on every write, printing it again on every read (the trace detail
+ * query and COPY both gained; docs/performance.md, "Figures behind choices in the code"). Keys come back in the
+ * order they were sent. Changing the type rewrites the table
  * and resets the columns' compression, so lz4 is set again where the server has it (as 0017 did; that block is
  * repeated here, not shared, so that neither migration changes if a helper does).
  */

@@ -4,6 +4,8 @@
  * kept, and flagged `metadata.framework_plumbing: true` so a view can fold them away.
  */
 
+import { isLangGraphPrompt } from "./LangGraph.ts"
+
 type Attrs = Readonly<Record<string, unknown>>
 
 const LANGCHAIN_PLUMBING = new Set([
@@ -16,6 +18,7 @@ const LANGCHAIN_PLUMBING = new Set([
 export const isFrameworkPlumbing = (name: string, a: Attrs, modelToolOrAgent: boolean): boolean => {
   if (modelToolOrAgent) return false
   if (LANGCHAIN_PLUMBING.has(name) || name.startsWith("ChannelWrite<") || name.startsWith("Branch<")) return true
+  if (isLangGraphPrompt(name, a)) return true
   const mastra = a["mastra.span.type"]
   return typeof mastra === "string" && mastra !== "" && mastra !== "agent_run" && mastra !== "model_generation" &&
     mastra !== "model_step" && mastra !== "tool_call" && mastra !== "workflow_run" && mastra !== "workflow_step"

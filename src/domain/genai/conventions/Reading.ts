@@ -4,7 +4,7 @@ type Attrs = Readonly<Record<string, unknown>>
 
 /**
  * What a vendor SDK's own attributes (Langfuse, Laminar, OpenInference) say about a span beyond the GenAI
- * conventions GenAiMapping reads. Every field is optional: a reader fills what its SDK sent.
+ * conventions the mapping reads. Every field is optional: a reader fills what its SDK sent.
  */
 export interface ConventionReading {
   /** A span type the SDK states outright (Laminar's lmnr.span.type). */

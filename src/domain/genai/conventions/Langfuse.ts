@@ -6,7 +6,7 @@ type Attrs = Readonly<Record<string, unknown>>
 const CACHED_KEYS = ["input_cached_tokens", "cache_read_input_tokens", "input_cache_read", "cached_tokens"]
 
 /**
- * The `langfuse.*` attributes GenAiMapping does not read itself (it already reads the observation type, input,
+ * The `langfuse.*` attributes the mapping does not read itself (it already reads the observation type, input,
  * output, model, usage and cost totals, level, trace name/input/output/tags, session and user): trace metadata,
  * environment, release and version, and the observation's metadata, model parameters, prompt and completion start.
  */

@@ -2,7 +2,9 @@
  * Values frameworks serialise in their own wrappers, made plain before they are stored: LangChain's serialized
  * constructor form (`{"lc":1,"type":"constructor","id":[…,"HumanMessage"],"kwargs":{…}}`), wherever it appears
  * (OpenInference `input.value` / `output.value` of LangGraph chains included), becomes chat messages; the AI SDK
- * (v5) tool output wrapper `{"type":"text"|"json","value":…}` becomes its value.
+ * (v5) tool output wrapper `{"type":"text"|"json","value":…}` becomes its value; a LangChain tool's
+ * `{output: ToolMessage}` becomes the message's content; an output message whose content is only text parts (the
+ * Responses API's `output_text`, as OpenInference flattens it) has that text as its content.
  */
 
 type Json = Record<string, unknown>
@@ -97,4 +99,19 @@ export const withFinishReason = (output: unknown, finishReason: unknown): unknow
   if (typeof finishReason !== "string" || finishReason === "" || !isRecord(output)) return output
   if (typeof output.role !== "string" || output.finish_reason !== undefined) return output
   return { ...output, finish_reason: finishReason }
+}
+
+/** A LangChain tool run's output `{output: <ToolMessage>}` (once converted) as the tool's result, the message content. */
+export const unwrapToolMessage = (v: unknown): unknown => {
+  if (!isRecord(v) || Object.keys(v).length !== 1 || !isRecord(v.output)) return v
+  const m = v.output
+  return m.role === "tool" && m.content !== undefined ? m.content : v
+}
+
+/** An assistant message whose content is a list of text parts only, with the text as its content. */
+export const withPlainTextContent = (output: unknown): unknown => {
+  if (!isRecord(output) || typeof output.role !== "string" || !Array.isArray(output.content)) return output
+  const parts = output.content
+  if (parts.length === 0 || !parts.every((p) => isRecord(p) && p.type === "text" && typeof p.text === "string")) return output
+  return { ...output, content: parts.map((p) => (p as Json).text).join("") }
 }
