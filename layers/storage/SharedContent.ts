@@ -7,7 +7,7 @@ const HAS_REFS = `(s.input_refs IS NOT NULL OR s.output_refs IS NOT NULL)`
 
 /** The maintenance of shared span content: the sweep of released parts, and the conversion of spans stored whole. */
 export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/SharedContent", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     /**
@@ -16,7 +16,7 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
      * instances sweep side by side), so a writer reusing one of them waits, then finds it gone and stores it again.
      */
     const sweep = Effect.fn("SharedContent.sweep")(
-      function*(graceSeconds: number, batch: number) {
+      function* (graceSeconds: number, batch: number) {
         const rows = yield* sql<{ deleted: number; kept: number }>`
           WITH marked AS (
             SELECT id FROM span_contents
@@ -46,13 +46,14 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
      * LOCKED: one instance converts at a time, the others go on); whether spans were left to convert.
      */
     const convertBatch = Effect.fn("SharedContent.convertBatch")(
-      function*(batch: number) {
-        return yield* sql.withTransaction(Effect.gen(function*() {
-          const [position] = yield* sql<{ trace_id: string | null; span_id: string | null; done: boolean }>`
+      function* (batch: number) {
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const [position] = yield* sql<{ trace_id: string | null; span_id: string | null; done: boolean }>`
             SELECT trace_id, span_id, done FROM span_content_conversion FOR UPDATE SKIP LOCKED`
-          if (position === undefined) return true
-          if (position.done) return false
-          const [last] = yield* sql<{ trace_id: string | null; span_id: string | null; n: number; seen: number }>`
+            if (position === undefined) return true
+            if (position.done) return false
+            const [last] = yield* sql<{ trace_id: string | null; span_id: string | null; n: number; seen: number }>`
             WITH next AS (
               SELECT trace_id, id FROM spans
               WHERE ${position.trace_id === null ? sql`true` : sql`(trace_id, id) > (${position.trace_id}::uuid, ${position.span_id}::uuid)`}
@@ -69,14 +70,15 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
             )
             SELECT (SELECT trace_id FROM tail) AS trace_id, (SELECT id FROM tail) AS span_id,
                    (SELECT count(*) FROM converted)::int AS n, (SELECT count(*) FROM next)::int AS seen`
-          const done = (last?.seen ?? 0) < batch
-          yield* sql`
+            const done = (last?.seen ?? 0) < batch
+            yield* sql`
             UPDATE span_content_conversion SET
               trace_id = COALESCE(${last?.trace_id ?? null}::uuid, trace_id),
               span_id = COALESCE(${last?.span_id ?? null}::uuid, span_id),
               converted = converted + ${last?.n ?? 0}, done = ${done}`
-          return !done
-        }))
+            return !done
+          })
+        )
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

@@ -11,7 +11,10 @@ import { Effect } from "effect"
 export class KnownParts {
   private readonly confirmed = new Map<string, number>()
 
-  constructor(private readonly graceMs: number, private readonly capacity = 100_000) {}
+  constructor(
+    private readonly graceMs: number,
+    private readonly capacity = 100_000
+  ) {}
 
   /** Whether the part can be sent by hash only at `now`. */
   readonly has = (accountId: string, hash: string, now: number): boolean => {
@@ -60,9 +63,11 @@ export const writeWithKnownParts = <A, E, R>(
       return write(stored, sent).pipe(Effect.tap(() => known.confirm(accountId, sent, startedAt)))
     }
     return attempt((hash) => known.has(accountId, hash, startedAt)).pipe(
-      Effect.catchIf(isPartLost, () => Effect.suspend(() => {
-        known.forget(accountId)
-        return attempt(undefined)
-      }))
+      Effect.catchIf(isPartLost, () =>
+        Effect.suspend(() => {
+          known.forget(accountId)
+          return attempt(undefined)
+        })
+      )
     )
   })

@@ -68,7 +68,8 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
  * of a part whose hash `stored` says is stored is left out.
  */
 export const splitPayload = (value: unknown, stored?: (hash: string) => boolean): SplitPayload | undefined => {
-  if (value === null || value === undefined || (typeof value !== "object" && typeof value !== "string")) return undefined
+  if (value === null || value === undefined || (typeof value !== "object" && typeof value !== "string"))
+    return undefined
   const text = JSON.stringify(value)
   if (text === undefined || text.length < SHARE_CHARS) return undefined
   const parts: Array<string> = []

@@ -9,7 +9,7 @@ const BATCH = 500
 const SWEEP_BATCH = 1000
 
 /** Removes every trace soft-deleted longer ago than the retention period, batch by batch; the number removed. */
-export const purgeDeletedTraces = Effect.gen(function*() {
+export const purgeDeletedTraces = Effect.gen(function* () {
   const repo = yield* TraceRepo
   const config = yield* AppConfig
   let removed = 0
@@ -26,7 +26,7 @@ export const purgeDeletedTraces = Effect.gen(function*() {
  * never wait long on it. Counted in each account's usage (retention_traces_purged, retention_spans_purged) and
  * logged; the totals.
  */
-export const purgeExpiredTraces = Effect.gen(function*() {
+export const purgeExpiredTraces = Effect.gen(function* () {
   const repo = yield* RetentionRepo
   const config = yield* AppConfig
   const counters = yield* UsageCounters
@@ -42,7 +42,11 @@ export const purgeExpiredTraces = Effect.gen(function*() {
     if (purged.traces === 0) continue
     yield* counters.increment(policy.accountId, "retention_traces_purged", purged.traces)
     yield* counters.increment(policy.accountId, "retention_spans_purged", purged.spans)
-    yield* Effect.logInfo("purged expired traces", { accountId: policy.accountId, retentionDays: policy.days, ...purged })
+    yield* Effect.logInfo("purged expired traces", {
+      accountId: policy.accountId,
+      retentionDays: policy.days,
+      ...purged
+    })
     total.traces += purged.traces
     total.spans += purged.spans
   }
@@ -50,7 +54,7 @@ export const purgeExpiredTraces = Effect.gen(function*() {
 }).pipe(Effect.withSpan("Retention.purgeExpiredTraces"))
 
 /** Deletes the shared parts released longer ago than TAPEDECK_CONTENT_SWEEP_GRACE_SECONDS that no span references. */
-export const sweepSharedContent = Effect.gen(function*() {
+export const sweepSharedContent = Effect.gen(function* () {
   const content = yield* SharedContent
   const config = yield* AppConfig
   let deleted = 0
@@ -62,7 +66,7 @@ export const sweepSharedContent = Effect.gen(function*() {
 }).pipe(Effect.withSpan("Retention.sweepSharedContent"))
 
 /** Converts spans stored before shared content, TAPEDECK_CONTENT_CONVERSION_BATCH at a time, until none are left. */
-export const convertStoredSpans = Effect.gen(function*() {
+export const convertStoredSpans = Effect.gen(function* () {
   const content = yield* SharedContent
   const config = yield* AppConfig
   let batches = 0
@@ -78,31 +82,33 @@ const logged = <A, E, R>(name: string, effect: Effect.Effect<A, E, R>) =>
  * safe to), and the conversion of spans stored before shared content once, in the background, beside them.
  */
 export const RetentionLive = Layer.scopedDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const config = yield* AppConfig
     yield* logged(
       "conversion of stored spans",
       convertStoredSpans.pipe(
-        Effect.tap((n) => (n > 0 ? Effect.logInfo("converted stored spans to shared content", { batches: n }) : Effect.void))
+        Effect.tap((n) =>
+          n > 0 ? Effect.logInfo("converted stored spans to shared content", { batches: n }) : Effect.void
+        )
       )
     ).pipe(Effect.forkScoped)
-    yield* Effect.all([
-      logged(
-        "retention purge",
-        purgeDeletedTraces.pipe(
-          Effect.tap((n) => (n > 0 ? Effect.logInfo("purged soft-deleted traces", { removed: n }) : Effect.void))
+    yield* Effect.all(
+      [
+        logged(
+          "retention purge",
+          purgeDeletedTraces.pipe(
+            Effect.tap((n) => (n > 0 ? Effect.logInfo("purged soft-deleted traces", { removed: n }) : Effect.void))
+          )
+        ),
+        logged("retention purge of expired traces", purgeExpiredTraces),
+        logged(
+          "shared content sweep",
+          sweepSharedContent.pipe(
+            Effect.tap((n) => (n > 0 ? Effect.logInfo("swept released shared content", { deleted: n }) : Effect.void))
+          )
         )
-      ),
-      logged("retention purge of expired traces", purgeExpiredTraces),
-      logged(
-        "shared content sweep",
-        sweepSharedContent.pipe(
-          Effect.tap((n) => (n > 0 ? Effect.logInfo("swept released shared content", { deleted: n }) : Effect.void))
-        )
-      )
-    ], { discard: true }).pipe(
-      Effect.repeat(Schedule.spaced(`${config.retentionIntervalSeconds} seconds`)),
-      Effect.forkScoped
-    )
+      ],
+      { discard: true }
+    ).pipe(Effect.repeat(Schedule.spaced(`${config.retentionIntervalSeconds} seconds`)), Effect.forkScoped)
   })
 )

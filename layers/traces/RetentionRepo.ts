@@ -13,12 +13,12 @@ export interface RetentionPolicy {
 
 /** Retention settings (accounts.retention_days, project_retention) and the purge of expired traces. */
 export class RetentionRepo extends Effect.Service<RetentionRepo>()("tapedeck/RetentionRepo", {
-  effect: Effect.gen(function*() {
+  effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
     /** The account's own setting and its projects' overrides. */
     const settings = Effect.fn("RetentionRepo.settings")(
-      function*(accountId: AccountId) {
+      function* (accountId: AccountId) {
         const [account] = yield* sql<{ days: number | null }>`
           SELECT retention_days AS days FROM accounts WHERE id = ${accountId}`
         const projects = yield* sql<{ projectId: string; retentionDays: number }>`
@@ -30,7 +30,7 @@ export class RetentionRepo extends Effect.Service<RetentionRepo>()("tapedeck/Ret
     )
 
     const setAccount = Effect.fn("RetentionRepo.setAccount")(
-      function*(accountId: AccountId, days: number | null) {
+      function* (accountId: AccountId, days: number | null) {
         yield* sql`UPDATE accounts SET retention_days = ${days}::int WHERE id = ${accountId}`
       },
       Effect.catchTags({ SqlError: Effect.die })
@@ -38,7 +38,7 @@ export class RetentionRepo extends Effect.Service<RetentionRepo>()("tapedeck/Ret
 
     /** Sets the project's override; null removes it (the project then follows the account). */
     const setProject = Effect.fn("RetentionRepo.setProject")(
-      function*(accountId: AccountId, projectId: string, days: number | null) {
+      function* (accountId: AccountId, projectId: string, days: number | null) {
         if (days === null) {
           yield* sql`DELETE FROM project_retention WHERE account_id = ${accountId} AND project_id = ${projectId}::uuid`
         } else {
@@ -53,18 +53,20 @@ export class RetentionRepo extends Effect.Service<RetentionRepo>()("tapedeck/Ret
 
     /** The accounts whose traces can expire, with the configured default applied (`defaultDays` null: none). */
     const policies = Effect.fn("RetentionRepo.policies")(
-      function*(defaultDays: number | null) {
+      function* (defaultDays: number | null) {
         const rows = yield* sql<{ id: AccountId; days: number | null; min_project: number | null }>`
           SELECT a.id, COALESCE(a.retention_days, ${defaultDays}::int) AS days,
                  (SELECT min(p.retention_days) FROM project_retention p WHERE p.account_id = a.id) AS min_project
           FROM accounts a
           WHERE COALESCE(a.retention_days, ${defaultDays}::int) IS NOT NULL
              OR EXISTS (SELECT 1 FROM project_retention p WHERE p.account_id = a.id)`
-        return rows.map((r): RetentionPolicy => ({
-          accountId: r.id,
-          days: r.days,
-          minDays: Math.min(r.days ?? Infinity, r.min_project ?? Infinity)
-        }))
+        return rows.map(
+          (r): RetentionPolicy => ({
+            accountId: r.id,
+            days: r.days,
+            minDays: Math.min(r.days ?? Infinity, r.min_project ?? Infinity)
+          })
+        )
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -76,7 +78,7 @@ export class RetentionRepo extends Effect.Service<RetentionRepo>()("tapedeck/Ret
      * waited for. The spans' shared parts are released by the delete (the trigger of 0030_shared_span_content).
      */
     const purgeExpired = Effect.fn("RetentionRepo.purgeExpired")(
-      function*(policy: RetentionPolicy, batch: number) {
+      function* (policy: RetentionPolicy, batch: number) {
         const rows = yield* sql<{ traces: number; spans: number }>`
           WITH doomed AS (
             SELECT t.id FROM traces t

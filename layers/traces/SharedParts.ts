@@ -35,7 +35,7 @@ export const assemble = (skel: string, refs: ReadonlyArray<string>, bodies: Read
  * are read in one query, each once.
  */
 export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows: ReadonlyArray<R>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const ids = new Set<string>()
     for (const row of rows) {
       if (row.input_refs !== null) for (const id of row.input_refs) ids.add(id)
@@ -46,10 +46,12 @@ export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows
       SELECT id::text AS id, body FROM span_contents WHERE id = ANY(${`{${[...ids].join(",")}}`}::bigint[])`
     const bodies = new Map(parts.map((p) => [p.id, p.body]))
     return rows.map((row) =>
-      row.input_skel === null && row.output_skel === null ? row : {
-        ...row,
-        input: row.input_skel === null ? row.input : assemble(row.input_skel, row.input_refs ?? [], bodies),
-        output: row.output_skel === null ? row.output : assemble(row.output_skel, row.output_refs ?? [], bodies)
-      }
+      row.input_skel === null && row.output_skel === null
+        ? row
+        : {
+            ...row,
+            input: row.input_skel === null ? row.input : assemble(row.input_skel, row.input_refs ?? [], bodies),
+            output: row.output_skel === null ? row.output : assemble(row.output_skel, row.output_refs ?? [], bodies)
+          }
     )
   })

@@ -16,7 +16,8 @@ const RetentionDays = Schema.NullOr(
 export const SetRetentionRequest = withExamples(
   Schema.Struct({
     retention_days: RetentionDays.annotations({
-      description: "Days a trace is kept after it started (1 to 36500); null inherits (a project the account's, the account the configured default)"
+      description:
+        "Days a trace is kept after it started (1 to 36500); null inherits (a project the account's, the account the configured default)"
     })
   }).annotations({ ...strict, identifier: "SetRetentionRequest" }),
   { retention_days: 90 },
@@ -34,10 +35,12 @@ export const RetentionSettings = Schema.Struct({
   defaultRetentionDays: required(Days, "TAPEDECK_RETENTION_DAYS; null when traces are kept until deleted"),
   effectiveRetentionDays: required(Days, "What applies to traces without a project override; null: kept until deleted"),
   projects: required(
-    Schema.Array(Schema.Struct({
-      projectId: required(Schema.String, "The project (traces' projectId)"),
-      retentionDays: required(Schema.Number, "Days that project's traces are kept")
-    })),
+    Schema.Array(
+      Schema.Struct({
+        projectId: required(Schema.String, "The project (traces' projectId)"),
+        retentionDays: required(Schema.Number, "Days that project's traces are kept")
+      })
+    ),
     "Projects with their own setting, by id"
   )
 }).annotations({ identifier: "RetentionSettings" })

@@ -24,7 +24,7 @@
  */
 import { availableParallelism } from "node:os"
 import pg from "pg"
-import { SPAN_COLUMNS, SPAN_WRITE_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } from "#layers/traces/SpanRecords"
+import { SPAN_WRITE_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } from "#layers/traces/SpanRecords"
 import { copyText } from "#layers/storage/PgCopy"
 import { copyCeiling } from "./Copy.ts"
 import {

@@ -25,25 +25,44 @@ const write = async (days: number, projectId?: string, key = KEY_A) => {
   const t = trace({
     started_at: daysAgo(days),
     ...(projectId ? { project_id: projectId } : {}),
-    spans: [span({ started_at: daysAgo(days), input: { messages: [{ role: "user", content: `${days} ${"r".repeat(1200)}` }] } })]
+    spans: [
+      span({
+        started_at: daysAgo(days),
+        input: { messages: [{ role: "user", content: `${days} ${"r".repeat(1200)}` }] }
+      })
+    ]
   })
   expect((await server.post("/api/v1/traces", t, key)).status).toBe(200)
   return t.id
 }
 
 const exists = (id: string) =>
-  server.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ traces: number; spans: number }>`
+  server.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{ traces: number; spans: number }>`
       SELECT (SELECT count(*) FROM traces WHERE id = ${id}::uuid)::int AS traces,
              (SELECT count(*) FROM spans WHERE trace_id = ${id}::uuid)::int AS spans`
-    return row!.traces + row!.spans
-  }).pipe(Effect.orDie))
+      return row!.traces + row!.spans
+    }).pipe(Effect.orDie)
+  )
 
 test("settings: the account's, the default and project overrides; bad values are a 400 with the error body", async () => {
   const initial = (await server.get("/api/v1/retention")).json()
-  expect(await initial).toEqual({ retentionDays: null, defaultRetentionDays: null, effectiveRetentionDays: null, projects: [] })
-  for (const bad of [{ retention_days: 0 }, { retention_days: 1.5 }, { retention_days: "30" }, { retention_days: 36501 }, {}, { retention_days: 5, x: 1 }]) {
+  expect(await initial).toEqual({
+    retentionDays: null,
+    defaultRetentionDays: null,
+    effectiveRetentionDays: null,
+    projects: []
+  })
+  for (const bad of [
+    { retention_days: 0 },
+    { retention_days: 1.5 },
+    { retention_days: "30" },
+    { retention_days: 36501 },
+    {},
+    { retention_days: 5, x: 1 }
+  ]) {
     const res = await put("/api/v1/retention", bad)
     expect(res.status).toBe(400)
     expect(res.body).toMatchObject({ code: expect.any(String), retryable: false })
@@ -59,7 +78,9 @@ test("expired traces go, with their spans, in batches; nothing within retention 
   const expired = [await write(40), await write(31), await write(500, project), await write(45)]
   const kept = [await write(29), await write(1), await write(40, project), await write(399, project)]
   const otherAccount = await write(800, undefined, KEY_B) // no setting, no default: kept until deleted
-  const purged = await server.run(purgeExpiredTraces.pipe(Effect.provide([RetentionRepo.Default, UsageCounters.Default])))
+  const purged = await server.run(
+    purgeExpiredTraces.pipe(Effect.provide([RetentionRepo.Default, UsageCounters.Default]))
+  )
   expect(purged).toEqual({ traces: 4, spans: 4 })
   for (const id of expired) expect(await exists(id)).toBe(0)
   for (const id of [...kept, otherAccount]) expect(await exists(id)).toBe(2)
@@ -67,7 +88,9 @@ test("expired traces go, with their spans, in batches; nothing within retention 
   expect(usage.retention).toEqual({ retentionDays: 30, tracesPurged: 4, spansPurged: 4 })
   // Removing the project's override puts its traces under the account's 30 days.
   expect((await put(`/api/v1/retention/projects/${project}`, { retention_days: null })).body.projects).toEqual([])
-  const again = await server.run(purgeExpiredTraces.pipe(Effect.provide([RetentionRepo.Default, UsageCounters.Default])))
+  const again = await server.run(
+    purgeExpiredTraces.pipe(Effect.provide([RetentionRepo.Default, UsageCounters.Default]))
+  )
   expect(again).toEqual({ traces: 2, spans: 2 })
   expect(await exists(kept[0]!)).toBe(2)
 })

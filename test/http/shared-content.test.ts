@@ -24,11 +24,17 @@ afterAll(() => server.stop())
 const runs = { numRuns: 12 }
 const text = (minLength: number, maxLength: number) =>
   fc.string({
-    unit: fc.oneof(fc.char(), fc.constantFrom("é", "✓", "\u0001", "\"", "\\", "\n", "😀", "\u2028")),
+    unit: fc.oneof(fc.char(), fc.constantFrom("é", "✓", "\u0001", '"', "\\", "\n", "😀", "\u2028")),
     minLength,
     maxLength
   })
-const leaf = fc.oneof(text(0, 20), fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean(), fc.constant(null))
+const leaf = fc.oneof(
+  text(0, 20),
+  fc.integer(),
+  fc.double({ noNaN: true, noDefaultInfinity: true }),
+  fc.boolean(),
+  fc.constant(null)
+)
 const message = fc.record({
   role: fc.constantFrom("system", "user", "assistant", "tool"),
   content: fc.oneof(text(0, 40), text(260, 700)),
@@ -48,15 +54,19 @@ const payload = (history: ReadonlyArray<unknown>) =>
 const wire = (value: unknown) => JSON.stringify(value)
 
 const stored = <A>(query: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
-  server.run(Effect.gen(function*() {
-    return yield* query(yield* SqlClient.SqlClient)
-  }).pipe(Effect.orDie))
+  server.run(
+    Effect.gen(function* () {
+      return yield* query(yield* SqlClient.SqlClient)
+    }).pipe(Effect.orDie)
+  )
 
 /** Every span of the trace as the SQL assembly reads it (search indexing, judge prompts, replay, export). */
 const sqlRead = (traceId: string) =>
-  server.run(Effect.gen(function*() {
-    return yield* (yield* TraceRepo).listSpans(traceId as never)
-  }).pipe(Effect.provide(TraceRepo.Default)))
+  server.run(
+    Effect.gen(function* () {
+      return yield* (yield* TraceRepo).listSpans(traceId as never)
+    }).pipe(Effect.provide(TraceRepo.Default))
+  )
 
 const detail = async (traceId: string, key = KEY_A) => {
   const res = await server.request("GET", `/api/v1/traces/${traceId}`, { key })
@@ -99,8 +109,11 @@ describe("shared span content", () => {
       runs
     )
     // The same message in many spans and traces is one row per account.
-    const [dupes] = await stored((sql) =>
-      sql<{ n: number }>`SELECT count(*)::int AS n FROM (SELECT account_id, body FROM span_contents GROUP BY 1, 2 HAVING count(*) > 1) d`
+    const [dupes] = await stored(
+      (sql) =>
+        sql<{
+          n: number
+        }>`SELECT count(*)::int AS n FROM (SELECT account_id, body FROM span_contents GROUP BY 1, 2 HAVING count(*) > 1) d`
     )
     expect(dupes!.n).toBe(0)
   }, 120_000)
@@ -110,13 +123,21 @@ describe("shared span content", () => {
     const spans = [2, 4, 6].map((n) => span({ id: uuid(), input: { messages: history.slice(0, n) } }))
     const t = trace({ spans })
     expect((await server.post("/api/v1/traces", t)).status).toBe(200)
-    const rows = await stored((sql) =>
-      sql<{ input: unknown; input_skel: string | null; refs: number }>`
+    const rows = await stored(
+      (sql) =>
+        sql<{ input: unknown; input_skel: string | null; refs: number }>`
         SELECT input, input_skel, cardinality(input_refs)::int AS refs FROM spans WHERE trace_id = ${t.id}::uuid`
     )
-    expect(rows.map((r) => [r.input, r.refs]).sort()).toEqual([[null, 2], [null, 4], [null, 6]])
-    const [parts] = await stored((sql) =>
-      sql<{ n: number }>`SELECT count(*)::int AS n FROM span_contents WHERE body LIKE ${'{"role":"user","content":"message %'}`
+    expect(rows.map((r) => [r.input, r.refs]).sort()).toEqual([
+      [null, 2],
+      [null, 4],
+      [null, 6]
+    ])
+    const [parts] = await stored(
+      (sql) =>
+        sql<{
+          n: number
+        }>`SELECT count(*)::int AS n FROM span_contents WHERE body LIKE ${'{"role":"user","content":"message %'}`
     )
     expect(parts!.n).toBe(6)
     await expectRoundTrip(t.id, spans)
@@ -124,30 +145,46 @@ describe("shared span content", () => {
 
   test("a part's text is sent once per statement: later rows, and rows of later writes, send its hash only", async () => {
     const history = [{ role: "user", content: `once ${"z".repeat(1100)}` }]
-    const spans: Array<Record<string, unknown>> = [span({ id: uuid(), input: { messages: history } }), span({ id: uuid(), input: { messages: history, more: "m".repeat(900) } })]
-    const records = JSON.parse(toRecordsJson(spans as never)) as Array<{ input_parts: Array<string | null>; input_hashes: Array<string> }>
+    const spans: Array<Record<string, unknown>> = [
+      span({ id: uuid(), input: { messages: history } }),
+      span({ id: uuid(), input: { messages: history, more: "m".repeat(900) } })
+    ]
+    const records = JSON.parse(toRecordsJson(spans as never)) as Array<{
+      input_parts: Array<string | null>
+      input_hashes: Array<string>
+    }>
     expect(records[0]!.input_parts[0]).toBe(JSON.stringify(history[0]))
     expect(records[1]!.input_parts[0]).toBeNull()
     expect(records[1]!.input_hashes[0]).toBe(records[0]!.input_hashes[0]!)
     // The statement stores them as they come: no refusal (TD001), which would make the writer send every text again.
     const traceId = uuid()
     const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
-    await stored((sql) => sql`
+    await stored(
+      (sql) => sql`
       INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
       SELECT ${traceId}::uuid, ${account!.id}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
-      FROM json_to_recordset(${JSON.stringify(records)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})`)
-    const read = await stored((sql) => sql<{ input: string }>`
-      SELECT tapedeck_payload_text(input, input_skel, input_refs) AS input FROM spans WHERE trace_id = ${traceId}::uuid ORDER BY started_at, id`)
+      FROM json_to_recordset(${JSON.stringify(records)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})`
+    )
+    const read = await stored(
+      (sql) => sql<{ input: string }>`
+      SELECT tapedeck_payload_text(input, input_skel, input_refs) AS input FROM spans WHERE trace_id = ${traceId}::uuid ORDER BY started_at, id`
+    )
     expect(read.map((r) => r.input).sort()).toEqual(spans.map((s) => JSON.stringify(s.input)).sort())
     // A part sent by hash only that is not stored is refused, never referenced.
-    const missing = [{ ...records[1]!, id: uuid(), input_hashes: ["00".repeat(32), ...records[1]!.input_hashes.slice(1)] }]
-    const refused = await server.run(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      return yield* sql`
+    const missing = [
+      { ...records[1]!, id: uuid(), input_hashes: ["00".repeat(32), ...records[1]!.input_hashes.slice(1)] }
+    ]
+    const refused = await server.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql`
         INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
         SELECT ${traceId}::uuid, ${account!.id}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
-        FROM json_to_recordset(${JSON.stringify(missing)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})`.pipe(Effect.flip)
-    }))
+        FROM json_to_recordset(${JSON.stringify(missing)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})`.pipe(
+          Effect.flip
+        )
+      })
+    )
     expect(isPartLost(refused)).toBe(true)
   })
 
@@ -156,8 +193,9 @@ describe("shared span content", () => {
     const [a, b] = [trace({ spans: [span({ input: payloadOf() })] }), trace({ spans: [span({ input: payloadOf() })] })]
     expect((await server.post("/api/v1/traces", a, KEY_A)).status).toBe(200)
     expect((await server.post("/api/v1/traces", b, KEY_B)).status).toBe(200)
-    const rows = await stored((sql) =>
-      sql<{ accounts: number; rows: number }>`
+    const rows = await stored(
+      (sql) =>
+        sql<{ accounts: number; rows: number }>`
         SELECT count(DISTINCT account_id)::int AS accounts, count(*)::int AS rows FROM span_contents
         WHERE body LIKE '%shared prompt%'`
     )
@@ -170,7 +208,10 @@ describe("shared span content", () => {
 
   test("OTLP GenAI spans are split too, and read back the same through every path", async () => {
     const traceId = hex(16)
-    const messages = Array.from({ length: 4 }, (_, i) => ({ role: "user", parts: [{ type: "text", content: `turn ${i} ${"o".repeat(500)}` }] }))
+    const messages = Array.from({ length: 4 }, (_, i) => ({
+      role: "user",
+      parts: [{ type: "text", content: `turn ${i} ${"o".repeat(500)}` }]
+    }))
     const spans = [1, 2, 3, 4].map((n, i) =>
       otlpSpan({
         traceId,
@@ -184,8 +225,9 @@ describe("shared span content", () => {
       })
     )
     expect((await server.post("/v1/traces", exportBody(spans))).status).toBe(200)
-    const [row] = await stored((sql) =>
-      sql<{ id: string; split: number }>`
+    const [row] = await stored(
+      (sql) =>
+        sql<{ id: string; split: number }>`
         SELECT t.id::text AS id, count(*) FILTER (WHERE s.input_skel IS NOT NULL)::int AS split
         FROM traces t JOIN spans s ON s.trace_id = t.id WHERE t.metadata->'otel'->>'trace_id' = ${traceId} GROUP BY t.id`
     )
@@ -202,20 +244,24 @@ describe("shared span content", () => {
     const shared = Array.from({ length: 5 }, (_, i) => ({ role: "system", content: `common ${i} ${"c".repeat(600)}` }))
     const kept: Array<{ id: string; spans: Array<Record<string, unknown>> }> = []
     const write = async (n: number) => {
-      const spans = [span({ id: uuid(), input: { messages: [...shared, { role: "user", content: `own ${n} ${"u".repeat(400)}` }] } })]
+      const spans = [
+        span({ id: uuid(), input: { messages: [...shared, { role: "user", content: `own ${n} ${"u".repeat(400)}` }] } })
+      ]
       const t = trace({ spans })
       expect((await server.post("/api/v1/traces", t)).status).toBe(200)
       return { id: t.id, spans }
     }
     const purgeAndSweep = () =>
-      server.run(Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        yield* sql`UPDATE traces SET deleted_at = now() - interval '400 days' WHERE deleted_at IS NOT NULL`
-        yield* purgeDeletedTraces
-        // Parts released long enough ago for the sweep: what the grace period would do, without the wait.
-        yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE orphaned_at IS NOT NULL`
-        return yield* sweepSharedContent
-      }).pipe(Effect.provide([TraceRepo.Default, SharedContent.Default])))
+      server.run(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`UPDATE traces SET deleted_at = now() - interval '400 days' WHERE deleted_at IS NOT NULL`
+          yield* purgeDeletedTraces
+          // Parts released long enough ago for the sweep: what the grace period would do, without the wait.
+          yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE orphaned_at IS NOT NULL`
+          return yield* sweepSharedContent
+        }).pipe(Effect.provide([TraceRepo.Default, SharedContent.Default]))
+      )
     let swept = 0
     for (let round = 0; round < 6; round++) {
       const written = await Promise.all(Array.from({ length: 6 }, (_, i) => write(round * 10 + i)))
@@ -235,23 +281,32 @@ describe("shared span content", () => {
 
   test("spans stored whole (before 0030) are readable at once and converted in place, in batches", async () => {
     const spans: Array<Record<string, unknown>> = Array.from({ length: 7 }, (_, i) =>
-      span({ id: uuid(), input: { messages: [{ role: "user", content: `old ${i % 2} ${"q".repeat(1200)}` }] }, output: "o".repeat(i * 300) })
+      span({
+        id: uuid(),
+        input: { messages: [{ role: "user", content: `old ${i % 2} ${"q".repeat(1200)}` }] },
+        output: "o".repeat(i * 300)
+      })
     )
     const t = trace({ spans })
     // Written as the previous version wrote them: the trigger off, the payloads whole.
     await stored((sql) => sql`ALTER TABLE spans DISABLE TRIGGER spans_share`)
     const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
-    await stored((sql) => sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${t.id}::uuid, ${account!.id}::uuid, 'completed', now())`)
+    await stored(
+      (sql) =>
+        sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${t.id}::uuid, ${account!.id}::uuid, 'completed', now())`
+    )
     for (const s of spans) {
-      await stored((sql) => sql`
+      await stored(
+        (sql) => sql`
         INSERT INTO spans (trace_id, account_id, id, span_type, name, input, output, started_at)
-        VALUES (${t.id}::uuid, ${account!.id}::uuid, ${s.id}::uuid, 'llm_call', 'old', ${wire(s.input)}::json, ${wire(s.output)}::json, now())`)
+        VALUES (${t.id}::uuid, ${account!.id}::uuid, ${s.id}::uuid, 'llm_call', 'old', ${wire(s.input)}::json, ${wire(s.output)}::json, now())`
+      )
     }
     await stored((sql) => sql`ALTER TABLE spans ENABLE TRIGGER spans_share`)
     await stored((sql) => sql`UPDATE span_content_conversion SET trace_id = NULL, span_id = NULL, done = false`)
     await expectRoundTrip(t.id, spans)
     const batches = await server.run(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const content = yield* SharedContent
         let n = 0
         while (yield* content.convertBatch(3)) n++
@@ -259,14 +314,18 @@ describe("shared span content", () => {
       }).pipe(Effect.provide(SharedContent.Default))
     )
     expect(batches).toBeGreaterThanOrEqual(1)
-    const [after] = await stored((sql) =>
-      sql<{ whole: number; split: number }>`
+    const [after] = await stored(
+      (sql) =>
+        sql<{ whole: number; split: number }>`
         SELECT count(*) FILTER (WHERE input IS NOT NULL)::int AS whole, count(*) FILTER (WHERE input_skel IS NOT NULL)::int AS split
         FROM spans WHERE trace_id = ${t.id}::uuid`
     )
     expect(after).toEqual({ whole: 0, split: 7 })
-    const [outputs] = await stored((sql) =>
-      sql<{ whole: number }>`SELECT count(*)::int AS whole FROM spans WHERE trace_id = ${t.id}::uuid AND output IS NOT NULL`
+    const [outputs] = await stored(
+      (sql) =>
+        sql<{
+          whole: number
+        }>`SELECT count(*)::int AS whole FROM spans WHERE trace_id = ${t.id}::uuid AND output IS NOT NULL`
     )
     expect(outputs!.whole).toBe(4) // outputs under 1 KB stay whole
     await expectRoundTrip(t.id, spans)

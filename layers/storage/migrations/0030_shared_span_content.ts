@@ -24,7 +24,7 @@ import { Effect } from "effect"
 const CUT_BYTES = 256
 const SHARE_BYTES = 1024
 
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`
     CREATE TABLE span_contents (

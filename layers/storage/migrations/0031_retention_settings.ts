@@ -5,7 +5,7 @@ import { Effect } from "effect"
  * Retention by age: how many days an account's traces are kept (NULL: the configured default), and per project
  * (NULL row absent: the account's). The purge finds expired traces of an account by its start time, hence the index.
  */
-export default Effect.gen(function*() {
+export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`ALTER TABLE accounts ADD COLUMN retention_days integer CHECK (retention_days > 0)`
   yield* sql`
