@@ -25,6 +25,7 @@ import { TraceRepo } from "#layers/traces/TraceRepo"
 import { SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB, SearchStartupLive, searchIndexHandler, searchReembedHandler } from "#layers/search/Search"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
 import { accessLog } from "./AccessLog.ts"
+import { checkFastPath, CheckFastPathDependencies } from "./CheckFastPath.ts"
 import { MAX_PATH_PARAM_LENGTH } from "./ErrorBodies.ts"
 import { RequestSummary, RequestSummaryLogLive } from "./RequestSummary.ts"
 import { isExport, refuseWhileSaturated } from "./IngestGateMiddleware.ts"
@@ -93,8 +94,9 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   // URL parsed, headers redacted, the peer's address asked of the socket (about 40 µs in Bun alone).
   const exporting = Option.isSome(yield* selfTelemetryEndpoint)
   const logged = accessLog({ log: (yield* AppConfig).accessLog, summary: yield* RequestSummary })
+  const checks = yield* checkFastPath
   // A protobuf export is answered in protobuf, its refusals included (OtlpResponses).
-  return HttpApiBuilder.serve((app) => otlpProtobufAnswers(refuseFast(logged(app)))).pipe(
+  return HttpApiBuilder.serve((app) => otlpProtobufAnswers(refuseFast(logged(checks(app))))).pipe(
     // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=; an export
     // refused by the fast path is counted by the gate.
     HttpMiddleware.withTracerDisabledWhen((request) =>
@@ -103,7 +105,7 @@ export const AppLive = Layer.unwrapEffect(Effect.gen(function*() {
   )
 })).pipe(
   // The same gate instance as the API middleware's (IngestGate.Default is one layer value, built once).
-  Layer.provide([IngestGate.Default, Credentials.Default]),
+  Layer.provide([IngestGate.Default, Credentials.Default, CheckFastPathDependencies]),
   Layer.provide(RequestSummaryLogLive.pipe(Layer.provideMerge(RequestSummary.Default))),
   Layer.provide(DocsLive),
   Layer.provide(ReplaySocketRouteLive),

@@ -171,6 +171,9 @@ const readPaced = (
     })
   )
 
+/** Marks a request `limitBody` returned, so that limiting it again leaves it as it is. */
+const LIMITED = Symbol.for("tapedeck/BodyLimited")
+
 /**
  * Refuses a body over `maxBytes` before it is buffered whole: a declared Content-Length over the limit at
  * once; a body of unknown length (chunked) while it streams in, by counting bytes as they arrive. With a pace,
@@ -182,6 +185,8 @@ export const limitBody = (
   maxBytes: number,
   pace?: BodyPace
 ): Effect.Effect<HttpServerRequest.HttpServerRequest, ValidationFailed> => {
+  // Limited once already (the check's fast path hands such a request on): its body may be read, or being read.
+  if ((request as unknown as Record<PropertyKey, unknown>)[LIMITED] === true) return Effect.succeed(request)
   const startedAt = performance.now()
   const declared = request.headers["content-length"]
   let overrides: Record<PropertyKey, unknown>
@@ -204,7 +209,7 @@ export const limitBody = (
   }
   return Effect.succeed(
     new Proxy(request, {
-      get: (target, prop) => (prop in overrides ? overrides[prop] : Reflect.get(target, prop, target))
+      get: (target, prop) => (prop === LIMITED ? true : prop in overrides ? overrides[prop] : Reflect.get(target, prop, target))
     })
   )
 }
