@@ -1,11 +1,12 @@
 import { type HttpApp, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { Cause, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { SqlPolicyStoreLive } from "#layers/enforcement/SqlPolicyStore"
 import { EnforcementCheckRequest } from "#src/domain/Enforcement"
+import { Internal, InternalWire } from "../api/ApiErrors.ts"
 import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
 import { CurrentPrincipal, RateLimit } from "../api/Security.ts"
 import { bodyPaceOf, limitBody } from "./BodyLimit.ts"
@@ -13,6 +14,11 @@ import { RateLimitLive } from "./RateLimitLive.ts"
 
 /** What RateLimit reads of the route: its path, as the API's router names it. */
 const CHECK_ROUTE = { params: {}, route: { method: "POST", path: ENFORCEMENT_CHECK_PATH } } as unknown as HttpRouter.RouteContext
+
+/** The API's answer to a defect (ErrorBodies): a 500 with the error body. */
+const INTERNAL_ERROR = HttpServerResponse.unsafeJson(Schema.encodeSync(InternalWire)(new Internal({ message: "internal error" })), {
+  status: 500
+})
 
 const isJson = (contentType: string | undefined) =>
   contentType !== undefined && contentType.split(";")[0]!.trim().toLowerCase() === "application/json"
@@ -53,7 +59,10 @@ export const checkFastPath = Effect.gen(function*() {
       return Effect.flatMap(Effect.serviceOption(InternalIdentity), (internal) =>
         Option.isSome(internal) ? app : Effect.flatMap(principalOf(request), (principal) => {
           if (Option.isNone(principal)) return app
-          return Effect.flatMap(limitBody(request, config.maxBodyBytes, pace), (limited) => {
+          // A body over the cap: the API refuses it the same way (nothing of it has been read).
+          return Effect.flatMap(Effect.either(limitBody(request, config.maxBodyBytes, pace)), (limitedOrNot) => {
+            if (Either.isLeft(limitedOrNot)) return app
+            const limited = limitedOrNot.right
             const api = Effect.provideService(app, HttpServerRequest.HttpServerRequest, limited)
             return Effect.flatMap(Effect.either(limited.json), (json) => {
               if (Either.isLeft(json)) return api
@@ -71,10 +80,13 @@ export const checkFastPath = Effect.gen(function*() {
                   // Over the limit, or a key revoked meanwhile: the API answers it (429, 401) as it always does.
                   onFailure: () => api,
                   onSuccess: (decision) => Effect.succeed(HttpServerResponse.unsafeJson(decision))
-                })
+                }),
+                // Never handed to the API after a check began: it would decide (and maybe spend) a second time.
+                Effect.catchAllDefect((defect) =>
+                  Effect.as(Effect.logError("unhandled defect", Cause.die(defect)), INTERNAL_ERROR))
               )
             })
-          }).pipe(Effect.catchAll(() => app))
+          })
         }))
     })
 })
