@@ -13,17 +13,31 @@ export type IndexMode = "pgvector-hnsw" | "exact-fallback"
 /** HNSW indexes `vector` up to 2000 dimensions; a larger model is searched exactly. */
 export const HNSW_MAX_DIMS = 2000
 /**
- * Reciprocal rank fusion: a span's `score` is the sum over the legs that found it of 1 / (RRF_K + its rank in that
- * leg), ranks from 1. The constant is the customary 60: it keeps a first place in one leg from outweighing good
- * places in both.
+ * Reciprocal rank fusion: a span's `score` is the sum over the legs that found it of the leg's weight / (RRF_K + its
+ * rank in that leg), ranks from 1 (the vector leg's weight is 1, the lexical leg's see LEXICAL_WEIGHT). The constant
+ * is the customary 60: it keeps a first place in one leg from outweighing good places in both.
  */
 export const RRF_K = 60
 /**
  * A span joins the lexical leg only when the query lexemes it holds carry at least this share of the query's total
- * inverse document frequency: one shared common word is no evidence, and in the fusion it would push aside the
- * vector leg's answers to a query phrased in other words.
+ * inverse document frequency: a span holding one of a long query's commonest words is no evidence, and skipping
+ * such spans keeps the leg from ranking most of a large account for a query with a common word in it.
  */
-export const LEXICAL_MIN_COVERAGE = 0.2
+export const LEXICAL_MIN_COVERAGE = 0.1
+/** BM25's term-frequency saturation and length normalisation, at their customary values. */
+export const BM25_K1 = 1.2
+export const BM25_B = 0.75
+/** Spans whose lengths give the mean length BM25 normalises by. */
+const AVGDL_SAMPLE = 2000
+/**
+ * Weighted fusion: the lexical leg's ranks count LEXICAL_WEIGHT × c^LEXICAL_WEIGHT_POWER times the vector leg's,
+ * c being the best coverage (share of the query's inverse document frequency) any span of the leg reaches. A query
+ * whose words a span holds nearly all of is a keyword query, and its full-text matches lead; a query phrased in
+ * other words meets only scattered common words (low c), and the vector leg leads. Chosen on the relevance set's
+ * tuning half (docs/search.md).
+ */
+export const LEXICAL_WEIGHT = 2
+export const LEXICAL_WEIGHT_POWER = 2
 /** Candidates fetched from each leg at least, before the fusion and the page cut. */
 const MIN_CANDIDATES = 100
 /** Vectors written per statement where HNSW maintains the index (slow on PGlite: small statements keep each short). */
@@ -407,8 +421,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     /**
      * One page of the account's spans, best first, by hybrid retrieval: the k nearest vectors (the vector leg) and
      * the k best full-text matches (the lexical leg: spans holding query lexemes worth LEXICAL_MIN_COVERAGE of the
-     * query's inverse document frequency, ranked by the sum over the lexemes they hold of the lexeme's inverse
-     * document frequency among the account's spans times its `ts_rank`), both under
+     * query's inverse document frequency, ranked by BM25 over the account's spans), both under
      * the same filters, fused by reciprocal rank (RRF_K). `score` is the fused score, `similarity` the cosine,
      * `match` the legs that found the span.
      */
@@ -522,8 +535,17 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               SELECT count(*)::float8 AS n FROM span_embeddings e
               WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(input.embedder))}
                 AND EXISTS (SELECT 1 FROM terms)
+            ), avgdl AS MATERIALIZED (
+              -- The mean length (lexeme occurrences) of a sample of the account's spans: BM25's scale for the
+              -- length normalisation, which a sample gives as well as a scan of every span would.
+              SELECT COALESCE(avg(n.dl), 1)::float8 AS n FROM (
+                SELECT e.tsv FROM span_embeddings e
+                WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(input.embedder))}
+                  AND EXISTS (SELECT 1 FROM terms)
+                LIMIT ${sql.literal(String(AVGDL_SAMPLE))}
+              ) x CROSS JOIN LATERAL (SELECT sum(cardinality(u.positions))::float8 AS dl FROM unnest(x.tsv) u) n
             ), weights AS MATERIALIZED (
-              SELECT terms.q, ln(1 + (docs.n - df.n + 0.5) / (df.n + 0.5)) AS idf
+              SELECT terms.lexeme, terms.q, ln(1 + (docs.n - df.n + 0.5) / (df.n + 0.5)) AS idf
               FROM terms CROSS JOIN docs
               CROSS JOIN LATERAL (
                 SELECT count(*)::float8 AS n FROM span_embeddings e
@@ -541,7 +563,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             ), any_term AS MATERIALIZED (
               SELECT CASE WHEN count(*) = 0 THEN NULL ELSE string_agg(q::text, ' | ')::tsquery END AS q FROM needed
             ), l0 AS MATERIALIZED (
-              SELECT m.trace_id, m.span_id, m.relevance
+              SELECT m.trace_id, m.span_id, m.relevance, m.idf / (SELECT sum(idf) FROM weights) AS coverage
               FROM (
                 SELECT e.trace_id, e.span_id, r.relevance, r.idf
                 FROM span_embeddings e
@@ -549,7 +571,17 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
                   SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = e.trace_id LIMIT 1
                 ) t ON true
                 CROSS JOIN LATERAL (
-                  SELECT sum(w.idf * ts_rank(e.tsv, w.q, 1)) AS relevance, sum(w.idf) AS idf FROM weights w WHERE e.tsv @@ w.q
+                  SELECT sum(cardinality(u.positions))::float8 AS dl FROM unnest(e.tsv) u
+                ) len
+                CROSS JOIN LATERAL (
+                  -- BM25: the term frequency (the lexeme's positions) saturates through k1, and the span's length
+                  -- against the mean scales it through b.
+                  SELECT sum(w.idf * (tf.n * ${sql.literal(String(BM25_K1 + 1))}) / (tf.n + ${sql.literal(String(BM25_K1))} * (${sql.literal(String(1 - BM25_B))} + ${sql.literal(String(BM25_B))} * len.dl / (SELECT n FROM avgdl))))
+                           AS relevance,
+                         sum(w.idf) AS idf
+                  FROM weights w
+                  JOIN unnest(e.tsv) u ON u.lexeme = w.lexeme
+                  CROSS JOIN LATERAL (SELECT cardinality(u.positions)::float8 AS n) tf
                 ) r
                 WHERE ${where} AND e.tsv @@ (SELECT q FROM any_term)
               ) m
@@ -557,19 +589,19 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               ORDER BY round(m.relevance::numeric, 6) DESC, m.trace_id, m.span_id
               LIMIT ${k}
             ), l AS (
-              -- To 6 decimals too: ts_rank's float4 arithmetic differs in the last bits between builds (PGlite is WASM).
-              SELECT trace_id, span_id,
+              -- To 6 decimals too, as the vector leg.
+              SELECT trace_id, span_id, coverage,
                      row_number() OVER (ORDER BY round(relevance::numeric, 6) DESC, trace_id, span_id) AS rank FROM l0
             ), c AS (
-              SELECT trace_id, span_id, min(vrank) AS vrank, min(lrank) AS lrank
+              SELECT trace_id, span_id, min(vrank) AS vrank, min(lrank) AS lrank, max(coverage) AS coverage
               FROM (
-                SELECT trace_id, span_id, rank AS vrank, NULL::bigint AS lrank FROM v
-                UNION ALL SELECT trace_id, span_id, NULL::bigint, rank FROM l
+                SELECT trace_id, span_id, rank AS vrank, NULL::bigint AS lrank, NULL::float8 AS coverage FROM v
+                UNION ALL SELECT trace_id, span_id, NULL::bigint, rank, coverage FROM l
               ) x
               GROUP BY trace_id, span_id
             ), ranked AS (
               SELECT s.trace_id, ${sql.literal(spanSelect())}, ${distance} AS distance, c.vrank, c.lrank,
-                     COALESCE(1.0 / (${RRF_K} + c.vrank), 0) + COALESCE(1.0 / (${RRF_K} + c.lrank), 0) AS score
+                     COALESCE(1.0 / (${RRF_K} + c.vrank), 0) + COALESCE(${sql.literal(String(LEXICAL_WEIGHT))} * power((SELECT max(coverage) FROM l0), ${sql.literal(String(LEXICAL_WEIGHT_POWER))}) / (${RRF_K} + c.lrank), 0) AS score
               FROM c
               JOIN LATERAL (
                 SELECT e.embedding FROM span_embeddings e WHERE e.trace_id = c.trace_id AND e.span_id = c.span_id LIMIT 1
