@@ -13,9 +13,9 @@ export type IndexMode = "pgvector-hnsw" | "exact-fallback"
 /** HNSW indexes `vector` up to 2000 dimensions; a larger model is searched exactly. */
 export const HNSW_MAX_DIMS = 2000
 /**
- * Reciprocal rank fusion: a span's `score` is the sum over the legs that found it of the leg's weight / (RRF_K + its
- * rank in that leg), ranks from 1 (the vector leg's weight is 1, the lexical leg's see LEXICAL_WEIGHT). The constant
- * is the customary 60: it keeps a first place in one leg from outweighing good places in both.
+ * Reciprocal rank fusion: a span's `score` is the sum over the legs that found it of 1 / (RRF_K + its rank in that
+ * leg), ranks from 1. The constant is the customary 60: it keeps a first place in one leg from outweighing good
+ * places in both.
  */
 export const RRF_K = 60
 /**
@@ -23,21 +23,12 @@ export const RRF_K = 60
  * inverse document frequency: a span holding one of a long query's commonest words is no evidence, and skipping
  * such spans keeps the leg from ranking most of a large account for a query with a common word in it.
  */
-export const LEXICAL_MIN_COVERAGE = 0.1
+export const LEXICAL_MIN_COVERAGE = 0.2
 /** BM25's term-frequency saturation and length normalisation, at their customary values. */
 export const BM25_K1 = 1.2
 export const BM25_B = 0.75
 /** Spans whose lengths give the mean length BM25 normalises by. */
 const AVGDL_SAMPLE = 2000
-/**
- * Weighted fusion: the lexical leg's ranks count LEXICAL_WEIGHT × c^LEXICAL_WEIGHT_POWER times the vector leg's,
- * c being the best coverage (share of the query's inverse document frequency) any span of the leg reaches. A query
- * whose words a span holds nearly all of is a keyword query, and its full-text matches lead; a query phrased in
- * other words meets only scattered common words (low c), and the vector leg leads. Chosen on the relevance set's
- * tuning half (docs/search.md).
- */
-export const LEXICAL_WEIGHT = 2
-export const LEXICAL_WEIGHT_POWER = 2
 /** Candidates fetched from each leg at least, before the fusion and the page cut. */
 const MIN_CANDIDATES = 100
 /** Vectors written per statement where HNSW maintains the index (slow on PGlite: small statements keep each short). */
@@ -563,7 +554,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             ), any_term AS MATERIALIZED (
               SELECT CASE WHEN count(*) = 0 THEN NULL ELSE string_agg(q::text, ' | ')::tsquery END AS q FROM needed
             ), l0 AS MATERIALIZED (
-              SELECT m.trace_id, m.span_id, m.relevance, m.idf / (SELECT sum(idf) FROM weights) AS coverage
+              SELECT m.trace_id, m.span_id, m.relevance
               FROM (
                 SELECT e.trace_id, e.span_id, r.relevance, r.idf
                 FROM span_embeddings e
@@ -590,18 +581,18 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               LIMIT ${k}
             ), l AS (
               -- To 6 decimals too, as the vector leg.
-              SELECT trace_id, span_id, coverage,
+              SELECT trace_id, span_id,
                      row_number() OVER (ORDER BY round(relevance::numeric, 6) DESC, trace_id, span_id) AS rank FROM l0
             ), c AS (
-              SELECT trace_id, span_id, min(vrank) AS vrank, min(lrank) AS lrank, max(coverage) AS coverage
+              SELECT trace_id, span_id, min(vrank) AS vrank, min(lrank) AS lrank
               FROM (
-                SELECT trace_id, span_id, rank AS vrank, NULL::bigint AS lrank, NULL::float8 AS coverage FROM v
-                UNION ALL SELECT trace_id, span_id, NULL::bigint, rank, coverage FROM l
+                SELECT trace_id, span_id, rank AS vrank, NULL::bigint AS lrank FROM v
+                UNION ALL SELECT trace_id, span_id, NULL::bigint, rank FROM l
               ) x
               GROUP BY trace_id, span_id
             ), ranked AS (
               SELECT s.trace_id, ${sql.literal(spanSelect())}, ${distance} AS distance, c.vrank, c.lrank,
-                     COALESCE(1.0 / (${RRF_K} + c.vrank), 0) + COALESCE(${sql.literal(String(LEXICAL_WEIGHT))} * power((SELECT max(coverage) FROM l0), ${sql.literal(String(LEXICAL_WEIGHT_POWER))}) / (${RRF_K} + c.lrank), 0) AS score
+                     COALESCE(1.0 / (${RRF_K} + c.vrank), 0) + COALESCE(1.0 / (${RRF_K} + c.lrank), 0) AS score
               FROM c
               JOIN LATERAL (
                 SELECT e.embedding FROM span_embeddings e WHERE e.trace_id = c.trace_id AND e.span_id = c.span_id LIMIT 1
