@@ -16,7 +16,7 @@ COPY layers ./layers
 # Tapedeck Studio's bundle, built into the image (the app directory is not writable by the `bun` user at run time).
 RUN bun src/ui/server/build.ts
 USER bun
-EXPOSE 8080
+EXPOSE 8080 4317
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD bun -e "fetch('http://127.0.0.1:' + (process.env.PORT ?? 8080) + '/health').then((r) => process.exit(r.ok ? 0 : 1)).catch(() => process.exit(1))"
-CMD ["bun", "src/main.ts"]
+CMD ["bun", "src/app/main.ts"]

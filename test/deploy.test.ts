@@ -19,5 +19,5 @@ test("the Dockerfile runs the server on the official Bun image of the pinned ver
   const dockerfile = readFileSync(new URL("../Dockerfile", import.meta.url), "utf8")
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
   expect(dockerfile).toContain(`FROM oven/bun:${pkg.devDependencies.bun}`)
-  expect(dockerfile).toContain('CMD ["bun", "src/main.ts"]')
+  expect(dockerfile).toContain('CMD ["bun", "src/app/main.ts"]')
 })

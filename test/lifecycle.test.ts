@@ -31,7 +31,7 @@ const freePort = () => {
 const spawnServer = (port: number, storage: Record<string, string>) => {
   const env: Record<string, string> = { ...process.env } as Record<string, string>
   delete env.DATABASE_URL
-  return Bun.spawn([process.execPath, "src/main.ts"], {
+  return Bun.spawn([process.execPath, "src/app/main.ts"], {
     cwd: root,
     env: { ...env, ...storage, PORT: String(port), HOST: "127.0.0.1", TAPEDECK_API_KEYS: "acme=svc_startup_key", TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" },
     stdout: "ignore",

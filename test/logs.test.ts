@@ -13,7 +13,7 @@ interface Run {
 const start = async (env: Record<string, string>): Promise<Run> => {
   const base: Record<string, string> = { ...process.env } as Record<string, string>
   delete base.DATABASE_URL
-  const child = Bun.spawn([process.execPath, "src/main.ts"], {
+  const child = Bun.spawn([process.execPath, "src/app/main.ts"], {
     cwd: root,
     env: {
       ...base,

@@ -20,7 +20,7 @@ let child: ReturnType<typeof Bun.spawn> | undefined
 beforeAll(async () => {
   const env: Record<string, string> = { ...process.env } as Record<string, string>
   delete env.DATABASE_URL
-  child = Bun.spawn([process.execPath, "src/main.ts"], {
+  child = Bun.spawn([process.execPath, "src/app/main.ts"], {
     cwd: root,
     env: {
       ...env,

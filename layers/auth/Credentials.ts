@@ -8,11 +8,7 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { AccountRepo } from "../storage/AccountRepo.ts"
 import { hashKey } from "./KeyMaterial.ts"
 import { ApiKeyRepo, KEY_REVOKED_CHANNEL } from "../storage/ApiKeyRepo.ts"
-
-/** Why a credential was refused; the reason is safe to show (it never echoes the credential). */
-export class InvalidCredential extends Schema.TaggedError<InvalidCredential>()("InvalidCredential", {
-  reason: Schema.String
-}) {}
+import { InvalidCredential } from "#src/domain/Errors"
 
 export interface Principal {
   readonly accountId: AccountId

@@ -4,11 +4,7 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { AccountRepo } from "../storage/AccountRepo.ts"
 import { ApiKeyRepo } from "../storage/ApiKeyRepo.ts"
 import { generateKey } from "./KeyMaterial.ts"
-
-/** TAPEDECK_API_KEYS is not `name=svc_key,…`; the message never repeats a key. */
-export class ApiKeysMisconfigured extends Schema.TaggedError<ApiKeysMisconfigured>()("ApiKeysMisconfigured", {
-  reason: Schema.String
-}) {}
+import { ApiKeysMisconfigured } from "#src/domain/Errors"
 
 /** Parses `acme=svc_key1,globex=svc_key2` (whitespace around entries is ignored). */
 export const parseApiKeys = (text: string) =>

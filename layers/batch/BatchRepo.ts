@@ -1,10 +1,10 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { BatchJobPayload, BatchOperationResult } from "#src/domain/Batch"
+import type { JobKind } from "#src/domain/Jobs"
 import { type AccountId, JobId } from "#src/domain/Ids"
 import { AppConfig } from "../config/AppConfig.ts"
 
-export const BATCH_JOB = "batch.run"
 
 /**
  * The durable side of background batches: a `batch.run` job in the shared job queue whose progress and
@@ -21,7 +21,7 @@ export class BatchRepo extends Effect.Service<BatchRepo>()("tapedeck/BatchRepo",
         const id = JobId.make(crypto.randomUUID())
         yield* sql`
           INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts, result, progress_done, progress_total)
-          VALUES (${id}, ${accountId}, ${BATCH_JOB}, ${JSON.stringify(payload)}::jsonb, 'queued',
+          VALUES (${id}, ${accountId}, ${"batch.run" satisfies JobKind}, ${JSON.stringify(payload)}::jsonb, 'queued',
                   ${config.jobMaxAttempts}, '[]'::jsonb, 0, ${payload.operations.length})`
         return id
       },

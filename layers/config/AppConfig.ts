@@ -1,10 +1,88 @@
-import { Config, Effect, Redacted } from "effect"
+import { Config, Effect, LogLevel, Option, Redacted } from "effect"
+import { optionalBaseUrl } from "./BaseUrl.ts"
+
+const nonBlank = (name: string) =>
+  Config.option(Config.string(name)).pipe(Config.map(Option.filter((s) => s.trim() !== "")))
+
+const optionalSecret = (name: string) =>
+  Config.option(Config.redacted(name)).pipe(Config.map(Option.filter((key) => Redacted.value(key) !== "")))
+
+/** The OpenAI-compatible chat provider (layers/llm/OpenAiCompatibleLlm.ts); no base URL: not configured. */
+const LlmSettings = Config.all({
+  baseUrl: optionalBaseUrl("TAPEDECK_LLM_BASE_URL"),
+  apiKey: optionalSecret("TAPEDECK_LLM_API_KEY"),
+  defaultModel: nonBlank("TAPEDECK_LLM_MODEL").pipe(Config.map(Option.getOrUndefined)),
+  timeoutMs: Config.integer("TAPEDECK_LLM_TIMEOUT_MS").pipe(
+    Config.validate({ message: "must be a positive number of milliseconds", validation: (n) => n > 0 }),
+    Config.withDefault(60_000)
+  ),
+  maxRetries: Config.integer("TAPEDECK_LLM_MAX_RETRIES").pipe(
+    Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
+    Config.withDefault(2)
+  ),
+  retryBaseMs: Config.integer("TAPEDECK_LLM_RETRY_BASE_MS").pipe(
+    Config.validate({ message: "must be 0 or more milliseconds", validation: (n) => n >= 0 }),
+    Config.withDefault(500)
+  )
+})
+
+/** The OpenAI-compatible embeddings provider (layers/search/OpenAiEmbedder.ts); no base URL: the offline embedder. */
+const EmbeddingsSettings = Config.all({
+  baseUrl: optionalBaseUrl("TAPEDECK_EMBEDDINGS_BASE_URL"),
+  model: Config.string("TAPEDECK_EMBEDDINGS_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
+  apiKey: optionalSecret("TAPEDECK_EMBEDDINGS_API_KEY"),
+  dimensions: Config.option(Config.integer("TAPEDECK_EMBEDDINGS_DIMENSIONS").pipe(
+    Config.validate({ message: "must be a positive integer", validation: (n) => n > 0 })
+  )),
+  batchSize: Config.integer("TAPEDECK_EMBEDDINGS_BATCH_SIZE").pipe(
+    Config.validate({ message: "must be between 1 and 2048", validation: (n) => n >= 1 && n <= 2048 }),
+    Config.withDefault(64)
+  ),
+  timeoutMs: Config.integer("TAPEDECK_EMBEDDINGS_TIMEOUT_MS").pipe(
+    Config.validate({ message: "must be a positive number of milliseconds", validation: (n) => n > 0 }),
+    Config.withDefault(30_000)
+  ),
+  maxRetries: Config.integer("TAPEDECK_EMBEDDINGS_MAX_RETRIES").pipe(
+    Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
+    Config.withDefault(2)
+  )
+})
+export type EmbeddingsSettings = Config.Config.Success<typeof EmbeddingsSettings>
+
+/**
+ * How the process logs. Read apart from AppConfig, before it: an invalid setting elsewhere is then reported in the
+ * configured format.
+ */
+export const LoggingConfig = Config.all({
+  level: Config.logLevel("TAPEDECK_LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info)),
+  format: Config.literal("logfmt", "json", "pretty")("TAPEDECK_LOG_FORMAT").pipe(Config.withDefault("logfmt" as const))
+})
 
 /** Every environment knob of the service, typed; secrets stay `Redacted`. */
 export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig", {
   effect: Effect.gen(function*() {
     return {
       port: yield* Config.integer("PORT").pipe(Config.withDefault(8080)),
+      host: yield* Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
+      // API processes on one port (a supervisor starts them); needs DATABASE_URL (embedded PGlite is one process).
+      workers: yield* Config.integer("TAPEDECK_WORKERS").pipe(Config.withDefault(1)),
+      // Which of the supervisor's API processes this is (src/app/Supervisor.ts sets it); none in a single process.
+      workerIndex: yield* Config.option(Config.integer("TAPEDECK_WORKER_INDEX")),
+      // OTLP/gRPC on a port of its own (src/grpc/OtlpGrpc.ts); no port set: the default 4317, which another
+      // process may hold.
+      otlpGrpc: {
+        enabled: yield* Config.boolean("TAPEDECK_OTLP_GRPC_ENABLED").pipe(Config.withDefault(true)),
+        port: yield* Config.option(
+          Config.integer("TAPEDECK_OTLP_GRPC_PORT").pipe(
+            Config.validate({ message: "must be a port (0 to 65535)", validation: (n) => n >= 0 && n <= 65535 })
+          )
+        )
+      },
+      /** How long a stopping instance lets the requests in flight finish before the app closes under them. */
+      drainSeconds: yield* Config.number("TAPEDECK_DRAIN_SECONDS").pipe(
+        Config.withDefault(10),
+        Config.validate({ message: "TAPEDECK_DRAIN_SECONDS must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
+      ),
       databaseUrl: yield* Config.option(Config.redacted("DATABASE_URL")),
       dataDir: yield* Config.string("TAPEDECK_DATA_DIR").pipe(Config.withDefault("./.tapedeck")),
       pgliteSharedBuffers: yield* Config.option(Config.string("TAPEDECK_PGLITE_SHARED_BUFFERS").pipe(
@@ -86,7 +164,11 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
         Config.validate({ message: "must be 1 to 64", validation: (n) => n >= 1 && n <= 64 }),
         Config.withDefault(8)
       ),
-      // A JSON file of model prices over the built-in table (layers/llm/Prices.ts), for estimated span costs.
+      llm: yield* LlmSettings,
+      embeddings: yield* EmbeddingsSettings,
+      // JSON of model prices over the built-in table (layers/llm/Prices.ts, which validates it), for estimated span
+      // costs; the file's under the variable's.
+      modelPrices: yield* nonBlank("TAPEDECK_MODEL_PRICES"),
       modelPricesFile: yield* Config.option(Config.string("TAPEDECK_MODEL_PRICES_FILE").pipe(
         Config.validate({ message: "must be a file path", validation: (s) => s.trim() !== "" })
       )),
@@ -138,7 +220,10 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       ),
       commit: yield* Config.option(Config.string("TAPEDECK_COMMIT")),
       buildTime: yield* Config.option(Config.string("TAPEDECK_BUILD_TIME")),
-      deploymentId: yield* Config.option(Config.string("TAPEDECK_DEPLOYMENT_ID"))
+      deploymentId: yield* Config.option(Config.string("TAPEDECK_DEPLOYMENT_ID")),
+      // The service's own telemetry (layers/telemetry/Tracing.ts): OTLP/HTTP to this endpoint; unset: none.
+      telemetryEndpoint: yield* Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")),
+      telemetryServiceName: yield* Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("tapedeck"))
     } as const
   })
 }) {}

@@ -1,15 +1,14 @@
 import { DateTime, Effect, Runtime, Schedule } from "effect"
-import type { CredentialRevoked } from "#src/domain/ApiKey"
 import {
   type EnforcementCheckRequest,
-  type EnforcementDecision,
-  PolicyStateUnavailable
+  type EnforcementDecision
 } from "#src/domain/Enforcement"
 import { type AccountId, SpanId, type TraceId } from "#src/domain/Ids"
 import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
 import { AppConfig } from "../config/AppConfig.ts"
 import { Traces } from "../traces/Traces.ts"
 import { type DecisionAudit, type FailClosedRecord, PolicyStore } from "./PolicyStore.ts"
+import { PolicyStateUnavailable, type CredentialRevoked } from "#src/domain/Errors"
 
 const toAction = (request: EnforcementCheckRequest): ProposedAction => ({
   runId: request.run_id,

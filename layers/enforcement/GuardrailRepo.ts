@@ -1,16 +1,9 @@
 import { SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import type { CreateGuardrailRequest, PolicyType } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import { PolicyStore } from "./PolicyStore.ts"
-
-export class GuardrailNotFound extends Schema.TaggedError<GuardrailNotFound>()("GuardrailNotFound", { id: Schema.String }) {}
-export class HoldNotFound extends Schema.TaggedError<HoldNotFound>()("HoldNotFound", { id: Schema.String }) {}
-/** The hold was already approved or denied (or has expired). */
-export class HoldAlreadyDecided extends Schema.TaggedError<HoldAlreadyDecided>()("HoldAlreadyDecided", {
-  id: Schema.String,
-  status: Schema.String
-}) {}
+import { GuardrailNotFound, HoldAlreadyDecided, HoldNotFound } from "#src/domain/Errors"
 
 const GUARDRAIL_SELECT = `id, type, name, project_id AS "projectId", enabled, params,
   created_at AS "createdAt", updated_at AS "updatedAt"`

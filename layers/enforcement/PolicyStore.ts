@@ -1,9 +1,8 @@
 import { Context, type Effect } from "effect"
-import type { CredentialRevoked } from "#src/domain/ApiKey"
-import type { PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { Policy } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
+import type { CredentialRevoked, PolicyStateUnavailable } from "#src/domain/Errors"
 
 /** What the decision record keeps beyond the action: the trace it names and when the check began. */
 export interface DecisionAudit {

@@ -1,8 +1,6 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Runtime, Stream } from "effect"
-import { CredentialRevoked } from "#src/domain/ApiKey"
-import { PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { Policy, PolicyType } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import {
@@ -24,6 +22,7 @@ import { type DecisionAudit, type FailClosedRecord, PolicyStore } from "./Policy
 import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
 import { prepared } from "../storage/PreparedStatements.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { CredentialRevoked, PolicyStateUnavailable } from "#src/domain/Errors"
 
 const CHANNEL = "tapedeck_guardrails"
 /** A safety net for a missed notification: cached policies are reloaded at least this often. */

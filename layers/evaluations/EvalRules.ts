@@ -5,12 +5,9 @@ import {
   type EvalRule,
   type EvalRuleFilter,
   EvalRuleId,
-  EvalRuleNotFound,
   isSampled,
   matchesFilter,
-  RuleEvaluationNotFound,
-  type WebhookDeliveryAttempt,
-  WebhookUrlRefused
+  type WebhookDeliveryAttempt
 } from "#src/domain/EvalRule"
 import type { EvaluationId } from "#src/domain/Evaluation"
 import type { AccountId } from "#src/domain/Ids"
@@ -21,6 +18,7 @@ import { newWebhookSecret } from "../webhooks/Signing.ts"
 import { WebhookDelivery } from "../webhooks/WebhookDelivery.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 import { Evaluations } from "./Evaluations.ts"
+import { EvalRuleNotFound, RuleEvaluationNotFound, WebhookUrlRefused } from "#src/domain/Errors"
 
 interface RuleRow {
   readonly id: string

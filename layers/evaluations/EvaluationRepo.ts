@@ -5,12 +5,12 @@ import {
   type CriterionScore,
   type Evaluation,
   type EvaluationId,
-  EvaluationNotFound,
   type EvaluationRun,
   type EvaluationRunId,
   type RunStatus
 } from "#src/domain/Evaluation"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { EvaluationNotFound } from "#src/domain/Errors"
 
 const EVALUATION_SELECT = `id, account_id, project_id, name, description, judge_model, criteria, is_public, created_at`
 

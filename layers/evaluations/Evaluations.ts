@@ -1,7 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Duration, Effect, Option, Schema } from "effect"
 import {
-  BaselineRunUnscored,
   type CreateEvaluationRequest,
   DETAIL_RUNS,
   type EvaluationDetail,
@@ -9,28 +8,23 @@ import {
   type EvaluationGateResult,
   EvaluationId,
   EvaluationRunId,
-  EvaluationRunNotFound,
   type GateRun,
-  NoOwnedTraces,
   type RunEvaluationRequest,
   type RunEvaluationResult,
   type RunItem
 } from "#src/domain/Evaluation"
 import { gateVerdict, REGRESSION_TOLERANCE } from "#src/domain/EvaluationScoring"
 import type { AccountId, TraceId } from "#src/domain/Ids"
-import { TraceNotFound } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
-import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
-import { type ClaimedJob, JobQueue } from "../jobs/JobQueue.ts"
+import type { JobHandler, JobOf } from "../jobs/JobHandlers.ts"
+import { JobQueue } from "../jobs/JobQueue.ts"
 import { Traces } from "../traces/Traces.ts"
 import { EvaluationRepo, type RunOutcome } from "./EvaluationRepo.ts"
 import { Judge, type JudgeCriterion, type JudgeOutcome } from "./Judge.ts"
 import { RUBRIC_PROMPT_VERSION } from "./JudgePrompt.ts"
+import { BaselineRunUnscored, EvaluationRunNotFound, JobFailed, NoOwnedTraces, TraceNotFound } from "#src/domain/Errors"
 
-/** The job kind of one queued evaluation run; its payload is `{ runId }`. */
-export const EVALUATION_RUN_JOB = "evaluation.run"
 
-const RunJobPayload = Schema.Struct({ runId: EvaluationRunId })
 const isUuid = Schema.is(Schema.UUID)
 
 const stored = (outcome: JudgeOutcome): RunOutcome =>
@@ -119,7 +113,7 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
           .filter((id) => owned.has(id))
           .map((traceId) => ({ id: crypto.randomUUID(), traceId, status: "queued" as const }))
         yield* repo.insertQueued(accountId, evaluationId, runs, judgeModel ?? evaluation.judgeModel, RUBRIC_PROMPT_VERSION)
-        yield* jobs.enqueueMany(accountId, EVALUATION_RUN_JOB, runs.map((r) => ({ runId: r.id })))
+        yield* jobs.enqueueMany(accountId, "evaluation.run", runs.map((r) => ({ runId: EvaluationRunId.make(r.id) })))
         return runs as ReadonlyArray<RunItem>
       },
       (effect) => sql.withTransaction(effect),
@@ -254,12 +248,8 @@ export class Evaluations extends Effect.Service<Evaluations>()("tapedeck/Evaluat
 /** For an `evaluation.run` job dead-lettered because its worker died on every attempt: the run is failed, not left running. */
 export const evaluationRunLostHandler = Effect.gen(function*() {
   const evaluations = yield* Evaluations
-  return (job: ClaimedJob) =>
-    Schema.decodeUnknown(RunJobPayload)(job.payload).pipe(
-      Effect.flatMap(({ runId }) =>
-        evaluations.abandonRun(runId, "internal error: the worker running it stopped on every attempt")
-      )
-    )
+  return (job: JobOf<"evaluation.run">) =>
+    evaluations.abandonRun(job.payload.runId, "internal error: the worker running it stopped on every attempt")
 })
 
 /**
@@ -269,22 +259,17 @@ export const evaluationRunLostHandler = Effect.gen(function*() {
  */
 export const evaluationRunHandler = Effect.gen(function*() {
   const evaluations = yield* Evaluations
-  const handler: JobHandler = (job) =>
-    Schema.decodeUnknown(RunJobPayload)(job.payload).pipe(
-      Effect.mapError(() => new JobFailed({ reason: "malformed evaluation.run payload" })),
-      Effect.flatMap(({ runId }) =>
-        evaluations.processRun(runId).pipe(
-          Effect.catchAllCause((cause) => {
-            const reason = `evaluation run failed: ${Cause.pretty(cause).split("\n")[0]}`
-            const giveUp = job.attempts >= job.maxAttempts
-              ? evaluations.abandonRun(runId, "internal error: the run could not be completed").pipe(
-                Effect.catchAllCause(() => Effect.void)
-              )
-              : Effect.void
-            return giveUp.pipe(Effect.zipRight(Effect.fail(new JobFailed({ reason }))))
-          })
-        )
-      )
+  const handler: JobHandler<"evaluation.run"> = (job) =>
+    evaluations.processRun(job.payload.runId).pipe(
+      Effect.catchAllCause((cause) => {
+        const reason = `evaluation run failed: ${Cause.pretty(cause).split("\n")[0]}`
+        const giveUp = job.attempts >= job.maxAttempts
+          ? evaluations.abandonRun(job.payload.runId, "internal error: the run could not be completed").pipe(
+            Effect.catchAllCause(() => Effect.void)
+          )
+          : Effect.void
+        return giveUp.pipe(Effect.zipRight(Effect.fail(new JobFailed({ reason }))))
+      })
     )
   return handler
 })

@@ -1,4 +1,4 @@
-import type { LlmUnavailable } from "../llm/LlmClient.ts"
+import type { LlmUnavailable } from "#src/domain/Errors"
 
 /**
  * How the judge asks for structure, best first: a strict JSON schema, then any JSON object, then plain text

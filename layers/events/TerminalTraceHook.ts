@@ -1,15 +1,8 @@
-import { Context, Effect, Either, Layer, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { TraceStatus } from "#src/domain/Trace"
-import { type JobBatchHandler, JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
-import type { ClaimedJob } from "../jobs/JobQueue.ts"
-
-export const TERMINAL_TRACE_JOB = "trace.terminal"
-
-export const TerminalTracePayload = Schema.Struct({
-  traceId: Schema.UUID,
-  status: Schema.Literal("completed", "failed")
-})
+import type { JobBatchHandler, JobHandler, JobOf } from "../jobs/JobHandlers.ts"
+import type { JobFailed } from "#src/domain/Errors"
 
 export interface TerminalTrace {
   readonly accountId: AccountId
@@ -29,15 +22,12 @@ export class TerminalTraceConsumers extends Context.Tag("tapedeck/TerminalTraceC
 /** No consumers yet: detection and evaluation rules plug in here. */
 export const TerminalTraceConsumersNone = Layer.succeed(TerminalTraceConsumers, [])
 
-const decodePayload = Schema.decodeUnknownEither(TerminalTracePayload)
-
-/** The terminal trace a job names, or JobFailed for a malformed payload. */
-const terminalTrace = (job: ClaimedJob) =>
-  Either.match(decodePayload(job.payload), {
-    onLeft: () => Effect.fail(new JobFailed({ reason: "malformed trace.terminal payload" })),
-    onRight: (payload) =>
-      Effect.succeed<TerminalTrace>({ accountId: job.accountId, traceId: payload.traceId as TraceId, status: payload.status })
-  })
+/** The terminal trace a job names. */
+const terminalTrace = (job: JobOf<"trace.terminal">): TerminalTrace => ({
+  accountId: job.accountId,
+  traceId: job.payload.traceId as TraceId,
+  status: job.payload.status
+})
 
 /**
  * The job handlers for `trace.terminal`: one job, or a batch of them at once (every consumer runs once for the whole
@@ -47,7 +37,7 @@ export const terminalTraceHandlers = Effect.gen(function*() {
   const consumers = yield* TerminalTraceConsumers
   const consume = (traces: ReadonlyArray<TerminalTrace>) =>
     Effect.forEach(consumers, (consumer) => consumer(traces), { discard: true })
-  const single: JobHandler = (job) => Effect.flatMap(terminalTrace(job), (trace) => consume([trace]))
-  const batch: JobBatchHandler = (jobs) => Effect.flatMap(Effect.forEach(jobs, terminalTrace), consume)
+  const single: JobHandler<"trace.terminal"> = (job) => consume([terminalTrace(job)])
+  const batch: JobBatchHandler<"trace.terminal"> = (jobs) => consume(jobs.map(terminalTrace))
   return { single, batch } as const
 })

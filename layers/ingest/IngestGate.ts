@@ -1,14 +1,8 @@
-import { Context, Duration, Effect, Option, Schedule, Schema } from "effect"
+import { Context, Duration, Effect, Option, Schedule } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { CheckPressure } from "../enforcement/CheckPressure.ts"
 import { IngestPermits, type Permit } from "./IngestPermits.ts"
-
-/** No ingestion permit can be had now: the caller should retry later (503 with Retry-After). */
-export class IngestSaturated extends Schema.TaggedError<IngestSaturated>()("IngestSaturated", {
-  maxInflight: Schema.Number,
-  /** Every permit taken ("permits"), or enforcement checks shedding ingestion ("checks"). */
-  by: Schema.Literal("permits", "checks")
-}) {}
+import { IngestSaturated } from "#src/domain/Errors"
 
 /** How often refusals answered by the fast path (`refuseFast`) are logged, as one line with their count. */
 const REFUSALS_LOG_INTERVAL = Duration.seconds(10)

@@ -3,10 +3,8 @@ import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
 import type { TraceStatus } from "#src/domain/Trace"
-import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { ModelPrices } from "../llm/Prices.ts"
-import { SEARCH_INDEX_JOB } from "../search/Search.ts"
 import { copyMessage } from "../storage/PgCopy.ts"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { byTrace, finalizeWith, mapAll, type PreparedExport, traceStarts } from "./OtlpPrepare.ts"
@@ -65,9 +63,13 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
       terminal: ReadonlyArray<{ traceId: string; status: TraceStatus }>
     ) {
       yield* stream.record(accountId, groups)
-      yield* jobs.enqueueMany(accountId, TERMINAL_TRACE_JOB, terminal)
+      yield* jobs.enqueueMany(
+        accountId,
+        "trace.terminal",
+        terminal.flatMap(({ status, traceId }) => (status === "running" ? [] : [{ traceId, status }]))
+      )
       // One search-indexing job per export, in the same transaction (embedding happens off the hot path).
-      if (groups.length > 0) yield* jobs.enqueue(accountId, SEARCH_INDEX_JOB, { traceIds: groups.map((g) => g.t) })
+      if (groups.length > 0) yield* jobs.enqueue(accountId, "search.index", { traceIds: groups.map((g) => g.t) })
     })
 
     /** Writes the spans once their traces are created and locked (`locks`, from createAndLock in this transaction). */

@@ -2,9 +2,11 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { AccountId, JobId } from "#src/domain/Ids"
 import { InstantFromDate } from "#src/domain/Instant"
-import { type Job, JobNotFound, JobStatus } from "#src/domain/Job"
+import { type Job, JobStatus } from "#src/domain/Job"
+import { type JobKind, type JobPayload, JobPayloads } from "#src/domain/Jobs"
 import { AppConfig } from "../config/AppConfig.ts"
 import { textArray } from "../storage/SqlArrays.ts"
+import { JobNotFound } from "#src/domain/Errors"
 
 const JobRow = Schema.Struct({
   id: JobId,
@@ -29,6 +31,10 @@ export interface ClaimedJob {
   readonly maxAttempts: number
 }
 
+/** A payload as stored: encoded by its kind's schema (a payload the schema refuses is a defect: our own bug). */
+export const encodePayload = <K extends JobKind>(kind: K, payload: JobPayload<K>): Effect.Effect<unknown> =>
+  Schema.encode(JobPayloads[kind] as unknown as Schema.Schema<JobPayload<K>, unknown>)(payload).pipe(Effect.orDie)
+
 /** Delay before attempt n+1 after n failed attempts: base · 2^(n-1), capped at one hour. */
 export const backoffMs = (base: number, attempts: number) =>
   Math.min(3_600_000, base * 2 ** Math.max(0, Math.min(attempts - 1, 30)))
@@ -43,9 +49,8 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
 
-    /** Enqueues in the caller's transaction, if any: the job exists exactly when the write that caused it does. */
-    const enqueue = Effect.fn("JobQueue.enqueue")(
-      function*(accountId: AccountId, kind: string, payload: unknown) {
+    const insertOne = Effect.fn("JobQueue.enqueue")(
+      function*(accountId: AccountId, kind: JobKind, payload: unknown) {
         const id = JobId.make(crypto.randomUUID())
         yield* sql`
           INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
@@ -55,9 +60,8 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    /** Enqueues several jobs of one kind in one statement (in the caller's transaction, if any). */
-    const enqueueMany = Effect.fn("JobQueue.enqueueMany")(
-      function*(accountId: AccountId, kind: string, payloads: ReadonlyArray<unknown>) {
+    const insertMany = Effect.fn("JobQueue.enqueueMany")(
+      function*(accountId: AccountId, kind: JobKind, payloads: ReadonlyArray<unknown>) {
         if (payloads.length === 0) return
         yield* sql`
           INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
@@ -66,6 +70,17 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
+
+    /** Enqueues in the caller's transaction, if any: the job exists exactly when the write that caused it does. */
+    const enqueue = <K extends JobKind>(accountId: AccountId, kind: K, payload: JobPayload<K>) =>
+      Effect.flatMap(encodePayload(kind, payload), (encoded) => insertOne(accountId, kind, encoded))
+
+    /** Enqueues several jobs of one kind in one statement (in the caller's transaction, if any). */
+    const enqueueMany = <K extends JobKind>(accountId: AccountId, kind: K, payloads: ReadonlyArray<JobPayload<K>>) =>
+      Effect.flatMap(
+        Effect.forEach(payloads, (payload) => encodePayload(kind, payload)),
+        (encoded) => insertMany(accountId, kind, encoded)
+      )
 
     const findOwned = SqlSchema.findOne({
       Request: Schema.Struct({ accountId: AccountId, jobId: JobId }),

@@ -3,14 +3,14 @@ import { AppConfig } from "../config/AppConfig.ts"
 import {
   attemptTimeoutMs,
   DeferrableJobKinds,
-  type JobBatchHandler,
+  type ClaimedBatchHandler,
   JobBatchHandlers,
-  JobFailed,
   JobHandlers,
   LostJobHandlers
 } from "./JobHandlers.ts"
 import { requestsInFlight, yieldToForeground } from "./Foreground.ts"
 import { type ClaimedJob, JobQueue } from "./JobQueue.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 /**
  * How many jobs one instance runs at once. A job is claimed only into a free slot and starts at once, so its
@@ -40,7 +40,7 @@ export const JobWorkerLive = Layer.scopedDiscard(
     const queue = yield* JobQueue
     const handlers = yield* JobHandlers
     const lostHandlers = yield* Effect.serviceOption(LostJobHandlers)
-    const batchHandlers: ReadonlyMap<string, JobBatchHandler> = Option.getOrElse(
+    const batchHandlers: ReadonlyMap<string, ClaimedBatchHandler> = Option.getOrElse(
       yield* Effect.serviceOption(JobBatchHandlers),
       () => new Map()
     )

@@ -1,5 +1,6 @@
-import { Context, type Effect, Schema } from "effect"
+import { Context, type Effect } from "effect"
 import { REPLAYABLE } from "#src/domain/ReplayPlan"
+import { LlmUnavailable } from "#src/domain/Errors"
 
 /** One message of an OpenAI-style conversation; field names are the wire names. */
 export interface ChatMessage {
@@ -38,17 +39,6 @@ export interface ChatResponse {
   readonly usage: { readonly inputTokens: number; readonly outputTokens: number }
   readonly finishReason: string | null
 }
-
-/**
- * The model provider could not produce a completion: not configured, timed out, answered an error status
- * (`status` set), answered something that is not a completion, or could not be reached. The message never
- * contains the API key.
- */
-export class LlmUnavailable extends Schema.TaggedError<LlmUnavailable>()("LlmUnavailable", {
-  reason: Schema.Literal("not_configured", "timeout", "http_error", "bad_response", "network"),
-  message: Schema.String,
-  status: Schema.optional(Schema.Number)
-}) {}
 
 /** Port to a chat-completion model provider (fork replay, LLM-judged evaluations). */
 export class LlmClient extends Context.Tag("tapedeck/LlmClient")<LlmClient, {

@@ -1,7 +1,6 @@
 import { FetchHttpClient, HttpClient, type HttpClientError, HttpClientRequest } from "@effect/platform"
 import {
   Clock,
-  Config,
   type ConfigError,
   Duration,
   Effect,
@@ -13,8 +12,9 @@ import {
   Redacted,
   Schema
 } from "effect"
-import { CHAT_REQUEST_OPTIONS, type ChatRequest, type ChatResponse, LlmClient, LlmUnavailable } from "./LlmClient.ts"
-import { optionalBaseUrl } from "../config/BaseUrl.ts"
+import { CHAT_REQUEST_OPTIONS, type ChatRequest, type ChatResponse, LlmClient } from "./LlmClient.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { LlmUnavailable } from "#src/domain/Errors"
 
 /** The longest wait between attempts: a larger Retry-After is cut to this, and so is the backoff. */
 export const MAX_RETRY_DELAY_MS = 30_000
@@ -59,29 +59,6 @@ const describeIssues = (error: ParseResult.ParseError) =>
   ParseResult.ArrayFormatter.formatErrorSync(error)
     .map((issue) => `${issue.path.length === 0 ? "(root)" : issue.path.join(".")}: ${issue.message}`)
     .join("; ")
-
-const nonBlank = (name: string) =>
-  Config.option(Config.string(name)).pipe(Config.map(Option.filter((s) => s.trim() !== "")))
-
-const LlmSettings = Config.all({
-  baseUrl: optionalBaseUrl("TAPEDECK_LLM_BASE_URL"),
-  apiKey: Config.option(Config.redacted("TAPEDECK_LLM_API_KEY")).pipe(
-    Config.map(Option.filter((key) => Redacted.value(key) !== ""))
-  ),
-  defaultModel: nonBlank("TAPEDECK_LLM_MODEL").pipe(Config.map(Option.getOrUndefined)),
-  timeoutMs: Config.integer("TAPEDECK_LLM_TIMEOUT_MS").pipe(
-    Config.validate({ message: "must be a positive number of milliseconds", validation: (n) => n > 0 }),
-    Config.withDefault(60_000)
-  ),
-  maxRetries: Config.integer("TAPEDECK_LLM_MAX_RETRIES").pipe(
-    Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
-    Config.withDefault(2)
-  ),
-  retryBaseMs: Config.integer("TAPEDECK_LLM_RETRY_BASE_MS").pipe(
-    Config.validate({ message: "must be 0 or more milliseconds", validation: (n) => n >= 0 }),
-    Config.withDefault(500)
-  )
-})
 
 interface ProviderSettings {
   readonly baseUrl: string
@@ -264,11 +241,11 @@ const makeProvider = (settings: ProviderSettings) =>
  */
 export const LlmClientLive: Layer.Layer<LlmClient, ConfigError.ConfigError> = Layer.unwrapEffect(
   Effect.gen(function*() {
-    const settings = yield* LlmSettings
+    const settings = (yield* AppConfig).llm
     return Option.match(settings.baseUrl, {
       onNone: () => Layer.succeed(LlmClient, notConfigured(settings.defaultModel)),
       onSome: (baseUrl) =>
         Layer.effect(LlmClient, makeProvider({ ...settings, baseUrl })).pipe(Layer.provide(FetchHttpClient.layer))
     })
   })
-)
+).pipe(Layer.provide(AppConfig.Default))

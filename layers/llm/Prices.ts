@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs"
-import { Config, ConfigError, Effect, Either, Option, ParseResult, Schema } from "effect"
+import { ConfigError, Effect, Either, Option, ParseResult, Schema } from "effect"
 import { MAX_AMOUNT } from "#src/domain/Json"
 import { AppConfig } from "../config/AppConfig.ts"
 
@@ -165,28 +165,13 @@ export const withOverrides = (table: PriceTable, overrides: typeof PriceOverride
     )
   ])
 
-/**
- * Unset or blank: no overrides. Invalid JSON or prices fail startup with an InvalidData ConfigError naming the
- * variable and the problem.
- */
-const PriceOverridesConfig = Config.string("TAPEDECK_MODEL_PRICES").pipe(
-  Config.mapOrFail((json) =>
-    json.trim() === ""
-      ? Either.right(Option.none())
-      : decodeOverrides(json).pipe(
-        Either.map(Option.some),
-        Either.mapLeft((e) =>
-          ConfigError.InvalidData(
-            [],
-            `expected a JSON object {"<model>": {"input_per_mtok": number, "output_per_mtok": number}}: ${
-              describeIssues(e)
-            }`
-          )
-        )
-      )
-  ),
-  Config.withDefault(Option.none())
-)
+/** TAPEDECK_MODEL_PRICES: invalid JSON or prices fail startup with an InvalidData ConfigError naming the variable and the problem. */
+const decodeVariable = (json: string) =>
+  Either.mapLeft(decodeOverrides(json), (e) =>
+    ConfigError.InvalidData(
+      ["TAPEDECK_MODEL_PRICES"],
+      `expected a JSON object {"<model>": {"input_per_mtok": number, "output_per_mtok": number}}: ${describeIssues(e)}`
+    ))
 
 /** TAPEDECK_MODEL_PRICES_FILE: the same JSON object as TAPEDECK_MODEL_PRICES, in a file (unreadable or invalid: startup fails). */
 const readPriceFile = (path: string) =>
@@ -211,7 +196,7 @@ export class ModelPrices extends Effect.Service<ModelPrices>()("tapedeck/ModelPr
   effect: Effect.gen(function*() {
     const config = yield* AppConfig
     const fromFile = Option.isSome(config.modelPricesFile) ? yield* readPriceFile(config.modelPricesFile.value) : undefined
-    const overrides = yield* PriceOverridesConfig
+    const overrides = Option.isSome(config.modelPrices) ? Option.some(yield* decodeVariable(config.modelPrices.value)) : Option.none()
     const base = fromFile === undefined ? DEFAULT_PRICES : withOverrides(DEFAULT_PRICES, fromFile)
     const table = Option.match(overrides, {
       onNone: () => base,

@@ -1,9 +1,9 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { Fork, ForkStatus } from "#src/domain/Fork"
-import { ForkNotFound } from "#src/domain/Fork"
 import type { AccountId, ForkId } from "#src/domain/Ids"
 import { unwrap } from "../traces/SpanRecords.ts"
+import { ForkNotFound } from "#src/domain/Errors"
 
 const FORK_SELECT = `id, trace_id, fork_point_span_id, name, description,
   jsonb_build_array(modified_input) AS modified_input, mock_outputs, status, result_trace_id, generation,

@@ -1,13 +1,12 @@
 import { SqlClient } from "@effect/sql"
-import { DateTime, Effect, Either, Option, Schema } from "effect"
+import { DateTime, Effect, Either, Option } from "effect"
 import type { CreateForkRequest, Fork, ReplayResult } from "#src/domain/Fork"
-import { ForkPointNotInTrace, ReplayAlreadyActive, ReplayQuotaExceeded } from "#src/domain/Fork"
 import type { AccountId, ForkId, TraceId } from "#src/domain/Ids"
-import type { TraceDetailWire, TraceNotFound } from "#src/domain/Trace"
+import type { TraceDetailWire } from "#src/domain/Trace"
 import { ForkId as ForkIdSchema } from "#src/domain/Ids"
 import { modelRequests, splitAtForkPoint } from "#src/domain/ReplayPlan"
 import { AppConfig } from "../config/AppConfig.ts"
-import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import type { JobHandler } from "../jobs/JobHandlers.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { LlmClient } from "../llm/LlmClient.ts"
 import { ModelPrices } from "../llm/Prices.ts"
@@ -15,9 +14,9 @@ import { TraceRepo } from "../traces/TraceRepo.ts"
 import { Traces } from "../traces/Traces.ts"
 import { ForkRepo, type StartedGeneration } from "./ForkRepo.ts"
 import { SdkReplay } from "./SdkReplay.ts"
-import { ReplayFailed, replayOnServer } from "./ServerReplay.ts"
+import { replayOnServer } from "./ServerReplay.ts"
+import { ForkPointNotInTrace, JobFailed, ReplayAlreadyActive, ReplayFailed, ReplayQuotaExceeded, type TraceNotFound } from "#src/domain/Errors"
 
-export const FORK_REPLAY_JOB = "fork.replay"
 
 interface ReplayPlan {
   readonly source: TraceDetailWire | undefined
@@ -107,7 +106,7 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
             result_trace_id: started.resultTraceId
           })
         } else if (!plan.short) {
-          yield* jobs.enqueue(accountId, FORK_REPLAY_JOB, { executionId: started.executionId })
+          yield* jobs.enqueue(accountId, "fork.replay", { executionId: started.executionId })
         }
         return { fork, started, mode, runInline: mode === "server" && plan.short }
       },
@@ -233,10 +232,6 @@ export class Forks extends Effect.Service<Forks>()("tapedeck/Forks", {
 /** The job handler for `fork.replay`: runs the generation its payload names. */
 export const forkReplayHandler = Effect.gen(function*() {
   const forks = yield* Forks
-  const handler: JobHandler = (job) =>
-    Schema.decodeUnknown(Schema.Struct({ executionId: Schema.UUID }))(job.payload).pipe(
-      Effect.mapError(() => new JobFailed({ reason: "malformed fork.replay payload" })),
-      Effect.flatMap(({ executionId }) => forks.runJob(executionId))
-    )
+  const handler: JobHandler<"fork.replay"> = (job) => forks.runJob(job.payload.executionId)
   return handler
 })

@@ -5,6 +5,7 @@ import type { SpanWire } from "#src/domain/Span"
 import { CreateTraceRequest, MAX_SPANS_PER_REQUEST, type TraceDetailWire } from "#src/domain/Trace"
 import { type ChatMessage, type ChatRequest, LlmClient } from "../llm/LlmClient.ts"
 import { ModelPrices } from "../llm/Prices.ts"
+import { ReplayFailed } from "#src/domain/Errors"
 
 /** The result of re-running a fork on the server: the result trace to store and the fidelity report. */
 
@@ -22,12 +23,6 @@ export interface ServerReplayOutcome {
   /** Whether any model call succeeded (a replay that did none gives its allowance unit back). */
   readonly modelWork: boolean
 }
-
-/** The replay could not be carried out; `modelWork` as above. */
-export class ReplayFailed extends Schema.TaggedError<ReplayFailed>()("ReplayFailed", {
-  reason: Schema.String,
-  modelWork: Schema.Boolean
-}) {}
 
 /**
  * The Chat Completions request that re-executes a recorded llm_call: its messages plus the tools and

@@ -1,5 +1,5 @@
 import { Context, type Effect } from "effect"
-import type { EmbedderUnavailable } from "#src/domain/Search"
+import type { EmbedderUnavailable } from "#src/domain/Errors"
 
 /**
  * The port that turns texts into unit-length vectors (cosine similarity = dot product). `id` names the model

@@ -1,35 +1,12 @@
-import { Config, Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
-import { EmbedderUnavailable } from "#src/domain/Search"
+import { Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { Embedder, type EmbedderShape } from "./Embedder.ts"
 import { OfflineEmbedderLive } from "./OfflineEmbedder.ts"
-import { optionalBaseUrl } from "../config/BaseUrl.ts"
+import { AppConfig, type EmbeddingsSettings } from "../config/AppConfig.ts"
+import { EmbedderUnavailable, EmbeddingRetryable } from "#src/domain/Errors"
 
 /** Characters of one text sent at most (≈ 2k tokens: every common embedding model takes that). */
 export const MAX_INPUT_CHARS = 8000
 
-export const EmbeddingsSettings = Config.all({
-  baseUrl: optionalBaseUrl("TAPEDECK_EMBEDDINGS_BASE_URL"),
-  model: Config.string("TAPEDECK_EMBEDDINGS_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
-  apiKey: Config.option(Config.redacted("TAPEDECK_EMBEDDINGS_API_KEY")).pipe(
-    Config.map(Option.filter((key) => Redacted.value(key) !== ""))
-  ),
-  dimensions: Config.option(Config.integer("TAPEDECK_EMBEDDINGS_DIMENSIONS").pipe(
-    Config.validate({ message: "must be a positive integer", validation: (n) => n > 0 })
-  )),
-  batchSize: Config.integer("TAPEDECK_EMBEDDINGS_BATCH_SIZE").pipe(
-    Config.validate({ message: "must be between 1 and 2048", validation: (n) => n >= 1 && n <= 2048 }),
-    Config.withDefault(64)
-  ),
-  timeoutMs: Config.integer("TAPEDECK_EMBEDDINGS_TIMEOUT_MS").pipe(
-    Config.validate({ message: "must be a positive number of milliseconds", validation: (n) => n > 0 }),
-    Config.withDefault(30_000)
-  ),
-  maxRetries: Config.integer("TAPEDECK_EMBEDDINGS_MAX_RETRIES").pipe(
-    Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
-    Config.withDefault(2)
-  )
-})
-export type EmbeddingsSettings = Config.Config.Success<typeof EmbeddingsSettings>
 
 const EmbeddingsResponse = Schema.Struct({
   data: Schema.Array(Schema.Struct({
@@ -47,8 +24,6 @@ const normalise = (values: ReadonlyArray<number>) => {
   if (norm > 0) for (let i = 0; i < out.length; i++) out[i]! /= norm
   return out
 }
-
-class Retryable extends Schema.TaggedError<Retryable>()("Retryable", { reason: Schema.String }) {}
 
 /**
  * Any OpenAI-compatible `POST {base}/embeddings` (OpenAI, Ollama, vLLM, TEI, LiteLLM…): texts sent in batches
@@ -85,11 +60,11 @@ export const makeOpenAiEmbedder = (
         return { status: response.status, text: await response.text() }
       },
       catch: (cause) =>
-        new Retryable({ reason: scrub(`could not reach the embeddings provider at ${host}: ${String(cause)}`) })
+        new EmbeddingRetryable({ reason: scrub(`could not reach the embeddings provider at ${host}: ${String(cause)}`) })
     }).pipe(
-      Effect.flatMap(({ status, text }): Effect.Effect<Array<Float32Array>, Retryable | EmbedderUnavailable> => {
+      Effect.flatMap(({ status, text }): Effect.Effect<Array<Float32Array>, EmbeddingRetryable | EmbedderUnavailable> => {
         if (status === 429 || status >= 500) {
-          return Effect.fail(new Retryable({ reason: `embeddings provider at ${host} answered HTTP ${status}` }))
+          return Effect.fail(new EmbeddingRetryable({ reason: `embeddings provider at ${host} answered HTTP ${status}` }))
         }
         if (status < 200 || status >= 300) {
           return Effect.fail(new EmbedderUnavailable({
@@ -116,10 +91,10 @@ export const makeOpenAiEmbedder = (
         return Effect.succeed(ordered.map((d) => normalise(d.embedding)))
       }),
       Effect.retry({
-        while: (e) => e._tag === "Retryable",
+        while: (e) => e._tag === "EmbeddingRetryable",
         schedule: Schedule.exponential(Duration.millis(200)).pipe(Schedule.intersect(Schedule.recurs(settings.maxRetries)))
       }),
-      Effect.catchTag("Retryable", (e) => Effect.fail(new EmbedderUnavailable({ reason: e.reason })))
+      Effect.catchTag("EmbeddingRetryable", (e) => Effect.fail(new EmbedderUnavailable({ reason: e.reason })))
     )
 
   return {
@@ -140,7 +115,7 @@ export const makeOpenAiEmbedder = (
 /** TAPEDECK_EMBEDDINGS_BASE_URL set: that provider. Unset: the offline embedder. */
 export const EmbedderLive = Layer.unwrapEffect(
   Effect.gen(function*() {
-    const settings = yield* EmbeddingsSettings
+    const settings = (yield* AppConfig).embeddings
     return Option.match(settings.baseUrl, {
       onNone: () => OfflineEmbedderLive,
       onSome: (baseUrl) => Layer.succeed(Embedder, makeOpenAiEmbedder({ ...settings, baseUrl }))

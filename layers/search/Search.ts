@@ -1,25 +1,17 @@
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { Diagnostics, SearchRequest } from "#src/domain/Search"
+import { type JobKind, SEARCH_JOB_KINDS } from "#src/domain/Jobs"
 import { AppConfig } from "../config/AppConfig.ts"
-import { attemptTimeoutMs, JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import { attemptTimeoutMs, type JobHandler } from "../jobs/JobHandlers.ts"
 import { yieldToForeground } from "../jobs/Foreground.ts"
 import { Embedder } from "./Embedder.ts"
 import { type PendingSpan, SpanIndex } from "./SpanIndex.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { JobFailed } from "#src/domain/Errors"
 
-/** Embeds the spans of the traces a write touched: payload `{ traceIds }` (or `{ traceId }`). */
-export const SEARCH_INDEX_JOB = "search.index"
-/** Embeds every span of the account that has no vector from the current embedder, in resumable batches. */
-export const SEARCH_REEMBED_JOB = "search.reembed"
-export const SEARCH_JOB_KINDS = [SEARCH_INDEX_JOB, SEARCH_REEMBED_JOB] as const
-
-const IndexPayload = Schema.Union(
-  Schema.Struct({ traceIds: Schema.Array(Schema.UUID) }),
-  Schema.Struct({ traceId: Schema.UUID })
-)
-const decodeIndexPayload = Schema.decodeUnknownOption(IndexPayload)
+const REEMBED_KIND = "search.reembed" satisfies JobKind
 
 /**
  * A re-embed job runs this long before it hands the rest over to a new job: a minute, or a quarter of its attempt's
@@ -60,11 +52,9 @@ const embedAndStore = (pending: ReadonlyArray<PendingSpan>) =>
 export const searchIndexHandler = Effect.gen(function*() {
   const embedder = yield* Embedder
   const index = yield* SpanIndex
-  const handler: JobHandler = (job) =>
+  const handler: JobHandler<"search.index"> = (job) =>
     Effect.gen(function*() {
-      const payload = decodeIndexPayload(job.payload)
-      if (payload._tag === "None") return // not ours to fix: a malformed payload would fail forever
-      const traceIds = "traceIds" in payload.value ? payload.value.traceIds : [payload.value.traceId]
+      const traceIds = "traceIds" in job.payload ? job.payload.traceIds : [job.payload.traceId]
       const { filtersStale, pending } = yield* index.pendingOfTraces(job.accountId, traceIds, embedder.id)
       yield* embedAndStore(pending)
       // Spans whose text did not change keep their vector; their filterable fields may have.
@@ -82,7 +72,7 @@ export const searchReembedHandler = Effect.gen(function*() {
   const index = yield* SpanIndex
   const sql = yield* SqlClient.SqlClient
   const config = yield* AppConfig
-  const handler: JobHandler = (job) =>
+  const handler: JobHandler<"search.reembed"> = (job) =>
     Effect.gen(function*() {
       const started = Date.now()
       const sliceMs = reembedSliceMs(config.jobLeaseSeconds)
@@ -94,7 +84,7 @@ export const searchReembedHandler = Effect.gen(function*() {
           // Progress is committed batch by batch; the rest continues in a fresh job (a fresh lease).
           yield* sql`
             INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
-            VALUES (gen_random_uuid(), ${job.accountId}, ${SEARCH_REEMBED_JOB}, '{}'::jsonb, 'queued', ${config.jobMaxAttempts})`
+            VALUES (gen_random_uuid(), ${job.accountId}, ${REEMBED_KIND}, '{}'::jsonb, 'queued', ${config.jobMaxAttempts})`
             .pipe(Effect.orDie)
           return
         }
@@ -125,11 +115,11 @@ export const SearchStartupLive = Layer.effectDiscard(
     if (accounts.length === 0) return
     yield* sql`
       INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
-      SELECT gen_random_uuid(), a.id, ${SEARCH_REEMBED_JOB}, '{}'::jsonb, 'queued', ${config.jobMaxAttempts}::int
+      SELECT gen_random_uuid(), a.id, ${REEMBED_KIND}, '{}'::jsonb, 'queued', ${config.jobMaxAttempts}::int
       FROM unnest(${uuidArray(accounts)}::uuid[]) AS a(id)
       WHERE NOT EXISTS (
         SELECT 1 FROM jobs j
-        WHERE j.account_id = a.id AND j.kind = ${SEARCH_REEMBED_JOB} AND j.status IN ('queued', 'running'))`
+        WHERE j.account_id = a.id AND j.kind = ${REEMBED_KIND} AND j.status IN ('queued', 'running'))`
       .pipe(Effect.orDie)
     yield* Effect.logInfo(`search: re-embedding queued for ${accounts.length} account(s)`)
   })

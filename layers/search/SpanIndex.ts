@@ -4,6 +4,7 @@ import type { AccountId } from "#src/domain/Ids"
 import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
+import { shortHash } from "../platform/Hashes.ts"
 import { type SpanTextSource, spanText, textHash } from "./SpanText.ts"
 import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
@@ -231,7 +232,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     const ensureIndex = Effect.fn("SpanIndex.ensureIndex")(function*(embedder: string, dims: number) {
       const { mode } = yield* setup
       if (mode !== "pgvector-hnsw" || dims > HNSW_MAX_DIMS || ensured.has(embedder)) return
-      const name = `span_embeddings_hnsw_${Bun.hash(embedder).toString(36)}`
+      const name = `span_embeddings_hnsw_${shortHash(embedder)}`
       yield* sql.unsafe(`
         CREATE INDEX IF NOT EXISTS ${name} ON span_embeddings
         USING hnsw ((embedding::vector(${dims})) vector_cosine_ops) WHERE embedder = ${literal(embedder)}`).pipe(

@@ -1,3 +1,4 @@
+import { shortHash } from "../platform/Hashes.ts"
 /** What an indexed span is made of (the stored columns the text is built from). */
 export interface SpanTextSource {
   readonly name: string
@@ -82,4 +83,4 @@ export const spanText = (span: SpanTextSource) =>
   ].filter((s) => s !== "").join("\n")
 
 /** A short, stable digest of a text: a span whose text did not change is not embedded again. */
-export const textHash = (text: string) => Bun.hash(text).toString(36)
+export const textHash = (text: string) => shortHash(text)

@@ -1,8 +1,9 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
-import { type AgentEdge, type AgentNode, type SessionGraph, SessionNotFound, type SessionSummary } from "#src/domain/Session"
+import { type AgentEdge, type AgentNode, type SessionGraph, type SessionSummary } from "#src/domain/Session"
 import { TRACE_SELECT, type TraceRow, toTrace } from "../traces/TraceRepo.ts"
+import { SessionNotFound } from "#src/domain/Errors"
 
 export type Environment = "production" | "sandbox"
 

@@ -1,17 +1,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Effect, Schema } from "effect"
-
-/** The embedded data directory is held by another live process (PGlite is single-process). */
-export class DataDirInUse extends Schema.TaggedError<DataDirInUse>()("DataDirInUse", {
-  dataDir: Schema.String,
-  pid: Schema.Number
-}) {
-  get message() {
-    return `the data directory ${this.dataDir} is in use by another Tapedeck process (pid ${this.pid}); ` +
-      "stop it first, or set DATABASE_URL to use a PostgreSQL server that several processes can share"
-  }
-}
+import { Effect } from "effect"
+import { DataDirInUse } from "#src/domain/Errors"
 
 const isAlive = (pid: number) => {
   try {

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import { SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
@@ -21,7 +22,7 @@ const statementName = (text: string) => {
   let name = names.get(text)
   if (name === undefined) {
     if (names.size >= NAMES_MAX) names.clear() // a marked statement whose text varies: bounded all the same
-    name = `tapedeck_${new Bun.CryptoHasher("sha256").update(text).digest("hex").slice(0, 24)}`
+    name = `tapedeck_${createHash("sha256").update(text).digest("hex").slice(0, 24)}`
     names.set(text, name)
   }
   return name

@@ -1,10 +1,8 @@
 import { Otlp } from "@effect/opentelemetry"
 import { FetchHttpClient } from "@effect/platform"
-import { Config, Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import pkg from "../../package.json" with { type: "json" }
-
-/** Where the service's own telemetry goes (OTLP/HTTP); unset: nowhere. */
-export const selfTelemetryEndpoint = Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT"))
+import { AppConfig } from "../config/AppConfig.ts"
 
 /**
  * Exports the service's own traces, logs and metrics over OTLP/HTTP JSON when OTEL_EXPORTER_OTLP_ENDPOINT is
@@ -12,9 +10,8 @@ export const selfTelemetryEndpoint = Config.option(Config.string("OTEL_EXPORTER_
  */
 export const TracingLive = Layer.unwrapEffect(
   Effect.gen(function*() {
-    const endpoint = yield* selfTelemetryEndpoint
-    const serviceName = yield* Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("tapedeck"))
-    return Option.match(endpoint, {
+    const { telemetryEndpoint, telemetryServiceName: serviceName } = yield* AppConfig
+    return Option.match(telemetryEndpoint, {
       onNone: () => Layer.setTracerEnabled(false),
       onSome: (baseUrl) =>
         Otlp.layerJson({ baseUrl, resource: { serviceName, serviceVersion: pkg.version } }).pipe(

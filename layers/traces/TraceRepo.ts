@@ -2,9 +2,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { DateTime, Effect, Option } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { CreateTraceRequest, FinishTraceRequest, TraceStatus, TraceWire } from "#src/domain/Trace"
-import { TraceIdTaken, TraceNotFound } from "#src/domain/Trace"
 import type { Span } from "#src/domain/Span"
-import { CredentialRevoked } from "#src/domain/ApiKey"
 import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
 import { prepared } from "../storage/PreparedStatements.ts"
 import {
@@ -22,6 +20,7 @@ import {
   toRecordsJson,
   unwrap
 } from "./SpanRecords.ts"
+import { CredentialRevoked, TraceIdTaken, TraceNotFound } from "#src/domain/Errors"
 
 export const TRACE_SELECT = `id, project_id, name, status,
   CASE WHEN input IS NULL THEN NULL ELSE jsonb_build_array(input) END AS input,
@@ -185,7 +184,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
                    jsonb_build_object('traceId', t.id, 'status', ${request.status}::text), 'queued', ${maxAttempts}::int
             FROM t WHERE ${terminalJobId}::uuid IS NOT NULL
           ), k AS (
-            -- search indexing (layers/search/Search.ts SEARCH_INDEX_JOB), one job per write that has spans
+            -- search indexing (the search.index job), one job per write that has spans
             INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
             SELECT gen_random_uuid(), ${accountId}::uuid, 'search.index', jsonb_build_object('traceId', t.id), 'queued',
                    ${maxAttempts}::int

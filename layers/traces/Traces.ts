@@ -12,27 +12,21 @@ import {
   type ListTracesParams,
   OtelTraceId,
   TOTAL_CAP,
-  SpansRejected,
-  TraceNotRunning,
   type TraceDetailWire,
   type TraceListWire,
   type TraceWire
 } from "#src/domain/Trace"
 import { AppConfig } from "../config/AppConfig.ts"
 import { accountNamespace, traceUuid } from "../ingest/OtlpIds.ts"
-import { TERMINAL_TRACE_JOB } from "../events/TerminalTraceHook.ts"
 import { JobQueue } from "../jobs/JobQueue.ts"
 import { ModelPrices } from "../llm/Prices.ts"
-import { SEARCH_INDEX_JOB } from "../search/Search.ts"
 import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
 import type { SpanJsonRow } from "./SpanRecords.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 import { rewrittenSpanCode } from "#src/domain/StreamEvent"
+import { InvalidCursor, SpansRejected, TraceNotRunning } from "#src/domain/Errors"
 
 const isOtelTraceId = Schema.is(OtelTraceId)
-
-/** The `cursor` of a listing is not one this service issued. */
-export class InvalidCursor extends Schema.TaggedError<InvalidCursor>()("InvalidCursor", {}) {}
 
 const timing = (span: SpanWire) => {
   const startMs = Date.parse(span.started_at)
@@ -129,7 +123,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         const terminalTransition = next !== previous && isTerminal(next)
         yield* stream.record(accountId, [{ t: traceId, s: [], a: terminalTransition ? "terminal" : "updated" }])
         if (!terminalTransition) return { jobId: Option.none<string>() }
-        const jobId = yield* jobs.enqueue(accountId, TERMINAL_TRACE_JOB, { traceId, status: next })
+        const jobId = yield* jobs.enqueue(accountId, "trace.terminal", { traceId, status: next })
         return { jobId: Option.some<string>(jobId) }
       },
       (effect) => sql.withTransaction(effect),
@@ -147,7 +141,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         if (spans.length > 0) {
           yield* repo.upsertSpans(accountId, traceId, spans)
           yield* repo.recomputeTotals(traceId)
-          yield* jobs.enqueue(accountId, SEARCH_INDEX_JOB, { traceId })
+          yield* jobs.enqueue(accountId, "search.index", { traceId })
           yield* stream.record(accountId, [{
             t: traceId,
             s: spans.map((span) => [span.id, stored.has(span.id) ? rewrittenSpanCode(span) : "c"] as const),
@@ -235,7 +229,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         yield* repo.lockForUpdate(accountId, traceId)
         yield* repo.upsertSpans(accountId, traceId, [span])
         yield* repo.recomputeTotals(traceId)
-        yield* jobs.enqueue(accountId, SEARCH_INDEX_JOB, { traceId })
+        yield* jobs.enqueue(accountId, "search.index", { traceId })
         yield* stream.record(accountId, [{ t: traceId, s: [[span.id, "c"] as const], a: "updated" }])
       },
       (effect) => sql.withTransaction(effect),

@@ -1,25 +1,26 @@
 import { createHash } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { SqlClient } from "@effect/sql"
-import { DateTime, Effect, Option, Schema } from "effect"
+import { DateTime, Effect, Option } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import {
   DELIVERY_HEADER,
   EVENT_HEADER,
   runPollDelayMs,
   SIGNATURE_HEADER,
-  WEBHOOK_DELIVER_JOB,
   webhookBackoffMs,
-  WebhookJobPayload,
+  type WebhookJobPayload,
   type WebhookPayload
 } from "#src/domain/Webhook"
+import type { JobKind } from "#src/domain/Jobs"
 import { AppConfig } from "../config/AppConfig.ts"
-import { JobFailed, type JobHandler } from "../jobs/JobHandlers.ts"
+import type { JobHandler } from "../jobs/JobHandlers.ts"
 import { AddressBlocked, type GuardOptions, systemResolver } from "./AddressGuard.ts"
 import { safePost } from "./SafeFetch.ts"
 import { makeSecretBox } from "./SecretBox.ts"
 import { sign } from "./Signing.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 interface RuleRow {
   readonly webhook_url: string | null
@@ -36,11 +37,12 @@ interface RunRow {
 type Outcome = "succeeded" | "failed" | "blocked" | "gave_up"
 
 const MAX_REDIRECTS = 3
+const KIND = "webhook.deliver" satisfies JobKind
 
 /** A UUID (version 8, RFC 9562) fixed by one step of one delivery: its attempt and how many waits preceded it. */
 export const stepJobId = (payload: Pick<WebhookJobPayload, "deliveryId" | "attempt" | "polls">) => {
   const hex = createHash("sha256")
-    .update(`${WEBHOOK_DELIVER_JOB}:${payload.deliveryId.toLowerCase()}:${payload.attempt}:${payload.polls}`)
+    .update(`${KIND}:${payload.deliveryId.toLowerCase()}:${payload.attempt}:${payload.polls}`)
     .digest("hex")
   const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`
@@ -79,7 +81,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
       function*(accountId: AccountId, payload: WebhookJobPayload, delayMs: number) {
         yield* sql`
           INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts, run_at)
-          VALUES (${stepJobId(payload)}, ${accountId}, ${WEBHOOK_DELIVER_JOB}, ${JSON.stringify(payload)}::jsonb,
+          VALUES (${stepJobId(payload)}, ${accountId}, ${KIND}, ${JSON.stringify(payload)}::jsonb,
                   'queued', ${config.jobMaxAttempts}, now() + make_interval(secs => ${delayMs / 1000}))
           ON CONFLICT (id) DO NOTHING`
       },
@@ -195,11 +197,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("tapedeck
     )
 
     /** The `webhook.deliver` job handler. */
-    const handler: JobHandler = (job) =>
-      Schema.decodeUnknown(WebhookJobPayload)(job.payload).pipe(
-        Effect.mapError(() => new JobFailed({ reason: "malformed webhook.deliver payload" })),
-        Effect.flatMap((payload) => deliver(job.accountId, payload))
-      )
+    const handler: JobHandler<"webhook.deliver"> = (job) => deliver(job.accountId, job.payload)
 
     return { schedule, deliver, handler, sealSecret: box.seal, secretsEncrypted: box.encrypted, guard } as const
   }),

@@ -5,12 +5,6 @@ import { withExamples } from "./Examples.ts"
 
 export const KEY_PREFIX = "svc_"
 
-/**
- * The API key a request acts for was revoked after this instance last verified it (the request's own statement
- * found out, see `tapedeck_require_live_key`): nothing was decided or written, and the caller is answered 401.
- */
-export class CredentialRevoked extends Schema.TaggedError<CredentialRevoked>()("CredentialRevoked", {}) {}
-
 /** SQLSTATE raised by `tapedeck_require_live_key` (migration 0014) for a revoked key. */
 export const KEY_REVOKED_SQLSTATE = "TD401"
 

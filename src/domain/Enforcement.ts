@@ -47,7 +47,3 @@ export const EnforcementDecision = Schema.Struct({
 }).annotations({ identifier: "EnforcementDecision" })
 export type EnforcementDecision = typeof EnforcementDecision.Type
 
-/** The decision cannot be made: the policy state could not be loaded in time. Enforcement turns it into a block. */
-export class PolicyStateUnavailable extends Schema.TaggedError<PolicyStateUnavailable>()("PolicyStateUnavailable", {
-  reason: Schema.String
-}) {}

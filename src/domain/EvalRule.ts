@@ -184,10 +184,3 @@ export const samplePoint = (ruleId: string, traceId: string) =>
 /** Deterministic sampling: rate 0 never, rate 1 always, otherwise about `rate` of the traces. */
 export const isSampled = (rate: number, ruleId: string, traceId: string) => samplePoint(ruleId, traceId) < rate
 
-export class EvalRuleNotFound extends Schema.TaggedError<EvalRuleNotFound>()("EvalRuleNotFound", { ruleId: Schema.String }) {}
-/** The rule names an evaluation that is missing, deleted, or neither owned nor public. */
-export class RuleEvaluationNotFound
-  extends Schema.TaggedError<RuleEvaluationNotFound>()("RuleEvaluationNotFound", { evaluationId: Schema.String })
-{}
-/** The webhook URL names a host or address deliveries would refuse. */
-export class WebhookUrlRefused extends Schema.TaggedError<WebhookUrlRefused>()("WebhookUrlRefused", { reason: Schema.String }) {}

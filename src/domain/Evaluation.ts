@@ -230,18 +230,3 @@ export const EvaluationGateResult = Schema.Struct({
 })
 export type EvaluationGateResult = typeof EvaluationGateResult.Encoded
 
-/** Missing, deleted, or neither owned nor public. */
-export class EvaluationNotFound extends Schema.TaggedError<EvaluationNotFound>()("EvaluationNotFound", {
-  evaluationId: EvaluationId
-}) {}
-/** A run that is not one of the caller's runs of the evaluation. */
-export class EvaluationRunNotFound extends Schema.TaggedError<EvaluationRunNotFound>()("EvaluationRunNotFound", {
-  runId: EvaluationRunId
-}) {}
-/** None of the traces named by a run request is a live trace of the caller. */
-export class NoOwnedTraces extends Schema.TaggedError<NoOwnedTraces>()("NoOwnedTraces", {}) {}
-/** A baseline run that has no score (it failed or has not finished). */
-export class BaselineRunUnscored extends Schema.TaggedError<BaselineRunUnscored>()("BaselineRunUnscored", {
-  runId: EvaluationRunId,
-  status: RunStatus
-}) {}

@@ -85,15 +85,3 @@ export const ReplayResult = Schema.Struct({
 }).annotations({ identifier: "ReplayResult" })
 export type ReplayResult = typeof ReplayResult.Type
 
-export class ForkNotFound extends Schema.TaggedError<ForkNotFound>()("ForkNotFound", { forkId: ForkId }) {}
-/** The fork point is not a span of the source trace. */
-export class ForkPointNotInTrace extends Schema.TaggedError<ForkPointNotInTrace>()("ForkPointNotInTrace", {
-  spanId: SpanId
-}) {}
-export class ReplayAlreadyActive extends Schema.TaggedError<ReplayAlreadyActive>()("ReplayAlreadyActive", {
-  forkId: ForkId
-}) {}
-export class ReplayQuotaExceeded extends Schema.TaggedError<ReplayQuotaExceeded>()("ReplayQuotaExceeded", {
-  allowance: Schema.Number,
-  month: Schema.String
-}) {}

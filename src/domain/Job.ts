@@ -30,4 +30,3 @@ export type Job = typeof Job.Type
 
 export const JobPath = Schema.Struct({ jobId: JobId })
 
-export class JobNotFound extends Schema.TaggedError<JobNotFound>()("JobNotFound", { jobId: JobId }) {}

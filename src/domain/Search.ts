@@ -98,7 +98,3 @@ export const Diagnostics = Schema.Struct({
 }).annotations({ identifier: "Diagnostics" })
 export type Diagnostics = typeof Diagnostics.Type
 
-/** The configured embedder could not embed (a remote provider down, misconfigured, timing out). */
-export class EmbedderUnavailable extends Schema.TaggedError<EmbedderUnavailable>()("EmbedderUnavailable", {
-  reason: Schema.String
-}) {}

@@ -79,7 +79,3 @@ export const SessionGraph = Schema.Struct({
 }).annotations({ identifier: "SessionGraph" })
 export type SessionGraph = typeof SessionGraph.Type
 
-/** No trace of the account (not deleted) carries this session id. */
-export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("SessionNotFound", {
-  sessionId: Schema.String
-}) {}

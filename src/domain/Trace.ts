@@ -289,12 +289,3 @@ export const TraceLookupPath = Schema.Struct({
 
 export const DeleteResult = Schema.Struct({ deleted: required(Schema.Literal(true), "Always true: the record is gone") }).annotations({ identifier: "DeleteResult" })
 
-export class TraceNotFound extends Schema.TaggedError<TraceNotFound>()("TraceNotFound", { traceId: TraceId }) {}
-export class TraceIdTaken extends Schema.TaggedError<TraceIdTaken>()("TraceIdTaken", { traceId: TraceId }) {}
-/** Spans are only added to a running trace: a finished one has already been handed to downstream processing. */
-export class TraceNotRunning extends Schema.TaggedError<TraceNotRunning>()("TraceNotRunning", {
-  traceId: TraceId,
-  status: TraceStatus
-}) {}
-/** A batch of spans the trace cannot take (duplicate ids, dangling parents, unstorable values). */
-export class SpansRejected extends Schema.TaggedError<SpansRejected>()("SpansRejected", { reason: Schema.String }) {}

@@ -5,8 +5,6 @@ export const SIGNATURE_HEADER = "Tapedeck-Signature"
 export const EVENT_HEADER = "Tapedeck-Event"
 export const DELIVERY_HEADER = "Tapedeck-Delivery"
 
-export const WEBHOOK_DELIVER_JOB = "webhook.deliver"
-
 /** The body of an eval-rule webhook. */
 export const WebhookPayload = Schema.Struct({
   event: Schema.Literal("evaluation.completed", "evaluation.incomplete"),

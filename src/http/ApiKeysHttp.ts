@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { generateKey } from "#layers/auth/KeyMaterial"
 import { ApiKeyRepo } from "#layers/storage/ApiKeyRepo"
@@ -39,4 +39,4 @@ export const ApiKeysHttpLive = HttpApiBuilder.group(TapedeckApi, "apiKeys", (han
           yield* credentials.forgetKey(revoked.value)
           return { id: path.keyId, revoked: true as const }
         }))
-  }))
+  })).pipe(Layer.provide(ApiKeyRepo.Default))

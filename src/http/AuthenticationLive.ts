@@ -2,12 +2,11 @@ import { HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
-import { Unauthorized } from "../api/ApiErrors.ts"
+import { missingCredentials, Unauthorized } from "../api/ApiErrors.ts"
+import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
 import { TRACE_CREATE_PATH } from "../api/TracesApi.ts"
 import { Authentication, LangfuseAuthentication } from "../api/Security.ts"
-
-const refuse = (e: { readonly reason: string }) => new Unauthorized({ message: e.reason })
 
 /**
  * The routes that may act for an API key verified from this instance's recent lookups, because their one statement
@@ -31,7 +30,7 @@ const headerSchemes = (credentials: Credentials) => ({
       onNone: () =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
           (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(
-            Effect.mapError(refuse)
+            answerDomainErrors
           ))
     }))),
   bearer: (token) =>
@@ -39,10 +38,10 @@ const headerSchemes = (credentials: Credentials) => ({
       // The platform strips the first seven characters whatever they are: insist they were "Bearer ".
       const request = yield* HttpServerRequest.HttpServerRequest
       if (!/^bearer /i.test(request.headers.authorization ?? "")) {
-        return yield* new Unauthorized({ message: "missing or invalid credentials" })
+        return yield* missingCredentials()
       }
       return yield* (mayUseCachedKey(request) ? credentials.cachedBearer(token) : credentials.bearer(token)).pipe(
-        Effect.mapError(refuse)
+        answerDomainErrors
       )
     })
 } satisfies Omit<Authentication["Type"], never>)
@@ -69,7 +68,7 @@ export const LangfuseAuthenticationLive = Layer.effect(
           if (!/^basic /i.test(request.headers.authorization ?? "")) {
             return yield* new Unauthorized({ message: "missing or invalid credentials: send Authorization: Basic base64(publicKey:secretKey)" })
           }
-          return yield* credentials.serviceKey(password).pipe(Effect.mapError(refuse))
+          return yield* credentials.serviceKey(password).pipe(answerDomainErrors)
         })
     })
   })

@@ -1,8 +1,9 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Search } from "#layers/search/Search"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { SearchLive } from "#layers/search/SearchLive"
 
 export const DiagnosticsHttpLive = HttpApiBuilder.group(TapedeckApi, "diagnostics", (handlers) =>
   Effect.gen(function*() {
@@ -12,4 +13,4 @@ export const DiagnosticsHttpLive = HttpApiBuilder.group(TapedeckApi, "diagnostic
         const { accountId } = yield* CurrentPrincipal
         return yield* search.diagnostics(accountId)
       }))
-  }))
+  })).pipe(Layer.provide(SearchLive))

@@ -1,16 +1,12 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Layer, Schema } from "effect"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
 import { PolicyParams } from "#src/domain/Guardrail"
-import { Conflict, NotFound, Unauthorized, ValidationFailed } from "../api/ApiErrors.ts"
+import { ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
-
-const guardrailNotFound = (e: { readonly id: string }) => new NotFound({ message: `guardrail ${e.id} not found` })
-const holdNotFound = (e: { readonly id: string }) => new NotFound({ message: `hold ${e.id} not found` })
-const alreadyDecided = (e: { readonly id: string; readonly status: string }) =>
-  new Conflict({ message: `hold ${e.id} is already ${e.status}` })
 
 export const EnforcementHttpLive = HttpApiBuilder.group(TapedeckApi, "enforcement", (handlers) =>
   Effect.gen(function*() {
@@ -20,9 +16,7 @@ export const EnforcementHttpLive = HttpApiBuilder.group(TapedeckApi, "enforcemen
       // The hot route: no generator, no span of its own (see Enforcement).
       .handle("check", ({ payload }) =>
         Effect.flatMap(CurrentPrincipal, ({ accountId, liveKey }) =>
-          enforcement.check(accountId, payload, liveKey ?? null).pipe(
-            Effect.catchTag("CredentialRevoked", () => Effect.fail(new Unauthorized({ message: "invalid or revoked API key" })))
-          )))
+          enforcement.check(accountId, payload, liveKey ?? null).pipe(answerDomainErrors)))
       .handle("createGuardrail", ({ payload }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
@@ -37,7 +31,7 @@ export const EnforcementHttpLive = HttpApiBuilder.group(TapedeckApi, "enforcemen
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return yield* repo.get(accountId, path.id)
-        }).pipe(Effect.catchTags({ GuardrailNotFound: guardrailNotFound })))
+        }).pipe(answerDomainErrors))
       .handle("updateGuardrail", ({ path, payload }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
@@ -52,13 +46,13 @@ export const EnforcementHttpLive = HttpApiBuilder.group(TapedeckApi, "enforcemen
             params = checked.right
           }
           return yield* repo.update(accountId, path.id, { name: payload.name, enabled: payload.enabled, params })
-        }).pipe(Effect.catchTags({ GuardrailNotFound: guardrailNotFound })))
+        }).pipe(answerDomainErrors))
       .handle("deleteGuardrail", ({ path }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           yield* repo.remove(accountId, path.id)
           return { deleted: true as const }
-        }).pipe(Effect.catchTags({ GuardrailNotFound: guardrailNotFound })))
+        }).pipe(answerDomainErrors))
       .handle("listHolds", ({ urlParams }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
@@ -68,15 +62,15 @@ export const EnforcementHttpLive = HttpApiBuilder.group(TapedeckApi, "enforcemen
         Effect.gen(function*() {
           const { accountId, credentialId } = yield* CurrentPrincipal
           return yield* repo.decideHold(accountId, path.holdId, "approved", credentialId, payload.reason ?? null)
-        }).pipe(Effect.catchTags({ HoldNotFound: holdNotFound, HoldAlreadyDecided: alreadyDecided })))
+        }).pipe(answerDomainErrors))
       .handle("denyHold", ({ path, payload }) =>
         Effect.gen(function*() {
           const { accountId, credentialId } = yield* CurrentPrincipal
           return yield* repo.decideHold(accountId, path.holdId, "denied", credentialId, payload.reason ?? null)
-        }).pipe(Effect.catchTags({ HoldNotFound: holdNotFound, HoldAlreadyDecided: alreadyDecided })))
+        }).pipe(answerDomainErrors))
       .handle("listDecisions", ({ urlParams }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return { items: yield* repo.decisions(accountId, urlParams.run_id, urlParams.limit) }
         }))
-  }))
+  })).pipe(Layer.provide([Enforcement.Default, GuardrailRepo.Default]))

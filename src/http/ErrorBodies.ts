@@ -10,7 +10,18 @@ import {
 import { SqlError } from "@effect/sql"
 import { Cause, Effect, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
-import { IngestBackpressure, Internal, NotFound, RequestTimeout, Unavailable, ValidationFailed } from "../api/ApiErrors.ts"
+import {
+  type ApiError,
+  errorBody,
+  IngestBackpressure,
+  Internal,
+  internalError,
+  NotFound,
+  RequestTimeout,
+  statusOf,
+  Unavailable,
+  ValidationFailed
+} from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { isExportPath } from "../api/OtlpApi.ts"
 import { OTLP_OTHER_SIGNAL_PATHS } from "./OtlpOtherSignals.ts"
@@ -20,6 +31,13 @@ import { setRetryAfter } from "./RateLimitLive.ts"
 type Rewritten = Effect.Effect<never, ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure>
 
 const MAX_MESSAGE = 1000
+
+/**
+ * An API error as a response outside the HttpApi router (WebSocket upgrades, MCP, Studio, OTLP refusals): the
+ * contract's body with the error's status.
+ */
+export const errorResponse = (e: ApiError, headers: Readonly<Record<string, string>> = {}) =>
+  HttpServerResponse.unsafeJson(errorBody(e), { status: statusOf(e), headers })
 
 const describeIssues = (e: HttpApiError.HttpApiDecodeError) => {
   // Optional fields add an "Expected undefined" branch to every issue; it says nothing to the caller.
@@ -100,7 +118,7 @@ const isDataException = (e: SqlError.SqlError) => sqlState(e)?.startsWith("22") 
  * out), class 08 (connection exception), 40 (serialization failure, deadlock), 53 (insufficient resources),
  * 57 (operator intervention: shutdown, statement timeout). Anything else is a bug of ours, not an outage.
  */
-const isTransient = (e: SqlError.SqlError) => {
+export const isTransient = (e: SqlError.SqlError) => {
   const state = sqlState(e)
   return state === undefined || ["08", "40", "53", "57"].includes(state.slice(0, 2))
 }
@@ -153,7 +171,7 @@ const rewriteDefect = (defect: unknown): Rewritten => {
     )
   }
   return Effect.logError("unhandled defect", Cause.die(defect)).pipe(
-    Effect.zipRight(Effect.fail(new Internal({ message: "internal error" })))
+    Effect.zipRight(Effect.fail(internalError()))
   )
 }
 

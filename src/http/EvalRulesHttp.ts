@@ -1,12 +1,9 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { EvalRules } from "#layers/evaluations/EvalRules"
-import type { EvalRuleNotFound } from "#src/domain/EvalRule"
-import { NotFound, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
-
-const ruleNotFound = (e: EvalRuleNotFound) => new NotFound({ message: `eval rule ${e.ruleId} not found` })
 
 export const EvalRulesHttpLive = HttpApiBuilder.group(TapedeckApi, "evalRules", (handlers) =>
   Effect.gen(function*() {
@@ -16,10 +13,7 @@ export const EvalRulesHttpLive = HttpApiBuilder.group(TapedeckApi, "evalRules", 
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return yield* rules.create(accountId, payload)
-        }).pipe(Effect.catchTags({
-          RuleEvaluationNotFound: (e) => new NotFound({ message: `evaluation ${e.evaluationId} not found` }),
-          WebhookUrlRefused: (e) => new ValidationFailed({ message: `webhook_url: ${e.reason}` })
-        })))
+        }).pipe(answerDomainErrors))
       .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
@@ -29,15 +23,15 @@ export const EvalRulesHttpLive = HttpApiBuilder.group(TapedeckApi, "evalRules", 
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return yield* rules.get(accountId, path.id)
-        }).pipe(Effect.catchTags({ EvalRuleNotFound: ruleNotFound })))
+        }).pipe(answerDomainErrors))
       .handle("remove", ({ path }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return yield* rules.remove(accountId, path.id)
-        }).pipe(Effect.catchTags({ EvalRuleNotFound: ruleNotFound })))
+        }).pipe(answerDomainErrors))
       .handle("deliveries", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return yield* rules.deliveries(accountId, path.id, urlParams.limit, urlParams.offset)
-        }).pipe(Effect.catchTags({ EvalRuleNotFound: ruleNotFound })))
-  }))
+        }).pipe(answerDomainErrors))
+  })).pipe(Layer.provide(EvalRules.Default))

@@ -1,14 +1,10 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Forks } from "#layers/replay/Forks"
-import type { ForkNotFound } from "#src/domain/Fork"
-import type { TraceNotFound } from "#src/domain/Trace"
-import { NotFound, ReplayAllowanceExhausted, ReplayInProgress, ValidationFailed } from "../api/ApiErrors.ts"
+import { ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
-
-const forkNotFound = (e: ForkNotFound) => new NotFound({ message: `fork ${e.forkId} not found` })
-const traceNotFound = (e: TraceNotFound) => new NotFound({ message: `trace ${e.traceId} not found` })
 
 /** The replay body is optional: nothing, or an empty JSON object. */
 const emptyBody = (text: string) => {
@@ -35,16 +31,12 @@ export const ForksHttpLive = HttpApiBuilder.group(TapedeckApi, "forks", (handler
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return HttpServerResponse.unsafeJson(yield* forks.create(accountId, payload))
-        }).pipe(Effect.catchTags({
-          TraceNotFound: traceNotFound,
-          ForkPointNotInTrace: (e) =>
-            new ValidationFailed({ message: `fork_point_span_id: ${e.spanId} is not a span of the trace` })
-        })))
+        }).pipe(answerDomainErrors))
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return HttpServerResponse.unsafeJson(yield* forks.get(accountId, path.forkId))
-        }).pipe(Effect.catchTags({ ForkNotFound: forkNotFound })))
+        }).pipe(answerDomainErrors))
       .handle("replay", ({ path, request }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
@@ -52,12 +44,5 @@ export const ForksHttpLive = HttpApiBuilder.group(TapedeckApi, "forks", (handler
           const text = hasBody ? yield* request.text.pipe(Effect.orElseSucceed(() => "invalid")) : ""
           if (!emptyBody(text)) return yield* new ValidationFailed({ message: "the replay body must be empty or {}" })
           return yield* forks.replay(accountId, path.forkId)
-        }).pipe(Effect.catchTags({
-          ForkNotFound: forkNotFound,
-          ReplayAlreadyActive: (e) => new ReplayInProgress({ message: `fork ${e.forkId} is already replaying` }),
-          ReplayQuotaExceeded: (e) =>
-            new ReplayAllowanceExhausted({
-              message: `the monthly fork-replay allowance (${e.allowance}) is exhausted for ${e.month}`
-            })
-        })))
-  }))
+        }).pipe(answerDomainErrors))
+  })).pipe(Layer.provide(Forks.Default))

@@ -1,22 +1,18 @@
-import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Exit, Option, Redacted, Schema } from "effect"
-import { Credentials, InvalidCredential, type Principal } from "#layers/auth/Credentials"
+import { HttpApiBuilder, type HttpApp, HttpServerRequest } from "@effect/platform"
+import { Effect, Exit, Option, Redacted } from "effect"
+import { Credentials, type Principal } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { IngestGate } from "#layers/ingest/IngestGate"
-import { IngestBackpressure, IngestBackpressureWire, Unauthorized, UnauthorizedWire } from "../api/ApiErrors.ts"
+import type { IngestBackpressure } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { INGEST_RETRY_AFTER_SECONDS, toApiError } from "../api/ErrorTable.ts"
 import { isExportPath, LANGFUSE_EXPORT_PATH } from "../api/OtlpApi.ts"
+import { errorResponse } from "./ErrorBodies.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
-
-const RETRY_AFTER_SECONDS = 1
+import { IngestSaturated, InvalidCredential } from "#src/domain/Errors"
 
 export const isExport = (request: HttpServerRequest.HttpServerRequest) =>
   request.method === "POST" && isExportPath(request.url)
-
-const saturatedMessage = (maxInflight: number, by: "permits" | "checks") =>
-  by === "checks"
-    ? `ingestion is paused while enforcement checks are backed up on this instance; retry after ${RETRY_AFTER_SECONDS} s`
-    : `ingestion is saturated (${maxInflight} exports in flight); retry after ${RETRY_AFTER_SECONDS} s`
 
 /** The secret key of a Langfuse SDK's `Authorization: Basic base64(publicKey:secretKey)`; empty when malformed. */
 const basicSecret = (authorization: string) => {
@@ -52,8 +48,7 @@ export const exportPrincipal = (
     )
   })
 
-const unauthorized = (e: InvalidCredential) =>
-  HttpServerResponse.unsafeJson(Schema.encodeSync(UnauthorizedWire)(new Unauthorized({ message: e.reason })), { status: 401 })
+const unauthorized = (e: InvalidCredential) => errorResponse(toApiError(e))
 
 /**
  * Wraps OTLP exports in the ingestion gate at the outermost API level: the credentials are checked from the
@@ -73,9 +68,7 @@ export const IngestGateLive = HttpApiBuilder.middleware(
         if (principal._tag === "Left") return unauthorized(principal.left)
         return yield* gate.guard(principal.right.accountId, app).pipe(
           Effect.catchTag("IngestSaturated", (e) =>
-            setRetryAfter(RETRY_AFTER_SECONDS).pipe(
-              Effect.zipRight(Effect.fail(new IngestBackpressure({ message: saturatedMessage(e.maxInflight, e.by) })))
-            ))
+            setRetryAfter(INGEST_RETRY_AFTER_SECONDS).pipe(Effect.zipRight(Effect.fail(toApiError(e)))))
         )
       })
   })
@@ -91,10 +84,9 @@ export const IngestGateLive = HttpApiBuilder.middleware(
  */
 export const refuseWhileSaturated = (gate: IngestGate, credentials: Credentials) => {
   const refusalFor = (by: "permits" | "checks") =>
-    HttpServerResponse.unsafeJson(
-      Schema.encodeSync(IngestBackpressureWire)(new IngestBackpressure({ message: saturatedMessage(gate.maxInflight, by) })),
-      { status: 503, headers: { "retry-after": String(RETRY_AFTER_SECONDS) } }
-    )
+    errorResponse(toApiError(new IngestSaturated({ maxInflight: gate.maxInflight, by })), {
+      "retry-after": String(INGEST_RETRY_AFTER_SECONDS)
+    })
   const refusals = { permits: refusalFor("permits"), checks: refusalFor("checks") }
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {

@@ -1,5 +1,5 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { InsightRepo } from "#layers/evaluations/InsightRepo"
 import { TapedeckApi } from "../api/Api.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
@@ -12,4 +12,4 @@ export const InsightsHttpLive = HttpApiBuilder.group(TapedeckApi, "insights", (h
         const { accountId } = yield* CurrentPrincipal
         return yield* insights.list(accountId, urlParams)
       }))
-  }))
+  })).pipe(Layer.provide(InsightRepo.Default))

@@ -1,13 +1,9 @@
 import { HttpServer } from "@effect/platform"
-import { Config, Effect } from "effect"
+import { Effect } from "effect"
 import { requestsInFlight } from "#layers/jobs/Foreground"
+import { errorBody, Unavailable } from "../api/ApiErrors.ts"
 import { healthBody, type healthBuild } from "./SystemHttp.ts"
 
-/** TAPEDECK_DRAIN_SECONDS: how long a stopping instance lets the requests in flight finish before the app closes under them. */
-export const drainSecondsConfig = Config.number("TAPEDECK_DRAIN_SECONDS").pipe(
-  Config.withDefault(10),
-  Config.validate({ message: "TAPEDECK_DRAIN_SECONDS must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
-)
 /** A stopping instance closes once no request has come for this long (the ones sent before the SIGTERM are answered). */
 const QUIET_MS = 100
 
@@ -106,7 +102,7 @@ export const makeLifecycleRoutes = (build: ReturnType<typeof healthBuild>, drain
 
 const refusal = (state: State) =>
   Response.json(
-    { error: state === "stopping" ? "stopping" : "starting", code: "unavailable", retryable: true },
+    errorBody(new Unavailable({ message: state === "stopping" ? "stopping" : "starting" })),
     // Stopping: the client's next attempt opens a new connection, which reaches another instance, or is refused.
     { status: 503, headers: state === "stopping" ? { "retry-after": "1", connection: "close" } : { "retry-after": "1" } }
   )

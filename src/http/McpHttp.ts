@@ -6,17 +6,25 @@ import { Effect, Either, Layer, Option, Runtime } from "effect"
 import { z } from "zod"
 import { Credentials, type Principal } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
-import { makeDocsIndex } from "#layers/mcp/DocsIndex"
-import { type ProductServices, registerProductTools, type Runner } from "#layers/mcp/ProductTools"
+import { makeDocsIndex } from "#src/mcp/DocsIndex"
+import { type ProductServices, registerProductTools, type Runner } from "#src/mcp/ProductTools"
 import { TapedeckApi } from "../api/Api.ts"
+import {
+  errorBody,
+  internalError,
+  MethodNotAllowed,
+  missingCredentials,
+  NotFound,
+  rateLimited,
+  RequestTimeout,
+  ValidationFailed
+} from "../api/ApiErrors.ts"
 import { type BodyPace, bodyPaceOf, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
 import { publicBase } from "./DiscoveryHttp.ts"
+import { errorResponse } from "./ErrorBodies.ts"
 import { headerCredential } from "./HeaderCredentials.ts"
 import { retryAfterSeconds } from "./RateLimitLive.ts"
 import pkg from "../../package.json" with { type: "json" }
-
-const errorBody = (status: number, error: string, code: string, headers: Record<string, string> = {}) =>
-  HttpServerResponse.unsafeJson({ error, code, retryable: status >= 500 || status === 429 || status === 408 }, { status, headers })
 
 /** The caller of /mcp: `x-service-key`, or `Authorization: Bearer` (API key or JWT), as on every API route. */
 const authenticate = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) =>
@@ -60,16 +68,14 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number
     Effect.flatMap((limited) => limited.json),
     Effect.mapError((e) =>
       e._tag !== "ValidationFailed" && e.cause instanceof BodyTimedOut
-        ? errorBody(408, e.cause.message, "request_timeout", { connection: "close" })
-        : errorBody(
-          400,
-          e._tag === "ValidationFailed"
+        ? errorResponse(new RequestTimeout({ message: e.cause.message }), { connection: "close" })
+        : errorResponse(new ValidationFailed({
+          message: e._tag === "ValidationFailed"
             ? e.message
             : e.cause instanceof BodyTooLarge || e.cause instanceof BodyTooDeep
             ? e.cause.message
-            : "request body is not valid JSON",
-          "validation_failed"
-        )
+            : "request body is not valid JSON"
+        }))
     ),
     Effect.either
   )
@@ -77,7 +83,10 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number
 const onlyPost = (request: HttpServerRequest.HttpServerRequest) =>
   request.method === "POST"
     ? Option.none()
-    : Option.some(errorBody(405, "this MCP endpoint is stateless: send JSON-RPC messages with POST", "method_not_allowed", { allow: "POST" }))
+    : Option.some(errorResponse(
+      new MethodNotAllowed({ message: "this MCP endpoint is stateless: send JSON-RPC messages with POST" }),
+      { allow: "POST" }
+    ))
 
 const repositoryFile = (path: string) => new URL(`../../${path}`, import.meta.url).pathname
 
@@ -119,7 +128,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
       const request = yield* HttpServerRequest.HttpServerRequest
       const principal = yield* authenticate(credentials, request)
       if (Option.isNone(principal)) {
-        return errorBody(401, "missing or invalid credentials", "unauthorized", {
+        return errorResponse(missingCredentials(), {
           "www-authenticate": `Bearer resource_metadata="${publicBase(config, request)}/.well-known/oauth-protected-resource"`
         })
       }
@@ -142,7 +151,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
       )
       if (Option.isSome(exceeded)) {
         const seconds = exceeded.value
-        return errorBody(429, `rate limit exceeded; retry after ${seconds} s`, "rate_limited", { "retry-after": String(seconds) })
+        return errorResponse(rateLimited(seconds), { "retry-after": String(seconds) })
       }
       return yield* exchange(request, "tapedeck", (server) => registerProductTools(server, run, principal.value), body.right)
     })
@@ -177,7 +186,10 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
             const suggestions = docs.search(args.id, 5).map((s) => s.id)
             return {
               isError: true,
-              content: [{ type: "text", text: JSON.stringify({ error: `no documentation entry ${JSON.stringify(args.id)}`, code: "not_found", retryable: false, suggestions }) }]
+              content: [{
+                type: "text",
+                text: JSON.stringify({ ...errorBody(new NotFound({ message: `no documentation entry ${JSON.stringify(args.id)}` })), suggestions })
+              }]
             }
           }
           return { content: [{ type: "text", text: found.map((e) => e.text).join("\n\n").slice(0, 100_000) }] }
@@ -203,7 +215,7 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
     const guarded = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       effect.pipe(
         Effect.catchAllCause((cause) =>
-          Effect.logError("MCP request failed", cause).pipe(Effect.as(errorBody(500, "internal error", "internal")))
+          Effect.logError("MCP request failed", cause).pipe(Effect.as(errorResponse(internalError())))
         )
       )
     yield* router.all("/mcp", guarded(product))

@@ -1,5 +1,5 @@
 import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
-import { Effect, Either, Option, Schema } from "effect"
+import { Effect, Either, Layer, Option, Schema } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { decompress } from "#layers/ingest/Decompress"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
@@ -45,33 +45,46 @@ const decodeJson = (bytes: Uint8Array) => {
   return Either.match(decodeOtlpJson(body), { onLeft: refuse, onRight: Effect.succeed })
 }
 
+/**
+ * An export written for an account, whatever carried it (OTLP/HTTP here, OTLP/gRPC in src/grpc): prepared on the
+ * ingest thread when that takes it (OtlpPreparer), else decoded and mapped here; counted in the account's usage.
+ */
+export const exportWriter = Effect.gen(function*() {
+  const ingest = yield* OtlpIngest
+  const preparer = yield* OtlpPreparer
+  const usage = yield* UsageCounters
+  const config = yield* AppConfig
+
+  const write = (accountId: AccountId, protobuf: boolean, raw: Uint8Array, contentEncoding: string | undefined) =>
+    Effect.gen(function*() {
+      const decodeProtobuf = () => decodeProtobufBody(raw, contentEncoding, config.ingestMaxDecompressedBytes)
+      if (protobuf) {
+        const prepared = yield* preparer.prepare(accountId, raw, contentEncoding)
+        if (Option.isSome(prepared)) {
+          if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
+          // The thread decoded this body already: decoding it again here cannot fail.
+          return yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () => Either.getOrThrow(decodeProtobuf()))
+        }
+      }
+      const decoded = !protobuf
+        ? yield* Either.match(
+          decompress(raw, contentEncoding, config.ingestMaxDecompressedBytes),
+          { onLeft: (e) => refuse(e.message), onRight: decodeJson }
+        )
+        : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
+      return yield* ingest.ingest(accountId, decoded)
+    })
+
+  return (accountId: AccountId, protobuf: boolean, raw: Uint8Array, contentEncoding: string | undefined) =>
+    write(accountId, protobuf, raw, contentEncoding).pipe(
+      // One upsert per accepted export; never fails the export.
+      Effect.tap(() => usage.increment(accountId, "otlp_requests"))
+    )
+})
+
 /** The export handler, one for both export paths (they differ only in how the caller authenticates). */
 const exportHandler = Effect.gen(function*() {
-    const ingest = yield* OtlpIngest
-    const preparer = yield* OtlpPreparer
-    const usage = yield* UsageCounters
-    const config = yield* AppConfig
-
-    /** The export written: prepared on the ingest thread when that takes it (OtlpPreparer), else decoded and mapped here. */
-    const write = (accountId: AccountId, mediaType: string, raw: Uint8Array, contentEncoding: string | undefined) =>
-      Effect.gen(function*() {
-        const decodeProtobuf = () => decodeProtobufBody(raw, contentEncoding, config.ingestMaxDecompressedBytes)
-        if (mediaType !== "application/json") {
-          const prepared = yield* preparer.prepare(accountId, raw, contentEncoding)
-          if (Option.isSome(prepared)) {
-            if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
-            // The thread decoded this body already: decoding it again here cannot fail.
-            return yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () => Either.getOrThrow(decodeProtobuf()))
-          }
-        }
-        const decoded = mediaType === "application/json"
-          ? yield* Either.match(
-            decompress(raw, contentEncoding, config.ingestMaxDecompressedBytes),
-            { onLeft: (e) => refuse(e.message), onRight: decodeJson }
-          )
-          : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
-        return yield* ingest.ingest(accountId, decoded)
-      })
+    const write = yield* exportWriter
 
     return ({ request }: { readonly request: HttpServerRequest.HttpServerRequest }) =>
       Effect.gen(function*() {
@@ -81,8 +94,7 @@ const exportHandler = Effect.gen(function*() {
           return yield* refuse("Content-Type must be application/json, application/x-protobuf or application/protobuf")
         }
         const raw = yield* readBody(request)
-        const result = yield* write(accountId, mediaType, raw, request.headers["content-encoding"])
-        yield* usage.increment(accountId, "otlp_requests") // one upsert per accepted export; never fails the export
+        const result = yield* write(accountId, mediaType !== "application/json", raw, request.headers["content-encoding"])
         return {
           partialSuccess: result.rejectedSpans > 0
             ? { rejectedSpans: result.rejectedSpans, errorMessage: result.errorMessage ?? "" }
@@ -93,8 +105,10 @@ const exportHandler = Effect.gen(function*() {
       })
   })
 
+const ExportServicesLive = Layer.mergeAll(OtlpIngest.Default, OtlpPreparer.Default, UsageCounters.Default)
+
 export const OtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "otlp", (handlers) =>
-  Effect.map(exportHandler, (handler) => handlers.handle("export", handler)))
+  Effect.map(exportHandler, (handler) => handlers.handle("export", handler))).pipe(Layer.provide(ExportServicesLive))
 
 export const LangfuseOtlpHttpLive = HttpApiBuilder.group(TapedeckApi, "langfuseOtlp", (handlers) =>
-  Effect.map(exportHandler, (handler) => handlers.handle("export", handler)))
+  Effect.map(exportHandler, (handler) => handlers.handle("export", handler))).pipe(Layer.provide(ExportServicesLive))

@@ -1,5 +1,6 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { errorBody, OtlpSignalNotSupported, statusOf } from "../api/ApiErrors.ts"
 import { isProtobufType, rpcStatus } from "./OtlpResponses.ts"
 
 /** The OTLP/HTTP paths of the signals Tapedeck does not store (it receives traces only, at /v1/traces). */
@@ -29,10 +30,9 @@ export const OtlpOtherSignalsLive = HttpApiBuilder.Router.use((router) =>
               contentType: "application/x-protobuf"
             })
           }
-          return HttpServerResponse.unsafeJson(
-            { error: message, code: "otlp_signal_not_supported", retryable: false },
-            { status: 404 }
-          )
+          const refusal = new OtlpSignalNotSupported({ message })
+          // Not errorResponse: ErrorBodies reads this module's paths.
+          return HttpServerResponse.unsafeJson(errorBody(refusal), { status: statusOf(refusal) })
         })
       )
     }

@@ -2,7 +2,7 @@ import { RateLimiter } from "@effect/experimental"
 import { HttpApp, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Duration, Effect, Layer, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
-import { RateLimited } from "../api/ApiErrors.ts"
+import { rateLimited } from "../api/ApiErrors.ts"
 import { CurrentPrincipal, RateLimit } from "../api/Security.ts"
 
 export const retryAfterSeconds = (d: Duration.DurationInput) => Math.max(1, Math.ceil(Duration.toSeconds(d)))
@@ -36,7 +36,7 @@ export const RateLimitLive = Layer.effect(
         Effect.catchTag("RateLimiterError", (e) => {
           const seconds = e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1
           return setRetryAfter(seconds).pipe(
-            Effect.zipRight(Effect.fail(new RateLimited({ message: `rate limit exceeded; retry after ${seconds} s` })))
+            Effect.zipRight(Effect.fail(rateLimited(seconds)))
           )
         })
       )

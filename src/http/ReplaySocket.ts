@@ -4,18 +4,14 @@ import { Credentials } from "#layers/auth/Credentials"
 import { SdkReplay } from "#layers/replay/SdkReplay"
 import type { AccountId } from "#src/domain/Ids"
 import { SdkMessage } from "#src/domain/ReplayProtocol"
+import { missingCredentials, ValidationFailed } from "../api/ApiErrors.ts"
+import { errorResponse } from "./ErrorBodies.ts"
 
 const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(SdkMessage))
 
-const unauthorized = HttpServerResponse.unsafeJson(
-  { error: "missing or invalid credentials", code: "unauthorized", retryable: false },
-  { status: 401 }
-)
+const unauthorized = errorResponse(missingCredentials())
 
-const upgradeRequired = HttpServerResponse.unsafeJson(
-  { error: "a WebSocket upgrade is required", code: "validation_failed", retryable: false },
-  { status: 400 }
-)
+const upgradeRequired = errorResponse(new ValidationFailed({ message: "a WebSocket upgrade is required" }))
 
 /** The socket's principal: `x-service-key`, `Authorization: Bearer`, or (for browsers) `?token=`. */
 const authenticate = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) => {

@@ -1,10 +1,11 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Search } from "#layers/search/Search"
 import { UsageCounters } from "#layers/usage/UsageCounters"
-import { Unavailable } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+import { SearchLive } from "#layers/search/SearchLive"
 
 export const SearchHttpLive = HttpApiBuilder.group(TapedeckApi, "search", (handlers) =>
   Effect.gen(function*() {
@@ -17,7 +18,5 @@ export const SearchHttpLive = HttpApiBuilder.group(TapedeckApi, "search", (handl
         const result = yield* search.search(accountId, payload)
         yield* usage.increment(accountId, "search_queries") // usage: one upsert per answered search; never fails it
         return HttpServerResponse.unsafeJson(result)
-      }).pipe(Effect.catchTags({
-        EmbedderUnavailable: (e) => new Unavailable({ message: `the search embedder is unavailable: ${e.reason}` })
-      })))
-  }))
+      }).pipe(answerDomainErrors))
+  })).pipe(Layer.provide([SearchLive, UsageCounters.Default]))

@@ -1,12 +1,9 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { SessionRepo } from "#layers/sessions/SessionRepo"
-import type { SessionNotFound } from "#src/domain/Session"
-import { NotFound } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
+import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
-
-const notFound = (e: SessionNotFound) => new NotFound({ message: `session ${JSON.stringify(e.sessionId)} not found` })
 
 export const SessionsHttpLive = HttpApiBuilder.group(TapedeckApi, "sessions", (handlers) =>
   Effect.gen(function*() {
@@ -25,10 +22,10 @@ export const SessionsHttpLive = HttpApiBuilder.group(TapedeckApi, "sessions", (h
           return HttpServerResponse.unsafeJson(
             yield* sessions.get(accountId, env, path.sessionId, urlParams.limit, urlParams.offset)
           )
-        }).pipe(Effect.catchTags({ SessionNotFound: notFound })))
+        }).pipe(answerDomainErrors))
       .handle("graph", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentPrincipal
           return HttpServerResponse.unsafeJson(yield* sessions.graph(accountId, urlParams.env ?? "production", path.sessionId))
-        }).pipe(Effect.catchTags({ SessionNotFound: notFound })))
+        }).pipe(answerDomainErrors))
   })).pipe(Layer.provide(SessionRepo.Default))

@@ -1,12 +1,15 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
 import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, Option, Queue, Redacted, Schedule, Schema } from "effect"
-import { Credentials, type InvalidCredential, type Principal } from "#layers/auth/Credentials"
+import { Credentials, type Principal } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
 import { StreamHub, type Subscriber } from "#layers/stream/StreamHub"
 import type { AccountId } from "#src/domain/Ids"
 import { EventIdParam, StreamClientMessage, StreamCloseCode } from "#src/domain/StreamEvent"
 import { DecimalDigits } from "#src/domain/Page"
+import { type ApiError, errorBody, missingCredentials, ValidationFailed } from "../api/ApiErrors.ts"
+import { errorResponse } from "./ErrorBodies.ts"
 import { headerCredential } from "./HeaderCredentials.ts"
+import type { InvalidCredential } from "#src/domain/Errors"
 
 const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(StreamClientMessage))
 const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.compose(DecimalDigits, Schema.NumberFromString), EventIdParam))
@@ -14,12 +17,11 @@ const decodeEventId = Schema.decodeUnknownOption(Schema.compose(Schema.compose(D
 /** Past this many bytes buffered in the socket, the writer waits for the client to read. */
 const HIGH_WATER_BYTES = 1024 * 1024
 
-const unauthorized = HttpServerResponse.unsafeJson(
-  { error: "missing or invalid credentials", code: "unauthorized", retryable: false },
-  { status: 401 }
-)
-const badRequest = (error: string) =>
-  HttpServerResponse.unsafeJson({ error, code: "validation_failed", retryable: false }, { status: 400 })
+const unauthorized = errorResponse(missingCredentials())
+const badRequest = (message: string) => errorResponse(new ValidationFailed({ message }))
+
+/** An API error as a message on an open stream: the error body's code with its message. */
+const errorMessage = (e: ApiError) => ({ type: "error", code: errorBody(e).code, message: e.message })
 
 /** The part of Bun's ServerWebSocket this route uses. */
 interface RawSocket {
@@ -143,7 +145,7 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
             authenticated = yield* authenticate(credentials.bearer(Redacted.make(token.value)))
           }
           if (Option.isNone(authenticated)) {
-            yield* sendNow({ type: "error", code: "unauthorized", message: "missing or invalid credentials" })
+            yield* sendNow(errorMessage(missingCredentials()))
             return yield* close(StreamCloseCode.unauthorized, "unauthorized")
           }
         }
@@ -238,7 +240,7 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
             const text = typeof frame === "string" ? frame : new TextDecoder().decode(frame)
             const decoded = decodeMessage(text)
             if (Either.isLeft(decoded)) {
-              return yield* enqueue({ type: "error", code: "validation_failed", message: `not a stream message: ${decoded.left.message.slice(0, 500)}` })
+              return yield* enqueue(errorMessage(new ValidationFailed({ message: `not a stream message: ${decoded.left.message.slice(0, 500)}` })))
             }
             const message = decoded.right
             switch (message.type) {
@@ -342,10 +344,7 @@ export const StreamSocketLive = HttpApiBuilder.Router.use((router) =>
         }
         const raw = yield* upgradeRaw(request)
         if (Option.isNone(raw)) {
-          return HttpServerResponse.unsafeJson(
-            { error: "a WebSocket upgrade is required", code: "validation_failed", retryable: false },
-            { status: 400 }
-          )
+          return badRequest("a WebSocket upgrade is required")
         }
         yield* connection(raw.value, preset, token, Option.getOrUndefined(lastEventId)).pipe(
           Effect.catchAllCause((cause) => Effect.logWarning("stream connection failed", cause))

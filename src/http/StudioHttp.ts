@@ -1,13 +1,14 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { NotFound, Unavailable } from "../api/ApiErrors.ts"
+import { errorResponse } from "./ErrorBodies.ts"
 import { loadOrBuildStudio, type StudioBundle } from "../ui/server/StudioBundle.ts"
 
 /** Hashed names never change content: a browser may keep them for a year without asking again. */
 const IMMUTABLE = "public, max-age=31536000, immutable"
 
-const notFound = HttpServerResponse.unsafeJson({ error: "asset not found", code: "not_found", retryable: false }, { status: 404 })
-const unavailable = (message: string) =>
-  HttpServerResponse.unsafeJson({ error: message, code: "unavailable", retryable: true }, { status: 503 })
+const notFound = errorResponse(new NotFound({ message: "asset not found" }))
+const unavailable = (message: string) => errorResponse(new Unavailable({ message }))
 
 /** Whether the client takes gzip: listed, and not with `q=0`. */
 const acceptsGzip = (request: HttpServerRequest.HttpServerRequest) =>

@@ -1,5 +1,5 @@
 /**
- * What the benchmarks under test/bench share: env knobs, a fresh database, the service (`bun src/main.ts`) in its
+ * What the benchmarks under test/bench share: env knobs, a fresh database, the service (`bun src/app/main.ts`) in its
  * own process, cleanup on exit, error or Ctrl-C, CPU accounting from /proc, latency statistics and the printed
  * report's formatting. Each script keeps its own payloads and measurements.
  */
@@ -388,7 +388,8 @@ export interface Server {
   readonly stop: () => Promise<void>
 }
 
-const freePort = () => {
+/** A TCP port free on loopback now. */
+export const freePort = () => {
   const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
   const port = listener.port
   listener.stop(true)
@@ -405,7 +406,7 @@ const terminate = async (proc: Bun.Subprocess, graceMs: number) => {
     await proc.exited
   }
 }
-/** `bun src/main.ts` in its own process on `databaseUrl` (KEY, no rate limit, `extraEnv`, no inherited TAPEDECK_* or BENCH_* vars), answering /health 200 within 60 s or thrown; stopped at cleanup. */
+/** `bun src/app/main.ts` in its own process on `databaseUrl` (KEY, no rate limit, `extraEnv`, no inherited TAPEDECK_* or BENCH_* vars), answering /health 200 within 60 s or thrown; stopped at cleanup. */
 export const startServer = async (
   databaseUrl: string,
   options: { readonly extraEnv?: Record<string, string>; readonly tailChars?: number } = {}
@@ -417,7 +418,7 @@ export const startServer = async (
   )
   const profile = CPU_PROF ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${resolve(CPU_PROF)}`] : []
   const proc = Bun.spawn({
-    cmd: [process.execPath, ...profile, "src/main.ts"],
+    cmd: [process.execPath, ...profile, "src/app/main.ts"],
     cwd: ROOT,
     env: {
       ...inherited,

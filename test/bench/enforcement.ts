@@ -3,7 +3,7 @@
  * Every latency is client-observed: from a check's scheduled send time to its parsed answer in this process (open loop,
  * so no coordinated omission), loopback and HTTP included. Default duration about a minute and a half.
  *
- * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/main.ts`) on it as a
+ * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/app/main.ts`) on it as a
  *    separate process, then creates 20 account-wide guardrail policies of all nine types that (nearly) always allow.
  *    Starts the ceiling beside it: a bare `Bun.serve` in its own process that performs one INSERT per request (the
  *    request body, into a table of the same database) over a pool of as many connections as the service's checks
@@ -545,7 +545,7 @@ const main = async () => {
     "",
     `Command: \`${COMMAND}\``,
     "",
-    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; the service (\`bun src/main.ts\`, its own process, shared pool ${SERVER_ENV.TAPEDECK_DB_POOL_MAX ?? "10"}, checks' own pool ${CHECK_CONNECTIONS}), the bare server (pool ${CHECK_CONNECTIONS}), PostgreSQL and this client share the machine; all figures from one run, the service's and the bare server's phases one after the other.`,
+    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; the service (\`bun src/app/main.ts\`, its own process, shared pool ${SERVER_ENV.TAPEDECK_DB_POOL_MAX ?? "10"}, checks' own pool ${CHECK_CONNECTIONS}), the bare server (pool ${CHECK_CONNECTIONS}), PostgreSQL and this client share the machine; all figures from one run, the service's and the bare server's phases one after the other.`,
     "- Latency: client-observed, from each request's scheduled send time (open loop) or its send (closed loop, rounds) to its parsed answer in this client: loopback, HTTP, authentication, the wait for a connection, the statement and its commit all count. Server-side p99 (in the notes) is the `latency_ms` the service records with each decision: from the check's start to its statement's end in PostgreSQL (not HTTP, not the commit).",
     `- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value). Dropped: scheduled requests not sent because ${MAX_INFLIGHT} were unanswered. Fail-closed: blocks with policy_id null (no decision within TAPEDECK_ENFORCEMENT_TIMEOUT_MS).`,
     `- Policies: ${POLICIES.length} account-wide, all nine types (budget_usd, token_budget, max_steps, tool_denylist ×3, tool_allowlist ×2, model_allowlist ×2, loop_breaker ×2, rate ×2, require_approval ×3 for tools/models never used), so no check takes the run's lock.`,

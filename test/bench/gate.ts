@@ -5,7 +5,7 @@
  *
  * 1. Creates a fresh database on BENCH_DATABASE_URL's server, starts a fake OpenAI-compatible judge in this process
  *    (test/support/FakeOpenAi.ts: answers `{"score": …, "reason": …}` after BENCH_JUDGE_DELAY_MS, default 0) and the
- *    service (`bun src/main.ts`) as a separate process pointed at it.
+ *    service (`bun src/app/main.ts`) as a separate process pointed at it.
  * 2. Records BENCH_TRACES (default 50, the most a gate takes) completed traces of BENCH_SPANS spans each (an action root
  *    with llm_call and tool_call children, ~0.5 KB payloads).
  * 3. BENCH_ROUNDS times: creates a new evaluation of BENCH_CRITERIA criteria (so nothing can be reused) and gates all the

@@ -1,7 +1,7 @@
 /**
  * OTLP ingestion benchmark against a real PostgreSQL (not a test file: run it with `bun test/bench/otlp.ts`).
  *
- * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/main.ts`) on it
+ * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/app/main.ts`) on it
  *    as a separate process, so this client never shares the server's event loop. After the warm-up it runs
  *    ANALYZE: without planner statistics the server's read-back queries scan the whole spans table.
  * 2. Ingest: POST /v1/traces with protobuf ExportTraceServiceRequests (encoded with the server's own OTLP
@@ -19,17 +19,21 @@
  *    TAPEDECK_INGEST_MAX_INFLIGHT (8); clients resend at once after a 503 (no backoff: the harsh case).
  *    Reports the 503 share, whether every 503 carried Retry-After, accepted spans/s and the server's RSS
  *    (VmRSS, sampled every 500 ms).
- * 6. Checks that every acknowledged span is stored, prints a markdown table, drops the database and stops
+ * 6. OTLP/gRPC beside OTLP/HTTP protobuf: the same exports sent by TraceService/Export (grpc-js client, the
+ *    server's gRPC port) and by POST /v1/traces answered in protobuf, as exporters do, BENCH_GRPC_ROUNDS rounds of
+ *    BENCH_GRPC_SECONDS each, the transports alternating; spans/s, p99 per export and server CPU per 1000 spans.
+ * 7. Checks that every acknowledged span is stored, prints a markdown table, drops the database and stops
  *    the server (also on error or Ctrl-C).
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONCURRENCY, BENCH_TRACES,
  * BENCH_SPANS_PER_TRACE, BENCH_DECODE_SECONDS, BENCH_OVERLOAD_SECONDS, BENCH_OVERLOAD_CONCURRENCY,
- * BENCH_JOB_DRAIN_SECONDS, BENCH_CEILING_ROWS, BENCH_ANALYZE (default on: ANALYZE after the warm-up; "off" keeps a fresh database's
+ * BENCH_JOB_DRAIN_SECONDS, BENCH_CEILING_ROWS, BENCH_GRPC_ROUNDS, BENCH_GRPC_SECONDS, BENCH_ANALYZE (default on: ANALYZE after the warm-up; "off" keeps a fresh database's
  * missing statistics), BENCH_CPU_PROF (a directory: the server runs under `bun --cpu-prof --cpu-prof-md`
  * and writes its profile there on exit).
  */
 import { readFileSync } from "node:fs"
 import { availableParallelism } from "node:os"
+import * as grpc from "@grpc/grpc-js"
 import pg from "pg"
 import { decodeOtlpProtobuf, otlpProtoRoot } from "#layers/ingest/OtlpDecode"
 import { copyText } from "#layers/storage/PgCopy"
@@ -42,6 +46,7 @@ import {
   cpuMeter,
   drainJobs,
   filler,
+  freePort,
   fmtCores,
   fmtInt,
   fmtMs as fmtFiniteMs,
@@ -70,6 +75,8 @@ const DECODE_SECONDS = numberEnv("BENCH_DECODE_SECONDS", 3)
 const OVERLOAD_SECONDS = numberEnv("BENCH_OVERLOAD_SECONDS", 10)
 const OVERLOAD_CONCURRENCY = Math.floor(numberEnv("BENCH_OVERLOAD_CONCURRENCY", 32))
 const JOB_DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 30)
+const GRPC_ROUNDS = Math.floor(numberEnv("BENCH_GRPC_ROUNDS", 3))
+const GRPC_SECONDS = numberEnv("BENCH_GRPC_SECONDS", 5)
 /** Rows the COPY ceiling writes (about as many as the API takes in 20 s). */
 const CEILING_ROWS = Math.floor(numberEnv("BENCH_CEILING_ROWS", 200_000))
 
@@ -80,6 +87,8 @@ const DEFAULT_MAX_INFLIGHT = 8
 
 const TARGET_SPANS_PER_SECOND = 40_000
 const TARGET_COPY_RATIO = 0.6
+/** OTLP/gRPC spans/s at least this share of OTLP/HTTP protobuf's. */
+const TARGET_GRPC_RATIO = 0.9
 /**
  * "Flat" memory under overload: its peak RSS stays within this factor of the peak under the step-1 load (RSS
  * swings with garbage collection under any load, so the RSS of an idle server is no baseline).
@@ -93,7 +102,7 @@ const DATABASE_PREFIX = "tapedeck_bench_otlp_"
 const KNOBS = [
   "BENCH_DATABASE_URL", "BENCH_SECONDS", "BENCH_WARMUP_SECONDS", "BENCH_CONCURRENCY", "BENCH_TRACES",
   "BENCH_SPANS_PER_TRACE", "BENCH_DECODE_SECONDS", "BENCH_OVERLOAD_SECONDS", "BENCH_OVERLOAD_CONCURRENCY",
-  "BENCH_JOB_DRAIN_SECONDS", "BENCH_CEILING_ROWS", "BENCH_ANALYZE", "BENCH_CPU_PROF"
+  "BENCH_JOB_DRAIN_SECONDS", "BENCH_CEILING_ROWS", "BENCH_GRPC_ROUNDS", "BENCH_GRPC_SECONDS", "BENCH_ANALYZE", "BENCH_CPU_PROF"
 ]
 const COMMAND = commandLine(KNOBS, "test/bench/otlp.ts")
 
@@ -232,6 +241,7 @@ const makeTrace = (traceId: Buffer, startMs: number, t: number) => {
 }
 
 const ExportRequest = otlpProtoRoot.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
+const ExportResponse = otlpProtoRoot.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse")
 
 /**
  * An encoded request whose trace ids can be replaced: the body is built once with placeholder trace ids and
@@ -382,8 +392,89 @@ interface Load {
   readonly bodyBytes: number
 }
 
-/** `concurrency` workers POSTing fresh protobuf exports until `seconds` have passed (no backoff after a 503). */
-const load = async (url: string, seconds: number, concurrency: number): Promise<Load> => {
+/**
+ * How an export is sent: POST /v1/traces asking for the JSON result (its spans_ingested and traces_created are
+ * counted), POST /v1/traces answered in protobuf as exporters read it, or OTLP/gRPC TraceService/Export. The
+ * protobuf answers carry only the refused spans: the rest of the request counts as ingested, each trace created.
+ */
+type Transport = "http-json" | "http-protobuf" | { readonly grpcPort: number }
+
+interface Answer {
+  readonly status: number
+  readonly retryAfter: boolean
+  readonly result?: { rejectedSpans: number; errorMessage: string; spans: number; traces: number }
+  readonly error?: string
+}
+
+const protobufResult = (bytes: Uint8Array) => {
+  const decoded = ExportResponse.toObject(ExportResponse.decode(bytes), { longs: Number }) as {
+    partialSuccess?: { rejectedSpans?: number; errorMessage?: string }
+  }
+  const rejectedSpans = decoded.partialSuccess?.rejectedSpans ?? 0
+  return { rejectedSpans, errorMessage: decoded.partialSuccess?.errorMessage ?? "", spans: SPANS - rejectedSpans, traces: TRACES }
+}
+
+const identity = { requestSerialize: (b: Uint8Array) => Buffer.from(b), requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Uint8Array) => Buffer.from(b), responseDeserialize: (b: Buffer) => b }
+const TraceServiceClient = grpc.makeGenericClientConstructor({
+  Export: { path: "/opentelemetry.proto.collector.trace.v1.TraceService/Export", requestStream: false, responseStream: false, ...identity }
+}, "TraceService")
+
+/** One export sent; a gRPC UNAVAILABLE counts as the 503 it stands for (with RetryInfo as its Retry-After). */
+const sender = (url: string, transport: Transport): { send: (body: Uint8Array) => Promise<Answer>; close: () => void } => {
+  if (typeof transport === "object") {
+    const client = new TraceServiceClient(`127.0.0.1:${transport.grpcPort}`, grpc.credentials.createInsecure())
+    const metadata = new grpc.Metadata()
+    metadata.set("x-service-key", KEY)
+    return {
+      send: (body) =>
+        new Promise((resolve) =>
+          (client as any).Export(body, metadata, (error: grpc.ServiceError | null, response?: Buffer) => {
+            if (error === null) return resolve({ status: 200, retryAfter: false, result: protobufResult(response!) })
+            const unavailable = error.code === grpc.status.UNAVAILABLE
+            resolve({
+              status: unavailable ? 503 : 500,
+              retryAfter: unavailable && error.metadata.get("grpc-status-details-bin").length > 0,
+              error: `gRPC ${error.code}: ${error.details}`
+            })
+          })),
+      close: () => client.close()
+    }
+  }
+  const json = transport === "http-json"
+  return {
+    send: async (body) => {
+      const res = await fetch(`${url}/v1/traces`, {
+        method: "POST",
+        headers: { "content-type": "application/x-protobuf", "x-service-key": KEY, ...(json ? { accept: "application/json" } : {}) },
+        body
+      })
+      const bytes = new Uint8Array(await res.arrayBuffer())
+      const retryAfter = /^[1-9]\d*$/.test(res.headers.get("retry-after") ?? "")
+      if (res.status !== 200) return { status: res.status, retryAfter, error: `HTTP ${res.status}: ${new TextDecoder().decode(bytes).slice(0, 500)}` }
+      if (!json) return { status: 200, retryAfter, result: protobufResult(bytes) }
+      const result = JSON.parse(new TextDecoder().decode(bytes)) as {
+        partialSuccess?: { rejectedSpans?: number | string; errorMessage?: string }
+        traces_created: number
+        spans_ingested: number
+      }
+      return {
+        status: 200,
+        retryAfter,
+        result: {
+          rejectedSpans: Number(result.partialSuccess?.rejectedSpans ?? 0),
+          errorMessage: result.partialSuccess?.errorMessage ?? "",
+          spans: result.spans_ingested,
+          traces: result.traces_created
+        }
+      }
+    },
+    close: () => {}
+  }
+}
+
+/** `concurrency` workers sending fresh protobuf exports until `seconds` have passed (no backoff after a 503). */
+const load = async (url: string, seconds: number, concurrency: number, transport: Transport = "http-json"): Promise<Load> => {
+  const { send, close } = sender(url, transport)
   const latencies: Array<number> = []
   const unavailableLatencies: Array<number> = []
   let accepted = 0
@@ -402,36 +493,25 @@ const load = async (url: string, seconds: number, concurrency: number): Promise<
       const body = makeBody()
       const t0 = performance.now()
       try {
-        const res = await fetch(`${url}/v1/traces`, {
-          method: "POST",
-          headers: { "content-type": "application/x-protobuf", "x-service-key": KEY },
-          body
-        })
-        const text = await res.text()
+        const answer = await send(body)
         const t1 = performance.now()
-        if (res.status === 200) {
-          const result = JSON.parse(text) as {
-            partialSuccess?: { rejectedSpans?: number | string; errorMessage?: string }
-            traces_created: number
-            spans_ingested: number
-          }
+        if (answer.result !== undefined) {
           accepted++
-          spans += result.spans_ingested
-          tracesCreated += result.traces_created
-          const rejected = Number(result.partialSuccess?.rejectedSpans ?? 0)
-          if (rejected > 0) {
-            rejectedSpans += rejected
-            firstError ??= `partialSuccess: ${result.partialSuccess?.errorMessage}`
+          spans += answer.result.spans
+          tracesCreated += answer.result.traces
+          if (answer.result.rejectedSpans > 0) {
+            rejectedSpans += answer.result.rejectedSpans
+            firstError ??= `partialSuccess: ${answer.result.errorMessage}`
           }
           bodyBytes += body.length
           latencies.push(t1 - t0)
-        } else if (res.status === 503) {
+        } else if (answer.status === 503) {
           unavailable++
-          if (/^[1-9]\d*$/.test(res.headers.get("retry-after") ?? "")) withRetryAfter++
+          if (answer.retryAfter) withRetryAfter++
           unavailableLatencies.push(t1 - t0)
         } else {
           errors++
-          firstError ??= `HTTP ${res.status}: ${text.slice(0, 500)}`
+          firstError ??= answer.error
         }
       } catch (e) {
         errors++
@@ -440,6 +520,7 @@ const load = async (url: string, seconds: number, concurrency: number): Promise<
     }
   }
   await Promise.all(Array.from({ length: concurrency }, worker))
+  close()
   return {
     seconds: (performance.now() - start) / 1000,
     accepted,
@@ -501,7 +582,8 @@ const main = async () => {
 
   log(`database ${database}; starting the server`)
   // TAPEDECK_INGEST_MAX_INFLIGHT stays at its default (8): the overload phase measures that gate.
-  const server = await startServer(databaseUrl, { tailChars: 8000 })
+  const grpcPort = freePort()
+  const server = await startServer(databaseUrl, { tailChars: 8000, extraEnv: { TAPEDECK_OTLP_GRPC_PORT: String(grpcPort) } })
   const db = await connect(databaseUrl)
 
   const bodyKiB = TEMPLATES.reduce((n, t) => n + t.bytes.length, 0) / TEMPLATES.length / 1024
@@ -558,14 +640,46 @@ const main = async () => {
   const rssPeak = Math.max(...over.rss)
   const rssEnd = over.rss.at(-1) ?? NaN
 
+  // The same exports by both transports in turn, so that a change in the machine's load hits both alike.
+  const jobsBeforeTransports = await drainJobs(db, JOB_DRAIN_SECONDS)
+  log(`OTLP/gRPC beside OTLP/HTTP protobuf: ${GRPC_ROUNDS} rounds of ${GRPC_SECONDS} s each at concurrency ${CONCURRENCY} (${jobsBeforeTransports.left} jobs pending)`)
+  const transports = { http: [] as Array<Load & { cpuSeconds: number }>, grpc: [] as Array<Load & { cpuSeconds: number }> }
+  for (let round = 0; round < GRPC_ROUNDS; round++) {
+    for (const [name, transport] of (round % 2 === 0
+      ? [["http", "http-protobuf"], ["grpc", { grpcPort }]]
+      : [["grpc", { grpcPort }], ["http", "http-protobuf"]]) as Array<["http" | "grpc", Transport]>) {
+      const cpu0 = CPU.snapshot(server.pid)
+      const result = await load(server.url, GRPC_SECONDS, CONCURRENCY, transport)
+      const cpuSeconds = CPU.busy(cpu0, CPU.snapshot(server.pid)).serverSeconds
+      if (result.errors > 0 || result.rejectedSpans > 0 || result.accepted === 0) {
+        throw new Error(`${name}: ${result.errors} failed, ${result.rejectedSpans} spans rejected: ${result.firstError}\nserver output:\n${server.output()}`)
+      }
+      transports[name].push({ ...result, cpuSeconds })
+    }
+  }
+  const summary = (runs: ReadonlyArray<Load & { cpuSeconds: number }>) => {
+    const spans = runs.reduce((n, r) => n + r.spans, 0)
+    return {
+      spans,
+      traces: runs.reduce((n, r) => n + r.tracesCreated, 0),
+      spansPerSecond: spans / runs.reduce((n, r) => n + r.seconds, 0),
+      latency: latencyStats(runs.flatMap((r) => r.latencies)),
+      unavailable: runs.reduce((n, r) => n + r.unavailable, 0),
+      cpuMsPerKSpans: (runs.reduce((n, r) => n + r.cpuSeconds, 0) / spans) * 1e6
+    }
+  }
+  const viaHttp = summary(transports.http)
+  const viaGrpc = summary(transports.grpc)
+  const grpcRatio = viaGrpc.spansPerSecond / viaHttp.spansPerSecond
+
   // Everything the API acknowledged is stored.
   const stored = (await db.query<{ traces: string; spans: string; api_row: string; copy_row: string }>(
     `SELECT (SELECT count(*) FROM traces) AS traces, (SELECT count(*) FROM spans) AS spans,
             (SELECT avg(pg_column_size(s.*))::int FROM spans s) AS api_row,
             (SELECT avg(pg_column_size(s.*))::int FROM spans_copy s) AS copy_row`
   )).rows[0]!
-  const expectedTraces = warm.tracesCreated + api.tracesCreated + over.tracesCreated
-  const expectedSpans = warm.spans + api.spans + over.spans
+  const expectedTraces = warm.tracesCreated + api.tracesCreated + over.tracesCreated + viaHttp.traces + viaGrpc.traces
+  const expectedSpans = warm.spans + api.spans + over.spans + viaHttp.spans + viaGrpc.spans
   if (Number(stored.traces) !== expectedTraces || Number(stored.spans) !== expectedSpans) {
     throw new Error(`stored ${stored.traces} traces / ${stored.spans} spans, expected ${expectedTraces} / ${expectedSpans}`)
   }
@@ -653,6 +767,20 @@ const main = async () => {
       `flat: peak ≤ ${TARGET_RSS_GROWTH} × step-1 peak${mark(rssGrowth <= TARGET_RSS_GROWTH)}`,
       `${fmtMiB(ingestRssPeak)} (step-1 peak, concurrency ${CONCURRENCY})`,
       `${fmtRatio(rssGrowth)} (peak ÷ step-1 peak)`
+    ],
+    [
+      `OTLP/gRPC Export spans/s (same exports, ${GRPC_ROUNDS} alternating rounds)`,
+      `${fmtInt(viaGrpc.spansPerSecond)} spans/s`,
+      `≥ ${TARGET_GRPC_RATIO} × HTTP${mark(grpcRatio >= TARGET_GRPC_RATIO)}`,
+      `${fmtInt(viaHttp.spansPerSecond)} spans/s (POST /v1/traces, protobuf answer)`,
+      fmtRatio(grpcRatio)
+    ],
+    [
+      "OTLP/gRPC p99 per export; server CPU per 1000 spans",
+      `${fmtMs(viaGrpc.latency.p99)}; ${viaGrpc.cpuMsPerKSpans.toFixed(1)} ms`,
+      "—",
+      `${fmtMs(viaHttp.latency.p99)}; ${viaHttp.cpuMsPerKSpans.toFixed(1)} ms (HTTP protobuf)`,
+      fmtRatio(viaHttp.latency.p99 / viaGrpc.latency.p99)
     ]
   ]
 
@@ -666,7 +794,7 @@ const main = async () => {
     "",
     `Command: \`${COMMAND}\``,
     "",
-    `- Machine: ${cores} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion} (autovacuum ${autovacuum}; ${analyzeNote}); server \`bun src/main.ts\` in its own process on a fresh database, TAPEDECK_INGEST_MAX_INFLIGHT at its default (${DEFAULT_MAX_INFLIGHT}); client and server share the machine.`,
+    `- Machine: ${cores} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion} (autovacuum ${autovacuum}; ${analyzeNote}); server \`bun src/app/main.ts\` in its own process on a fresh database, TAPEDECK_INGEST_MAX_INFLIGHT at its default (${DEFAULT_MAX_INFLIGHT}); client and server share the machine.`,
     `- Ingest: ${fmtInt(api.accepted)} exports answered 200 (${fmtInt(api.spans)} spans acknowledged by \`spans_ingested\`, ${fmtInt(api.tracesCreated)} traces created, 0 refused) in ${api.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up; ${fmtInt(api.unavailable)} answered 503. Bodies ~${bodyKiB.toFixed(0)} KiB of protobuf: per trace one \`invoke_agent\` root, ${Math.ceil((SPANS_PER_TRACE - 1) / 2)} \`chat\` spans (tokens, input/output messages as JSON strings of ~460/~350 B) and ${Math.floor((SPANS_PER_TRACE - 1) / 2)} \`execute_tool\` spans (arguments/result JSON strings of ~110/~280 B); fresh trace ids every request. Every acknowledged span of every phase verified stored (${fmtInt(expectedSpans)} spans, ${fmtInt(expectedTraces)} traces).`,
     `- Jobs (a terminal-trace job per finished trace and a search-indexing job per export, run by the server's own worker): ${fmtInt(jobs.before)} pending when ingest ended, so the worker ran ~${fmtInt((jobsBeforeIngest + api.tracesCreated + api.accepted - jobs.before) / api.seconds)} a second during ingest against ${fmtInt((api.tracesCreated + api.accepted) / api.seconds)} enqueued; ${jobs.left === 0 ? `drained in ${jobs.seconds.toFixed(1)} s` : `${fmtInt(jobs.left)} still pending after ${jobs.seconds.toFixed(1)} s`}.`,
     `- Ceiling, measured before the ingest on the quiet service (${jobsBeforeIngest === 0 ? "the warm-up's jobs all run" : `${fmtInt(jobsBeforeIngest)} of the warm-up's jobs still pending`}): \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key) of ${fmtInt(copy.rows)} rows, ${sample.count} a COPY over ${CONCURRENCY} connections, in ${copy.seconds.toFixed(1)} s. The rows are the stored spans of ${TRACES} whole traces (\`${SAMPLE_SQL.replace("$1", String(TRACES))}\`: ${sample.mix}), ~${Math.round(sample.avgBytes)} B of COPY text each, with fresh ids. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY. The API also writes the traces (reading back the stored spans of traces that existed before the request, to finalize them), enqueues a job per finished trace and a search-indexing job per request, and its worker indexes every span for search meanwhile; COPY does none of that.`,
@@ -674,6 +802,7 @@ const main = async () => {
     `- Overload: ${OVERLOAD_CONCURRENCY} clients for ${over.seconds.toFixed(1)} s, each resending at once after a 503 (no backoff); ${fmtInt(over.accepted)} exports accepted (${fmtInt(over.spans)} spans), ${fmtInt(over.unavailable)} answered 503, ${fmtInt(over.errors)} other failures${over.firstError ? ` (first: ${over.firstError.slice(0, 200)})` : ""}. Server RSS (VmRSS, MiB) every 500 ms under overload: ${over.rss.map((k) => (k / 1024).toFixed(0)).join(" ")}; under the step-1 load: ${api.rss.map((k) => (k / 1024).toFixed(0)).join(" ")}.`,
     `- CPU, average cores busy of ${cores} (server process / all postgres processes / this client / anything else): ` +
     `ingest ${fmtCores(ingestCpu)}; COPY ${fmtCores(copy.cpu)}; overload ${fmtCores(overloadCpu)}.`,
+    `- OTLP/gRPC beside OTLP/HTTP protobuf: ${GRPC_ROUNDS} rounds of ${GRPC_SECONDS} s a transport, alternating, concurrency ${CONCURRENCY}, the same bodies; gRPC through a grpc-js client to TraceService/Export, HTTP answered in protobuf as exporters read it. ${fmtInt(viaGrpc.spans)} spans by gRPC (p50 ${fmtMs(viaGrpc.latency.p50)}, ${viaGrpc.unavailable} UNAVAILABLE), ${fmtInt(viaHttp.spans)} by HTTP (p50 ${fmtMs(viaHttp.latency.p50)}, ${viaHttp.unavailable} 503s).`,
     "- ratio: the fraction of the ceiling reached (throughput: value ÷ ceiling; latency: ceiling ÷ value).",
     ...(busy.length > 0
       ? [`- ⚠ Other processes kept the machine busy (${busy.join("; ")} of ${cores} cores not this benchmark's): the figures are depressed; rerun on a quiet machine.`]

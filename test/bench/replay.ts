@@ -4,7 +4,7 @@
  * Measures the server-mode replay path's own overhead, with a model provider that answers instantly.
  *
  * 1. Creates a fresh database on BENCH_DATABASE_URL's server, starts a fake OpenAI-compatible provider in this
- *    process (test/support/FakeOpenAi.ts: answers at once) and the service (`bun src/main.ts`) as a separate
+ *    process (test/support/FakeOpenAi.ts: answers at once) and the service (`bun src/app/main.ts`) as a separate
  *    process pointed at it (TAPEDECK_LLM_BASE_URL), with an allowance and inline limit that keep every replay
  *    inline (`status: "completed"` in the response).
  * 2. Records BENCH_CONCURRENCY source traces of BENCH_SPANS spans each: an `action` root ("agent") and, under
@@ -662,7 +662,7 @@ const main = async () => {
     "",
     `Command: \`${COMMAND}\``,
     "",
-    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; server \`bun src/main.ts\` in its own process on a fresh database${ANALYZE ? " (ANALYZE after the warm-up)" : ""}; fake OpenAI-compatible provider (instant answers) in this process.`,
+    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion}; server \`bun src/app/main.ts\` in its own process on a fresh database${ANALYZE ? " (ANALYZE after the warm-up)" : ""}; fake OpenAI-compatible provider (instant answers) in this process.`,
     `- Source traces: ${SPANS} spans (${LLM_CALLS} llm_call of ${MODEL} with chat-message inputs, ${TOOL_CALLS} tool_call, ${SPANS - 1 - LLM_CALLS - TOOL_CALLS} reasoning/action, under an action root), ~${Math.round(spanBytes)} B of JSON per span, ${(sourceBodyBytes / 1024).toFixed(0)} KiB per trace. Fork at span ${FORK_INDEX} (${forkPointType}) with a modified input and \`${MOCKED_TOOL}\` mocked; each replay: byte_replayed ${EXPECTED_BYTE_REPLAYED}, faithful_reexec ${EXPECTED_REEXEC}, result trace of ${EXPECTED_RESULT_SPANS} spans (+ the fork_point span). Caveats reported: ${firstCaveats.length === 0 ? "none" : firstCaveats.map((c) => `"${c}"`).join("; ")}.`,
     `- Sequential: ${fmtInt(run.replays.length)} rounds in ${run.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up, each round one replay, then one GET of the source trace (${(run.readBytes / 1024).toFixed(0)} KiB response) and one POST of the replay's result trace under a fresh id (${(run.writeBytes / 1024).toFixed(0)} KiB body); sequential rates are completions ÷ time spent in those requests. Ratios: replay time ÷ ceiling time (throughput rows: ceiling rate ÷ replay rate); 1.00 would mean the replay costs no more than reading its source and writing its result.`,
     `- Concurrency ${CONCURRENCY}: ${fmtInt(conc.latencies.length)} replays in ${conc.seconds.toFixed(1)} s (${fmtInt(concCalls)} model calls), then ${fmtInt(concCeiling.latencies.length)} GET + POST pairs in ${concCeiling.seconds.toFixed(1)} s, one worker per fork / source trace.`,

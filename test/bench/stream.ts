@@ -1,7 +1,7 @@
 /**
  * Live span stream fan-out benchmark against a real PostgreSQL (run it with `bun test/bench/stream.ts`).
  *
- * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/main.ts`) on it as
+ * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/app/main.ts`) on it as
  *    a separate process (so LISTEN/NOTIFY carries the events, as with several instances).
  * 2. Connects BENCH_SUBSCRIBERS WebSocket subscribers to /ws/v1/stream (one account, no filters), asking for batch
  *    frames (a write batch's events in one frame) unless BENCH_STREAM_BATCH=0.

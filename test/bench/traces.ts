@@ -1,7 +1,7 @@
 /**
  * Traces API benchmark against a real PostgreSQL (not a test file: run it with `bun test/bench/traces.ts`).
  *
- * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/main.ts`) on it
+ * 1. Creates a fresh database on BENCH_DATABASE_URL's server and starts the service (`bun src/app/main.ts`) on it
  *    as a separate process, so this client never shares the server's event loop.
  * 2. Ingest: POST /api/v1/traces, each with BENCH_SPANS spans of ~1 KB JSON, BENCH_CONCURRENCY requests in
  *    flight, for BENCH_SECONDS (after a warm-up). Reports traces/s, spans/s and request latency.
@@ -516,7 +516,7 @@ const main = async () => {
     "",
     `Command: \`${COMMAND}\``,
     "",
-    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion} (autovacuum ${autovacuum}; ${analyzeNote}); server \`bun src/main.ts\` in its own process on a fresh database.`,
+    `- Machine: ${availableParallelism()} CPUs, Bun ${Bun.version}, PostgreSQL ${pgVersion} (autovacuum ${autovacuum}; ${analyzeNote}); server \`bun src/app/main.ts\` in its own process on a fresh database.`,
     `- Ingest: ${fmtInt(api.traces)} traces (${fmtInt(api.traces * SPANS)} spans, ${(api.bodyBytes / api.traces / 1024).toFixed(1)} KiB bodies, spans ~${Math.round(spanBytes)} B of JSON) in ${api.seconds.toFixed(1)} s after a ${WARMUP_SECONDS} s warm-up; 0 errors; every acknowledged span verified stored.`,
     `- Ceiling, measured before the ingest on the quiet service (the warm-up's ${fmtInt(warmJobs.before)} jobs run, ${fmtInt(warmJobs.left)} left after ${warmJobs.seconds.toFixed(1)} s): spans of the same columns and payload sizes, by \`COPY spans_copy FROM STDIN\` (\`LIKE spans INCLUDING ALL\`: same primary key and index, no foreign key), one COPY of ${SPANS} rows per trace over ${CONCURRENCY} connections: ${fmtInt(copy.rows)} rows in ${copy.seconds.toFixed(1)} s. Average stored row: ${stored.api_row} B via the API, ${stored.copy_row} B via COPY.`,
     `- Detail, measured first on the quiet service (before the ingest, whose search indexing would otherwise share the server for minutes): ${DETAIL_REQUESTS} sequential GETs after 20 warm-up ones, ${(read.responseBytes / 1024).toFixed(0)} KiB responses, once the trace's own jobs had run (${fmtInt(read.drain.before)} pending, ${fmtInt(read.drain.left)} left after ${read.drain.seconds.toFixed(1)} s); ceiling \`SELECT * FROM spans WHERE trace_id = $1\` through pg.`,

@@ -83,7 +83,7 @@ describe("README and docs/", () => {
   })
   test("the server's and the CLI's own messages give commands that work (npx bun)", () => {
     const offenders: Array<string> = []
-    for (const file of ["src/cli.ts", "src/GateCli.ts", "src/main.ts", "layers/auth/KeyBootstrap.ts"]) {
+    for (const file of ["src/cli.ts", "src/GateCli.ts", "src/app/main.ts", "layers/auth/KeyBootstrap.ts"]) {
       readFileSync(join(root, file), "utf8").split("\n").forEach((line, i) => {
         const code = line.trim()
         if (code.startsWith("//") || code.startsWith("*") || code.startsWith("/*")) return

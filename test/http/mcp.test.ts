@@ -4,8 +4,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { startFakeOpenAi, type FakeOpenAi } from "../support/FakeOpenAi.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
-import { describeFailure } from "#layers/mcp/ProductTools"
-import { EmbedderUnavailable } from "#src/domain/Search"
+import { describeFailure } from "#src/mcp/ProductTools"
+import { EmbedderUnavailable, ReplayFailed } from "#src/domain/Errors"
 
 let fake: FakeOpenAi
 let server: TestServer
@@ -233,11 +233,14 @@ describe("/mcp: validation and isolation", () => {
   }, 60_000)
 
   test("failures carry the REST route's code: an embedder outage is retryable `unavailable`, never a client error", () => {
-    const body = (e: unknown) => JSON.parse((describeFailure(e).content[0] as { text: string }).text)
+    const body = (e: Parameters<typeof describeFailure>[0]) => JSON.parse((describeFailure(e).content[0] as { text: string }).text)
     expect(body(new EmbedderUnavailable({ reason: "connection refused" }))).toEqual({
       error: "the search embedder is unavailable: connection refused", code: "unavailable", retryable: true
     })
-    expect(body({ _tag: "SomethingUnforeseen" })).toEqual({ error: "internal error", code: "internal", retryable: true })
+    // A failure no route answers as the caller's (the replay job's own) says nothing more than REST would.
+    expect(body(new ReplayFailed({ reason: "the provider is down", modelWork: false }))).toEqual({
+      error: "internal error", code: "internal", retryable: true
+    })
   }, 60_000)
 
   test("another account's trace, fork and evaluation are not found; listings never include them", async () => {

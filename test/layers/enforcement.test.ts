@@ -7,10 +7,9 @@ import { PolicyStore } from "#layers/enforcement/PolicyStore"
 import { SqlPolicyStoreLive } from "#layers/enforcement/SqlPolicyStore"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import { Traces } from "#layers/traces/Traces"
-import { CredentialRevoked } from "#src/domain/ApiKey"
-import { PolicyStateUnavailable } from "#src/domain/Enforcement"
 import type { AccountId } from "#src/domain/Ids"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
+import { CredentialRevoked, PolicyStateUnavailable } from "#src/domain/Errors"
 
 // Fail-closed: whatever keeps the policy state out of reach, the verdict is block, never allow.
 let storage: TestStorage

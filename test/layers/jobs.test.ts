@@ -1,13 +1,24 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Deferred, Effect, Layer, Ref } from "effect"
-import { DeferrableJobKinds, type JobBatchHandler, JobBatchHandlers, JobFailed, JobHandlers, LostJobHandlers } from "#layers/jobs/JobHandlers"
+import {
+  type ClaimedBatchHandler,
+  DeferrableJobKinds,
+  JobBatchHandlers,
+  JobHandlers,
+  type JobRegistry,
+  jobRegistryLive,
+  LostJobHandlers
+} from "#layers/jobs/JobHandlers"
 import { enterForeground, leaveForeground } from "#layers/jobs/Foreground"
 import { backoffMs, type ClaimedJob, JobQueue } from "#layers/jobs/JobQueue"
 import { JobWorkerLive } from "#layers/jobs/JobWorker"
 import { AccountRepo } from "#layers/storage/AccountRepo"
-import type { AccountId, JobId } from "#src/domain/Ids"
+import { type AccountId, JobId } from "#src/domain/Ids"
+import { AppConfig } from "#layers/config/AppConfig"
+import { EvaluationRunId } from "#src/domain/Evaluation"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
+import { JobFailed } from "#src/domain/Errors"
 
 let storage: TestStorage
 let account: AccountId
@@ -22,6 +33,18 @@ beforeAll(async () => {
 })
 afterAll(() => storage.stop())
 
+/** Queues a job of any kind as a row: the worker is tested with kinds of its own (the domain's are typed). */
+const enqueue = (accountId: AccountId, kind: string, payload: unknown) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const { jobMaxAttempts } = yield* AppConfig
+    const id = JobId.make(crypto.randomUUID())
+    yield* sql`
+      INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
+      VALUES (${id}, ${accountId}, ${kind}, ${JSON.stringify(payload)}::jsonb, 'queued', ${jobMaxAttempts})`
+    return id
+  }).pipe(Effect.orDie)
+
 const waitFor = <A, E, R>(probe: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>
   Effect.gen(function*() {
     for (let i = 0; i < 300; i++) {
@@ -35,8 +58,8 @@ const waitFor = <A, E, R>(probe: Effect.Effect<A, E, R>, done: (a: A) => boolean
 /** Runs `body` with a worker whose handlers are `handlers` (and `batchHandlers`, `deferrable` kinds), then stops the worker. */
 const withWorker = <A, E>(
   handlers: ReadonlyMap<string, (job: any) => Effect.Effect<void, JobFailed>>,
-  body: Effect.Effect<A, E, JobQueue | SqlClient.SqlClient>,
-  batchHandlers: ReadonlyMap<string, JobBatchHandler> = new Map(),
+  body: Effect.Effect<A, E, JobQueue | SqlClient.SqlClient | AppConfig>,
+  batchHandlers: ReadonlyMap<string, ClaimedBatchHandler> = new Map(),
   deferrable: ReadonlySet<string> = new Set()
 ) =>
   Effect.scoped(
@@ -65,7 +88,7 @@ describe("JobQueue", () => {
       new Map([["ok", () => Effect.void]]),
       Effect.gen(function*() {
         const queue = yield* JobQueue
-        const id = yield* queue.enqueue(account, "ok", {})
+        const id = yield* enqueue(account, "ok", {})
         return yield* waitFor(queue.get(account, id), (j) => j.status === "completed")
       })
     ))
@@ -79,9 +102,9 @@ describe("JobQueue", () => {
         new Map([["slow", () => Deferred.await(release)], ["quick", () => Effect.void]]),
         Effect.gen(function*() {
           const queue = yield* JobQueue
-          const slow = yield* queue.enqueue(account, "slow", {})
+          const slow = yield* enqueue(account, "slow", {})
           yield* waitFor(queue.get(account, slow), (j) => j.status === "running")
-          const quick = yield* Effect.forEach([1, 2, 3], () => queue.enqueue(account, "quick", {}))
+          const quick = yield* Effect.forEach([1, 2, 3], () => enqueue(account, "quick", {}))
           const quickJobs = yield* Effect.forEach(quick, (id) => waitFor(queue.get(account, id), (j) => j.status === "completed"))
           const slowMeanwhile = yield* queue.get(account, slow)
           yield* Deferred.succeed(release, undefined)
@@ -100,7 +123,7 @@ describe("JobQueue", () => {
       new Map([["flaky", () => Effect.fail(new JobFailed({ reason: "upstream said no" }))]]),
       Effect.gen(function*() {
         const queue = yield* JobQueue
-        const id = yield* queue.enqueue(account, "flaky", {})
+        const id = yield* enqueue(account, "flaky", {})
         return yield* waitFor(queue.get(account, id), (j) => j.status === "dead_letter")
       })
     ))
@@ -119,9 +142,9 @@ describe("JobQueue", () => {
         ]),
         Effect.gen(function*() {
           const queue = yield* JobQueue
-          const a = yield* queue.enqueue(account, "second-time", {})
-          const b = yield* queue.enqueue(account, "nobody-handles-this", {})
-          const c = yield* queue.enqueue(account, "crash", {})
+          const a = yield* enqueue(account, "second-time", {})
+          const b = yield* enqueue(account, "nobody-handles-this", {})
+          const c = yield* enqueue(account, "crash", {})
           return yield* Effect.all([
             waitFor(queue.get(account, a), (j) => j.status === "completed"),
             waitFor(queue.get(account, b), (j) => j.status === "dead_letter"),
@@ -138,7 +161,7 @@ describe("JobQueue", () => {
   test("concurrent claimers never lease the same job twice", async () => {
     const claimed = await storage.run(Effect.gen(function*() {
       const queue = yield* JobQueue
-      const ids = yield* Effect.forEach(Array.from({ length: 40 }), () => queue.enqueue(account, "race", {}))
+      const ids = yield* Effect.forEach(Array.from({ length: 40 }), () => enqueue(account, "race", {}))
       const batches = yield* Effect.all(Array.from({ length: 8 }, () => Effect.map(queue.claim(10), (c) => c.jobs)), { concurrency: "unbounded" })
       const all = batches.flat().filter((j) => ids.includes(j.id))
       return { ids, all }
@@ -152,7 +175,7 @@ describe("JobQueue", () => {
     const again = await storage.run(Effect.gen(function*() {
       const queue = yield* JobQueue
       const sql = yield* SqlClient.SqlClient
-      const id: JobId = yield* queue.enqueue(account, "lease", {})
+      const id: JobId = yield* enqueue(account, "lease", {})
       yield* sql`UPDATE jobs SET run_at = now() - interval '1 hour' WHERE id = ${id}`
       const first = (yield* queue.claim(100)).jobs.filter((j) => j.id === id)
       yield* sql`UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = ${id}`
@@ -168,7 +191,7 @@ describe("JobQueue", () => {
     const job = await storage.run(Effect.gen(function*() {
       const queue = yield* JobQueue
       const sql = yield* SqlClient.SqlClient
-      const id: JobId = yield* queue.enqueue(account, "lost", {})
+      const id: JobId = yield* enqueue(account, "lost", {})
       yield* sql`UPDATE jobs SET status = 'running', attempts = max_attempts, locked_until = now() - interval '1 second' WHERE id = ${id}`
       const { jobs, lost } = yield* queue.claim(100)
       return { claimed: jobs.filter((j) => j.id === id), lost: lost.filter((j) => j.id === id), job: yield* queue.get(account, id) }
@@ -184,7 +207,7 @@ describe("JobQueue", () => {
       const ran = yield* Ref.make(0)
       const queue = yield* JobQueue
       const sql = yield* SqlClient.SqlClient
-      const id: JobId = yield* queue.enqueue(account, "doomed", { what: "a run" })
+      const id: JobId = yield* enqueue(account, "doomed", { what: "a run" })
       yield* sql`UPDATE jobs SET status = 'running', attempts = max_attempts, locked_until = now() - interval '1 second' WHERE id = ${id}`
       yield* Effect.scoped(Effect.gen(function*() {
         yield* Layer.buildWithScope(
@@ -209,7 +232,7 @@ describe("JobQueue", () => {
     const state = await storage.run(Effect.gen(function*() {
       const queue = yield* JobQueue
       const sql = yield* SqlClient.SqlClient
-      const id: JobId = yield* queue.enqueue(account, "stale", {})
+      const id: JobId = yield* enqueue(account, "stale", {})
       yield* sql`UPDATE jobs SET run_at = now() - interval '1 hour' WHERE id = ${id}`
       const stale = (yield* queue.claim(100)).jobs.find((j) => j.id === id)!
       yield* sql`UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = ${id}`
@@ -230,8 +253,8 @@ describe("JobQueue", () => {
       const batches = yield* Ref.make<Array<Array<string>>>([])
       const singles = yield* Ref.make<Array<string>>([])
       // Queued before the worker starts, so that one claim finds them all.
-      const ids = yield* Effect.forEach([1, 2, 3, 4, 5], () => queue.enqueue(account, "batched", {}))
-      const other = yield* queue.enqueue(account, "plain", {})
+      const ids = yield* Effect.forEach([1, 2, 3, 4, 5], () => enqueue(account, "batched", {}))
+      const other = yield* enqueue(account, "plain", {})
       return yield* withWorker(
         new Map([
           ["batched", (job: ClaimedJob) => Ref.update(singles, (l) => [...l, job.id])],
@@ -253,8 +276,8 @@ describe("JobQueue", () => {
     const result = await storage.run(Effect.gen(function*() {
       const queue = yield* JobQueue
       const batchCalls = yield* Ref.make(0)
-      const poison = yield* queue.enqueue(account, "batched-poison", { poison: true })
-      const good = yield* Effect.forEach([1, 2, 3], () => queue.enqueue(account, "batched-poison", {}))
+      const poison = yield* enqueue(account, "batched-poison", { poison: true })
+      const good = yield* Effect.forEach([1, 2, 3], () => enqueue(account, "batched-poison", {}))
       const failIfPoison = (jobs: ReadonlyArray<ClaimedJob>) =>
         jobs.some((j) => (j.payload as { poison?: boolean }).poison) ? Effect.fail(new JobFailed({ reason: "poison" })) : Effect.void
       return yield* withWorker(
@@ -280,12 +303,12 @@ describe("JobQueue", () => {
       return yield* withWorker(
         new Map([["hog", () => Deferred.await(release)], ["laned", () => Effect.void]]),
         Effect.gen(function*() {
-          const hogs = yield* Effect.forEach(Array.from({ length: 40 }), () => queue.enqueue(account, "hog", {}))
+          const hogs = yield* Effect.forEach(Array.from({ length: 40 }), () => enqueue(account, "hog", {}))
           yield* waitFor(
             Effect.forEach(hogs, (id) => queue.get(account, id)),
             (jobs) => jobs.filter((j) => j.status === "running").length === 32
           )
-          const laned = yield* Effect.forEach([1, 2, 3, 4], () => queue.enqueue(account, "laned", {}))
+          const laned = yield* Effect.forEach([1, 2, 3, 4], () => enqueue(account, "laned", {}))
           const lanedJobs = yield* Effect.forEach(laned, (id) => waitFor(queue.get(account, id), (j) => j.status === "completed"))
           const hogsMeanwhile = yield* Effect.forEach(hogs, (id) => queue.get(account, id))
           yield* Deferred.succeed(release, undefined)
@@ -306,14 +329,14 @@ describe("JobQueue", () => {
       Effect.gen(function*() {
         const queue = yield* JobQueue
         // Idle, the worker catches up (nothing due) at every poll; a deferrable job then runs without waiting.
-        const idle = yield* queue.enqueue(account, "later", {})
+        const idle = yield* enqueue(account, "later", {})
         yield* waitFor(queue.get(account, idle), (j) => j.status === "completed")
         // While this process answers a request, the deferrable job waits; the other one runs at the next claim.
         yield* Effect.sync(enterForeground)
         const busySince = Date.now()
         return yield* Effect.gen(function*() {
-          const later = yield* queue.enqueue(account, "later", {})
-          const now = yield* queue.enqueue(account, "now", {})
+          const later = yield* enqueue(account, "later", {})
+          const now = yield* enqueue(account, "now", {})
           yield* waitFor(queue.get(account, now), (j) => j.status === "completed")
           const laterMeanwhile = yield* queue.get(account, later)
           // The budget runs out while the request is still in flight: the deferrable job runs then.
@@ -328,4 +351,100 @@ describe("JobQueue", () => {
     expect(result.laterAfter.status).toBe("completed")
     expect(result.waitedMs).toBeGreaterThanOrEqual(1500)
   })
+})
+
+/** A registry whose every kind succeeds at once, with `entries` in their place. */
+const registryWith = (entries: Partial<JobRegistry>): JobRegistry => {
+  const done = { run: () => Effect.void }
+  return {
+    "trace.terminal": done,
+    "search.index": done,
+    "search.reembed": done,
+    "fork.replay": done,
+    "evaluation.run": done,
+    "webhook.deliver": done,
+    "batch.run": done,
+    ...entries
+  }
+}
+
+const withRegistry = <A, E>(registry: JobRegistry, body: Effect.Effect<A, E, JobQueue | SqlClient.SqlClient | AppConfig>) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      yield* Layer.buildWithScope(
+        JobWorkerLive.pipe(Layer.provide(jobRegistryLive(Effect.succeed(registry))), Layer.provide(JobQueue.Default)),
+        yield* Effect.scope
+      )
+      return yield* body
+    })
+  ).pipe(Effect.provide(JobQueue.Default))
+
+describe("JobRegistry", () => {
+  test("a handler gets its kind's payload decoded; a payload the kind's schema refuses fails every attempt", async () => {
+    const result = await storage.run(Effect.gen(function*() {
+      const seen = yield* Ref.make<Array<string>>([])
+      const runId = EvaluationRunId.make(crypto.randomUUID())
+      return yield* withRegistry(
+        registryWith({ "evaluation.run": { run: (job) => Ref.update(seen, (l) => [...l, job.payload.runId]) } }),
+        Effect.gen(function*() {
+          const queue = yield* JobQueue
+          const good = yield* queue.enqueue(account, "evaluation.run", { runId })
+          const bad = yield* enqueue(account, "evaluation.run", { runId: "not a uuid" })
+          return {
+            good: yield* waitFor(queue.get(account, good), (j) => j.status === "completed"),
+            bad: yield* waitFor(queue.get(account, bad), (j) => j.status === "dead_letter"),
+            seen: yield* Ref.get(seen),
+            runId
+          }
+        })
+      )
+    }))
+    expect(result.good).toMatchObject({ kind: "evaluation.run", attempts: 1 })
+    expect(result.bad).toMatchObject({ attempts: 3, error: "malformed evaluation.run payload" })
+    expect(result.seen).toEqual([result.runId])
+  })
+
+  test("a kind's batch handler gets the decoded batch; deferrable and lost handlers come from the same entry", async () => {
+    const result = await storage.run(Effect.gen(function*() {
+      const batches = yield* Ref.make<Array<Array<string>>>([])
+      const lost = yield* Ref.make<Array<string>>([])
+      const traceIds = [1, 2, 3].map(() => crypto.randomUUID())
+      const dead = yield* enqueue(account, "fork.replay", { executionId: crypto.randomUUID() })
+      const sql = yield* SqlClient.SqlClient
+      // Its last attempt ran out of lease: the next claim dead-letters it and hands it to its kind's `lost`.
+      yield* sql`UPDATE jobs SET status = 'running', attempts = max_attempts, locked_until = now() - interval '1 second' WHERE id = ${dead}`
+      const queue = yield* JobQueue
+      yield* queue.enqueueMany(account, "trace.terminal", traceIds.map((traceId) => ({ traceId, status: "completed" as const })))
+      return yield* withRegistry(
+        registryWith({
+          "trace.terminal": {
+            run: () => Effect.fail(new JobFailed({ reason: "the batch handler should have run" })),
+            batch: (jobs) => Ref.update(batches, (l) => [...l, jobs.map((j) => `${j.payload.traceId}:${j.payload.status}`)]),
+            deferrable: true
+          },
+          "fork.replay": { run: () => Effect.void, lost: (job) => Ref.update(lost, (l) => [...l, job.payload.executionId]) }
+        }),
+        Effect.gen(function*() {
+          yield* waitFor(Ref.get(batches), (b) => b.flat().length === 3)
+          yield* waitFor(Ref.get(lost), (l) => l.length === 1)
+          return { batches: yield* Ref.get(batches), lost: yield* Ref.get(lost), traceIds, dead: yield* queue.get(account, dead) }
+        })
+      )
+    }).pipe(Effect.provide(JobQueue.Default)))
+    expect(result.batches.flat().sort()).toEqual(result.traceIds.map((id) => `${id}:completed`).sort())
+    expect(result.lost).toHaveLength(1)
+    expect(result.dead.status).toBe("dead_letter")
+  })
+})
+
+// Compile-time checks (tsc): the registry is total, and a payload follows its kind.
+const _typeChecks = Effect.gen(function*() {
+  // @ts-expect-error every kind must have a runner
+  const partial: JobRegistry = { "trace.terminal": { run: () => Effect.void } }
+  const queue = yield* JobQueue
+  // @ts-expect-error a fork.replay payload names an executionId
+  yield* queue.enqueue(account, "fork.replay", { runId: crypto.randomUUID() })
+  // @ts-expect-error no such kind
+  yield* queue.enqueue(account, "search.unknown", {})
+  return partial
 })

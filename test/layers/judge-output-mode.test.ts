@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { isStructureRefusal, nextMode, OUTPUT_MODES, OutputModeMemory, responseFormatFor } from "#layers/evaluations/JudgeOutputMode"
-import { LlmUnavailable } from "#layers/llm/LlmClient"
+import { LlmUnavailable } from "#src/domain/Errors"
 
 const httpError = (status: number, message: string) => new LlmUnavailable({ reason: "http_error", status, message })
 

@@ -1,12 +1,13 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { Cause, ConfigProvider, Effect, Exit, Layer, Tracer } from "effect"
-import { type ChatRequest, LlmClient, type LlmUnavailable } from "#layers/llm/LlmClient"
+import { type ChatRequest, LlmClient } from "#layers/llm/LlmClient"
 import { LlmClientLive, parseRetryAfter } from "#layers/llm/OpenAiCompatibleLlm"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { costOf, DEFAULT_PRICES, estimatedCost, ModelPrices, priceOf, withEstimatedCost } from "#layers/llm/Prices"
 import { type FakeOpenAi, type FakeScript, startFakeOpenAi } from "../support/FakeOpenAi.ts"
+import type { LlmUnavailable } from "#src/domain/Errors"
 
 const API_KEY = "sk-test-0123456789-very-secret"
 

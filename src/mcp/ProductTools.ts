@@ -10,13 +10,16 @@ import { ForkId, TraceId } from "#src/domain/Ids"
 import type { SpanWire } from "#src/domain/Span"
 import { SearchRequest } from "#src/domain/Search"
 import { ListTracesParams } from "#src/domain/Trace"
-import { Enforcement } from "../enforcement/Enforcement.ts"
-import { GuardrailRepo } from "../enforcement/GuardrailRepo.ts"
-import { Evaluations } from "../evaluations/Evaluations.ts"
-import { Forks } from "../replay/Forks.ts"
-import { Search } from "../search/Search.ts"
-import { Traces } from "../traces/Traces.ts"
-import { UsageCounters } from "../usage/UsageCounters.ts"
+import type { DomainError } from "#src/domain/DomainError"
+import { type ApiError, errorBody, internalError, ValidationFailed } from "#src/api/ApiErrors"
+import { toApiError } from "#src/api/ErrorTable"
+import { Enforcement } from "#layers/enforcement/Enforcement"
+import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
+import { Evaluations } from "#layers/evaluations/Evaluations"
+import { Forks } from "#layers/replay/Forks"
+import { Search } from "#layers/search/Search"
+import { Traces } from "#layers/traces/Traces"
+import { UsageCounters } from "#layers/usage/UsageCounters"
 
 /** The services the product tools act through. */
 export type ProductServices = Traces | Forks | Enforcement | GuardrailRepo | Evaluations | Search | UsageCounters
@@ -36,57 +39,32 @@ const traceIds = z.array(uuid()).min(1).max(50).refine((ids) => new Set(ids.map(
   message: "trace_ids must be unique"
 })
 
-const errorResult = (error: string, code: string, retryable = false): CallToolResult => ({
+/** A failure as a tool result carrying the API's error body. */
+const errorResult = (e: ApiError): CallToolResult => ({
   isError: true,
-  content: [{ type: "text", text: JSON.stringify({ error, code, retryable }) }]
+  content: [{ type: "text", text: JSON.stringify(errorBody(e)) }]
 })
 
-/** Domain errors as the API's error bodies (same messages and codes as the REST routes). */
-export const describeFailure = (e: unknown): CallToolResult => {
-  if (ParseResult.isParseError(e)) return errorResult(e.message.slice(0, 2000), "validation_failed")
-  const err = e as Record<string, any> & { _tag?: string }
-  switch (err._tag) {
-    case "TraceNotFound":
-      return errorResult(`trace ${err.traceId} not found`, "not_found")
-    case "ForkNotFound":
-      return errorResult(`fork ${err.forkId} not found`, "not_found")
-    case "EvaluationNotFound":
-      return errorResult(`evaluation ${err.evaluationId ?? err.id ?? ""} not found`.replace("  ", " "), "not_found")
-    case "EvaluationRunNotFound":
-      return errorResult(`evaluation run ${err.runId ?? ""} not found`, "not_found")
-    case "HoldNotFound":
-      return errorResult(`hold ${err.id} not found`, "not_found")
-    case "HoldAlreadyDecided":
-      return errorResult(`hold ${err.id} is already ${err.status}`, "conflict")
-    case "ForkPointNotInTrace":
-      return errorResult(`fork_point_span_id: ${err.spanId} is not a span of the trace`, "validation_failed")
-    case "ReplayAlreadyActive":
-      return errorResult(`fork ${err.forkId} is already replaying`, "replay_in_progress", true)
-    case "ReplayQuotaExceeded":
-      return errorResult(`the monthly fork-replay allowance (${err.allowance}) is exhausted for ${err.month}`, "replay_allowance_exhausted")
-    case "NoOwnedTraces":
-      return errorResult("none of trace_ids is a trace of this account", "not_found")
-    case "BaselineRunUnscored":
-      return errorResult(`baseline run ${err.runId} is ${err.status}, not scored`, "validation_failed")
-    case "InvalidCursor":
-      return errorResult("cursor: not a cursor this service issued", "validation_failed")
-    case "EmbedderUnavailable":
-      return errorResult(`the search embedder is unavailable: ${err.reason}`, "unavailable", true)
-    default:
-      // A failure no REST route answers as a client error: not the caller's fault.
-      return errorResult("internal error", "internal", true)
-  }
-}
+/** What a tool's effect may fail with: the services' domain errors, or arguments the API's schema refuses. */
+type ToolFailure = DomainError | ParseResult.ParseError
+
+/** A tool's failure as the REST route would answer it: a domain error per the error table. */
+export const describeFailure = (e: ToolFailure): CallToolResult =>
+  errorResult(ParseResult.isParseError(e) ? new ValidationFailed({ message: e.message.slice(0, 2000) }) : toApiError(e))
 
 const json = (value: unknown): CallToolResult => ({ content: [{ type: "text", text: JSON.stringify(value, null, 2) }] })
 
 /** Runs a tool's effect; typed failures become tool errors with the API's body, defects an internal error. */
-const answer = async <A, E>(run: Runner, effect: Effect.Effect<A, E, ProductServices>, render: (a: A) => CallToolResult = json) => {
+const answer = async <A, E extends ToolFailure>(
+  run: Runner,
+  effect: Effect.Effect<A, E, ProductServices>,
+  render: (a: A) => CallToolResult = json
+) => {
   const exit = await run(effect)
   if (Exit.isSuccess(exit)) return render(exit.value)
   const failure = Cause.failureOption(exit.cause)
   if (Option.isSome(failure)) return describeFailure(failure.value)
-  return errorResult("internal error", "internal", true)
+  return errorResult(internalError())
 }
 
 const clip = (value: unknown, max: number) => {
