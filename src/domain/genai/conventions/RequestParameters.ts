@@ -33,22 +33,6 @@ const asInt = (v: unknown): number | undefined => {
   return n !== undefined && Number.isInteger(n) && n >= 0 ? n : undefined
 }
 
-/** The request fields replay knows how to send again, in the order they are written. */
-export const CHAT_PARAMETERS = [
-  "tools",
-  "tool_choice",
-  "parallel_tool_calls",
-  "temperature",
-  "max_tokens",
-  "top_p",
-  "frequency_penalty",
-  "presence_penalty",
-  "stop",
-  "seed",
-  "n",
-  "response_format"
-] as const
-
 /**
  * One tool in the Chat Completions form `{type:"function", function:{name, description?, parameters?}}`, from
  * the OpenAI form itself, the flat OTel / AI SDK form (`{type, name, description, parameters | inputSchema}`)
