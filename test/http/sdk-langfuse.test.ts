@@ -44,20 +44,34 @@ describe("Langfuse JS SDK", () => {
     const trace = await traceOf(result.traceId)
     expect(trace).toBeDefined()
     expect(trace.session_id ?? trace.sessionId).toBe("sess-lf")
+    expect(trace.name).toBe("parcel-support")
     expect(trace.environment).toBe("production")
     expect(trace.metadata).toMatchObject({
       user_id: "user-lf",
       tags: ["support"],
       environment: "staging",
-      release: "2026.11.3"
+      release: "2026.11.3",
+      version: "agent-v7",
+      metadata: { tier: "gold" }
     })
-    expect(trace.input).toEqual({ question: "where is my parcel?" })
+    expect(trace.input).toEqual({ question: "where is my parcel?", channel: "chat" })
+    expect(trace.output).toEqual({ answer: "in Lyon", resolved: true })
     const generation = trace.spans.find((s: any) => s.span_type === "llm_call")
     expect(generation).toMatchObject({ model: "gpt-4o-mini", input_tokens: 120, output_tokens: 8 })
+    expect(Number(generation.cost)).toBeCloseTo(0.0017, 9)
     expect(generation.output).toMatchObject({ content: "in Lyon" })
     expect(generation.metadata.gen_ai.usage.cache_read_input_tokens).toBe(100)
-    expect(generation.metadata.langfuse.model_parameters).toMatchObject({ temperature: 0.2 })
+    expect(generation.metadata.langfuse).toMatchObject({
+      model_parameters: { temperature: 0.2, max_tokens: 256 },
+      prompt: { name: "support-answer", version: 3 },
+      completion_start_time: "2026-11-26T12:00:00.250Z",
+      metadata: { attempt: "1", route: "primary" }
+    })
     expect(trace.spans.find((s: any) => s.span_type === "tool_call")?.output).toEqual({ city: "Lyon" })
+    expect(trace.spans.find((s: any) => s.name === "cache_lookup")).toMatchObject({
+      error: "cache unavailable: connection refused",
+      metadata: { langfuse: { level: "ERROR", status_message: "cache unavailable: connection refused" } }
+    })
   }, 60_000)
 
   test("a wrong secret key is refused and the program does not crash", async () => {
