@@ -74,6 +74,31 @@ describe("Langfuse JS SDK", () => {
     })
   }, 60_000)
 
+  test("environment, release and version are filterable as trace metadata; staging is not the sandbox", async () => {
+    const { result } = await runProgram(KEY_A)
+    const stored = await traceOf(result.traceId)
+    const ids = async (query: string) => {
+      const response = await server.get(`/api/v1/traces?limit=100&${query}`)
+      expect(response.status).toBe(200)
+      return ((await response.json()) as any).items.map((t: any) => t.id) as Array<string>
+    }
+    const metadata = (filter: object) => `metadata=${encodeURIComponent(JSON.stringify(filter))}`
+    expect(await ids(metadata({ environment: "staging" }))).toContain(stored.id)
+    expect(await ids(metadata({ environment: "staging", release: "2026.11.3", version: "agent-v7" }))).toContain(
+      stored.id
+    )
+    expect(await ids(metadata({ metadata: { tier: "gold" }, tags: ["support"] }))).toContain(stored.id)
+    expect(await ids(metadata({ environment: "production" }))).not.toContain(stored.id)
+    expect(await ids(metadata({ environment: "staging", release: "2026.11.4" }))).not.toContain(stored.id)
+    expect(await ids("env=sandbox")).not.toContain(stored.id)
+    expect(await ids(`environment=sandbox&${metadata({ environment: "staging" })}`)).not.toContain(stored.id)
+    for (const bad of ["not-json", "[1]", "{}", "%22staging%22", "x".repeat(2001)]) {
+      const response = await server.get(`/api/v1/traces?metadata=${bad}`)
+      expect(response.status).toBe(400)
+      expect(((await response.json()) as any).code).toBe("validation_failed")
+    }
+  }, 60_000)
+
   test("a wrong secret key is refused and the program does not crash", async () => {
     const before = ((await (await server.get("/api/v1/traces?limit=1")).json()) as any).total
     const { code, result } = await runProgram("sk-lf-wrong")
