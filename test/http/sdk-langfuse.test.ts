@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { protobufBody } from "../support/Otlp.ts"
+import langfusePython from "../fixtures/otlp/langfuse-python.json"
 
 // The Langfuse JS SDK (@langfuse/otel + @langfuse/tracing, a devDependency) run unchanged in a child process
 // against the running server: only LANGFUSE_BASE_URL and the secret key point it at Tapedeck.
@@ -107,5 +109,34 @@ describe("Langfuse JS SDK", () => {
     expect((result as any).error).toContain("Unauthorized")
     expect(await traceOf(result.traceId)).toBeUndefined()
     expect(((await (await server.get("/api/v1/traces?limit=1")).json()) as any).total).toBe(before)
+  }, 60_000)
+
+  // The Python SDK cannot be installed here (PyPI is out of reach): its export, crafted from its source
+  // (test/fixtures/otlp/langfuse-python.json), sent as its OpenTelemetry HTTP exporter sends it: protobuf, Basic auth,
+  // the SDK's underscore headers.
+  test("the Langfuse Python SDK v3 export (protobuf) lands; a wrong secret is a 401", async () => {
+    const { path, headers, body } = langfusePython[0]!
+    const send = (secret: string) =>
+      fetch(`${server.url}${path}`, {
+        method: "POST",
+        headers: {
+          ...headers,
+          authorization: `Basic ${Buffer.from(`pk-lf-tapedeck:${secret}`).toString("base64")}`
+        },
+        body: protobufBody(body)
+      })
+    const refused = await send("sk-lf-wrong")
+    expect(refused.status).toBe(401)
+    expect(refused.headers.get("content-type")).toBe("application/x-protobuf")
+    const accepted = await send(KEY_A)
+    expect(accepted.status).toBe(200)
+    expect(accepted.headers.get("content-type")).toBe("application/x-protobuf")
+    const trace = await traceOf(body.resourceSpans[0]!.scopeSpans[0]!.spans[0]!.traceId)
+    expect(trace).toMatchObject({ name: "parcel-support", environment: "production" })
+    expect(trace.session_id ?? trace.sessionId).toBe("sess-py")
+    expect(trace.metadata).toMatchObject({ user_id: "user-py", environment: "staging", release: "2026.11.3" })
+    const generation = trace.spans.find((s: any) => s.span_type === "llm_call")
+    expect(generation).toMatchObject({ model: "gpt-4o-mini", input_tokens: 120, output_tokens: 8 })
+    expect(generation.metadata.gen_ai.usage.cache_read_input_tokens).toBe(100)
   }, 60_000)
 })

@@ -6,6 +6,7 @@ import { accountSpanIds } from "#layers/ingest/OtlpIds"
 import { finalizeTrace } from "#src/domain/genai/TraceFinalize"
 import laminarJs from "../../fixtures/otlp/laminar-js.json"
 import langfuseJs from "../../fixtures/otlp/langfuse-js.json"
+import langfusePython from "../../fixtures/otlp/langfuse-python.json"
 import openllmetryJs from "../../fixtures/otlp/openllmetry-js.json"
 import phoenixJs from "../../fixtures/otlp/phoenix-js.json"
 
@@ -145,6 +146,64 @@ describe("Langfuse JS SDK 5.11 export (test/sdk-programs/langfuse-js.ts)", () =>
       expect(withEnvironment(other).environment).toBe("production")
       expect(withEnvironment(other).metadata.environment).toBe(other)
     }
+  })
+})
+
+// Crafted, not recorded (PyPI is out of reach here): what the Langfuse Python SDK v3 (langfuse/_client/attributes.py,
+// span.py, resource_manager.py, span_processor.py) posts for the same program, protobuf by the OpenTelemetry Python
+// HTTP exporter. Its differences from the JS SDK: the release (and environment) ride on the resource, trace-level
+// attributes (user, session, tags, trace metadata, version) only on the span update_trace() was called on, int
+// metadata values stay ints, @observe inputs are {args, kwargs}, and its OpenAI integration passes OpenAI's usage
+// object through as usage_details (prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens).
+describe("Langfuse Python SDK v3 export (crafted from its source: test/fixtures/otlp/langfuse-python.json)", () => {
+  const { mapped, trace } = mappedExport(langfusePython)
+  const byName = (name: string) => mapped.find((m) => m.span.name === name)!.span
+  const langfuseOf = (name: string) => byName(name).metadata.langfuse as Record<string, unknown>
+
+  test("observation types, model, input and output", () => {
+    expect(byName("support-run").span_type).toBe("action")
+    expect(byName("cache_lookup").span_type).toBe("action")
+    expect(byName("answer")).toMatchObject({ span_type: "llm_call", model: "gpt-4o-mini" })
+    expect(byName("track_parcel")).toMatchObject({
+      span_type: "tool_call",
+      input: { args: ["P-1"], kwargs: {} },
+      output: { city: "Lyon" }
+    })
+  })
+
+  test("usage_details as OpenAI's usage object: prompt/completion tokens and nested cached tokens", () => {
+    expect(byName("answer")).toMatchObject({ input_tokens: 120, output_tokens: 8 })
+    expect((byName("answer").metadata.gen_ai as any).usage.cache_read_input_tokens).toBe(100)
+    expect(byName("answer").cost).toBeCloseTo(0.0017, 9)
+  })
+
+  test("model parameters, prompt, completion start, observation metadata (ints kept), level and message", () => {
+    expect(langfuseOf("answer")).toMatchObject({
+      model_parameters: { temperature: 0.2, max_tokens: 256 },
+      prompt: { name: "support-answer", version: 3 },
+      completion_start_time: "2026-11-26T12:00:00.250000+00:00",
+      metadata: { attempt: 1, route: "primary", flags: { retry: false } }
+    })
+    expect(byName("cache_lookup").error).toBe("cache unavailable: connection refused")
+    expect(langfuseOf("cache_lookup")).toMatchObject({ level: "ERROR" })
+  })
+
+  test("the trace: name, input, output, session, user, tags, metadata; release from the resource", () => {
+    expect(trace).toMatchObject({
+      name: "parcel-support",
+      sessionId: "sess-py",
+      environment: "production",
+      input: { question: "where is my parcel?", channel: "chat" },
+      output: { answer: "in Lyon", resolved: true }
+    })
+    expect(trace.metadata).toMatchObject({
+      user_id: "user-py",
+      tags: ["support"],
+      environment: "staging",
+      release: "2026.11.3",
+      version: "agent-v7",
+      metadata: { tier: "gold" }
+    })
   })
 })
 
