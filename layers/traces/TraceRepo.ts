@@ -105,6 +105,8 @@ export interface ListFilters {
   readonly startedTo?: string | undefined
   readonly minCost?: number | undefined
   readonly minDurationMs?: number | undefined
+  /** A JSON object the trace's metadata contains (jsonb `@>`). */
+  readonly metadata?: Readonly<Record<string, unknown>> | undefined
 }
 
 export interface ListQuery extends ListFilters {
@@ -350,6 +352,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       if (f.startedTo !== undefined) conditions.push(sql`started_at <= ${f.startedTo}::timestamptz`)
       if (f.minCost !== undefined) conditions.push(sql`total_cost >= ${String(f.minCost)}::numeric`)
       if (f.minDurationMs !== undefined) conditions.push(sql`total_duration_ms >= ${f.minDurationMs}::bigint`)
+      if (f.metadata !== undefined) conditions.push(sql`metadata @> ${JSON.stringify(f.metadata)}::jsonb`)
       return conditions
     }
 

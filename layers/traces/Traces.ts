@@ -241,6 +241,7 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
         startedTo: params.date_to === undefined ? undefined : DateTime.formatIso(params.date_to),
         minCost: params.min_cost,
         minDurationMs: params.min_duration_ms,
+        metadata: params.metadata,
         limit: params.limit,
         offset: params.offset,
         after,

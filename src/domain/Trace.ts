@@ -251,6 +251,15 @@ const NonNegativeIntFromString = Schema.compose(DecimalDigits, Schema.NumberFrom
   Schema.nonNegative()
 )
 
+/**
+ * A metadata filter: a JSON object the trace's `metadata` must contain (JSON containment, nested objects and arrays
+ * included), e.g. `{"environment":"staging"}` or `{"metadata":{"tier":"gold"}}`.
+ */
+const MetadataFilter = Schema.String.pipe(Schema.maxLength(2000)).pipe(
+  Schema.compose(Schema.parseJson(JsonObject)),
+  Schema.filter((o) => Object.keys(o).length > 0 || "must name at least one key")
+)
+
 // No identifier: an identified URL-params schema becomes a $ref that the OpenAPI generator drops.
 export const ListTracesParams = Schema.Struct({
   ...pageParams,
@@ -294,6 +303,12 @@ export const ListTracesParams = Schema.Struct({
   min_cost: Schema.optional(described(NonNegativeFromString, "Traces whose total cost is at least this (USD)")),
   min_duration_ms: Schema.optional(
     described(NonNegativeIntFromString, "Traces whose total duration is at least this many milliseconds")
+  ),
+  metadata: Schema.optional(
+    described(
+      MetadataFilter,
+      'Traces whose metadata contains this JSON object (at most 2000 characters), e.g. `{"environment":"staging"}`: every key given, with the value given (objects compared key by key, arrays by their elements)'
+    )
   ),
   total: Schema.optionalWith(
     TotalMode.annotations({

@@ -51,7 +51,8 @@ export const traceHints = (
     hints.metadata = fit.value
     if (fit.cut) truncated.push("trace_hints.metadata")
   }
-  put(hints, "release", metaText(conv.release))
+  // The Langfuse Python SDK (v3) puts the release (and environment) on the resource, the JS SDK on every span.
+  put(hints, "release", metaText(conv.release ?? firstText(resource, ["langfuse.release"])))
   put(hints, "version", metaText(conv.version))
   if (conv.projectName !== undefined) hints.project_id = ids.project(conv.projectName)
   return hints

@@ -39,6 +39,22 @@ const costOf = (a: Attrs): number | undefined => {
     : Math.min((prompt ?? 0) + (completion ?? 0), MAX_AMOUNT)
 }
 
+/**
+ * Input and output tokens in a Langfuse usage_details object: its own keys (`input`, `output`), else the provider's
+ * usage object passed through as the SDK integrations do (Langfuse Python's OpenAI integration sends OpenAI's
+ * `prompt_tokens` / `completion_tokens`; the JS SDK's OpenAiUsage type is `promptTokens` / `completionTokens`;
+ * Anthropic and the Responses API say `input_tokens` / `output_tokens`).
+ */
+const DETAIL_INPUT = ["input", "prompt_tokens", "promptTokens", "input_tokens"]
+const DETAIL_OUTPUT = ["output", "completion_tokens", "completionTokens", "output_tokens"]
+const firstDetail = (details: Record<string, unknown>, keys: ReadonlyArray<string>) => {
+  for (const key of keys) {
+    const n = asCount(details[key])
+    if (n !== undefined) return n
+  }
+  return undefined
+}
+
 /** A span's tokens and cost as sent; an aggregate span keeps them in metadata only ("Aggregate usage"). */
 export interface SpanUsage {
   readonly aggregate: boolean
@@ -53,8 +69,10 @@ export const usageOf = (f: Facts, type: SpanType): SpanUsage => {
   const details = isRecord(usageDetails) ? usageDetails : undefined
   return {
     aggregate: isAggregate(f, type),
-    inputTokens: firstCount(a, INPUT_TOKEN_KEYS) ?? (details !== undefined ? asCount(details.input) : undefined),
-    outputTokens: firstCount(a, OUTPUT_TOKEN_KEYS) ?? (details !== undefined ? asCount(details.output) : undefined),
+    inputTokens:
+      firstCount(a, INPUT_TOKEN_KEYS) ?? (details !== undefined ? firstDetail(details, DETAIL_INPUT) : undefined),
+    outputTokens:
+      firstCount(a, OUTPUT_TOKEN_KEYS) ?? (details !== undefined ? firstDetail(details, DETAIL_OUTPUT) : undefined),
     cost: costOf(a)
   }
 }

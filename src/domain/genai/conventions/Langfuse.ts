@@ -6,6 +6,29 @@ type Attrs = Readonly<Record<string, unknown>>
 const CACHED_KEYS = ["input_cached_tokens", "cache_read_input_tokens", "input_cache_read", "cached_tokens"]
 
 /**
+ * Cached input tokens of a usage_details object: a flat key, else the provider's nested breakdown as the SDKs'
+ * integrations pass it through (OpenAI `prompt_tokens_details.cached_tokens`, Responses API
+ * `input_tokens_details.cached_tokens`, LangChain `input_token_details.cache_read`).
+ */
+const cachedOf = (usage: Record<string, unknown>): number | undefined => {
+  for (const key of CACHED_KEYS) {
+    const n = countOf(usage[key])
+    if (n !== undefined) return n
+  }
+  for (const [outer, inner] of NESTED_CACHED) {
+    const nested = usage[outer]
+    const n = isRecord(nested) ? countOf(nested[inner]) : undefined
+    if (n !== undefined) return n
+  }
+  return undefined
+}
+const NESTED_CACHED = [
+  ["prompt_tokens_details", "cached_tokens"],
+  ["input_tokens_details", "cached_tokens"],
+  ["input_token_details", "cache_read"]
+] as const
+
+/**
  * The `langfuse.*` attributes the mapping does not read itself (it already reads the observation type, input,
  * output, model, usage and cost totals, level, trace name/input/output/tags, session and user): trace metadata,
  * environment, release and version, and the observation's metadata, model parameters, prompt and completion start.
@@ -39,13 +62,7 @@ export const readLangfuse = (a: Attrs, into: ConventionReading) => {
   const usage = parsed(a["langfuse.observation.usage_details"])
   if (isRecord(usage)) {
     details.usage_details = usage
-    for (const key of CACHED_KEYS) {
-      const n = countOf(usage[key])
-      if (n !== undefined) {
-        into.cachedInputTokens = n
-        break
-      }
-    }
+    set(into, "cachedInputTokens", cachedOf(usage))
   }
   const cost = parsed(a["langfuse.observation.cost_details"])
   if (isRecord(cost)) details.cost_details = cost
