@@ -47,7 +47,7 @@ const describe = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.failureOption(cause)
   const reason = Option.isSome(failure) ? failure.value : Cause.squash(cause)
   if (reason instanceof Error) return reason.message
-  return typeof reason === "string" ? reason : JSON.stringify(reason) ?? String(reason)
+  return typeof reason === "string" ? reason : (JSON.stringify(reason) ?? String(reason))
 }
 
 /** Anything but an interruption becomes `onFailure`'s error: an extension fails the call, never the server. */
