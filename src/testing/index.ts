@@ -251,7 +251,10 @@ const hexOf = (bytes: number) =>
  * Bodies of `POST /api/v1/traces` (the JSON the API takes), from the CreateTraceRequest schema, with 0 to 5 spans
  * from `spanArbitrary` as one tree (the first is the root, each other's parent is an earlier span) and fresh ids.
  */
-export const traceArbitrary: fc.Arbitrary<typeof CreateTraceRequest.Encoded> = fc
+export type TraceBody = Omit<typeof CreateTraceRequest.Encoded, "spans"> & {
+  readonly spans: ReadonlyArray<typeof Span.Encoded>
+}
+export const traceArbitrary: fc.Arbitrary<TraceBody> = fc
   .tuple(
     Arbitrary.make(CreateTraceRequest.pipe(Schema.omit("spans"))).map(
       Schema.encodeSync(CreateTraceRequest.pipe(Schema.omit("spans")))
@@ -259,7 +262,7 @@ export const traceArbitrary: fc.Arbitrary<typeof CreateTraceRequest.Encoded> = f
     freshUuid,
     fc.array(fc.tuple(spanArbitrary, freshUuid, fc.nat()), { maxLength: 5 })
   )
-  .map(([trace, id, spans]) => {
+  .map(([trace, id, spans]): TraceBody => {
     const ids = spans.map(([, spanId]) => spanId)
     return {
       ...trace,

@@ -46,7 +46,11 @@ describe(`a custom embedder composed into a real server (${backend})`, () => {
     const diagnostics = (await (await server.request("GET", "/api/v1/diagnostics")).json()) as {
       search: Record<string, unknown>
     }
-    expect(diagnostics.search).toMatchObject({ embedder: EMBEDDER_ID, embedder_kind: "extension", dimensions: DIMENSIONS })
+    expect(diagnostics.search).toMatchObject({
+      embedder: EMBEDDER_ID,
+      embedder_kind: "extension",
+      dimensions: DIMENSIONS
+    })
 
     // "quaxle" and "flurb" are one word to this embedder only: no lexical match, no other embedder relates them.
     const [quaxle, weather, invoice] = await write(server, ["quaxle", "weather forecast sunny", "invoice overdue"])

@@ -71,7 +71,9 @@ describe(`a custom model client composed into a real server (${backend})`, () =>
       })
     )
     const before = received.length
-    await json(await server.request("POST", `/api/v1/evaluations/${evaluation.id}/run`, { body: { trace_ids: [good, bad] } }))
+    await json(
+      await server.request("POST", `/api/v1/evaluations/${evaluation.id}/run`, { body: { trace_ids: [good, bad] } })
+    )
     const runs = await settledRuns(evaluation.id, 2)
     const byTrace = Object.fromEntries(runs.map((r) => [r.traceId, r]))
     expect(byTrace[good]).toMatchObject({ status: "completed", score: 1 })
@@ -89,7 +91,9 @@ describe(`a custom model client composed into a real server (${backend})`, () =>
         body: { name: "fails", criteria: [{ name: "booked", description: "the flight was booked" }] }
       })
     )
-    await json(await server.request("POST", `/api/v1/evaluations/${evaluation.id}/run`, { body: { trace_ids: [quota, bug] } }))
+    await json(
+      await server.request("POST", `/api/v1/evaluations/${evaluation.id}/run`, { body: { trace_ids: [quota, bug] } })
+    )
     const runs = Object.fromEntries((await settledRuns(evaluation.id, 2)).map((r) => [r.traceId, r]))
     expect(runs[quota]).toMatchObject({ status: "failed" })
     expect(runs[quota].error).toContain("monthly quota used up")

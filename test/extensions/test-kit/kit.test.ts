@@ -48,7 +48,7 @@ describe(`the kit's arbitraries are taken by the server (${backend})`, () => {
         const read = (await (await server.request("GET", `/api/v1/traces/${trace.id}`)).json()) as {
           spans: Array<{ id: string }>
         }
-        expect(read.spans.map((s) => s.id).sort()).toEqual((trace.spans ?? []).map((s) => s.id).sort())
+        expect(read.spans.map((s) => s.id).sort()).toEqual(trace.spans.map((s) => s.id).sort())
       }),
       { numRuns: 25 }
     )
