@@ -13,11 +13,12 @@ import {
 } from "#layers/extensions/SpanProcessors"
 import { type AuthenticatedToken, Authentication, type TokenAuthenticator } from "#layers/extensions/Authentication"
 import { type SinkDelivery, type TraceSink, TraceSinks } from "#layers/extensions/TraceSinks"
+import { EmbeddingProvider, type ModelClient, ModelProvider, type TextEmbedder } from "#layers/extensions/Providers"
 import { runServer } from "./app/Program.ts"
 import { ServerLive } from "./app/Server.ts"
 
 /** The public surface's version (docs/extensions.md): a breaking change to anything exported here raises the major. */
-export const EXTENSIONS_API_VERSION = "1.0.0"
+export const EXTENSIONS_API_VERSION = "1.1.0"
 
 export { SpanProcessorFailed } from "./domain/Errors.ts"
 export type { AccountId } from "./domain/Ids.ts"
@@ -25,6 +26,18 @@ export { Span, type SpanWire } from "./domain/Span.ts"
 export { type ProcessedSpan, type SpanContext, type SpanProcessor, SpanProcessors }
 export { type SinkDelivery, type TraceSink, TraceSinks }
 export { type AuthenticatedToken, Authentication, type TokenAuthenticator }
+
+// Providers (docs/extensions.md, "Providers"): the model client of the judge and server replay, search's embedder.
+export { EmbeddingProvider, type ModelClient, ModelProvider, type TextEmbedder }
+export type { ChatMessage, ChatRequest, ChatResponse } from "#layers/llm/LlmClient"
+export { EmbedderUnavailable, LlmUnavailable } from "./domain/Errors.ts"
+
+/** Replaces the model provider of the LLM judge and server replay (the last one installed wins). */
+export const modelClient = (client: ModelClient): Layer.Layer<ModelProvider> => Layer.succeed(ModelProvider, client)
+
+/** Replaces search's embedder, for indexing and queries (the last one installed wins). */
+export const embedder = (textEmbedder: TextEmbedder): Layer.Layer<EmbeddingProvider> =>
+  Layer.succeed(EmbeddingProvider, textEmbedder)
 
 /** An extension: a layer whose outputs (extension points) the server reads while it is built. */
 // biome-ignore lint/suspicious/noExplicitAny: an extension outputs any of the extension points' Tags

@@ -15,6 +15,7 @@ import {
 import { CHAT_REQUEST_OPTIONS, type ChatRequest, type ChatResponse, LlmClient } from "./LlmClient.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { LlmUnavailable } from "#src/domain/Errors"
+import { llmClientOf, ModelProvider } from "../extensions/Providers.ts"
 
 /** The longest wait between attempts: a larger Retry-After is cut to this, and so is the backoff. */
 export const MAX_RETRY_DELAY_MS = 30_000
@@ -249,7 +250,8 @@ const makeProvider = (settings: ProviderSettings) =>
   })
 
 /**
- * An OpenAI-compatible Chat Completions provider at `TAPEDECK_LLM_BASE_URL` (`…/v1`), or, when that is unset, a
+ * The model client an extension installed (ModelProvider), else an OpenAI-compatible Chat Completions provider at
+ * `TAPEDECK_LLM_BASE_URL` (`…/v1`), or, when that is unset, a
  * client whose every call fails `not_configured`. Attempts time out after `TAPEDECK_LLM_TIMEOUT_MS`; 429, 5xx and
  * network failures are retried up to `TAPEDECK_LLM_MAX_RETRIES` times, after the provider's Retry-After or an
  * exponential backoff from `TAPEDECK_LLM_RETRY_BASE_MS` with jitter.
@@ -257,6 +259,9 @@ const makeProvider = (settings: ProviderSettings) =>
 export const LlmClientLive: Layer.Layer<LlmClient, ConfigError.ConfigError> = Layer.unwrapEffect(
   Effect.gen(function* () {
     const settings = (yield* AppConfig).llm
+    // A model client installed by an extension replaces the configured provider (docs/extensions.md, "Providers").
+    const installed = yield* ModelProvider
+    if (installed !== undefined) return Layer.succeed(LlmClient, llmClientOf(installed, settings.defaultModel))
     return Option.match(settings.baseUrl, {
       onNone: () => Layer.succeed(LlmClient, notConfigured(settings.defaultModel)),
       onSome: (baseUrl) =>

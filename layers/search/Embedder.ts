@@ -7,7 +7,8 @@ import type { EmbedderUnavailable } from "#src/domain/Errors"
  */
 export interface EmbedderShape {
   readonly id: string
-  readonly kind: "offline" | "openai-compatible"
+  /** extension: installed by an extension (EmbeddingProvider, docs/extensions.md). */
+  readonly kind: "offline" | "openai-compatible" | "extension"
   /** Known up front for the offline embedder; a remote model's is learnt from its first answer. */
   readonly dims: number | null
   /** How many texts one call should carry at most. */

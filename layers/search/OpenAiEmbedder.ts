@@ -1,6 +1,7 @@
 import { Duration, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { Embedder, type EmbedderShape } from "./Embedder.ts"
 import { OfflineEmbedderLive } from "./OfflineEmbedder.ts"
+import { embedderOf, embedderProblem, EmbeddingProvider } from "../extensions/Providers.ts"
 import { AppConfig, type EmbeddingsSettings } from "../config/AppConfig.ts"
 import { EmbedderUnavailable, EmbeddingRetryable } from "#src/domain/Errors"
 
@@ -129,9 +130,18 @@ export const makeOpenAiEmbedder = (
   }
 }
 
-/** TAPEDECK_EMBEDDINGS_BASE_URL set: that provider. Unset: the offline embedder. */
+/**
+ * An embedder installed by an extension (EmbeddingProvider) first; else TAPEDECK_EMBEDDINGS_BASE_URL set: that
+ * provider; unset: the offline embedder.
+ */
 export const EmbedderLive = Layer.unwrapEffect(
   Effect.gen(function* () {
+    const installed = yield* EmbeddingProvider
+    if (installed !== undefined) {
+      const problem = embedderProblem(installed)
+      if (problem !== undefined) return yield* Effect.dieMessage(`the installed embedder cannot be used: ${problem}`)
+      return Layer.succeed(Embedder, embedderOf(installed))
+    }
     const settings = (yield* AppConfig).embeddings
     return Option.match(settings.baseUrl, {
       onNone: () => OfflineEmbedderLive,

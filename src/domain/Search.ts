@@ -90,8 +90,8 @@ export const Diagnostics = Schema.Struct({
     Schema.Struct({
       embedder: required(Schema.String, "The embedding model in use"),
       embedder_kind: required(
-        Schema.Literal("offline", "openai-compatible"),
-        "offline (built in, no network) or openai-compatible (a configured embeddings endpoint)"
+        Schema.Literal("offline", "openai-compatible", "extension"),
+        "offline (built in, no network), openai-compatible (a configured embeddings endpoint) or extension (an embedder installed by an extension)"
       ),
       dimensions: required(Schema.NullOr(Schema.Int), "The embeddings' dimensions, or null before the first one"),
       index_mode: required(

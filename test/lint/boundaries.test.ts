@@ -101,7 +101,23 @@ const rows: ReadonlyArray<Row> = [
   ["test/extensions/pii-redactor/Probe.ts", "../../../layers/traces/Traces.ts", false],
   ["test/extensions/pii-redactor/Probe.ts", "../../support/TestServer.ts", false],
   ["test/extensions/pii-redactor/Probe.ts", "tapedeck/src/index.ts", false],
-  ["test/extensions/pii-redactor/Probe.ts", "@effect/sql", false]
+  ["test/extensions/pii-redactor/Probe.ts", "@effect/sql", false],
+  // the providers' examples and the kit's own checks: the providers and the kit through the public entry points only
+  ["test/extensions/custom-model/Probe.ts", "tapedeck", true],
+  ["test/extensions/custom-model/Probe.ts", "./RuleModel.ts", true],
+  ["test/extensions/custom-model/Probe.ts", "#layers/llm/LlmClient", false],
+  ["test/extensions/custom-model/Probe.ts", "#layers/extensions/Providers", false],
+  ["test/extensions/custom-model/Probe.ts", "../../../layers/llm/OpenAiCompatibleLlm.ts", false],
+  ["test/extensions/custom-embedder/Probe.ts", "tapedeck", true],
+  ["test/extensions/custom-embedder/Probe.ts", "./WordHashEmbedder.ts", true],
+  ["test/extensions/custom-embedder/Probe.ts", "#layers/search/Embedder", false],
+  ["test/extensions/custom-embedder/Probe.ts", "../../../layers/search/OfflineEmbedder.ts", false],
+  ["test/extensions/test-kit/Probe.ts", "tapedeck/testing", true],
+  ["test/extensions/test-kit/Probe.ts", "#src/domain/Trace", false],
+  ["test/extensions/test-kit/Probe.ts", "../../../src/testing/index.ts", false],
+  ["test/extensions/test-kit/Probe.ts", "../../support/FakeOpenAi.ts", false],
+  ["test/extensions/test-kit/Probe.ts", "tapedeck/src/testing/index.ts", false],
+  ["test/extensions/test-kit/Probe.ts", "fast-check", false]
 ]
 
 /** The import forms a rule must see: a value import, a type-only import, a re-export and a dynamic import. */

@@ -55,7 +55,10 @@ describe(`JSON-lines trace sink composed into a real server (${process.env.TEST_
       ]
     })
     const acme = [await finishedTrace(first, first.keys.acme, "a1"), await finishedTrace(first, first.keys.acme, "a2")]
-    const globex = [await finishedTrace(first, first.keys.globex, "g1")]
+    const globex = [
+      await finishedTrace(first, first.keys.globex, "g1"),
+      await finishedTrace(first, first.keys.globex, "g2")
+    ]
     await until("a delivery in flight", () => started > 0)
     await first.stop()
 
@@ -71,6 +74,32 @@ describe(`JSON-lines trace sink composed into a real server (${process.env.TEST_
       expect(accountOf(acme).size).toBe(1)
       expect(accountOf(globex).size).toBe(1)
       expect([...accountOf(acme)][0]).not.toBe([...accountOf(globex)][0])
+      // Each line names the account that owns its trace (as stored), and carries that trace as its owner reads it.
+      const accounts = new Map(
+        (await second.query<{ name: string; id: string }>("SELECT name, id::text AS id FROM accounts")).map((a) => [
+          a.name,
+          a.id
+        ])
+      )
+      const owners = new Map(
+        (
+          await second.query<{ id: string; account_id: string }>(
+            "SELECT id::text AS id, account_id::text AS account_id FROM traces"
+          )
+        ).map((t) => [t.id, t.account_id])
+      )
+      for (const id of acme) expect(owners.get(id)).toBe(accounts.get("acme")!)
+      for (const id of globex) expect(owners.get(id)).toBe(accounts.get("globex")!)
+      for (const line of lines) {
+        expect(line.account).toBe(owners.get(line.trace.id)!)
+        const owner = line.account === accounts.get("acme") ? second.keys.acme : second.keys.globex
+        const read = (await (
+          await second.request("GET", `/api/v1/traces/${line.trace.id}`, { key: owner })
+        ).json()) as {
+          name: string
+        }
+        expect(line.trace.name).toBe(read.name)
+      }
       // One line per trace: the idempotency key is the same for every attempt.
       expect(new Set(lines.map((l) => l.key)).size).toBe(lines.length)
       // A trace sent to the other account's key is not readable there, and its line names its own account.

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { Effect } from "effect"
 import { spanProcessor } from "tapedeck"
-import { startServer, type TestServer } from "tapedeck/testing"
+import { fakeModel, otlpProtobuf, startServer, type TestServer } from "tapedeck/testing"
 import { PiiRedactorLive } from "./Redactor.ts"
 
 const alnum = (min: number, max: number) =>
@@ -52,11 +52,52 @@ const secretSpan = (secrets: ReadonlyArray<string>, id: string, parent: string |
 const uuid = () => crypto.randomUUID()
 const now = () => new Date().toISOString()
 
+/** The judge of the evaluations below: it records every prompt it is sent. */
+const judge = fakeModel()
+
+/** Everything the live stream sent the acme account, as received. */
+const streamed: Array<string> = []
+let socket: WebSocket | undefined
+
 let server: TestServer
 beforeAll(async () => {
-  server = await startServer({ extensions: [PiiRedactorLive] })
+  server = await startServer({ extensions: [PiiRedactorLive, judge.layer] })
+  socket = new WebSocket(`${server.url.replace(/^http/, "ws")}/ws/v1/stream`, {
+    headers: { "x-service-key": server.keys.acme }
+  } as never)
+  socket.addEventListener("message", (m) => streamed.push(String(m.data)))
+  await new Promise((resolve, reject) => {
+    socket!.addEventListener("open", resolve)
+    socket!.addEventListener("error", reject)
+  })
+  socket.send(JSON.stringify({ type: "subscribe", filters: {} }))
+  await until(() => streamed.some((m) => m.includes('"subscribed"')))
 })
-afterAll(() => server?.stop())
+afterAll(async () => {
+  socket?.close()
+  await server?.stop()
+})
+
+const until = async (done: () => boolean | Promise<boolean>, what = "a condition") => {
+  for (let i = 0; i < 300; i++) {
+    if (await done()) return
+    await Bun.sleep(50)
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+/** Every row of every table of the server's database, as text: what is stored. */
+const storedRows = async (): Promise<string> => {
+  const tables = await server.query<{ name: string }>(
+    "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+  )
+  const parts: Array<string> = []
+  for (const { name } of tables) {
+    const rows = await server.query<{ row: string }>(`SELECT t::text AS row FROM "${name}" t`)
+    parts.push(...rows.map((r) => r.row))
+  }
+  return parts.join("\n")
+}
 
 const readTrace = async (id: string) => {
   const response = await server.request("GET", `/api/v1/traces/${id}`)
@@ -111,11 +152,14 @@ const writeEverywhere = async (secrets: ReadonlyArray<string>): Promise<Readonly
   expect(r.status).toBe(200)
   const batch = (await r.json()) as { results: ReadonlyArray<{ status: number }> }
   expect(batch.results[0]!.status).toBe(200)
-  // OTLP/HTTP JSON: attributes, gen_ai input and output
-  const otelTrace = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("")
-  const nanos = `${Date.now()}000000`
-  r = await server.request("POST", "/v1/traces", {
-    body: {
+  // OTLP/HTTP, JSON and protobuf: attributes, gen_ai input and output
+  const otlpIds: Array<string> = []
+  for (const protobuf of [false, true]) {
+    const otelTrace = [...crypto.getRandomValues(new Uint8Array(16))]
+      .map((b) => b.toString(16).padStart(2, "0"))
+      .join("")
+    const nanos = `${Date.now()}000000`
+    const body = {
       resourceSpans: [
         {
           resource: { attributes: [{ key: "service.name", value: { stringValue: `svc ${texts[0]}` } }] },
@@ -142,15 +186,29 @@ const writeEverywhere = async (secrets: ReadonlyArray<string>): Promise<Readonly
         }
       ]
     }
-  })
-  expect(r.status).toBe(200)
-  const otlp = (await r.json()) as { spans_ingested: number }
-  expect(otlp.spans_ingested).toBe(1)
-  return [created, batched, otelTrace]
+    r = protobuf
+      ? await server.request("POST", "/v1/traces", {
+          body: otlpProtobuf(body),
+          headers: { "content-type": "application/x-protobuf" }
+        })
+      : await server.request("POST", "/v1/traces", { body })
+    expect(r.status).toBe(200)
+    if (!protobuf) expect(((await r.json()) as { spans_ingested: number }).spans_ingested).toBe(1)
+    // The stored trace's UUID, for the evaluation below.
+    const read = await server.request("GET", `/api/v1/traces/${otelTrace}`)
+    expect(read.status).toBe(200)
+    otlpIds.push(((await read.json()) as { id: string }).id)
+  }
+  return [created, batched, ...otlpIds]
 }
 
 describe(`PII redactor composed into a real server (${process.env.TEST_DATABASE_URL ? "postgresql" : "pglite"})`, () => {
-  test("no generated secret appears in what is read back, on every write path", async () => {
+  test("no generated secret appears in what is stored, read, searched, streamed or judged, on every write path", async () => {
+    const evaluation = (await (
+      await server.request("POST", "/api/v1/evaluations", {
+        body: { name: "redaction", criteria: [{ name: "helpful", description: "the answer helps" }] }
+      })
+    ).json()) as { id: string }
     await fc.assert(
       fc.asyncProperty(
         fc.array(secret.chain(around), { minLength: 1, maxLength: 3 }),
@@ -159,12 +217,60 @@ describe(`PII redactor composed into a real server (${process.env.TEST_DATABASE_
           const secrets = [...raw]
           const texts = phrases.map((p, i) => `${p} ${raw[i % raw.length]}`)
           const ids = await writeEverywhere(texts.length >= 3 ? texts : [...texts, ...raw])
+
+          // Read: each trace, and the list.
           for (const id of ids) expectNoSecret(await readTrace(id), secrets)
           const list = await server.request("GET", "/api/v1/traces?limit=100")
           expectNoSecret(await list.text(), secrets)
+
+          // Streamed: the events of every trace written have arrived.
+          await until(
+            () => ids.every((id) => streamed.some((m) => m.includes(id) && m.includes('"span"'))),
+            "the stream"
+          )
+          expectNoSecret(streamed.join("\n"), secrets)
+
+          // Searched: once the spans are indexed, by the text around the secrets and by each secret.
+          let found = ""
+          await until(async () => {
+            found = await (
+              await server.request("POST", "/api/v1/search", { body: { query: "please help", limit: 100 } })
+            ).text()
+            return ids.slice(0, 2).every((id) => found.includes(id))
+          }, "the search index")
+          expectNoSecret(found, secrets)
+          for (const s of secrets) {
+            const r = await server.request("POST", "/api/v1/search", { body: { query: s, limit: 100 } })
+            expect(r.status).toBe(200)
+            expectNoSecret(await r.text(), secrets)
+          }
+
+          // Judged: an evaluation of every trace written; the judge saw each of them.
+          const asked = judge.requests.length
+          const run = await server.request("POST", `/api/v1/evaluations/${evaluation.id}/run`, {
+            body: { trace_ids: ids }
+          })
+          expect(run.status).toBe(200)
+          const runIds = ((await run.json()) as { runs: Array<{ id: string }> }).runs.map((r) => r.id)
+          expect(runIds).toHaveLength(ids.length)
+          await until(async () => {
+            const detail = (await (await server.request("GET", `/api/v1/evaluations/${evaluation.id}`)).json()) as {
+              runs: Array<{ id: string; status: string }>
+            }
+            return runIds.every((id) => detail.runs.some((r) => r.id === id && r.status === "completed"))
+          }, "the evaluation runs")
+          expect(judge.requests.length - asked).toBe(ids.length)
+          // The judge was shown the spans, masked.
+          expect(judge.prompts().slice(-20).join("\n")).toMatch(/\[(email|card|api-key)\]/)
+          expectNoSecret(judge.prompts().join("\n"), secrets)
+
+          // Stored: every row of every table.
+          const stored = await storedRows()
+          expect(stored).toMatch(/\[(email|card|api-key)\]/)
+          expectNoSecret(stored, secrets)
         }
       ),
-      { numRuns: 8 }
+      { numRuns: 6 }
     )
   })
 
