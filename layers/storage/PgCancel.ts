@@ -84,7 +84,7 @@ const releaseWhenSettled = (checkout: Checkout) => {
  * holds the pool and queues behind itself), and (b) the interrupted statement may finish first, its connection go back
  * to the pool and start another request's statement, which the late cancel then kills (57014, a 503 on a healthy
  * request). Here instead:
- * - the cancel is sent only while the interrupted fiber still holds that connection with a statement in flight;
+ * - the cancel is sent only while the interrupted statement still holds that connection, running;
  *   otherwise the statement has finished and there is nothing to cancel (the cancel is dropped, not sent);
  * - it goes over a connection of its own, outside the pool (opened on demand, closed when idle);
  * - until it is acknowledged (the signal is then on the backend, which discards it if idle), the connection is not
@@ -94,10 +94,8 @@ const releaseWhenSettled = (checkout: Checkout) => {
 export class CancelSafePool extends pg.Pool {
   private readonly checkouts = new Map<number, Checkout>()
   private cancelPool: pg.Pool | undefined
-  /** The cancels sent so far, and those dropped because their statement had already finished. */
-  readonly cancels = { sent: 0, dropped: 0 }
 
-  override connect(...args: Array<any>): any {
+  override connect(...args: Array<unknown>): any {
     const callback = args[0]
     if (typeof callback !== "function") {
       return new Promise((resolve, reject) =>
@@ -129,16 +127,18 @@ export class CancelSafePool extends pg.Pool {
     })
   }
 
-  override query(...args: Array<any>): any {
+  override query(...args: Array<unknown>): any {
     const [text] = args
     const callback = args[args.length - 1]
-    const match = typeof text === "string" && typeof callback === "function" ? CANCEL.exec(text) : null
-    if (match === null) return (super.query as (...a: Array<unknown>) => unknown)(...args)
-    this.cancelBackend(Number(match[1]), callback)
+    const match = typeof text === "string" ? CANCEL.exec(text) : null
+    if (match === null || typeof callback !== "function") {
+      return (super.query as (...a: Array<unknown>) => unknown)(...args)
+    }
+    this.cancelBackend(Number(match[1]), () => callback())
     return undefined
   }
 
-  override end(...args: Array<any>): any {
+  override end(...args: Array<unknown>): any {
     const cancelPool = this.cancelPool
     this.cancelPool = undefined
     cancelPool?.end().catch(() => {})
@@ -147,8 +147,8 @@ export class CancelSafePool extends pg.Pool {
 
   private cancelBackend(pid: number, done: () => void) {
     const checkout = this.checkouts.get(pid)
-    // Only the fiber that holds the connection, with a statement in flight, is cancelled: the interrupted one itself
-    // (@effect/sql-pg cancels on the interrupted fiber). Anything else means that statement is over.
+    // Sent only while the interrupted statement itself still holds the connection with a statement in flight. Anything
+    // else means it is over: the connection is back in the pool or another statement's, which must not be cancelled.
     if (
       checkout === undefined ||
       checkout.cancelling ||
@@ -156,11 +156,9 @@ export class CancelSafePool extends pg.Pool {
       checkout.owner !== currentStatement() ||
       (checkout.client.inFlight ?? 1) === 0
     ) {
-      this.cancels.dropped++
       done()
       return
     }
-    this.cancels.sent++
     checkout.cancelling = true
     checkout.cancelled = true
     checkout.client.onIdle = () => releaseWhenSettled(checkout)
