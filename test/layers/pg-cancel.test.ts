@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Exit, FastCheck as fc, Fiber } from "effect"
+import { Cause, Duration, Effect, Exit, FastCheck as fc, Fiber } from "effect"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 
 // An interrupted statement is cancelled on PostgreSQL (pg_cancel_backend on its backend). A cancel names a backend, not
@@ -42,7 +42,10 @@ describe("interrupted statements", () => {
           })
         )
         outcome.healthy.forEach((exit, i) => {
-          if (Exit.isFailure(exit)) throw new Error(`healthy statement ${i} failed: ${String(exit.cause)}`)
+          if (Exit.isFailure(exit)) {
+            const cause = (Cause.squash(exit.cause) as { cause?: { code?: string; message?: string } }).cause
+            throw new Error(`healthy statement ${i} failed: ${cause?.code} ${cause?.message}`)
+          }
           expect(exit.value).toBe(i)
         })
         // A victim either answers its own value or times out; it never fails with the database's error.
