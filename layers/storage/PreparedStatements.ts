@@ -2,7 +2,7 @@ import { createHash } from "node:crypto"
 import { SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
-import pg from "pg"
+import { CancelSafePool, TrackingClient } from "./PgCancel.ts"
 
 /**
  * The comment that marks a statement to run as a named prepared statement on PostgreSQL: parsed and planned once per
@@ -32,7 +32,7 @@ const statementName = (text: string) => {
  * node-postgres's client, running the statements marked by `prepared` as named ones (the form @effect/sql-pg uses:
  * text, parameters, callback); node-postgres prepares each once per connection and reuses it after.
  */
-class PreparingClient extends pg.Client {
+class PreparingClient extends TrackingClient {
   override query(...args: Array<unknown>): any {
     const [text, values, callback] = args
     if (typeof text === "string" && text.startsWith(MARK) && Array.isArray(values) && typeof callback === "function") {
@@ -53,19 +53,20 @@ export interface PgPoolOptions {
 
 /**
  * `PgClient.layer` as @effect/sql-pg builds it (the pool, a first `SELECT 1` within the connect timeout, the pool
- * ended with the scope), over our own pool: of PreparingClients, or plain clients when `prepareMarked` is off.
+ * ended with the scope), over our own pool: of PreparingClients, or plain clients when `prepareMarked` is off; the pool
+ * is a CancelSafePool, so that an interrupted statement's cancel never reaches another statement.
  */
 export const pgPoolLayer = (options: PgPoolOptions) =>
   PgClient.layerFromPool({
     applicationName: options.applicationName,
     acquire: Effect.acquireRelease(
       Effect.gen(function* () {
-        const pool = new pg.Pool({
+        const pool = new CancelSafePool({
           connectionString: options.url,
           connectionTimeoutMillis: Duration.toMillis(options.connectTimeout),
           max: options.maxConnections,
           application_name: options.applicationName,
-          Client: options.prepareMarked ? PreparingClient : pg.Client
+          Client: options.prepareMarked ? PreparingClient : TrackingClient
         })
         pool.on("error", () => {}) // an idle client's error: the next query on it reconnects
         yield* Effect.tryPromise({
