@@ -1,4 +1,4 @@
-import { Context, Data, Effect, type Schema } from "effect"
+import { Context, Data, Effect, Schema } from "effect"
 import { isBuiltInPolicyType } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 
@@ -118,5 +118,9 @@ export const installGuardrailType = (
     if (isBuiltInPolicyType(definition.type)) return refuse("it is a built-in policy type")
     if (installed.some((t) => t.type === definition.type)) return refuse("another extension installed it already")
     if (typeof definition.evaluate !== "function") return refuse("it has no evaluate function")
+    if (!Schema.isSchema(definition.params)) return refuse("its params is not a Schema")
+    if (definition.example !== undefined && !Schema.is(Schema.encodedSchema(definition.params))(definition.example)) {
+      return refuse("its example is not valid params")
+    }
     return Effect.succeed([...installed, definition])
   })

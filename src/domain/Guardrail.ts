@@ -97,11 +97,10 @@ export interface CustomGuardrailType {
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: an installed type's params schema is the extension's own
-const member = (type: string, params: Schema.Schema<any, any, never>, example: Record<string, unknown>) =>
-  withExamples(
-    Schema.Struct({ type: Schema.Literal(type), params, ...common }).annotations(strict),
-    { type, ...example } as never
-  )
+const member = (type: string, params: Schema.Schema<any, any, never>, example: Record<string, unknown> | undefined) => {
+  const struct = Schema.Struct({ type: Schema.Literal(type), params, ...common }).annotations(strict)
+  return example === undefined ? struct : withExamples(struct, { type, ...example } as never)
+}
 
 const BUILT_IN_MEMBERS = POLICY_TYPES.map((type) =>
   withExamples(
@@ -123,7 +122,7 @@ export const createGuardrailRequestWith = (custom: ReadonlyArray<CustomGuardrail
           member(
             t.type,
             t.params.annotations({ description: t.description }),
-            t.example === undefined ? { name: t.description } : { name: t.description, params: t.example }
+            t.example === undefined ? undefined : { params: t.example }
           )
         )
       ).annotations({ identifier: "CreateGuardrailRequest" })
