@@ -256,8 +256,8 @@ describe(`a custom guardrail type composed into a real server (${process.env.TES
     // The request body of POST /api/v1/guardrails: a union (nested anyOf) with one member per type.
     const members: Array<any> = []
     const walk = (node: any): void => {
-      if (node?.$ref) return walk(spec.components.schemas[node.$ref.split("/").pop()])
-      if (Array.isArray(node?.anyOf ?? node?.oneOf)) for (const m of node.anyOf ?? node.oneOf) walk(m)
+      if (node?.$ref) walk(spec.components.schemas[node.$ref.split("/").pop()])
+      else if (Array.isArray(node?.anyOf ?? node?.oneOf)) for (const m of node.anyOf ?? node.oneOf) walk(m)
       else members.push(node)
     }
     walk(spec.paths["/api/v1/guardrails"].post.requestBody.content["application/json"].schema)
