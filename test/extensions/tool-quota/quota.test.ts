@@ -286,6 +286,47 @@ describe(`a custom guardrail type composed into a real server (${process.env.TES
     }
   })
 
+  test("the quota is counted in the database: across instances (PostgreSQL), across a restart (both)", async () => {
+    const database = await freshDatabase()
+    const env = database.backend === "pglite" ? { TAPEDECK_DATA_DIR: join(scratch, "shared") } : database.env
+    const call = async (s: TestServer, run: string) => {
+      const r = await s.request("POST", "/api/v1/enforcement/check", { body: { run_id: run, tool_name: "deploy" } })
+      return ((await r.json()) as Decision).verdict
+    }
+    try {
+      const a = await startServer({ extensions: [ToolQuotaLive], env })
+      const seen: Array<string> = []
+      try {
+        const r = await a.request("POST", "/api/v1/guardrails", {
+          body: { type: "tool_quota", params: { tool: "deploy", max_per_day: 4 } }
+        })
+        expect(r.status).toBe(200)
+        seen.push(await call(a, "i-1"), await call(a, "i-2"))
+        if (database.backend === "postgresql") {
+          // A second instance over the same database, both serving at once: their calls share one count.
+          const b = await startServer({ extensions: [ToolQuotaLive], env })
+          try {
+            seen.push(await call(b, "i-3"), await call(a, "i-4"), await call(b, "i-5"), await call(a, "i-6"))
+          } finally {
+            await b.stop()
+          }
+        }
+      } finally {
+        await a.stop()
+      }
+      // Restarted over the same data: the day's calls are still counted.
+      const c = await startServer({ extensions: [ToolQuotaLive], env })
+      try {
+        while (seen.length < 8) seen.push(await call(c, `i-${seen.length + 1}`))
+      } finally {
+        await c.stop()
+      }
+      expect(seen).toEqual(["allow", "allow", "allow", "allow", "block", "block", "block", "block"])
+    } finally {
+      await database.drop()
+    }
+  })
+
   test("a stored policy whose type is no longer installed blocks (fail closed)", async () => {
     const database = await freshDatabase()
     const env = database.backend === "pglite" ? { TAPEDECK_DATA_DIR: join(scratch, "data") } : database.env
