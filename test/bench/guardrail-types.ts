@@ -28,6 +28,7 @@ type Arm = "budget_usd (built-in)" | "tool_quota (custom)" | "GET /health (ceili
 const ARMS: ReadonlyArray<Arm> = ["budget_usd (built-in)", "tool_quota (custom)", "GET /health (ceiling)"]
 const samples = new Map<Arm, Array<number>>(ARMS.map((a) => [a, []]))
 let verdicts = { allow: 0, other: 0 }
+const otherReasons = new Map<string, number>()
 
 const one = async (arm: Arm, i: number) => {
   const t0 = performance.now()
@@ -40,9 +41,14 @@ const one = async (arm: Arm, i: number) => {
       key,
       body: { run_id: `bench-run-${i % 16}`, tool_name: "web_search", tool_args_hash: String(i), proposed_usd: 0.001 }
     })
-    const decision = (await r.json()) as { verdict: string }
+    const decision = (await r.json()) as { verdict?: string; reason?: string; code?: string }
     if (decision.verdict === "allow") verdicts.allow++
-    else verdicts.other++
+    else {
+      verdicts.other++
+      const said = decision.verdict ? `${decision.verdict}: ${decision.reason}` : `${r.status} ${decision.code}`
+      const why = `${arm}: ${said.replace(/\d+/g, "N")}`
+      otherReasons.set(why, (otherReasons.get(why) ?? 0) + 1)
+    }
   }
   return performance.now() - t0
 }
@@ -62,6 +68,7 @@ const runArm = async (arm: Arm, round: number, record: boolean) => {
 try {
   for (const arm of ARMS) await runArm(arm, -1, false) // warm-up
   verdicts = { allow: 0, other: 0 }
+  otherReasons.clear()
   for (let round = 0; round < ROUNDS; round++) {
     // Rotate which arm goes first, so drift in the machine's load falls on all of them.
     const order = ARMS.map((_, k) => ARMS[(k + round) % ARMS.length]!)
@@ -84,3 +91,4 @@ console.log(
     `${verdicts.allow} allow, ${verdicts.other} other (all allow expected). The quota's count reached ` +
     `${(ROUNDS + 1) * CHECKS} allowed checks of its tool by the end (it counts up to the quota at most).`
 )
+for (const [why, n] of otherReasons) console.log(`  ${n} × ${why}`)

@@ -41,6 +41,19 @@ const Broken = [
     params: Empty,
     evaluate: () => Effect.never
   }),
+  // Not broken: reports the run's counters it is given, to show what an evaluator sees.
+  guardrailType({
+    type: "run_report",
+    description: "Blocks the tool `report` with the run's counters as the reason",
+    params: Empty,
+    evaluate: ({ request, run }) =>
+      request.tool_name !== "report"
+        ? Effect.succeed({ verdict: "allow" } as const)
+        : Effect.map(run, (r) => ({
+            verdict: "block" as const,
+            reason: `spent ${r.spent_usd} tokens ${r.tokens} recent ${r.recent.map((a) => a.tool).join(",")}`
+          }))
+  }),
   guardrailType({
     type: "answers_nonsense",
     description: "Answers something that is not a verdict",
@@ -195,6 +208,22 @@ describe(`a custom guardrail type composed into a real server (${process.env.TES
         "allow"
       )
     }
+  })
+
+  test("an evaluator sees the run's counters as the built-in types do (allowed actions only)", async () => {
+    const project = crypto.randomUUID()
+    await createOk({ type: "run_report", project_id: project, params: {} })
+    await createOk({ type: "tool_denylist", project_id: project, params: { patterns: ["rm"] } })
+    const at = { run_id: "counters-run", project_id: project }
+    expect((await check({ ...at, tool_name: "a", proposed_usd: 0.25, proposed_tokens: 10 })).verdict).toBe("allow")
+    expect((await check({ ...at, tool_name: "rm", proposed_usd: 5, proposed_tokens: 99 })).verdict).toBe("block")
+    expect((await check({ ...at, tool_name: "b", proposed_usd: 0.5, proposed_tokens: 5 })).verdict).toBe("allow")
+    const report = await check({ ...at, tool_name: "report" })
+    expect(report).toMatchObject({
+      verdict: "block",
+      policy_type: "run_report",
+      reason: "spent 0.75 tokens 15 recent a,b"
+    })
   })
 
   test("an evaluator that never answers blocks at the check's deadline", async () => {
