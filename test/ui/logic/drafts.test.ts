@@ -136,7 +136,7 @@ describe("guardrail types installed by extensions", () => {
       ...newGuardrailDraft("tool_quota"),
       paramsText: '{"tool": "x", "max_per_day": 2}'
     })
-    expect(Either.getOrThrow(body)).toEqual({
+    expect(Either.getOrThrow(body) as unknown).toEqual({
       type: "tool_quota",
       params: { tool: "x", max_per_day: 2 },
       enabled: true
