@@ -94,10 +94,11 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
           resume(Effect.fail(noAnswer()))
         }, timeoutMs)
         runFork(
-          Effect.flatMap(store.policies(accountId), (policies) =>
-            customOutcomes === undefined
+          Effect.flatMap(store.policies(accountId), (policies) => {
+            const evaluating = customOutcomes?.(accountId, request, policies, Date.now())
+            return evaluating === undefined
               ? store.decideAtomically(accountId, action, policies, audit, liveKey)
-              : customOutcomes(accountId, request, policies, Date.now()).pipe(
+              : evaluating.pipe(
                   Effect.timeoutFail({ duration: timeoutMs, onTimeout: noAnswer }),
                   Effect.flatMap((custom) =>
                     // Answered fail-closed meanwhile: nothing is decided (the record is the fail-closed block).
@@ -106,7 +107,7 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
                       : store.decideAtomically(accountId, action, policies, audit, liveKey, custom)
                   )
                 )
-          )
+          })
         ).addObserver((exit) => {
           if (settled) return
           settled = true

@@ -55,7 +55,7 @@ const stateUnavailable = (e: unknown) =>
 /**
  * Runs the evaluators of installed guardrail types for the policies of their types that apply to a check, all at
  * once, before the decision (the decision then takes their answers in the policies' order, as the built-ins').
- * Answers undefined when no such policy applies. Any evaluator's failure, defect or malformed answer fails the whole
+ * Answers undefined (no effect to run) when no such policy applies. Any evaluator's failure, defect or malformed answer fails the whole
  * check with PolicyStateUnavailable: the caller blocks, as when the policy store cannot be read.
  */
 export const makeGuardrailTypeEvaluation = (
@@ -113,7 +113,7 @@ export const makeGuardrailTypeEvaluation = (
     request: EnforcementCheckRequest,
     policies: ReadonlyArray<Policy>,
     nowMs: number
-  ): Effect.Effect<CustomOutcomes | undefined, PolicyStateUnavailable> => {
+  ): Effect.Effect<CustomOutcomes, PolicyStateUnavailable> | undefined => {
     const applicable = policies.filter(
       (p) =>
         p.enabled &&
@@ -121,7 +121,7 @@ export const makeGuardrailTypeEvaluation = (
         !isBuiltInPolicyType(p.type) &&
         byType.has(p.type)
     )
-    if (applicable.length === 0) return Effect.succeed(undefined)
+    if (applicable.length === 0) return undefined
     return Effect.gen(function* () {
       const run = yield* Effect.cached(readRun(accountId, request.run_id))
       const now = new Date(nowMs)
