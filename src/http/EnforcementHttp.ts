@@ -19,6 +19,17 @@ const enforcementGroup = (types: typeof GuardrailTypes.Service) =>
         isBuiltInPolicyType(type)
           ? (PolicyParams[type] as unknown as Schema.Schema<unknown, unknown>)
           : (types.find((t) => t.type === type)?.params as Schema.Schema<unknown, unknown> | undefined)
+      /**
+       * An installed type's params are stored in their encoded (JSON) form, which evaluation decodes again: the
+       * request's params were decoded by the type's schema, so they are encoded back (the built-ins' are stored as
+       * decoded, as they always were).
+       */
+      const storable = (type: string, params: unknown) => {
+        if (isBuiltInPolicyType(type)) return Either.right(params)
+        const schema = types.find((t) => t.type === type)?.params as Schema.Schema<unknown, unknown> | undefined
+        if (schema === undefined) return Either.left(`no installed extension provides the guardrail type '${type}'`)
+        return Either.mapLeft(Schema.encodeEither(schema)(params), (e) => e.message.slice(0, 300))
+      }
       return (
         handlers
           // The hot route: no generator, no span of its own (see Enforcement).
@@ -30,7 +41,11 @@ const enforcementGroup = (types: typeof GuardrailTypes.Service) =>
           .handle("createGuardrail", ({ payload }) =>
             Effect.gen(function* () {
               const { accountId } = yield* CurrentPrincipal
-              return yield* repo.create(accountId, payload)
+              const params = storable(payload.type, payload.params)
+              if (Either.isLeft(params)) {
+                return yield* new ValidationFailed({ message: `params: ${params.left}` })
+              }
+              return yield* repo.create(accountId, { ...payload, params: params.right as typeof payload.params })
             })
           )
           .handle("listGuardrails", () =>
@@ -63,7 +78,13 @@ const enforcementGroup = (types: typeof GuardrailTypes.Service) =>
                     message: `params: not valid for a ${current.type} policy: ${checked.left.message.slice(0, 300)}`
                   })
                 }
-                params = checked.right
+                const stored = storable(current.type, checked.right)
+                if (Either.isLeft(stored)) {
+                  return yield* new ValidationFailed({
+                    message: `params: not valid for a ${current.type} policy: ${stored.left}`
+                  })
+                }
+                params = stored.right
               }
               return yield* repo.update(accountId, path.id, { name: payload.name, enabled: payload.enabled, params })
             }).pipe(answerDomainErrors)

@@ -54,6 +54,19 @@ const Broken = [
             reason: `spent ${r.spent_usd} tokens ${r.tokens} recent ${r.recent.map((a) => a.tool).join(",")}`
           }))
   }),
+  // Params whose JSON form differs from what the evaluator gets (a number sent as a string).
+  guardrailType({
+    type: "token_cap_text",
+    description: "Blocks a check proposing more tokens than max (given as a string)",
+    params: Schema.Struct({ max: Schema.NumberFromString }),
+    example: { max: "100" },
+    evaluate: ({ params, request }) =>
+      Effect.succeed(
+        (request.proposed_tokens ?? 0) > params.max
+          ? ({ verdict: "block", reason: `more than ${params.max} tokens` } as const)
+          : ({ verdict: "allow" } as const)
+      )
+  }),
   guardrailType({
     type: "answers_nonsense",
     description: "Answers something that is not a verdict",
@@ -224,6 +237,24 @@ describe(`a custom guardrail type composed into a real server (${process.env.TES
       policy_type: "run_report",
       reason: "spent 0.75 tokens 15 recent a,b"
     })
+  })
+
+  test("params are stored in their JSON form and decoded for the evaluator", async () => {
+    const project = crypto.randomUUID()
+    const policy = await createOk({ type: "token_cap_text", project_id: project, params: { max: "10" } })
+    expect((policy as unknown as { params: unknown }).params).toEqual({ max: "10" })
+    const at = { run_id: "cap-run", project_id: project }
+    expect((await check({ ...at, proposed_tokens: 10 })).verdict).toBe("allow")
+    expect(await check({ ...at, proposed_tokens: 11 })).toMatchObject({
+      verdict: "block",
+      reason: "more than 10 tokens"
+    })
+    const patched = await server.request("PATCH", `/api/v1/guardrails/${policy.id}`, {
+      body: { params: { max: "20" } }
+    })
+    expect(((await patched.json()) as { params: unknown }).params).toEqual({ max: "20" })
+    expect((await check({ ...at, proposed_tokens: 11 })).verdict).toBe("allow")
+    expect((await create({ type: "token_cap_text", params: { max: 10 } })).status).toBe(400)
   })
 
   test("an evaluator that never answers blocks at the check's deadline", async () => {
