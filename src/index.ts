@@ -14,11 +14,23 @@ import {
 import { type AuthenticatedToken, Authentication, type TokenAuthenticator } from "#layers/extensions/Authentication"
 import { type SinkDelivery, type TraceSink, TraceSinks } from "#layers/extensions/TraceSinks"
 import { EmbeddingProvider, type ModelClient, ModelProvider, type TextEmbedder } from "#layers/extensions/Providers"
+import {
+  type AllowedDecisionsFilter,
+  type GuardrailCheckRequest,
+  type GuardrailInput,
+  type GuardrailRunCounters,
+  GuardrailStateUnavailable,
+  type GuardrailType,
+  GuardrailTypeRefused,
+  GuardrailTypes,
+  type GuardrailVerdict,
+  installGuardrailType
+} from "#layers/extensions/GuardrailTypes"
 import { runServer } from "./app/Program.ts"
 import { ServerLive } from "./app/Server.ts"
 
 /** The public surface's version (docs/extensions.md): a breaking change to anything exported here raises the major. */
-export const EXTENSIONS_API_VERSION = "1.1.0"
+export const EXTENSIONS_API_VERSION = "1.2.0"
 
 export { SpanProcessorFailed } from "./domain/Errors.ts"
 export type { AccountId } from "./domain/Ids.ts"
@@ -26,6 +38,17 @@ export { Span, type SpanWire } from "./domain/Span.ts"
 export { type ProcessedSpan, type SpanContext, type SpanProcessor, SpanProcessors }
 export { type SinkDelivery, type TraceSink, TraceSinks }
 export { type AuthenticatedToken, Authentication, type TokenAuthenticator }
+export {
+  type AllowedDecisionsFilter,
+  type GuardrailCheckRequest,
+  type GuardrailInput,
+  type GuardrailRunCounters,
+  GuardrailStateUnavailable,
+  type GuardrailType,
+  GuardrailTypeRefused,
+  GuardrailTypes,
+  type GuardrailVerdict
+}
 
 // Providers (docs/extensions.md, "Providers"): the model client of the judge and server replay, search's embedder.
 export { EmbeddingProvider, type ModelClient, ModelProvider, type TextEmbedder }
@@ -63,6 +86,16 @@ export const traceSink = (sink: TraceSink): Layer.Layer<TraceSinks> =>
 /** Replaces API keys and JWTs with the team's own token verification (the last one installed wins). */
 export const authentication = (authenticator: TokenAuthenticator): Layer.Layer<Authentication> =>
   Layer.succeed(Authentication, authenticator)
+
+/**
+ * Installs a guardrail type: a policy `type` of one's own, with its params' schema and its evaluator. The server does
+ * not start (GuardrailTypeRefused) if the name is malformed, a built-in type's, or installed twice.
+ */
+export const guardrailType = <P, E>(
+  definition: GuardrailType<P, E>
+): Layer.Layer<GuardrailTypes, GuardrailTypeRefused> =>
+  // biome-ignore lint/suspicious/noExplicitAny: the registry holds types with params of their own
+  Layer.effect(GuardrailTypes, installGuardrailType(definition as GuardrailType<any, unknown>))
 
 /** Composes extensions into a server layer, in order: each sees what the ones before it installed. */
 export const extend =

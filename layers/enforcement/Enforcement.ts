@@ -1,3 +1,4 @@
+import { SqlClient } from "@effect/sql"
 import { DateTime, Effect, Runtime, Schedule } from "effect"
 import { type EnforcementCheckRequest, type EnforcementDecision } from "#src/domain/Enforcement"
 import { type AccountId, SpanId, type TraceId } from "#src/domain/Ids"
@@ -6,6 +7,8 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { Traces } from "../traces/Traces.ts"
 import { type DecisionAudit, type FailClosedRecord, PolicyStore } from "./PolicyStore.ts"
 import { PolicyStateUnavailable, type CredentialRevoked } from "#src/domain/Errors"
+import { GuardrailTypes } from "../extensions/GuardrailTypes.ts"
+import { makeGuardrailTypeEvaluation } from "./GuardrailTypeEvaluation.ts"
 
 const toAction = (request: EnforcementCheckRequest): ProposedAction => ({
   runId: request.run_id,
@@ -60,6 +63,14 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
     const traces = yield* Traces
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const timeoutMs = config.enforcementTimeoutMs
+    const types = yield* GuardrailTypes
+    /**
+     * With guardrail types installed, the policies of those types are evaluated first (their evaluators, within the
+     * check's deadline: one that has not answered by then is interrupted), and the decision takes their answers.
+     */
+    const customOutcomes =
+      types.length === 0 ? undefined : makeGuardrailTypeEvaluation(yield* SqlClient.SqlClient, types)
+    const noAnswer = () => new PolicyStateUnavailable({ reason: `no answer within ${timeoutMs} ms` })
 
     /**
      * The store's work for one check, against the deadline. The work runs in a fiber of its own and is never
@@ -69,6 +80,7 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
      */
     const withinDeadline = (
       accountId: AccountId,
+      request: EnforcementCheckRequest,
       action: ProposedAction,
       audit: DecisionAudit,
       liveKey: string | null
@@ -79,12 +91,23 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
           if (settled) return
           settled = true
           audit.abandoned = true
-          resume(Effect.fail(new PolicyStateUnavailable({ reason: `no answer within ${timeoutMs} ms` })))
+          resume(Effect.fail(noAnswer()))
         }, timeoutMs)
         runFork(
-          Effect.flatMap(store.policies(accountId), (policies) =>
-            store.decideAtomically(accountId, action, policies, audit, liveKey)
-          )
+          Effect.flatMap(store.policies(accountId), (policies) => {
+            const evaluating = customOutcomes?.(accountId, request, policies, Date.now())
+            return evaluating === undefined
+              ? store.decideAtomically(accountId, action, policies, audit, liveKey)
+              : evaluating.pipe(
+                  Effect.timeoutFail({ duration: timeoutMs, onTimeout: noAnswer }),
+                  Effect.flatMap((custom) =>
+                    // Answered fail-closed meanwhile: nothing is decided (the record is the fail-closed block).
+                    audit.abandoned
+                      ? Effect.fail(noAnswer())
+                      : store.decideAtomically(accountId, action, policies, audit, liveKey, custom)
+                  )
+                )
+          })
         ).addObserver((exit) => {
           if (settled) return
           settled = true
@@ -107,7 +130,7 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
       request: EnforcementCheckRequest,
       audit: DecisionAudit = newAudit(request),
       liveKey: string | null = null
-    ) => Effect.map(withinDeadline(accountId, toAction(request), audit, liveKey), toDecision)
+    ) => Effect.map(withinDeadline(accountId, request, toAction(request), audit, liveKey), toDecision)
 
     /**
      * Fail-closed blocks waiting to be recorded, written off the hot path by one fiber in batches of up to

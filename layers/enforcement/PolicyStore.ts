@@ -1,7 +1,7 @@
 import { Context, type Effect } from "effect"
 import type { Policy } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
-import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
+import type { CustomOutcomes, Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
 import type { CredentialRevoked, PolicyStateUnavailable } from "#src/domain/Errors"
 
 /** What the decision record keeps beyond the action: the trace it names and when the check began. */
@@ -46,14 +46,16 @@ export class PolicyStore extends Context.Tag("tapedeck/PolicyStore")<
      * Evaluates the action against the run's counters and stores the outcome atomically with the decision's
      * record: counters advance only on allow, a hold is opened or consumed as the evaluation says. `liveKey`: the
      * digest of the API key the caller was verified with from a cache (null: verified just now); if that key has been
-     * revoked since, nothing is stored and the result is CredentialRevoked.
+     * revoked since, nothing is stored and the result is CredentialRevoked. `custom`: what the evaluators of installed
+     * guardrail types answered for the policies of their types (see GuardrailTypes).
      */
     readonly decideAtomically: (
       accountId: AccountId,
       action: ProposedAction,
       policies: ReadonlyArray<Policy>,
       audit: DecisionAudit,
-      liveKey: string | null
+      liveKey: string | null,
+      custom?: CustomOutcomes
     ) => Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>
     /**
      * Records fail-closed blocks, each as the decision `audit.decisionId`, whatever became of the attempt to decide

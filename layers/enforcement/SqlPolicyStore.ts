@@ -1,16 +1,18 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Runtime, Stream } from "effect"
-import type { Policy, PolicyType } from "#src/domain/Guardrail"
+import type { Policy } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import {
   type ActionRecord,
+  type CustomOutcomes,
   EMPTY_RUN,
   evaluate,
   type Evaluation,
   type HoldState,
   MAX_RECENT,
   needsApproval,
+  needsCustomHold,
   type ProposedAction,
   type RunState
 } from "#src/domain/PolicyEvaluation"
@@ -82,7 +84,7 @@ const orUnavailableOrRevoked = <A, E, R>(
 
 interface PolicyRow {
   readonly id: string
-  readonly type: PolicyType
+  readonly type: string
   readonly project_id: string | null
   readonly enabled: boolean
   readonly params: Record<string, unknown>
@@ -145,7 +147,8 @@ type DecisionArgs = [
   action: ProposedAction,
   list: ReadonlyArray<Policy>,
   audit: DecisionAudit,
-  liveKey: string | null
+  liveKey: string | null,
+  custom?: CustomOutcomes
 ]
 
 /**
@@ -306,7 +309,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
      * Locked path: the run's row lock held for the transaction (holds to read, open or consume). The record is
      * written last; if a fail-closed block took this decision's id meanwhile, the whole transaction is undone.
      */
-    const decideLocked = (...[accountId, action, list, audit, liveKey]: DecisionArgs) =>
+    const decideLocked = (...[accountId, action, list, audit, liveKey, custom]: DecisionArgs) =>
       Effect.gen(function* () {
         // Checked and marked in one step: a check answered before this point is recorded without a run lock.
         if (audit.abandoned) return yield* notStored()
@@ -319,10 +322,10 @@ export const SqlPolicyStoreLive = Layer.scoped(
           RETURNING spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, recent`
         const row = rows[0]
         const run: RunState = row ? { spentUsd: row.spent_usd, tokens: row.tokens, recent: row.recent } : EMPTY_RUN
-        const needsHolds = list.some((p) => needsApproval(p, action))
+        const needsHolds = needsCustomHold(custom) || list.some((p) => needsApproval(p, action))
         const holds = needsHolds ? yield* holdsFor(accountId, action) : NO_HOLDS
         const now = Date.now()
-        let evaluation = evaluate(list, action, run, holds, now)
+        let evaluation = evaluate(list, action, run, holds, now, custom)
         if (evaluation.verdict === "allow" && evaluation.next) {
           yield* sql`
             UPDATE enforcement_runs SET spent_usd = spent_usd + ${String(action.proposedUsd ?? 0)}::numeric,
@@ -413,7 +416,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
             }
             parts.set(item.runKey, part)
           }
-          const evaluation = evaluate(list, action, part.state, NO_HOLDS, now)
+          const evaluation = evaluate(list, action, part.state, NO_HOLDS, now, item.args[5])
           if (evaluation.verdict === "allow" && evaluation.next !== undefined) {
             part.state = evaluation.next
             part.usd.push(String(action.proposedUsd ?? 0))
@@ -531,7 +534,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
     })
 
     const decideAtomically = (...args: DecisionArgs) =>
-      args[2].some((p) => needsApproval(p, args[1]))
+      needsCustomHold(args[5]) || args[2].some((p) => needsApproval(p, args[1]))
         ? orUnavailableOrRevoked(decideLocked(...args))
         : Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => {
             const item: Pending = {

@@ -8,6 +8,7 @@ import {
   ValidationFailedWire
 } from "./ApiErrors.ts"
 import { EnforcementApi } from "./EnforcementApi.ts"
+import { type CustomGuardrailType, createGuardrailRequestWith } from "../domain/Guardrail.ts"
 import { EvalRulesApi } from "./EvalRulesApi.ts"
 import { InsightsApi } from "./InsightsApi.ts"
 import { EvaluationsApi } from "./EvaluationsApi.ts"
@@ -101,3 +102,16 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .annotate(OpenApi.Title, "Tapedeck API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, INTRODUCTION) {}
+
+/**
+ * The contract with the guardrail types extensions install (docs/extensions.md): POST /api/v1/guardrails takes (and
+ * OpenAPI shows) each one's params schema beside the built-in types'. Built once at start from the installed types;
+ * without any, `TapedeckApi` itself.
+ */
+export const apiWithGuardrailTypes = (custom: ReadonlyArray<CustomGuardrailType>): typeof TapedeckApi => {
+  if (custom.length === 0) return TapedeckApi
+  const group = TapedeckApi.groups.enforcement!
+  const create = group.endpoints.createGuardrail as unknown as { setPayload: (schema: unknown) => unknown }
+  const endpoint = create.setPayload(createGuardrailRequestWith(custom))
+  return TapedeckApi.add(group.add(endpoint as never) as never) as unknown as typeof TapedeckApi
+}

@@ -1,7 +1,8 @@
 import { HttpApiBuilder, HttpApiScalar } from "@effect/platform"
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { McpHttpLive } from "#src/http/McpHttp"
-import { TapedeckApi } from "#src/api/Api"
+import { apiWithGuardrailTypes } from "#src/api/Api"
+import { GuardrailTypes } from "#layers/extensions/GuardrailTypes"
 import { AccountHttpLive } from "#src/http/AccountHttp"
 import { ApiKeysHttpLive } from "#src/http/ApiKeysHttp"
 import { AuthenticationLive, LangfuseAuthenticationLive } from "#src/http/AuthenticationLive"
@@ -41,7 +42,10 @@ import { StreamHub } from "#layers/stream/StreamHub"
  * /openapi.json and a reference at /docs. What groups share (storage, configuration, credentials, the model and
  * policy ports) comes from the application below (AppLive).
  */
-export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
+export const ApiLive = Layer.unwrapEffect(
+  // The contract with the installed guardrail types' params (apiWithGuardrailTypes): what /openapi.json shows.
+  Effect.map(GuardrailTypes, (types) => HttpApiBuilder.api(apiWithGuardrailTypes(types)))
+).pipe(
   Layer.provide([
     SystemHttpLive,
     TracesHttpLive,

@@ -63,6 +63,7 @@ export const PolicyParams = {
 
 export type PolicyType = keyof typeof PolicyParams
 export const POLICY_TYPES = Object.keys(PolicyParams) as ReadonlyArray<PolicyType>
+export const isBuiltInPolicyType = (type: string): type is PolicyType => Object.hasOwn(PolicyParams, type)
 
 const common = {
   name: optional(Text(500), "A label for the guardrail (at most 500 characters)"),
@@ -86,15 +87,50 @@ const GUARDRAIL_EXAMPLES: { readonly [T in PolicyType]: Record<string, unknown> 
   }
 }
 
-/** Body of POST /api/v1/guardrails: a policy type with its parameters (strict). */
-export const CreateGuardrailRequest = Schema.Union(
-  ...POLICY_TYPES.map((type) =>
-    withExamples(
-      Schema.Struct({ type: Schema.Literal(type), params: PolicyParams[type], ...common }).annotations(strict),
-      { type, ...GUARDRAIL_EXAMPLES[type] } as never
-    )
+/** A guardrail type installed by an extension, as the guardrails API's request schema shows and checks it. */
+export interface CustomGuardrailType {
+  readonly type: string
+  readonly description: string
+  // biome-ignore lint/suspicious/noExplicitAny: an installed type's params schema is the extension's own
+  readonly params: Schema.Schema<any, any, never>
+  readonly example?: unknown
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: an installed type's params schema is the extension's own
+const member = (type: string, params: Schema.Schema<any, any, never>, example: Record<string, unknown> | undefined) => {
+  const struct = Schema.Struct({ type: Schema.Literal(type), params, ...common }).annotations(strict)
+  return example === undefined ? struct : withExamples(struct, { type, ...example } as never)
+}
+
+const BUILT_IN_MEMBERS = POLICY_TYPES.map((type) =>
+  withExamples(
+    Schema.Struct({ type: Schema.Literal(type), params: PolicyParams[type], ...common }).annotations(strict),
+    { type, ...GUARDRAIL_EXAMPLES[type] } as never
   )
-).annotations({ identifier: "CreateGuardrailRequest" })
+)
+
+/**
+ * Body of POST /api/v1/guardrails with the installed guardrail types beside the built-in ones, one member of the
+ * union each (strict). Without custom types it is `CreateGuardrailRequest` itself.
+ */
+export const createGuardrailRequestWith = (custom: ReadonlyArray<CustomGuardrailType>) =>
+  custom.length === 0
+    ? CreateGuardrailRequest
+    : Schema.Union(
+        ...BUILT_IN_MEMBERS,
+        ...custom.map((t) =>
+          member(
+            t.type,
+            t.params.annotations({ description: t.description }),
+            t.example === undefined ? undefined : { params: t.example }
+          )
+        )
+      ).annotations({ identifier: "CreateGuardrailRequest" })
+
+/** Body of POST /api/v1/guardrails: a policy type with its parameters (strict). */
+export const CreateGuardrailRequest = Schema.Union(...BUILT_IN_MEMBERS).annotations({
+  identifier: "CreateGuardrailRequest"
+})
 export type CreateGuardrailRequest = typeof CreateGuardrailRequest.Type
 
 /** Body of PATCH /api/v1/guardrails/{id}: any of name, enabled, params (validated against the policy's type). */
@@ -113,7 +149,8 @@ export const UpdateGuardrailRequest = withExamples(
 /** A stored policy, as evaluated. */
 export interface Policy {
   readonly id: string
-  readonly type: PolicyType
+  /** A built-in PolicyType, or a type an extension installs (docs/extensions.md). */
+  readonly type: string
   readonly projectId: string | null
   readonly enabled: boolean
   readonly params: Record<string, unknown>

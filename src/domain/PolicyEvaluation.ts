@@ -1,4 +1,4 @@
-import type { Policy, PolicyType } from "./Guardrail.ts"
+import type { Policy } from "./Guardrail.ts"
 
 /** What an agent is about to do (the enforcement check request, camelCased). */
 export interface ProposedAction {
@@ -41,9 +41,30 @@ export interface HoldState {
 
 export type Verdict = "allow" | "block" | "hold"
 
+/**
+ * What an installed guardrail type's evaluator answered for one policy of its type, worked out before the decision
+ * (layers/enforcement/GuardrailTypes): allow (no objection), block, or hold for a person's approval.
+ */
+export type CustomOutcome =
+  | { readonly verdict: "allow" }
+  | { readonly verdict: "block"; readonly reason: string }
+  | { readonly verdict: "hold"; readonly reason: string; readonly expiresInSeconds: number | null }
+
+/** Per policy id, the outcomes of the policies of installed types that apply to the check. */
+export type CustomOutcomes = ReadonlyMap<string, CustomOutcome>
+
+const NO_CUSTOM: CustomOutcomes = new Map()
+
+/** Whether an installed type's policy asks for a hold (the decision then reads and opens holds, as for approvals). */
+export const needsCustomHold = (custom: CustomOutcomes | undefined) => {
+  if (custom === undefined) return false
+  for (const outcome of custom.values()) if (outcome.verdict === "hold") return true
+  return false
+}
+
 export interface Evaluation {
   readonly verdict: Verdict
-  readonly policy: { readonly id: string; readonly type: PolicyType } | null
+  readonly policy: { readonly id: string; readonly type: string } | null
   readonly reason: string
   /** On allow: the run's counters after this action. */
   readonly next?: RunState
@@ -128,7 +149,8 @@ const judge = (
   action: ProposedAction,
   run: RunState,
   holds: ReadonlyMap<string, HoldState>,
-  nowMs: number
+  nowMs: number,
+  custom: CustomOutcomes
 ): Outcome => {
   const p = policy.params
   const misconfigured = {
@@ -226,6 +248,37 @@ const judge = (
       }
       return p.approval_scope === "run" ? { verdict: "allow" } : { verdict: "allow", consume: hold.id }
     }
+    default: {
+      // A type an extension installs: its evaluator already answered. A stored policy of a type no installed
+      // extension provides blocks (fail closed), as a malformed built-in policy does.
+      const outcome = custom.get(policy.id)
+      if (outcome === undefined) {
+        return {
+          verdict: "block",
+          reason: `policy ${policy.id} has type '${policy.type}', which no installed extension provides`
+        }
+      }
+      if (outcome.verdict === "allow") return undefined
+      if (outcome.verdict === "block") return { verdict: "block", reason: outcome.reason }
+      // Holds as require_approval's: one per policy and identical action, approved once.
+      const hold = holds.get(policy.id)
+      if (hold === undefined || (hold.status === "approved" && hold.consumed)) {
+        return { verdict: "hold", reason: outcome.reason, open: outcome.expiresInSeconds }
+      }
+      if (hold.status === "denied") {
+        return {
+          verdict: "block",
+          reason: `${outcome.reason}: denied${hold.reason ? `: ${hold.reason}` : ""}`,
+          holdId: hold.id
+        }
+      }
+      if (hold.status === "pending") {
+        return hold.expiresAtMs !== null && hold.expiresAtMs <= nowMs
+          ? { verdict: "block", reason: `${outcome.reason}: the approval request expired`, holdId: hold.id }
+          : { verdict: "hold", reason: `${outcome.reason}: waiting for a human approval`, holdId: hold.id }
+      }
+      return { verdict: "allow", consume: hold.id }
+    }
   }
 }
 
@@ -239,13 +292,14 @@ export const evaluate = (
   action: ProposedAction,
   run: RunState,
   holds: ReadonlyMap<string, HoldState>,
-  nowMs: number
+  nowMs: number,
+  custom: CustomOutcomes = NO_CUSTOM
 ): Evaluation => {
   let hold: Evaluation | undefined
   const consumed: Array<string> = []
   for (const policy of policies) {
     if (!policy.enabled || (policy.projectId !== null && policy.projectId !== action.projectId)) continue
-    const outcome = judge(policy, action, run, holds, nowMs)
+    const outcome = judge(policy, action, run, holds, nowMs, custom)
     if (outcome === undefined) continue
     const named = { id: policy.id, type: policy.type }
     if (outcome.verdict === "block") {

@@ -2,91 +2,128 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Either, Layer, Schema } from "effect"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
-import { PolicyParams } from "#src/domain/Guardrail"
+import { GuardrailTypes } from "#layers/extensions/GuardrailTypes"
+import { isBuiltInPolicyType, PolicyParams } from "#src/domain/Guardrail"
 import { ValidationFailed } from "../api/ApiErrors.ts"
-import { TapedeckApi } from "../api/Api.ts"
+import { apiWithGuardrailTypes } from "../api/Api.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 
-export const EnforcementHttpLive = HttpApiBuilder.group(TapedeckApi, "enforcement", (handlers) =>
-  Effect.gen(function* () {
-    const enforcement = yield* Enforcement
-    const repo = yield* GuardrailRepo
-    return (
-      handlers
-        // The hot route: no generator, no span of its own (see Enforcement).
-        .handle("check", ({ payload }) =>
-          Effect.flatMap(CurrentPrincipal, ({ accountId, liveKey }) =>
-            enforcement.check(accountId, payload, liveKey ?? null).pipe(answerDomainErrors)
+/** The guardrails routes over the contract with the installed guardrail types (their params checked as the built-ins'). */
+const enforcementGroup = (types: typeof GuardrailTypes.Service) =>
+  HttpApiBuilder.group(apiWithGuardrailTypes(types), "enforcement", (handlers) =>
+    Effect.gen(function* () {
+      const enforcement = yield* Enforcement
+      const repo = yield* GuardrailRepo
+      const paramsSchema = (type: string): Schema.Schema<unknown, unknown> | undefined =>
+        isBuiltInPolicyType(type)
+          ? (PolicyParams[type] as unknown as Schema.Schema<unknown, unknown>)
+          : (types.find((t) => t.type === type)?.params as Schema.Schema<unknown, unknown> | undefined)
+      /**
+       * An installed type's params are stored in their encoded (JSON) form, which evaluation decodes again: the
+       * request's params were decoded by the type's schema, so they are encoded back (the built-ins' are stored as
+       * decoded, as they always were).
+       */
+      const storable = (type: string, params: unknown) => {
+        if (isBuiltInPolicyType(type)) return Either.right(params)
+        const schema = types.find((t) => t.type === type)?.params as Schema.Schema<unknown, unknown> | undefined
+        if (schema === undefined) return Either.left(`no installed extension provides the guardrail type '${type}'`)
+        return Either.mapLeft(Schema.encodeEither(schema)(params), (e) => e.message.slice(0, 300))
+      }
+      return (
+        handlers
+          // The hot route: no generator, no span of its own (see Enforcement).
+          .handle("check", ({ payload }) =>
+            Effect.flatMap(CurrentPrincipal, ({ accountId, liveKey }) =>
+              enforcement.check(accountId, payload, liveKey ?? null).pipe(answerDomainErrors)
+            )
           )
-        )
-        .handle("createGuardrail", ({ payload }) =>
-          Effect.gen(function* () {
-            const { accountId } = yield* CurrentPrincipal
-            return yield* repo.create(accountId, payload)
-          })
-        )
-        .handle("listGuardrails", () =>
-          Effect.gen(function* () {
-            const { accountId } = yield* CurrentPrincipal
-            return { items: yield* repo.list(accountId) }
-          })
-        )
-        .handle("getGuardrail", ({ path }) =>
-          Effect.gen(function* () {
-            const { accountId } = yield* CurrentPrincipal
-            return yield* repo.get(accountId, path.id)
-          }).pipe(answerDomainErrors)
-        )
-        .handle("updateGuardrail", ({ path, payload }) =>
-          Effect.gen(function* () {
-            const { accountId } = yield* CurrentPrincipal
-            const current = yield* repo.get(accountId, path.id)
-            let params: unknown = undefined
-            if (payload.params !== undefined) {
-              const schema = PolicyParams[current.type] as unknown as Schema.Schema<unknown, unknown>
-              const checked = Schema.decodeUnknownEither(schema)(payload.params, { onExcessProperty: "error" })
-              if (Either.isLeft(checked)) {
-                return yield* new ValidationFailed({
-                  message: `params: not valid for a ${current.type} policy: ${checked.left.message.slice(0, 300)}`
-                })
+          .handle("createGuardrail", ({ payload }) =>
+            Effect.gen(function* () {
+              const { accountId } = yield* CurrentPrincipal
+              const params = storable(payload.type, payload.params)
+              if (Either.isLeft(params)) {
+                return yield* new ValidationFailed({ message: `params: ${params.left}` })
               }
-              params = checked.right
-            }
-            return yield* repo.update(accountId, path.id, { name: payload.name, enabled: payload.enabled, params })
-          }).pipe(answerDomainErrors)
-        )
-        .handle("deleteGuardrail", ({ path }) =>
-          Effect.gen(function* () {
-            const { accountId } = yield* CurrentPrincipal
-            yield* repo.remove(accountId, path.id)
-            return { deleted: true as const }
-          }).pipe(answerDomainErrors)
-        )
-        .handle("listHolds", ({ urlParams }) =>
-          Effect.gen(function* () {
-            const { accountId } = yield* CurrentPrincipal
-            return { items: yield* repo.holds(accountId, urlParams.status) }
-          })
-        )
-        .handle("approveHold", ({ path, payload }) =>
-          Effect.gen(function* () {
-            const { accountId, credentialId } = yield* CurrentPrincipal
-            return yield* repo.decideHold(accountId, path.holdId, "approved", credentialId, payload.reason ?? null)
-          }).pipe(answerDomainErrors)
-        )
-        .handle("denyHold", ({ path, payload }) =>
-          Effect.gen(function* () {
-            const { accountId, credentialId } = yield* CurrentPrincipal
-            return yield* repo.decideHold(accountId, path.holdId, "denied", credentialId, payload.reason ?? null)
-          }).pipe(answerDomainErrors)
-        )
-        .handle("listDecisions", ({ urlParams }) =>
-          Effect.gen(function* () {
-            const { accountId } = yield* CurrentPrincipal
-            return { items: yield* repo.decisions(accountId, urlParams.run_id, urlParams.limit) }
-          })
-        )
-    )
-  })
-).pipe(Layer.provide([Enforcement.Default, GuardrailRepo.Default]))
+              return yield* repo.create(accountId, { ...payload, params: params.right as typeof payload.params })
+            })
+          )
+          .handle("listGuardrails", () =>
+            Effect.gen(function* () {
+              const { accountId } = yield* CurrentPrincipal
+              return { items: yield* repo.list(accountId) }
+            })
+          )
+          .handle("getGuardrail", ({ path }) =>
+            Effect.gen(function* () {
+              const { accountId } = yield* CurrentPrincipal
+              return yield* repo.get(accountId, path.id)
+            }).pipe(answerDomainErrors)
+          )
+          .handle("updateGuardrail", ({ path, payload }) =>
+            Effect.gen(function* () {
+              const { accountId } = yield* CurrentPrincipal
+              const current = yield* repo.get(accountId, path.id)
+              let params: unknown = undefined
+              if (payload.params !== undefined) {
+                const schema = paramsSchema(current.type)
+                if (schema === undefined) {
+                  return yield* new ValidationFailed({
+                    message: `params: no installed extension provides the guardrail type '${current.type}'`
+                  })
+                }
+                const checked = Schema.decodeUnknownEither(schema)(payload.params, { onExcessProperty: "error" })
+                if (Either.isLeft(checked)) {
+                  return yield* new ValidationFailed({
+                    message: `params: not valid for a ${current.type} policy: ${checked.left.message.slice(0, 300)}`
+                  })
+                }
+                const stored = storable(current.type, checked.right)
+                if (Either.isLeft(stored)) {
+                  return yield* new ValidationFailed({
+                    message: `params: not valid for a ${current.type} policy: ${stored.left}`
+                  })
+                }
+                params = stored.right
+              }
+              return yield* repo.update(accountId, path.id, { name: payload.name, enabled: payload.enabled, params })
+            }).pipe(answerDomainErrors)
+          )
+          .handle("deleteGuardrail", ({ path }) =>
+            Effect.gen(function* () {
+              const { accountId } = yield* CurrentPrincipal
+              yield* repo.remove(accountId, path.id)
+              return { deleted: true as const }
+            }).pipe(answerDomainErrors)
+          )
+          .handle("listHolds", ({ urlParams }) =>
+            Effect.gen(function* () {
+              const { accountId } = yield* CurrentPrincipal
+              return { items: yield* repo.holds(accountId, urlParams.status) }
+            })
+          )
+          .handle("approveHold", ({ path, payload }) =>
+            Effect.gen(function* () {
+              const { accountId, credentialId } = yield* CurrentPrincipal
+              return yield* repo.decideHold(accountId, path.holdId, "approved", credentialId, payload.reason ?? null)
+            }).pipe(answerDomainErrors)
+          )
+          .handle("denyHold", ({ path, payload }) =>
+            Effect.gen(function* () {
+              const { accountId, credentialId } = yield* CurrentPrincipal
+              return yield* repo.decideHold(accountId, path.holdId, "denied", credentialId, payload.reason ?? null)
+            }).pipe(answerDomainErrors)
+          )
+          .handle("listDecisions", ({ urlParams }) =>
+            Effect.gen(function* () {
+              const { accountId } = yield* CurrentPrincipal
+              return { items: yield* repo.decisions(accountId, urlParams.run_id, urlParams.limit) }
+            })
+          )
+      )
+    })
+  )
+
+export const EnforcementHttpLive = Layer.unwrapEffect(Effect.map(GuardrailTypes, enforcementGroup)).pipe(
+  Layer.provide([Enforcement.Default, GuardrailRepo.Default])
+)

@@ -1,9 +1,12 @@
 import { describe, expect, test } from "bun:test"
+import { OpenApi } from "@effect/platform"
 import { Either, FastCheck as fc, Schema } from "effect"
+import { apiWithGuardrailTypes } from "../../../src/api/Api.ts"
 import { CreateForkRequest } from "../../../src/domain/Fork.ts"
 import { CreateGuardrailRequest } from "../../../src/domain/Guardrail.ts"
 import {
   createGuardrailBody,
+  installedTypesOf,
   newGuardrailDraft,
   PARAMS_TEMPLATE,
   POLICY_TYPES,
@@ -101,5 +104,44 @@ describe("guardrail draft", () => {
       updateGuardrailBody({ ...newGuardrailDraft("max_steps"), name: " ", enabled: false })
     )
     expect(body).toEqual({ name: null, enabled: false, params: { max_steps: 50 } })
+  })
+})
+
+describe("guardrail types installed by extensions", () => {
+  const spec = OpenApi.fromApi(
+    apiWithGuardrailTypes([
+      {
+        type: "tool_quota",
+        description: "A quota",
+        params: Schema.Struct({ tool: Schema.String, max_per_day: Schema.Int }),
+        example: { tool: "send_email", max_per_day: 100 }
+      },
+      { type: "no_example", description: "Without an example", params: Schema.Struct({}) }
+    ])
+  )
+
+  test("are read from the server's OpenAPI document, with their example params as the template", () => {
+    expect(installedTypesOf(spec)).toEqual([
+      { type: "tool_quota", example: { tool: "send_email", max_per_day: 100 } },
+      { type: "no_example" }
+    ])
+    expect(installedTypesOf(OpenApi.fromApi(apiWithGuardrailTypes([])))).toEqual([])
+    expect(installedTypesOf(undefined)).toEqual([])
+    expect(newGuardrailDraft("tool_quota", { tool: "x", max_per_day: 1 }).paramsText).toContain('"max_per_day": 1')
+    expect(newGuardrailDraft("no_example").paramsText).toBe("{}")
+  })
+
+  test("their params are sent as a JSON object, checked by the server", () => {
+    const body = createGuardrailBody({
+      ...newGuardrailDraft("tool_quota"),
+      paramsText: '{"tool": "x", "max_per_day": 2}'
+    })
+    expect(Either.getOrThrow(body) as unknown).toEqual({
+      type: "tool_quota",
+      params: { tool: "x", max_per_day: 2 },
+      enabled: true
+    })
+    const notObject = createGuardrailBody({ ...newGuardrailDraft("tool_quota"), paramsText: "[1]" })
+    expect(Either.isLeft(notObject) && notObject.left).toContain("JSON object")
   })
 })

@@ -1,16 +1,19 @@
 import { Either } from "effect"
 import { useEffect, useState } from "react"
-import type { ApiCallError } from "../../api/client.ts"
+import { ApiCallError } from "../../api/client.ts"
 import { formatTime } from "../../format.ts"
 import type { PageProps } from "../../routes.tsx"
 import { Link } from "../../shell/router.tsx"
+import { useSession } from "../../shell/session.tsx"
 import { useApi, useRunCall } from "../../shell/useApi.ts"
 import {
   createGuardrailBody,
   type GuardrailDraft,
+  type InstalledType,
+  installedTypesOf,
+  isBuiltInPolicyType,
   newGuardrailDraft,
   POLICY_TYPES,
-  type PolicyType,
   updateGuardrailBody
 } from "./guardrailDraft.ts"
 import { type HoldView, readDecision, readHold } from "./holds.ts"
@@ -39,6 +42,35 @@ type Guardrail = {
   readonly updatedAt: string
 }
 
+/** The guardrail types extensions installed on this server, read from its OpenAPI document once. */
+const useInstalledTypes = () => {
+  const [types, setTypes] = useState<ReadonlyArray<InstalledType>>([])
+  useEffect(() => {
+    const abort = new AbortController()
+    fetch("/openapi.json", { signal: abort.signal })
+      .then((r) => (r.ok ? r.json() : undefined))
+      .then((spec) => abort.signal.aborted || setTypes(installedTypesOf(spec)))
+      .catch(() => {})
+    return () => abort.abort()
+  }, [])
+  return types
+}
+
+/**
+ * Creates a guardrail of an installed type: the typed client encodes bodies with the built-in types' schema, so this
+ * one is sent as JSON (the server checks its params with the type's schema).
+ */
+const createInstalledType = async (key: string, body: unknown) => {
+  const r = await fetch("/api/v1/guardrails", {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify(body)
+  })
+  if (r.ok) return
+  const answer = (await r.json().catch(() => ({}))) as { error?: string; code?: string }
+  throw new ApiCallError(answer.code ?? "http", answer.error ?? `HTTP ${r.status}`, r.status)
+}
+
 /** The create/edit form of a guardrail. Editing keeps the type and project (the API does not change them). */
 const GuardrailForm = (props: {
   readonly initial: GuardrailDraft
@@ -47,6 +79,8 @@ const GuardrailForm = (props: {
   readonly onCancel?: () => void
 }) => {
   const run = useRunCall()
+  const { key } = useSession()
+  const installed = useInstalledTypes()
   const [draft, setDraft] = useState(props.initial)
   const [error, setError] = useState<string | undefined>(undefined)
   const [busy, setBusy] = useState(false)
@@ -60,8 +94,12 @@ const GuardrailForm = (props: {
       const id = props.editing
       if (id === undefined) {
         const created = Either.getOrThrow(createGuardrailBody(draft))
-        await run((client) => client.enforcement.createGuardrail({ payload: created }))
-        setDraft(newGuardrailDraft(draft.type))
+        if (isBuiltInPolicyType(draft.type)) {
+          await run((client) => client.enforcement.createGuardrail({ payload: created }))
+        } else {
+          await createInstalledType(key, created)
+        }
+        setDraft(newGuardrailDraft(draft.type, installed.find((t) => t.type === draft.type)?.example))
       } else {
         const update = Either.getOrThrow(updateGuardrailBody(draft))
         await run((client) => client.enforcement.updateGuardrail({ path: { id }, payload: update }))
@@ -91,7 +129,7 @@ const GuardrailForm = (props: {
             disabled={props.editing !== undefined}
             onChange={(e) =>
               setDraft({
-                ...newGuardrailDraft(e.target.value as PolicyType),
+                ...newGuardrailDraft(e.target.value, installed.find((t) => t.type === e.target.value)?.example),
                 name: draft.name,
                 projectId: draft.projectId
               })
@@ -102,6 +140,14 @@ const GuardrailForm = (props: {
                 {t}
               </option>
             ))}
+            {installed.map(({ type }) => (
+              <option key={type} value={type}>
+                {type} (extension)
+              </option>
+            ))}
+            {!isBuiltInPolicyType(draft.type) && !installed.some((t) => t.type === draft.type) && (
+              <option value={draft.type}>{draft.type}</option>
+            )}
           </select>
         </label>
         <label>
@@ -157,7 +203,7 @@ const GuardrailForm = (props: {
 }
 
 const draftOf = (g: Guardrail): GuardrailDraft => ({
-  type: g.type as PolicyType,
+  type: g.type,
   name: g.name ?? "",
   projectId: g.projectId ?? "",
   enabled: g.enabled,

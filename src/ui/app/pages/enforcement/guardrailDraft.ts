@@ -2,6 +2,7 @@ import { Either, ParseResult, Schema } from "effect"
 import {
   CreateGuardrailRequest,
   type CreateGuardrailRequest as CreateGuardrailRequestType,
+  isBuiltInPolicyType,
   POLICY_TYPES,
   type PolicyType,
   UpdateGuardrailRequest
@@ -20,23 +21,58 @@ export const PARAMS_TEMPLATE: Readonly<Record<PolicyType, unknown>> = {
   require_approval: { tool_patterns: ["send_*"], approval_scope: "once" }
 }
 
-export { POLICY_TYPES, type PolicyType }
+export { isBuiltInPolicyType, POLICY_TYPES, type PolicyType }
+
+/** A guardrail type an extension installed on the server, as its OpenAPI document shows it. */
+export interface InstalledType {
+  readonly type: string
+  /** Example params, if the type gave one: the editor's template. */
+  readonly example?: unknown
+}
+
+/**
+ * The installed guardrail types in the server's /openapi.json: the members of POST /api/v1/guardrails' request
+ * body whose `type` is not a built-in one (docs/extensions.md, "Guardrail types").
+ */
+export const installedTypesOf = (spec: unknown): ReadonlyArray<InstalledType> => {
+  // biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document, walked defensively
+  const doc = spec as any
+  const found: Array<InstalledType> = []
+  const seen = new Set<unknown>()
+  // biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document, walked defensively
+  const walk = (node: any): void => {
+    if (typeof node !== "object" || node === null || seen.has(node)) return
+    seen.add(node)
+    if (typeof node.$ref === "string") walk(doc?.components?.schemas?.[node.$ref.split("/").pop()])
+    else if (Array.isArray(node.anyOf ?? node.oneOf)) for (const member of node.anyOf ?? node.oneOf) walk(member)
+    else {
+      const type = node.properties?.type?.enum?.[0]
+      if (typeof type === "string" && !isBuiltInPolicyType(type)) {
+        const example = node.examples?.[0]?.params
+        found.push(example === undefined ? { type } : { type, example })
+      }
+    }
+  }
+  walk(doc?.paths?.["/api/v1/guardrails"]?.post?.requestBody?.content?.["application/json"]?.schema)
+  return found
+}
 
 /** The guardrail editor's fields, as typed. */
 export interface GuardrailDraft {
-  readonly type: PolicyType
+  /** A built-in PolicyType or an installed type. */
+  readonly type: string
   readonly name: string
   readonly projectId: string
   readonly enabled: boolean
   readonly paramsText: string
 }
 
-export const newGuardrailDraft = (type: PolicyType = "budget_usd"): GuardrailDraft => ({
+export const newGuardrailDraft = (type: string = "budget_usd", template?: unknown): GuardrailDraft => ({
   type,
   name: "",
   projectId: "",
   enabled: true,
-  paramsText: JSON.stringify(PARAMS_TEMPLATE[type], null, 2)
+  paramsText: JSON.stringify(isBuiltInPolicyType(type) ? PARAMS_TEMPLATE[type] : (template ?? {}), null, 2)
 })
 
 const parseParams = (text: string): Either.Either<unknown, string> => {
@@ -65,6 +101,13 @@ export const createGuardrailBody = (draft: GuardrailDraft): Either.Either<Create
       enabled: draft.enabled,
       ...(draft.name.trim() === "" ? {} : { name: draft.name.trim() }),
       ...(draft.projectId.trim() === "" ? {} : { project_id: draft.projectId.trim() })
+    }
+    // An installed type's params schema is the server's: the editor checks only that they are a JSON object.
+    if (!isBuiltInPolicyType(draft.type)) {
+      if (typeof params !== "object" || params === null || Array.isArray(params)) {
+        return yield* Either.left("Parameters must be a JSON object")
+      }
+      return body as unknown as CreateGuardrailRequestType
     }
     const decoded = Schema.decodeUnknownEither(CreateGuardrailRequest)(body)
     if (Either.isLeft(decoded)) return yield* Either.left(explain(decoded.left))
