@@ -530,27 +530,44 @@ export const SqlPolicyStoreLive = Layer.scoped(
       waited: pressure.observe
     })
 
+    /** Queues a batched check; `resume` is answered once (at once, fail-closed, when the queue is full). */
+    const enqueue = (args: DecisionArgs, resume: Pending["resume"]) => {
+      const item: Pending = {
+        runKey: runKey(args[0], args[1].runId),
+        accountKey: args[0],
+        args,
+        attempts: 0,
+        settled: false,
+        resume
+      }
+      const refused = batcher.submit(item)
+      if (refused !== undefined) {
+        const reason =
+          refused === "full"
+            ? `${MAX_QUEUED} checks are already waiting`
+            : `${MAX_QUEUED_PER_ACCOUNT} checks of this account are already waiting`
+        answer(item, Effect.fail(new PolicyStateUnavailable({ reason })))
+      }
+    }
+
     const decideAtomically = (...args: DecisionArgs) =>
       args[2].some((p) => needsApproval(p, args[1]))
         ? orUnavailableOrRevoked(decideLocked(...args))
-        : Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => {
-            const item: Pending = {
-              runKey: runKey(args[0], args[1].runId),
-              accountKey: args[0],
-              args,
-              attempts: 0,
-              settled: false,
-              resume
-            }
-            const refused = batcher.submit(item)
-            if (refused !== undefined) {
-              const reason =
-                refused === "full"
-                  ? `${MAX_QUEUED} checks are already waiting`
-                  : `${MAX_QUEUED_PER_ACCOUNT} checks of this account are already waiting`
-              answer(item, Effect.fail(new PolicyStateUnavailable({ reason })))
-            }
-          })
+        : Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => enqueue(args, resume))
+
+    const submit = (
+      accountId: AccountId,
+      action: ProposedAction,
+      audit: DecisionAudit,
+      liveKey: string | null,
+      resume: Pending["resume"]
+    ) => {
+      const cached = cache.get(accountId)
+      if (cached === undefined || Date.now() - cached.loadedAt >= CACHE_TTL_MS) return false
+      if (cached.policies.some((p) => needsApproval(p, action))) return false
+      enqueue([accountId, action, cached.policies, audit, liveKey], resume)
+      return true
+    }
 
     /** `recent` without the last action that matches this one (the one an allow being taken back added). */
     const withoutAction = (recent: ReadonlyArray<ActionRecord>, action: ProposedAction) => {
@@ -664,7 +681,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
                                          reason = EXCLUDED.reason, latency_ms = EXCLUDED.latency_ms`
       })
 
-    return PolicyStore.of({ policies, decideAtomically, recordFailClosed, invalidate })
+    return PolicyStore.of({ policies, decideAtomically, submit, recordFailClosed, invalidate })
   })
 ).pipe(
   // Its pool connects as the shared one does, just after it: a failure there is a failure to start.
