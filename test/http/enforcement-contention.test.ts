@@ -82,7 +82,9 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
           for (const x of answers) {
             if (x.decision.verdict === "allow") continue
             // Not a fail-closed block: PostgreSQL is healthy. Blocked by the budget, rightly: spending only grows.
-            expect(x.decision.policy_id).toBe(budget.id)
+            expect({ policy_id: x.decision.policy_id, reason: x.decision.reason }).toMatchObject({
+              policy_id: budget.id
+            })
             expect(allowedCents + x.cents).toBeGreaterThan(budgetCents)
           }
           // Each check recorded once with its answer.
