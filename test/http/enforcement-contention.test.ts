@@ -11,11 +11,12 @@ const twoInstances = Boolean(process.env.TEST_DATABASE_URL)
 
 let a: TestServer
 let b: TestServer
+// About contention, not deadlines: a loaded machine (2 cores shared by the test, both servers and PostgreSQL) must
+// not turn a slow check into a fail-closed block here. A check that never got its answer still fails the test.
+const SETTINGS = { TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000", TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "10000" }
 beforeAll(async () => {
-  a = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" })
-  b = twoInstances
-    ? await startTestServer({ DATABASE_URL: a.env.DATABASE_URL!, TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000" })
-    : a
+  a = await startTestServer(SETTINGS)
+  b = twoInstances ? await startTestServer({ DATABASE_URL: a.env.DATABASE_URL!, ...SETTINGS }) : a
 })
 afterAll(async () => {
   if (b !== a) await b.stop()
