@@ -73,9 +73,9 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
     const noAnswer = () => new PolicyStateUnavailable({ reason: `no answer within ${timeoutMs} ms` })
 
     /**
-     * The store's work for one check, against the deadline. The work runs in a fiber of its own and is never
-     * interrupted: past the deadline the caller is answered and the work goes on to its end in the background
-     * (stopping a query would need `pg_cancel_backend`, which can hit whatever that connection runs next). The
+     * The store's work for one check, against the deadline. The work is handed to the store's batcher directly when it
+     * can take it (`PolicyStore.submit`), else it runs in a fiber of its own; either way it is never interrupted: past
+     * the deadline the caller is answered and the work goes on to its end in the background (stopping a query would need `pg_cancel_backend`, which can hit whatever that connection runs next). The
      * `abandoned` flag tells the work to start no further attempt; `recordFailClosed` settles what it did.
      */
     const withinDeadline = (
@@ -93,6 +93,20 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
           audit.abandoned = true
           resume(Effect.fail(noAnswer()))
         }, timeoutMs)
+        const answer = (outcome: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => {
+          if (settled) return
+          settled = true
+          clearTimeout(timer)
+          resume(outcome)
+        }
+        // The common case (policies cached, a batched decision, no guardrail types installed) is handed to the store
+        // here, without a fiber of its own.
+        if (customOutcomes === undefined && store.submit?.(accountId, action, audit, liveKey, answer)) {
+          return Effect.sync(() => {
+            settled = true
+            clearTimeout(timer)
+          })
+        }
         runFork(
           Effect.flatMap(store.policies(accountId), (policies) => {
             const evaluating = customOutcomes?.(accountId, request, policies, Date.now())
@@ -108,12 +122,7 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
                   )
                 )
           })
-        ).addObserver((exit) => {
-          if (settled) return
-          settled = true
-          clearTimeout(timer)
-          resume(exit)
-        })
+        ).addObserver(answer)
         // An interrupted check (the client went away) was not answered: its work may still record what it decides.
         return Effect.sync(() => {
           settled = true

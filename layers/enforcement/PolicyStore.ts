@@ -58,6 +58,19 @@ export class PolicyStore extends Context.Tag("tapedeck/PolicyStore")<
       custom?: CustomOutcomes
     ) => Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>
     /**
+     * `decideAtomically` without an Effect of its own, for the hot path: when the account's policies are cached and
+     * the decision can be batched (no hold to read or open), takes the check and returns true; `resume` is later called
+     * with the outcome, once (or more often: the caller keeps the first). False: nothing was taken, use
+     * `decideAtomically`. Optional: a store without it is always asked through `decideAtomically`.
+     */
+    readonly submit?: (
+      accountId: AccountId,
+      action: ProposedAction,
+      audit: DecisionAudit,
+      liveKey: string | null,
+      resume: (outcome: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => void
+    ) => boolean
+    /**
      * Records fail-closed blocks, each as the decision `audit.decisionId`, whatever became of the attempt to decide
      * it: if that attempt stored an allow after all, the allow is replaced and its counters are taken back, and no
      * attempt still under way can store anything afterwards. All or none; idempotent: the caller retries until it

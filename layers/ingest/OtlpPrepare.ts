@@ -1,12 +1,13 @@
-import { Either } from "effect"
+import { Either, Schema } from "effect"
 import type { AccountId } from "#src/domain/Ids"
-import type { DecodedExport } from "#src/domain/Otlp"
+import { type DecodedExport, OtlpJsonRequest } from "#src/domain/Otlp"
+import { MAX_BODY_DEPTH, nestsDeeperThan } from "#src/domain/JsonDepth"
 import { toRecord } from "../traces/SpanRecords.ts"
 import { DEFAULT_PRICES, type PriceTable } from "#src/domain/pricing/Prices"
 import { CopyData, copyJson, copyText } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
 import { type MappedSpan, mapSpan } from "#src/domain/genai/MapSpan"
-import { decodeOtlpProtobuf } from "./OtlpDecode.ts"
+import { decodeOtlpJson, decodeOtlpProtobuf } from "./OtlpDecode.ts"
 import { accountSpanIds } from "./OtlpIds.ts"
 import { finalizeTrace, type StoredSpan, type TraceFinalization } from "#src/domain/genai/TraceFinalize"
 
@@ -241,4 +242,33 @@ export const decodeProtobufBody = (
         decodeOtlpProtobuf(bytes),
         (message) => `not an OTLP protobuf ExportTraceServiceRequest: ${message}`
       )
+  )
+
+const decodeOtlpJsonShape = Schema.decodeUnknownEither(OtlpJsonRequest)
+
+/** A JSON body, already decompressed, decoded; or why it is refused (the 400's message). */
+export const decodeJsonBytes = (bytes: Uint8Array): Either.Either<DecodedExport, string> => {
+  let body: unknown
+  try {
+    body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
+  } catch {
+    return Either.left("request body is not valid JSON")
+  }
+  if (nestsDeeperThan(body, MAX_BODY_DEPTH))
+    return Either.left(`request body nests deeper than ${MAX_BODY_DEPTH} levels`)
+  if (Either.isLeft(decodeOtlpJsonShape(body))) {
+    return Either.left("not an OTLP ExportTraceServiceRequest: resourceSpans must be an array of at most 100 objects")
+  }
+  return decodeOtlpJson(body)
+}
+
+/** An OTLP/JSON body as sent (before its Content-Encoding) decoded, or why it is refused (the 400's message). */
+export const decodeJsonBody = (
+  raw: Uint8Array,
+  contentEncoding: string | undefined,
+  maxDecompressedBytes: number
+): Either.Either<DecodedExport, string> =>
+  Either.flatMap(
+    Either.mapLeft(decompress(raw, contentEncoding, maxDecompressedBytes), (e) => e.message),
+    decodeJsonBytes
   )

@@ -1,19 +1,20 @@
 /**
- * The thread OtlpPreparer runs large protobuf exports on: decompress, decode, map, finalize and encode the COPY rows
- * (`prepareExport`).
+ * The thread OtlpPreparer runs large exports on (protobuf or JSON): decompress, decode, map, finalize and encode the
+ * COPY rows (`prepareExport`).
  */
 import { Either } from "effect"
 import type { AccountId } from "#src/domain/Ids"
-import { decodeProtobufBody, prepareExport } from "./OtlpPrepare.ts"
+import { decodeJsonBody, decodeProtobufBody, prepareExport } from "./OtlpPrepare.ts"
 import type { PrepareReply, PrepareRequest } from "./OtlpPreparer.ts"
 
 declare const self: Worker
 
 self.onmessage = (event: MessageEvent<PrepareRequest>) => {
-  const { id, accountId, body, contentEncoding, maxDecompressedBytes, prices } = event.data
+  const { id, accountId, format, body, contentEncoding, maxDecompressedBytes, prices } = event.data
   let reply: PrepareReply
   try {
-    const decoded = decodeProtobufBody(body, contentEncoding, maxDecompressedBytes)
+    const decode = format === "json" ? decodeJsonBody : decodeProtobufBody
+    const decoded = decode(body, contentEncoding, maxDecompressedBytes)
     if (Either.isLeft(decoded)) reply = { id, refusal: decoded.left }
     else {
       const prepared = prepareExport(accountId as AccountId, decoded.right, new Map(prices))

@@ -7,10 +7,19 @@ import type { PreparedExport } from "./OtlpPrepare.ts"
 
 /** Bodies below this size are prepared on the request's thread: the hand-over would cost more than it saves. */
 export const PREPARE_THREAD_MIN_BYTES = 64 * 1024
+/**
+ * The same for OTLP/JSON bodies, smaller: parsing JSON costs several times what decoding the same spans as protobuf
+ * does, so a few dozen spans already keep the request thread (and the enforcement checks queued behind it) busy.
+ */
+export const PREPARE_THREAD_MIN_JSON_BYTES = 16 * 1024
+
+/** How an export's body is encoded. */
+export type ExportFormat = "protobuf" | "json"
 
 export interface PrepareRequest {
   readonly id: number
   readonly accountId: string
+  readonly format: ExportFormat
   readonly body: Uint8Array
   readonly contentEncoding: string | undefined
   readonly maxDecompressedBytes: number
@@ -34,10 +43,10 @@ export type Prepared =
   | { readonly _tag: "Refused"; readonly message: string }
 
 /**
- * Runs `prepareExport` for large protobuf exports on a thread of its own (TAPEDECK_INGEST_PREPARE_THREAD, with
+ * Runs `prepareExport` for large exports (protobuf, and JSON from a smaller size) on a thread of its own (TAPEDECK_INGEST_PREPARE_THREAD, with
  * DATABASE_URL: the prepared rows go in by COPY, which PGlite does not take), so that decoding, mapping and
  * encoding the rows of one export overlap with the database work of others instead of queueing on the request
- * thread. `prepare` answers none when the thread is off or failed on this body; the caller then does the work
+ * thread, where enforcement checks would wait behind them. `prepare` answers none when the thread is off or failed on this body; the caller then does the work
  * itself. A thread that dies is replaced on the next export.
  */
 export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpPreparer", {
@@ -85,10 +94,12 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
 
     const prepare = Effect.fn("OtlpPreparer.prepare")(function* (
       accountId: AccountId,
+      format: ExportFormat,
       body: Uint8Array,
       contentEncoding: string | undefined
     ) {
-      if (!enabled || body.byteLength < PREPARE_THREAD_MIN_BYTES) return Option.none<Prepared>()
+      const minBytes = format === "json" ? PREPARE_THREAD_MIN_JSON_BYTES : PREPARE_THREAD_MIN_BYTES
+      if (!enabled || body.byteLength < minBytes) return Option.none<Prepared>()
       return yield* Effect.async<Option.Option<Prepared>>((resume) => {
         const id = nextId++
         const thread = (current ??= start())
@@ -100,6 +111,7 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
         const request: PrepareRequest = {
           id,
           accountId,
+          format,
           body,
           contentEncoding,
           maxDecompressedBytes: config.ingestMaxDecompressedBytes,

@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Either, Layer, Schema } from "effect"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
@@ -32,10 +32,14 @@ const enforcementGroup = (types: typeof GuardrailTypes.Service) =>
       }
       return (
         handlers
-          // The hot route: no generator, no span of its own (see Enforcement).
+          // The hot route: no generator, no span of its own (see Enforcement). Answered raw: EnforcementDecision has
+          // no transformation, so encoding it would only copy it (docs/architecture.md, "SQL rows and raw responses").
           .handle("check", ({ payload }) =>
             Effect.flatMap(CurrentPrincipal, ({ accountId, liveKey }) =>
-              enforcement.check(accountId, payload, liveKey ?? null).pipe(answerDomainErrors)
+              enforcement.check(accountId, payload, liveKey ?? null).pipe(
+                Effect.map((decision) => HttpServerResponse.unsafeJson(decision)),
+                answerDomainErrors
+              )
             )
           )
           .handle("createGuardrail", ({ payload }) =>

@@ -1,19 +1,16 @@
 import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
-import { Effect, Either, Layer, Option, Schema } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
-import { decompress } from "#layers/ingest/Decompress"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
-import { decodeProtobufBody } from "#layers/ingest/OtlpPrepare"
+import { decodeJsonBody, decodeProtobufBody } from "#layers/ingest/OtlpPrepare"
 import { OtlpPreparer } from "#layers/ingest/OtlpPreparer"
 import { UsageCounters } from "#layers/usage/UsageCounters"
-import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import type { AccountId } from "#src/domain/Ids"
-import { OtlpJsonRequest } from "#src/domain/Otlp"
 import { type IngestBackpressure, type RequestTimeout, ValidationFailed } from "../api/ApiErrors.ts"
 import { TapedeckApi } from "../api/Api.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
-import { BodyPreempted, BodyTimedOut, BodyTooLarge, MAX_BODY_DEPTH, nestsDeeperThan } from "./BodyLimit.ts"
+import { BodyPreempted, BodyTimedOut, BodyTooLarge } from "./BodyLimit.ts"
 import { bodyPreempted, bodyTimedOut } from "./ErrorBodies.ts"
 
 const ACCEPTED = new Set(["application/json", "application/x-protobuf", "application/protobuf"])
@@ -34,21 +31,6 @@ const readBody = (request: HttpServerRequest.HttpServerRequest) =>
     )
   )
 
-const decodeJson = (bytes: Uint8Array) => {
-  let body: unknown
-  try {
-    body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes))
-  } catch {
-    return refuse("request body is not valid JSON")
-  }
-  if (nestsDeeperThan(body, MAX_BODY_DEPTH)) return refuse(`request body nests deeper than ${MAX_BODY_DEPTH} levels`)
-  const shape = Schema.decodeUnknownEither(OtlpJsonRequest)(body)
-  if (Either.isLeft(shape)) {
-    return refuse(`not an OTLP ExportTraceServiceRequest: resourceSpans must be an array of at most 100 objects`)
-  }
-  return Either.match(decodeOtlpJson(body), { onLeft: refuse, onRight: Effect.succeed })
-}
-
 /**
  * An export written for an account, whatever carried it (OTLP/HTTP here, OTLP/gRPC in src/grpc): prepared on the
  * ingest thread when that takes it (OtlpPreparer), else decoded and mapped here; counted in the account's usage.
@@ -61,23 +43,15 @@ export const exportWriter = Effect.gen(function* () {
 
   const write = (accountId: AccountId, protobuf: boolean, raw: Uint8Array, contentEncoding: string | undefined) =>
     Effect.gen(function* () {
-      const decodeProtobuf = () => decodeProtobufBody(raw, contentEncoding, config.ingestMaxDecompressedBytes)
-      if (protobuf) {
-        const prepared = yield* preparer.prepare(accountId, raw, contentEncoding)
-        if (Option.isSome(prepared)) {
-          if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
-          // The thread decoded this body already: decoding it again here cannot fail.
-          return yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () =>
-            Either.getOrThrow(decodeProtobuf())
-          )
-        }
+      const decodeBody = () =>
+        (protobuf ? decodeProtobufBody : decodeJsonBody)(raw, contentEncoding, config.ingestMaxDecompressedBytes)
+      const prepared = yield* preparer.prepare(accountId, protobuf ? "protobuf" : "json", raw, contentEncoding)
+      if (Option.isSome(prepared)) {
+        if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
+        // The thread decoded this body already: decoding it again here cannot fail.
+        return yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () => Either.getOrThrow(decodeBody()))
       }
-      const decoded = !protobuf
-        ? yield* Either.match(decompress(raw, contentEncoding, config.ingestMaxDecompressedBytes), {
-            onLeft: (e) => refuse(e.message),
-            onRight: decodeJson
-          })
-        : yield* Either.match(decodeProtobuf(), { onLeft: refuse, onRight: Effect.succeed })
+      const decoded = yield* Either.match(decodeBody(), { onLeft: refuse, onRight: Effect.succeed })
       return yield* ingest.ingest(accountId, decoded)
     }).pipe(answerDomainErrors)
 

@@ -90,7 +90,7 @@ afterAll(async () => {
 })
 
 describe("raw answers match the declared success schema", () => {
-  test("traces, sessions, search, forks, evaluations, API keys, batch and discovery", async () => {
+  test("traces, sessions, search, forks, evaluations, API keys, batch, enforcement checks and discovery", async () => {
     const sessionId = `s-${uuid()}`
     const rootSpan = span({ span_type: "action", name: "agent", agent_id: "planner" })
     const plan = span({ parent_id: rootSpan.id, name: "plan", model: "gpt-4o-mini", input: "where?", output: "Lisbon" })
@@ -141,6 +141,17 @@ describe("raw answers match the declared success schema", () => {
       { async: true, operations: [{ method: "GET", path: "/api/v1/traces?limit=1" }] },
       202
     )
+
+    const project = uuid()
+    const denylist = { type: "tool_denylist", name: "raw", project_id: project, params: { patterns: ["rm"] } }
+    expect((await server.request("POST", "/api/v1/guardrails", { body: denylist })).status).toBe(200)
+    const approval = { type: "require_approval", name: "raw", project_id: project, params: { tool_patterns: ["pay"] } }
+    expect((await server.request("POST", "/api/v1/guardrails", { body: approval })).status).toBe(200)
+    const check = (tool_name: string) =>
+      answer("POST", "/api/v1/enforcement/check", { run_id: `raw-${uuid()}`, project_id: project, tool_name })
+    expect((await check("ls")).verdict).toBe("allow")
+    expect((await check("rm")).verdict).toBe("block")
+    expect((await check("pay")).hold_id).toBeString()
 
     await answer("GET", "/.well-known/oauth-protected-resource")
     await answer("GET", "/.well-known/oauth-authorization-server")

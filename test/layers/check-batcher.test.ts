@@ -107,6 +107,102 @@ describe("CheckBatcher", () => {
     )
   }, 60_000)
 
+  test("pipelined runs (a second batch sent behind the first): at most two in flight, a batch behind one not written is not written either, items in order, each once", async () => {
+    await fc.assert(
+      fc.asyncProperty(scenario, async ({ lanes, maxBatch, items }) => {
+        /** Per run: its batches in flight in the order sent, and whether one came back not written since it drained. */
+        const chains = new Map<string, Array<number>>()
+        const poisoned = new Set<string>()
+        /** `batch/run`: the run's part of that batch was sent behind one that was not written. */
+        const doomed = new Set<string>()
+        let inFlight = 0
+        let batchIds = 0
+        const finished: Array<Item> = []
+        const dropped: Array<Item> = []
+        const violations: Array<string> = []
+        const takes = new Map<number, number>()
+        const batcher = makeCheckBatcher<Item>({
+          lanes,
+          maxBatch,
+          maxQueued: 1000,
+          maxQueuedPerAccount: 1000,
+          runDepth: 2,
+          pipelined: (run) => !poisoned.has(run),
+          drop: (item) => {
+            if (item.abandoned) dropped.push(item)
+            return item.abandoned
+          },
+          process: (batch, done) => {
+            const id = batchIds++
+            inFlight++
+            if (inFlight > lanes) violations.push(`${inFlight} batches in flight > ${lanes} lanes`)
+            const runs = new Set(batch.map((i) => i.runKey))
+            for (const run of runs) {
+              const chain = chains.get(run) ?? []
+              if (chain.length > 0 && poisoned.has(run)) violations.push(`run ${run} sent behind a batch not written`)
+              chain.push(id)
+              if (chain.length > 2) violations.push(`run ${run} in ${chain.length} batches at once`)
+              chains.set(run, chain)
+            }
+            void (async () => {
+              await Bun.sleep(Math.max(...batch.map((i) => takes.get(i.seq) ?? 0)))
+              inFlight--
+              const retry: Array<Item> = []
+              for (const run of runs) {
+                const chain = chains.get(run)!
+                const first = batch.find((i) => i.runKey === run)!
+                // Written only at the head of its run's chain (a batch sent behind another waits for it in PostgreSQL,
+                // or finds the run as it was and is not written), none ahead of it not written, and its first item
+                // not meant to go round again (a write by another instance).
+                const written = chain[0] === id && !doomed.has(`${id}/${run}`) && first.retries === 0
+                if (first.retries > 0 && chain[0] === id) first.retries--
+                const at = chain.indexOf(id)
+                chain.splice(at, 1)
+                if (written) finished.push(...batch.filter((i) => i.runKey === run))
+                else {
+                  retry.push(...batch.filter((i) => i.runKey === run))
+                  for (const behind of chain.slice(at)) doomed.add(`${behind}/${run}`)
+                  if (chain.length > 0) poisoned.add(run)
+                }
+                if (chain.length === 0) poisoned.delete(run)
+              }
+              done(retry)
+            })()
+          }
+        })
+        const submitted: Array<Item> = []
+        await Promise.all(
+          items.map(async (spec, seq) => {
+            await Bun.sleep(spec.at)
+            const account = `acct-${spec.run % 2}`
+            const item: Item = {
+              runKey: `${account}/run-${spec.run}`,
+              accountKey: account,
+              seq,
+              abandoned: spec.abandoned,
+              retries: spec.retries
+            }
+            takes.set(seq, spec.takes)
+            submitted.push(item)
+            expect(batcher.submit(item)).toBeUndefined()
+          })
+        )
+        for (let i = 0; i < 1000 && finished.length + dropped.length < submitted.length; i++) await Bun.sleep(5)
+
+        expect(violations).toEqual([])
+        expect(batcher.waiting()).toBe(0)
+        expect([...finished, ...dropped].map((i) => i.seq).sort((a, b) => a - b)).toEqual(
+          submitted.map((i) => i.seq).sort((a, b) => a - b)
+        )
+        for (const run of new Set(submitted.map((i) => i.runKey))) {
+          const order = submitted.filter((i) => i.runKey === run && !i.abandoned).map((i) => i.seq)
+          expect(finished.filter((i) => i.runKey === run).map((i) => i.seq)).toEqual(order)
+        }
+      }),
+      { numRuns: 60 }
+    )
+  }, 60_000)
+
   test("a full queue refuses at once; an account's full share refuses that account only", () => {
     const batcher = makeCheckBatcher<Item>({
       lanes: 1,

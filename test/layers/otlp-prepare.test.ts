@@ -5,8 +5,13 @@ import { gzipSync } from "node:zlib"
 import { AppConfig } from "#layers/config/AppConfig"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
-import { decodeProtobufBody, prepareExport } from "#layers/ingest/OtlpPrepare"
-import { OtlpPreparer, PREPARE_THREAD_MIN_BYTES, PrepareThreadScript } from "#layers/ingest/OtlpPreparer"
+import { decodeJsonBody, decodeProtobufBody, prepareExport } from "#layers/ingest/OtlpPrepare"
+import {
+  OtlpPreparer,
+  PREPARE_THREAD_MIN_BYTES,
+  PREPARE_THREAD_MIN_JSON_BYTES,
+  PrepareThreadScript
+} from "#layers/ingest/OtlpPreparer"
 import { DEFAULT_PRICES, withOverrides } from "#src/domain/pricing/Prices"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import type { AccountId } from "#src/domain/Ids"
@@ -227,8 +232,8 @@ const withPreparer = <A>(env: Record<string, string>, effect: Effect.Effect<A, n
 
 const ACCOUNT = "0b0e8c1a-3c55-4d7e-9f4e-1a2b3c4d5e6f" as AccountId
 
-/** A protobuf export of `traces` traces of 20 chat spans each (~16 KiB a trace). */
-const largeBody = (traces: number) => {
+/** A protobuf export of `traces` traces of 20 chat spans each (~16 KiB a trace); as OTLP/JSON with `json`. */
+const largeBody = (traces: number, json = false) => {
   const spans = Array.from({ length: traces }, () => {
     const traceId = hex(16)
     const ids = Array.from({ length: 20 }, () => hex(8))
@@ -243,7 +248,7 @@ const largeBody = (traces: number) => {
       })
     )
   }).flat()
-  return protobufBody(exportBody(spans))
+  return json ? new TextEncoder().encode(JSON.stringify(exportBody(spans))) : protobufBody(exportBody(spans))
 }
 
 describe("the preparing thread", () => {
@@ -256,7 +261,7 @@ describe("the preparing thread", () => {
       ON,
       Effect.flatMap(OtlpPreparer, (p) =>
         Effect.all(
-          bodies.map((body) => p.prepare(ACCOUNT, body, undefined)),
+          bodies.map((body) => p.prepare(ACCOUNT, "protobuf", body, undefined)),
           { concurrency: "unbounded" }
         )
       )
@@ -274,7 +279,7 @@ describe("the preparing thread", () => {
     const body = largeBody(6)
     const [answer] = await withPreparer(
       { ...ON, TAPEDECK_MODEL_PRICES: JSON.stringify(overrides) },
-      Effect.flatMap(OtlpPreparer, (p) => Effect.all([p.prepare(ACCOUNT, body, undefined)]))
+      Effect.flatMap(OtlpPreparer, (p) => Effect.all([p.prepare(ACCOUNT, "protobuf", body, undefined)]))
     )
     const decodedBody = Either.getOrThrow(decodeProtobufBody(body, undefined, 1 << 30))
     const expected = prepareExport(ACCOUNT, decodedBody, withOverrides(DEFAULT_PRICES, overrides))
@@ -300,9 +305,9 @@ describe("the preparing thread", () => {
       ON,
       Effect.flatMap(OtlpPreparer, (p) =>
         Effect.all([
-          p.prepare(ACCOUNT, gzipped, "gzip"),
-          p.prepare(ACCOUNT, corrupt, undefined),
-          p.prepare(ACCOUNT, notGzip, "gzip")
+          p.prepare(ACCOUNT, "protobuf", gzipped, "gzip"),
+          p.prepare(ACCOUNT, "protobuf", corrupt, undefined),
+          p.prepare(ACCOUNT, "protobuf", notGzip, "gzip")
         ])
       )
     )
@@ -321,6 +326,46 @@ describe("the preparing thread", () => {
     expect(JSON.stringify(badZip)).toContain("not valid gzip data")
   }, 60_000)
 
+  test("prepares OTLP/JSON exports from a smaller size, and refuses a bad one with the request thread's message", async () => {
+    const body = largeBody(2, true)
+    expect(body.byteLength).toBeGreaterThanOrEqual(PREPARE_THREAD_MIN_JSON_BYTES)
+    expect(body.byteLength).toBeLessThan(PREPARE_THREAD_MIN_BYTES)
+    const gzipped = gzipSync(largeBody(12, true))
+    expect(gzipped.byteLength).toBeGreaterThanOrEqual(PREPARE_THREAD_MIN_JSON_BYTES)
+    const notJson = Buffer.alloc(PREPARE_THREAD_MIN_JSON_BYTES, 0x7b)
+    const notOtlp = new TextEncoder().encode(
+      JSON.stringify({ resourceSpans: "x".repeat(PREPARE_THREAD_MIN_JSON_BYTES) })
+    )
+    const small = new TextEncoder().encode(JSON.stringify({ resourceSpans: [] }))
+    const answers = await withPreparer(
+      ON,
+      Effect.flatMap(OtlpPreparer, (p) =>
+        Effect.all([
+          p.prepare(ACCOUNT, "json", body, undefined),
+          p.prepare(ACCOUNT, "json", gzipped, "gzip"),
+          p.prepare(ACCOUNT, "json", notJson, undefined),
+          p.prepare(ACCOUNT, "json", notOtlp, undefined),
+          p.prepare(ACCOUNT, "json", small, undefined)
+        ])
+      )
+    )
+    const prepared = (b: Uint8Array, encoding: string | undefined) => {
+      const expected = prepareExport(ACCOUNT, Either.getOrThrow(decodeJsonBody(b, encoding, 1 << 30)))
+      return Option.some({ _tag: "Prepared" as const, prepared: { ...expected, copy: new Uint8Array(expected.copy) } })
+    }
+    const refusal = (message: string) => Option.some({ _tag: "Refused" as const, message })
+    expect(answers).toEqual([
+      prepared(body, undefined),
+      prepared(gzipped, "gzip"),
+      refusal("request body is not valid JSON"),
+      refusal("not an OTLP ExportTraceServiceRequest: resourceSpans must be an array of at most 100 objects"),
+      Option.none()
+    ])
+    // The same spans as the protobuf form of the export.
+    const [fromJson] = answers
+    expect(Option.isSome(fromJson) && fromJson.value._tag === "Prepared" && fromJson.value.prepared.spanCount).toBe(40)
+  }, 60_000)
+
   test("is not used for small bodies, without DATABASE_URL (PGlite cannot COPY) or when turned off", async () => {
     const body = largeBody(6)
     const small = largeBody(1)
@@ -328,7 +373,7 @@ describe("the preparing thread", () => {
     const prepare = (env: Record<string, string>, b: Uint8Array) =>
       withPreparer(
         env,
-        Effect.flatMap(OtlpPreparer, (p) => p.prepare(ACCOUNT, b, undefined))
+        Effect.flatMap(OtlpPreparer, (p) => p.prepare(ACCOUNT, "protobuf", b, undefined))
       )
     expect(Option.isSome(await prepare(ON, body))).toBe(true)
     expect(await prepare(ON, small)).toEqual(Option.none())
@@ -344,10 +389,13 @@ describe("the preparing thread", () => {
         ON,
         Effect.flatMap(OtlpPreparer, (p) =>
           Effect.all([
-            Effect.all([p.prepare(ACCOUNT, body, undefined), p.prepare(ACCOUNT, body, undefined)], {
-              concurrency: "unbounded"
-            }),
-            p.prepare(ACCOUNT, body, undefined)
+            Effect.all(
+              [p.prepare(ACCOUNT, "protobuf", body, undefined), p.prepare(ACCOUNT, "protobuf", body, undefined)],
+              {
+                concurrency: "unbounded"
+              }
+            ),
+            p.prepare(ACCOUNT, "protobuf", body, undefined)
           ]).pipe(Effect.timeout("20 seconds"), Effect.orDie)
         ),
         script
