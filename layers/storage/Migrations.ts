@@ -23,6 +23,8 @@ import m0019 from "./migrations/0019_trace_list_filters.ts"
 import m0020 from "./migrations/0020_enforcement_check_batch.ts"
 import m0026 from "./migrations/0026_search_sign_bits.ts"
 import m0029 from "./migrations/0029_enforcement_blocks_write_nothing.ts"
+import m0030 from "./migrations/0030_shared_span_content.ts"
+import m0031 from "./migrations/0031_retention_settings.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
@@ -47,7 +49,9 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0019_trace_list_filters": m0019,
   "0020_enforcement_check_batch": m0020,
   "0026_search_sign_bits": m0026,
-  "0029_enforcement_blocks_write_nothing": m0029
+  "0029_enforcement_blocks_write_nothing": m0029,
+  "0030_shared_span_content": m0030,
+  "0031_retention_settings": m0031
 }
 
 /** The migrator's own bookkeeping table (PgMigrator's default). */

@@ -26,6 +26,7 @@ import { StudioHttpLive } from "#src/http/StudioHttp"
 import { SystemHttpLive } from "#src/http/SystemHttp"
 import { TracesHttpLive } from "#src/http/TracesHttp"
 import { UsageHttpLive } from "#src/http/UsageHttp"
+import { RetentionHttpLive } from "#src/http/RetentionHttp"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
 import { Evaluations } from "#layers/evaluations/Evaluations"
@@ -55,6 +56,7 @@ export const ApiLive = HttpApiBuilder.api(TapedeckApi).pipe(
     LangfuseOtlpHttpLive,
     SessionsHttpLive,
     UsageHttpLive,
+    RetentionHttpLive,
     BatchHttpLive,
     ApiKeysHttpLive,
     DiscoveryHttpLive,
