@@ -25,6 +25,7 @@ import m0026 from "./migrations/0026_search_sign_bits.ts"
 import m0029 from "./migrations/0029_enforcement_blocks_write_nothing.ts"
 import m0030 from "./migrations/0030_shared_span_content.ts"
 import m0031 from "./migrations/0031_retention_settings.ts"
+import m0032 from "./migrations/0032_shared_parts_one_pass.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
@@ -51,7 +52,8 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0026_search_sign_bits": m0026,
   "0029_enforcement_blocks_write_nothing": m0029,
   "0030_shared_span_content": m0030,
-  "0031_retention_settings": m0031
+  "0031_retention_settings": m0031,
+  "0032_shared_parts_one_pass": m0032
 }
 
 /** The migrator's own bookkeeping table (PgMigrator's default). */

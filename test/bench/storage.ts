@@ -18,7 +18,9 @@
  *    traces/s without the purge and the same with the purge running; p99 write latency of each.
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_RUNS (100), BENCH_STEPS (30), BENCH_OTLP_RUNS (30), BENCH_DETAIL_REQUESTS (60),
- * BENCH_JOB_DRAIN_SECONDS (300), BENCH_PURGE_SPANS (0: skipped), BENCH_PURGE_SECONDS (20), BENCH_PURGE_RATE (5).
+ * BENCH_JOB_DRAIN_SECONDS (300), BENCH_PURGE_SPANS (0: skipped), BENCH_PURGE_SECONDS (20), BENCH_PURGE_RATE (5),
+ * BENCH_SHARED_SQL (SQL run on the shared side's database once it started: a variant to compare, such as an index
+ * dropped, with BENCH_BEFORE_REF=HEAD for the same code on both sides).
  */
 import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -62,7 +64,8 @@ const KNOBS = [
   "BENCH_JOB_DRAIN_SECONDS",
   "BENCH_PURGE_SPANS",
   "BENCH_PURGE_SECONDS",
-  "BENCH_PURGE_RATE"
+  "BENCH_PURGE_RATE",
+  "BENCH_SHARED_SQL"
 ]
 
 // ---------------------------------------------------------------------------------------------- the agent
@@ -370,6 +373,7 @@ const startSide = async (name: string, root?: string): Promise<Side> => {
     ...(root ? { root } : {})
   })
   const db = await connect(databaseUrl)
+  if (!root && process.env.BENCH_SHARED_SQL) await db.query(process.env.BENCH_SHARED_SQL)
   log(`${name}: server ${server.url}${root ? ` from ${root}` : ""}`)
   return { name, url: server.url, db, traceIds: [], ingestMs: 0, spans: 0, bytesSent: 0 }
 }
