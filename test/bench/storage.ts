@@ -39,6 +39,8 @@ import {
   log,
   numberEnv,
   onCleanup,
+  processCpuSeconds,
+  processTreeCpuSeconds,
   ROOT,
   runBench,
   sleep,
@@ -264,9 +266,30 @@ interface Side {
   readonly url: string
   readonly db: pg.Client
   readonly traceIds: Array<string>
+  readonly pid: number
   ingestMs: number
   spans: number
   bytesSent: number
+}
+
+/**
+ * CPU seconds so far of the side's server (with its workers) and of the PostgreSQL backends connected to its database
+ * (less what each had when first seen): the work per span, which the shared machine's load does not inflate the
+ * way it inflates latency.
+ */
+const cpuOf = async (side: Side, seen: Map<number, number>) => {
+  const pids = (
+    await side.db.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+  ).rows.map((r) => r.pid)
+  let db = 0
+  for (const pid of pids) {
+    const cpu = processCpuSeconds(pid)
+    if (!seen.has(pid)) seen.set(pid, 0)
+    db += cpu - seen.get(pid)!
+  }
+  return { server: processTreeCpuSeconds(side.pid), db }
 }
 
 const databaseBytes = async (db: pg.Client) => {
@@ -375,23 +398,34 @@ const startSide = async (name: string, root?: string): Promise<Side> => {
   const db = await connect(databaseUrl)
   if (!root && process.env.BENCH_SHARED_SQL) await db.query(process.env.BENCH_SHARED_SQL)
   log(`${name}: server ${server.url}${root ? ` from ${root}` : ""}`)
-  return { name, url: server.url, db, traceIds: [], ingestMs: 0, spans: 0, bytesSent: 0 }
+  return { name, url: server.url, db, pid: server.pid, traceIds: [], ingestMs: 0, spans: 0, bytesSent: 0 }
 }
 
 const workload = async (label: string, sides: ReadonlyArray<Side>, send: () => Promise<void>) => {
   const before = await Promise.all(sides.map((s) => databaseBytes(s.db)))
   for (const s of sides) Object.assign(s, { ingestMs: 0, spans: 0, bytesSent: 0 })
+  const seen = sides.map(() => new Map<number, number>())
+  // Backends alive now count from what they have used so far.
+  const cpuBefore = await Promise.all(sides.map((s, i) => cpuOf(s, seen[i]!)))
+  await Promise.all(
+    sides.map(async (s, i) => {
+      for (const [pid] of seen[i]!) seen[i]!.set(pid, processCpuSeconds(pid))
+    })
+  )
   await send()
   for (const s of sides) {
     const drained = await drainJobs(s.db, DRAIN_SECONDS)
     log(`${label} ${s.name}: jobs drained (${drained.before} → ${drained.left} in ${drained.seconds.toFixed(1)} s)`)
   }
+  const cpuAfter = await Promise.all(sides.map((s, i) => cpuOf(s, seen[i]!)))
   const after = await Promise.all(sides.map((s) => databaseBytes(s.db)))
   return sides.map((s, i) => ({
     side: s,
     spans: s.spans,
     sent: s.bytesSent,
     ms: s.ingestMs,
+    serverCpu: cpuAfter[i]!.server - cpuBefore[i]!.server,
+    dbCpu: cpuAfter[i]!.db,
     ...growth(before[i]!, after[i]!)
   }))
 }
@@ -458,7 +492,18 @@ runBench(async () => {
     `\`${commandLine(KNOBS, "test/bench/storage.ts")}\``,
     "",
     ...tableLines(
-      ["workload", "layout", "spans", "JSON sent", "database growth", "per span", "spans/s", "detail p50"],
+      [
+        "workload",
+        "layout",
+        "spans",
+        "JSON sent",
+        "database growth",
+        "per span",
+        "spans/s",
+        "server CPU ms/1k spans",
+        "DB CPU ms/1k spans",
+        "detail p50"
+      ],
       [
         ...rest.map((r) => [
           "REST",
@@ -468,6 +513,8 @@ runBench(async () => {
           mb(r.total),
           kb(r.total / r.spans),
           fmtInt(r.spans / (r.ms / 1000)),
+          fmtInt((r.serverCpu * 1e6) / r.spans),
+          fmtInt((r.dbCpu * 1e6) / r.spans),
           fmtMs(details.get(r.side.name)!.p50)
         ]),
         ...otlp.map((r) => [
@@ -478,6 +525,8 @@ runBench(async () => {
           mb(r.total),
           kb(r.total / r.spans),
           fmtInt(r.spans / (r.ms / 1000)),
+          fmtInt((r.serverCpu * 1e6) / r.spans),
+          fmtInt((r.dbCpu * 1e6) / r.spans),
           ""
         ])
       ]
