@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
-/** The spans' references to shared parts, as the GIN index spans_content_refs indexes them (0030_shared_span_content). */
+/** The spans' references to shared parts (0030_shared_span_content). */
 const REFS = `(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}'))`
 const HAS_REFS = `(s.input_refs IS NOT NULL OR s.output_refs IS NOT NULL)`
 
@@ -12,30 +12,51 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
 
     /**
      * Deletes up to `batch` parts marked released more than `graceSeconds` ago that no span references, and clears
-     * the mark of those a span still references; the number deleted. The marked rows are locked first (SKIP LOCKED:
-     * instances sweep side by side), so a writer reusing one of them waits, then finds it gone and stores it again.
+     * the mark of those a span still references; the numbers deleted and kept. In two steps, so that no lock is held
+     * while the references are read (the spans are not indexed by the parts they reference: one pass over the
+     * references of the parts' accounts answers for the whole batch):
+     * 1. without locks, the oldest marked parts, each with its mark's time and whether a span references it;
+     * 2. in one short statement, those still marked at the same time are locked (SKIP LOCKED: instances sweep side
+     *    by side, and a writer unmarking one holds it) and deleted, or unmarked when referenced.
+     * A part whose mark changed in between was unmarked by a writer (and maybe marked again): it is left for a later
+     * sweep. One marked at the time read in step 1 was marked all along, so no writer found it unmarked since it was
+     * marked; a writer that found it unmarked before did so more than the grace period before step 1 and had
+     * committed by then, its span seen by step 1's reading; a writer that finds it marked unmarks it, which waits for
+     * step 2's lock and then finds the part gone (and stores it again).
      */
     const sweep = Effect.fn("SharedContent.sweep")(
       function* (graceSeconds: number, batch: number) {
-        const rows = yield* sql<{ deleted: number; kept: number }>`
+        const candidates = yield* sql<{ id: string; marked: string; referenced: boolean }>`
           WITH marked AS (
-            SELECT id FROM span_contents
+            SELECT id, account_id, orphaned_at FROM span_contents
             WHERE orphaned_at IS NOT NULL AND orphaned_at < now() - make_interval(secs => ${graceSeconds})
             ORDER BY orphaned_at
             LIMIT ${batch}
-            FOR UPDATE SKIP LOCKED
           ), referenced AS (
-            SELECT m.id FROM marked m
-            WHERE EXISTS (SELECT 1 FROM spans s WHERE ${sql.literal(HAS_REFS)} AND ${sql.literal(REFS)} @> ARRAY[m.id])
+            SELECT DISTINCT r.id FROM spans s CROSS JOIN LATERAL unnest(${sql.literal(REFS)}) AS r(id)
+            WHERE s.account_id IN (SELECT account_id FROM marked) AND ${sql.literal(HAS_REFS)}
+              AND r.id IN (SELECT id FROM marked)
+          )
+          SELECT m.id::text AS id, m.orphaned_at::text AS marked, (m.id IN (SELECT id FROM referenced)) AS referenced
+          FROM marked m`
+        if (candidates.length === 0) return { deleted: 0, kept: 0, seen: 0 }
+        const rows = yield* sql<{ deleted: number; kept: number }>`
+          WITH c AS (
+            SELECT * FROM unnest(
+              ${`{${candidates.map((c) => c.id).join(",")}}`}::bigint[],
+              ${`{${candidates.map((c) => `"${c.marked}"`).join(",")}}`}::text[],
+              ${`{${candidates.map((c) => (c.referenced ? "t" : "f")).join(",")}}`}::boolean[]
+            ) AS c(id, marked, referenced)
+          ), locked AS (
+            SELECT p.id, c.referenced FROM span_contents p JOIN c ON c.id = p.id AND p.orphaned_at::text = c.marked
+            FOR UPDATE OF p SKIP LOCKED
           ), kept AS (
-            UPDATE span_contents SET orphaned_at = NULL WHERE id IN (SELECT id FROM referenced) RETURNING 1
+            UPDATE span_contents SET orphaned_at = NULL WHERE id IN (SELECT id FROM locked WHERE referenced) RETURNING 1
           ), deleted AS (
-            DELETE FROM span_contents
-            WHERE id IN (SELECT id FROM marked) AND id NOT IN (SELECT id FROM referenced)
-            RETURNING 1
+            DELETE FROM span_contents WHERE id IN (SELECT id FROM locked WHERE NOT referenced) RETURNING 1
           )
           SELECT (SELECT count(*) FROM deleted)::int AS deleted, (SELECT count(*) FROM kept)::int AS kept`
-        return rows[0] ?? { deleted: 0, kept: 0 }
+        return { ...(rows[0] ?? { deleted: 0, kept: 0 }), seen: candidates.length }
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

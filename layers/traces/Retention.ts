@@ -6,7 +6,7 @@ import { RetentionRepo } from "./RetentionRepo.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 
 const BATCH = 500
-const SWEEP_BATCH = 1000
+const SWEEP_BATCH = 10_000
 
 /** Removes every trace soft-deleted longer ago than the retention period, batch by batch; the number removed. */
 export const purgeDeletedTraces = Effect.gen(function* () {
@@ -61,7 +61,8 @@ export const sweepSharedContent = Effect.gen(function* () {
   while (true) {
     const batch = yield* content.sweep(config.contentSweepGraceSeconds, SWEEP_BATCH)
     deleted += batch.deleted
-    if (batch.deleted + batch.kept < SWEEP_BATCH) return deleted
+    // a short batch was the last; one where every part was skipped (locked or unmarked meanwhile) is left for later
+    if (batch.seen < SWEEP_BATCH || batch.deleted + batch.kept === 0) return deleted
   }
 }).pipe(Effect.withSpan("Retention.sweepSharedContent"))
 

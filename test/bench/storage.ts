@@ -407,11 +407,7 @@ const workload = async (label: string, sides: ReadonlyArray<Side>, send: () => P
   const seen = sides.map(() => new Map<number, number>())
   // Backends alive now count from what they have used so far.
   const cpuBefore = await Promise.all(sides.map((s, i) => cpuOf(s, seen[i]!)))
-  await Promise.all(
-    sides.map(async (s, i) => {
-      for (const [pid] of seen[i]!) seen[i]!.set(pid, processCpuSeconds(pid))
-    })
-  )
+  for (const pids of seen) for (const [pid] of pids) pids.set(pid, processCpuSeconds(pid))
   await send()
   for (const s of sides) {
     const drained = await drainJobs(s.db, DRAIN_SECONDS)
