@@ -2,7 +2,7 @@ import { Either } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
 import { toRecord } from "../traces/SpanRecords.ts"
-import { splitPayload } from "../traces/PayloadSplit.ts"
+import { partHasher, splitPayload } from "../traces/PayloadSplit.ts"
 import { textArray } from "../storage/SqlArrays.ts"
 import { DEFAULT_PRICES, type PriceTable } from "#src/domain/pricing/Prices"
 import { CopyData, copyJson, copyText } from "../storage/PgCopy.ts"
@@ -99,10 +99,11 @@ export const byTrace = (spans: ReadonlyArray<MappedSpan>) => {
 /** The spans as COPY text rows (trace_id, account_id, then SPAN_WRITE_COLUMNS), holding what the upsert's records hold. */
 export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) => {
   const data = new CopyData(spans.length * 2048)
+  const hash = partHasher()
   for (const m of spans) {
     const r = toRecord(m.span as never)
-    const input = splitPayload(m.span.input)
-    const output = splitPayload(m.span.output)
+    const input = splitPayload(m.span.input, undefined, hash)
+    const output = splitPayload(m.span.output, undefined, hash)
     data.addRow([
       m.traceId,
       accountId,

@@ -21,6 +21,7 @@ import { type CopyMessage, copyInTransaction } from "../storage/PgCopy.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { KnownParts, writeWithKnownParts } from "../traces/KnownParts.ts"
+import { partHasher } from "../traces/PayloadSplit.ts"
 
 // The finalize pass reads payloads of roots, local roots and model calls only.
 const FINALIZE_SELECT = spanSelect(
@@ -71,7 +72,10 @@ const recordsJson = (
   sent: Set<string>
 ) => {
   const omit = once(stored)
-  return JSON.stringify(spans.map((m) => ({ ...toWriteRecord(m.span as never, omit, sent), trace_id: m.traceId })))
+  const hash = partHasher()
+  return JSON.stringify(
+    spans.map((m) => ({ ...toWriteRecord(m.span as never, omit, sent, hash), trace_id: m.traceId }))
+  )
 }
 
 /** The SQL of OTLP ingestion: many traces and spans a request, each step one statement. */

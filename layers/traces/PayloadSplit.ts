@@ -22,7 +22,22 @@ export interface SplitPayload {
   readonly hashes: ReadonlyArray<string>
 }
 
-const sha256 = sha256Hex
+/**
+ * A part's hash, each distinct text hashed once per use of the returned function. A request's spans repeat their
+ * history (a model call carries every earlier message), so one per request spares SHA-256 of the same text in every
+ * later span (it was most of the split's cost on the 30-step agent: docs/performance.md).
+ */
+export const partHasher = (): ((text: string) => string) => {
+  const memo = new Map<string, string>()
+  return (text) => {
+    let hash = memo.get(text)
+    if (hash === undefined) {
+      hash = sha256Hex(text)
+      memo.set(text, hash)
+    }
+    return hash
+  }
+}
 
 const cut = (value: unknown, text: string, depth: number, parts: Array<string>): string => {
   if (Array.isArray(value) && depth < MAX_DEPTH) {
@@ -68,7 +83,11 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
  * The payload's skeleton and parts, or undefined when it is stored whole (small, or nothing large in it). The text
  * of a part whose hash `stored` says is stored is left out.
  */
-export const splitPayload = (value: unknown, stored?: (hash: string) => boolean): SplitPayload | undefined => {
+export const splitPayload = (
+  value: unknown,
+  stored?: (hash: string) => boolean,
+  hash: (text: string) => string = sha256Hex
+): SplitPayload | undefined => {
   if (value === null || value === undefined || (typeof value !== "object" && typeof value !== "string"))
     return undefined
   const text = JSON.stringify(value)
@@ -76,6 +95,6 @@ export const splitPayload = (value: unknown, stored?: (hash: string) => boolean)
   const parts: Array<string> = []
   const skel = cut(value, text, 0, parts)
   if (parts.length === 0) return undefined
-  const hashes = parts.map(sha256)
+  const hashes = parts.map(hash)
   return { skel, parts: stored === undefined ? parts : parts.map((p, i) => (stored(hashes[i]!) ? null : p)), hashes }
 }

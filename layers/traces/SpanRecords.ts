@@ -1,7 +1,7 @@
 import type { DateTime } from "effect"
 import { formatInstant } from "#src/domain/Instant"
 import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
-import { splitPayload } from "./PayloadSplit.ts"
+import { partHasher, splitPayload } from "./PayloadSplit.ts"
 import { LAYOUT_SELECT, type LayoutRow } from "./SharedParts.ts"
 
 /**
@@ -199,10 +199,15 @@ export const toRecord = (span: Span | SpanWire) => ({
  * As `toRecord`, with large payloads split into a skeleton and shared parts (PayloadSplit); `stored` tells which
  * parts can be sent by hash only, `sent` receives every part's hash.
  */
-export const toWriteRecord = (span: Span | SpanWire, stored?: (hash: string) => boolean, sent?: Set<string>) => {
+export const toWriteRecord = (
+  span: Span | SpanWire,
+  stored?: (hash: string) => boolean,
+  sent?: Set<string>,
+  hash?: (text: string) => string
+) => {
   const record = toRecord(span)
-  const input = splitPayload(record.input, stored)
-  const output = splitPayload(record.output, stored)
+  const input = splitPayload(record.input, stored, hash)
+  const output = splitPayload(record.output, stored, hash)
   if (sent !== undefined) for (const hash of [...(input?.hashes ?? []), ...(output?.hashes ?? [])]) sent.add(hash)
   if (input === undefined && output === undefined) return record
   return {
@@ -224,7 +229,8 @@ export const toRecordsJson = (
   sent?: Set<string>
 ) => {
   const omit = once(stored)
-  return JSON.stringify(spans.map((span) => toWriteRecord(span, omit, sent)))
+  const hash = partHasher()
+  return JSON.stringify(spans.map((span) => toWriteRecord(span, omit, sent, hash)))
 }
 
 /**
