@@ -20,7 +20,8 @@
  * Knobs: BENCH_DATABASE_URL, BENCH_RUNS (100), BENCH_STEPS (30), BENCH_OTLP_RUNS (30), BENCH_DETAIL_REQUESTS (60),
  * BENCH_JOB_DRAIN_SECONDS (300), BENCH_PURGE_SPANS (0: skipped), BENCH_PURGE_SECONDS (20), BENCH_PURGE_RATE (5),
  * BENCH_SHARED_SQL (SQL run on the shared side's database once it started: a variant to compare, such as an index
- * dropped, with BENCH_BEFORE_REF=HEAD for the same code on both sides).
+ * dropped, with BENCH_BEFORE_REF=HEAD for the same code on both sides), BENCH_SERVER_ENV (a JSON object of settings
+ * given to both servers, e.g. {"TAPEDECK_JOB_POLL_MS":"600000"} to keep background jobs out of the ingest phase).
  */
 import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -67,7 +68,8 @@ const KNOBS = [
   "BENCH_PURGE_SPANS",
   "BENCH_PURGE_SECONDS",
   "BENCH_PURGE_RATE",
-  "BENCH_SHARED_SQL"
+  "BENCH_SHARED_SQL",
+  "BENCH_SERVER_ENV"
 ]
 
 // ---------------------------------------------------------------------------------------------- the agent
@@ -392,7 +394,7 @@ const BEFORE_REF =
 const startSide = async (name: string, root?: string): Promise<Side> => {
   const { databaseUrl } = await freshDatabase("tapedeck_bench_storage_")
   const server = await startServer(databaseUrl, {
-    extraEnv: { TAPEDECK_RETENTION_INTERVAL_SECONDS: "1" },
+    extraEnv: { TAPEDECK_RETENTION_INTERVAL_SECONDS: "1", ...JSON.parse(process.env.BENCH_SERVER_ENV || "{}") },
     ...(root ? { root } : {})
   })
   const db = await connect(databaseUrl)
