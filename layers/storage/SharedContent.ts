@@ -1,5 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { uuidArray } from "./SqlArrays.ts"
 
 /** The spans' references to shared parts (0030_shared_span_content). */
 const REFS = `(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}'))`
@@ -26,20 +27,20 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
      */
     const sweep = Effect.fn("SharedContent.sweep")(
       function* (graceSeconds: number, batch: number) {
-        const candidates = yield* sql<{ id: string; marked: string; referenced: boolean }>`
-          WITH marked AS (
-            SELECT id, account_id, orphaned_at FROM span_contents
-            WHERE orphaned_at IS NOT NULL AND orphaned_at < now() - make_interval(secs => ${graceSeconds})
-            ORDER BY orphaned_at
-            LIMIT ${batch}
-          ), referenced AS (
-            SELECT DISTINCT r.id FROM spans s CROSS JOIN LATERAL unnest(${sql.literal(REFS)}) AS r(id)
-            WHERE s.account_id IN (SELECT account_id FROM marked) AND ${sql.literal(HAS_REFS)}
-              AND r.id IN (SELECT id FROM marked)
-          )
-          SELECT m.id::text AS id, m.orphaned_at::text AS marked, (m.id IN (SELECT id FROM referenced)) AS referenced
-          FROM marked m`
-        if (candidates.length === 0) return { deleted: 0, kept: 0, seen: 0 }
+        const marked = yield* sql<{ id: string; account_id: string; marked: string }>`
+          SELECT id::text AS id, account_id, orphaned_at::text AS marked FROM span_contents
+          WHERE orphaned_at IS NOT NULL AND orphaned_at < now() - make_interval(secs => ${graceSeconds})
+          ORDER BY orphaned_at
+          LIMIT ${batch}`
+        // Nothing released: the spans are not read at all (the purge runs this every interval).
+        if (marked.length === 0) return { deleted: 0, kept: 0, seen: 0 }
+        const accounts = [...new Set(marked.map((m) => m.account_id))]
+        const referencedRows = yield* sql<{ id: string }>`
+          SELECT DISTINCT r.id::text AS id FROM spans s CROSS JOIN LATERAL unnest(${sql.literal(REFS)}) AS r(id)
+          WHERE s.account_id = ANY(${uuidArray(accounts)}::uuid[]) AND ${sql.literal(HAS_REFS)}
+            AND r.id IN (SELECT unnest(${`{${marked.map((m) => m.id).join(",")}}`}::bigint[]))`
+        const referenced = new Set(referencedRows.map((r) => r.id))
+        const candidates = marked.map((m) => ({ ...m, referenced: referenced.has(m.id) }))
         const rows = yield* sql<{ deleted: number; kept: number }>`
           WITH c AS (
             SELECT * FROM unnest(
