@@ -131,7 +131,9 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
       input === undefined ? "\\N" : `{${input.hashes.join(",")}}`,
       copyText(output?.skel),
       output === undefined ? "\\N" : copyText(textArray(output.parts.filter((p) => p !== null))),
-      output === undefined ? "\\N" : `{${output.hashes.join(",")}}`
+      output === undefined ? "\\N" : `{${output.hashes.join(",")}}`,
+      "\\N",
+      "\\N"
     ])
   }
   return data

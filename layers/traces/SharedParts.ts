@@ -1,4 +1,4 @@
-import type { SqlClient } from "@effect/sql"
+import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect } from "effect"
 
 /**
@@ -55,3 +55,67 @@ export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows
           }
     )
   })
+
+interface SplitRecord {
+  readonly input_parts?: ReadonlyArray<string | null>
+  readonly input_hashes?: ReadonlyArray<string>
+  readonly output_parts?: ReadonlyArray<string | null>
+  readonly output_hashes?: ReadonlyArray<string>
+}
+
+/**
+ * Writes records of split spans (toWriteRecord's) with their parts resolved to ids first, once per distinct part of
+ * the batch: `tapedeck_share_parts` called once for the whole batch in the same transaction as the write, instead of
+ * by the trigger for every span (a model call repeats its whole history: a 30-step run made ~930 lookups for ~90
+ * distinct parts). The records then carry `input_refs`/`output_refs`, which the trigger keeps as given. A batch with
+ * nothing split is written as it is, in one statement. A part sent by hash only that is not stored fails the call
+ * (TD001) and the transaction with it, as the trigger would.
+ */
+export const withResolvedParts = <A>(
+  sql: SqlClient.SqlClient,
+  accountId: string,
+  records: ReadonlyArray<object>,
+  write: (recordsJson: string) => Effect.Effect<A, SqlError.SqlError>
+): Effect.Effect<A, SqlError.SqlError> => {
+  const texts = new Map<string, string | null>()
+  const collect = (hashes: ReadonlyArray<string> | undefined, parts: ReadonlyArray<string | null> | undefined) => {
+    if (hashes === undefined) return
+    for (let i = 0; i < hashes.length; i++) {
+      const text = parts?.[i] ?? null
+      if (text !== null || !texts.has(hashes[i]!)) texts.set(hashes[i]!, text)
+    }
+  }
+  for (const record of records) {
+    const r = record as SplitRecord
+    collect(r.input_hashes, r.input_parts)
+    collect(r.output_hashes, r.output_parts)
+  }
+  if (texts.size === 0) return write(JSON.stringify(records))
+  return sql.withTransaction(
+    Effect.gen(function* () {
+      const hashes = [...texts.keys()]
+      const [row] = yield* sql<{ ids: ReadonlyArray<string> }>`
+        SELECT tapedeck_share_parts(
+          ${accountId}::uuid,
+          ARRAY(SELECT t FROM json_array_elements_text(${JSON.stringify([...texts.values()])}::json) WITH ORDINALITY AS e(t, i) ORDER BY i),
+          ${`{${hashes.join(",")}}`}::text[]
+        )::text[] AS ids`
+      const ids = new Map(hashes.map((h, i) => [h, Number(row!.ids[i])]))
+      const refs = (hs: ReadonlyArray<string> | undefined) => hs?.map((h) => ids.get(h)!)
+      const resolved = (records as ReadonlyArray<SplitRecord>).map((r) =>
+        r.input_hashes === undefined && r.output_hashes === undefined
+          ? r
+          : {
+              ...r,
+              input_parts: undefined,
+              input_hashes: undefined,
+              input_refs: refs(r.input_hashes),
+              output_parts: undefined,
+              output_hashes: undefined,
+              output_refs: refs(r.output_hashes)
+            }
+      )
+      return yield* write(JSON.stringify(resolved))
+    })
+  )
+}

@@ -12,23 +12,26 @@ export const SPAN_RECORD_COLUMNS = `id uuid, parent_id uuid, span_type text, nam
   input json, input_null boolean, output json, output_null boolean, input_tokens bigint, output_tokens bigint,
   cost numeric, duration_ms bigint, metadata json, agent_id text, parent_agent_id text, agent_role text,
   started_at timestamptz, ended_at timestamptz, error text, extra json,
-  input_skel text, input_parts text[], input_hashes text[], output_skel text, output_parts text[], output_hashes text[]`
+  input_skel text, input_parts text[], input_hashes text[], output_skel text, output_parts text[], output_hashes text[],
+  input_refs bigint[], output_refs bigint[]`
 
 /** The SELECT list that turns those records into `spans` columns (after trace_id and account_id). */
 export const SPAN_RECORD_VALUES = `x.id, x.parent_id, x.span_type, x.name, x.model,
   CASE WHEN x.input_null THEN 'null'::json ELSE x.input END, CASE WHEN x.output_null THEN 'null'::json ELSE x.output END,
   x.input_tokens, x.output_tokens, x.cost, x.duration_ms, x.metadata, x.agent_id, x.parent_agent_id,
   x.agent_role, x.started_at, x.ended_at, x.error, x.extra, x.input_skel, x.input_parts, x.input_hashes,
-  x.output_skel, x.output_parts, x.output_hashes`
+  x.output_skel, x.output_parts, x.output_hashes, x.input_refs, x.output_refs`
 
 export const SPAN_COLUMNS = `id, parent_id, span_type, name, model, input, output, input_tokens, output_tokens,
   cost, duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at, error, extra`
 
 /**
  * The columns a split payload is written to (PayloadSplit): its skeleton, its parts' text and their hashes, which the
- * trigger of 0030_shared_span_content turns into references (parts and hashes are never stored).
+ * trigger of 0030_shared_span_content turns into references (parts and hashes are never stored); or its skeleton
+ * and the references themselves, when the writer resolved the parts first (`withResolvedParts`).
  */
-export const SPLIT_COLUMNS = "input_skel, input_parts, input_hashes, output_skel, output_parts, output_hashes"
+export const SPLIT_COLUMNS =
+  "input_skel, input_parts, input_hashes, output_skel, output_parts, output_hashes, input_refs, output_refs"
 
 /** SPAN_COLUMNS, then SPLIT_COLUMNS: what SPAN_RECORD_VALUES fills. */
 export const SPAN_WRITE_COLUMNS = `${SPAN_COLUMNS}, ${SPLIT_COLUMNS}`
@@ -221,6 +224,17 @@ export const toWriteRecord = (
     output_parts: output?.parts,
     output_hashes: output?.hashes
   }
+}
+
+/** The spans' write records (toWriteRecord), each part's text sent once and hashed once for the batch. */
+export const toWriteRecords = (
+  spans: ReadonlyArray<Span | SpanWire>,
+  stored?: (hash: string) => boolean,
+  sent?: Set<string>
+) => {
+  const omit = once(stored)
+  const hash = partHasher()
+  return spans.map((span) => toWriteRecord(span, omit, sent, hash))
 }
 
 export const toRecordsJson = (

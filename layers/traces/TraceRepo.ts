@@ -17,11 +17,11 @@ import {
   SPAN_TOTALS,
   SPAN_UPSERT,
   type SpanRow,
-  toRecordsJson,
+  toWriteRecords,
   unwrap
 } from "./SpanRecords.ts"
 import { CredentialRevoked, TraceIdTaken, TraceNotFound } from "#src/domain/Errors"
-import { withPayloads } from "./SharedParts.ts"
+import { withPayloads, withResolvedParts } from "./SharedParts.ts"
 import { KnownParts, writeWithKnownParts } from "./KnownParts.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 
@@ -150,15 +150,17 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       ) {
         const { stream, liveKey = null } = options
         const environment = request.metadata?.environment === "sandbox" ? "sandbox" : "production"
-        const rows = yield* writeWithKnownParts(
-          known,
-          accountId,
-          (stored, sent) => sql<{
-            id: string
-            stream_row_ids?: ReadonlyArray<number | string> | null
-          }>`${sql.literal(prepared("trace.insert"))}
+        const rows = yield* writeWithKnownParts(known, accountId, (stored, sent) =>
+          withResolvedParts(
+            sql,
+            accountId,
+            toWriteRecords(request.spans, stored, sent),
+            (records) => sql<{
+              id: string
+              stream_row_ids?: ReadonlyArray<number | string> | null
+            }>`${sql.literal(prepared("trace.insert"))}
           WITH x AS (
-            SELECT * FROM json_to_recordset(${toRecordsJson(request.spans, stored, sent)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
+            SELECT * FROM json_to_recordset(${records}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ), agg AS (
             SELECT ${sql.literal(SPAN_TOTALS)} FROM x
           ), t AS (
@@ -201,6 +203,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
             FROM t WHERE EXISTS (SELECT 1 FROM x)
           )${stream?.ctes ?? sql``}
           SELECT id${sql.literal(stream === undefined ? "" : `, ${stream.columns}`)} FROM t`
+          )
         )
         const row = rows[0]
         if (row === undefined) return yield* new TraceIdTaken({ traceId: request.id })
@@ -299,14 +302,17 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
     /** Inserts the spans, replacing stored spans with the same id (a re-send is idempotent). */
     const upsertSpans = Effect.fn("TraceRepo.upsertSpans")(
       function* (accountId: AccountId, traceId: TraceId, spans: ReadonlyArray<Span>) {
-        yield* writeWithKnownParts(
-          known,
-          accountId,
-          (stored, sent) => sql`
+        yield* writeWithKnownParts(known, accountId, (stored, sent) =>
+          withResolvedParts(
+            sql,
+            accountId,
+            toWriteRecords(spans, stored, sent),
+            (records) => sql`
           INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
           SELECT ${traceId}::uuid, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
-          FROM json_to_recordset(${toRecordsJson(spans, stored, sent)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
+          FROM json_to_recordset(${records}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ${sql.literal(SPAN_UPSERT)}`
+          )
         )
       },
       Effect.catchTags({ SqlError: Effect.die })
