@@ -25,6 +25,10 @@ import m0021 from "./migrations/0021_enforcement_allowed_decisions.ts"
 import m0024 from "./migrations/0024_enforcement_run_versions.ts"
 import m0026 from "./migrations/0026_search_sign_bits.ts"
 import m0029 from "./migrations/0029_enforcement_blocks_write_nothing.ts"
+import m0030 from "./migrations/0030_shared_span_content.ts"
+import m0031 from "./migrations/0031_retention_settings.ts"
+import m0032 from "./migrations/0032_shared_parts_one_pass.ts"
+import m0033 from "./migrations/0033_content_refs_unindexed.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
@@ -51,7 +55,11 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0021_enforcement_allowed_decisions": m0021,
   "0024_enforcement_run_versions": m0024,
   "0026_search_sign_bits": m0026,
-  "0029_enforcement_blocks_write_nothing": m0029
+  "0029_enforcement_blocks_write_nothing": m0029,
+  "0030_shared_span_content": m0030,
+  "0031_retention_settings": m0031,
+  "0032_shared_parts_one_pass": m0032,
+  "0033_content_refs_unindexed": m0033
 }
 
 /** The migrator's own bookkeeping table (PgMigrator's default). */
