@@ -28,12 +28,6 @@ export interface CheckBatcherOptions<T extends RunItem> {
    * agent's parallel calls), not a sign that the instance is short of lanes.
    */
   readonly waited?: (ms: number) => void
-  /**
-   * Batches of one run in flight at once at most (default 1). A run with a batch in flight gets another only while
-   * `pipelined(runKey)` says the later batch can be decided against what the earlier one will leave.
-   */
-  readonly runDepth?: number
-  readonly pipelined?: (runKey: string) => boolean
   readonly now?: () => number
 }
 
@@ -43,8 +37,6 @@ export type Refusal = "full" | "account-full"
 interface Entry<T> {
   readonly item: T
   readonly since: number
-  /** Arrival order: each account's queue is kept in it, so items sent round again keep their place. */
-  readonly seq: number
 }
 
 /**
@@ -62,19 +54,9 @@ export const makeCheckBatcher = <T extends RunItem>(options: CheckBatcherOptions
   /** Items queued per run, and when the run's last batch finished (kept only while it has items queued). */
   const queuedPerRun = new Map<string, number>()
   const runFreedAt = new Map<string, number>()
-  /** Batches in flight per run. */
-  const busyRuns = new Map<string, number>()
-  const depth = options.runDepth ?? 1
-  /** Whether a run's items must wait for now: a batch of it in flight that another may not follow yet. */
-  const held = (runKey: string) => {
-    const n = busyRuns.get(runKey)
-    return n !== undefined && (n >= depth || options.pipelined?.(runKey) !== true)
-  }
+  const busyRuns = new Set<string>()
   let waiting = 0
   let lanesBusy = 0
-  let arrivals = 0
-  /** Each item's arrival order, while it is queued or in a batch. */
-  const seqOf = new WeakMap<T & object, number>()
 
   const counted = (runKey: string, delta: number) => {
     const n = (queuedPerRun.get(runKey) ?? 0) + delta
@@ -98,8 +80,8 @@ export const makeCheckBatcher = <T extends RunItem>(options: CheckBatcherOptions
       for (const [account, queue] of queues) {
         if (batch.length >= options.maxBatch) break
         let i = cursors.get(account) ?? 0
-        // A run held back keeps all its items waiting, so its order holds whoever is served.
-        while (i < queue.length && held(queue[i]!.item.runKey)) i++
+        // A run with a batch in flight keeps all its items waiting, so its order holds whoever is served.
+        while (i < queue.length && busyRuns.has(queue[i]!.item.runKey)) i++
         if (i >= queue.length) {
           cursors.set(account, i)
           continue
@@ -130,11 +112,11 @@ export const makeCheckBatcher = <T extends RunItem>(options: CheckBatcherOptions
     while (lanesBusy < options.lanes && waiting > 0) {
       const batch = takeBatch()
       if (batch.length === 0) {
-        if (waiting > 0 && [...queues.values()].some((q) => q.some((e) => !held(e.item.runKey)))) continue
+        if (waiting > 0 && [...queues.values()].some((q) => q.some((e) => !busyRuns.has(e.item.runKey)))) continue
         return
       }
       const taken = new Set(batch.map((item) => item.runKey))
-      for (const key of taken) busyRuns.set(key, (busyRuns.get(key) ?? 0) + 1)
+      for (const key of taken) busyRuns.add(key)
       lanesBusy++
       let settled = false
       options.process(batch, (again) => {
@@ -149,28 +131,16 @@ export const makeCheckBatcher = <T extends RunItem>(options: CheckBatcherOptions
     lanesBusy--
     const at = now()
     for (const key of taken) {
-      const n = busyRuns.get(key)! - 1
-      if (n > 0) busyRuns.set(key, n)
-      else busyRuns.delete(key)
+      busyRuns.delete(key)
       if (queuedPerRun.has(key)) runFreedAt.set(key, at)
     }
-    // Back into their account's queue at their arrival place: ahead of their runs' later items (also of items a batch
-    // sent behind theirs took meanwhile and sends back later).
-    for (const item of again) {
-      const seq = seqOf.get(item)!
-      const entry = { item, since: at, seq }
+    // Back to the front of their account's queue, in their order, ahead of their runs' later items.
+    for (let i = again.length - 1; i >= 0; i--) {
+      const item = again[i]!
       const queue = queues.get(item.accountKey)
+      const entry = { item, since: at }
       if (queue === undefined) queues.set(item.accountKey, [entry])
-      else {
-        let lo = 0
-        let hi = queue.length
-        while (lo < hi) {
-          const mid = (lo + hi) >> 1
-          if (queue[mid]!.seq < seq) lo = mid + 1
-          else hi = mid
-        }
-        queue.splice(lo, 0, entry)
-      }
+      else queue.unshift(entry)
       counted(item.runKey, 1)
       waiting++
     }
@@ -183,8 +153,7 @@ export const makeCheckBatcher = <T extends RunItem>(options: CheckBatcherOptions
       if (waiting >= options.maxQueued) return "full"
       const queue = queues.get(item.accountKey)
       if ((queue?.length ?? 0) >= options.maxQueuedPerAccount) return "account-full"
-      const entry = { item, since: now(), seq: arrivals++ }
-      seqOf.set(item, entry.seq)
+      const entry = { item, since: now() }
       if (queue === undefined) queues.set(item.accountKey, [entry])
       else queue.push(entry)
       counted(item.runKey, 1)

@@ -37,11 +37,6 @@ const MAX_CACHED_RECENT = 200_000
  * each other (CheckBatcher): only a write by another instance (or a fail-closed record) sends a check round again.
  */
 const OPTIMISTIC_ATTEMPTS = 4
-/**
- * Batches of one run in flight at once at most: one, and a second sent behind it, decided against what the first
- * will leave (a run's checks then wait for no round trip of their own while the run keeps up).
- */
-const RUN_DEPTH = 2
 /** Checks per batch statement at most, and waiting at most (past it a check fails closed at once). */
 const MAX_BATCH = 256
 const MAX_QUEUED = 50_000
@@ -96,7 +91,7 @@ interface PolicyRow {
   readonly created_at: Date
 }
 
-/** A run as this instance last saw it: its counters and the row version (`ver`, migration 0024) they belong to. */
+/** A run as this instance last saw it: its counters and the row version (`xmin`) they belong to. */
 interface KnownRun {
   readonly run: RunState
   readonly version: string
@@ -137,7 +132,7 @@ const DECISION_VALUES = `$3::uuid, $1::uuid, $2::text, $4::uuid, $5::bigint, $6:
  * A batch: $1 the runs (each with the version its checks were evaluated against and what its allows add), $2 the
  * decisions, $3 the API keys the checks were verified with from a cache, $4 how many actions a run remembers.
  */
-const BATCH = `${prepared("check_run_batch")} SELECT * FROM tapedeck_check_run_batch($1::text::jsonb, $2::text::jsonb,
+const BATCH = `${prepared("check_batch")} SELECT * FROM tapedeck_check_batch($1::text::jsonb, $2::text::jsonb,
   ARRAY(SELECT jsonb_array_elements_text($3::text::jsonb)), $4::int)`
 
 /** A statement runner: `$n` parameters in, rows out, every failure PolicyStateUnavailable (or CredentialRevoked). */
@@ -382,10 +377,6 @@ export const SqlPolicyStoreLive = Layer.scoped(
       readonly accountId: AccountId
       readonly runId: string
       readonly version: string | null
-      /** The version this batch writes if its checks add anything to the run. */
-      readonly next: string
-      /** Sent behind a batch of the run still in flight (decided against what that one will leave). */
-      readonly after: boolean
       state: RunState
       readonly usd: Array<string>
       tokens: number
@@ -394,213 +385,136 @@ export const SqlPolicyStoreLive = Layer.scoped(
     }
 
     /**
-     * Runs with a batch in flight: how many, and what the last one sent will leave if it is written (its counters and
-     * the version it writes), against which the run's next batch is decided and sent before that one returns. `ahead`
-     * null: no batch may follow until they are all back (one was not written, or one creates the run's row, which a
-     * statement sent behind it would not see).
-     */
-    const inFlight = new Map<string, { count: number; ahead: KnownRun | null }>()
-    const pipelined = (key: string) => inFlight.get(key)?.ahead != null
-
-    /** A batch of the run is back: written or not (then no batch of it may follow until all are back). */
-    const landed = (key: string, written: boolean) => {
-      const flight = inFlight.get(key)
-      if (flight === undefined) return
-      if (--flight.count === 0) inFlight.delete(key)
-      else if (!written) flight.ahead = null
-    }
-
-    /**
-     * Evaluates a batch, each run against what its batch in flight will leave (sent with that batch's version as the
-     * one expected: PostgreSQL's row lock orders the two, and if that batch is not written, neither is this one), else
-     * against the run as last seen. Synchronous, as the batch is formed: the next batch formed sees what this one
-     * will leave.
-     */
-    const prepareBatch = (batch: ReadonlyArray<Pending>) => {
-      const now = Date.now()
-      const parts = new Map<string, RunPart>()
-      const decisions: Array<Record<string, unknown>> = []
-      const keys = new Set<string>()
-      for (const item of batch) {
-        const [accountId, action, list, audit, liveKey] = item.args
-        audit.reachedStore = true
-        let part = parts.get(item.runKey)
-        if (part === undefined) {
-          const flight = inFlight.get(item.runKey)
-          const known = flight?.ahead ?? runs.get(item.runKey)
-          part = {
-            accountId,
-            runId: action.runId,
-            version: known?.version ?? null,
-            next: crypto.randomUUID(),
-            after: flight !== undefined,
-            state: known?.run ?? EMPTY_RUN,
-            usd: [],
-            tokens: 0,
-            append: [],
-            decided: []
-          }
-          parts.set(item.runKey, part)
-        }
-        const evaluation = evaluate(list, action, part.state, NO_HOLDS, now, item.args[5])
-        if (evaluation.verdict === "allow" && evaluation.next !== undefined) {
-          part.state = evaluation.next
-          part.usd.push(String(action.proposedUsd ?? 0))
-          part.tokens += action.proposedTokens ?? 0
-          part.append.push(evaluation.next.recent[evaluation.next.recent.length - 1]!)
-        }
-        part.decided.push({ item, evaluation })
-        if (liveKey !== null) keys.add(liveKey)
-        decisions.push({
-          id: audit.decisionId,
-          account_id: accountId,
-          run_id: action.runId,
-          trace_id: audit.traceId ?? null,
-          step_index: action.stepIndex ?? null,
-          tool_name: action.toolName ?? null,
-          model: action.model ?? null,
-          verdict: evaluation.verdict,
-          policy_id: evaluation.policy?.id ?? null,
-          policy_type: evaluation.policy?.type ?? null,
-          hold_id: evaluation.holdId ?? null,
-          reason: evaluation.reason,
-          latency_ms: performance.now() - audit.startedAt
-        })
-      }
-      for (const [key, part] of parts) {
-        const adds = part.append.length > 0 || part.usd.length > 0 || part.tokens !== 0
-        // What the run will be once this batch is written, if a batch can follow it. Not when it creates the run's row
-        // (a statement behind it would not see the row until it commits), nor when it only blocks (it reads the run
-        // without locking it: a batch behind it could be written first, and this one's checks decided after it).
-        const ahead: KnownRun | null = part.version !== null && adds ? { run: part.state, version: part.next } : null
-        const flight = inFlight.get(key)
-        if (flight === undefined) inFlight.set(key, { count: 1, ahead })
-        else {
-          flight.count++
-          flight.ahead = flight.ahead === null ? null : ahead
-        }
-      }
-      const runsParam = [...parts.values()].map((p) => ({
-        account_id: p.accountId,
-        run_id: p.runId,
-        version: p.version,
-        next: p.next,
-        after: p.after,
-        usd: p.usd,
-        tokens: p.tokens,
-        append: p.append
-      }))
-      const params = [JSON.stringify(runsParam), JSON.stringify(decisions), JSON.stringify([...keys]), MAX_RECENT]
-      return { parts, params }
-    }
-
-    /**
-     * Writes a prepared batch in one statement. Runs another instance wrote meanwhile (or whose batch ahead was not
-     * written) are not written: their checks go round again against the state the statement answered (or take the
+     * Evaluates a batch against the runs as last seen and writes it in one statement. Runs another instance wrote
+     * meanwhile are not written: their checks go round again against the state the statement answered (or take the
      * run's lock after OPTIMISTIC_ATTEMPTS); a check answered meanwhile (fail-closed) is dropped before that.
      */
     const writeBatch = (
       batch: ReadonlyArray<Pending>,
       done: (again: ReadonlyArray<Pending>) => void
-    ): Effect.Effect<void> => {
-      let prepared: ReturnType<typeof prepareBatch>
-      try {
-        prepared = prepareBatch(batch)
-      } catch (cause) {
-        done([])
-        for (const item of batch)
-          answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
-        return Effect.logError("an enforcement batch failed unexpectedly", cause)
-      }
-      const { parts, params } = prepared
-      let landedAll = false
-      /** Every run of the batch is back, those not in `written` not written. */
-      const landAll = (written: ReadonlySet<string>) => {
-        if (landedAll) return
-        landedAll = true
-        for (const key of parts.keys()) landed(key, written.has(key))
-      }
-      const none: ReadonlySet<string> = new Set()
-      return Effect.matchEffect(batchRun<BatchRow>(BATCH, params), {
-        onFailure: (e) =>
-          Effect.sync(() => {
-            landAll(none)
-            done([])
-            for (const item of batch) answer(item, Effect.fail(e))
-          }),
-        onSuccess: (rows) =>
-          Effect.sync(() => {
-            const again: Array<Pending> = []
-            const revoked = rows[0]?.revoked
-            if (revoked) {
-              // Nothing was written: the checks of revoked keys are refused, the others decided again without them.
-              const dead = new Set(revoked)
-              const refused: Array<Pending> = []
-              for (const item of batch) {
-                if (item.args[4] !== null && dead.has(item.args[4])) refused.push(item)
-                else again.push(item)
-              }
-              landAll(none)
-              done(again)
-              for (const item of refused) answer(item, Effect.fail(new CredentialRevoked()))
-              return
+    ): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const now = Date.now()
+        const parts = new Map<string, RunPart>()
+        const decisions: Array<Record<string, unknown>> = []
+        const keys = new Set<string>()
+        for (const item of batch) {
+          const [accountId, action, list, audit, liveKey] = item.args
+          audit.reachedStore = true
+          let part = parts.get(item.runKey)
+          if (part === undefined) {
+            const known = runs.get(item.runKey)
+            part = {
+              accountId,
+              runId: action.runId,
+              version: known?.version ?? null,
+              state: known?.run ?? EMPTY_RUN,
+              usd: [],
+              tokens: 0,
+              append: [],
+              decided: []
             }
-            const byRun = new Map(rows.map((r) => [runKey(r.account_id as AccountId, r.run_id!), r]))
-            const answers: Array<[Pending, Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>]> = []
-            const written = new Set<string>()
-            for (const [key, part] of parts) {
-              const row = byRun.get(key)
-              if (row?.written) {
-                written.add(key)
-                // A batch sent behind this one may have come back first, not written, having seen the run as another
-                // instance wrote it after this one: that is newer. Else (it saw the run as this batch found or left it,
-                // or nothing came back in between) this batch's answer is the newest.
-                const seen = runs.get(key)
-                if (
-                  inFlight.get(key)?.ahead != null ||
-                  seen === undefined ||
-                  seen.version === part.version ||
-                  seen.version === row.version
-                )
+            parts.set(item.runKey, part)
+          }
+          const evaluation = evaluate(list, action, part.state, NO_HOLDS, now, item.args[5])
+          if (evaluation.verdict === "allow" && evaluation.next !== undefined) {
+            part.state = evaluation.next
+            part.usd.push(String(action.proposedUsd ?? 0))
+            part.tokens += action.proposedTokens ?? 0
+            part.append.push(evaluation.next.recent[evaluation.next.recent.length - 1]!)
+          }
+          part.decided.push({ item, evaluation })
+          if (liveKey !== null) keys.add(liveKey)
+          decisions.push({
+            id: audit.decisionId,
+            account_id: accountId,
+            run_id: action.runId,
+            trace_id: audit.traceId ?? null,
+            step_index: action.stepIndex ?? null,
+            tool_name: action.toolName ?? null,
+            model: action.model ?? null,
+            verdict: evaluation.verdict,
+            policy_id: evaluation.policy?.id ?? null,
+            policy_type: evaluation.policy?.type ?? null,
+            hold_id: evaluation.holdId ?? null,
+            reason: evaluation.reason,
+            latency_ms: performance.now() - audit.startedAt
+          })
+        }
+        const runsParam = [...parts.values()].map((p) => ({
+          account_id: p.accountId,
+          run_id: p.runId,
+          version: p.version,
+          usd: p.usd,
+          tokens: p.tokens,
+          append: p.append
+        }))
+        const params = [JSON.stringify(runsParam), JSON.stringify(decisions), JSON.stringify([...keys]), MAX_RECENT]
+        return Effect.matchEffect(batchRun<BatchRow>(BATCH, params), {
+          onFailure: (e) =>
+            Effect.sync(() => {
+              done([])
+              for (const item of batch) answer(item, Effect.fail(e))
+            }),
+          onSuccess: (rows) =>
+            Effect.sync(() => {
+              const again: Array<Pending> = []
+              const revoked = rows[0]?.revoked
+              if (revoked) {
+                // Nothing was written: the checks of revoked keys are refused, the others decided again without them.
+                const dead = new Set(revoked)
+                const refused: Array<Pending> = []
+                for (const item of batch) {
+                  if (item.args[4] !== null && dead.has(item.args[4])) refused.push(item)
+                  else again.push(item)
+                }
+                done(again)
+                for (const item of refused) answer(item, Effect.fail(new CredentialRevoked()))
+                return
+              }
+              const byRun = new Map(rows.map((r) => [runKey(r.account_id as AccountId, r.run_id!), r]))
+              const answers: Array<[Pending, Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>]> =
+                []
+              for (const [key, part] of parts) {
+                const row = byRun.get(key)
+                if (row?.written) {
                   remember(key, {
                     run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent },
                     version: row.version!
                   })
-                for (const { evaluation, item } of part.decided) answers.push([item, Effect.succeed(evaluation)])
-                continue
+                  for (const { evaluation, item } of part.decided) answers.push([item, Effect.succeed(evaluation)])
+                  continue
+                }
+                remember(
+                  key,
+                  row === undefined
+                    ? undefined
+                    : {
+                        run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] },
+                        version: row.version!
+                      }
+                )
+                for (const { item } of part.decided) {
+                  item.attempts++
+                  if (item.args[3].abandoned) answers.push([item, Effect.fail(notStored())])
+                  else if (item.attempts >= OPTIMISTIC_ATTEMPTS)
+                    answers.push([item, orUnavailableOrRevoked(decideLocked(...item.args))])
+                  else again.push(item)
+                }
               }
-              remember(
-                key,
-                row === undefined
-                  ? undefined
-                  : {
-                      run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] },
-                      version: row.version!
-                    }
-              )
-              for (const { item } of part.decided) {
-                item.attempts++
-                if (item.args[3].abandoned) answers.push([item, Effect.fail(notStored())])
-                else if (item.attempts >= OPTIMISTIC_ATTEMPTS)
-                  answers.push([item, orUnavailableOrRevoked(decideLocked(...item.args))])
-                else again.push(item)
-              }
-            }
-            landAll(written)
-            done(again)
-            for (const [item, result] of answers) answer(item, result)
-          })
+              done(again)
+              for (const [item, result] of answers) answer(item, result)
+            })
+        })
       }).pipe(
         Effect.catchAllCause((cause) =>
           Effect.sync(() => {
-            landAll(none)
             done([])
             for (const item of batch)
               answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
           }).pipe(Effect.zipRight(Effect.logError("an enforcement batch failed unexpectedly", cause)))
         )
       )
-    }
 
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const batcher = makeCheckBatcher<Pending>({
@@ -613,10 +527,7 @@ export const SqlPolicyStoreLive = Layer.scoped(
         answer(item, Effect.fail(notStored()))
         return true
       },
-      // Evaluated as it is formed (writeBatch's synchronous part), so the next batch formed sees what it will leave.
       process: (batch, done) => runFork(writeBatch(batch, done)),
-      runDepth: RUN_DEPTH,
-      pipelined,
       // How long checks waited for a lane (not how long their statement takes, nor behind their own run) is what
       // sheds ingestion; taken as the batch is formed, before the fiber that writes it is even scheduled.
       waited: pressure.observe

@@ -22,7 +22,6 @@ import m0018 from "./migrations/0018_span_payloads_json.ts"
 import m0019 from "./migrations/0019_trace_list_filters.ts"
 import m0020 from "./migrations/0020_enforcement_check_batch.ts"
 import m0021 from "./migrations/0021_enforcement_allowed_decisions.ts"
-import m0024 from "./migrations/0024_enforcement_run_versions.ts"
 import m0026 from "./migrations/0026_search_sign_bits.ts"
 import m0029 from "./migrations/0029_enforcement_blocks_write_nothing.ts"
 import m0030 from "./migrations/0030_shared_span_content.ts"
@@ -53,7 +52,6 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0019_trace_list_filters": m0019,
   "0020_enforcement_check_batch": m0020,
   "0021_enforcement_allowed_decisions": m0021,
-  "0024_enforcement_run_versions": m0024,
   "0026_search_sign_bits": m0026,
   "0029_enforcement_blocks_write_nothing": m0029,
   "0030_shared_span_content": m0030,
