@@ -248,13 +248,20 @@ export const decodeProtobufBody = (
   contentEncoding: string | undefined,
   maxDecompressedBytes: number
 ): Either.Either<DecodedExport, string> =>
+  decodeDecompressed(raw, contentEncoding, maxDecompressedBytes, (bytes) =>
+    Either.mapLeft(decodeOtlpProtobuf(bytes), (message) => `not an OTLP protobuf ExportTraceServiceRequest: ${message}`)
+  )
+
+/** A body as sent decompressed (by its Content-Encoding, within the limit), then decoded by `decode`. */
+const decodeDecompressed = (
+  raw: Uint8Array,
+  contentEncoding: string | undefined,
+  maxDecompressedBytes: number,
+  decode: (bytes: Uint8Array) => Either.Either<DecodedExport, string>
+): Either.Either<DecodedExport, string> =>
   Either.flatMap(
     Either.mapLeft(decompress(raw, contentEncoding, maxDecompressedBytes), (e) => e.message),
-    (bytes) =>
-      Either.mapLeft(
-        decodeOtlpProtobuf(bytes),
-        (message) => `not an OTLP protobuf ExportTraceServiceRequest: ${message}`
-      )
+    decode
   )
 
 const decodeOtlpJsonShape = Schema.decodeUnknownEither(OtlpJsonRequest)
@@ -281,7 +288,4 @@ export const decodeJsonBody = (
   contentEncoding: string | undefined,
   maxDecompressedBytes: number
 ): Either.Either<DecodedExport, string> =>
-  Either.flatMap(
-    Either.mapLeft(decompress(raw, contentEncoding, maxDecompressedBytes), (e) => e.message),
-    decodeJsonBytes
-  )
+  decodeDecompressed(raw, contentEncoding, maxDecompressedBytes, decodeJsonBytes)

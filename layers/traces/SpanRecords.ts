@@ -241,11 +241,7 @@ export const toRecordsJson = (
   spans: ReadonlyArray<Span | SpanWire>,
   stored?: (hash: string) => boolean,
   sent?: Set<string>
-) => {
-  const omit = once(stored)
-  const hash = partHasher()
-  return JSON.stringify(spans.map((span) => toWriteRecord(span, omit, sent, hash)))
-}
+) => JSON.stringify(toWriteRecords(spans, stored, sent))
 
 /**
  * `stored`, extended to the parts an earlier record of the same batch sends: a statement stores its rows in order, and
