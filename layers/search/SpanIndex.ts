@@ -20,11 +20,21 @@ export const HNSW_MAX_DIMS = 2000
  */
 export const RRF_K = 60
 /**
- * A span joins the lexical leg only when the query lexemes it holds carry at least this share of the query's total
- * inverse document frequency: one shared common word is no evidence, and in the fusion it would push aside the
- * vector leg's answers to a query phrased in other words.
+ * Fused, a span holds a place in the lexical leg only when the query lexemes it holds carry at least this share of
+ * the query's total inverse document frequency: one shared common word is no evidence, and in the fusion it would
+ * push aside the vector leg's answers to a query phrased in other words.
  */
 export const LEXICAL_MIN_COVERAGE = 0.2
+/**
+ * A keyword query's best lexical matches are protected: a span among the lexical leg's first PROTECTED_RANKS that
+ * holds at least CONFIDENT_COVERAGE of the query's inverse document frequency gets 1 added to its score, so the
+ * vector leg cannot push it off the first page (the fusion never loses BM25's confident answers).
+ */
+export const PROTECTED_RANKS = 10
+export const CONFIDENT_COVERAGE = 0.5
+/** BM25's term-frequency saturation and length normalisation (the customary values) in the lexical leg. */
+export const BM25_K1 = 1.2
+export const BM25_B = 0.75
 /** Candidates fetched from each leg at least, before the fusion and the page cut. */
 const MIN_CANDIDATES = 100
 
@@ -452,6 +462,8 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const legs = input.legs ?? ["lexical", "vector"]
       const useVector = legs.includes("vector")
       const useLexical = legs.includes("lexical")
+      // Both legs: the lexical one counts in the fusion only for spans holding LEXICAL_MIN_COVERAGE of the query.
+      const fused = useVector && useLexical
 
       const distance =
         mode === "pgvector-hnsw"
@@ -550,7 +562,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(input.embedder))}
                 AND EXISTS (SELECT 1 FROM terms)
             ), weights AS MATERIALIZED (
-              SELECT terms.q, ln(1 + (docs.n - df.n + 0.5) / (df.n + 0.5)) AS idf
+              SELECT terms.lexeme, terms.q, ln(1 + (docs.n - df.n + 0.5) / (df.n + 0.5)) AS idf
               FROM terms CROSS JOIN docs
               CROSS JOIN LATERAL (
                 SELECT count(*)::float8 AS n FROM span_embeddings e
@@ -558,45 +570,61 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
                   AND e.tsv @@ terms.q
               ) df
             ), needed AS MATERIALIZED (
-              -- A span holding only the commonest lexemes, together worth less than the coverage the leg asks for,
-              -- cannot join it: the full-text match looks for the others only (the same result, far fewer rows
-              -- to rank when the query has a common word).
+              -- Fused, a span holding only the commonest lexemes, together worth less than LEXICAL_MIN_COVERAGE,
+              -- could not count: the full-text match looks for the others only (far fewer rows to read when the
+              -- query has a common word). The leg alone is plain BM25 over every span holding a query lexeme.
               SELECT q FROM (
                 SELECT q, sum(idf) OVER (ORDER BY idf, q::text) AS below, sum(idf) OVER () AS total FROM weights
               ) x
-              WHERE below >= ${LEXICAL_MIN_COVERAGE} * total
+              WHERE ${fused ? sql`below >= ${sql.literal(String(LEXICAL_MIN_COVERAGE))} * total` : sql`true`}
             ), any_term AS MATERIALIZED (
               SELECT CASE WHEN count(*) = 0 THEN NULL ELSE string_agg(q::text, ' | ')::tsquery END AS q FROM needed
+            ), lm AS MATERIALIZED (
+              -- Each span holding a query lexeme: its length (lexeme occurrences) and the query lexemes' counts in it.
+              SELECT e.trace_id, e.span_id, d.dl, d.idfs, d.tfs
+              FROM span_embeddings e
+              JOIN LATERAL (
+                SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = e.trace_id LIMIT 1
+              ) t ON true
+              CROSS JOIN LATERAL (
+                SELECT sum(greatest(cardinality(u.positions), 1))::float8 AS dl,
+                       array_agg(w.idf) FILTER (WHERE w.idf IS NOT NULL) AS idfs,
+                       array_agg(greatest(cardinality(u.positions), 1)::float8) FILTER (WHERE w.idf IS NOT NULL) AS tfs
+                FROM unnest(e.tsv) AS u LEFT JOIN weights w ON w.lexeme = u.lexeme
+              ) d
+              WHERE ${where} AND e.tsv @@ (SELECT q FROM any_term)
+            ), avgdl AS MATERIALIZED (
+              SELECT greatest(avg(dl), 1) AS v FROM lm
             ), l0 AS MATERIALIZED (
-              SELECT m.trace_id, m.span_id, m.relevance
-              FROM (
-                SELECT e.trace_id, e.span_id, r.relevance, r.idf
-                FROM span_embeddings e
-                JOIN LATERAL (
-                  SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = e.trace_id LIMIT 1
-                ) t ON true
-                CROSS JOIN LATERAL (
-                  SELECT sum(w.idf * ts_rank(e.tsv, w.q, 1)) AS relevance, sum(w.idf) AS idf FROM weights w WHERE e.tsv @@ w.q
-                ) r
-                WHERE ${where} AND e.tsv @@ (SELECT q FROM any_term)
-              ) m
-              WHERE m.idf >= ${LEXICAL_MIN_COVERAGE} * (SELECT sum(idf) FROM weights)
-              ORDER BY round(m.relevance::numeric, 6) DESC, m.trace_id, m.span_id
+              -- BM25 (BM25_K1, BM25_B), the average length taken over the spans holding a query lexeme; coverage: the
+              -- share of the query's inverse document frequency that the span's lexemes hold.
+              SELECT trace_id, span_id, relevance, coverage FROM (
+                SELECT lm.trace_id, lm.span_id,
+                       (SELECT sum(i) FROM unnest(lm.idfs) AS i) / nullif((SELECT sum(idf) FROM weights), 0) AS coverage,
+                       (SELECT sum(x.idf * x.tf * ${sql.literal(String(BM25_K1 + 1))}
+                                   / (x.tf + ${sql.literal(String(BM25_K1))} * (1 - ${sql.literal(String(BM25_B))} + ${sql.literal(String(BM25_B))} * lm.dl / avgdl.v)))
+                        FROM unnest(lm.idfs, lm.tfs) AS x(idf, tf)) AS relevance
+                FROM lm CROSS JOIN avgdl
+              ) b
+              ORDER BY round(relevance::numeric, 6) DESC, trace_id, span_id
               LIMIT ${k}
             ), l AS (
-              -- To 6 decimals too: ts_rank's float4 arithmetic differs in the last bits between builds (PGlite is WASM).
-              SELECT trace_id, span_id,
+              -- To 6 decimals: float arithmetic differs in the last bits between builds (PGlite is WASM).
+              SELECT trace_id, span_id, coverage,
                      row_number() OVER (ORDER BY round(relevance::numeric, 6) DESC, trace_id, span_id) AS rank FROM l0
             ), c AS (
-              SELECT trace_id, span_id, min(vrank) AS vrank, min(lrank) AS lrank
+              SELECT trace_id, span_id, min(vrank) AS vrank, min(lrank) AS lrank, max(coverage) AS coverage
               FROM (
-                SELECT trace_id, span_id, rank AS vrank, NULL::bigint AS lrank FROM v
-                UNION ALL SELECT trace_id, span_id, NULL::bigint, rank FROM l
+                SELECT trace_id, span_id, rank AS vrank, NULL::bigint AS lrank, NULL::float8 AS coverage FROM v
+                UNION ALL
+                SELECT trace_id, span_id, NULL::bigint, rank, coverage FROM l
+                ${fused ? sql`WHERE coverage >= ${sql.literal(String(LEXICAL_MIN_COVERAGE))}` : sql``}
               ) x
               GROUP BY trace_id, span_id
             ), ranked AS (
               SELECT s.trace_id, ${sql.literal(spanSelect())}, ${distance} AS distance, c.vrank, c.lrank,
-                     COALESCE(1.0 / (${RRF_K} + c.vrank), 0) + COALESCE(1.0 / (${RRF_K} + c.lrank), 0) AS score
+                     COALESCE(1.0 / (${RRF_K} + c.vrank), 0) + COALESCE(1.0 / (${RRF_K} + c.lrank), 0)
+                     + ${fused ? sql`CASE WHEN c.lrank <= ${sql.literal(String(PROTECTED_RANKS))} AND c.coverage >= ${sql.literal(String(CONFIDENT_COVERAGE))} THEN 1 ELSE 0 END` : sql`0`} AS score
               FROM c
               JOIN LATERAL (
                 SELECT e.embedding FROM span_embeddings e WHERE e.trace_id = c.trace_id AND e.span_id = c.span_id LIMIT 1
