@@ -71,7 +71,7 @@ export const SearchHit = Schema.extend(
     }),
     score: Schema.optional(Schema.Number.pipe(Schema.nonNegative())).annotations({
       description:
-        "Ranking score, higher is better: the sum over the legs that found the span of 1 / (60 + its rank in that leg)"
+        "Ranking score, higher is better: the sum over the legs that found the span of 1 / (60 + its rank in that leg), plus 1 when it is one of the lexical leg's first ten and holds at least half of the query's weight"
     }),
     match: Schema.optional(Schema.Array(SearchMatch)).annotations({
       description: "Which retrieval legs found the span: lexical (full text) and/or vector (embedding similarity)"

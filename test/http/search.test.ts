@@ -101,11 +101,17 @@ describe("POST /api/v1/search", () => {
     for (const s of body.spans) {
       expect(s.match.length).toBeGreaterThan(0)
       for (const leg of s.match) expect(["lexical", "vector"]).toContain(leg)
-      // The score is the reciprocal-rank fusion of the legs named: each adds at most 1 / 61.
+      // The score is the reciprocal-rank fusion of the legs named (each adds at most 1 / 61), plus 1 for a
+      // protected lexical match (one of the lexical leg's first ten holding half the query's weight).
       expect(s.score).toBeGreaterThan(0)
-      expect(s.score).toBeLessThanOrEqual(s.match.length / 61 + 1e-12)
+      const isProtected = s.score >= 1
+      if (isProtected) expect(s.match).toContain("lexical")
+      expect(s.score - (isProtected ? 1 : 0)).toBeLessThanOrEqual(s.match.length / 61 + 1e-12)
     }
+    // A keyword query: its best lexical matches are protected, at most ten of them.
     expect(match).toContain("lexical")
+    expect(score).toBeGreaterThanOrEqual(1)
+    expect(body.spans.filter((s: any) => s.score >= 1).length).toBeLessThanOrEqual(10)
     expect(spans.find((s) => s.span.id === first.id)!.kind).toBe("card-declined")
   })
 
