@@ -427,11 +427,10 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
 
     /**
      * One page of the account's spans, best first, by hybrid retrieval: the k nearest vectors (the vector leg) and
-     * the k best full-text matches (the lexical leg: spans holding query lexemes worth LEXICAL_MIN_COVERAGE of the
-     * query's inverse document frequency, ranked by the sum over the lexemes they hold of the lexeme's inverse
-     * document frequency among the account's spans times its `ts_rank`), both under
-     * the same filters, fused by reciprocal rank (RRF_K). `score` is the fused score, `similarity` the cosine,
-     * `match` the legs that found the span.
+     * the k best full-text matches by BM25 (the lexical leg), both under the same filters, fused by reciprocal
+     * rank (RRF_K): a lexical match counts only for a span holding LEXICAL_MIN_COVERAGE of the query's inverse
+     * document frequency, and the leg's confident first ones are protected (PROTECTED_RANKS, CONFIDENT_COVERAGE).
+     * `score` is the fused score, `similarity` the cosine, `match` the legs that count for the span.
      */
     const search = Effect.fn("SpanIndex.search")(function* (input: {
       readonly accountId: AccountId
