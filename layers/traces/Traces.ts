@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { DateTime, Effect, Option, Schema } from "effect"
 import { decodeCursor, encodeCursor } from "#src/domain/Cursor"
 import type { AccountId, TraceId } from "#src/domain/Ids"
-import { Span, type SpanWire } from "#src/domain/Span"
+import { Span, type SpanWire, spanWireOf } from "#src/domain/Span"
 import { batchProblem } from "#src/domain/SpanBatch"
 import { layOut, type SpanTiming } from "#src/domain/CausalOrder"
 import {
@@ -91,17 +91,16 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     /** Spans sent without a cost get the price table's estimate (marked `cost_estimated`); sent costs stay. */
     const priced = (spans: ReadonlyArray<Span>) => spans.map(prices.withEstimatedCost)
     const processors = yield* SpanProcessors
-    const encodeSpans = Schema.encode(Schema.Array(Span))
     const decodeSpans = Schema.decodeUnknown(Schema.Array(Span))
     /** The installed span processors (extensions) over a batch, before anything of it is checked or stored. */
     const processed = (accountId: AccountId, traceId: string, spans: ReadonlyArray<Span>) =>
       processors.length === 0 || spans.length === 0
         ? Effect.succeed(spans)
-        : encodeSpans(spans).pipe(
-            Effect.orDie,
-            Effect.flatMap((wire) =>
-              processSpans(processors, wire as ReadonlyArray<ProcessedSpan>, { accountId, traceId, path: "rest" })
-            ),
+        : processSpans(processors, spans.map(spanWireOf) as ReadonlyArray<ProcessedSpan>, {
+            accountId,
+            traceId,
+            path: "rest"
+          }).pipe(
             Effect.flatMap((wire) =>
               decodeSpans(wire).pipe(
                 Effect.mapError(
