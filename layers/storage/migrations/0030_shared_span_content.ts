@@ -24,6 +24,28 @@ import { Effect } from "effect"
 const CUT_BYTES = 256
 const SHARE_BYTES = 1024
 
+/** The trigger's step for one payload column (`input` or `output`): its parts stored and referenced, or split. */
+const shareColumn = (column: "input" | "output") => `
+      IF NEW.${column} IS NULL AND NEW.${column}_parts IS NOT NULL THEN
+        NEW.${column}_refs := tapedeck_share_parts(NEW.account_id, NEW.${column}_parts, NEW.${column}_hashes);
+        NEW.${column}_parts := NULL;
+        NEW.${column}_hashes := NULL;
+      ELSIF NEW.${column} IS NOT NULL THEN
+        NEW.${column}_skel := NULL;
+        NEW.${column}_refs := NULL;
+        NEW.${column}_parts := NULL;
+        NEW.${column}_hashes := NULL;
+        IF octet_length(NEW.${column}::text) >= ${SHARE_BYTES} THEN
+          SELECT c.skel, c.parts INTO skel, parts FROM tapedeck_cut(NEW.${column}, 0, '', '{}') c;
+          IF cardinality(parts) > 0 THEN
+            NEW.${column} := NULL;
+            NEW.${column}_skel := skel;
+            NEW.${column}_refs := tapedeck_share_parts(NEW.account_id, parts);
+          END IF;
+        END IF;
+      END IF;
+`
+
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`
@@ -192,42 +214,7 @@ export default Effect.gen(function* () {
       skel text;
       parts text[];
     BEGIN
-      IF NEW.input IS NULL AND NEW.input_parts IS NOT NULL THEN
-        NEW.input_refs := tapedeck_share_parts(NEW.account_id, NEW.input_parts, NEW.input_hashes);
-        NEW.input_parts := NULL;
-        NEW.input_hashes := NULL;
-      ELSIF NEW.input IS NOT NULL THEN
-        NEW.input_skel := NULL;
-        NEW.input_refs := NULL;
-        NEW.input_parts := NULL;
-        NEW.input_hashes := NULL;
-        IF octet_length(NEW.input::text) >= ${SHARE_BYTES} THEN
-          SELECT c.skel, c.parts INTO skel, parts FROM tapedeck_cut(NEW.input, 0, '', '{}') c;
-          IF cardinality(parts) > 0 THEN
-            NEW.input := NULL;
-            NEW.input_skel := skel;
-            NEW.input_refs := tapedeck_share_parts(NEW.account_id, parts);
-          END IF;
-        END IF;
-      END IF;
-      IF NEW.output IS NULL AND NEW.output_parts IS NOT NULL THEN
-        NEW.output_refs := tapedeck_share_parts(NEW.account_id, NEW.output_parts, NEW.output_hashes);
-        NEW.output_parts := NULL;
-        NEW.output_hashes := NULL;
-      ELSIF NEW.output IS NOT NULL THEN
-        NEW.output_skel := NULL;
-        NEW.output_refs := NULL;
-        NEW.output_parts := NULL;
-        NEW.output_hashes := NULL;
-        IF octet_length(NEW.output::text) >= ${SHARE_BYTES} THEN
-          SELECT c.skel, c.parts INTO skel, parts FROM tapedeck_cut(NEW.output, 0, '', '{}') c;
-          IF cardinality(parts) > 0 THEN
-            NEW.output := NULL;
-            NEW.output_skel := skel;
-            NEW.output_refs := tapedeck_share_parts(NEW.account_id, parts);
-          END IF;
-        END IF;
-      END IF;
+${shareColumn("input")}${shareColumn("output")}
       RETURN NEW;
     END $$`)
   yield* sql`
