@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { exportBody, hex, otlpSpan } from "../support/Otlp.ts"
+import { traceByOtelId } from "../support/SdkPrograms.ts"
 
 let server: TestServer
 beforeAll(async () => {
@@ -17,11 +18,7 @@ const ingest = async (body: unknown) => {
   expect(response.status).toBe(200)
 }
 
-const traceOf = async (otelTraceId: string): Promise<any> => {
-  const list = (await (await server.get("/api/v1/traces?limit=100", KEY_A)).json()) as any
-  const found = list.items.find((t: any) => t.metadata?.otel?.trace_id === otelTraceId)
-  return found && (await (await server.get(`/api/v1/traces/${found.id}`, KEY_A)).json())
-}
+const traceOf = (otelTraceId: string) => traceByOtelId(server, otelTraceId)
 
 describe("agent identity from framework attributes, handed down to descendants", () => {
   test("OpenAI Agents SDK (OpenInference): the AGENT span's graph.node.id names the agent of its model and tool calls", async () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { GRPC_ENV, KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { runSdkProgram, traceByOtelId } from "../support/SdkPrograms.ts"
 import { until } from "../support/Until.ts"
 
 // The Laminar JS SDK (@lmnr-ai/lmnr, a devDependency) run unchanged in a child process against the running server,
@@ -10,36 +11,16 @@ beforeAll(async () => {
 })
 afterAll(() => server.stop())
 
-const runProgram = async (key: string, forceHttp: boolean) => {
-  const child = Bun.spawn([process.execPath, "test/sdk-programs/laminar-js.ts"], {
-    env: {
-      ...process.env,
-      LMNR_BASE_URL: "http://127.0.0.1",
-      LMNR_GRPC_PORT: String(server.grpcPort),
-      LMNR_HTTP_PORT: new URL(server.url).port,
-      LMNR_PROJECT_API_KEY: key,
-      LMNR_FORCE_HTTP: String(forceHttp)
-    },
-    stdout: "pipe",
-    stderr: "pipe"
+const runProgram = (key: string, forceHttp: boolean) =>
+  runSdkProgram("test/sdk-programs/laminar-js.ts", {
+    LMNR_BASE_URL: "http://127.0.0.1",
+    LMNR_GRPC_PORT: String(server.grpcPort),
+    LMNR_HTTP_PORT: new URL(server.url).port,
+    LMNR_PROJECT_API_KEY: key,
+    LMNR_FORCE_HTTP: String(forceHttp)
   })
-  const [out, err, code] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited
-  ])
-  return {
-    code,
-    err,
-    result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean; error?: string }
-  }
-}
 
-const findTrace = async (otelTraceId: string): Promise<any> => {
-  const list = (await (await server.get("/api/v1/traces?limit=100")).json()) as any
-  const found = list.items.find((t: any) => t.metadata?.otel?.trace_id === otelTraceId)
-  return found === undefined ? undefined : (await server.get(`/api/v1/traces/${found.id}`)).json()
-}
+const findTrace = (otelTraceId: string) => traceByOtelId(server, otelTraceId)
 
 const landed = (otelTraceId: string) =>
   until(

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { protobufBody } from "../support/Otlp.ts"
+import { runSdkProgram, traceByOtelId } from "../support/SdkPrograms.ts"
 import langfusePython from "../fixtures/otlp/langfuse-python.json"
 
 // The Langfuse JS SDK (@langfuse/otel + @langfuse/tracing, a devDependency) run unchanged in a child process
@@ -11,29 +12,10 @@ beforeAll(async () => {
 })
 afterAll(() => server.stop())
 
-const runProgram = async (secretKey: string) => {
-  const child = Bun.spawn([process.execPath, "test/sdk-programs/langfuse-js.ts"], {
-    env: { ...process.env, LANGFUSE_BASE_URL: server.url, LANGFUSE_SECRET_KEY: secretKey },
-    stdout: "pipe",
-    stderr: "pipe"
-  })
-  const [out, err, code] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited
-  ])
-  return {
-    code,
-    err,
-    result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean }
-  }
-}
+const runProgram = (secretKey: string) =>
+  runSdkProgram("test/sdk-programs/langfuse-js.ts", { LANGFUSE_BASE_URL: server.url, LANGFUSE_SECRET_KEY: secretKey })
 
-const traceOf = async (otelTraceId: string): Promise<any> => {
-  const list = (await (await server.get("/api/v1/traces?limit=100")).json()) as any
-  const found = list.items.find((t: any) => t.metadata?.otel?.trace_id === otelTraceId)
-  return found === undefined ? undefined : (await server.get(`/api/v1/traces/${found.id}`)).json()
-}
+const traceOf = (otelTraceId: string) => traceByOtelId(server, otelTraceId)
 
 describe("Langfuse JS SDK", () => {
   test("its trace lands: span types, model, tokens, input/output, session, user, environment, release", async () => {

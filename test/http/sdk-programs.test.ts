@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { type FakeOpenAi, startFakeOpenAi } from "../support/FakeOpenAi.ts"
 import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { runSdkProgram, traceByOtelId } from "../support/SdkPrograms.ts"
 import { until } from "../support/Until.ts"
 
 // Phoenix (@arizeai/phoenix-otel + OpenInference's OpenAI instrumentation) and OpenLLMetry
@@ -30,29 +31,10 @@ const SDKS = {
   }
 } as const
 
-const runProgram = async (sdk: keyof typeof SDKS, key: string) => {
-  const child = Bun.spawn([process.execPath, SDKS[sdk].program], {
-    env: { ...process.env, ...SDKS[sdk].env(key), OPENAI_BASE_URL: model.baseUrl },
-    stdout: "pipe",
-    stderr: "pipe"
-  })
-  const [out, err, code] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited
-  ])
-  return {
-    code,
-    err,
-    result: JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as { traceId: string; flushed: boolean; error?: string }
-  }
-}
+const runProgram = (sdk: keyof typeof SDKS, key: string) =>
+  runSdkProgram(SDKS[sdk].program, { ...SDKS[sdk].env(key), OPENAI_BASE_URL: model.baseUrl })
 
-const findTrace = async (otelTraceId: string): Promise<any> => {
-  const list = (await (await server.get("/api/v1/traces?limit=100")).json()) as any
-  const found = list.items.find((t: any) => t.metadata?.otel?.trace_id === otelTraceId)
-  return found === undefined ? undefined : (await server.get(`/api/v1/traces/${found.id}`)).json()
-}
+const findTrace = (otelTraceId: string) => traceByOtelId(server, otelTraceId)
 
 const landed = (sdk: keyof typeof SDKS, otelTraceId: string) =>
   until(
