@@ -27,7 +27,6 @@ import { StudioHttpLive } from "#src/http/StudioHttp"
 import { SystemHttpLive } from "#src/http/SystemHttp"
 import { TracesHttpLive } from "#src/http/TracesHttp"
 import { UsageHttpLive } from "#src/http/UsageHttp"
-import { RetentionHttpLive } from "#src/http/RetentionHttp"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
 import { Evaluations } from "#layers/evaluations/Evaluations"
@@ -60,7 +59,6 @@ export const ApiLive = Layer.unwrapEffect(
     LangfuseOtlpHttpLive,
     SessionsHttpLive,
     UsageHttpLive,
-    RetentionHttpLive,
     BatchHttpLive,
     ApiKeysHttpLive,
     DiscoveryHttpLive,
