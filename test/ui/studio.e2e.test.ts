@@ -207,10 +207,19 @@ describe.skipIf(!hasChromium)("Studio in Chromium", () => {
     const page = await browser.newPage()
     await signIn(page, key)
     expect((await server.request("DELETE", `/api/v1/api-keys/${id}`)).status).toBe(200)
-    await page.getByRole("link", { name: "Search" }).click()
-    await page.getByRole("searchbox", { name: "Search spans" }).fill("flight")
-    await page.getByRole("searchbox", { name: "Search spans" }).press("Enter")
-    await expectVisible(page.getByRole("alert").filter({ hasText: "no longer accepted" }))
+    const refused = page.getByRole("alert").filter({ hasText: "no longer accepted" })
+    // The page's next request with the revoked key returns it to the form: a search here, unless the live stream
+    // (closed on revocation) got there first and the Search link is already gone.
+    if (!(await refused.first().isVisible())) {
+      try {
+        await page.getByRole("link", { name: "Search" }).click({ timeout: 5_000 })
+        await page.getByRole("searchbox", { name: "Search spans" }).fill("flight", { timeout: 5_000 })
+        await page.getByRole("searchbox", { name: "Search spans" }).press("Enter", { timeout: 5_000 })
+      } catch {
+        // Back on the form already: the assertions below say whether it was for the right reason.
+      }
+    }
+    await expectVisible(refused)
     expect(await page.getByLabel("API key").isVisible()).toBe(true)
     await page.close()
   })
