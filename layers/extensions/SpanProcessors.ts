@@ -2,7 +2,7 @@ import { Cause, Context, Effect, Exit, Option, Schema } from "effect"
 import { SpanProcessorFailed } from "#src/domain/Errors"
 import type { AccountId } from "#src/domain/Ids"
 import { Span, spanWireOf } from "#src/domain/Span"
-import { decodeRewrittenSpan } from "#src/domain/SpanDecoding"
+import { decodeRewrittenSpan, rewrittenSpanJson } from "#src/domain/SpanDecoding"
 
 /** A span as JSON, as every write path hands it to processors: the API's field names, ISO 8601 times. */
 export type ProcessedSpan = {
@@ -127,6 +127,45 @@ export const processDecodedSpans = (
       })
     })
   )
+
+/**
+ * `processSpans` over spans kept as JSON (OTLP's mapped spans): what the processors return is checked where it
+ * differs from the span they were given (rewrittenSpanJson), so a processor's invalid output is a failure
+ * (SpanProcessorFailed), never stored; a span that check does not take is decoded by `Span`, for its verdict and error.
+ */
+export const processSpansJson = <S extends ProcessedSpan>(
+  processors: ReadonlyArray<SpanProcessor>,
+  spans: ReadonlyArray<S>,
+  context: SpanContext
+): Effect.Effect<ReadonlyArray<S>, SpanProcessorFailed> =>
+  Effect.suspend(() => {
+    // Copies for the processors: a processor changing its span in place must not change what it is compared with.
+    const given = spans.map((s) => ({ ...s }))
+    return processSpans(processors, given, context).pipe(
+      Effect.flatMap((outputs) => {
+        let j = 0
+        return Effect.forEach(outputs, (output) => {
+          while (j < spans.length && spans[j]!.id !== output.id) j++
+          const before = spans[j]
+          const checked = before !== undefined ? rewrittenSpanJson(before, output) : undefined
+          if (checked !== undefined) return Effect.succeed(checked as S)
+          // A payload the mapping made that the check refuses by itself (a non-finite number, a NUL character sent
+          // in the export) is not the processor's doing: the span goes on as it would without processors.
+          if (before !== undefined && rewrittenSpanJson(before, before) === undefined) return Effect.succeed(output)
+          return decodeSpan(output).pipe(
+            Effect.as(output),
+            Effect.mapError(
+              (e) =>
+                new SpanProcessorFailed({
+                  processor: processors.map((p) => p.name).join(", "),
+                  reason: `it returned an invalid span: ${e.message}`
+                })
+            )
+          )
+        })
+      })
+    )
+  })
 
 const reparented = <S extends ProcessedSpan>(span: S, dropped: ReadonlyMap<string, string | null | undefined>): S => {
   let parent = span.parent_id

@@ -98,7 +98,6 @@ export const decodeRewrittenSpan = (before: Span, after: unknown): Span | undefi
   if (!isObject(after)) return undefined
   // Checked and returned: the copy (its own enumerable properties, each read once), as `Span` would see them.
   const span: Record<string, unknown> = { ...after }
-  if (!("id" in span && "parent_id" in span && "span_type" in span && "name" in span)) return undefined
   const started = rewrittenInstant(span.started_at, before.started_at)
   if (started === undefined) return undefined
   let ended: DateTime.Utc | undefined
@@ -106,17 +105,55 @@ export const decodeRewrittenSpan = (before: Span, after: unknown): Span | undefi
     ended = rewrittenInstant(span.ended_at, before.ended_at)
     if (ended === undefined) return undefined
   }
-  const previous = before as Record<string, unknown>
+  if (!changedFieldsValid(before as Record<string, unknown>, span)) return undefined
+  span.started_at = started
+  if (ended !== undefined) span.ended_at = ended
+  return span as Span
+}
+
+/** The required fields are there, and every named field but the instants is `before`'s primitive or valid. */
+const changedFieldsValid = (before: Record<string, unknown>, span: Record<string, unknown>) => {
+  if (!("id" in span && "parent_id" in span && "span_type" in span && "name" in span)) return false
   for (const key in span) {
     const check = FIELD_CHECKS.get(key)
     if (check === undefined) continue
     const value = span[key]
-    const kept = value === previous[key] && (value === null || typeof value !== "object")
-    if (!kept && !check(value)) return undefined
+    const kept = value === before[key] && (value === null || typeof value !== "object")
+    if (!kept && !check(value)) return false
   }
+  return true
+}
+
+/** An instant in JSON as rewritten: kept when it is `before`'s text, else printed as `toISOString` does. */
+const rewrittenInstantText = (value: unknown, before: unknown) => {
+  if (value === before && typeof value === "string") return value
+  const instant = typeof value === "string" ? instantOf(value) : undefined
+  return instant === undefined ? undefined : formatInstant(instant)
+}
+
+/**
+ * `decodeRewrittenSpan` for a span kept as JSON (OTLP's mapped spans): `after`, a processor's output for `before`,
+ * with the same checks of what changed, its instants as text (a rewritten one printed as `toISOString` prints it);
+ * undefined when it is not plainly valid. What the processor did not change is not checked at all (OTLP's mapping
+ * made it).
+ */
+export const rewrittenSpanJson = (
+  before: Readonly<Record<string, unknown>>,
+  after: unknown
+): Record<string, unknown> | undefined => {
+  if (!isObject(after)) return undefined
+  const span: Record<string, unknown> = { ...after }
+  const started = rewrittenInstantText(span.started_at, before.started_at)
+  if (started === undefined) return undefined
+  let ended: string | undefined
+  if (span.ended_at !== undefined) {
+    ended = rewrittenInstantText(span.ended_at, before.ended_at)
+    if (ended === undefined) return undefined
+  }
+  if (!changedFieldsValid(before, span)) return undefined
   span.started_at = started
   if (ended !== undefined) span.ended_at = ended
-  return span as Span
+  return span
 }
 
 const decodeSlow = ParseResult.decodeUnknown(Span)

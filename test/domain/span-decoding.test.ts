@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { Arbitrary, Either, FastCheck as fc, Schema } from "effect"
 import { Span, spanWireOf } from "#src/domain/Span"
-import { decodeRewrittenSpan, decodeSpanFast } from "#src/domain/SpanDecoding"
+import { decodeRewrittenSpan, decodeSpanFast, rewrittenSpanJson } from "#src/domain/SpanDecoding"
 
 const encodedSpan = Arbitrary.make(Span).map((span) => JSON.parse(JSON.stringify(Schema.encodeSync(Span)(span))))
 
@@ -240,5 +240,29 @@ describe("decodeRewrittenSpan", () => {
       const masked = Object.fromEntries(Object.entries(wire).map(([k, v]) => [k, kept.has(k) ? v : mask(v)]))
       expect(decodeRewrittenSpan(before, masked)).toBeDefined()
     }
+  })
+})
+
+describe("rewrittenSpanJson", () => {
+  test("accepts only what Span accepts, and gives the same span in JSON", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          encodedSpan,
+          decodedSpan.map((s) => spanWireOf(s) as Record<string, unknown>)
+        ),
+        rewrite,
+        (before, f) => {
+          // The processor gets a shallow copy, as processSpansJson gives it: nested objects are shared.
+          const after = f({ ...before })
+          const checked = rewrittenSpanJson(before, after)
+          if (checked === undefined) return
+          const slow = decodeSlow(after)
+          expect(Either.isRight(slow)).toBe(true)
+          expect(Schema.encodeSync(Span)(decodeSync(checked))).toEqual(Schema.encodeSync(Span)(Either.getOrThrow(slow)))
+        }
+      ),
+      { numRuns: 3000 }
+    )
   })
 })

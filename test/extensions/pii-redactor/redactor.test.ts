@@ -306,6 +306,8 @@ describe("a failing span processor refuses the request and stores nothing", () =
             // A bug of its own: a text made unstorable (a NUL character) in place, on the span it was given.
             const input = span.input as { messages?: Array<{ content: string }> } | undefined
             if (span.name.includes("corrupt") && input?.messages?.[0]) input.messages[0].content += "\u0000"
+            // And a name longer than a span's may be.
+            if (span.name.includes("overlong")) return Effect.succeedSome({ ...span, name: span.name.padEnd(600, "x") })
             return Effect.succeedSome(span)
           }
         })
@@ -389,6 +391,34 @@ describe("a failing span processor refuses the request and stores nothing", () =
       spans: Array<{ id: string }>
     }
     expect(detail.spans.map((s) => s.id)).toEqual([ok.id])
+  })
+
+  test("OTLP: a processor's invalid output refuses the export, and is never stored", async () => {
+    const otelTrace = "5bf92f3577b34da6a3ce929d0e0e4737"
+    const o = await failing.request("POST", "/v1/traces", {
+      body: {
+        resourceSpans: [
+          {
+            scopeSpans: [
+              {
+                spans: [
+                  {
+                    traceId: otelTrace,
+                    spanId: "00f067aa0ba902b8",
+                    name: "overlong",
+                    startTimeUnixNano: `${Date.now()}000000`,
+                    endTimeUnixNano: `${Date.now()}000000`
+                  }
+                ]
+              }
+            ]
+          }
+        ]
+      }
+    })
+    expect(o.status).toBe(503)
+    expect(((await o.json()) as { error: string }).error).toContain("invalid span")
+    expect((await failing.request("GET", `/api/v1/traces/${otelTrace}`)).status).toBe(404)
   })
 
   test("the processors run in order: the redactor's output is what the next one sees", async () => {
