@@ -5,7 +5,7 @@ import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
 import { shortHash } from "../platform/Hashes.ts"
-import { type SpanTextSource, spanText } from "#src/domain/search/SpanText"
+import { type SpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
 import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
@@ -77,6 +77,7 @@ export const planRows = (plan: unknown): number => {
 interface SourceRow extends SpanTextSource {
   readonly trace_id: string
   readonly id: string
+  readonly started_at: Date | string
   readonly account_id: string
   readonly text_hash: string | null
   readonly embedder: string | null
@@ -249,16 +250,26 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     }, Effect.orDie)
 
     /**
-     * The rows to embed (all when `force`, else those whose text or embedder changed), and the others whose vector
-     * only needs its copies of the filterable fields synced (a vector stored anew copies them anyway).
+     * The rows to embed (those whose text or embedder changed), and the others whose vector only needs its copies of
+     * the filterable fields synced (a vector stored anew copies them anyway). `rows` are whole traces: a model
+     * call's text leaves out what earlier spans of its trace hold (`traceSpanTexts`).
      */
-    const toPending = (rows: ReadonlyArray<SourceRow>, embedder: string, force: boolean) => {
+    const toPending = (rows: ReadonlyArray<SourceRow>, embedder: string) => {
       const pending: Array<PendingSpan> = []
       const filtersStale: Array<SpanKey> = []
-      for (const row of rows) {
-        const text = spanText({ ...row, input: unwrap(row.input), output: unwrap(row.output) })
+      const texts = traceSpanTexts(
+        rows.map((row) => ({
+          ...row,
+          input: unwrap(row.input),
+          output: unwrap(row.output),
+          started_at: new Date(row.started_at).getTime()
+        }))
+      )
+      for (let i = 0; i < rows.length; i++) {
+        const row = rows[i]!
+        const text = texts[i]!
         const hash = textHash(text)
-        if (force || row.embedder !== embedder || row.text_hash !== hash) {
+        if (row.embedder !== embedder || row.text_hash !== hash) {
           pending.push({ traceId: row.trace_id, spanId: row.id, accountId: row.account_id, text, hash })
         } else if (row.filters_stale === true) {
           filtersStale.push({ traceId: row.trace_id, spanId: row.id })
@@ -267,7 +278,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       return { pending, filtersStale }
     }
 
-    const SOURCE = `s.trace_id, s.id, s.account_id, s.name, s.span_type, s.model,
+    const SOURCE = `s.trace_id, s.id, s.account_id, s.started_at, s.name, s.span_type, s.model,
       CASE WHEN s.input IS NULL THEN NULL ELSE json_build_array(s.input) END AS input,
       CASE WHEN s.output IS NULL THEN NULL ELSE json_build_array(s.output) END AS output,
       s.error, e.text_hash, e.embedder`
@@ -286,10 +297,13 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           SELECT ${sql.literal(SOURCE)}, ${sql.literal(FILTERS_STALE)} AS filters_stale
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.trace_id = ANY(${uuidArray(traceIds)}::uuid[]) AND s.account_id = ${accountId}`
-      return toPending(rows, embedder, false)
+      return toPending(rows, embedder)
     }, Effect.orDie)
 
-    /** Up to `limit` spans of the account with no vector from this embedder (the re-embed job's batches). */
+    /**
+     * The spans to embed of the traces of up to `limit` spans of the account with no vector from this embedder (the
+     * re-embed job's batches): whole traces, as a span's text depends on the earlier spans of its trace.
+     */
     const pendingOfAccount = Effect.fn("SpanIndex.pendingOfAccount")(function* (
       accountId: AccountId,
       embedder: string,
@@ -298,9 +312,15 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const rows = yield* sql<SourceRow>`
           SELECT ${sql.literal(SOURCE)}
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
-          WHERE s.account_id = ${accountId} AND (e.span_id IS NULL OR e.embedder <> ${embedder})
-          LIMIT ${limit}`
-      return toPending(rows, embedder, true).pending
+          WHERE s.account_id = ${accountId} AND s.trace_id IN (
+            SELECT DISTINCT p.trace_id FROM (
+              SELECT s.trace_id
+              FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
+              WHERE s.account_id = ${accountId} AND (e.span_id IS NULL OR e.embedder <> ${embedder})
+              LIMIT ${limit}
+            ) p
+          )`
+      return toPending(rows, embedder).pending
     }, Effect.orDie)
 
     /**
