@@ -6,7 +6,7 @@ import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
 import { shortHash } from "../platform/Hashes.ts"
 import { type SpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
-import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
+import { QUANTIZE_SCALE, quantizedLiteral, signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
@@ -219,27 +219,31 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const column = yield* sql<{ type: string }>`
         SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute
         WHERE attrelid = 'span_embeddings'::regclass AND attname = 'embedding'`
-      const mode: IndexMode = column[0]?.type === "vector" ? "pgvector-hnsw" : "exact-fallback"
+      // pgvector: `halfvec` (migration 0036; `vector` where the extension predates half precision). Otherwise the
+      // quantised `smallint[]` of the exact fallback.
+      const type = column[0]?.type
+      const mode: IndexMode = type === "halfvec" || type === "vector" ? "pgvector-hnsw" : "exact-fallback"
+      const vectorType = type === "vector" ? "vector" : "halfvec"
       const version =
         mode === "pgvector-hnsw"
           ? ((yield* sql<{ v: string }>`SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'`)[0]?.v ??
             "0")
           : "0"
       const [major = 0, minor = 0] = version.split(".").map(Number)
-      return { mode, iterative: major > 0 || minor >= 8, version }
+      return { mode, vectorType, iterative: major > 0 || minor >= 8, version }
     }).pipe(Effect.orDie)
     const setup = yield* Effect.cached(detect)
 
     const ensured = new Set<string>()
     /** Creates the embedder's HNSW index when missing (pgvector only; idempotent across instances). */
     const ensureIndex = Effect.fn("SpanIndex.ensureIndex")(function* (embedder: string, dims: number) {
-      const { mode } = yield* setup
+      const { mode, vectorType } = yield* setup
       if (mode !== "pgvector-hnsw" || dims > HNSW_MAX_DIMS || ensured.has(embedder)) return
       const name = `span_embeddings_hnsw_${shortHash(embedder)}`
       yield* sql
         .unsafe(`
         CREATE INDEX IF NOT EXISTS ${name} ON span_embeddings
-        USING hnsw ((embedding::vector(${dims})) vector_cosine_ops) WHERE embedder = ${literal(embedder)}`)
+        USING hnsw ((embedding::${vectorType}(${dims})) ${vectorType}_cosine_ops) WHERE embedder = ${literal(embedder)}`)
         .pipe(
           // Two instances creating it at once: the loser sees a duplicate; the index exists either way.
           Effect.catchTag("SqlError", (e) =>
@@ -354,19 +358,20 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       vectors: ReadonlyArray<Float32Array>
     ) {
       if (spans.length === 0) return
-      const { mode } = yield* setup
+      const { mode, vectorType } = yield* setup
       const dims = vectors[0]!.length
       yield* ensureIndex(embedder, dims)
       // HNSW inserts are slow on embedded PGlite (one shared connection): small statements keep other work
       // (an enforcement check, a request) from waiting long behind an indexing batch.
       const chunk = mode === "pgvector-hnsw" ? STORE_CHUNK_HNSW : spans.length
       for (let at = 0; at < spans.length; at += chunk) {
-        yield* storeChunk(mode, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
+        yield* storeChunk(mode, vectorType, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
       }
     }, Effect.orDie)
 
     const storeChunk = (
       mode: IndexMode,
+      vectorType: string,
       embedder: string,
       dims: number,
       spans: ReadonlyArray<PendingSpan>,
@@ -380,11 +385,11 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             account_id: s.accountId,
             text_hash: s.hash,
             body: ftsText(s.text),
-            embedding: vectorText(mode, vectors[i]!),
+            embedding: mode === "pgvector-hnsw" ? vectorText(mode, vectors[i]!) : quantizedLiteral(vectors[i]!),
             sign_bits: signBits(vectors[i]!)
           }))
         )
-        const cast = mode === "pgvector-hnsw" ? "vector" : "real[]"
+        const cast = mode === "pgvector-hnsw" ? vectorType : "smallint[]"
         // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored).
         yield* sql`
           INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, sign_bits, text_hash, tsv,
@@ -462,7 +467,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       /** The relevance harness measures each leg alone; the service always uses both. */
       readonly legs?: ReadonlyArray<Leg>
     }) {
-      const { iterative, mode } = yield* setup
+      const { iterative, mode, vectorType } = yield* setup
       const dims = input.vector.length
       const depth = input.offset + input.limit
       const k = Math.max(MIN_CANDIDATES, 2 * depth)
@@ -475,8 +480,8 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
 
       const distance =
         mode === "pgvector-hnsw"
-          ? sql`(e.embedding::vector(${sql.literal(String(dims))}) <=> ${q}::vector(${sql.literal(String(dims))}))`
-          : sql`(1 - (SELECT sum(a::float8 * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)))`
+          ? sql`(e.embedding::${sql.literal(`${vectorType}(${dims})`)} <=> ${q}::${sql.literal(`${vectorType}(${dims})`)})`
+          : sql`(1 - (SELECT sum(a * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)) / ${sql.literal(String(QUANTIZE_SCALE))})`
 
       // The k nearest rows that pass the filters. Exact: the matching rows (found through the filters' indexes
       // when selective), ordered by distance. HNSW: the index scan in distance order, filtering as it goes;

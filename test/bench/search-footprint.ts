@@ -196,6 +196,12 @@ const runSide = async (dir: string, backend: string): Promise<Result> => {
     if (i > 600) throw new Error("server did not start")
     await sleep(100)
   }
+  if (databaseUrl !== undefined && process.env.BENCH_AFTER_SQL && dir === ROOT) {
+    // A variant to compare (PostgreSQL only), run once the service has migrated its database.
+    const db = new pg.Client({ connectionString: databaseUrl })
+    await db.connect()
+    await db.query(process.env.BENCH_AFTER_SQL).finally(() => db.end())
+  }
   const headers = { "x-service-key": KEY, "content-type": "application/json" }
   let spans = 0
   for (let run = 0; run < RUNS; run++) {
