@@ -223,27 +223,27 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       // quantised `smallint[]` of the exact fallback.
       const type = column[0]?.type
       const mode: IndexMode = type === "halfvec" || type === "vector" ? "pgvector-hnsw" : "exact-fallback"
-      const vectorType = type === "vector" ? "vector" : "halfvec"
+      const columnType = type === "vector" ? "vector" : "halfvec"
       const version =
         mode === "pgvector-hnsw"
           ? ((yield* sql<{ v: string }>`SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'`)[0]?.v ??
             "0")
           : "0"
       const [major = 0, minor = 0] = version.split(".").map(Number)
-      return { mode, vectorType, iterative: major > 0 || minor >= 8, version }
+      return { mode, columnType, iterative: major > 0 || minor >= 8, version }
     }).pipe(Effect.orDie)
     const setup = yield* Effect.cached(detect)
 
     const ensured = new Set<string>()
     /** Creates the embedder's HNSW index when missing (pgvector only; idempotent across instances). */
     const ensureIndex = Effect.fn("SpanIndex.ensureIndex")(function* (embedder: string, dims: number) {
-      const { mode, vectorType } = yield* setup
+      const { mode } = yield* setup
       if (mode !== "pgvector-hnsw" || dims > HNSW_MAX_DIMS || ensured.has(embedder)) return
       const name = `span_embeddings_hnsw_${shortHash(embedder)}`
       yield* sql
         .unsafe(`
         CREATE INDEX IF NOT EXISTS ${name} ON span_embeddings
-        USING hnsw ((embedding::${vectorType}(${dims})) ${vectorType}_cosine_ops) WHERE embedder = ${literal(embedder)}`)
+        USING hnsw ((embedding::vector(${dims})) vector_cosine_ops) WHERE embedder = ${literal(embedder)}`)
         .pipe(
           // Two instances creating it at once: the loser sees a duplicate; the index exists either way.
           Effect.catchTag("SqlError", (e) =>
@@ -358,20 +358,20 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       vectors: ReadonlyArray<Float32Array>
     ) {
       if (spans.length === 0) return
-      const { mode, vectorType } = yield* setup
+      const { columnType, mode } = yield* setup
       const dims = vectors[0]!.length
       yield* ensureIndex(embedder, dims)
       // HNSW inserts are slow on embedded PGlite (one shared connection): small statements keep other work
       // (an enforcement check, a request) from waiting long behind an indexing batch.
       const chunk = mode === "pgvector-hnsw" ? STORE_CHUNK_HNSW : spans.length
       for (let at = 0; at < spans.length; at += chunk) {
-        yield* storeChunk(mode, vectorType, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
+        yield* storeChunk(mode, columnType, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
       }
     }, Effect.orDie)
 
     const storeChunk = (
       mode: IndexMode,
-      vectorType: string,
+      columnType: string,
       embedder: string,
       dims: number,
       spans: ReadonlyArray<PendingSpan>,
@@ -389,7 +389,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             sign_bits: signBits(vectors[i]!)
           }))
         )
-        const cast = mode === "pgvector-hnsw" ? vectorType : "smallint[]"
+        const cast = mode === "pgvector-hnsw" ? columnType : "smallint[]"
         // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored).
         yield* sql`
           INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, sign_bits, text_hash, tsv,
@@ -467,7 +467,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       /** The relevance harness measures each leg alone; the service always uses both. */
       readonly legs?: ReadonlyArray<Leg>
     }) {
-      const { iterative, mode, vectorType } = yield* setup
+      const { iterative, mode } = yield* setup
       const dims = input.vector.length
       const depth = input.offset + input.limit
       const k = Math.max(MIN_CANDIDATES, 2 * depth)
@@ -480,7 +480,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
 
       const distance =
         mode === "pgvector-hnsw"
-          ? sql`(e.embedding::${sql.literal(`${vectorType}(${dims})`)} <=> ${q}::${sql.literal(`${vectorType}(${dims})`)})`
+          ? sql`(e.embedding::vector(${sql.literal(String(dims))}) <=> ${q}::vector(${sql.literal(String(dims))}))`
           : sql`(1 - (SELECT sum(a * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)) / ${sql.literal(String(QUANTIZE_SCALE))})`
 
       // The k nearest rows that pass the filters. Exact: the matching rows (found through the filters' indexes

@@ -2,9 +2,10 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
 // Span embeddings at 2 bytes a component instead of 4 (the search index was the bulk of an agent trace's bytes on
-// disk; docs/search.md, "What is stored"). With pgvector the column becomes `halfvec` (half precision; pgvector ≥ 0.7,
-// else it stays `vector`) and each embedder's HNSW index is rebuilt over `halfvec` (dropped here, created again at
-// start by SpanIndex.ensureIndex). Without pgvector it becomes `smallint[]`: each component of the unit vector times
+// disk; docs/search.md, "Index"). With pgvector the column becomes `halfvec` (half precision; pgvector ≥ 0.7, else it
+// stays `vector`); each embedder's HNSW index stays over `embedding::vector(N)` (half precision distances cost twice
+// the CPU in PGlite's WASM build) and is dropped here, created again over the half values at start by
+// SpanIndex.ensureIndex. Without pgvector it becomes `smallint[]`: each component of the unit vector times
 // 32767, rounded (VectorText.QUANTIZE_SCALE), which the exact re-rank divides back out. Both rewrite the table once.
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
