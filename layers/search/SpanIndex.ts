@@ -390,13 +390,15 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           }))
         )
         const cast = mode === "pgvector-hnsw" ? columnType : "smallint[]"
-        // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored).
+        // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored). The
+        // full-text vector without positions (`strip`): no query reads them (the lexical leg matches single lexemes,
+        // never phrases), and they were half its bytes (migration 0037).
         yield* sql`
           INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, sign_bits, text_hash, tsv,
                                        updated_at, ${sql.literal(FILTER_COLUMNS)})
           SELECT x.trace_id, x.span_id, x.account_id, ${embedder}, ${dims}, x.embedding::${sql.literal(cast)},
                  x.sign_bits::bit varying,
-                 x.text_hash, to_tsvector('english', x.body), now(), ${sql.literal(FILTER_VALUES)}
+                 x.text_hash, strip(to_tsvector('english', x.body)), now(), ${sql.literal(FILTER_VALUES)}
           FROM jsonb_to_recordset(${records}::jsonb)
             AS x(trace_id uuid, span_id uuid, account_id uuid, text_hash text, body text, embedding text, sign_bits text)
           JOIN spans s ON s.trace_id = x.trace_id AND s.id = x.span_id

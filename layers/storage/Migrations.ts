@@ -25,7 +25,7 @@ import m0021 from "./migrations/0021_enforcement_allowed_decisions.ts"
 import m0026 from "./migrations/0026_search_sign_bits.ts"
 import m0029 from "./migrations/0029_enforcement_blocks_write_nothing.ts"
 import m0036 from "./migrations/0036_search_half_vectors.ts"
-import m0037 from "./migrations/0037_search_fulltext_pending_list.ts"
+import m0037 from "./migrations/0037_search_fulltext_compact.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
@@ -53,7 +53,7 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0026_search_sign_bits": m0026,
   "0029_enforcement_blocks_write_nothing": m0029,
   "0036_search_half_vectors": m0036,
-  "0037_search_fulltext_pending_list": m0037
+  "0037_search_fulltext_compact": m0037
 }
 
 /** The migrator's own bookkeeping table (PgMigrator's default). */
