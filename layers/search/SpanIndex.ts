@@ -446,7 +446,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
      * One page of the account's spans, best first, by hybrid retrieval: the k nearest vectors (the vector leg) and
      * the k best full-text matches (the lexical leg: spans holding query lexemes worth LEXICAL_MIN_COVERAGE of the
      * query's inverse document frequency, ranked by the sum over the lexemes they hold of the lexeme's inverse
-     * document frequency among the account's spans times its `ts_rank`), both under
+     * document frequency among the account's spans, over the log of the span's distinct lexemes), both under
      * the same filters, fused by reciprocal rank (RRF_K). `score` is the fused score, `similarity` the cosine,
      * `match` the legs that found the span.
      */
@@ -597,13 +597,17 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             ), l0 AS MATERIALIZED (
               SELECT m.trace_id, m.span_id, m.relevance
               FROM (
-                SELECT e.trace_id, e.span_id, r.relevance, r.idf
+                -- What ts_rank(tsv, lexeme, 1) weighs each lexeme by for a vector without positions (migration 0037):
+                -- a constant over the log of the span's lexeme count; computed here in double precision, where
+                -- ts_rank's float4 differs in the last bits between builds (PGlite is WASM) and near-ties would
+                -- order differently.
+                SELECT e.trace_id, e.span_id, r.idf / ln(length(e.tsv) + 1.0) AS relevance, r.idf
                 FROM span_embeddings e
                 JOIN LATERAL (
                   SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = e.trace_id LIMIT 1
                 ) t ON true
                 CROSS JOIN LATERAL (
-                  SELECT sum(w.idf * ts_rank(e.tsv, w.q, 1)) AS relevance, sum(w.idf) AS idf FROM weights w WHERE e.tsv @@ w.q
+                  SELECT sum(w.idf) AS idf FROM weights w WHERE e.tsv @@ w.q
                 ) r
                 WHERE ${where} AND e.tsv @@ (SELECT q FROM any_term)
               ) m
@@ -611,7 +615,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               ORDER BY round(m.relevance::numeric, 6) DESC, m.trace_id, m.span_id
               LIMIT ${k}
             ), l AS (
-              -- To 6 decimals too: ts_rank's float4 arithmetic differs in the last bits between builds (PGlite is WASM).
+              -- To 6 decimals too: the logarithm may differ in the last bits between builds (PGlite is WASM).
               SELECT trace_id, span_id,
                      row_number() OVER (ORDER BY round(relevance::numeric, 6) DESC, trace_id, span_id) AS rank FROM l0
             ), c AS (
