@@ -102,6 +102,18 @@ describe("the text of a trace's spans", () => {
     expect(alone).not.toContain("Dar es Salaam")
   })
 
+  test("a history given as a bare list of messages (as OTLP GenAI input is stored) is read the same way", () => {
+    const bare = spans.map((s) =>
+      s.span_type === "llm_call" ? { ...s, input: (s.input as { messages: unknown }).messages } : s
+    )
+    const texts = traceSpanTexts(bare)
+    expect(texts[0]).toContain("zanzibar lighthouse")
+    expect(texts[2]).not.toContain("zanzibar")
+    expect(texts[2]).not.toContain("quokka")
+    expect(texts[3]).toContain("afternoon crossing")
+    expect(texts[3]).not.toContain("two departures")
+  })
+
   test("spans of different traces do not share what they hold", () => {
     const other = agentTrace("t2")
     const texts = traceSpanTexts([...spans, ...other])
