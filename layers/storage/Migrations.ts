@@ -24,6 +24,8 @@ import m0020 from "./migrations/0020_enforcement_check_batch.ts"
 import m0021 from "./migrations/0021_enforcement_allowed_decisions.ts"
 import m0026 from "./migrations/0026_search_sign_bits.ts"
 import m0029 from "./migrations/0029_enforcement_blocks_write_nothing.ts"
+import m0036 from "./migrations/0036_search_half_vectors.ts"
+import m0037 from "./migrations/0037_search_fulltext_compact.ts"
 import m0038 from "./migrations/0038_enforcement_run_actions.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
@@ -51,6 +53,8 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0021_enforcement_allowed_decisions": m0021,
   "0026_search_sign_bits": m0026,
   "0029_enforcement_blocks_write_nothing": m0029,
+  "0036_search_half_vectors": m0036,
+  "0037_search_fulltext_compact": m0037,
   "0038_enforcement_run_actions": m0038
 }
 
