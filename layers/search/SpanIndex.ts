@@ -6,7 +6,14 @@ import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
 import { shortHash } from "../platform/Hashes.ts"
 import { type SpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
-import { QUANTIZE_SCALE, quantizedLiteral, signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
+import {
+  QUANTIZE_SCALE,
+  quantizedLiteral,
+  quantizedSignBits,
+  signBits,
+  vectorLiteral,
+  weightedSignMasks
+} from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
@@ -386,7 +393,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             text_hash: s.hash,
             body: ftsText(s.text),
             embedding: mode === "pgvector-hnsw" ? vectorText(mode, vectors[i]!) : quantizedLiteral(vectors[i]!),
-            sign_bits: signBits(vectors[i]!)
+            sign_bits: mode === "pgvector-hnsw" ? signBits(vectors[i]!) : quantizedSignBits(vectors[i]!)
           }))
         )
         const cast = mode === "pgvector-hnsw" ? columnType : "smallint[]"

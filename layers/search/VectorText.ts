@@ -129,3 +129,13 @@ export const quantizedLiteral = (v: ArrayLike<number>): string => {
   }
   return `{${parts.join(",")}}`
 }
+
+/**
+ * The sign bits of the vector as `quantizedLiteral` stores it: a component that rounds to 0 there has bit 0, as
+ * migration 0026's backfill computes from the stored `smallint[]`.
+ */
+export const quantizedSignBits = (v: ArrayLike<number>): string => {
+  let bits = ""
+  for (let i = 0; i < v.length; i++) bits += Math.round(v[i]! * QUANTIZE_SCALE) > 0 ? "1" : "0"
+  return bits
+}
