@@ -6,7 +6,7 @@ import { AccountName, KEY_PREFIX } from "#src/domain/ApiKey"
 import type { AccountId } from "#src/domain/Ids"
 import { AppConfig } from "../config/AppConfig.ts"
 import { AccountRepo } from "../storage/AccountRepo.ts"
-import { hashKey } from "./KeyMaterial.ts"
+import { digestKey, hashKey } from "./KeyMaterial.ts"
 import { ApiKeyRepo, KEY_REVOKED_CHANNEL } from "../storage/ApiKeyRepo.ts"
 import { InvalidCredential } from "#src/domain/Errors"
 import { Authentication } from "../extensions/Authentication.ts"
@@ -160,19 +160,25 @@ export class Credentials extends Effect.Service<Credentials>()("tapedeck/Credent
      * (`tapedeck_require_live_key`). Anything else is looked up as usual.
      */
     const cachedApiKey = (key: string) =>
-      Effect.gen(function* () {
-        if (!key.startsWith(KEY_PREFIX) || key.length > MAX_CREDENTIAL_LENGTH) return yield* apiKey(key)
-        const keyHash = yield* hashKey(key)
-        const hit = recent.get(`key:${keyHash}`)
-        if (hit === undefined || Date.now() - hit.at > CACHED_KEY_MS) return yield* apiKey(key)
-        const found = hit.value as Option.Option<{ readonly accountId: AccountId; readonly keyId: string }>
-        if (Option.isNone(found)) return yield* apiKey(key)
-        return {
-          accountId: found.value.accountId,
-          credentialId: `key:${found.value.keyId}`,
-          liveKey: keyHash
-        } satisfies Principal
-      })
+      // Every enforcement check comes here: plain code, no generator.
+      Effect.suspend(
+        (): Effect.Effect<
+          Effect.Effect.Success<ReturnType<typeof apiKey>> | Required<Principal>,
+          InvalidCredential
+        > => {
+          if (!key.startsWith(KEY_PREFIX) || key.length > MAX_CREDENTIAL_LENGTH) return apiKey(key)
+          const keyHash = digestKey(key)
+          const hit = recent.get(`key:${keyHash}`)
+          if (hit === undefined || Date.now() - hit.at > CACHED_KEY_MS) return apiKey(key)
+          const found = hit.value as Option.Option<{ readonly accountId: AccountId; readonly keyId: string }>
+          if (Option.isNone(found)) return apiKey(key)
+          return Effect.succeed({
+            accountId: found.value.accountId,
+            credentialId: `key:${found.value.keyId}`,
+            liveKey: keyHash
+          } satisfies Principal)
+        }
+      )
 
     /** `x-service-key`, for a route that re-checks the key in its own statement: see `cachedApiKey`. */
     const cachedServiceKey = (credential: Redacted.Redacted<string>) => {

@@ -1,5 +1,5 @@
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { missingCredentials, Unauthorized } from "../api/ApiErrors.ts"
@@ -25,20 +25,16 @@ const mayUseCachedKey = (request: HttpServerRequest.HttpServerRequest) => {
 const headerSchemes = (credentials: Credentials) =>
   ({
     // An in-process identity (a background batch acting for its account) comes first: it has no header.
+    // Every request with `x-service-key` comes here: one read of the context.
     serviceKey: (key) =>
-      Effect.serviceOption(InternalIdentity).pipe(
-        Effect.flatMap(
-          Option.match({
-            onSome: Effect.succeed,
-            onNone: () =>
-              Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-                (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(
-                  answerDomainErrors
-                )
-              )
-          })
+      Effect.contextWithEffect((context: Context.Context<HttpServerRequest.HttpServerRequest>) => {
+        const internal = Context.getOption(context, InternalIdentity)
+        if (Option.isSome(internal)) return Effect.succeed(internal.value)
+        const request = Context.get(context, HttpServerRequest.HttpServerRequest)
+        return (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(
+          answerDomainErrors
         )
-      ),
+      }),
     bearer: (token) =>
       Effect.gen(function* () {
         // The platform strips the first seven characters whatever they are: insist they were "Bearer ".

@@ -1,5 +1,5 @@
 import { HttpServerError, type HttpServerRequest, UrlParams } from "@effect/platform"
-import { Chunk, Effect, Stream } from "effect"
+import { Chunk, Deferred, Effect, FiberId, Stream } from "effect"
 import { currentUploadPermit } from "#layers/ingest/IngestGate"
 import { MAX_BODY_DEPTH, nestsDeeperThan } from "#src/domain/JsonDepth"
 import { ValidationFailed } from "../api/ApiErrors.ts"
@@ -209,14 +209,30 @@ export const limitBody = (
   )
 }
 
+const utf8 = new TextDecoder()
+
+/**
+ * `read` run at most once: the first caller runs it, every later one gets its outcome (waiting for it if it is still
+ * running). As `Effect.cached`, without running a fiber per request to build the cache.
+ */
+const once = <A, E>(read: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+  let outcome: Deferred.Deferred<A, E> | undefined
+  return Effect.suspend(() => {
+    if (outcome !== undefined) return Deferred.await(outcome)
+    const deferred = Deferred.unsafeMake<A, E>(FiberId.none)
+    outcome = deferred
+    return Effect.zipRight(Effect.intoDeferred(read, deferred), Deferred.await(deferred))
+  })
+}
+
 /** Every way of reading the body, answered from one read of it. */
 const readOverrides = (
   request: HttpServerRequest.HttpServerRequest,
   read: Effect.Effect<Uint8Array, HttpServerError.RequestError>
 ): Record<PropertyKey, unknown> => {
-  const bytes = Effect.runSync(Effect.cached(read))
+  const bytes = once(read)
   // A non-fatal decoder replaces invalid UTF-8 instead of throwing.
-  const text = Effect.map(bytes, (b) => new TextDecoder().decode(b))
+  const text = Effect.map(bytes, (b) => utf8.decode(b))
   return {
     arrayBuffer: Effect.map(bytes, (b) => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer),
     text,

@@ -203,11 +203,14 @@ export const ErrorBodiesLive = HttpApiBuilder.middleware(
     return (
       app: HttpApp.Default
     ): HttpApp.Default<ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure> =>
-      Effect.gen(function* () {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        yield* requireJson(request)
-        const limited = yield* limitBody(request, maxBodyBytes, pace)
-        return yield* Effect.provideService(app, HttpServerRequest.HttpServerRequest, limited)
-      }).pipe(Effect.catchSome(rewriteFailure), Effect.catchAllDefect(rewriteDefect))
+      // Every request passes here: plain combinators, not a generator.
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+        Effect.zipRight(
+          requireJson(request),
+          Effect.flatMap(limitBody(request, maxBodyBytes, pace), (limited) =>
+            Effect.provideService(app, HttpServerRequest.HttpServerRequest, limited)
+          )
+        )
+      ).pipe(Effect.catchSome(rewriteFailure), Effect.catchAllDefect(rewriteDefect))
   })
 )

@@ -63,19 +63,22 @@ export const IngestGateLive = HttpApiBuilder.middleware(
     const gate = yield* IngestGate
     const credentials = yield* Credentials
     return (app: HttpApp.Default): HttpApp.Default<IngestBackpressure> =>
-      Effect.gen(function* () {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        if (!isExport(request)) return yield* app
-        const principal = yield* Effect.either(exportPrincipal(credentials, request))
-        if (principal._tag === "Left") return unauthorized(principal.left)
-        return yield* gate
-          .guard(principal.right.accountId, app)
-          .pipe(
-            Effect.catchTag("IngestSaturated", (e) =>
-              setRetryAfter(INGEST_RETRY_AFTER_SECONDS).pipe(Effect.zipRight(Effect.fail(toApiError(e))))
+      // Every request passes here: anything but an export goes straight on, without a generator.
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+        !isExport(request)
+          ? app
+          : Effect.flatMap(Effect.either(exportPrincipal(credentials, request)), (principal) =>
+              principal._tag === "Left"
+                ? Effect.succeed(unauthorized(principal.left))
+                : gate
+                    .guard(principal.right.accountId, app)
+                    .pipe(
+                      Effect.catchTag("IngestSaturated", (e) =>
+                        setRetryAfter(INGEST_RETRY_AFTER_SECONDS).pipe(Effect.zipRight(Effect.fail(toApiError(e))))
+                      )
+                    )
             )
-          )
-      })
+      )
   })
 )
 

@@ -1,6 +1,6 @@
 import { RateLimiter } from "@effect/experimental"
 import { HttpApp, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Context, Duration, Effect, Layer, Option } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { rateLimited } from "../api/ApiErrors.ts"
 import { CurrentPrincipal, RateLimit } from "../api/Security.ts"
@@ -22,24 +22,28 @@ export const RateLimitLive = Layer.effect(
   Effect.gen(function* () {
     const limiter = yield* RateLimiter.RateLimiter
     const { rateLimitPerMinute } = yield* AppConfig
-    return Effect.gen(function* () {
-      const principal = yield* Effect.serviceOption(CurrentPrincipal)
-      if (Option.isNone(principal)) return
-      const route = yield* HttpRouter.RouteContext
-      const request = yield* HttpServerRequest.HttpServerRequest
-      yield* limiter
-        .consume({
-          key: `${principal.value.credentialId}:${request.method} ${route.route.path}`,
-          limit: rateLimitPerMinute,
-          window: "1 minute",
-          onExceeded: "fail"
-        })
-        .pipe(
-          Effect.catchTag("RateLimiterError", (e) => {
-            const seconds = e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1
-            return setRetryAfter(seconds).pipe(Effect.zipRight(Effect.fail(rateLimited(seconds))))
+    // Parsed once, not on every request.
+    const window = Duration.minutes(1)
+    const exceeded = (e: RateLimiter.RateLimiterError) => {
+      const seconds = e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1
+      return setRetryAfter(seconds).pipe(Effect.zipRight(Effect.fail(rateLimited(seconds))))
+    }
+    // Every authenticated request passes here: one read of the context, no generator.
+    return Effect.contextWithEffect(
+      (context: Context.Context<HttpRouter.RouteContext | HttpServerRequest.HttpServerRequest>) => {
+        const principal = Context.getOption(context, CurrentPrincipal)
+        if (Option.isNone(principal)) return Effect.void
+        const route = Context.get(context, HttpRouter.RouteContext)
+        const request = Context.get(context, HttpServerRequest.HttpServerRequest)
+        return limiter
+          .consume({
+            key: `${principal.value.credentialId}:${request.method} ${route.route.path}`,
+            limit: rateLimitPerMinute,
+            window,
+            onExceeded: "fail"
           })
-        )
-    })
+          .pipe(Effect.asVoid, Effect.catchTag("RateLimiterError", exceeded))
+      }
+    )
   })
 ).pipe(Layer.provide(RateLimiter.layer), Layer.provide(RateLimiter.layerStoreMemory))

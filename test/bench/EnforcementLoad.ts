@@ -1,0 +1,86 @@
+/** The load of the enforcement benchmarks: the guardrail policies they create and the checks they send. */
+
+// ---------------------------------------------------------------------------------------------- policies
+
+/** The tools checks use (all on the allow list), the one denied tool, and the models (all allowed). */
+export const TOOLS = [
+  "web_search",
+  "read_file",
+  "write_file",
+  "calculator",
+  "fetch_url",
+  "sql_query",
+  "summarize",
+  "send_email"
+]
+export const DENIED_TOOL = "shell.exec"
+export const MODELS = ["gpt-4o-mini-2024-07-18", "claude-3-5-sonnet-20241022", "gemini-1.5-pro"]
+
+/** 20 account-wide policies, all nine types; the first tool_denylist is the only one that ever answers (DENIED_TOOL). */
+export const POLICIES: ReadonlyArray<Record<string, unknown>> = [
+  { type: "budget_usd", name: "run budget", params: { max_usd: 1_000_000 } },
+  { type: "token_budget", name: "run tokens", params: { max_tokens: 1e13 } },
+  { type: "max_steps", name: "run steps", params: { max_steps: 1e12 } },
+  { type: "tool_denylist", name: "no shell", params: { patterns: ["shell.*", "rm", "sudo*", "exec_*"] } },
+  { type: "tool_allowlist", name: "known tools", params: { patterns: [...TOOLS, "search_*", "*_file"] } },
+  {
+    type: "model_allowlist",
+    name: "approved models",
+    params: { patterns: ["gpt-4o*", "claude-3-5-*", "gemini-1.5-*"] }
+  },
+  { type: "loop_breaker", name: "no loops", params: { max_repeats: 1000 } },
+  { type: "rate", name: "per-second rate", params: { max_calls: 1000, window_seconds: 1 } },
+  { type: "require_approval", name: "money moves", params: { tool_patterns: ["wire_*", "payments.transfer"] } },
+  { type: "tool_denylist", name: "no destructive tools", params: { patterns: ["*delete*", "drop_*", "truncate_*"] } },
+  { type: "budget_usd", name: "hard ceiling", params: { max_usd: 1e12 } },
+  { type: "token_budget", name: "token ceiling", params: { max_tokens: 1e15 } },
+  { type: "max_steps", name: "step ceiling", params: { max_steps: 999_999_999_999 } },
+  { type: "model_allowlist", name: "any model", params: { patterns: ["*"] } },
+  { type: "loop_breaker", name: "windowed loops", params: { max_repeats: 500, window_steps: 10_000 } },
+  { type: "rate", name: "per-minute rate", params: { max_calls: 1000, window_seconds: 60 } },
+  {
+    type: "require_approval",
+    name: "premium models",
+    params: { model_patterns: ["o1-pro*"], expires_in_seconds: 3600 }
+  },
+  { type: "tool_denylist", name: "no payments", params: { patterns: ["payments.*", "refund_?"] } },
+  { type: "tool_allowlist", name: "broad tools", params: { patterns: ["*"] } },
+  { type: "require_approval", name: "emails to all", params: { tool_patterns: ["broadcast_*"], approval_scope: "run" } }
+]
+
+// ---------------------------------------------------------------------------------------------- checks
+
+/** The check every N-th request makes with DENIED_TOOL (blocked by the first tool_denylist). */
+export const DENIED_EVERY = 50
+
+/**
+ * The checks of one phase: round-robin over `runs` runs (named after `prefix`, so each scenario's runs start empty),
+ * each run's steps counting up. `step_index` carries the phase (phase × 10^6 + step), so the decisions the server
+ * records can be told apart by phase.
+ */
+export class CheckSource {
+  private k = 0
+  private readonly steps: Uint32Array
+  constructor(
+    private readonly runs: number,
+    private readonly prefix: string
+  ) {
+    this.steps = new Uint32Array(runs)
+  }
+  next(phase: number) {
+    const k = this.k++
+    const run = k % this.runs
+    const step = this.steps[run]!++
+    const denied = k % DENIED_EVERY === DENIED_EVERY - 1
+    const body = JSON.stringify({
+      run_id: `${this.prefix}-${String(run).padStart(5, "0")}`,
+      tool_name: denied ? DENIED_TOOL : TOOLS[k % TOOLS.length],
+      tool_args_hash: `args-${step}-${k % 9973}`,
+      model: MODELS[k % MODELS.length],
+      proposed_usd: 0.0001 * (1 + (k % 7)),
+      proposed_tokens: 100 + (k % 400),
+      step_index: phase * 1_000_000 + step
+    })
+    return { body, expected: denied ? ("block" as const) : ("allow" as const) }
+  }
+}
