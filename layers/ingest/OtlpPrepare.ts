@@ -3,6 +3,8 @@ import type { AccountId } from "#src/domain/Ids"
 import { type DecodedExport, OtlpJsonRequest } from "#src/domain/Otlp"
 import { MAX_BODY_DEPTH, nestsDeeperThan } from "#src/domain/JsonDepth"
 import { toRecord } from "../traces/SpanRecords.ts"
+import { partHasher, splitPayload } from "../traces/PayloadSplit.ts"
+import { textArray } from "../storage/SqlArrays.ts"
 import { DEFAULT_PRICES, type PriceTable } from "#src/domain/pricing/Prices"
 import { CopyData, copyJson, copyText } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
@@ -95,11 +97,14 @@ export const byTrace = (spans: ReadonlyArray<MappedSpan>) => {
   return grouped
 }
 
-/** The spans as COPY text rows (trace_id, account_id, then SPAN_COLUMNS), holding what the upsert's records hold. */
+/** The spans as COPY text rows (trace_id, account_id, then SPAN_WRITE_COLUMNS), holding what the upsert's records hold. */
 export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) => {
   const data = new CopyData(spans.length * 2048)
+  const hash = partHasher()
   for (const m of spans) {
     const r = toRecord(m.span as never)
+    const input = splitPayload(m.span.input, undefined, hash)
+    const output = splitPayload(m.span.output, undefined, hash)
     data.addRow([
       m.traceId,
       accountId,
@@ -108,8 +113,8 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
       copyText(r.span_type),
       copyText(r.name),
       copyText(r.model),
-      m.span.input === undefined ? "\\N" : copyJson(m.span.input),
-      m.span.output === undefined ? "\\N" : copyJson(m.span.output),
+      m.span.input === undefined || input !== undefined ? "\\N" : copyJson(m.span.input),
+      m.span.output === undefined || output !== undefined ? "\\N" : copyJson(m.span.output),
       copyText(r.input_tokens),
       copyText(r.output_tokens),
       copyText(r.cost),
@@ -121,7 +126,15 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
       copyText(r.started_at),
       copyText(r.ended_at),
       copyText(r.error),
-      copyText(r.extra)
+      copyText(r.extra),
+      copyText(input?.skel),
+      input === undefined ? "\\N" : copyText(textArray(input.parts.filter((p) => p !== null))),
+      input === undefined ? "\\N" : `{${input.hashes.join(",")}}`,
+      copyText(output?.skel),
+      output === undefined ? "\\N" : copyText(textArray(output.parts.filter((p) => p !== null))),
+      output === undefined ? "\\N" : `{${output.hashes.join(",")}}`,
+      "\\N",
+      "\\N"
     ])
   }
   return data

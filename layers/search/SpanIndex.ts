@@ -3,7 +3,8 @@ import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
-import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
+import { fromRow, type SpanRow, spanSelect } from "../traces/SpanRecords.ts"
+import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "../traces/SharedParts.ts"
 import { shortHash } from "../platform/Hashes.ts"
 import { type SpanTextSource, spanText } from "#src/domain/search/SpanText"
 import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
@@ -74,7 +75,7 @@ export const planRows = (plan: unknown): number => {
 }
 
 /** A span as the index job reads it: what its text is built from, and the vector it has now, if any. */
-interface SourceRow extends SpanTextSource {
+interface SourceRow extends Omit<SpanTextSource, "input" | "output">, LayoutRow {
   readonly trace_id: string
   readonly id: string
   readonly account_id: string
@@ -256,7 +257,11 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const pending: Array<PendingSpan> = []
       const filtersStale: Array<SpanKey> = []
       for (const row of rows) {
-        const text = spanText({ ...row, input: unwrap(row.input), output: unwrap(row.output) })
+        const text = spanText({
+          ...row,
+          input: row.input === null ? undefined : JSON.parse(row.input),
+          output: row.output === null ? undefined : JSON.parse(row.output)
+        })
         const hash = textHash(text)
         if (force || row.embedder !== embedder || row.text_hash !== hash) {
           pending.push({ traceId: row.trace_id, spanId: row.id, accountId: row.account_id, text, hash })
@@ -268,8 +273,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     }
 
     const SOURCE = `s.trace_id, s.id, s.account_id, s.name, s.span_type, s.model,
-      CASE WHEN s.input IS NULL THEN NULL ELSE json_build_array(s.input) END AS input,
-      CASE WHEN s.output IS NULL THEN NULL ELSE json_build_array(s.output) END AS output,
+      s.input::text AS input, s.output::text AS output, ${LAYOUT_SELECT},
       s.error, e.text_hash, e.embedder`
 
     /**
@@ -286,7 +290,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           SELECT ${sql.literal(SOURCE)}, ${sql.literal(FILTERS_STALE)} AS filters_stale
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.trace_id = ANY(${uuidArray(traceIds)}::uuid[]) AND s.account_id = ${accountId}`
-      return toPending(rows, embedder, false)
+      return toPending(yield* withPayloads(sql, rows), embedder, false)
     }, Effect.orDie)
 
     /** Up to `limit` spans of the account with no vector from this embedder (the re-embed job's batches). */
@@ -300,7 +304,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.account_id = ${accountId} AND (e.span_id IS NULL OR e.embedder <> ${embedder})
           LIMIT ${limit}`
-      return toPending(rows, embedder, true).pending
+      return toPending(yield* withPayloads(sql, rows), embedder, true).pending
     }, Effect.orDie)
 
     /**

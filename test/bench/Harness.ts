@@ -421,7 +421,7 @@ const terminate = async (proc: Bun.Subprocess, graceMs: number) => {
 /** `bun src/app/main.ts` in its own process on `databaseUrl` (KEY, no rate limit, `extraEnv`, no inherited TAPEDECK_* or BENCH_* vars), answering /health 200 within 60 s or thrown; stopped at cleanup. */
 export const startServer = async (
   databaseUrl: string,
-  options: { readonly extraEnv?: Record<string, string>; readonly tailChars?: number } = {}
+  options: { readonly extraEnv?: Record<string, string>; readonly tailChars?: number; readonly root?: string } = {}
 ): Promise<Server> => {
   const tailChars = options.tailChars ?? 20_000
   const port = freePort()
@@ -431,7 +431,7 @@ export const startServer = async (
   const profile = CPU_PROF ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${resolve(CPU_PROF)}`] : []
   const proc = Bun.spawn({
     cmd: [process.execPath, ...profile, "src/app/main.ts"],
-    cwd: ROOT,
+    cwd: options.root ?? ROOT,
     env: {
       ...inherited,
       DATABASE_URL: databaseUrl,
