@@ -28,6 +28,7 @@ import m0030 from "./migrations/0030_shared_span_content.ts"
 import m0031 from "./migrations/0031_retention_settings.ts"
 import m0032 from "./migrations/0032_shared_parts_one_pass.ts"
 import m0033 from "./migrations/0033_content_refs_unindexed.ts"
+import m0034 from "./migrations/0034_share_trigger_when.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
@@ -57,7 +58,8 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0030_shared_span_content": m0030,
   "0031_retention_settings": m0031,
   "0032_shared_parts_one_pass": m0032,
-  "0033_content_refs_unindexed": m0033
+  "0033_content_refs_unindexed": m0033,
+  "0034_share_trigger_when": m0034
 }
 
 /** The migrator's own bookkeeping table (PgMigrator's default). */

@@ -91,7 +91,21 @@ export const splitPayload = (
   if (value === null || value === undefined || (typeof value !== "object" && typeof value !== "string"))
     return undefined
   const text = JSON.stringify(value)
-  if (text === undefined || text.length < SHARE_CHARS) return undefined
+  return text === undefined ? undefined : splitText(value, text, stored, hash)
+}
+
+/**
+ * `splitPayload` of a value whose JSON text the writer already has (`text`, JSON.stringify's): a payload under
+ * SHARE_CHARS costs a length comparison and nothing else, so the write paths serialize each payload once, split or not.
+ */
+export const splitText = (
+  value: unknown,
+  text: string,
+  stored?: (hash: string) => boolean,
+  hash: (text: string) => string = sha256Hex
+): SplitPayload | undefined => {
+  if (text.length < SHARE_CHARS || value === null || (typeof value !== "object" && typeof value !== "string"))
+    return undefined
   const parts: Array<string> = []
   const skel = cut(value, text, 0, parts)
   if (parts.length === 0) return undefined
