@@ -189,6 +189,43 @@ describe("shared span content", () => {
     expect(isPartLost(refused)).toBe(true)
   })
 
+  test("the split trigger's function runs only for rows it changes: not for small payloads nor for rows the writer split", async () => {
+    const t = trace({ spans: [span({ id: uuid(), input: "small" })] })
+    expect((await server.post("/api/v1/traces", t)).status).toBe(200)
+    const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
+    const history = Array.from({ length: 4 }, (_, i) => ({ role: "user", content: `call ${i} ${"w".repeat(300)}` }))
+    const small = span({ id: uuid(), input: { messages: history.slice(0, 1) }, output: "short" })
+    const split = span({ id: uuid(), input: { messages: history } })
+    const whole = span({ id: uuid(), input: { messages: history } })
+    const calls = await stored((sql) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SET LOCAL track_functions = 'pl'`
+          const count = () =>
+            Effect.map(
+              sql<{ calls: number }>`
+                SELECT COALESCE(sum(calls), 0)::int AS calls FROM pg_stat_xact_user_functions
+                WHERE funcname = 'tapedeck_spans_share'`,
+              (rows) => rows[0]!.calls
+            )
+          const insert = (records: string) => sql`
+            INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
+            SELECT ${t.id}::uuid, ${account!.id}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
+            FROM json_to_recordset(${records}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})`
+          // The application's rows: a small payload inline, a large one split with its parts' text and hashes.
+          yield* insert(toRecordsJson([small, split] as never))
+          const afterApp = yield* count()
+          // A large payload written whole: the function splits it.
+          yield* insert(JSON.stringify([{ ...split, id: whole.id, input: whole.input }]))
+          return { afterApp, afterWhole: yield* count() }
+        })
+      )
+    )
+    // The split row's parts are resolved by the function (this statement sent them unresolved); the small row is not seen.
+    expect(calls).toEqual({ afterApp: 1, afterWhole: 2 })
+    await expectRoundTrip(t.id, [small, split, whole])
+  })
+
   test("sharing never crosses accounts; another account's trace is a 404", async () => {
     const payloadOf = () => ({ messages: [{ role: "system", content: `shared prompt ${"p".repeat(2000)}` }] })
     const [a, b] = [trace({ spans: [span({ input: payloadOf() })] }), trace({ spans: [span({ input: payloadOf() })] })]
