@@ -196,7 +196,7 @@ describe("shared span content", () => {
     const history = Array.from({ length: 4 }, (_, i) => ({ role: "user", content: `call ${i} ${"w".repeat(300)}` }))
     const small = span({ id: uuid(), input: { messages: history.slice(0, 1) }, output: "short" })
     const split = span({ id: uuid(), input: { messages: history } })
-    const whole = span({ id: uuid(), input: { messages: history } })
+    const whole: Record<string, unknown> = span({ id: uuid(), input: { messages: history } })
     const calls = await stored((sql) =>
       sql.withTransaction(
         Effect.gen(function* () {
@@ -216,7 +216,7 @@ describe("shared span content", () => {
           yield* insert(toRecordsJson([small, split] as never))
           const afterApp = yield* count()
           // A large payload written whole: the function splits it.
-          yield* insert(JSON.stringify([{ ...split, id: whole.id, input: whole.input }]))
+          yield* insert(JSON.stringify([whole]))
           return { afterApp, afterWhole: yield* count() }
         })
       )
