@@ -2,11 +2,11 @@ import { Either, Schema } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import { type DecodedExport, OtlpJsonRequest } from "#src/domain/Otlp"
 import { MAX_BODY_DEPTH, nestsDeeperThan } from "#src/domain/JsonDepth"
-import { toFields } from "../traces/SpanRecords.ts"
-import { partHasher, splitText } from "../traces/PayloadSplit.ts"
+import { toRecord } from "../traces/SpanRecords.ts"
+import { partHasher, splitPayload } from "../traces/PayloadSplit.ts"
 import { textArray } from "../storage/SqlArrays.ts"
 import { DEFAULT_PRICES, type PriceTable } from "#src/domain/pricing/Prices"
-import { CopyData, copyJsonText, copyText } from "../storage/PgCopy.ts"
+import { CopyData, copyJson, copyText } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
 import { type MappedSpan, mapSpan } from "#src/domain/genai/MapSpan"
 import { decodeOtlpJson, decodeOtlpProtobuf } from "./OtlpDecode.ts"
@@ -102,12 +102,9 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
   const data = new CopyData(spans.length * 2048)
   const hash = partHasher()
   for (const m of spans) {
-    const r = toFields(m.span as never)
-    // Each payload serialized once, for the split's size test and for the row.
-    const inputText = m.span.input === undefined ? undefined : (JSON.stringify(m.span.input) ?? "null")
-    const outputText = m.span.output === undefined ? undefined : (JSON.stringify(m.span.output) ?? "null")
-    const input = inputText === undefined ? undefined : splitText(m.span.input, inputText, undefined, hash)
-    const output = outputText === undefined ? undefined : splitText(m.span.output, outputText, undefined, hash)
+    const r = toRecord(m.span as never)
+    const input = splitPayload(m.span.input, undefined, hash)
+    const output = splitPayload(m.span.output, undefined, hash)
     data.addRow([
       m.traceId,
       accountId,
@@ -116,8 +113,8 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
       copyText(r.span_type),
       copyText(r.name),
       copyText(r.model),
-      inputText === undefined || input !== undefined ? "\\N" : copyJsonText(inputText),
-      outputText === undefined || output !== undefined ? "\\N" : copyJsonText(outputText),
+      m.span.input === undefined || input !== undefined ? "\\N" : copyJson(m.span.input),
+      m.span.output === undefined || output !== undefined ? "\\N" : copyJson(m.span.output),
       copyText(r.input_tokens),
       copyText(r.output_tokens),
       copyText(r.cost),

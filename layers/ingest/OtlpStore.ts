@@ -12,7 +12,6 @@ import {
   SPAN_UPSERT,
   type SpanRow,
   once,
-  recordsJson as toJson,
   toWriteRecord
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
@@ -74,12 +73,8 @@ const recordsJson = (
 ) => {
   const omit = once(stored)
   const hash = partHasher()
-  return toJson(
-    spans.map((m) => {
-      const record = toWriteRecord(m.span as never, omit, sent, hash)
-      record.fields.trace_id = m.traceId
-      return record
-    })
+  return JSON.stringify(
+    spans.map((m) => ({ ...toWriteRecord(m.span as never, omit, sent, hash), trace_id: m.traceId }))
   )
 }
 

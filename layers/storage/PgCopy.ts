@@ -15,10 +15,10 @@ export const copyText = (value: unknown): string => {
  * The JSON text of `value` in COPY's text format. JSON.stringify leaves no raw tab, newline or carriage return (it
  * escapes every control character), so only backslashes need doubling.
  */
-export const copyJson = (value: unknown): string => copyJsonText(JSON.stringify(value) ?? "null")
-
-/** JSON text (JSON.stringify's) in COPY's text format. */
-export const copyJsonText = (s: string): string => (s.includes("\\") ? s.replaceAll("\\", "\\\\") : s)
+export const copyJson = (value: unknown): string => {
+  const s = JSON.stringify(value) ?? "null"
+  return s.includes("\\") ? s.replaceAll("\\", "\\\\") : s
+}
 
 /**
  * COPY text rows encoded to UTF-8 as they are added, into one buffer that is already the protocol's CopyData message.

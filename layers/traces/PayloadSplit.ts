@@ -79,6 +79,44 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
   return text
 }
 
+/** A string with a character JSON.stringify escapes (or a surrogate, which it escapes when unpaired). */
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/
+/** More characters than JSON.stringify prints for any number ("-1.2345678901234567e-308" has 24). */
+const NUMBER_CHARS = 25
+
+/**
+ * At least the length of `JSON.stringify(value)`, counted until it reaches `limit` (then returned as it is): exact
+ * for strings with nothing to escape, an upper bound for the rest. Below `limit`, the JSON text is shorter than `limit`;
+ * a value it cannot bound cheaply (a string with escapes, anything with `toJSON`) counts as `limit`.
+ */
+export const jsonLengthBound = (value: unknown, limit: number): number => {
+  switch (typeof value) {
+    case "string":
+      return ESCAPED.test(value) ? value.length * 6 + 2 : value.length + 2
+    case "number":
+      return NUMBER_CHARS
+    case "boolean":
+      return 5
+    case "object": {
+      if (value === null) return 4
+      let n = 2
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length && n < limit; i++) n += jsonLengthBound(value[i], limit - n) + 1
+        return n
+      }
+      if (typeof (value as { toJSON?: unknown }).toJSON === "function") return limit
+      for (const key in value) {
+        n += jsonLengthBound(key, limit - n) + jsonLengthBound((value as Record<string, unknown>)[key], limit - n) + 2
+        if (n >= limit) return n
+      }
+      return n
+    }
+    default:
+      // undefined prints as null in an array and nothing in an object; bigint, functions and symbols: no bound here.
+      return value === undefined ? 4 : limit
+  }
+}
+
 /**
  * The payload's skeleton and parts, or undefined when it is stored whole (small, or nothing large in it). The text
  * of a part whose hash `stored` says is stored is left out.
@@ -90,22 +128,10 @@ export const splitPayload = (
 ): SplitPayload | undefined => {
   if (value === null || value === undefined || (typeof value !== "object" && typeof value !== "string"))
     return undefined
+  // Most payloads are small: they are told apart without serializing them (the statement serializes them anyway).
+  if (jsonLengthBound(value, SHARE_CHARS) < SHARE_CHARS) return undefined
   const text = JSON.stringify(value)
-  return text === undefined ? undefined : splitText(value, text, stored, hash)
-}
-
-/**
- * `splitPayload` of a value whose JSON text the writer already has (`text`, JSON.stringify's): a payload under
- * SHARE_CHARS costs a length comparison and nothing else, so the write paths serialize each payload once, split or not.
- */
-export const splitText = (
-  value: unknown,
-  text: string,
-  stored?: (hash: string) => boolean,
-  hash: (text: string) => string = sha256Hex
-): SplitPayload | undefined => {
-  if (text.length < SHARE_CHARS || value === null || (typeof value !== "object" && typeof value !== "string"))
-    return undefined
+  if (text === undefined || text.length < SHARE_CHARS) return undefined
   const parts: Array<string> = []
   const skel = cut(value, text, 0, parts)
   if (parts.length === 0) return undefined

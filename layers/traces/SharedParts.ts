@@ -1,6 +1,5 @@
 import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect } from "effect"
-import { recordsJson, type WriteRecord } from "./WriteRecord.ts"
 
 /**
  * A span's payload layout as read for assembly here rather than in SQL (`tapedeck_payload_text`): the skeletons and
@@ -57,7 +56,7 @@ export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows
     )
   })
 
-interface SplitFields {
+interface SplitRecord {
   readonly input_parts?: ReadonlyArray<string | null>
   readonly input_hashes?: ReadonlyArray<string>
   readonly output_parts?: ReadonlyArray<string | null>
@@ -69,13 +68,13 @@ interface SplitFields {
  * the batch: `tapedeck_share_parts` called once for the whole batch in the same transaction as the write, instead of
  * by the trigger for every span (a model call repeats its whole history: a 30-step run made ~930 lookups for ~90
  * distinct parts). The records then carry `input_refs`/`output_refs`, which the trigger keeps as given. A batch with
- * nothing split is written as it is: one statement, no transaction. A part sent by hash only that is not stored
- * fails the call (TD001) and the transaction with it, as the trigger would.
+ * nothing split is written as it is, in one statement. A part sent by hash only that is not stored fails the call
+ * (TD001) and the transaction with it, as the trigger would.
  */
 export const withResolvedParts = <A>(
   sql: SqlClient.SqlClient,
   accountId: string,
-  records: ReadonlyArray<WriteRecord>,
+  records: ReadonlyArray<object>,
   write: (recordsJson: string) => Effect.Effect<A, SqlError.SqlError>
 ): Effect.Effect<A, SqlError.SqlError> => {
   const texts = new Map<string, string | null>()
@@ -87,11 +86,11 @@ export const withResolvedParts = <A>(
     }
   }
   for (const record of records) {
-    const f = record.fields as SplitFields
-    collect(f.input_hashes, f.input_parts)
-    collect(f.output_hashes, f.output_parts)
+    const r = record as SplitRecord
+    collect(r.input_hashes, r.input_parts)
+    collect(r.output_hashes, r.output_parts)
   }
-  if (texts.size === 0) return write(recordsJson(records))
+  if (texts.size === 0) return write(JSON.stringify(records))
   return sql.withTransaction(
     Effect.gen(function* () {
       const hashes = [...texts.keys()]
@@ -103,24 +102,20 @@ export const withResolvedParts = <A>(
         )::text[] AS ids`
       const ids = new Map(hashes.map((h, i) => [h, Number(row!.ids[i])]))
       const refs = (hs: ReadonlyArray<string> | undefined) => hs?.map((h) => ids.get(h)!)
-      const resolved = records.map((r): WriteRecord => {
-        const f = r.fields as SplitFields
-        return f.input_hashes === undefined && f.output_hashes === undefined
+      const resolved = (records as ReadonlyArray<SplitRecord>).map((r) =>
+        r.input_hashes === undefined && r.output_hashes === undefined
           ? r
           : {
               ...r,
-              fields: {
-                ...r.fields,
-                input_parts: undefined,
-                input_hashes: undefined,
-                input_refs: refs(f.input_hashes),
-                output_parts: undefined,
-                output_hashes: undefined,
-                output_refs: refs(f.output_hashes)
-              }
+              input_parts: undefined,
+              input_hashes: undefined,
+              input_refs: refs(r.input_hashes),
+              output_parts: undefined,
+              output_hashes: undefined,
+              output_refs: refs(r.output_hashes)
             }
-      })
-      return yield* write(recordsJson(resolved))
+      )
+      return yield* write(JSON.stringify(resolved))
     })
   )
 }

@@ -1,11 +1,8 @@
 import type { DateTime } from "effect"
 import { formatInstant } from "#src/domain/Instant"
 import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
-import { partHasher, splitText } from "./PayloadSplit.ts"
+import { partHasher, splitPayload } from "./PayloadSplit.ts"
 import { LAYOUT_SELECT, type LayoutRow } from "./SharedParts.ts"
-import { recordsJson, type WriteRecord } from "./WriteRecord.ts"
-
-export { recordsJson, type WriteRecord }
 
 /**
  * The column list of `json_to_recordset` for a batch of spans. A JSON `null` input or output is a flag beside
@@ -176,14 +173,16 @@ export const SPAN_UPSERT = `ON CONFLICT (trace_id, id) DO UPDATE SET
 const iso = (dt: DateTime.Utc | string | undefined) =>
   dt === undefined || typeof dt === "string" ? dt : formatInstant(dt)
 
-/** One span's columns for `json_to_recordset` but its input and output (a JSON null payload is a flag). */
-export const toFields = (span: Span | SpanWire) => ({
+/** One span (decoded, or already JSON) as a record for `json_to_recordset`. */
+export const toRecord = (span: Span | SpanWire) => ({
   id: span.id,
   parent_id: span.parent_id,
   span_type: span.span_type,
   name: span.name,
   model: span.model,
+  input: span.input ?? undefined,
   input_null: span.input === null ? true : undefined,
+  output: span.output ?? undefined,
   output_null: span.output === null ? true : undefined,
   input_tokens: span.input_tokens,
   output_tokens: span.output_tokens,
@@ -199,39 +198,35 @@ export const toFields = (span: Span | SpanWire) => ({
   extra: extraFields(span)
 })
 
-/** A payload's JSON text; none for an absent payload or a JSON null (a flag: `json_to_recordset` reads null as SQL NULL). */
-const payloadJson = (value: unknown) => (value === undefined || value === null ? undefined : JSON.stringify(value))
-
 /**
- * The span's write record, a large payload split into a skeleton and shared parts (PayloadSplit); `stored` tells
- * which parts can be sent by hash only, `sent` receives every part's hash.
+ * As `toRecord`, with large payloads split into a skeleton and shared parts (PayloadSplit); `stored` tells which
+ * parts can be sent by hash only, `sent` receives every part's hash.
  */
 export const toWriteRecord = (
   span: Span | SpanWire,
   stored?: (hash: string) => boolean,
   sent?: Set<string>,
   hash?: (text: string) => string
-): WriteRecord => {
-  const fields: Record<string, unknown> = toFields(span)
-  let input = payloadJson(span.input)
-  let output = payloadJson(span.output)
-  const inputSplit = input === undefined ? undefined : splitText(span.input, input, stored, hash)
-  const outputSplit = output === undefined ? undefined : splitText(span.output, output, stored, hash)
-  if (inputSplit !== undefined) {
-    input = undefined
-    fields.input_skel = inputSplit.skel
-    fields.input_parts = inputSplit.parts
-    fields.input_hashes = inputSplit.hashes
-    if (sent !== undefined) for (const h of inputSplit.hashes) sent.add(h)
+) => {
+  const record = toRecord(span)
+  const input = splitPayload(record.input, stored, hash)
+  const output = splitPayload(record.output, stored, hash)
+  if (input === undefined && output === undefined) return record
+  if (sent !== undefined) {
+    for (const h of input?.hashes ?? []) sent.add(h)
+    for (const h of output?.hashes ?? []) sent.add(h)
   }
-  if (outputSplit !== undefined) {
-    output = undefined
-    fields.output_skel = outputSplit.skel
-    fields.output_parts = outputSplit.parts
-    fields.output_hashes = outputSplit.hashes
-    if (sent !== undefined) for (const h of outputSplit.hashes) sent.add(h)
+  return {
+    ...record,
+    input: input === undefined ? record.input : undefined,
+    input_skel: input?.skel,
+    input_parts: input?.parts,
+    input_hashes: input?.hashes,
+    output: output === undefined ? record.output : undefined,
+    output_skel: output?.skel,
+    output_parts: output?.parts,
+    output_hashes: output?.hashes
   }
-  return { fields, input, output }
 }
 
 /** The spans' write records (toWriteRecord), each part's text sent once and hashed once for the batch. */
@@ -249,7 +244,7 @@ export const toRecordsJson = (
   spans: ReadonlyArray<Span | SpanWire>,
   stored?: (hash: string) => boolean,
   sent?: Set<string>
-) => recordsJson(toWriteRecords(spans, stored, sent))
+) => JSON.stringify(toWriteRecords(spans, stored, sent))
 
 /**
  * `stored`, extended to the parts an earlier record of the same batch sends: a statement stores its rows in order, and

@@ -1,38 +1,64 @@
 import { expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { splitPayload } from "#layers/traces/PayloadSplit"
-import { toFields, toRecordsJson } from "#layers/traces/SpanRecords"
+import { jsonLengthBound, SHARE_CHARS, splitPayload } from "#layers/traces/PayloadSplit"
+import { toRecord, toRecordsJson } from "#layers/traces/SpanRecords"
 
-// The write records of spans (`toRecordsJson`): each payload serialized once and put into the statement's JSON as is.
-const text = fc.string({
-  unit: fc.oneof(fc.char(), fc.constantFrom("é", "😀", "\u2028", '"', "\\", "\n")),
-  maxLength: 400
+// The write records of spans (`toRecordsJson`) and the size test that spares serializing small payloads twice.
+const text = (maxLength: number) =>
+  fc.string({
+    unit: fc.oneof(fc.char(), fc.constantFrom("é", "😀", "\ud83d", "\u2028", '"', "\\", "\n", "\u0001")),
+    maxLength
+  })
+const json: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
+  value: fc.oneof(
+    { depthSize: "small" },
+    text(400),
+    fc.double(),
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(tie("value"), { maxLength: 6 }),
+    fc.dictionary(text(12), tie("value"), { maxKeys: 6 })
+  )
+})).value
+
+test("jsonLengthBound: below its limit, never less than the length of JSON.stringify's text", () => {
+  fc.assert(
+    fc.property(json, fc.integer({ min: 1, max: 3000 }), (value, limit) => {
+      const bound = jsonLengthBound(value, limit)
+      const length = (JSON.stringify(value) ?? "").length
+      if (bound < limit) expect(length).toBeLessThanOrEqual(bound)
+    }),
+    { numRuns: 2000 }
+  )
+  // Exact for text with nothing to escape: a small chat payload is told apart without being serialized.
+  const payload = { messages: [{ role: "user", content: "x".repeat(300) }], n: 1 }
+  expect(jsonLengthBound(payload, SHARE_CHARS)).toBeLessThan(SHARE_CHARS)
+  expect(jsonLengthBound({ s: "x".repeat(SHARE_CHARS) }, SHARE_CHARS)).toBeGreaterThanOrEqual(SHARE_CHARS)
 })
+
 const payload = fc.oneof(
   fc.constant(undefined),
   fc.constant(null),
-  fc.jsonValue(),
-  fc.array(fc.record({ role: fc.constantFrom("user", "tool"), content: text }), { maxLength: 8 })
+  json,
+  fc.array(fc.record({ role: fc.constantFrom("user", "tool"), content: text(500) }), { maxLength: 8 })
 )
 const spanOf = fc.record({
   id: fc.uuid(),
   parent_id: fc.constant(null),
   span_type: fc.constant("llm_call"),
-  name: text,
+  name: text(20),
   started_at: fc.constant("2026-01-01T00:00:00.000Z"),
   input: payload,
-  output: payload,
-  cost: fc.option(fc.double({ noNaN: true, noDefaultInfinity: true }), { nil: undefined }),
-  vendor: fc.option(fc.jsonValue(), { nil: undefined })
+  output: payload
 })
 
-test("a span's write record is valid JSON with its columns, and its payloads inline as written or split", () => {
+test("a span's write record holds its columns, and each payload inline as written or split as splitPayload splits it", () => {
   fc.assert(
     fc.property(fc.array(spanOf, { maxLength: 6 }), (spans) => {
       const records = JSON.parse(toRecordsJson(spans as never)) as Array<Record<string, unknown>>
       expect(records.length).toBe(spans.length)
       spans.forEach((span, i) => {
-        const record = records[i]!
         const {
           input,
           output,
@@ -43,17 +69,18 @@ test("a span's write record is valid JSON with its columns, and its payloads inl
           output_parts,
           output_hashes,
           ...rest
-        } = record
-        expect(rest).toEqual(JSON.parse(JSON.stringify(toFields(span as never))))
+        } = records[i]!
+        const { input: _i, output: _o, ...columns } = toRecord(span as never)
+        expect(rest).toEqual(JSON.parse(JSON.stringify(columns)))
         for (const [value, inline, skel] of [
           [span.input, input, input_skel],
           [span.output, output, output_skel]
         ] as const) {
-          const split = value === null || value === undefined ? undefined : splitPayload(value)
+          const split = splitPayload(value)
           if (split === undefined) {
-            // Inline: the same text JSON.stringify gives (a JSON null is the flag, not a value).
-            expect(inline === undefined ? undefined : JSON.stringify(inline)).toBe(
-              value === null || value === undefined ? undefined : JSON.stringify(value)
+            // Inline: JSON.stringify's text (a JSON null is a flag beside it, not a value).
+            expect(JSON.stringify(inline) as string | undefined).toBe(
+              value === null ? undefined : JSON.stringify(value)
             )
             expect(skel).toBeUndefined()
           } else {
@@ -61,9 +88,8 @@ test("a span's write record is valid JSON with its columns, and its payloads inl
             expect(skel).toBe(split.skel)
           }
         }
-        expect(
-          [input_parts, input_hashes, output_parts, output_hashes].every((p) => p === undefined || Array.isArray(p))
-        ).toBe(true)
+        for (const list of [input_parts, input_hashes, output_parts, output_hashes])
+          expect(list === undefined || Array.isArray(list)).toBe(true)
       })
     }),
     { numRuns: 200 }
