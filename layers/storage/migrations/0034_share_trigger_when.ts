@@ -6,7 +6,8 @@ import { Effect } from "effect"
  * split whose parts are still to resolve, or one written whole that is large or carries layout columns to clear. A
  * row written by the application (small payloads inline, large ones split with their references resolved first) no
  * longer calls the plpgsql function at all: the condition is evaluated in the executor, per row, without a function
- * call. The function is unchanged and the condition is exactly the one under which it changes the row.
+ * call. The function is unchanged and the condition is exactly the one under which it changes the row. The condition
+ * names the payload columns: a later change of their type drops the trigger first and creates it again after.
  */
 const SHARE_BYTES = 1024
 
