@@ -3,7 +3,7 @@ import { Cause, Effect, Either, Schema } from "effect"
 import type { EnforcementCheckRequest } from "#src/domain/Enforcement"
 import { isBuiltInPolicyType, type Policy } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
-import type { ActionRecord, CustomOutcome, CustomOutcomes } from "#src/domain/PolicyEvaluation"
+import { type ActionRecord, type CustomOutcome, type CustomOutcomes, MAX_RECENT } from "#src/domain/PolicyEvaluation"
 import { PolicyStateUnavailable } from "#src/domain/Errors"
 import {
   type AllowedDecisionsFilter,
@@ -77,7 +77,9 @@ export const makeGuardrailTypeEvaluation = (
 
   const readRun = (accountId: AccountId, runId: string) =>
     sql<{ spent_usd: number; tokens: number; recent: ReadonlyArray<ActionRecord> }>`
-      SELECT spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, recent FROM enforcement_runs
+      SELECT spent_usd::float8 AS spent_usd, tokens::float8 AS tokens,
+             tapedeck_run_recent(account_id, run_id, ${MAX_RECENT}) AS recent
+      FROM enforcement_runs
       WHERE account_id = ${accountId} AND run_id = ${runId}`.pipe(
       Effect.map(
         (rows): GuardrailRunCounters => ({

@@ -319,7 +319,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
         const rows = yield* sql<{ spent_usd: number; tokens: number; recent: RunState["recent"] }>`
           INSERT INTO enforcement_runs (account_id, run_id) VALUES (${accountId}, ${action.runId})
           ON CONFLICT (account_id, run_id) DO UPDATE SET updated_at = now()
-          RETURNING spent_usd::float8 AS spent_usd, tokens::float8 AS tokens, recent`
+          RETURNING spent_usd::float8 AS spent_usd, tokens::float8 AS tokens,
+                    tapedeck_run_recent(account_id, run_id, ${MAX_RECENT}) AS recent`
         const row = rows[0]
         const run: RunState = row ? { spentUsd: row.spent_usd, tokens: row.tokens, recent: row.recent } : EMPTY_RUN
         const needsHolds = needsCustomHold(custom) || list.some((p) => needsApproval(p, action))
@@ -327,10 +328,15 @@ export const SqlPolicyStoreLive = Layer.scoped(
         const now = Date.now()
         let evaluation = evaluate(list, action, run, holds, now, custom)
         if (evaluation.verdict === "allow" && evaluation.next) {
+          const added = { ...evaluation.next.recent[evaluation.next.recent.length - 1]!, id: audit.decisionId }
           yield* sql`
-            UPDATE enforcement_runs SET spent_usd = spent_usd + ${String(action.proposedUsd ?? 0)}::numeric,
-                   tokens = tokens + ${action.proposedTokens ?? 0}, recent = ${JSON.stringify(evaluation.next.recent)}::jsonb
-            WHERE account_id = ${accountId} AND run_id = ${action.runId}`
+            WITH r AS (
+              UPDATE enforcement_runs SET spent_usd = spent_usd + ${String(action.proposedUsd ?? 0)}::numeric,
+                     tokens = tokens + ${action.proposedTokens ?? 0}, actions = actions + 1
+              WHERE account_id = ${accountId} AND run_id = ${action.runId}
+              RETURNING actions)
+            SELECT tapedeck_run_actions_add(${accountId}, ${action.runId}, r.actions - 1,
+                                            ${JSON.stringify([added])}::jsonb, ${MAX_RECENT}) FROM r`
           if (evaluation.consumeHolds) {
             yield* sql`UPDATE enforcement_holds SET consumed = true WHERE id IN ${sql.in(evaluation.consumeHolds)}`
           }
@@ -380,7 +386,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
       state: RunState
       readonly usd: Array<string>
       tokens: number
-      readonly append: Array<ActionRecord>
+      /** The actions its allows add, each with its decision's id. */
+      readonly append: Array<ActionRecord & { readonly id: string }>
       readonly decided: Array<{ readonly item: Pending; readonly evaluation: Evaluation }>
     }
 
@@ -421,7 +428,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
             part.state = evaluation.next
             part.usd.push(String(action.proposedUsd ?? 0))
             part.tokens += action.proposedTokens ?? 0
-            part.append.push(evaluation.next.recent[evaluation.next.recent.length - 1]!)
+            // Named by its decision: a fail-closed record of it takes exactly this action back.
+            part.append.push({ ...evaluation.next.recent[evaluation.next.recent.length - 1]!, id: audit.decisionId })
           }
           part.decided.push({ item, evaluation })
           if (liveKey !== null) keys.add(liveKey)
@@ -572,21 +580,6 @@ export const SqlPolicyStoreLive = Layer.scoped(
       return true
     }
 
-    /** `recent` without the last action that matches this one (the one an allow being taken back added). */
-    const withoutAction = (recent: ReadonlyArray<ActionRecord>, action: ProposedAction) => {
-      for (let i = recent.length - 1; i >= 0; i--) {
-        const r = recent[i]!
-        if (
-          r.tool === (action.toolName ?? null) &&
-          r.args === (action.toolArgsHash ?? null) &&
-          r.step === (action.stepIndex ?? null)
-        ) {
-          return [...recent.slice(0, i), ...recent.slice(i + 1)]
-        }
-      }
-      return recent
-    }
-
     /**
      * The runs' row locks first (in key order, as every batch takes them): an attempt still under way for one of
      * these decisions either committed before (and is seen, and taken back) or finds its run at a newer version
@@ -612,50 +605,45 @@ export const SqlPolicyStoreLive = Layer.scoped(
           remember(key, undefined)
           runs.set(key, { account_id: r.accountId, run_id: r.action.runId })
         }
-        const locked = yield* sql<{ account_id: string; run_id: string; recent: RunState["recent"] }>`
+        yield* sql`
           INSERT INTO enforcement_runs (account_id, run_id)
           SELECT x.account_id, x.run_id FROM jsonb_to_recordset(${JSON.stringify([...runs.values()])}::jsonb)
             AS x(account_id uuid, run_id text)
           ORDER BY x.account_id, x.run_id
-          ON CONFLICT (account_id, run_id) DO UPDATE SET updated_at = now()
-          RETURNING account_id, run_id, recent`
+          ON CONFLICT (account_id, run_id) DO UPDATE SET updated_at = now()`
         const allowed = yield* sql<{ id: string }>`
           SELECT id FROM enforcement_decisions
           WHERE id = ANY(${uuidArray(mayBeStored.map((r) => r.audit.decisionId))}::uuid[]) AND verdict = 'allow'`
         if (allowed.length > 0) {
-          const recentOf = new Map(locked.map((r) => [runKey(r.account_id as AccountId, r.run_id), r.recent]))
           const takenBack = new Map<
             string,
-            {
-              account_id: string
-              run_id: string
-              usd: Array<string>
-              tokens: number
-              recent: ReadonlyArray<ActionRecord>
-            }
+            { account_id: string; run_id: string; usd: Array<string>; tokens: number }
           >()
           for (const { id } of allowed) {
             const { accountId, action } = byId.get(id)!
             const key = runKey(accountId, action.runId)
-            const run = takenBack.get(key) ?? {
-              account_id: accountId,
-              run_id: action.runId,
-              usd: [],
-              tokens: 0,
-              recent: recentOf.get(key) ?? []
-            }
+            const run = takenBack.get(key) ?? { account_id: accountId, run_id: action.runId, usd: [], tokens: 0 }
             run.usd.push(String(action.proposedUsd ?? 0))
             run.tokens += action.proposedTokens ?? 0
-            run.recent = withoutAction(run.recent, action)
             takenBack.set(key, run)
           }
           yield* sql`
             UPDATE enforcement_runs e SET
               spent_usd = e.spent_usd - (SELECT COALESCE(sum(v::numeric), 0) FROM jsonb_array_elements_text(x.usd) v),
-              tokens = e.tokens - x.tokens, recent = x.recent
+              tokens = e.tokens - x.tokens
             FROM jsonb_to_recordset(${JSON.stringify([...takenBack.values()])}::jsonb)
-              AS x(account_id uuid, run_id text, usd jsonb, tokens bigint, recent jsonb)
+              AS x(account_id uuid, run_id text, usd jsonb, tokens bigint)
             WHERE e.account_id = x.account_id AND e.run_id = x.run_id`
+          // The actions those allows added (each names its decision; migration 0038).
+          yield* sql`
+            DELETE FROM enforcement_run_actions a
+            USING jsonb_to_recordset(${JSON.stringify(
+              allowed.map(({ id }) => {
+                const { accountId, action } = byId.get(id)!
+                return { account_id: accountId, run_id: action.runId, id }
+              })
+            )}::jsonb) AS x(account_id uuid, run_id text, id uuid)
+            WHERE a.account_id = x.account_id AND a.run_id = x.run_id AND a.decision_id = x.id`
         }
       })
 

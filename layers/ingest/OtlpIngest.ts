@@ -9,7 +9,7 @@ import { copyMessage } from "../storage/PgCopy.ts"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { byTrace, finalizeWith, mapAll, type PreparedExport, traceStarts } from "./OtlpPrepare.ts"
 import { OtlpStore } from "./OtlpStore.ts"
-import { type ProcessedSpan, processSpans, SpanProcessors } from "../extensions/SpanProcessors.ts"
+import { type ProcessedSpan, processSpansJson, SpanProcessors } from "../extensions/SpanProcessors.ts"
 import { StreamEvents } from "../stream/StreamEvents.ts"
 import { rewrittenSpanCode, type StreamGroup } from "#src/domain/StreamEvent"
 import type { StoredSpan, TraceFinalization } from "#src/domain/genai/TraceFinalize"
@@ -164,7 +164,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
         : Effect.forEach(
             groupBy(mapped, (m) => m.traceId),
             ([traceId, group]) =>
-              processSpans(
+              processSpansJson(
                 processors,
                 group.map((m) => m.span as ProcessedSpan),
                 { accountId, traceId, path: "otlp" }

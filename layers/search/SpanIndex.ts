@@ -6,8 +6,8 @@ import type { SpanWire } from "#src/domain/Span"
 import { fromRow, type SpanRow, spanSelect } from "../traces/SpanRecords.ts"
 import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "../traces/SharedParts.ts"
 import { shortHash } from "../platform/Hashes.ts"
-import { type SpanTextSource, spanText } from "#src/domain/search/SpanText"
-import { signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
+import { type SpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
+import { QUANTIZE_SCALE, quantizedLiteral, signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
@@ -78,6 +78,7 @@ export const planRows = (plan: unknown): number => {
 interface SourceRow extends Omit<SpanTextSource, "input" | "output">, LayoutRow {
   readonly trace_id: string
   readonly id: string
+  readonly started_at: Date | string
   readonly account_id: string
   readonly text_hash: string | null
   readonly embedder: string | null
@@ -219,14 +220,18 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const column = yield* sql<{ type: string }>`
         SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute
         WHERE attrelid = 'span_embeddings'::regclass AND attname = 'embedding'`
-      const mode: IndexMode = column[0]?.type === "vector" ? "pgvector-hnsw" : "exact-fallback"
+      // pgvector: `halfvec` (migration 0036; `vector` where the extension predates half precision). Otherwise the
+      // quantised `smallint[]` of the exact fallback.
+      const type = column[0]?.type
+      const mode: IndexMode = type === "halfvec" || type === "vector" ? "pgvector-hnsw" : "exact-fallback"
+      const columnType = type === "vector" ? "vector" : "halfvec"
       const version =
         mode === "pgvector-hnsw"
           ? ((yield* sql<{ v: string }>`SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'`)[0]?.v ??
             "0")
           : "0"
       const [major = 0, minor = 0] = version.split(".").map(Number)
-      return { mode, iterative: major > 0 || minor >= 8, version }
+      return { mode, columnType, iterative: major > 0 || minor >= 8, version }
     }).pipe(Effect.orDie)
     const setup = yield* Effect.cached(detect)
 
@@ -250,20 +255,26 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     }, Effect.orDie)
 
     /**
-     * The rows to embed (all when `force`, else those whose text or embedder changed), and the others whose vector
-     * only needs its copies of the filterable fields synced (a vector stored anew copies them anyway).
+     * The rows to embed (those whose text or embedder changed), and the others whose vector only needs its copies of
+     * the filterable fields synced (a vector stored anew copies them anyway). `rows` are whole traces: a model
+     * call's text leaves out what earlier spans of its trace hold (`traceSpanTexts`).
      */
-    const toPending = (rows: ReadonlyArray<SourceRow>, embedder: string, force: boolean) => {
+    const toPending = (rows: ReadonlyArray<SourceRow>, embedder: string) => {
       const pending: Array<PendingSpan> = []
       const filtersStale: Array<SpanKey> = []
-      for (const row of rows) {
-        const text = spanText({
+      const texts = traceSpanTexts(
+        rows.map((row) => ({
           ...row,
           input: row.input === null ? undefined : JSON.parse(row.input),
-          output: row.output === null ? undefined : JSON.parse(row.output)
-        })
+          output: row.output === null ? undefined : JSON.parse(row.output),
+          started_at: new Date(row.started_at).getTime()
+        }))
+      )
+      for (let i = 0; i < rows.length; i++) {
+        const row = rows[i]!
+        const text = texts[i]!
         const hash = textHash(text)
-        if (force || row.embedder !== embedder || row.text_hash !== hash) {
+        if (row.embedder !== embedder || row.text_hash !== hash) {
           pending.push({ traceId: row.trace_id, spanId: row.id, accountId: row.account_id, text, hash })
         } else if (row.filters_stale === true) {
           filtersStale.push({ traceId: row.trace_id, spanId: row.id })
@@ -272,7 +283,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       return { pending, filtersStale }
     }
 
-    const SOURCE = `s.trace_id, s.id, s.account_id, s.name, s.span_type, s.model,
+    const SOURCE = `s.trace_id, s.id, s.account_id, s.started_at, s.name, s.span_type, s.model,
       s.input::text AS input, s.output::text AS output, ${LAYOUT_SELECT},
       s.error, e.text_hash, e.embedder`
 
@@ -290,10 +301,13 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           SELECT ${sql.literal(SOURCE)}, ${sql.literal(FILTERS_STALE)} AS filters_stale
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.trace_id = ANY(${uuidArray(traceIds)}::uuid[]) AND s.account_id = ${accountId}`
-      return toPending(yield* withPayloads(sql, rows), embedder, false)
+      return toPending(yield* withPayloads(sql, rows), embedder)
     }, Effect.orDie)
 
-    /** Up to `limit` spans of the account with no vector from this embedder (the re-embed job's batches). */
+    /**
+     * The spans to embed of the traces of up to `limit` spans of the account with no vector from this embedder (the
+     * re-embed job's batches): whole traces, as a span's text depends on the earlier spans of its trace.
+     */
     const pendingOfAccount = Effect.fn("SpanIndex.pendingOfAccount")(function* (
       accountId: AccountId,
       embedder: string,
@@ -302,9 +316,15 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const rows = yield* sql<SourceRow>`
           SELECT ${sql.literal(SOURCE)}
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
-          WHERE s.account_id = ${accountId} AND (e.span_id IS NULL OR e.embedder <> ${embedder})
-          LIMIT ${limit}`
-      return toPending(yield* withPayloads(sql, rows), embedder, true).pending
+          WHERE s.account_id = ${accountId} AND s.trace_id IN (
+            SELECT DISTINCT p.trace_id FROM (
+              SELECT s.trace_id
+              FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
+              WHERE s.account_id = ${accountId} AND (e.span_id IS NULL OR e.embedder <> ${embedder})
+              LIMIT ${limit}
+            ) p
+          )`
+      return toPending(yield* withPayloads(sql, rows), embedder).pending
     }, Effect.orDie)
 
     /**
@@ -338,19 +358,20 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       vectors: ReadonlyArray<Float32Array>
     ) {
       if (spans.length === 0) return
-      const { mode } = yield* setup
+      const { columnType, mode } = yield* setup
       const dims = vectors[0]!.length
       yield* ensureIndex(embedder, dims)
       // HNSW inserts are slow on embedded PGlite (one shared connection): small statements keep other work
       // (an enforcement check, a request) from waiting long behind an indexing batch.
       const chunk = mode === "pgvector-hnsw" ? STORE_CHUNK_HNSW : spans.length
       for (let at = 0; at < spans.length; at += chunk) {
-        yield* storeChunk(mode, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
+        yield* storeChunk(mode, columnType, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
       }
     }, Effect.orDie)
 
     const storeChunk = (
       mode: IndexMode,
+      columnType: string,
       embedder: string,
       dims: number,
       spans: ReadonlyArray<PendingSpan>,
@@ -364,18 +385,20 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             account_id: s.accountId,
             text_hash: s.hash,
             body: ftsText(s.text),
-            embedding: vectorText(mode, vectors[i]!),
+            embedding: mode === "pgvector-hnsw" ? vectorText(mode, vectors[i]!) : quantizedLiteral(vectors[i]!),
             sign_bits: signBits(vectors[i]!)
           }))
         )
-        const cast = mode === "pgvector-hnsw" ? "vector" : "real[]"
-        // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored).
+        const cast = mode === "pgvector-hnsw" ? columnType : "smallint[]"
+        // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored). The
+        // full-text vector without positions (`strip`): no query reads them (the lexical leg matches single lexemes,
+        // never phrases), and they were half its bytes (migration 0037).
         yield* sql`
           INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, sign_bits, text_hash, tsv,
                                        updated_at, ${sql.literal(FILTER_COLUMNS)})
           SELECT x.trace_id, x.span_id, x.account_id, ${embedder}, ${dims}, x.embedding::${sql.literal(cast)},
                  x.sign_bits::bit varying,
-                 x.text_hash, to_tsvector('english', x.body), now(), ${sql.literal(FILTER_VALUES)}
+                 x.text_hash, strip(to_tsvector('english', x.body)), now(), ${sql.literal(FILTER_VALUES)}
           FROM jsonb_to_recordset(${records}::jsonb)
             AS x(trace_id uuid, span_id uuid, account_id uuid, text_hash text, body text, embedding text, sign_bits text)
           JOIN spans s ON s.trace_id = x.trace_id AND s.id = x.span_id
@@ -423,7 +446,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
      * One page of the account's spans, best first, by hybrid retrieval: the k nearest vectors (the vector leg) and
      * the k best full-text matches (the lexical leg: spans holding query lexemes worth LEXICAL_MIN_COVERAGE of the
      * query's inverse document frequency, ranked by the sum over the lexemes they hold of the lexeme's inverse
-     * document frequency among the account's spans times its `ts_rank`), both under
+     * document frequency among the account's spans, over the log of the span's distinct lexemes), both under
      * the same filters, fused by reciprocal rank (RRF_K). `score` is the fused score, `similarity` the cosine,
      * `match` the legs that found the span.
      */
@@ -460,7 +483,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const distance =
         mode === "pgvector-hnsw"
           ? sql`(e.embedding::vector(${sql.literal(String(dims))}) <=> ${q}::vector(${sql.literal(String(dims))}))`
-          : sql`(1 - (SELECT sum(a::float8 * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)))`
+          : sql`(1 - (SELECT sum(a * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)) / ${sql.literal(String(QUANTIZE_SCALE))})`
 
       // The k nearest rows that pass the filters. Exact: the matching rows (found through the filters' indexes
       // when selective), ordered by distance. HNSW: the index scan in distance order, filtering as it goes;
@@ -574,13 +597,17 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             ), l0 AS MATERIALIZED (
               SELECT m.trace_id, m.span_id, m.relevance
               FROM (
-                SELECT e.trace_id, e.span_id, r.relevance, r.idf
+                -- What ts_rank(tsv, lexeme, 1) weighs each lexeme by for a vector without positions (migration 0037):
+                -- a constant over the log of the span's lexeme count; computed here in double precision, where
+                -- ts_rank's float4 differs in the last bits between builds (PGlite is WASM) and near-ties would
+                -- order differently.
+                SELECT e.trace_id, e.span_id, r.idf / ln(length(e.tsv) + 1.0) AS relevance, r.idf
                 FROM span_embeddings e
                 JOIN LATERAL (
                   SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = e.trace_id LIMIT 1
                 ) t ON true
                 CROSS JOIN LATERAL (
-                  SELECT sum(w.idf * ts_rank(e.tsv, w.q, 1)) AS relevance, sum(w.idf) AS idf FROM weights w WHERE e.tsv @@ w.q
+                  SELECT sum(w.idf) AS idf FROM weights w WHERE e.tsv @@ w.q
                 ) r
                 WHERE ${where} AND e.tsv @@ (SELECT q FROM any_term)
               ) m
@@ -588,7 +615,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               ORDER BY round(m.relevance::numeric, 6) DESC, m.trace_id, m.span_id
               LIMIT ${k}
             ), l AS (
-              -- To 6 decimals too: ts_rank's float4 arithmetic differs in the last bits between builds (PGlite is WASM).
+              -- To 6 decimals too: the logarithm may differ in the last bits between builds (PGlite is WASM).
               SELECT trace_id, span_id,
                      row_number() OVER (ORDER BY round(relevance::numeric, 6) DESC, trace_id, span_id) AS rank FROM l0
             ), c AS (

@@ -112,3 +112,20 @@ export const weightedSignMasks = (v: ArrayLike<number>) => {
   }
   return { bits, classes }
 }
+
+/**
+ * Without pgvector, a stored vector is a `smallint[]`: each component of the unit vector times QUANTIZE_SCALE,
+ * rounded (|x| ≤ 1 for a normalised vector: 2 bytes a component instead of a `real`'s 4, an absolute error of at
+ * most 1.5 × 10⁻⁵ a component). The search divides the dot product by the scale.
+ */
+export const QUANTIZE_SCALE = 32767
+
+/** The vector as `smallint[]` text ("{…}"): each component times QUANTIZE_SCALE, rounded, clamped to the scale. */
+export const quantizedLiteral = (v: ArrayLike<number>): string => {
+  const parts = new Array<string>(v.length)
+  for (let i = 0; i < v.length; i++) {
+    const k = Math.round(v[i]! * QUANTIZE_SCALE)
+    parts[i] = String(k > QUANTIZE_SCALE ? QUANTIZE_SCALE : k < -QUANTIZE_SCALE ? -QUANTIZE_SCALE : k | 0)
+  }
+  return `{${parts.join(",")}}`
+}

@@ -29,6 +29,9 @@ import m0031 from "./migrations/0031_retention_settings.ts"
 import m0032 from "./migrations/0032_shared_parts_one_pass.ts"
 import m0033 from "./migrations/0033_content_refs_unindexed.ts"
 import m0034 from "./migrations/0034_share_trigger_when.ts"
+import m0036 from "./migrations/0036_search_half_vectors.ts"
+import m0037 from "./migrations/0037_search_fulltext_compact.ts"
+import m0038 from "./migrations/0038_enforcement_run_actions.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
@@ -59,7 +62,10 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0031_retention_settings": m0031,
   "0032_shared_parts_one_pass": m0032,
   "0033_content_refs_unindexed": m0033,
-  "0034_share_trigger_when": m0034
+  "0034_share_trigger_when": m0034,
+  "0036_search_half_vectors": m0036,
+  "0037_search_fulltext_compact": m0037,
+  "0038_enforcement_run_actions": m0038
 }
 
 /** The migrator's own bookkeeping table (PgMigrator's default). */

@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { DateTime, Effect, Option, Schema } from "effect"
 import { decodeCursor, encodeCursor } from "#src/domain/Cursor"
 import type { AccountId, TraceId } from "#src/domain/Ids"
-import { Span, type SpanWire, spanWireOf } from "#src/domain/Span"
+import type { Span, SpanWire } from "#src/domain/Span"
 import { batchProblem } from "#src/domain/SpanBatch"
 import { layOut, type SpanTiming } from "#src/domain/CausalOrder"
 import {
@@ -24,8 +24,8 @@ import { STREAM_RESULT_COLUMNS, StreamEvents } from "../stream/StreamEvents.ts"
 import type { SpanJsonRow } from "./SpanRecords.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 import { rewrittenSpanCode } from "#src/domain/StreamEvent"
-import { InvalidCursor, SpanProcessorFailed, SpansRejected, TraceNotRunning } from "#src/domain/Errors"
-import { type ProcessedSpan, processSpans, SpanProcessors } from "../extensions/SpanProcessors.ts"
+import { InvalidCursor, SpansRejected, TraceNotRunning } from "#src/domain/Errors"
+import { processDecodedSpans, SpanProcessors } from "../extensions/SpanProcessors.ts"
 
 const isOtelTraceId = Schema.is(OtelTraceId)
 
@@ -91,28 +91,11 @@ export class Traces extends Effect.Service<Traces>()("tapedeck/Traces", {
     /** Spans sent without a cost get the price table's estimate (marked `cost_estimated`); sent costs stay. */
     const priced = (spans: ReadonlyArray<Span>) => spans.map(prices.withEstimatedCost)
     const processors = yield* SpanProcessors
-    const decodeSpans = Schema.decodeUnknown(Schema.Array(Span))
     /** The installed span processors (extensions) over a batch, before anything of it is checked or stored. */
     const processed = (accountId: AccountId, traceId: string, spans: ReadonlyArray<Span>) =>
       processors.length === 0 || spans.length === 0
         ? Effect.succeed(spans)
-        : processSpans(processors, spans.map(spanWireOf) as ReadonlyArray<ProcessedSpan>, {
-            accountId,
-            traceId,
-            path: "rest"
-          }).pipe(
-            Effect.flatMap((wire) =>
-              decodeSpans(wire).pipe(
-                Effect.mapError(
-                  (e) =>
-                    new SpanProcessorFailed({
-                      processor: processors.map((p) => p.name).join(", "),
-                      reason: `it returned an invalid span: ${e.message}`
-                    })
-                )
-              )
-            )
-          )
+        : processDecodedSpans(processors, spans, { accountId, traceId, path: "rest" })
 
     /** `liveKey`: the digest of a cached API key the caller acts for, re-checked by the insert (see TraceRepo.insert). */
     const create = Effect.fn("Traces.create")(function* (

@@ -1,5 +1,5 @@
 import { Arbitrary, DateTime, Effect, ParseResult, Schema } from "effect"
-import { instantOf } from "./Instant.ts"
+import { formatInstant, instantOf } from "./Instant.ts"
 import { isStorableText, MAX_AMOUNT, unstorableReason } from "./Json.ts"
 import { MAX_SPAN_COUNT, Span, SPAN_TEXT_LIMITS, SpanType } from "./Span.ts"
 
@@ -10,6 +10,18 @@ const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "obj
 const text = (u: unknown, max: number) => typeof u === "string" && u.length <= max && isStorableText(u)
 const count = (u: unknown) => Number.isInteger(u) && (u as number) >= 0 && (u as number) <= MAX_SPAN_COUNT
 const optional = (u: unknown, check: (v: unknown) => boolean) => u === undefined || check(u)
+const isId = (u: unknown) => typeof u === "string" && UUID.test(u)
+const isParentId = (u: unknown) => u === null || isId(u)
+const isSpanType = (u: unknown) => SPAN_TYPES.has(u)
+const isName = (u: unknown) => text(u, SPAN_TEXT_LIMITS.name)
+const isModel = (u: unknown) => text(u, SPAN_TEXT_LIMITS.model)
+const isAgentId = (u: unknown) => text(u, SPAN_TEXT_LIMITS.agent_id)
+const isParentAgentId = (u: unknown) => text(u, SPAN_TEXT_LIMITS.parent_agent_id)
+const isAgentRole = (u: unknown) => text(u, SPAN_TEXT_LIMITS.agent_role)
+const isError = (u: unknown) => text(u, SPAN_TEXT_LIMITS.error)
+const isCost = (u: unknown) => typeof u === "number" && Number.isFinite(u) && u >= 0 && u <= MAX_AMOUNT
+const isJson = (u: unknown) => unstorableReason(u) === undefined
+const isJsonObject = (u: unknown) => isObject(u) && unstorableReason(u) === undefined
 
 /**
  * The span, decoded, when it is plainly valid; undefined otherwise. It accepts a subset of what `Span`
@@ -26,27 +38,122 @@ export const decodeSpanFast = (u: unknown): Span | undefined => {
     if (ended === undefined) return undefined
   }
   const valid =
-    typeof u.id === "string" &&
-    UUID.test(u.id) &&
-    (u.parent_id === null || (typeof u.parent_id === "string" && UUID.test(u.parent_id))) &&
-    SPAN_TYPES.has(u.span_type) &&
-    text(u.name, SPAN_TEXT_LIMITS.name) &&
-    optional(u.model, (v) => text(v, SPAN_TEXT_LIMITS.model)) &&
-    optional(u.agent_id, (v) => text(v, SPAN_TEXT_LIMITS.agent_id)) &&
-    optional(u.parent_agent_id, (v) => text(v, SPAN_TEXT_LIMITS.parent_agent_id)) &&
-    optional(u.agent_role, (v) => text(v, SPAN_TEXT_LIMITS.agent_role)) &&
-    optional(u.error, (v) => text(v, SPAN_TEXT_LIMITS.error)) &&
+    isId(u.id) &&
+    isParentId(u.parent_id) &&
+    isSpanType(u.span_type) &&
+    isName(u.name) &&
+    optional(u.model, isModel) &&
+    optional(u.agent_id, isAgentId) &&
+    optional(u.parent_agent_id, isParentAgentId) &&
+    optional(u.agent_role, isAgentRole) &&
+    optional(u.error, isError) &&
     optional(u.input_tokens, count) &&
     optional(u.output_tokens, count) &&
     optional(u.duration_ms, count) &&
-    optional(u.cost, (v) => typeof v === "number" && Number.isFinite(v) && v >= 0 && v <= MAX_AMOUNT) &&
-    optional(u.input, (v) => unstorableReason(v) === undefined) &&
-    optional(u.output, (v) => unstorableReason(v) === undefined) &&
-    optional(u.metadata, (v) => isObject(v) && unstorableReason(v) === undefined)
+    optional(u.cost, isCost) &&
+    optional(u.input, isJson) &&
+    optional(u.output, isJson) &&
+    optional(u.metadata, isJsonObject)
   if (!valid) return undefined
   const span: Record<string, unknown> = { ...u, started_at: started }
   if (ended !== undefined) span.ended_at = ended
   return span as Span
+}
+
+/** The check of each named field but the instants, as `decodeSpanFast` applies it (undefined: absent). */
+const FIELD_CHECKS: ReadonlyMap<string, (u: unknown) => boolean> = new Map([
+  ["id", isId],
+  ["parent_id", isParentId],
+  ["span_type", isSpanType],
+  ["name", isName],
+  ["model", (u: unknown) => optional(u, isModel)],
+  ["agent_id", (u: unknown) => optional(u, isAgentId)],
+  ["parent_agent_id", (u: unknown) => optional(u, isParentAgentId)],
+  ["agent_role", (u: unknown) => optional(u, isAgentRole)],
+  ["error", (u: unknown) => optional(u, isError)],
+  ["input_tokens", (u: unknown) => optional(u, count)],
+  ["output_tokens", (u: unknown) => optional(u, count)],
+  ["duration_ms", (u: unknown) => optional(u, count)],
+  ["cost", (u: unknown) => optional(u, isCost)],
+  ["input", (u: unknown) => optional(u, isJson)],
+  ["output", (u: unknown) => optional(u, isJson)],
+  ["metadata", (u: unknown) => optional(u, isJsonObject)]
+])
+
+/** An instant as rewritten: `before`'s own when printed as `before` prints, else parsed (undefined: invalid). */
+const rewrittenInstant = (value: unknown, before: DateTime.Utc | undefined) => {
+  if (typeof value !== "string") return undefined
+  return before !== undefined && value === formatInstant(before) ? before : instantOf(value)
+}
+
+/**
+ * `after`, the JSON form of the decoded span `before` as a span processor returned it (rewritten or not), decoded
+ * when plainly valid; undefined otherwise (then `Span` decodes it, for its verdict and its error). It accepts a
+ * subset of what `Span` accepts and decodes it to the same value, like `decodeSpanFast`, but checks again only what
+ * differs from `before`: a value that is the same primitive as `before`'s (a kept id, name or model; a text the
+ * processor left as it was) passed `Span` already, and an instant printed as `before`'s keeps its decoded value.
+ * Objects and arrays (input, output, metadata) are always walked: a processor may have changed them in place.
+ */
+export const decodeRewrittenSpan = (before: Span, after: unknown): Span | undefined => {
+  if (!isObject(after)) return undefined
+  // Checked and returned: the copy (its own enumerable properties, each read once), as `Span` would see them.
+  const span: Record<string, unknown> = { ...after }
+  const started = rewrittenInstant(span.started_at, before.started_at)
+  if (started === undefined) return undefined
+  let ended: DateTime.Utc | undefined
+  if (span.ended_at !== undefined) {
+    ended = rewrittenInstant(span.ended_at, before.ended_at)
+    if (ended === undefined) return undefined
+  }
+  if (!changedFieldsValid(before as Record<string, unknown>, span)) return undefined
+  span.started_at = started
+  if (ended !== undefined) span.ended_at = ended
+  return span as Span
+}
+
+/** The required fields are there, and every named field but the instants is `before`'s primitive or valid. */
+const changedFieldsValid = (before: Record<string, unknown>, span: Record<string, unknown>) => {
+  if (!("id" in span && "parent_id" in span && "span_type" in span && "name" in span)) return false
+  for (const key in span) {
+    const check = FIELD_CHECKS.get(key)
+    if (check === undefined) continue
+    const value = span[key]
+    const kept = value === before[key] && (value === null || typeof value !== "object")
+    if (!kept && !check(value)) return false
+  }
+  return true
+}
+
+/** An instant in JSON as rewritten: kept when it is `before`'s text, else printed as `toISOString` does. */
+const rewrittenInstantText = (value: unknown, before: unknown) => {
+  if (value === before && typeof value === "string") return value
+  const instant = typeof value === "string" ? instantOf(value) : undefined
+  return instant === undefined ? undefined : formatInstant(instant)
+}
+
+/**
+ * `decodeRewrittenSpan` for a span kept as JSON (OTLP's mapped spans): `after`, a processor's output for `before`,
+ * with the same checks of what changed, its instants as text (a rewritten one printed as `toISOString` prints it);
+ * undefined when it is not plainly valid. What the processor did not change is not checked at all (OTLP's mapping
+ * made it).
+ */
+export const rewrittenSpanJson = (
+  before: Readonly<Record<string, unknown>>,
+  after: unknown
+): Record<string, unknown> | undefined => {
+  if (!isObject(after)) return undefined
+  const span: Record<string, unknown> = { ...after }
+  const started = rewrittenInstantText(span.started_at, before.started_at)
+  if (started === undefined) return undefined
+  let ended: string | undefined
+  if (span.ended_at !== undefined) {
+    ended = rewrittenInstantText(span.ended_at, before.ended_at)
+    if (ended === undefined) return undefined
+  }
+  if (!changedFieldsValid(before, span)) return undefined
+  span.started_at = started
+  if (ended !== undefined) span.ended_at = ended
+  return span
 }
 
 const decodeSlow = ParseResult.decodeUnknown(Span)

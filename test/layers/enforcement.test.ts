@@ -136,7 +136,7 @@ describe("a fail-closed answer and the work it overtook", () => {
   const counters = async (runId: string) =>
     (
       await sql(
-        "SELECT spent_usd::float8 AS usd, tokens::float8 AS tokens, jsonb_array_length(recent) AS recent FROM enforcement_runs WHERE account_id = $1 AND run_id = $2",
+        "SELECT spent_usd::float8 AS usd, tokens::float8 AS tokens, (SELECT count(*)::int FROM enforcement_run_actions a WHERE a.account_id = r.account_id AND a.run_id = r.run_id) AS recent FROM enforcement_runs r WHERE account_id = $1 AND run_id = $2",
         [account, runId]
       )
     )[0]

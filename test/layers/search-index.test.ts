@@ -158,9 +158,10 @@ describe("index paths", () => {
       console.log("index paths: set TEST_DATABASE_URL to compare with a PostgreSQL without pgvector")
       return
     }
-    // The vector leg alone: the same ranking and cosines. The fused ranking: its lexical leg's ts_rank may differ
-    // in the last bits between PostgreSQL builds (PGlite is WASM, another major version), which can reorder spans
-    // of equal text length, so the pages are compared as sets.
+    // The vector leg alone: the same ranking and cosines. The fused ranking: its lexical leg depends on the
+    // english stemmer, which differs between the major versions (PostgreSQL 15 stems "added" to "ad", PGlite's 17
+    // to "add"), and its rank divides by the span's lexeme count, so a span of the kind can move across the page's
+    // end: the first hit is the same, and the pages share at least 9 of their 10 spans.
     const vector = ["vector"] as const
     for (const kind of KINDS) {
       expectSame(await top(pglite, kind.query, { legs: vector }), await top(postgres, kind.query, { legs: vector }))
@@ -170,7 +171,8 @@ describe("index paths", () => {
       )
       const [a, b] = [await top(pglite, kind.query), await top(postgres, kind.query)]
       expect(a[0]!.id).toBe(b[0]!.id)
-      expect(new Set(a.map((h) => h.id))).toEqual(new Set(b.map((h) => h.id)))
+      const ids = new Set(b.map((h) => h.id))
+      expect(a.filter((h) => ids.has(h.id)).length).toBeGreaterThanOrEqual(Math.min(a.length, b.length) - 1)
     }
   }, 60_000)
 

@@ -301,8 +301,15 @@ describe("a failing span processor refuses the request and stores nothing", () =
         PiiRedactorLive,
         spanProcessor({
           name: "broken",
-          process: (span) =>
-            span.name.includes("boom") ? Effect.fail("upstream classifier down") : Effect.succeedSome(span)
+          process: (span) => {
+            if (span.name.includes("boom")) return Effect.fail("upstream classifier down")
+            // A bug of its own: a text made unstorable (a NUL character) in place, on the span it was given.
+            const input = span.input as { messages?: Array<{ content: string }> } | undefined
+            if (span.name.includes("corrupt") && input?.messages?.[0]) input.messages[0].content += "\u0000"
+            // And a name longer than a span's may be.
+            if (span.name.includes("overlong")) return Effect.succeedSome({ ...span, name: span.name.padEnd(600, "x") })
+            return Effect.succeedSome(span)
+          }
         })
       ]
     })
@@ -350,6 +357,67 @@ describe("a failing span processor refuses the request and stores nothing", () =
       }
     })
     expect(o.status).toBe(503)
+    expect((await failing.request("GET", `/api/v1/traces/${otelTrace}`)).status).toBe(404)
+  })
+
+  test("REST: a processor's invalid output refuses the request, on create and on append, and is never stored", async () => {
+    const corrupt = () => ({
+      id: uuid(),
+      parent_id: null,
+      span_type: "llm_call",
+      name: "corrupt",
+      input: { messages: [{ role: "user", content: "hello" }] },
+      started_at: now()
+    })
+    const id = uuid()
+    const created = await failing.request("POST", "/api/v1/traces", {
+      body: { id, name: "t", started_at: now(), status: "completed", spans: [corrupt()] }
+    })
+    expect(created.status).toBe(503)
+    expect(((await created.json()) as { error: string }).error).toContain("invalid span")
+    expect((await failing.request("GET", `/api/v1/traces/${id}`)).status).toBe(404)
+
+    const running = uuid()
+    const ok = { ...corrupt(), name: "fine" }
+    const started = await failing.request("POST", "/api/v1/traces", {
+      body: { id: running, name: "t", started_at: now(), spans: [ok] }
+    })
+    expect(started.status).toBe(200)
+    const appended = await failing.request("POST", `/api/v1/traces/${running}/spans`, {
+      body: { spans: [corrupt()] }
+    })
+    expect(appended.status).toBe(503)
+    const detail = (await (await failing.request("GET", `/api/v1/traces/${running}`)).json()) as {
+      spans: Array<{ id: string }>
+    }
+    expect(detail.spans.map((s) => s.id)).toEqual([ok.id])
+  })
+
+  test("OTLP: a processor's invalid output refuses the export, and is never stored", async () => {
+    const otelTrace = "5bf92f3577b34da6a3ce929d0e0e4737"
+    const o = await failing.request("POST", "/v1/traces", {
+      body: {
+        resourceSpans: [
+          {
+            scopeSpans: [
+              {
+                spans: [
+                  {
+                    traceId: otelTrace,
+                    spanId: "00f067aa0ba902b8",
+                    name: "overlong",
+                    startTimeUnixNano: `${Date.now()}000000`,
+                    endTimeUnixNano: `${Date.now()}000000`
+                  }
+                ]
+              }
+            ]
+          }
+        ]
+      }
+    })
+    expect(o.status).toBe(503)
+    expect(((await o.json()) as { error: string }).error).toContain("invalid span")
     expect((await failing.request("GET", `/api/v1/traces/${otelTrace}`)).status).toBe(404)
   })
 

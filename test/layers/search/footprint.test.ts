@@ -1,0 +1,286 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import type { AccountId } from "#src/domain/Ids"
+import { type TraceSpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
+import { Embedder } from "#layers/search/Embedder"
+import { SpanIndex } from "#layers/search/SpanIndex"
+import { QUANTIZE_SCALE } from "#layers/search/VectorText"
+import halfVectors from "#layers/storage/migrations/0036_search_half_vectors"
+import compactFulltext from "#layers/storage/migrations/0037_search_fulltext_compact"
+import { createTestDatabase, type TestDatabase } from "../../support/Database.ts"
+import { uuid } from "../../support/Fixtures.ts"
+import { openSearchRuntime, type SearchRuntime } from "../../support/SearchRuntime.ts"
+
+// What the search index stores of an agent trace, and how small: a model call indexed for what is new in it
+// (docs/search.md, "What is embedded"), vectors at 2 bytes a component, full-text vectors without positions.
+
+const pad = (s: string) => `${s} ${"and then some more ordinary words to make it long enough ".repeat(2)}`
+const SYSTEM = pad("You follow the zanzibar lighthouse protocol for every booking.")
+const USER = pad("Please book a ferry from Dar es Salaam for two adults next Tuesday.")
+const RESULT = pad("quokka ferries: departures 08:15 and 13:40, fare 35 USD per adult, seats available.")
+const FOLLOW_UP = pad("Actually make it the afternoon crossing and add a bicycle.")
+
+/** A three-call agent trace: call 1 → tool → call 2 → (user follow-up) call 3, each call carrying the history. */
+const agentTrace = (traceId: string): Array<TraceSpanTextSource> => {
+  const a1 = {
+    role: "assistant",
+    content: "Checking the ferry timetable.",
+    tool_calls: [{ id: "c1", type: "function", function: { name: "ferry_search", arguments: '{"from":"DAR"}' } }]
+  }
+  const a2 = { role: "assistant", content: "There are two departures, at 08:15 and 13:40." }
+  const history1 = [
+    { role: "system", content: SYSTEM },
+    { role: "user", content: USER }
+  ]
+  const history2 = [...history1, a1, { role: "tool", tool_call_id: "c1", content: RESULT }]
+  const history3 = [...history2, a2, { role: "user", content: FOLLOW_UP }]
+  const span = (id: number, span_type: string, name: string, input: unknown, output: unknown) => ({
+    trace_id: traceId,
+    id: `00000000-0000-4000-8000-00000000000${id}`,
+    started_at: 1_700_000_000_000 + id * 1000,
+    name,
+    span_type,
+    model: span_type === "llm_call" ? "gpt-4o" : null,
+    input,
+    output,
+    error: null
+  })
+  return [
+    span(1, "llm_call", "chat gpt-4o", { model: "gpt-4o", messages: history1, tools: [{ name: "ferry_search" }] }, a1),
+    span(2, "tool_call", "ferry_search", { from: "DAR" }, RESULT),
+    span(3, "llm_call", "chat gpt-4o", { model: "gpt-4o", messages: history2, tools: [{ name: "ferry_search" }] }, a2),
+    span(
+      4,
+      "llm_call",
+      "chat gpt-4o",
+      { model: "gpt-4o", messages: history3 },
+      {
+        role: "assistant",
+        content: "Booked the 13:40 crossing with a bicycle."
+      }
+    )
+  ]
+}
+
+describe("the text of a trace's spans", () => {
+  const spans = agentTrace("t1")
+  const [call1, tool, call2, call3] = traceSpanTexts(spans)
+
+  test("the first model call holds the system prompt and the task; later calls do not repeat them", () => {
+    expect(call1).toContain("zanzibar lighthouse")
+    expect(call1).toContain("Dar es Salaam")
+    for (const text of [call2!, call3!]) {
+      expect(text).not.toContain("zanzibar")
+      expect(text).not.toContain("Dar es Salaam")
+    }
+  })
+
+  test("a tool result is indexed on its tool span, not again in the model call that reads it", () => {
+    expect(tool).toContain("quokka ferries")
+    expect(call2).not.toContain("quokka")
+    // What the call said is its own.
+    expect(call2).toContain("two departures")
+  })
+
+  test("a later call holds the turns after the model's last one, not the earlier turns", () => {
+    expect(call3).toContain("afternoon crossing")
+    expect(call3).toContain("Booked the 13:40 crossing")
+    expect(call3).not.toContain("two departures")
+    expect(call3).not.toContain("Checking the ferry timetable")
+  })
+
+  test("the texts do not depend on the order the spans are read in", () => {
+    const reversed = traceSpanTexts([...spans].reverse()).reverse()
+    expect(reversed).toEqual([call1!, tool!, call2!, call3!])
+  })
+
+  test("a model call alone in its trace keeps its system prompt, and a tool result no span recorded", () => {
+    const [alone] = traceSpanTexts([spans[2]!])
+    expect(alone).toContain("zanzibar lighthouse")
+    expect(alone).toContain("quokka ferries")
+    expect(alone).not.toContain("Dar es Salaam")
+  })
+
+  test("a history given as a bare list of messages (as OTLP GenAI input is stored) is read the same way", () => {
+    const bare = spans.map((s) =>
+      s.span_type === "llm_call" ? { ...s, input: (s.input as { messages: unknown }).messages } : s
+    )
+    const texts = traceSpanTexts(bare)
+    expect(texts[0]).toContain("zanzibar lighthouse")
+    expect(texts[2]).not.toContain("zanzibar")
+    expect(texts[2]).not.toContain("quokka")
+    expect(texts[3]).toContain("afternoon crossing")
+    expect(texts[3]).not.toContain("two departures")
+  })
+
+  test("spans of different traces do not share what they hold", () => {
+    const other = agentTrace("t2")
+    const texts = traceSpanTexts([...spans, ...other])
+    expect(texts[4]).toContain("zanzibar lighthouse")
+    expect(texts[5]).toContain("quokka ferries")
+  })
+})
+
+const open = openSearchRuntime
+const ACCOUNT = uuid() as AccountId
+const TRACE = uuid()
+
+let runtime: SearchRuntime
+let database: TestDatabase
+
+/** Inserts the agent trace's spans and indexes them as the index job does. */
+const load = () =>
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const index = yield* SpanIndex
+      const embedder = yield* Embedder
+      yield* sql`INSERT INTO accounts (id, name) VALUES (${ACCOUNT}, ${`footprint-${ACCOUNT}`})`
+      yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${TRACE}, ${ACCOUNT}, 'completed', now())`
+      for (const span of agentTrace(TRACE)) {
+        yield* sql`
+          INSERT INTO spans (trace_id, id, account_id, span_type, name, model, input, output, started_at)
+          VALUES (${TRACE}, ${span.id}, ${ACCOUNT}, ${span.span_type}, ${span.name}, ${span.model},
+                  ${JSON.stringify(span.input)}::jsonb, ${JSON.stringify(span.output)}::jsonb,
+                  ${new Date(span.started_at).toISOString()})`
+      }
+      const { pending } = yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)
+      expect(pending.length).toBe(4)
+      yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
+      expect((yield* index.pendingOfTraces(ACCOUNT, [TRACE], embedder.id)).pending).toEqual([])
+    }).pipe(Effect.orDie)
+  )
+
+const search = (query: string) =>
+  runtime.runPromise(
+    Effect.gen(function* () {
+      const index = yield* SpanIndex
+      const embedder = yield* Embedder
+      const [vector] = yield* embedder.embed([query])
+      const hits = yield* index.search({
+        accountId: ACCOUNT,
+        embedder: embedder.id,
+        query,
+        vector: vector!,
+        filters: undefined,
+        limit: 10,
+        offset: 0
+      })
+      return { hits: hits.map((h) => h.span), vector: vector! }
+    }).pipe(Effect.orDie)
+  )
+
+const query = <A extends object>(text: string) =>
+  runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<A>(text)).pipe(Effect.orDie))
+
+/** The stored vectors as numbers, by span id. */
+const storedVectors = async () => {
+  const [column] = await query<{ type: string }>(
+    `SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute
+     WHERE attrelid = 'span_embeddings'::regclass AND attname = 'embedding'`
+  )
+  const type = column!.type
+  const rows = await query<{ span_id: string; v: Array<number> }>(
+    `SELECT span_id::text, ${type === "smallint[]" ? "embedding::real[]" : "embedding::vector::real[]"} AS v
+     FROM span_embeddings ORDER BY span_id`
+  )
+  const scale = type === "smallint[]" ? QUANTIZE_SCALE : 1
+  return { type, vectors: new Map(rows.map((r) => [r.span_id, r.v.map((x) => Number(x) / scale)])) }
+}
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+  runtime = await open(database.env)
+  await load()
+}, 120_000)
+afterAll(async () => {
+  await runtime.dispose()
+  await database.drop()
+})
+
+describe("the stored index", () => {
+  test("a phrase of the system prompt finds the trace's first model call; a tool result's finds its tool span", async () => {
+    const prompt = await search("zanzibar lighthouse protocol")
+    expect(prompt.hits[0]!.id).toBe(agentTrace(TRACE)[0]!.id)
+    expect(prompt.hits[0]!.match).toContain("lexical")
+    const result = await search("quokka ferries")
+    expect(result.hits[0]!.id).toBe(agentTrace(TRACE)[1]!.id)
+    expect(result.hits[0]!.match).toContain("lexical")
+  })
+
+  test("vectors are stored at 2 bytes a component, and the cosine search reports stays that of the embedder's", async () => {
+    const { type, vectors } = await storedVectors()
+    expect(["halfvec", "smallint[]"]).toContain(type)
+    const [size] = await query<{ bytes: number }>(
+      "SELECT max(pg_column_size(embedding))::int AS bytes FROM span_embeddings"
+    )
+    expect(size!.bytes).toBeLessThan(256 * 2 + 32)
+    const { hits, vector } = await search("ferry departures fare per adult")
+    expect(hits.length).toBe(4)
+    for (const hit of hits) {
+      const stored = vectors.get(hit.id)!
+      const [full] = await runtime.runPromise(
+        Effect.flatMap(Embedder, (e) => e.embed([traceSpanTexts(agentTrace(TRACE))[Number(hit.id.slice(-1)) - 1]!]))
+      )
+      let exact = 0
+      let quantised = 0
+      for (let i = 0; i < vector.length; i++) {
+        exact += vector[i]! * full![i]!
+        quantised += vector[i]! * stored[i]!
+      }
+      expect(Math.abs(quantised - exact)).toBeLessThan(2e-3)
+      expect(Math.abs(hit.similarity - quantised)).toBeLessThan(1e-4)
+    }
+  })
+
+  test("full-text vectors are stored without positions", async () => {
+    const [row] = await query<{ stripped: boolean; n: number }>(
+      "SELECT bool_and(tsv = strip(tsv)) AS stripped, count(*)::int AS n FROM span_embeddings"
+    )
+    expect(row!.n).toBe(4)
+    expect(row!.stripped).toBe(true)
+  })
+
+  test("migrations 0036 and 0037 convert rows written in the previous layout, and search finds the same", async () => {
+    const before = await search("quokka ferries departures")
+    const { type, vectors } = await storedVectors()
+    // Back to the previous layout: 4-byte components and full-text vectors with positions.
+    await runtime.runPromise(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        if (type === "smallint[]") {
+          yield* sql.unsafe(`
+            CREATE FUNCTION test_dequantize(v smallint[]) RETURNS real[] LANGUAGE sql IMMUTABLE AS $$
+              SELECT array_agg(x::real / ${QUANTIZE_SCALE} ORDER BY o) FROM unnest(v) WITH ORDINALITY AS u(x, o) $$`)
+          yield* sql`ALTER TABLE span_embeddings ALTER COLUMN embedding TYPE real[] USING test_dequantize(embedding)`
+          yield* sql`DROP FUNCTION test_dequantize(smallint[])`
+        } else {
+          yield* sql`ALTER TABLE span_embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector`
+        }
+        yield* sql`UPDATE span_embeddings SET tsv = to_tsvector('english', 'quokka quokka ferries departures')`
+        yield* sql`ALTER INDEX span_embeddings_tsv RESET (gin_pending_list_limit)`
+        yield* halfVectors
+        yield* compactFulltext
+      }).pipe(Effect.orDie)
+    )
+    const after = await storedVectors()
+    expect(after.type).toBe(type)
+    for (const [id, v] of vectors) {
+      const w = after.vectors.get(id)!
+      expect(w.length).toBe(v.length)
+      expect(Math.max(...v.map((x, i) => Math.abs(x - w[i]!)))).toBeLessThan(1e-3)
+    }
+    const [row] = await query<{ stripped: boolean; options: Array<string> | null }>(
+      `SELECT bool_and(tsv = strip(tsv)) AS stripped,
+              (SELECT reloptions FROM pg_class WHERE relname = 'span_embeddings_tsv') AS options
+       FROM span_embeddings`
+    )
+    expect(row!.stripped).toBe(true)
+    expect(row!.options).toContain("gin_pending_list_limit=64")
+    // The HNSW index (pgvector) is created again on the next store; the exact path answers meanwhile.
+    const again = await search("quokka ferries departures")
+    expect(again.hits.map((h) => h.id).sort()).toEqual(before.hits.map((h) => h.id).sort())
+    expect(again.hits[0]!.id).toBe(before.hits[0]!.id)
+  })
+})
