@@ -17,7 +17,11 @@
  *    retention into the shared database, then BENCH_PURGE_SECONDS of REST ingestion at BENCH_PURGE_RATE
  *    traces/s without the purge and the same with the purge running; p99 write latency of each.
  *
- * Knobs: BENCH_DATABASE_URL, BENCH_RUNS (100), BENCH_STEPS (30), BENCH_OTLP_RUNS (30), BENCH_DETAIL_REQUESTS (60),
+ * 0. Warm-up (BENCH_WARMUP_RUNS, default 2; 0 for none): that many REST and OTLP runs to each side, jobs drained,
+ *    before anything is measured, so that what a server does once (starting the thread OTLP exports are prepared on,
+ *    compiling the hot code) is not counted per span.
+ *
+ * Knobs: BENCH_DATABASE_URL, BENCH_RUNS (100), BENCH_STEPS (30), BENCH_OTLP_RUNS (30), BENCH_WARMUP_RUNS (2), BENCH_DETAIL_REQUESTS (60),
  * BENCH_JOB_DRAIN_SECONDS (300), BENCH_PURGE_SPANS (0: skipped), BENCH_PURGE_SECONDS (20), BENCH_PURGE_RATE (5),
  * BENCH_SHARED_SQL (SQL run on the shared side's database once it started: a variant to compare, such as an index
  * dropped, with BENCH_BEFORE_REF=HEAD for the same code on both sides), BENCH_SERVER_ENV (a JSON object of settings
@@ -52,6 +56,7 @@ import {
 const RUNS = numberEnv("BENCH_RUNS", 100)
 const STEPS = numberEnv("BENCH_STEPS", 30)
 const OTLP_RUNS = numberEnv("BENCH_OTLP_RUNS", 30)
+const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? "2") || 0
 const DETAIL_REQUESTS = numberEnv("BENCH_DETAIL_REQUESTS", 60)
 const DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 300)
 const PURGE_SPANS = Number(process.env.BENCH_PURGE_SPANS ?? "0") || 0
@@ -63,6 +68,7 @@ const KNOBS = [
   "BENCH_RUNS",
   "BENCH_STEPS",
   "BENCH_OTLP_RUNS",
+  "BENCH_WARMUP_RUNS",
   "BENCH_DETAIL_REQUESTS",
   "BENCH_JOB_DRAIN_SECONDS",
   "BENCH_PURGE_SPANS",
@@ -479,6 +485,16 @@ const purgeRun = async (side: Side) => {
 runBench(async () => {
   const before = checkoutOf(BEFORE_REF)
   const sides = [await startSide(`before (${before.commit.slice(0, 9)})`, before.dir), await startSide("shared")]
+  if (WARMUP_RUNS > 0) {
+    // Run numbers of their own: the measured runs' bodies are not sent before.
+    await ingest(sides, (run) => restBody(1_000_000 + run), WARMUP_RUNS, "/api/v1/traces", 2 * STEPS + 1)
+    await ingest(sides, (run) => otlpBody(1_000_000 + run), WARMUP_RUNS, "/v1/traces", 2 * STEPS + 1)
+    for (const s of sides) {
+      await drainJobs(s.db, DRAIN_SECONDS)
+      s.traceIds.length = 0
+    }
+    log(`warm-up: ${WARMUP_RUNS} REST and ${WARMUP_RUNS} OTLP runs to each side, not counted`)
+  }
   const rest = await workload("REST", sides, () =>
     ingest(sides, (run) => restBody(run), RUNS, "/api/v1/traces", 2 * STEPS + 1)
   )
