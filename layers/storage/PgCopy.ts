@@ -21,9 +21,9 @@ export const copyJson = (value: unknown): string => {
 }
 
 /**
- * A PostgreSQL text[] literal in COPY's text format, in one pass over each element: quoted with `\` and `"` escaped
- * for the array, then backslashes doubled and tab, newline and carriage return escaped for COPY. A null element is
- * NULL. What `copyText(textArray(values))` gives, with nulls allowed, without escaping the joined literal again.
+ * A PostgreSQL text[] literal in COPY's text format, each element escaped once: quoted with `\` and `"` escaped for
+ * the array, then backslashes doubled and tab, newline and carriage return escaped for COPY. A null element is NULL.
+ * What `copyText(textArray(values))` gives, with nulls allowed, without escaping the joined literal a second time.
  */
 export const copyTextArray = (values: ReadonlyArray<string | null>): string => {
   let out = "{"
