@@ -172,6 +172,24 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       retentionIntervalSeconds: yield* Config.number("TAPEDECK_RETENTION_INTERVAL_SECONDS").pipe(
         Config.withDefault(3600)
       ),
+      // Days traces are kept after they started, for accounts without a setting of their own (unset: until deleted).
+      retentionDays: yield* Config.option(
+        Config.integer("TAPEDECK_RETENTION_DAYS").pipe(
+          Config.validate({ message: "must be 1 to 36500", validation: (n) => n >= 1 && n <= 36500 })
+        )
+      ).pipe(Config.map((o) => (o._tag === "Some" ? o.value : null))),
+      retentionBatchTraces: yield* Config.integer("TAPEDECK_RETENTION_BATCH_TRACES").pipe(
+        Config.validate({ message: "must be 1 or more", validation: (n) => n >= 1 }),
+        Config.withDefault(50)
+      ),
+      contentSweepGraceSeconds: yield* Config.number("TAPEDECK_CONTENT_SWEEP_GRACE_SECONDS").pipe(
+        Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
+        Config.withDefault(3600)
+      ),
+      contentConversionBatch: yield* Config.integer("TAPEDECK_CONTENT_CONVERSION_BATCH").pipe(
+        Config.validate({ message: "must be 1 or more", validation: (n) => n >= 1 }),
+        Config.withDefault(500)
+      ),
       defaultJudgeModel: yield* Config.string("TAPEDECK_DEFAULT_JUDGE_MODEL").pipe(
         Config.validate({
           message: "must be 1 to 100 characters",

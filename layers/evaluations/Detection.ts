@@ -4,6 +4,7 @@ import type { AccountId, TraceId } from "#src/domain/Ids"
 import { type Baseline, detect, type DetectionSettings, type SpanFacts } from "#src/domain/Insight"
 import { AppConfig } from "../config/AppConfig.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { payloadJsonSql } from "../traces/SpanRecords.ts"
 
 interface TraceFactsRow {
   readonly id: TraceId
@@ -83,7 +84,7 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
                  left(s.error, 1000) AS error,
                  (COALESCE(s.input_tokens, 0) + COALESCE(s.output_tokens, 0))::float8 AS tokens,
                  CASE WHEN s.span_type = 'tool_call'
-                   THEN lpad(to_hex(jsonb_hash_extended(COALESCE(s.input::jsonb, 'null'), 0)), 16, '0') END AS args_hash
+                   THEN lpad(to_hex(jsonb_hash_extended(COALESCE(${sql.literal(payloadJsonSql("input", "s."))}::jsonb, 'null'), 0)), 16, '0') END AS args_hash
           FROM spans s
           WHERE s.trace_id = ANY(${foundIds}::uuid[])
           ORDER BY s.trace_id, s.started_at, s.id`

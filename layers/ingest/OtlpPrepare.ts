@@ -2,9 +2,10 @@ import { Either, Schema } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import { type DecodedExport, OtlpJsonRequest } from "#src/domain/Otlp"
 import { MAX_BODY_DEPTH, nestsDeeperThan } from "#src/domain/JsonDepth"
-import { toRecord } from "../traces/SpanRecords.ts"
+import { once, toRecord } from "../traces/SpanRecords.ts"
+import { partHasher, splitPayload } from "../traces/PayloadSplit.ts"
 import { DEFAULT_PRICES, type PriceTable } from "#src/domain/pricing/Prices"
-import { CopyData, copyJson, copyText } from "../storage/PgCopy.ts"
+import { CopyData, copyJson, copyText, copyTextArray } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
 import { type MappedSpan, mapSpan } from "#src/domain/genai/MapSpan"
 import { decodeOtlpJson, decodeOtlpProtobuf } from "./OtlpDecode.ts"
@@ -95,11 +96,20 @@ export const byTrace = (spans: ReadonlyArray<MappedSpan>) => {
   return grouped
 }
 
-/** The spans as COPY text rows (trace_id, account_id, then SPAN_COLUMNS), holding what the upsert's records hold. */
+/**
+ * The spans as COPY text rows (trace_id, account_id, then SPAN_WRITE_COLUMNS), holding what the upsert's records hold.
+ * Each shared part's text goes in the first row that has it only; later rows send its hash alone (a NULL text), which
+ * the split trigger finds stored by then, as COPY stores its rows in order. A model call repeats every earlier message
+ * of its trace, so sending every row's parts whole sent, and escaped, each message once per later call.
+ */
 export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) => {
   const data = new CopyData(spans.length * 2048)
+  const hash = partHasher()
+  const sent = once()
   for (const m of spans) {
     const r = toRecord(m.span as never)
+    const input = splitPayload(m.span.input, sent, hash)
+    const output = splitPayload(m.span.output, sent, hash)
     data.addRow([
       m.traceId,
       accountId,
@@ -108,8 +118,8 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
       copyText(r.span_type),
       copyText(r.name),
       copyText(r.model),
-      m.span.input === undefined ? "\\N" : copyJson(m.span.input),
-      m.span.output === undefined ? "\\N" : copyJson(m.span.output),
+      m.span.input === undefined || input !== undefined ? "\\N" : copyJson(m.span.input),
+      m.span.output === undefined || output !== undefined ? "\\N" : copyJson(m.span.output),
       copyText(r.input_tokens),
       copyText(r.output_tokens),
       copyText(r.cost),
@@ -121,7 +131,15 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
       copyText(r.started_at),
       copyText(r.ended_at),
       copyText(r.error),
-      copyText(r.extra)
+      copyText(r.extra),
+      copyText(input?.skel),
+      input === undefined ? "\\N" : copyTextArray(input.parts),
+      input === undefined ? "\\N" : `{${input.hashes.join(",")}}`,
+      copyText(output?.skel),
+      output === undefined ? "\\N" : copyTextArray(output.parts),
+      output === undefined ? "\\N" : `{${output.hashes.join(",")}}`,
+      "\\N",
+      "\\N"
     ])
   }
   return data

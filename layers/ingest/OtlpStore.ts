@@ -4,20 +4,24 @@ import type { AccountId } from "#src/domain/Ids"
 import type { TraceStatus } from "#src/domain/Trace"
 import {
   fromRow,
-  SPAN_COLUMNS,
+  SPAN_WRITE_COLUMNS,
   SPAN_RECORD_COLUMNS,
   SPAN_RECORD_VALUES,
   spanSelect,
   SPAN_TOTALS,
   SPAN_UPSERT,
   type SpanRow,
-  toRecord
+  once,
+  toWriteRecord
 } from "../traces/SpanRecords.ts"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { type PreparedTrace, spanCopyRows } from "./OtlpPrepare.ts"
 import type { TraceFinalization } from "#src/domain/genai/TraceFinalize"
 import { type CopyMessage, copyInTransaction } from "../storage/PgCopy.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { KnownParts, writeWithKnownParts } from "../traces/KnownParts.ts"
+import { partHasher } from "../traces/PayloadSplit.ts"
 
 // The finalize pass reads payloads of roots, local roots and model calls only.
 const FINALIZE_SELECT = spanSelect(
@@ -30,7 +34,7 @@ const FINALIZE_SELECT = spanSelect(
  */
 const COPY_MIN_SPANS = 100
 
-const COPY_SPANS = `COPY spans (trace_id, account_id, ${SPAN_COLUMNS}) FROM STDIN`
+const COPY_SPANS = `COPY spans (trace_id, account_id, ${SPAN_WRITE_COLUMNS}) FROM STDIN`
 
 /** A trace's finalized fields as a `jsonb_to_recordset` record (TRACE_RECORD_COLUMNS); payloads wrapped as in spans. */
 const traceRecord = (id: string, trace: TraceFinalization["trace"]) => ({
@@ -61,10 +65,24 @@ export interface LockedTrace {
   readonly deleted: boolean
 }
 
+/** The spans as `json_to_recordset` records with their trace ids, each shared part's text sent once at most. */
+const recordsJson = (
+  spans: ReadonlyArray<MappedSpan>,
+  stored: ((hash: string) => boolean) | undefined,
+  sent: Set<string>
+) => {
+  const omit = once(stored)
+  const hash = partHasher()
+  return JSON.stringify(
+    spans.map((m) => ({ ...toWriteRecord(m.span as never, omit, sent, hash), trace_id: m.traceId }))
+  )
+}
+
 /** The SQL of OTLP ingestion: many traces and spans a request, each step one statement. */
 export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const known = new KnownParts((yield* AppConfig).contentSweepGraceSeconds * 1000)
 
     /** The locks of a request's traces: those it created (locked by their insert) and the others, locked in id order. */
     const lockRest = (
@@ -150,12 +168,19 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
     const upsertSpans = Effect.fn("OtlpStore.upsertSpans")(
       function* (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
         if (spans.length === 0) return
-        const records = JSON.stringify(spans.map((m) => ({ ...toRecord(m.span as never), trace_id: m.traceId })))
-        yield* sql`
-          INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_COLUMNS)})
+        yield* writeWithKnownParts(
+          known,
+          accountId,
+          (stored, sent) => sql`
+          INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
           SELECT x.trace_id, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
-          FROM json_to_recordset(${records}::json) AS x(trace_id uuid, ${sql.literal(SPAN_RECORD_COLUMNS)})
+          FROM json_to_recordset(${recordsJson(
+            spans,
+            stored,
+            sent
+          )}::json) AS x(trace_id uuid, ${sql.literal(SPAN_RECORD_COLUMNS)})
           ${sql.literal(SPAN_UPSERT)}`
+        )
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

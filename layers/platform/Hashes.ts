@@ -10,3 +10,6 @@ export const shortHash = (text: string): string => Bun.hash(text).toString(36)
 /** SHA-1 of `input` into `digest` (20 bytes), with no allocation: UUIDv5 of every OTLP id goes through it. */
 export const sha1Into = (input: Uint8Array, digest: Uint8Array): Uint8Array =>
   Bun.SHA1.hash(input, digest) as Uint8Array
+
+/** SHA-256 of a text's UTF-8 bytes, hex: the key of a shared span content part (PayloadSplit). */
+export const sha256Hex = (text: string): string => new Bun.CryptoHasher("sha256").update(text).digest("hex")

@@ -3,7 +3,8 @@ import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
-import { fromRow, type SpanRow, spanSelect, unwrap } from "../traces/SpanRecords.ts"
+import { fromRow, type SpanRow, spanSelect } from "../traces/SpanRecords.ts"
+import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "../traces/SharedParts.ts"
 import { shortHash } from "../platform/Hashes.ts"
 import { type SpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
 import {
@@ -81,7 +82,7 @@ export const planRows = (plan: unknown): number => {
 }
 
 /** A span as the index job reads it: what its text is built from, and the vector it has now, if any. */
-interface SourceRow extends SpanTextSource {
+interface SourceRow extends Omit<SpanTextSource, "input" | "output">, LayoutRow {
   readonly trace_id: string
   readonly id: string
   readonly started_at: Date | string
@@ -271,8 +272,8 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const texts = traceSpanTexts(
         rows.map((row) => ({
           ...row,
-          input: unwrap(row.input),
-          output: unwrap(row.output),
+          input: row.input === null ? undefined : JSON.parse(row.input),
+          output: row.output === null ? undefined : JSON.parse(row.output),
           started_at: new Date(row.started_at).getTime()
         }))
       )
@@ -290,8 +291,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     }
 
     const SOURCE = `s.trace_id, s.id, s.account_id, s.started_at, s.name, s.span_type, s.model,
-      CASE WHEN s.input IS NULL THEN NULL ELSE json_build_array(s.input) END AS input,
-      CASE WHEN s.output IS NULL THEN NULL ELSE json_build_array(s.output) END AS output,
+      s.input::text AS input, s.output::text AS output, ${LAYOUT_SELECT},
       s.error, e.text_hash, e.embedder`
 
     /**
@@ -308,7 +308,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           SELECT ${sql.literal(SOURCE)}, ${sql.literal(FILTERS_STALE)} AS filters_stale
           FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
           WHERE s.trace_id = ANY(${uuidArray(traceIds)}::uuid[]) AND s.account_id = ${accountId}`
-      return toPending(rows, embedder)
+      return toPending(yield* withPayloads(sql, rows), embedder)
     }, Effect.orDie)
 
     /**
@@ -331,7 +331,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               LIMIT ${limit}
             ) p
           )`
-      return toPending(rows, embedder).pending
+      return toPending(yield* withPayloads(sql, rows), embedder).pending
     }, Effect.orDie)
 
     /**

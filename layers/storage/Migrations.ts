@@ -24,6 +24,11 @@ import m0020 from "./migrations/0020_enforcement_check_batch.ts"
 import m0021 from "./migrations/0021_enforcement_allowed_decisions.ts"
 import m0026 from "./migrations/0026_search_sign_bits.ts"
 import m0029 from "./migrations/0029_enforcement_blocks_write_nothing.ts"
+import m0030 from "./migrations/0030_shared_span_content.ts"
+import m0031 from "./migrations/0031_retention_settings.ts"
+import m0032 from "./migrations/0032_shared_parts_one_pass.ts"
+import m0033 from "./migrations/0033_content_refs_unindexed.ts"
+import m0034 from "./migrations/0034_share_trigger_when.ts"
 import m0036 from "./migrations/0036_search_half_vectors.ts"
 import m0037 from "./migrations/0037_search_fulltext_compact.ts"
 import m0038 from "./migrations/0038_enforcement_run_actions.ts"
@@ -53,6 +58,11 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0021_enforcement_allowed_decisions": m0021,
   "0026_search_sign_bits": m0026,
   "0029_enforcement_blocks_write_nothing": m0029,
+  "0030_shared_span_content": m0030,
+  "0031_retention_settings": m0031,
+  "0032_shared_parts_one_pass": m0032,
+  "0033_content_refs_unindexed": m0033,
+  "0034_share_trigger_when": m0034,
   "0036_search_half_vectors": m0036,
   "0037_search_fulltext_compact": m0037,
   "0038_enforcement_run_actions": m0038

@@ -6,6 +6,7 @@ import type { AccountId } from "#src/domain/Ids"
 import { EVENT_ID_STRIDE, spanCode, type StreamFilters, type StreamGroup } from "#src/domain/StreamEvent"
 import { AppConfig } from "../config/AppConfig.ts"
 import { SPAN_PARTS_SELECT, spanJsonRow, type SpanPartsRow } from "../traces/SpanRecords.ts"
+import { withPayloads } from "../traces/SharedParts.ts"
 import { toTrace, TRACE_SELECT, type TraceRow } from "../traces/TraceRepo.ts"
 import { parseNotice, STREAM_CHANNEL, StreamEvents, type StreamNotice } from "./StreamEvents.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
@@ -126,7 +127,7 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
             SELECT trace_id, ${sql.literal(SPAN_PARTS_SELECT)} FROM spans
             WHERE (trace_id, id) IN (
               SELECT p_t, p_s FROM jsonb_to_recordset(${JSON.stringify(pairs)}::jsonb) AS p(p_t uuid, p_s uuid))`
-          for (const r of spanRows) spans.set(`${r.trace_id}/${r.id}`, r)
+          for (const r of yield* withPayloads(sql, spanRows)) spans.set(`${r.trace_id}/${r.id}`, r)
         }
         const out: Array<Delivered> = []
         for (const row of rows) {

@@ -1,8 +1,12 @@
 import { Effect, Layer, Schedule } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
+import { SharedContent } from "../storage/SharedContent.ts"
+import { UsageCounters } from "../usage/UsageCounters.ts"
+import { RetentionRepo } from "./RetentionRepo.ts"
 import { TraceRepo } from "./TraceRepo.ts"
 
 const BATCH = 500
+const SWEEP_BATCH = 10_000
 
 /** Removes every trace soft-deleted longer ago than the retention period, batch by batch; the number removed. */
 export const purgeDeletedTraces = Effect.gen(function* () {
@@ -16,15 +20,96 @@ export const purgeDeletedTraces = Effect.gen(function* () {
   }
 }).pipe(Effect.withSpan("Retention.purgeDeletedTraces"))
 
-/** Runs the purge at start and then every TAPEDECK_RETENTION_INTERVAL_SECONDS on every instance (it is safe to). */
+/**
+ * Removes the traces older than their retention (per project, account, or TAPEDECK_RETENTION_DAYS), account by
+ * account, in batches of TAPEDECK_RETENTION_BATCH_TRACES traces: each batch is one short statement, so writers
+ * never wait long on it. Counted in each account's usage (retention_traces_purged, retention_spans_purged) and
+ * logged; the totals.
+ */
+export const purgeExpiredTraces = Effect.gen(function* () {
+  const repo = yield* RetentionRepo
+  const config = yield* AppConfig
+  const counters = yield* UsageCounters
+  const total = { traces: 0, spans: 0 }
+  for (const policy of yield* repo.policies(config.retentionDays)) {
+    const purged = { traces: 0, spans: 0 }
+    while (true) {
+      const batch = yield* repo.purgeExpired(policy, config.retentionBatchTraces)
+      purged.traces += batch.traces
+      purged.spans += batch.spans
+      if (batch.traces < config.retentionBatchTraces) break
+    }
+    if (purged.traces === 0) continue
+    yield* counters.increment(policy.accountId, "retention_traces_purged", purged.traces)
+    yield* counters.increment(policy.accountId, "retention_spans_purged", purged.spans)
+    yield* Effect.logInfo("purged expired traces", {
+      accountId: policy.accountId,
+      retentionDays: policy.days,
+      ...purged
+    })
+    total.traces += purged.traces
+    total.spans += purged.spans
+  }
+  return total
+}).pipe(Effect.withSpan("Retention.purgeExpiredTraces"))
+
+/** Deletes the shared parts released longer ago than TAPEDECK_CONTENT_SWEEP_GRACE_SECONDS that no span references. */
+export const sweepSharedContent = Effect.gen(function* () {
+  const content = yield* SharedContent
+  const config = yield* AppConfig
+  let deleted = 0
+  while (true) {
+    const batch = yield* content.sweep(config.contentSweepGraceSeconds, SWEEP_BATCH)
+    deleted += batch.deleted
+    // a short batch was the last; one where every part was skipped (locked or unmarked meanwhile) is left for later
+    if (batch.seen < SWEEP_BATCH || batch.deleted + batch.kept === 0) return deleted
+  }
+}).pipe(Effect.withSpan("Retention.sweepSharedContent"))
+
+/** Converts spans stored before shared content, TAPEDECK_CONTENT_CONVERSION_BATCH at a time, until none are left. */
+export const convertStoredSpans = Effect.gen(function* () {
+  const content = yield* SharedContent
+  const config = yield* AppConfig
+  let batches = 0
+  while (yield* content.convertBatch(config.contentConversionBatch)) batches++
+  return batches
+}).pipe(Effect.withSpan("Retention.convertStoredSpans"))
+
+const logged = <A, E, R>(name: string, effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(Effect.catchAllCause((cause) => Effect.logWarning(`${name} failed`, cause)))
+
+/**
+ * Runs the purges and the sweep at start and then every TAPEDECK_RETENTION_INTERVAL_SECONDS on every instance (it is
+ * safe to), and the conversion of spans stored before shared content once, in the background, beside them.
+ */
 export const RetentionLive = Layer.scopedDiscard(
   Effect.gen(function* () {
     const config = yield* AppConfig
-    yield* purgeDeletedTraces.pipe(
-      Effect.tap((n) => (n > 0 ? Effect.logInfo("purged soft-deleted traces", { removed: n }) : Effect.void)),
-      Effect.catchAllCause((cause) => Effect.logWarning("retention purge failed", cause)),
-      Effect.repeat(Schedule.spaced(`${config.retentionIntervalSeconds} seconds`)),
-      Effect.forkScoped
-    )
+    yield* logged(
+      "conversion of stored spans",
+      convertStoredSpans.pipe(
+        Effect.tap((n) =>
+          n > 0 ? Effect.logInfo("converted stored spans to shared content", { batches: n }) : Effect.void
+        )
+      )
+    ).pipe(Effect.forkScoped)
+    yield* Effect.all(
+      [
+        logged(
+          "retention purge",
+          purgeDeletedTraces.pipe(
+            Effect.tap((n) => (n > 0 ? Effect.logInfo("purged soft-deleted traces", { removed: n }) : Effect.void))
+          )
+        ),
+        logged("retention purge of expired traces", purgeExpiredTraces),
+        logged(
+          "shared content sweep",
+          sweepSharedContent.pipe(
+            Effect.tap((n) => (n > 0 ? Effect.logInfo("swept released shared content", { deleted: n }) : Effect.void))
+          )
+        )
+      ],
+      { discard: true }
+    ).pipe(Effect.repeat(Schedule.spaced(`${config.retentionIntervalSeconds} seconds`)), Effect.forkScoped)
   })
 )

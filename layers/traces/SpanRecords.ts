@@ -1,6 +1,8 @@
 import type { DateTime } from "effect"
 import { formatInstant } from "#src/domain/Instant"
 import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
+import { partHasher, splitPayload } from "./PayloadSplit.ts"
+import { LAYOUT_SELECT, type LayoutRow } from "./SharedParts.ts"
 
 /**
  * The column list of `json_to_recordset` for a batch of spans. A JSON `null` input or output is a flag beside
@@ -9,24 +11,56 @@ import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
 export const SPAN_RECORD_COLUMNS = `id uuid, parent_id uuid, span_type text, name text, model text,
   input json, input_null boolean, output json, output_null boolean, input_tokens bigint, output_tokens bigint,
   cost numeric, duration_ms bigint, metadata json, agent_id text, parent_agent_id text, agent_role text,
-  started_at timestamptz, ended_at timestamptz, error text, extra json`
+  started_at timestamptz, ended_at timestamptz, error text, extra json,
+  input_skel text, input_parts text[], input_hashes text[], output_skel text, output_parts text[], output_hashes text[],
+  input_refs bigint[], output_refs bigint[]`
 
 /** The SELECT list that turns those records into `spans` columns (after trace_id and account_id). */
 export const SPAN_RECORD_VALUES = `x.id, x.parent_id, x.span_type, x.name, x.model,
   CASE WHEN x.input_null THEN 'null'::json ELSE x.input END, CASE WHEN x.output_null THEN 'null'::json ELSE x.output END,
   x.input_tokens, x.output_tokens, x.cost, x.duration_ms, x.metadata, x.agent_id, x.parent_agent_id,
-  x.agent_role, x.started_at, x.ended_at, x.error, x.extra`
+  x.agent_role, x.started_at, x.ended_at, x.error, x.extra, x.input_skel, x.input_parts, x.input_hashes,
+  x.output_skel, x.output_parts, x.output_hashes, x.input_refs, x.output_refs`
 
 export const SPAN_COLUMNS = `id, parent_id, span_type, name, model, input, output, input_tokens, output_tokens,
   cost, duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at, error, extra`
+
+/**
+ * The columns a split payload is written to (PayloadSplit): its skeleton, its parts' text and their hashes, which the
+ * trigger of 0030_shared_span_content turns into references (parts and hashes are never stored); or its skeleton
+ * and the references themselves, when the writer resolved the parts first (`withResolvedParts`).
+ */
+export const SPLIT_COLUMNS =
+  "input_skel, input_parts, input_hashes, output_skel, output_parts, output_hashes, input_refs, output_refs"
+
+/** SPAN_COLUMNS, then SPLIT_COLUMNS: what SPAN_RECORD_VALUES fills. */
+export const SPAN_WRITE_COLUMNS = `${SPAN_COLUMNS}, ${SPLIT_COLUMNS}`
+
+/**
+ * A span's input and output as stored: inline json, or a skeleton and the shared parts it references
+ * (migration 0030_shared_span_content). These expressions give the payload whatever its layout; `s` is the alias
+ * of the spans table in the query (or "" when it has none).
+ */
+export const payloadJsonSql = (column: "input" | "output", s = "") =>
+  `tapedeck_payload(${s}${column}, ${s}${column}_skel, ${s}${column}_refs)`
+export const payloadTextSql = (column: "input" | "output", s = "") =>
+  `tapedeck_payload_text(${s}${column}, ${s}${column}_skel, ${s}${column}_refs)`
+/** Whether the span has the payload (a JSON null counts; SQL NULL in both layouts is absent). */
+export const payloadPresent = (column: "input" | "output", s = "") =>
+  `(${s}${column} IS NOT NULL OR ${s}${column}_skel IS NOT NULL)`
+
+const INPUT_JSON = payloadJsonSql("input")
+const OUTPUT_JSON = payloadJsonSql("output")
 
 /**
  * The SELECT list that reads spans back: json payloads come wrapped (see `unwrap`), numbers as float8.
  * With `payloadsWhen`, input and output are read only for the rows matching that SQL condition.
  */
 export const spanSelect = (payloadsWhen = "true") => `id, parent_id, span_type, name, model,
-  CASE WHEN input IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE json_build_array(input) END AS input,
-  CASE WHEN output IS NULL OR NOT (${payloadsWhen}) THEN NULL ELSE json_build_array(output) END AS output,
+  CASE WHEN (input IS NULL AND input_skel IS NULL) OR NOT (${payloadsWhen}) THEN NULL
+    ELSE json_build_array(${INPUT_JSON}) END AS input,
+  CASE WHEN (output IS NULL AND output_skel IS NULL) OR NOT (${payloadsWhen}) THEN NULL
+    ELSE json_build_array(${OUTPUT_JSON}) END AS output,
   input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens, cost::float8 AS cost,
   duration_ms::float8 AS duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at,
   error, extra`
@@ -40,11 +74,11 @@ export const SPAN_SELECT = spanSelect()
  */
 export const SPAN_PARTS_SELECT = `id, parent_id, floor(EXTRACT(EPOCH FROM started_at) * 1000)::float8 AS start_ms,
   floor(EXTRACT(EPOCH FROM ended_at) * 1000)::float8 AS end_ms, duration_ms::float8 AS duration_ms, span_type, name,
-  model, input::text AS input, output::text AS output, input_tokens::text AS input_tokens,
+  model, input::text AS input, output::text AS output, ${LAYOUT_SELECT}, input_tokens::text AS input_tokens,
   output_tokens::text AS output_tokens, cost::float8 AS cost, metadata::text AS metadata, agent_id, parent_agent_id,
   agent_role, error, extra::text AS extra`
 
-export interface SpanPartsRow {
+export interface SpanPartsRow extends LayoutRow {
   readonly id: string
   readonly parent_id: string | null
   readonly start_ms: number
@@ -128,6 +162,8 @@ export const SPAN_TOTALS = `count(*)::int AS n,
 export const SPAN_UPSERT = `ON CONFLICT (trace_id, id) DO UPDATE SET
   parent_id = EXCLUDED.parent_id, span_type = EXCLUDED.span_type, name = EXCLUDED.name,
   model = EXCLUDED.model, input = EXCLUDED.input, output = EXCLUDED.output,
+  input_skel = EXCLUDED.input_skel, input_refs = EXCLUDED.input_refs,
+  output_skel = EXCLUDED.output_skel, output_refs = EXCLUDED.output_refs,
   input_tokens = EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, cost = EXCLUDED.cost,
   duration_ms = EXCLUDED.duration_ms, metadata = EXCLUDED.metadata, agent_id = EXCLUDED.agent_id,
   parent_agent_id = EXCLUDED.parent_agent_id, agent_role = EXCLUDED.agent_role,
@@ -162,7 +198,66 @@ export const toRecord = (span: Span | SpanWire) => ({
   extra: extraFields(span)
 })
 
-export const toRecordsJson = (spans: ReadonlyArray<Span | SpanWire>) => JSON.stringify(spans.map(toRecord))
+/**
+ * As `toRecord`, with large payloads split into a skeleton and shared parts (PayloadSplit); `stored` tells which
+ * parts can be sent by hash only, `sent` receives every part's hash.
+ */
+export const toWriteRecord = (
+  span: Span | SpanWire,
+  stored?: (hash: string) => boolean,
+  sent?: Set<string>,
+  hash?: (text: string) => string
+) => {
+  const record = toRecord(span)
+  const input = splitPayload(record.input, stored, hash)
+  const output = splitPayload(record.output, stored, hash)
+  if (input === undefined && output === undefined) return record
+  if (sent !== undefined) {
+    for (const h of input?.hashes ?? []) sent.add(h)
+    for (const h of output?.hashes ?? []) sent.add(h)
+  }
+  return {
+    ...record,
+    input: input === undefined ? record.input : undefined,
+    input_skel: input?.skel,
+    input_parts: input?.parts,
+    input_hashes: input?.hashes,
+    output: output === undefined ? record.output : undefined,
+    output_skel: output?.skel,
+    output_parts: output?.parts,
+    output_hashes: output?.hashes
+  }
+}
+
+/** The spans' write records (toWriteRecord), each part's text sent once and hashed once for the batch. */
+export const toWriteRecords = (
+  spans: ReadonlyArray<Span | SpanWire>,
+  stored?: (hash: string) => boolean,
+  sent?: Set<string>
+) => {
+  const omit = once(stored)
+  const hash = partHasher()
+  return spans.map((span) => toWriteRecord(span, omit, sent, hash))
+}
+
+export const toRecordsJson = (
+  spans: ReadonlyArray<Span | SpanWire>,
+  stored?: (hash: string) => boolean,
+  sent?: Set<string>
+) => JSON.stringify(toWriteRecords(spans, stored, sent))
+
+/**
+ * `stored`, extended to the parts an earlier record of the same batch sends: a statement stores its rows in order, and
+ * a part stored by an earlier row is found by the later ones (their text is sent once per statement).
+ */
+export const once = (stored?: (hash: string) => boolean) => {
+  const seen = new Set<string>()
+  return (hash: string) => {
+    if (seen.has(hash) || stored?.(hash) === true) return true
+    seen.add(hash)
+    return false
+  }
+}
 
 /** A stored span as read back (bigint and numeric columns cast to float8 in SQL). */
 export interface SpanRow {

@@ -7,7 +7,7 @@ import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
 import { prepared } from "../storage/PreparedStatements.ts"
 import {
   fromRow,
-  SPAN_COLUMNS,
+  SPAN_WRITE_COLUMNS,
   SPAN_PARTS_SELECT,
   spanJsonRow,
   type SpanPartsRow,
@@ -17,10 +17,13 @@ import {
   SPAN_TOTALS,
   SPAN_UPSERT,
   type SpanRow,
-  toRecordsJson,
+  toWriteRecords,
   unwrap
 } from "./SpanRecords.ts"
 import { CredentialRevoked, TraceIdTaken, TraceNotFound } from "#src/domain/Errors"
+import { withPayloads, withResolvedParts } from "./SharedParts.ts"
+import { KnownParts, writeWithKnownParts } from "./KnownParts.ts"
+import { AppConfig } from "../config/AppConfig.ts"
 
 export const TRACE_SELECT = `id, project_id, name, status,
   CASE WHEN input IS NULL THEN NULL ELSE jsonb_build_array(input) END AS input,
@@ -128,6 +131,7 @@ export const containsPattern = (text: string) => `%${text.replace(/[\\%_]/g, (c)
 export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const known = new KnownParts((yield* AppConfig).contentSweepGraceSeconds * 1000)
 
     /**
      * Inserts the trace and its spans in one statement (atomic without a transaction). Omitted totals are
@@ -148,12 +152,17 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       ) {
         const { stream, liveKey = null } = options
         const environment = request.metadata?.environment === "sandbox" ? "sandbox" : "production"
-        const rows = yield* sql<{
-          id: string
-          stream_row_ids?: ReadonlyArray<number | string> | null
-        }>`${sql.literal(prepared("trace.insert"))}
+        const rows = yield* writeWithKnownParts(known, accountId, (stored, sent) =>
+          withResolvedParts(
+            sql,
+            accountId,
+            toWriteRecords(request.spans, stored, sent),
+            (records) => sql<{
+              id: string
+              stream_row_ids?: ReadonlyArray<number | string> | null
+            }>`${sql.literal(prepared("trace.insert"))}
           WITH x AS (
-            SELECT * FROM json_to_recordset(${toRecordsJson(request.spans)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
+            SELECT * FROM json_to_recordset(${records}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ), agg AS (
             SELECT ${sql.literal(SPAN_TOTALS)} FROM x
           ), t AS (
@@ -181,7 +190,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
             ON CONFLICT (id) DO NOTHING
             RETURNING id
           ), s AS (
-            INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_COLUMNS)})
+            INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
             SELECT t.id, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)} FROM t, x
           ), j AS (
             INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
@@ -196,6 +205,8 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
             FROM t WHERE EXISTS (SELECT 1 FROM x)
           )${stream?.ctes ?? sql``}
           SELECT id${sql.literal(stream === undefined ? "" : `, ${stream.columns}`)} FROM t`
+          )
+        )
         const row = rows[0]
         if (row === undefined) return yield* new TraceIdTaken({ traceId: request.id })
         return row
@@ -293,11 +304,18 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
     /** Inserts the spans, replacing stored spans with the same id (a re-send is idempotent). */
     const upsertSpans = Effect.fn("TraceRepo.upsertSpans")(
       function* (accountId: AccountId, traceId: TraceId, spans: ReadonlyArray<Span>) {
-        yield* sql`
-          INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_COLUMNS)})
+        yield* writeWithKnownParts(known, accountId, (stored, sent) =>
+          withResolvedParts(
+            sql,
+            accountId,
+            toWriteRecords(spans, stored, sent),
+            (records) => sql`
+          INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
           SELECT ${traceId}::uuid, ${accountId}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
-          FROM json_to_recordset(${toRecordsJson(spans)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
+          FROM json_to_recordset(${records}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})
           ${sql.literal(SPAN_UPSERT)}`
+          )
+        )
       },
       Effect.catchTags({ SqlError: Effect.die })
     )
@@ -330,7 +348,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
       function* (accountId: AccountId, traceId: TraceId) {
         const rows = yield* sql<SpanPartsRow>`
           SELECT ${sql.literal(SPAN_PARTS_SELECT)} FROM spans WHERE trace_id = ${traceId} AND account_id = ${accountId}`
-        return rows.map(spanJsonRow)
+        return (yield* withPayloads(sql, rows)).map(spanJsonRow)
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

@@ -3,7 +3,7 @@ import { DateTime, Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 
 /** The metrics counted here (the rest of the usage report is read from the tables that record it). */
-export type UsageMetric = "otlp_requests" | "search_queries"
+export type UsageMetric = "otlp_requests" | "search_queries" | "retention_traces_purged" | "retention_spans_purged"
 
 /** The calendar month (UTC) a use is counted in, e.g. "2026-11". */
 export const usageMonth = (now: DateTime.Utc) => DateTime.formatIso(now).slice(0, 7)

@@ -28,7 +28,7 @@ export class UsageReport extends Effect.Service<UsageReport>()("tapedeck/UsageRe
       function* (accountId: AccountId, requested: string | undefined) {
         const month = requested ?? usageMonth(yield* DateTime.now)
         const { end, start } = monthBounds(month)
-        const [traces, replays, replayWork, evaluations, counted] = yield* Effect.all(
+        const [traces, replays, replayWork, evaluations, counted, retention] = yield* Effect.all(
           [
             sql<{ traces: number; spans: number }>`
             SELECT count(*)::float8 AS traces, COALESCE(sum(span_count), 0)::float8 AS spans FROM traces
@@ -45,7 +45,8 @@ export class UsageReport extends Effect.Service<UsageReport>()("tapedeck/UsageRe
                    COALESCE(round(sum(cost_usd)::numeric, 6), 0)::text AS cost
             FROM evaluation_runs
             WHERE account_id = ${accountId} AND created_at >= ${start}::timestamptz AND created_at < ${end}::timestamptz`,
-            counters.read(accountId, month)
+            counters.read(accountId, month),
+            sql<{ days: number | null }>`SELECT retention_days AS days FROM accounts WHERE id = ${accountId}`
           ],
           { concurrency: "unbounded" }
         )
@@ -69,7 +70,12 @@ export class UsageReport extends Effect.Service<UsageReport>()("tapedeck/UsageRe
             judgeTokens: evaluations[0]?.tokens ?? 0,
             judgeCost: evaluations[0]?.cost ?? "0"
           },
-          search: { queries: counted.get("search_queries") ?? 0 }
+          search: { queries: counted.get("search_queries") ?? 0 },
+          retention: {
+            retentionDays: retention[0]?.days ?? config.retentionDays,
+            tracesPurged: counted.get("retention_traces_purged") ?? 0,
+            spansPurged: counted.get("retention_spans_purged") ?? 0
+          }
         } satisfies Usage
       },
       Effect.catchTags({ SqlError: Effect.die })

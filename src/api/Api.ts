@@ -20,6 +20,7 @@ import { BatchApi } from "./BatchApi.ts"
 import { DiscoveryApi } from "./DiscoveryApi.ts"
 import { SessionsApi } from "./SessionsApi.ts"
 import { UsageApi } from "./UsageApi.ts"
+import { RetentionApi } from "./RetentionApi.ts"
 import { LangfuseOtlpApi, OtlpApi } from "./OtlpApi.ts"
 import { SystemApi } from "./SystemApi.ts"
 import { TracesApi } from "./TracesApi.ts"
@@ -82,6 +83,7 @@ export class TapedeckApi extends HttpApi.make("tapedeck")
   .add(JobsApi)
   .add(SessionsApi)
   .add(UsageApi)
+  .add(RetentionApi)
   .add(BatchApi)
   .add(ApiKeysApi)
   .add(AccountApi)

@@ -27,6 +27,7 @@ import { StudioHttpLive } from "#src/http/StudioHttp"
 import { SystemHttpLive } from "#src/http/SystemHttp"
 import { TracesHttpLive } from "#src/http/TracesHttp"
 import { UsageHttpLive } from "#src/http/UsageHttp"
+import { RetentionHttpLive } from "#src/http/RetentionHttp"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
 import { Evaluations } from "#layers/evaluations/Evaluations"
@@ -59,6 +60,7 @@ export const ApiLive = Layer.unwrapEffect(
     LangfuseOtlpHttpLive,
     SessionsHttpLive,
     UsageHttpLive,
+    RetentionHttpLive,
     BatchHttpLive,
     ApiKeysHttpLive,
     DiscoveryHttpLive,

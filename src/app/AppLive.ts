@@ -18,6 +18,9 @@ import { describeStorage } from "#layers/storage/Sql"
 import { TracingLive } from "#layers/telemetry/Tracing"
 import { RetentionLive } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
+import { RetentionRepo } from "#layers/traces/RetentionRepo"
+import { SharedContent } from "#layers/storage/SharedContent"
+import { UsageCounters } from "#layers/usage/UsageCounters"
 import { accessLog } from "#src/http/AccessLog"
 import { SelfAppInstallLive } from "#src/http/BatchRunner"
 import { MAX_PATH_PARAM_LENGTH } from "#src/http/ErrorBodies"
@@ -50,7 +53,9 @@ const StartupLive = Layer.mergeAll(
     })
   ).pipe(Layer.provide([AccountRepo.Default, ApiKeyRepo.Default])),
   JobWorkerLive.pipe(Layer.provide([JobQueue.Default, JobRegistryLive])),
-  RetentionLive.pipe(Layer.provide(TraceRepo.Default)),
+  RetentionLive.pipe(
+    Layer.provide([TraceRepo.Default, RetentionRepo.Default, SharedContent.Default, UsageCounters.Default])
+  ),
   EmbeddedMaintenanceLive,
   SearchStartupLive
 )

@@ -50,6 +50,17 @@ export const Usage = Schema.Struct({
     }),
     "Evaluation runs"
   ),
-  search: required(Schema.Struct({ queries: required(Count, "Search requests answered") }), "Semantic search")
+  search: required(Schema.Struct({ queries: required(Count, "Search requests answered") }), "Semantic search"),
+  retention: required(
+    Schema.Struct({
+      retentionDays: required(
+        Schema.NullOr(Schema.Number),
+        "Days the account's traces are kept (its setting or the configured default); null: until deleted"
+      ),
+      tracesPurged: required(Count, "Traces the retention purge removed in the month"),
+      spansPurged: required(Count, "Spans of those traces")
+    }),
+    "Retention by age (GET /api/v1/retention)"
+  )
 }).annotations({ identifier: "Usage" })
 export type Usage = typeof Usage.Type

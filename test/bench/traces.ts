@@ -24,7 +24,7 @@
  */
 import { availableParallelism } from "node:os"
 import pg from "pg"
-import { SPAN_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } from "#layers/traces/SpanRecords"
+import { SPAN_WRITE_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } from "#layers/traces/SpanRecords"
 import { copyText } from "#layers/storage/PgCopy"
 import { copyCeiling } from "./Copy.ts"
 import {
@@ -307,7 +307,7 @@ const insertCeiling = async (
   spanCount: number
 ) => {
   const clients = await connectMany(databaseUrl, concurrency)
-  const text = `INSERT INTO spans_insert (trace_id, account_id, ${SPAN_COLUMNS})
+  const text = `INSERT INTO spans_insert (trace_id, account_id, ${SPAN_WRITE_COLUMNS})
     SELECT $1::uuid, $2::uuid, ${SPAN_RECORD_VALUES} FROM json_to_recordset($3::json) AS x(${SPAN_RECORD_COLUMNS})`
   const run = (client: pg.Client) =>
     client.query(text, [
@@ -344,10 +344,10 @@ const insertCeiling = async (
  */
 const BARE_SERVER = `
 const pg = require("pg")
-const { SPAN_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } = await import("#layers/traces/SpanRecords")
+const { SPAN_WRITE_COLUMNS, SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, toRecordsJson } = await import("#layers/traces/SpanRecords")
 const pool = new pg.Pool({ connectionString: process.env.BARE_DATABASE_URL, max: Number(process.env.BARE_POOL) })
 pool.on("error", () => {})
-const text = \`INSERT INTO spans_bare (trace_id, account_id, \${SPAN_COLUMNS})
+const text = \`INSERT INTO spans_bare (trace_id, account_id, \${SPAN_WRITE_COLUMNS})
   SELECT $1::uuid, $2::uuid, \${SPAN_RECORD_VALUES} FROM json_to_recordset($3::json) AS x(\${SPAN_RECORD_COLUMNS})\`
 const server = Bun.serve({
   hostname: "127.0.0.1",

@@ -42,7 +42,8 @@ describe("GET /api/v1/usage", () => {
       otlp: { requests: 0 },
       replays: { used: 0, allowance: 7, remaining: 7, tokens: 0, cost: "0" },
       evaluations: { runs: 0, judgeTokens: 0, judgeCost: "0" },
-      search: { queries: 0 }
+      search: { queries: 0 },
+      retention: { retentionDays: null, tracesPurged: 0, spansPurged: 0 }
     })
   }, 60_000)
 

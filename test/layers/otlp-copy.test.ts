@@ -3,8 +3,10 @@ import { SqlClient } from "@effect/sql"
 import { Arbitrary, Effect, FastCheck as fc, Schema } from "effect"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { OtlpStore } from "#layers/ingest/OtlpStore"
+import { spanCopyRows } from "#layers/ingest/OtlpPrepare"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import { SPAN_PARTS_SELECT, spanJsonRow, type SpanPartsRow } from "#layers/traces/SpanRecords"
+import { withPayloads } from "#layers/traces/SharedParts"
 import { Span } from "#src/domain/Span"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 
@@ -50,11 +52,12 @@ const writeBothWays = (spans: ReadonlyArray<MappedSpan["span"]>) =>
         spans.map((span): MappedSpan => ({ traceId, otelTraceId: "0".repeat(32), span }) as MappedSpan)
       yield* store.upsertSpans(accountId, mapped(upserted))
       const ran = yield* store.copySpans(accountId, mapped(copied)).pipe(sql.withTransaction)
+      // Payloads assembled from their parts, as the detail reads them.
       const read = (traceId: string) =>
-        Effect.map(
-          sql<SpanPartsRow & { account_id: string }>`
-          SELECT account_id, ${sql.literal(SPAN_PARTS_SELECT)} FROM spans WHERE trace_id = ${traceId}::uuid`,
-          (rows) => new Map(rows.map((r) => [r.id, { json: spanJsonRow(r).json, account: r.account_id }]))
+        sql<SpanPartsRow & { account_id: string }>`
+          SELECT account_id, ${sql.literal(SPAN_PARTS_SELECT)} FROM spans WHERE trace_id = ${traceId}::uuid`.pipe(
+          Effect.flatMap((rows) => withPayloads(sql, rows)),
+          Effect.map((rows) => new Map(rows.map((r) => [r.id, { json: spanJsonRow(r).json, account: r.account_id }])))
         )
       return { ran, accountId, upserted: yield* read(upserted), copied: yield* read(copied) }
     }).pipe(Effect.provide([OtlpStore.Default, AccountRepo.Default]), Effect.orDie)
@@ -93,5 +96,45 @@ test("COPY keeps text that its own format escapes: backslashes, tabs, newlines, 
     expect(stored.output).toBeNull()
     expect(stored.metadata).toEqual(span.metadata)
     expect(stored.error).toBe(span.error)
+  }
+})
+
+/** A model call's history as it grows: every call repeats the earlier messages (shared parts), text COPY escapes. */
+const historySpans = (marker: string) => {
+  const messages: Array<{ role: string; content: string }> = []
+  return Array.from({ length: 12 }, (_, i) => {
+    messages.push({
+      role: i % 2 ? "assistant" : "user",
+      content: `${marker}${i} ${HOSTILE.join(" ")} ${"x".repeat(1100)}`
+    })
+    const last = messages[messages.length - 1]!
+    return {
+      ...hostileSpan(i),
+      // The newest message twice in the input (a part repeated in one payload) and again as the output.
+      input: { messages: [...messages], again: [last] },
+      output: [last]
+    }
+  })
+}
+
+test("COPY sends each shared part's text in its first row only, and stores what the upsert stores", async () => {
+  const marker = `m${crypto.randomUUID().slice(0, 8)}-`
+  const spans = historySpans(marker)
+  const message = spanCopyRows(
+    "00000000-0000-4000-8000-000000000001" as never,
+    spans.map((span) => ({ traceId: crypto.randomUUID(), otelTraceId: "0".repeat(32), span }) as MappedSpan)
+  ).message()
+  const sent = new TextDecoder().decode(message)
+  // Each message's text appears once in the whole COPY message, though later rows hold it again by hash.
+  for (let i = 0; i < spans.length; i++) expect(sent.split(`${marker}${i} `).length - 1).toBe(1)
+  expect(sent).toContain("NULL")
+  const { ran, upserted, copied } = await writeBothWays(spans)
+  if (backend === "pglite") return expect(ran).toBe(false)
+  expect(ran).toBe(true)
+  expect(copied).toEqual(upserted)
+  for (const span of spans) {
+    const stored = JSON.parse(copied.get(span.id)!.json)
+    expect(stored.input).toEqual(span.input)
+    expect(stored.output).toEqual(span.output)
   }
 })

@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { CopyData, copyJson, copyText } from "#layers/storage/PgCopy"
+import { CopyData, copyJson, copyText, copyTextArray } from "#layers/storage/PgCopy"
+import { textArray } from "#layers/storage/SqlArrays"
 
 // CopyData encodes each string as it is added, growing its buffer; the message must be exactly the protocol's CopyData
 // ('d', an int32 length that counts itself, then each string's UTF-8 in turn), whatever the capacity it started with.
@@ -77,6 +78,19 @@ test("copyText escapes backslash, tab, newline and carriage return; copyJson is 
   expect(copyText(null)).toBe("\\N")
   expect(copyText(undefined)).toBe("\\N")
   expect(copyText(12.5)).toBe("12.5")
+})
+
+test("copyTextArray is copyText of the array literal, with NULL for a null element", () => {
+  fc.assert(
+    fc.property(fc.array(fc.option(text, { nil: null })), (values) => {
+      const literal = `{${values.map((v) => (v === null ? "NULL" : textArray([v]).slice(1, -1))).join(",")}}`
+      expect(copyTextArray(values)).toBe(reference(literal))
+      if (!values.includes(null)) expect(copyTextArray(values)).toBe(copyText(textArray(values as Array<string>)))
+    }),
+    { numRuns: 3000 }
+  )
+  expect(copyTextArray([])).toBe("{}")
+  expect(copyTextArray(['a"b\\c', null, "t\tn\n"])).toBe('{"a\\\\"b\\\\\\\\c",NULL,"t\\tn\\n"}')
 })
 
 test("one row far larger than the buffer, of 1-, 2-, 3- and 4-byte characters", () => {

@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import spanPayloadsJson from "#layers/storage/migrations/0018_span_payloads_json"
+import shareTriggerWhen from "#layers/storage/migrations/0034_share_trigger_when"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 
 // Migration 0018: a span's payload columns are `json` (the text as written), converted from the `jsonb` they were.
@@ -33,7 +34,9 @@ test("0018 turns stored jsonb payloads into json with the same values, and keeps
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const accountId = yield* (yield* AccountRepo).ensure("payloads-json")
-      // A database from before 0018: the columns back to jsonb, a span stored in them.
+      // A database from before 0018: the columns back to jsonb, a span stored in them (and no split trigger yet,
+      // whose condition names the payload columns: 0034).
+      yield* sql`DROP TRIGGER spans_share ON spans`
       yield* sql.unsafe(
         `ALTER TABLE spans ${PAYLOADS.map((c) => `ALTER COLUMN ${c} TYPE jsonb USING ${c}::jsonb`).join(", ")}`
       )
@@ -44,6 +47,7 @@ test("0018 turns stored jsonb payloads into json with the same values, and keeps
       VALUES (${traceId}::uuid, ${accountId}::uuid, gen_random_uuid(), 'llm_call', 'old', ${JSON.stringify(stored.input)}::jsonb,
               'null'::jsonb, ${JSON.stringify(stored.metadata)}::jsonb, ${JSON.stringify(stored.extra)}::jsonb, now())`
       yield* spanPayloadsJson
+      yield* shareTriggerWhen
       const [row] = yield* sql<{ input: string; output: string | null; metadata: string; extra: string }>`
       SELECT input::text AS input, output::text AS output, metadata::text AS metadata, extra::text AS extra
       FROM spans WHERE trace_id = ${traceId}::uuid`

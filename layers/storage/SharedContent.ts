@@ -1,0 +1,110 @@
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { uuidArray } from "./SqlArrays.ts"
+
+/** The spans' references to shared parts (0030_shared_span_content). */
+const REFS = `(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}'))`
+const HAS_REFS = `(s.input_refs IS NOT NULL OR s.output_refs IS NOT NULL)`
+
+/** The maintenance of shared span content: the sweep of released parts, and the conversion of spans stored whole. */
+export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/SharedContent", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    /**
+     * Deletes up to `batch` parts marked released more than `graceSeconds` ago that no span references, and clears
+     * the mark of those a span still references; the numbers deleted and kept. In two steps, so that no lock is held
+     * while the references are read (the spans are not indexed by the parts they reference: one pass over the
+     * references of the parts' accounts answers for the whole batch):
+     * 1. without locks, the oldest marked parts, each with its mark's time and whether a span references it;
+     * 2. in one short statement, those still marked at the same time are locked (SKIP LOCKED: instances sweep side
+     *    by side, and a writer unmarking one holds it) and deleted, or unmarked when referenced.
+     * A part whose mark changed in between was unmarked by a writer (and maybe marked again): it is left for a later
+     * sweep. One marked at the time read in step 1 was marked all along, so no writer found it unmarked since it was
+     * marked; a writer that found it unmarked before did so more than the grace period before step 1 and had
+     * committed by then, its span seen by step 1's reading; a writer that finds it marked unmarks it, which waits for
+     * step 2's lock and then finds the part gone (and stores it again).
+     */
+    const sweep = Effect.fn("SharedContent.sweep")(
+      function* (graceSeconds: number, batch: number) {
+        const marked = yield* sql<{ id: string; account_id: string; marked: string }>`
+          SELECT id::text AS id, account_id, orphaned_at::text AS marked FROM span_contents
+          WHERE orphaned_at IS NOT NULL AND orphaned_at < now() - make_interval(secs => ${graceSeconds})
+          ORDER BY orphaned_at
+          LIMIT ${batch}`
+        // Nothing released: the spans are not read at all (the purge runs this every interval).
+        if (marked.length === 0) return { deleted: 0, kept: 0, seen: 0 }
+        const accounts = [...new Set(marked.map((m) => m.account_id))]
+        const referencedRows = yield* sql<{ id: string }>`
+          SELECT DISTINCT r.id::text AS id FROM spans s CROSS JOIN LATERAL unnest(${sql.literal(REFS)}) AS r(id)
+          WHERE s.account_id = ANY(${uuidArray(accounts)}::uuid[]) AND ${sql.literal(HAS_REFS)}
+            AND r.id IN (SELECT unnest(${`{${marked.map((m) => m.id).join(",")}}`}::bigint[]))`
+        const referenced = new Set(referencedRows.map((r) => r.id))
+        const candidates = marked.map((m) => ({ ...m, referenced: referenced.has(m.id) }))
+        const rows = yield* sql<{ deleted: number; kept: number }>`
+          WITH c AS (
+            SELECT * FROM unnest(
+              ${`{${candidates.map((c) => c.id).join(",")}}`}::bigint[],
+              ${`{${candidates.map((c) => `"${c.marked}"`).join(",")}}`}::text[],
+              ${`{${candidates.map((c) => (c.referenced ? "t" : "f")).join(",")}}`}::boolean[]
+            ) AS c(id, marked, referenced)
+          ), locked AS (
+            SELECT p.id, c.referenced FROM span_contents p JOIN c ON c.id = p.id AND p.orphaned_at::text = c.marked
+            FOR UPDATE OF p SKIP LOCKED
+          ), kept AS (
+            UPDATE span_contents SET orphaned_at = NULL WHERE id IN (SELECT id FROM locked WHERE referenced) RETURNING 1
+          ), deleted AS (
+            DELETE FROM span_contents WHERE id IN (SELECT id FROM locked WHERE NOT referenced) RETURNING 1
+          )
+          SELECT (SELECT count(*) FROM deleted)::int AS deleted, (SELECT count(*) FROM kept)::int AS kept`
+        return { ...(rows[0] ?? { deleted: 0, kept: 0 }), seen: candidates.length }
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /**
+     * Converts the next `batch` spans (in key order after the recorded position) to the shared layout: rewriting a
+     * payload runs the split trigger, which leaves small ones inline. The position row is locked for the batch (SKIP
+     * LOCKED: one instance converts at a time, the others go on); whether spans were left to convert.
+     */
+    const convertBatch = Effect.fn("SharedContent.convertBatch")(
+      function* (batch: number) {
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const [position] = yield* sql<{ trace_id: string | null; span_id: string | null; done: boolean }>`
+            SELECT trace_id, span_id, done FROM span_content_conversion FOR UPDATE SKIP LOCKED`
+            if (position === undefined) return true
+            if (position.done) return false
+            const [last] = yield* sql<{ trace_id: string | null; span_id: string | null; n: number; seen: number }>`
+            WITH next AS (
+              SELECT trace_id, id FROM spans
+              WHERE ${position.trace_id === null ? sql`true` : sql`(trace_id, id) > (${position.trace_id}::uuid, ${position.span_id}::uuid)`}
+              ORDER BY trace_id, id
+              LIMIT ${batch}
+            ), converted AS (
+              UPDATE spans s SET input = s.input, output = s.output
+              FROM next
+              WHERE s.trace_id = next.trace_id AND s.id = next.id
+                AND (octet_length(s.input::text) >= 1024 OR octet_length(s.output::text) >= 1024)
+              RETURNING 1
+            ), tail AS (
+              SELECT trace_id, id FROM next ORDER BY trace_id DESC, id DESC LIMIT 1
+            )
+            SELECT (SELECT trace_id FROM tail) AS trace_id, (SELECT id FROM tail) AS span_id,
+                   (SELECT count(*) FROM converted)::int AS n, (SELECT count(*) FROM next)::int AS seen`
+            const done = (last?.seen ?? 0) < batch
+            yield* sql`
+            UPDATE span_content_conversion SET
+              trace_id = COALESCE(${last?.trace_id ?? null}::uuid, trace_id),
+              span_id = COALESCE(${last?.span_id ?? null}::uuid, span_id),
+              converted = converted + ${last?.n ?? 0}, done = ${done}`
+            return !done
+          })
+        )
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return { sweep, convertBatch } as const
+  })
+}) {}

@@ -1,0 +1,140 @@
+/**
+ * The split of a large span payload into a skeleton and shared parts, as the trigger of migration
+ * 0030_shared_span_content does it in SQL (that one is the fallback for rows written whole). Done here on the write
+ * paths that build their rows in TypeScript: the parts are JSON.stringify's text of sub-values, which is also the
+ * text PostgreSQL's own split finds inside JSON.stringify's text of the whole, so both ways share the same parts.
+ */
+import { sha256Hex } from "../platform/Hashes.ts"
+
+/** Sub-values of at least this many characters are shared parts. */
+export const CUT_CHARS = 256
+/** Payloads under this many characters stay whole. */
+export const SHARE_CHARS = 1024
+const MAX_DEPTH = 8
+/** Stands for a part in a skeleton: a raw \x01 never occurs in JSON text (JSON.stringify escapes it). */
+const HOLE = "\x01"
+
+export interface SplitPayload {
+  readonly skel: string
+  /** Each part's JSON text; null for those the writer knows are stored (sent by hash only). */
+  readonly parts: ReadonlyArray<string | null>
+  /** The SHA-256 of each part's UTF-8 text, hex: computed here, off the database's CPU. */
+  readonly hashes: ReadonlyArray<string>
+}
+
+/**
+ * A part's hash, each distinct text hashed once per use of the returned function. A request's spans repeat their
+ * history (a model call carries every earlier message), so one per request spares SHA-256 of the same text in every
+ * later span (it was most of the split's cost on the 30-step agent: docs/performance.md).
+ */
+export const partHasher = (): ((text: string) => string) => {
+  const memo = new Map<string, string>()
+  return (text) => {
+    let hash = memo.get(text)
+    if (hash === undefined) {
+      hash = sha256Hex(text)
+      memo.set(text, hash)
+    }
+    return hash
+  }
+}
+
+const cut = (value: unknown, text: string, depth: number, parts: Array<string>): string => {
+  if (Array.isArray(value) && depth < MAX_DEPTH) {
+    let skel = "["
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) skel += ","
+      const item = value[i]
+      const t = JSON.stringify(item) ?? "null"
+      if (t.length < CUT_CHARS) skel += t
+      else if (Array.isArray(item)) skel += cut(item, t, depth + 1, parts)
+      else {
+        parts.push(t)
+        skel += HOLE
+      }
+    }
+    return `${skel}]`
+  }
+  if (typeof value === "object" && value !== null && depth < MAX_DEPTH) {
+    let skel = "{"
+    let first = true
+    for (const [key, item] of Object.entries(value)) {
+      const t = JSON.stringify(item)
+      if (t === undefined) continue
+      skel += `${first ? "" : ","}${JSON.stringify(key)}:`
+      first = false
+      if (t.length < CUT_CHARS) skel += t
+      else if (typeof item === "object" && item !== null) skel += cut(item, t, depth + 1, parts)
+      else {
+        parts.push(t)
+        skel += HOLE
+      }
+    }
+    return `${skel}}`
+  }
+  if (text.length >= CUT_CHARS) {
+    parts.push(text)
+    return HOLE
+  }
+  return text
+}
+
+/** A string with a character JSON.stringify escapes (or a surrogate, which it escapes when unpaired). */
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/
+/** More characters than JSON.stringify prints for any number ("-1.2345678901234567e-308" has 24). */
+const NUMBER_CHARS = 25
+
+/**
+ * At least the length of `JSON.stringify(value)`, counted until it reaches `limit` (then returned as it is): exact
+ * for strings with nothing to escape, an upper bound for the rest. Below `limit`, the JSON text is shorter than `limit`;
+ * a value it cannot bound cheaply (a string with escapes, anything with `toJSON`) counts as `limit`.
+ */
+export const jsonLengthBound = (value: unknown, limit: number): number => {
+  switch (typeof value) {
+    case "string":
+      return ESCAPED.test(value) ? value.length * 6 + 2 : value.length + 2
+    case "number":
+      return NUMBER_CHARS
+    case "boolean":
+      return 5
+    case "object": {
+      if (value === null) return 4
+      let n = 2
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length && n < limit; i++) n += jsonLengthBound(value[i], limit - n) + 1
+        return n
+      }
+      if (typeof (value as { toJSON?: unknown }).toJSON === "function") return limit
+      for (const key in value) {
+        n += jsonLengthBound(key, limit - n) + jsonLengthBound((value as Record<string, unknown>)[key], limit - n) + 2
+        if (n >= limit) return n
+      }
+      return n
+    }
+    default:
+      // undefined prints as null in an array and nothing in an object; bigint, functions and symbols: no bound here.
+      return value === undefined ? 4 : limit
+  }
+}
+
+/**
+ * The payload's skeleton and parts, or undefined when it is stored whole (small, or nothing large in it). The text
+ * of a part whose hash `stored` says is stored is left out.
+ */
+export const splitPayload = (
+  value: unknown,
+  stored?: (hash: string) => boolean,
+  hash: (text: string) => string = sha256Hex
+): SplitPayload | undefined => {
+  if (value === null || value === undefined || (typeof value !== "object" && typeof value !== "string"))
+    return undefined
+  // Most payloads are small: they are told apart without serializing them (the statement serializes them anyway).
+  if (jsonLengthBound(value, SHARE_CHARS) < SHARE_CHARS) return undefined
+  const text = JSON.stringify(value)
+  if (text === undefined || text.length < SHARE_CHARS) return undefined
+  const parts: Array<string> = []
+  const skel = cut(value, text, 0, parts)
+  if (parts.length === 0) return undefined
+  const hashes = parts.map(hash)
+  return { skel, parts: stored === undefined ? parts : parts.map((p, i) => (stored(hashes[i]!) ? null : p)), hashes }
+}

@@ -1,0 +1,121 @@
+import type { SqlClient, SqlError } from "@effect/sql"
+import { Effect } from "effect"
+
+/**
+ * A span's payload layout as read for assembly here rather than in SQL (`tapedeck_payload_text`): the skeletons and
+ * the ids of their parts (as text, which both drivers return alike). A trace's spans share most of their parts (each
+ * model call repeats the conversation so far), so fetching each part once and putting the payloads together here
+ * moves far fewer bytes than assembling every payload in PostgreSQL.
+ */
+export const LAYOUT_SELECT = `input_skel, input_refs::text[] AS input_refs, output_skel, output_refs::text[] AS output_refs`
+
+export interface LayoutRow {
+  readonly input: string | null
+  readonly output: string | null
+  readonly input_skel: string | null
+  readonly input_refs: ReadonlyArray<string> | null
+  readonly output_skel: string | null
+  readonly output_refs: ReadonlyArray<string> | null
+}
+
+/** The skeleton's text with each \x01 replaced by its part, in order. */
+export const assemble = (skel: string, refs: ReadonlyArray<string>, bodies: ReadonlyMap<string, string>) => {
+  const pieces = skel.split("\x01")
+  let text = pieces[0]!
+  for (let i = 1; i < pieces.length; i++) {
+    const body = bodies.get(refs[i - 1]!)
+    if (body === undefined) throw new Error(`shared span content ${refs[i - 1]} is missing`)
+    text += body + pieces[i]!
+  }
+  return text
+}
+
+/**
+ * The rows with `input` and `output` as the payloads' JSON text whatever their layout: the parts of all the rows
+ * are read in one query, each once.
+ */
+export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows: ReadonlyArray<R>) =>
+  Effect.gen(function* () {
+    const ids = new Set<string>()
+    for (const row of rows) {
+      if (row.input_refs !== null) for (const id of row.input_refs) ids.add(id)
+      if (row.output_refs !== null) for (const id of row.output_refs) ids.add(id)
+    }
+    if (ids.size === 0) return rows
+    const parts = yield* sql<{ id: string; body: string }>`
+      SELECT id::text AS id, body FROM span_contents WHERE id = ANY(${`{${[...ids].join(",")}}`}::bigint[])`
+    const bodies = new Map(parts.map((p) => [p.id, p.body]))
+    return rows.map((row) =>
+      row.input_skel === null && row.output_skel === null
+        ? row
+        : {
+            ...row,
+            input: row.input_skel === null ? row.input : assemble(row.input_skel, row.input_refs ?? [], bodies),
+            output: row.output_skel === null ? row.output : assemble(row.output_skel, row.output_refs ?? [], bodies)
+          }
+    )
+  })
+
+interface SplitRecord {
+  readonly input_parts?: ReadonlyArray<string | null>
+  readonly input_hashes?: ReadonlyArray<string>
+  readonly output_parts?: ReadonlyArray<string | null>
+  readonly output_hashes?: ReadonlyArray<string>
+}
+
+/**
+ * Writes records of split spans (toWriteRecord's) with their parts resolved to ids first, once per distinct part of
+ * the batch: `tapedeck_share_parts` called once for the whole batch in the same transaction as the write, instead of
+ * by the trigger for every span (a model call repeats its whole history: a 30-step run made ~930 lookups for ~90
+ * distinct parts). The records then carry `input_refs`/`output_refs`, which the trigger keeps as given. A batch with
+ * nothing split is written as it is, in one statement. A part sent by hash only that is not stored fails the call
+ * (TD001) and the transaction with it, as the trigger would.
+ */
+export const withResolvedParts = <A>(
+  sql: SqlClient.SqlClient,
+  accountId: string,
+  records: ReadonlyArray<object>,
+  write: (recordsJson: string) => Effect.Effect<A, SqlError.SqlError>
+): Effect.Effect<A, SqlError.SqlError> => {
+  const texts = new Map<string, string | null>()
+  const collect = (hashes: ReadonlyArray<string> | undefined, parts: ReadonlyArray<string | null> | undefined) => {
+    if (hashes === undefined) return
+    for (let i = 0; i < hashes.length; i++) {
+      const text = parts?.[i] ?? null
+      if (text !== null || !texts.has(hashes[i]!)) texts.set(hashes[i]!, text)
+    }
+  }
+  for (const record of records) {
+    const r = record as SplitRecord
+    collect(r.input_hashes, r.input_parts)
+    collect(r.output_hashes, r.output_parts)
+  }
+  if (texts.size === 0) return write(JSON.stringify(records))
+  return sql.withTransaction(
+    Effect.gen(function* () {
+      const hashes = [...texts.keys()]
+      const [row] = yield* sql<{ ids: ReadonlyArray<string> }>`
+        SELECT tapedeck_share_parts(
+          ${accountId}::uuid,
+          ARRAY(SELECT t FROM json_array_elements_text(${JSON.stringify([...texts.values()])}::json) WITH ORDINALITY AS e(t, i) ORDER BY i),
+          ${`{${hashes.join(",")}}`}::text[]
+        )::text[] AS ids`
+      const ids = new Map(hashes.map((h, i) => [h, Number(row!.ids[i])]))
+      const refs = (hs: ReadonlyArray<string> | undefined) => hs?.map((h) => ids.get(h)!)
+      const resolved = (records as ReadonlyArray<SplitRecord>).map((r) =>
+        r.input_hashes === undefined && r.output_hashes === undefined
+          ? r
+          : {
+              ...r,
+              input_parts: undefined,
+              input_hashes: undefined,
+              input_refs: refs(r.input_hashes),
+              output_parts: undefined,
+              output_hashes: undefined,
+              output_refs: refs(r.output_hashes)
+            }
+      )
+      return yield* write(JSON.stringify(resolved))
+    })
+  )
+}

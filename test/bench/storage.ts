@@ -1,0 +1,580 @@
+/**
+ * Storage benchmark against a real PostgreSQL (not a test file: run it with `bun test/bench/storage.ts`).
+ *
+ * Two services side by side, each on a fresh database: "before", the service at BENCH_BEFORE_REF (default: the
+ * commit before shared span content, migration 0030), extracted with `git archive` into a temporary directory
+ * that borrows this checkout's node_modules, and "shared", this checkout. The same requests go to both,
+ * alternating which goes first, so load on the machine falls on both alike.
+ *
+ * 1. REST workload: BENCH_RUNS runs of a BENCH_STEPS-step tool-using agent (a ~2 KB system prompt, 8 tool schemas,
+ *    the history growing by each answer and tool result), one POST /api/v1/traces per run (a root span, then a model
+ *    call and a tool call per step). Reports spans/s (spans over the time spent in requests), the bytes on disk per
+ *    span (every table and index of the database after the job queue drained and a VACUUM, less the same before),
+ *    and the p50 of GET /api/v1/traces/{id} over BENCH_DETAIL_REQUESTS requests.
+ * 2. OTLP workload: BENCH_OTLP_RUNS runs of the same agent as GenAI chat spans (gen_ai.system_instructions,
+ *    gen_ai.input.messages, gen_ai.output.messages, gen_ai.tool.definitions), one POST /v1/traces per run.
+ * 3. Retention (BENCH_PURGE_SPANS > 0): BENCH_PURGE_SPANS spans written with start times beyond the account's
+ *    retention into the shared database, then BENCH_PURGE_SECONDS of REST ingestion at BENCH_PURGE_RATE
+ *    traces/s without the purge and the same with the purge running; p99 write latency of each.
+ *
+ * 0. Warm-up (BENCH_WARMUP_RUNS, default 2; 0 for none): that many REST and OTLP runs to each side, jobs drained,
+ *    before anything is measured, so that what a server does once (starting the thread OTLP exports are prepared on,
+ *    compiling the hot code) is not counted per span.
+ *
+ * Knobs: BENCH_DATABASE_URL, BENCH_RUNS (100), BENCH_STEPS (30), BENCH_OTLP_RUNS (30), BENCH_WARMUP_RUNS (2), BENCH_DETAIL_REQUESTS (60),
+ * BENCH_JOB_DRAIN_SECONDS (300), BENCH_PURGE_SPANS (0: skipped), BENCH_PURGE_SECONDS (20), BENCH_PURGE_RATE (5),
+ * BENCH_SHARED_SQL (SQL run on the shared side's database once it started: a variant to compare, such as an index
+ * dropped, with BENCH_BEFORE_REF=HEAD for the same code on both sides), BENCH_SERVER_ENV (a JSON object of settings
+ * given to both servers, e.g. {"TAPEDECK_JOB_POLL_MS":"600000"} to keep background jobs out of the ingest phase).
+ */
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type pg from "pg"
+import {
+  commandLine,
+  connect,
+  drainJobs,
+  filler,
+  fmtInt,
+  fmtMs,
+  freshDatabase,
+  KEY,
+  latencyStats,
+  log,
+  numberEnv,
+  onCleanup,
+  processCpuSeconds,
+  processTreeCpuSeconds,
+  ROOT,
+  runBench,
+  sleep,
+  startServer,
+  tableLines
+} from "./Harness.ts"
+
+const RUNS = numberEnv("BENCH_RUNS", 100)
+const STEPS = numberEnv("BENCH_STEPS", 30)
+const OTLP_RUNS = numberEnv("BENCH_OTLP_RUNS", 30)
+const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? "2") || 0
+const DETAIL_REQUESTS = numberEnv("BENCH_DETAIL_REQUESTS", 60)
+const DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 300)
+const PURGE_SPANS = Number(process.env.BENCH_PURGE_SPANS ?? "0") || 0
+const PURGE_SECONDS = numberEnv("BENCH_PURGE_SECONDS", 20)
+const PURGE_RATE = numberEnv("BENCH_PURGE_RATE", 5)
+const KNOBS = [
+  "BENCH_BEFORE_REF",
+  "BENCH_DATABASE_URL",
+  "BENCH_RUNS",
+  "BENCH_STEPS",
+  "BENCH_OTLP_RUNS",
+  "BENCH_WARMUP_RUNS",
+  "BENCH_DETAIL_REQUESTS",
+  "BENCH_JOB_DRAIN_SECONDS",
+  "BENCH_PURGE_SPANS",
+  "BENCH_PURGE_SECONDS",
+  "BENCH_PURGE_RATE",
+  "BENCH_SHARED_SQL",
+  "BENCH_SERVER_ENV"
+]
+
+// ---------------------------------------------------------------------------------------------- the agent
+
+const SYSTEM = `You are a careful research agent. ${filler(2000)}`
+const TOOLS = Array.from({ length: 8 }, (_, i) => ({
+  type: "function",
+  function: {
+    name: `tool_${i}`,
+    description: filler(200),
+    parameters: {
+      type: "object",
+      properties: { query: { type: "string", description: filler(80) }, limit: { type: "integer" } },
+      required: ["query"]
+    }
+  }
+}))
+
+interface Step {
+  readonly messages: ReadonlyArray<unknown>
+  readonly answer: { role: "assistant"; content: string; tool_calls: ReadonlyArray<unknown> }
+  readonly call: { id: string; name: string; arguments: string }
+  readonly result: string
+}
+
+/** One run of the agent: each step's request history, its answer (a tool call) and the tool's result. */
+const agentRun = (run: number): ReadonlyArray<Step> => {
+  const history: Array<unknown> = [
+    { role: "system", content: SYSTEM },
+    { role: "user", content: `Task ${run}: ${filler(300)}` }
+  ]
+  const steps: Array<Step> = []
+  for (let i = 0; i < STEPS; i++) {
+    const call = {
+      id: `call_${run}_${i}`,
+      name: `tool_${i % 8}`,
+      arguments: JSON.stringify({ query: `${run} ${filler(60)}`, limit: 5 })
+    }
+    const answer = {
+      role: "assistant" as const,
+      content: `Step ${i} of run ${run}: ${filler(150)}`,
+      tool_calls: [{ id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } }]
+    }
+    const result = `Result ${run}.${i}: ${filler(1500)}`
+    steps.push({ messages: [...history], answer, call, result })
+    history.push(answer, { role: "tool", tool_call_id: call.id, content: result })
+  }
+  return steps
+}
+
+const iso = (base: number, ms: number) => new Date(base + ms).toISOString()
+
+/** The run as a CreateTraceRequest: a root span, then a model call and a tool call per step. */
+const restBody = (run: number, startMs = Date.now() - 3_600_000) => {
+  const root = crypto.randomUUID()
+  const spans: Array<Record<string, unknown>> = [
+    {
+      id: root,
+      parent_id: null,
+      span_type: "action",
+      name: "agent",
+      started_at: iso(startMs, 0),
+      ended_at: iso(startMs, STEPS * 2000)
+    }
+  ]
+  agentRun(run).forEach((step, i) => {
+    spans.push(
+      {
+        id: crypto.randomUUID(),
+        parent_id: root,
+        span_type: "llm_call",
+        name: "chat gpt-4o",
+        model: "gpt-4o",
+        input: { model: "gpt-4o", messages: step.messages, tools: TOOLS },
+        output: step.answer,
+        input_tokens: 1000 + i * 500,
+        output_tokens: 80,
+        cost: 0.001,
+        started_at: iso(startMs, i * 2000),
+        ended_at: iso(startMs, i * 2000 + 1500)
+      },
+      {
+        id: crypto.randomUUID(),
+        parent_id: root,
+        span_type: "tool_call",
+        name: step.call.name,
+        input: JSON.parse(step.call.arguments),
+        output: step.result,
+        started_at: iso(startMs, i * 2000 + 1500),
+        ended_at: iso(startMs, i * 2000 + 1900)
+      }
+    )
+  })
+  return {
+    id: crypto.randomUUID(),
+    name: `run ${run}`,
+    status: "completed",
+    started_at: iso(startMs, 0),
+    ended_at: iso(startMs, STEPS * 2000),
+    spans
+  }
+}
+
+const hex = (bytes: number) =>
+  [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) => b.toString(16).padStart(2, "0")).join("")
+const attr = (key: string, value: string | number) => ({
+  key,
+  value: typeof value === "string" ? { stringValue: value } : { intValue: String(value) }
+})
+const nanos = (ms: number) => String(BigInt(ms) * 1_000_000n)
+
+/** The run as an OTLP/JSON export of GenAI chat spans (the OpenTelemetry GenAI conventions' message attributes). */
+const otlpBody = (run: number) => {
+  const traceId = hex(16)
+  const base = Date.now() - 3_600_000
+  const root = hex(8)
+  const parts = (m: any) =>
+    m.role === "tool"
+      ? [{ type: "tool_call_response", id: m.tool_call_id, response: m.content }]
+      : [
+          { type: "text", content: m.content },
+          ...(m.tool_calls ?? []).map((c: any) => ({
+            type: "tool_call",
+            id: c.id,
+            name: c.function.name,
+            arguments: c.function.arguments
+          }))
+        ]
+  const spans: Array<unknown> = [
+    {
+      traceId,
+      spanId: root,
+      name: "invoke_agent",
+      kind: 1,
+      startTimeUnixNano: nanos(base),
+      endTimeUnixNano: nanos(base + STEPS * 2000),
+      attributes: [attr("gen_ai.operation.name", "invoke_agent")]
+    }
+  ]
+  agentRun(run).forEach((step, i) => {
+    const [, ...rest] = step.messages as Array<any>
+    spans.push(
+      {
+        traceId,
+        spanId: hex(8),
+        parentSpanId: root,
+        name: "chat gpt-4o",
+        kind: 3,
+        startTimeUnixNano: nanos(base + i * 2000),
+        endTimeUnixNano: nanos(base + i * 2000 + 1500),
+        attributes: [
+          attr("gen_ai.operation.name", "chat"),
+          attr("gen_ai.request.model", "gpt-4o"),
+          attr("gen_ai.usage.input_tokens", 1000 + i * 500),
+          attr("gen_ai.usage.output_tokens", 80),
+          attr("gen_ai.system_instructions", JSON.stringify([{ type: "text", content: SYSTEM }])),
+          attr("gen_ai.tool.definitions", JSON.stringify(TOOLS)),
+          attr("gen_ai.input.messages", JSON.stringify(rest.map((m) => ({ role: m.role, parts: parts(m) })))),
+          attr(
+            "gen_ai.output.messages",
+            JSON.stringify([{ role: "assistant", parts: parts(step.answer), finish_reason: "tool_call" }])
+          )
+        ]
+      },
+      {
+        traceId,
+        spanId: hex(8),
+        parentSpanId: root,
+        name: `execute_tool ${step.call.name}`,
+        kind: 1,
+        startTimeUnixNano: nanos(base + i * 2000 + 1500),
+        endTimeUnixNano: nanos(base + i * 2000 + 1900),
+        attributes: [
+          attr("gen_ai.operation.name", "execute_tool"),
+          attr("gen_ai.tool.name", step.call.name),
+          attr("gen_ai.tool.call.arguments", step.call.arguments),
+          attr("gen_ai.tool.call.result", step.result)
+        ]
+      }
+    )
+  })
+  return {
+    resourceSpans: [
+      {
+        resource: { attributes: [attr("service.name", "bench-agent")] },
+        scopeSpans: [{ scope: { name: "bench" }, spans }]
+      }
+    ]
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- measuring
+
+interface Side {
+  readonly name: string
+  readonly url: string
+  readonly db: pg.Client
+  readonly traceIds: Array<string>
+  readonly pid: number
+  ingestMs: number
+  spans: number
+  bytesSent: number
+}
+
+/**
+ * CPU seconds so far of the side's server (with its workers) and of the PostgreSQL backends connected to its database
+ * (less what each had when first seen): the work per span, which the shared machine's load does not inflate the
+ * way it inflates latency.
+ */
+const cpuOf = async (side: Side, seen: Map<number, number>) => {
+  const pids = (
+    await side.db.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+  ).rows.map((r) => r.pid)
+  let db = 0
+  for (const pid of pids) {
+    const cpu = processCpuSeconds(pid)
+    if (!seen.has(pid)) seen.set(pid, 0)
+    db += cpu - seen.get(pid)!
+  }
+  return { server: processTreeCpuSeconds(side.pid), db }
+}
+
+const databaseBytes = async (db: pg.Client) => {
+  await db.query("VACUUM")
+  const rows = (
+    await db.query<{ name: string; bytes: string }>(`
+    SELECT c.relname AS name, (pg_total_relation_size(c.oid) - pg_indexes_size(c.oid)) AS bytes FROM pg_class c
+    WHERE c.relkind IN ('r', 'm') AND c.relnamespace = 'public'::regnamespace
+    UNION ALL
+    SELECT t.relname || ' / ' || i.relname, pg_relation_size(i.oid) FROM pg_index x
+    JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+    WHERE t.relkind IN ('r', 'm') AND t.relnamespace = 'public'::regnamespace`)
+  ).rows
+  // Each table's heap and TOAST, and each of its indexes apart (name "table / index"); their sum is the database's.
+  return new Map(rows.map((r) => [r.name, Number(r.bytes)]))
+}
+
+const post = async (side: Side, path: string, body: unknown) => {
+  const text = JSON.stringify(body)
+  const t0 = performance.now()
+  const res = await fetch(side.url + path, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-service-key": KEY },
+    body: text
+  })
+  const answer = await res.text()
+  const ms = performance.now() - t0
+  if (res.status !== 200) throw new Error(`${path} answered ${res.status}: ${answer.slice(0, 500)}`)
+  side.bytesSent += text.length
+  return ms
+}
+
+/** Sends every body to both sides, alternating which one goes first. */
+const ingest = async (
+  sides: ReadonlyArray<Side>,
+  bodies: (run: number) => unknown,
+  runs: number,
+  path: string,
+  spansPerRun: number
+) => {
+  for (let run = 0; run < runs; run++) {
+    const body = bodies(run)
+    const order = run % 2 === 0 ? sides : [...sides].reverse()
+    for (const side of order) {
+      side.ingestMs += await post(side, path, body)
+      side.spans += spansPerRun
+      if (path === "/api/v1/traces") side.traceIds.push((body as { id: string }).id)
+    }
+  }
+}
+
+const detailP50 = async (sides: ReadonlyArray<Side>) => {
+  const samples = new Map(sides.map((s) => [s.name, [] as Array<number>]))
+  for (let i = 0; i < DETAIL_REQUESTS; i++) {
+    const order = i % 2 === 0 ? sides : [...sides].reverse()
+    for (const side of order) {
+      const id = side.traceIds[i % side.traceIds.length]!
+      const t0 = performance.now()
+      const res = await fetch(`${side.url}/api/v1/traces/${id}`, { headers: { "x-service-key": KEY } })
+      await res.arrayBuffer()
+      if (res.status !== 200) throw new Error(`detail answered ${res.status}`)
+      samples.get(side.name)!.push(performance.now() - t0)
+    }
+  }
+  return new Map([...samples].map(([name, s]) => [name, latencyStats(s)]))
+}
+
+const growth = (before: Map<string, number>, after: Map<string, number>) => {
+  const byTable = [...after]
+    .map(([name, bytes]) => [name, bytes - (before.get(name) ?? 0)] as const)
+    .filter(([, b]) => b > 0)
+    .sort((a, b) => b[1] - a[1])
+  return { total: byTable.reduce((s, [, b]) => s + b, 0), byTable }
+}
+
+const kb = (bytes: number) => `${(bytes / 1024).toFixed(2)} KB`
+const mb = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MB`
+
+const git = (...args: Array<string>) => {
+  const out = Bun.spawnSync({ cmd: ["git", ...args], cwd: ROOT })
+  if (out.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${out.stderr.toString()}`)
+  return out.stdout.toString().trim()
+}
+
+/** A copy of the service at `ref` in a temporary directory (removed at cleanup), with this checkout's node_modules. */
+const checkoutOf = (ref: string) => {
+  const commit = git("rev-parse", "--verify", `${ref}^{commit}`)
+  const dir = mkdtempSync(join(tmpdir(), "tapedeck-before-"))
+  onCleanup(async () => rmSync(dir, { recursive: true, force: true }))
+  const archive = Bun.spawnSync({ cmd: ["sh", "-c", `git archive ${commit} | tar -x -C ${dir}`], cwd: ROOT })
+  if (archive.exitCode !== 0) throw new Error(`git archive ${commit}: ${archive.stderr.toString()}`)
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"))
+  return { dir, commit }
+}
+
+const BEFORE_REF =
+  process.env.BENCH_BEFORE_REF ||
+  `${git("log", "--diff-filter=A", "--format=%H", "--", "layers/storage/migrations/0030_shared_span_content.ts").split("\n").pop()}^`
+
+const startSide = async (name: string, root?: string): Promise<Side> => {
+  const { databaseUrl } = await freshDatabase("tapedeck_bench_storage_")
+  const server = await startServer(databaseUrl, {
+    extraEnv: { TAPEDECK_RETENTION_INTERVAL_SECONDS: "1", ...JSON.parse(process.env.BENCH_SERVER_ENV || "{}") },
+    ...(root ? { root } : {})
+  })
+  const db = await connect(databaseUrl)
+  if (!root && process.env.BENCH_SHARED_SQL) await db.query(process.env.BENCH_SHARED_SQL)
+  log(`${name}: server ${server.url}${root ? ` from ${root}` : ""}`)
+  return { name, url: server.url, db, pid: server.pid, traceIds: [], ingestMs: 0, spans: 0, bytesSent: 0 }
+}
+
+const workload = async (label: string, sides: ReadonlyArray<Side>, send: () => Promise<void>) => {
+  const before = await Promise.all(sides.map((s) => databaseBytes(s.db)))
+  for (const s of sides) Object.assign(s, { ingestMs: 0, spans: 0, bytesSent: 0 })
+  const seen = sides.map(() => new Map<number, number>())
+  // Backends alive now count from what they have used so far.
+  const cpuBefore = await Promise.all(sides.map((s, i) => cpuOf(s, seen[i]!)))
+  for (const pids of seen) for (const [pid] of pids) pids.set(pid, processCpuSeconds(pid))
+  await send()
+  for (const s of sides) {
+    const drained = await drainJobs(s.db, DRAIN_SECONDS)
+    log(`${label} ${s.name}: jobs drained (${drained.before} → ${drained.left} in ${drained.seconds.toFixed(1)} s)`)
+  }
+  const cpuAfter = await Promise.all(sides.map((s, i) => cpuOf(s, seen[i]!)))
+  const after = await Promise.all(sides.map((s) => databaseBytes(s.db)))
+  return sides.map((s, i) => ({
+    side: s,
+    spans: s.spans,
+    sent: s.bytesSent,
+    ms: s.ingestMs,
+    serverCpu: cpuAfter[i]!.server - cpuBefore[i]!.server,
+    dbCpu: cpuAfter[i]!.db,
+    ...growth(before[i]!, after[i]!)
+  }))
+}
+
+// ---------------------------------------------------------------------------------------------- retention
+
+const purgeRun = async (side: Side) => {
+  const perTrace = 2 * STEPS + 1
+  const traces = Math.ceil(PURGE_SPANS / perTrace)
+  log(`retention: writing ${fmtInt(traces * perTrace)} expired spans`)
+  const old = Date.now() - 400 * 86_400_000
+  for (let i = 0; i < traces; i++) await post(side, "/api/v1/traces", restBody(i, old))
+  await drainJobs(side.db, DRAIN_SECONDS)
+  const writeLoad = async (seconds: number) => {
+    const latencies: Array<number> = []
+    const end = performance.now() + seconds * 1000
+    let run = 0
+    while (performance.now() < end) {
+      const t0 = performance.now()
+      latencies.push(await post(side, "/api/v1/traces", restBody(100_000 + run++)))
+      await sleep(Math.max(0, 1000 / PURGE_RATE - (performance.now() - t0)))
+    }
+    return latencyStats(latencies)
+  }
+  const quiet = await writeLoad(PURGE_SECONDS)
+  const expired = async () =>
+    Number(
+      (
+        await side.db.query<{ n: string }>(
+          "SELECT count(*) AS n FROM traces WHERE started_at < now() - interval '300 days'"
+        )
+      ).rows[0]!.n
+    )
+  const before = await expired()
+  const res = await fetch(`${side.url}/api/v1/retention`, {
+    method: "PUT",
+    headers: { "content-type": "application/json", "x-service-key": KEY },
+    body: JSON.stringify({ retention_days: 300 })
+  })
+  if (res.status !== 200) throw new Error(`PUT /api/v1/retention answered ${res.status}: ${await res.text()}`)
+  const t0 = performance.now()
+  const purging = await writeLoad(PURGE_SECONDS)
+  let left = await expired()
+  while (left > 0 && performance.now() - t0 < 600_000) {
+    await sleep(500)
+    left = await expired()
+  }
+  return { spans: traces * perTrace, quiet, purging, before, left, seconds: (performance.now() - t0) / 1000 }
+}
+
+// ---------------------------------------------------------------------------------------------- main
+
+runBench(async () => {
+  const before = checkoutOf(BEFORE_REF)
+  const sides = [await startSide(`before (${before.commit.slice(0, 9)})`, before.dir), await startSide("shared")]
+  if (WARMUP_RUNS > 0) {
+    // Run numbers of their own: the measured runs' bodies are not sent before.
+    await ingest(sides, (run) => restBody(1_000_000 + run), WARMUP_RUNS, "/api/v1/traces", 2 * STEPS + 1)
+    await ingest(sides, (run) => otlpBody(1_000_000 + run), WARMUP_RUNS, "/v1/traces", 2 * STEPS + 1)
+    for (const s of sides) {
+      await drainJobs(s.db, DRAIN_SECONDS)
+      s.traceIds.length = 0
+    }
+    log(`warm-up: ${WARMUP_RUNS} REST and ${WARMUP_RUNS} OTLP runs to each side, not counted`)
+  }
+  const rest = await workload("REST", sides, () =>
+    ingest(sides, (run) => restBody(run), RUNS, "/api/v1/traces", 2 * STEPS + 1)
+  )
+  const details = await detailP50(sides)
+  const otlp = await workload("OTLP", sides, () => ingest(sides, otlpBody, OTLP_RUNS, "/v1/traces", 2 * STEPS + 1))
+  const lines = [
+    `# Storage: ${RUNS} REST runs and ${OTLP_RUNS} OTLP runs of a ${STEPS}-step agent`,
+    "",
+    `\`${commandLine(KNOBS, "test/bench/storage.ts")}\``,
+    "",
+    ...tableLines(
+      [
+        "workload",
+        "layout",
+        "spans",
+        "JSON sent",
+        "database growth",
+        "per span",
+        "spans/s",
+        "server CPU ms/1k spans",
+        "DB CPU ms/1k spans",
+        "detail p50"
+      ],
+      [
+        ...rest.map((r) => [
+          "REST",
+          r.side.name,
+          fmtInt(r.spans),
+          mb(r.sent),
+          mb(r.total),
+          kb(r.total / r.spans),
+          fmtInt(r.spans / (r.ms / 1000)),
+          fmtInt((r.serverCpu * 1e6) / r.spans),
+          fmtInt((r.dbCpu * 1e6) / r.spans),
+          fmtMs(details.get(r.side.name)!.p50)
+        ]),
+        ...otlp.map((r) => [
+          "OTLP",
+          r.side.name,
+          fmtInt(r.spans),
+          mb(r.sent),
+          mb(r.total),
+          kb(r.total / r.spans),
+          fmtInt(r.spans / (r.ms / 1000)),
+          fmtInt((r.serverCpu * 1e6) / r.spans),
+          fmtInt((r.dbCpu * 1e6) / r.spans),
+          ""
+        ])
+      ]
+    ),
+    "",
+    "Growth by table and index (REST workload):",
+    "",
+    ...tableLines(
+      ["layout", "tables (bytes per span)"],
+      rest.map((r) => [
+        r.side.name,
+        r.byTable
+          .slice(0, 14)
+          .map(([n, b]) => `${n} ${fmtInt(b / r.spans)}`)
+          .join(", ")
+      ])
+    )
+  ]
+  if (PURGE_SPANS > 0) {
+    const p = await purgeRun(sides[1]!)
+    lines.push(
+      "",
+      `Retention purge of ${fmtInt(p.spans)} expired spans (${p.before} traces) during ingestion at ${PURGE_RATE} traces/s:`,
+      "",
+      ...tableLines(
+        ["phase", "writes", "p50", "p99"],
+        [
+          ["no purge", fmtInt(p.quiet.n), fmtMs(p.quiet.p50), fmtMs(p.quiet.p99)],
+          ["purge running", fmtInt(p.purging.n), fmtMs(p.purging.p50), fmtMs(p.purging.p99)]
+        ]
+      ),
+      "",
+      `p99 ratio ${(p.purging.p99 / p.quiet.p99).toFixed(2)} (target ≤ 1.5); expired traces left ${p.left} after ${p.seconds.toFixed(1)} s`
+    )
+  }
+  console.log(lines.join("\n"))
+})

@@ -1,0 +1,430 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { SqlClient } from "@effect/sql"
+import { Effect, FastCheck as fc } from "effect"
+import { SharedContent } from "#layers/storage/SharedContent"
+import { convertStoredSpans, purgeDeletedTraces, sweepSharedContent } from "#layers/traces/Retention"
+import { TraceRepo } from "#layers/traces/TraceRepo"
+import { isPartLost } from "#layers/traces/KnownParts"
+import { SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, SPAN_WRITE_COLUMNS, toRecordsJson } from "#layers/traces/SpanRecords"
+import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { span, trace, uuid } from "../support/Fixtures.ts"
+import { exportBody, hex, otlpSpan } from "../support/Otlp.ts"
+import { backendName } from "../support/Database.ts"
+
+// Shared span content (migration 0030): large parts of payloads stored once per account, spans reassembled on read.
+let server: TestServer
+beforeAll(async () => {
+  server = await startTestServer({
+    TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000",
+    TAPEDECK_CONTENT_SWEEP_GRACE_SECONDS: "2",
+    TAPEDECK_RETENTION_INTERVAL_SECONDS: "3600"
+  })
+})
+afterAll(() => server.stop())
+
+const runs = { numRuns: 12 }
+const text = (minLength: number, maxLength: number) =>
+  fc.string({
+    unit: fc.oneof(fc.char(), fc.constantFrom("é", "✓", "\u0001", '"', "\\", "\n", "😀", "\u2028")),
+    minLength,
+    maxLength
+  })
+const leaf = fc.oneof(
+  text(0, 20),
+  fc.integer(),
+  fc.double({ noNaN: true, noDefaultInfinity: true }),
+  fc.boolean(),
+  fc.constant(null)
+)
+const message = fc.record({
+  role: fc.constantFrom("system", "user", "assistant", "tool"),
+  content: fc.oneof(text(0, 40), text(260, 700)),
+  extra: fc.dictionary(text(0, 8), leaf, { maxKeys: 3 })
+})
+const conversation = fc.array(message, { minLength: 1, maxLength: 10 })
+/** Payloads: chat histories (top level or under a key), nested arrays, long strings, and anything JSON. */
+const payload = (history: ReadonlyArray<unknown>) =>
+  fc.oneof(
+    fc.constant(history),
+    fc.record({ messages: fc.constant(history), tools: fc.array(fc.jsonValue(), { maxLength: 3 }), n: leaf }),
+    fc.tuple(fc.constant(history), fc.jsonValue()),
+    text(1000, 1500),
+    fc.jsonValue()
+  )
+
+const wire = (value: unknown) => JSON.stringify(value)
+
+const stored = <A>(query: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+  server.run(
+    Effect.gen(function* () {
+      return yield* query(yield* SqlClient.SqlClient)
+    }).pipe(Effect.orDie)
+  )
+
+/** Every span of the trace as the SQL assembly reads it (search indexing, judge prompts, replay, export). */
+const sqlRead = (traceId: string) =>
+  server.run(
+    Effect.gen(function* () {
+      return yield* (yield* TraceRepo).listSpans(traceId as never)
+    }).pipe(Effect.provide(TraceRepo.Default))
+  )
+
+const detail = async (traceId: string, key = KEY_A) => {
+  const res = await server.request("GET", `/api/v1/traces/${traceId}`, { key })
+  return { status: res.status, body: (await res.json()) as { spans: Array<Record<string, unknown>> } }
+}
+
+/** Checks each sent span's input and output, byte for byte after JSON.stringify, through both read paths. */
+const expectRoundTrip = async (traceId: string, sent: ReadonlyArray<Record<string, unknown>>) => {
+  const got = await detail(traceId)
+  expect(got.status).toBe(200)
+  const viaSql = new Map((await sqlRead(traceId)).map((s) => [s.id as string, s as unknown as Record<string, unknown>]))
+  const viaDetail = new Map(got.body.spans.map((s) => [s.id as string, s]))
+  for (const s of sent) {
+    for (const read of [viaDetail.get(s.id as string)!, viaSql.get(s.id as string)!]) {
+      expect(wire(read.input)).toBe(wire(s.input))
+      expect(wire(read.output)).toBe(wire(s.output))
+      expect("input" in read).toBe("input" in s)
+    }
+  }
+}
+
+describe("shared span content", () => {
+  test("REST create, append and re-send: what is read equals what was written, and history is stored once", async () => {
+    await fc.assert(
+      fc.asyncProperty(conversation, conversation, async (first, more) => {
+        const history = [...first, ...more]
+        const spans = await fc.sample(payload(history), 1)
+        const steps = [first, history].map((h, i) =>
+          span({ id: uuid(), name: `step ${i}`, input: { messages: h }, output: i === 0 ? spans[0] : h[h.length - 1] })
+        )
+        const t = trace({ spans: steps })
+        expect((await server.post("/api/v1/traces", t)).status).toBe(200)
+        await expectRoundTrip(t.id, steps)
+        // append (the upsert path), then re-send the first span with another payload (a rewrite of a split one)
+        const appended = span({ id: uuid(), input: [history, { note: "x".repeat(300) }], output: spans[0] })
+        const rewritten = { ...steps[0]!, input: "short now", output: { messages: more } }
+        expect((await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [appended, rewritten] })).status).toBe(200)
+        await expectRoundTrip(t.id, [appended, rewritten, steps[1]!])
+      }),
+      runs
+    )
+    // The same message in many spans and traces is one row per account.
+    const [dupes] = await stored(
+      (sql) =>
+        sql<{
+          n: number
+        }>`SELECT count(*)::int AS n FROM (SELECT account_id, body FROM span_contents GROUP BY 1, 2 HAVING count(*) > 1) d`
+    )
+    expect(dupes!.n).toBe(0)
+  }, 120_000)
+
+  test("a large history is split: the span keeps a skeleton and references, the parts are stored once", async () => {
+    const history = Array.from({ length: 6 }, (_, i) => ({ role: "user", content: `message ${i} ${"é".repeat(400)}` }))
+    const spans = [2, 4, 6].map((n) => span({ id: uuid(), input: { messages: history.slice(0, n) } }))
+    const t = trace({ spans })
+    expect((await server.post("/api/v1/traces", t)).status).toBe(200)
+    const rows = await stored(
+      (sql) =>
+        sql<{ input: unknown; input_skel: string | null; refs: number }>`
+        SELECT input, input_skel, cardinality(input_refs)::int AS refs FROM spans WHERE trace_id = ${t.id}::uuid`
+    )
+    expect(rows.map((r) => [r.input, r.refs]).sort()).toEqual([
+      [null, 2],
+      [null, 4],
+      [null, 6]
+    ])
+    const [parts] = await stored(
+      (sql) =>
+        sql<{
+          n: number
+        }>`SELECT count(*)::int AS n FROM span_contents WHERE body LIKE ${'{"role":"user","content":"message %'}`
+    )
+    expect(parts!.n).toBe(6)
+    await expectRoundTrip(t.id, spans)
+  })
+
+  test("a part's text is sent once per statement: later rows, and rows of later writes, send its hash only", async () => {
+    const history = [{ role: "user", content: `once ${"z".repeat(1100)}` }]
+    const spans: Array<Record<string, unknown>> = [
+      span({ id: uuid(), input: { messages: history } }),
+      span({ id: uuid(), input: { messages: history, more: "m".repeat(900) } })
+    ]
+    const records = JSON.parse(toRecordsJson(spans as never)) as Array<{
+      input_parts: Array<string | null>
+      input_hashes: Array<string>
+    }>
+    expect(records[0]!.input_parts[0]).toBe(JSON.stringify(history[0]))
+    expect(records[1]!.input_parts[0]).toBeNull()
+    expect(records[1]!.input_hashes[0]).toBe(records[0]!.input_hashes[0]!)
+    // The statement stores them as they come: no refusal (TD001), which would make the writer send every text again.
+    const traceId = uuid()
+    const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
+    await stored(
+      (sql) => sql`
+      INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
+      SELECT ${traceId}::uuid, ${account!.id}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
+      FROM json_to_recordset(${JSON.stringify(records)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})`
+    )
+    const read = await stored(
+      (sql) => sql<{ input: string }>`
+      SELECT tapedeck_payload_text(input, input_skel, input_refs) AS input FROM spans WHERE trace_id = ${traceId}::uuid ORDER BY started_at, id`
+    )
+    expect(read.map((r) => r.input).sort()).toEqual(spans.map((s) => JSON.stringify(s.input)).sort())
+    // A part sent by hash only that is not stored is refused, never referenced.
+    const missing = [
+      { ...records[1]!, id: uuid(), input_hashes: ["00".repeat(32), ...records[1]!.input_hashes.slice(1)] }
+    ]
+    const refused = await server.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql`
+        INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
+        SELECT ${traceId}::uuid, ${account!.id}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
+        FROM json_to_recordset(${JSON.stringify(missing)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})`.pipe(
+          Effect.flip
+        )
+      })
+    )
+    expect(isPartLost(refused)).toBe(true)
+  })
+
+  test("the split trigger's function runs only for rows it changes: not for small payloads nor for rows the writer split", async () => {
+    const t = trace({ spans: [span({ id: uuid(), input: "small" })] })
+    expect((await server.post("/api/v1/traces", t)).status).toBe(200)
+    const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
+    const history = Array.from({ length: 4 }, (_, i) => ({ role: "user", content: `call ${i} ${"w".repeat(300)}` }))
+    const small = span({ id: uuid(), input: { messages: history.slice(0, 1) }, output: "short" })
+    const split = span({ id: uuid(), input: { messages: history } })
+    const whole: Record<string, unknown> = span({ id: uuid(), input: { messages: history } })
+    const calls = await stored((sql) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SET LOCAL track_functions = 'pl'`
+          const count = () =>
+            Effect.map(
+              sql<{ calls: number }>`
+                SELECT COALESCE(sum(calls), 0)::int AS calls FROM pg_stat_xact_user_functions
+                WHERE funcname = 'tapedeck_spans_share'`,
+              (rows) => rows[0]!.calls
+            )
+          const insert = (records: string) => sql`
+            INSERT INTO spans (trace_id, account_id, ${sql.literal(SPAN_WRITE_COLUMNS)})
+            SELECT ${t.id}::uuid, ${account!.id}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
+            FROM json_to_recordset(${records}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})`
+          // The application's rows: a small payload inline, a large one split with its parts' text and hashes.
+          yield* insert(toRecordsJson([small, split] as never))
+          const afterApp = yield* count()
+          // A large payload written whole: the function splits it.
+          yield* insert(JSON.stringify([whole]))
+          return { afterApp, afterWhole: yield* count() }
+        })
+      )
+    )
+    // The split row's parts are resolved by the function (this statement sent them unresolved); the small row is not seen.
+    expect(calls).toEqual({ afterApp: 1, afterWhole: 2 })
+    await expectRoundTrip(t.id, [small, split, whole])
+  })
+
+  test("sharing never crosses accounts; another account's trace is a 404", async () => {
+    const payloadOf = () => ({ messages: [{ role: "system", content: `shared prompt ${"p".repeat(2000)}` }] })
+    const [a, b] = [trace({ spans: [span({ input: payloadOf() })] }), trace({ spans: [span({ input: payloadOf() })] })]
+    expect((await server.post("/api/v1/traces", a, KEY_A)).status).toBe(200)
+    expect((await server.post("/api/v1/traces", b, KEY_B)).status).toBe(200)
+    const rows = await stored(
+      (sql) =>
+        sql<{ accounts: number; rows: number }>`
+        SELECT count(DISTINCT account_id)::int AS accounts, count(*)::int AS rows FROM span_contents
+        WHERE body LIKE '%shared prompt%'`
+    )
+    expect(rows[0]).toEqual({ accounts: 2, rows: 2 })
+    const [crossA, crossB] = await Promise.all([detail(b.id, KEY_A), detail(a.id, KEY_B)])
+    expect([crossA.status, crossB.status]).toEqual([404, 404])
+    const own = await detail(b.id, KEY_B)
+    expect(wire(own.body.spans[0]!.input)).toBe(wire(payloadOf()))
+  })
+
+  test("OTLP GenAI spans are split too, and read back the same through every path", async () => {
+    const traceId = hex(16)
+    const messages = Array.from({ length: 4 }, (_, i) => ({
+      role: "user",
+      parts: [{ type: "text", content: `turn ${i} ${"o".repeat(500)}` }]
+    }))
+    const spans = [1, 2, 3, 4].map((n, i) =>
+      otlpSpan({
+        traceId,
+        startMs: i * 1000,
+        endMs: i * 1000 + 900,
+        attributes: {
+          "gen_ai.operation.name": "chat",
+          "gen_ai.request.model": "gpt-4o",
+          "gen_ai.input.messages": JSON.stringify(messages.slice(0, n))
+        }
+      })
+    )
+    expect((await server.post("/v1/traces", exportBody(spans))).status).toBe(200)
+    const [row] = await stored(
+      (sql) =>
+        sql<{ id: string; split: number }>`
+        SELECT t.id::text AS id, count(*) FILTER (WHERE s.input_skel IS NOT NULL)::int AS split
+        FROM traces t JOIN spans s ON s.trace_id = t.id WHERE t.metadata->'otel'->>'trace_id' = ${traceId} GROUP BY t.id`
+    )
+    expect(row!.split).toBeGreaterThanOrEqual(3)
+    const got = await detail(row!.id)
+    const viaSql = new Map((await sqlRead(row!.id)).map((s) => [s.id as string, s]))
+    for (const s of got.body.spans) {
+      expect(wire(s.input)).toBe(wire(viaSql.get(s.id as string)!.input))
+      for (const m of messages.slice(0, 1)) expect(wire(s.input)).toContain(m.parts[0]!.content)
+    }
+  })
+
+  test("deletes, purges and sweeps interleaved with writes of the same content never lose a referenced part", async () => {
+    const shared = Array.from({ length: 5 }, (_, i) => ({ role: "system", content: `common ${i} ${"c".repeat(600)}` }))
+    const kept: Array<{ id: string; spans: Array<Record<string, unknown>> }> = []
+    const write = async (n: number) => {
+      const spans = [
+        span({ id: uuid(), input: { messages: [...shared, { role: "user", content: `own ${n} ${"u".repeat(400)}` }] } })
+      ]
+      const t = trace({ spans })
+      expect((await server.post("/api/v1/traces", t)).status).toBe(200)
+      return { id: t.id, spans }
+    }
+    const purgeAndSweep = () =>
+      server.run(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`UPDATE traces SET deleted_at = now() - interval '400 days' WHERE deleted_at IS NOT NULL`
+          yield* purgeDeletedTraces
+          // Parts released long enough ago for the sweep: what the grace period would do, without the wait.
+          yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE orphaned_at IS NOT NULL`
+          return yield* sweepSharedContent
+        }).pipe(Effect.provide([TraceRepo.Default, SharedContent.Default]))
+      )
+    let swept = 0
+    for (let round = 0; round < 6; round++) {
+      const written = await Promise.all(Array.from({ length: 6 }, (_, i) => write(round * 10 + i)))
+      const [doomed, ...rest] = written
+      kept.push(...rest)
+      const [removed] = await Promise.all([
+        server.request("DELETE", `/api/v1/traces/${doomed!.id}`),
+        ...Array.from({ length: 3 }, (_, i) => write(round * 10 + 7 + i).then((w) => kept.push(w))),
+        purgeAndSweep().then((n) => (swept += n))
+      ])
+      expect(removed.status).toBe(200)
+    }
+    swept += await purgeAndSweep()
+    expect(swept).toBeGreaterThan(0) // each deleted trace's own message went
+    for (const t of kept) await expectRoundTrip(t.id, t.spans)
+  }, 120_000)
+
+  // Two connections at once: PGlite has one. A writer that reuses a released part unmarks it in its own transaction;
+  // the sweep, which reads the references without locks, must then skip that part rather than delete it.
+  test.skipIf(backendName === "pglite")(
+    "a part reused by a writer still in its transaction is not swept (the writer's unmark holds it)",
+    async () => {
+      const reused = { role: "user", content: `released then reused ${uuid()} ${"r".repeat(700)}` }
+      const first = span({ id: uuid(), input: { messages: [reused, { role: "user", content: "x".repeat(400) }] } })
+      const released = trace({ spans: [first] })
+      expect((await server.post("/api/v1/traces", released)).status).toBe(200)
+      expect((await server.request("DELETE", `/api/v1/traces/${released.id}`)).status).toBe(200)
+      await stored(
+        (sql) => sql`UPDATE traces SET deleted_at = now() - interval '400 days' WHERE deleted_at IS NOT NULL`
+      )
+      await server.run(purgeDeletedTraces.pipe(Effect.provide(TraceRepo.Default), Effect.orDie))
+      // Its parts are marked released; the grace period is over.
+      const marked = await stored(
+        (sql) => sql<{ n: number }>`
+          UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE orphaned_at IS NOT NULL
+          RETURNING 1 AS n`
+      )
+      expect(marked.length).toBeGreaterThan(0)
+      const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
+      const againInput = { messages: [reused, { role: "user", content: "y".repeat(400) }] }
+      const again = span({ id: uuid(), input: againInput })
+      const t = trace({ spans: [again] })
+      let swept = -1
+      await server.run(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const writer = sql.withTransaction(
+            Effect.gen(function* () {
+              yield* sql`
+                INSERT INTO traces (id, account_id, status, started_at)
+                VALUES (${t.id}::uuid, ${account!.id}::uuid, 'completed', now())`
+              yield* sql`
+                INSERT INTO spans (trace_id, account_id, id, span_type, name, input, started_at)
+                VALUES (${t.id}::uuid, ${account!.id}::uuid, ${again.id}::uuid, 'llm_call', 'step',
+                        ${wire(againInput)}::json, now())`
+              // The span is not committed while the sweep runs.
+              yield* Effect.sleep("1500 millis")
+            })
+          )
+          const sweeper = Effect.sleep("300 millis").pipe(
+            Effect.zipRight(sweepSharedContent),
+            Effect.tap((n) => {
+              swept = n
+            })
+          )
+          yield* Effect.all([writer, sweeper], { concurrency: 2 })
+        }).pipe(Effect.provide(SharedContent.Default), Effect.orDie)
+      )
+      expect(swept).toBeGreaterThanOrEqual(1) // the released trace's own message went
+      await expectRoundTrip(t.id, [again])
+    },
+    60_000
+  )
+
+  test("spans stored whole (before 0030) are readable at once and converted in place, in batches", async () => {
+    const spans: Array<Record<string, unknown>> = Array.from({ length: 7 }, (_, i) =>
+      span({
+        id: uuid(),
+        input: { messages: [{ role: "user", content: `old ${i % 2} ${"q".repeat(1200)}` }] },
+        output: "o".repeat(i * 300)
+      })
+    )
+    const t = trace({ spans })
+    // Written as the previous version wrote them: the trigger off, the payloads whole.
+    await stored((sql) => sql`ALTER TABLE spans DISABLE TRIGGER spans_share`)
+    const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
+    await stored(
+      (sql) =>
+        sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${t.id}::uuid, ${account!.id}::uuid, 'completed', now())`
+    )
+    for (const s of spans) {
+      await stored(
+        (sql) => sql`
+        INSERT INTO spans (trace_id, account_id, id, span_type, name, input, output, started_at)
+        VALUES (${t.id}::uuid, ${account!.id}::uuid, ${s.id}::uuid, 'llm_call', 'old', ${wire(s.input)}::json, ${wire(s.output)}::json, now())`
+      )
+    }
+    await stored((sql) => sql`ALTER TABLE spans ENABLE TRIGGER spans_share`)
+    await stored((sql) => sql`UPDATE span_content_conversion SET trace_id = NULL, span_id = NULL, done = false`)
+    await expectRoundTrip(t.id, spans)
+    const batches = await server.run(
+      Effect.gen(function* () {
+        const content = yield* SharedContent
+        let n = 0
+        while (yield* content.convertBatch(3)) n++
+        return n
+      }).pipe(Effect.provide(SharedContent.Default))
+    )
+    expect(batches).toBeGreaterThanOrEqual(1)
+    const [after] = await stored(
+      (sql) =>
+        sql<{ whole: number; split: number }>`
+        SELECT count(*) FILTER (WHERE input IS NOT NULL)::int AS whole, count(*) FILTER (WHERE input_skel IS NOT NULL)::int AS split
+        FROM spans WHERE trace_id = ${t.id}::uuid`
+    )
+    expect(after).toEqual({ whole: 0, split: 7 })
+    const [outputs] = await stored(
+      (sql) =>
+        sql<{
+          whole: number
+        }>`SELECT count(*)::int AS whole FROM spans WHERE trace_id = ${t.id}::uuid AND output IS NOT NULL`
+    )
+    expect(outputs!.whole).toBe(4) // outputs under 1 KB stay whole
+    await expectRoundTrip(t.id, spans)
+    // Resumable and idempotent: the recorded position says it is done.
+    expect(await server.run(convertStoredSpans.pipe(Effect.provide(SharedContent.Default)))).toBe(0)
+  })
+})
