@@ -23,7 +23,6 @@ import { btree_gin } from "@electric-sql/pglite/contrib/btree_gin"
 import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm"
 import pg from "pg"
 import {
-  filler,
   freePort,
   freshDatabase,
   KEY,
@@ -36,99 +35,11 @@ import {
   sleep,
   tableLines
 } from "./Harness.ts"
+import { restBody, STEPS } from "./AgentRun.ts"
 
 const RUNS = numberEnv("BENCH_RUNS", 100)
-const STEPS = numberEnv("BENCH_STEPS", 30)
 const BEFORE_DIR = process.env.BENCH_BEFORE_DIR
 const BACKENDS = (process.env.BENCH_BACKENDS ?? "postgres,pglite").split(",").map((s) => s.trim())
-
-// ---------------------------------------------------------------------------------------------- the agent
-
-const SYSTEM = `You are a careful research agent. ${filler(2000)}`
-const TOOLS = Array.from({ length: 8 }, (_, i) => ({
-  type: "function",
-  function: {
-    name: `tool_${i}`,
-    description: filler(200),
-    parameters: {
-      type: "object",
-      properties: { query: { type: "string", description: filler(80) }, limit: { type: "integer" } },
-      required: ["query"]
-    }
-  }
-}))
-
-const iso = (base: number, ms: number) => new Date(base + ms).toISOString()
-
-/** One run as a CreateTraceRequest: a root span, then a model call (the whole history) and a tool call per step. */
-const restBody = (run: number) => {
-  const startMs = Date.now() - 3_600_000
-  const root = crypto.randomUUID()
-  const spans: Array<Record<string, unknown>> = [
-    {
-      id: root,
-      parent_id: null,
-      span_type: "action",
-      name: "agent",
-      started_at: iso(startMs, 0),
-      ended_at: iso(startMs, STEPS * 2000)
-    }
-  ]
-  const history: Array<unknown> = [
-    { role: "system", content: SYSTEM },
-    { role: "user", content: `Task ${run}: ${filler(300)}` }
-  ]
-  for (let i = 0; i < STEPS; i++) {
-    const call = {
-      id: `call_${run}_${i}`,
-      name: `tool_${i % 8}`,
-      arguments: { query: `${run} ${filler(60)}`, limit: 5 }
-    }
-    const answer = {
-      role: "assistant",
-      content: `Step ${i} of run ${run}: ${filler(150)}`,
-      tool_calls: [
-        { id: call.id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.arguments) } }
-      ]
-    }
-    const result = `Result ${run}.${i}: ${filler(1500)}`
-    spans.push(
-      {
-        id: crypto.randomUUID(),
-        parent_id: root,
-        span_type: "llm_call",
-        name: "chat gpt-4o",
-        model: "gpt-4o",
-        input: { model: "gpt-4o", messages: [...history], tools: TOOLS },
-        output: answer,
-        input_tokens: 1000 + i * 500,
-        output_tokens: 80,
-        cost: 0.001,
-        started_at: iso(startMs, i * 2000),
-        ended_at: iso(startMs, i * 2000 + 1500)
-      },
-      {
-        id: crypto.randomUUID(),
-        parent_id: root,
-        span_type: "tool_call",
-        name: call.name,
-        input: call.arguments,
-        output: result,
-        started_at: iso(startMs, i * 2000 + 1500),
-        ended_at: iso(startMs, i * 2000 + 1900)
-      }
-    )
-    history.push(answer, { role: "tool", tool_call_id: call.id, content: result })
-  }
-  return {
-    id: crypto.randomUUID(),
-    name: `run ${run}`,
-    status: "completed",
-    started_at: iso(startMs, 0),
-    ended_at: iso(startMs, STEPS * 2000),
-    spans
-  }
-}
 
 // ---------------------------------------------------------------------------------------------- one side
 
