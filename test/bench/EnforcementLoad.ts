@@ -1,4 +1,5 @@
 /** The load of the enforcement benchmarks: the guardrail policies they create and the checks they send. */
+import { KEY, sleep } from "./Harness.ts"
 
 // ---------------------------------------------------------------------------------------------- policies
 
@@ -49,6 +50,28 @@ export const POLICIES: ReadonlyArray<Record<string, unknown>> = [
 ]
 
 // ---------------------------------------------------------------------------------------------- checks
+
+/**
+ * Creates POLICIES on the service at `url`, one after another (creation order is evaluation order), and answers the
+ * id of the first tool_denylist: the policy a denied check must name.
+ */
+export const createPolicies = async (url: string): Promise<string> => {
+  let denyPolicyId: string | undefined
+  for (const policy of POLICIES) {
+    const res = await fetch(`${url}/api/v1/guardrails`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-service-key": KEY },
+      body: JSON.stringify(policy)
+    })
+    const text = await res.text()
+    if (res.status !== 200) throw new Error(`creating ${JSON.stringify(policy)}: HTTP ${res.status} ${text}`)
+    const created = JSON.parse(text) as { id: string; type: string }
+    if (created.type === "tool_denylist") denyPolicyId ??= created.id
+    await sleep(2) // distinct created_at: creation order is evaluation order
+  }
+  if (denyPolicyId === undefined) throw new Error("no tool_denylist policy created")
+  return denyPolicyId
+}
 
 /** The check every N-th request makes with DENIED_TOOL (blocked by the first tool_denylist). */
 export const DENIED_EVERY = 50

@@ -16,7 +16,7 @@
  * TAPEDECK_* settings given to this script are passed to every server.
  */
 import { basename, resolve } from "node:path"
-import { CheckSource, POLICIES } from "./EnforcementLoad.ts"
+import { CheckSource, createPolicies } from "./EnforcementLoad.ts"
 import {
   fmtInt,
   freshDatabase,
@@ -95,20 +95,7 @@ const main = async () => {
     const label = `${String.fromCharCode(65 + i)} (${basename(root)})`
     log(`${label}: starting the service from ${root}`)
     const server = await startServer(databaseUrl, { extraEnv: SERVER_ENV, root })
-    let denyPolicyId: string | undefined
-    for (const policy of POLICIES) {
-      const res = await fetch(`${server.url}/api/v1/guardrails`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "x-service-key": KEY },
-        body: JSON.stringify(policy)
-      })
-      const text = await res.text()
-      if (res.status !== 200) throw new Error(`creating ${JSON.stringify(policy)}: HTTP ${res.status} ${text}`)
-      const created = JSON.parse(text) as { id: string; type: string }
-      if (created.type === "tool_denylist") denyPolicyId ??= created.id
-      await sleep(2) // distinct created_at: creation order is evaluation order
-    }
-    if (denyPolicyId === undefined) throw new Error("no tool_denylist policy created")
+    const denyPolicyId = await createPolicies(server.url)
     const source = new CheckSource(1000, `cpu${i}`)
     subjects.push({ label, server, denyPolicyId, source, phase: 0, cpuPerCheck: [], rates: [] })
   }

@@ -48,7 +48,7 @@ import {
   startServer,
   tableLines
 } from "./Harness.ts"
-import { CheckSource, DENIED_EVERY, DENIED_TOOL, POLICIES } from "./EnforcementLoad.ts"
+import { CheckSource, createPolicies, DENIED_EVERY, DENIED_TOOL, POLICIES } from "./EnforcementLoad.ts"
 
 // ---------------------------------------------------------------------------------------------- settings
 
@@ -360,19 +360,7 @@ const main = async () => {
   })
   const db = await connect(databaseUrl)
 
-  let denyPolicyId: string | undefined
-  for (const policy of POLICIES) {
-    const res = await fetch(`${server.url}/api/v1/guardrails`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-service-key": KEY },
-      body: JSON.stringify(policy)
-    })
-    const text = await res.text()
-    if (res.status !== 200) throw new Error(`creating ${JSON.stringify(policy)}: HTTP ${res.status} ${text}`)
-    const created = JSON.parse(text) as { id: string; type: string }
-    if (created.type === "tool_denylist") denyPolicyId ??= created.id
-    await sleep(2) // distinct created_at: creation order is evaluation order
-  }
+  const denyPolicyId = await createPolicies(server.url)
   const service: Target = { url: server.url, denyPolicyId }
   const bareTarget: Target = { url: bare.url, denyPolicyId: undefined }
   const total = newTally()
