@@ -1,6 +1,7 @@
 /**
  * The split of a large span payload into a skeleton and shared parts, as the trigger of migration
- * 0030_shared_span_content does it in SQL (that one is the fallback for rows written whole). Done here on the write
+ * 0030_shared_span_content does it in SQL with 0041_shared_message_leaves's `tapedeck_cut` (that one is the fallback
+ * for rows written whole). Done here on the write
  * paths that build their rows in TypeScript: the parts are JSON.stringify's text of sub-values, which is also the
  * text PostgreSQL's own split finds inside JSON.stringify's text of the whole, so both ways share the same parts.
  */
@@ -48,6 +49,7 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
       const t = JSON.stringify(item) ?? "null"
       if (t.length < CUT_CHARS) skel += t
       else if (Array.isArray(item)) skel += cut(item, t, depth + 1, parts)
+      else if (typeof item === "object" && item !== null) skel += cutElement(item, t, depth + 1, parts)
       else {
         parts.push(t)
         skel += HOLE
@@ -77,6 +79,20 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
     return HOLE
   }
   return text
+}
+
+/**
+ * An object element of an array (a chat message): its large values cut and its small remainder kept in the
+ * skeleton, so that a large string in it (a tool result) is the same part as that string elsewhere (the tool span's
+ * output); cut whole when the remainder is not small (a tool schema of many small values stays one part).
+ */
+const cutElement = (item: object, text: string, depth: number, parts: Array<string>): string => {
+  const mark = parts.length
+  const skel = cut(item, text, depth, parts)
+  if (skel.length < CUT_CHARS) return skel
+  parts.length = mark
+  parts.push(text)
+  return HOLE
 }
 
 /** A string with a character JSON.stringify escapes (or a surrogate, which it escapes when unpaired). */
