@@ -46,10 +46,13 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
     for (let i = 0; i < value.length; i++) {
       if (i > 0) skel += ","
       const item = value[i]
+      if (isPlainObject(item) && depth + 1 < MAX_DEPTH) {
+        skel += cutElement(item, depth + 1, parts)
+        continue
+      }
       const t = JSON.stringify(item) ?? "null"
       if (t.length < CUT_CHARS) skel += t
       else if (Array.isArray(item)) skel += cut(item, t, depth + 1, parts)
-      else if (typeof item === "object" && item !== null) skel += cutElement(item, t, depth + 1, parts)
       else {
         parts.push(t)
         skel += HOLE
@@ -81,14 +84,40 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
   return text
 }
 
+const isPlainObject = (value: unknown): value is object =>
+  typeof value === "object" &&
+  value !== null &&
+  !Array.isArray(value) &&
+  typeof (value as { toJSON?: unknown }).toJSON !== "function"
+
 /**
- * An object element of an array (a chat message): its large values cut and its small remainder kept in the
- * skeleton, so that a large string in it (a tool result) is the same part as that string elsewhere (the tool span's
- * output); cut whole when the remainder is not small (a tool schema of many small values stays one part).
+ * An object element of an array (a chat message): inline when small; else its large values cut and its small
+ * remainder kept in the skeleton, so that a large string in it (a tool result) is the same part as that string
+ * elsewhere (the tool span's output); cut whole when the remainder is not small (a tool schema of many small values
+ * stays one part). Its text is put together from its values' texts, so that each is stringified once.
  */
-const cutElement = (item: object, text: string, depth: number, parts: Array<string>): string => {
+const cutElement = (item: object, depth: number, parts: Array<string>): string => {
   const mark = parts.length
-  const skel = cut(item, text, depth, parts)
+  let text = "{"
+  let skel = "{"
+  let first = true
+  for (const [key, value] of Object.entries(item)) {
+    const t = JSON.stringify(value)
+    if (t === undefined) continue
+    const k = `${first ? "" : ","}${JSON.stringify(key)}:`
+    first = false
+    text += k + t
+    skel += k
+    if (t.length < CUT_CHARS) skel += t
+    else if (typeof value === "object" && value !== null) skel += cut(value, t, depth + 1, parts)
+    else {
+      parts.push(t)
+      skel += HOLE
+    }
+  }
+  text += "}"
+  if (text.length < CUT_CHARS) return text
+  skel += "}"
   if (skel.length < CUT_CHARS) return skel
   parts.length = mark
   parts.push(text)
