@@ -1,6 +1,7 @@
 /**
  * The split of a large span payload into a skeleton and shared parts, as the trigger of migration
- * 0030_shared_span_content does it in SQL (that one is the fallback for rows written whole). Done here on the write
+ * 0030_shared_span_content does it in SQL with 0041_shared_message_leaves's `tapedeck_cut` (that one is the fallback
+ * for rows written whole). Done here on the write
  * paths that build their rows in TypeScript: the parts are JSON.stringify's text of sub-values, which is also the
  * text PostgreSQL's own split finds inside JSON.stringify's text of the whole, so both ways share the same parts.
  */
@@ -22,24 +23,42 @@ export interface SplitPayload {
   readonly hashes: ReadonlyArray<string>
 }
 
+/** How an object element of an array was cut: its piece of the skeleton and its parts, at a depth. */
+interface CutElement {
+  readonly depth: number
+  readonly piece: string
+  readonly parts: ReadonlyArray<string>
+}
+
+/** A part's hash; a per-request one also remembers how each message was cut (`partHasher`). */
+export type PartHasher = ((text: string) => string) & { readonly elements?: Map<string, CutElement> }
+
 /**
  * A part's hash, each distinct text hashed once per use of the returned function. A request's spans repeat their
  * history (a model call carries every earlier message), so one per request spares SHA-256 of the same text in every
- * later span (it was most of the split's cost on the 30-step agent: docs/performance.md).
+ * later span (it was most of the split's cost on the 30-step agent: docs/performance.md), and its memo of how each
+ * message was cut spares cutting it again (a message's values stringified again, in every later model call).
  */
-export const partHasher = (): ((text: string) => string) => {
+export const partHasher = (): PartHasher => {
   const memo = new Map<string, string>()
-  return (text) => {
-    let hash = memo.get(text)
-    if (hash === undefined) {
-      hash = sha256Hex(text)
-      memo.set(text, hash)
+  const hash = (text: string) => {
+    let h = memo.get(text)
+    if (h === undefined) {
+      h = sha256Hex(text)
+      memo.set(text, h)
     }
-    return hash
+    return h
   }
+  return Object.assign(hash, { elements: new Map<string, CutElement>() })
 }
 
-const cut = (value: unknown, text: string, depth: number, parts: Array<string>): string => {
+const cut = (
+  value: unknown,
+  text: string,
+  depth: number,
+  parts: Array<string>,
+  memo: Map<string, CutElement> | undefined
+): string => {
   if (Array.isArray(value) && depth < MAX_DEPTH) {
     let skel = "["
     for (let i = 0; i < value.length; i++) {
@@ -47,7 +66,8 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
       const item = value[i]
       const t = JSON.stringify(item) ?? "null"
       if (t.length < CUT_CHARS) skel += t
-      else if (Array.isArray(item)) skel += cut(item, t, depth + 1, parts)
+      else if (Array.isArray(item)) skel += cut(item, t, depth + 1, parts, memo)
+      else if (isPlainObject(item)) skel += cutElement(item, t, depth + 1, parts, memo)
       else {
         parts.push(t)
         skel += HOLE
@@ -64,7 +84,7 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
       skel += `${first ? "" : ","}${JSON.stringify(key)}:`
       first = false
       if (t.length < CUT_CHARS) skel += t
-      else if (typeof item === "object" && item !== null) skel += cut(item, t, depth + 1, parts)
+      else if (typeof item === "object" && item !== null) skel += cut(item, t, depth + 1, parts, memo)
       else {
         parts.push(t)
         skel += HOLE
@@ -77,6 +97,38 @@ const cut = (value: unknown, text: string, depth: number, parts: Array<string>):
     return HOLE
   }
   return text
+}
+
+/** An object whose JSON text is its entries' (no `toJSON`). */
+const isPlainObject = (value: unknown): value is object =>
+  typeof value === "object" && value !== null && typeof (value as { toJSON?: unknown }).toJSON !== "function"
+
+/**
+ * An object element of an array (a chat message) of at least CUT_CHARS: its large values cut and its small remainder
+ * kept in the skeleton, so that a large string in it (a tool result) is the same part as that string elsewhere (the
+ * tool span's output); cut whole when the remainder is not small (a tool schema of many small values stays one part).
+ */
+const cutElement = (
+  item: object,
+  text: string,
+  depth: number,
+  parts: Array<string>,
+  memo: Map<string, CutElement> | undefined
+): string => {
+  const known = memo?.get(text)
+  if (known !== undefined && known.depth === depth) {
+    for (const part of known.parts) parts.push(part)
+    return known.piece
+  }
+  const mark = parts.length
+  let piece = cut(item, text, depth, parts, memo)
+  if (piece.length >= CUT_CHARS) {
+    parts.length = mark
+    parts.push(text)
+    piece = HOLE
+  }
+  memo?.set(text, { depth, piece, parts: parts.slice(mark) })
+  return piece
 }
 
 /** A string with a character JSON.stringify escapes (or a surrogate, which it escapes when unpaired). */
@@ -124,7 +176,7 @@ export const jsonLengthBound = (value: unknown, limit: number): number => {
 export const splitPayload = (
   value: unknown,
   stored?: (hash: string) => boolean,
-  hash: (text: string) => string = sha256Hex
+  hash: PartHasher = sha256Hex
 ): SplitPayload | undefined => {
   if (value === null || value === undefined || (typeof value !== "object" && typeof value !== "string"))
     return undefined
@@ -133,7 +185,7 @@ export const splitPayload = (
   const text = JSON.stringify(value)
   if (text === undefined || text.length < SHARE_CHARS) return undefined
   const parts: Array<string> = []
-  const skel = cut(value, text, 0, parts)
+  const skel = cut(value, text, 0, parts, hash.elements)
   if (parts.length === 0) return undefined
   const hashes = parts.map(hash)
   return { skel, parts: stored === undefined ? parts : parts.map((p, i) => (stored(hashes[i]!) ? null : p)), hashes }

@@ -5,6 +5,7 @@ import { SharedContent } from "#layers/storage/SharedContent"
 import { convertStoredSpans, purgeDeletedTraces, sweepSharedContent } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
 import { isPartLost } from "#layers/traces/KnownParts"
+import { SHARE_CHARS, splitPayload } from "#layers/traces/PayloadSplit"
 import { SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, SPAN_WRITE_COLUMNS, toRecordsJson } from "#layers/traces/SpanRecords"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
@@ -42,6 +43,16 @@ const message = fc.record({
   extra: fc.dictionary(text(0, 8), leaf, { maxKeys: 3 })
 })
 const conversation = fc.array(message, { minLength: 1, maxLength: 10 })
+/** A tool's result (any JSON, often a long string) as a tool span's output and as the message that carries it. */
+const toolResult = fc
+  .tuple(fc.oneof(text(260, 1500), text(0, 40), fc.jsonValue()), fc.constantFrom("openai", "genai"), text(0, 12))
+  .map(([output, shape, id]) => ({
+    output,
+    message:
+      shape === "openai"
+        ? { role: "tool", tool_call_id: id, content: output }
+        : { role: "tool", parts: [{ type: "tool_call_response", id, response: output }] }
+  }))
 /** Payloads: chat histories (top level or under a key), nested arrays, long strings, and anything JSON. */
 const payload = (history: ReadonlyArray<unknown>) =>
   fc.oneof(
@@ -92,12 +103,14 @@ const expectRoundTrip = async (traceId: string, sent: ReadonlyArray<Record<strin
 describe("shared span content", () => {
   test("REST create, append and re-send: what is read equals what was written, and history is stored once", async () => {
     await fc.assert(
-      fc.asyncProperty(conversation, conversation, async (first, more) => {
-        const history = [...first, ...more]
+      fc.asyncProperty(conversation, conversation, toolResult, async (first, more, result) => {
+        // A tool's result is the tool span's output and, inside a message, part of every later model call's input.
+        const history = [...first, result.message, ...more]
         const spans = await fc.sample(payload(history), 1)
         const steps = [first, history].map((h, i) =>
           span({ id: uuid(), name: `step ${i}`, input: { messages: h }, output: i === 0 ? spans[0] : h[h.length - 1] })
         )
+        steps.push(span({ id: uuid(), span_type: "tool_call", name: "tool", input: { q: 1 }, output: result.output }))
         const t = trace({ spans: steps })
         expect((await server.post("/api/v1/traces", t)).status).toBe(200)
         await expectRoundTrip(t.id, steps)
@@ -138,10 +151,90 @@ describe("shared span content", () => {
       (sql) =>
         sql<{
           n: number
-        }>`SELECT count(*)::int AS n FROM span_contents WHERE body LIKE ${'{"role":"user","content":"message %'}`
+        }>`SELECT count(*)::int AS n FROM span_contents WHERE body LIKE ${'"message %'}`
     )
+    // Each message's content is the part; its small remainder ({"role":"user","content":…}) stays in the skeleton.
     expect(parts!.n).toBe(6)
     await expectRoundTrip(t.id, spans)
+  })
+
+  test("a tool result is stored once: as the tool span's output and inside the messages of later model calls", async () => {
+    const marker = `result ${uuid()}`
+    const result = `${marker}: ${"r".repeat(1500)}`
+    const call = {
+      role: "assistant",
+      content: "calling the tool",
+      tool_calls: [{ id: "call_1", type: "function", function: { name: "search", arguments: "{}" } }]
+    }
+    const system = { role: "system", content: `prompt ${"s".repeat(1200)}` }
+    const asOpenAi = { role: "tool", tool_call_id: "call_1", content: result }
+    const asGenAi = { role: "tool", parts: [{ type: "tool_call_response", id: "call_1", response: result }] }
+    const spans = [
+      span({ id: uuid(), span_type: "tool_call", name: "search", input: { q: "x" }, output: result }),
+      span({ id: uuid(), input: { messages: [system, call, asOpenAi] } }),
+      span({ id: uuid(), input: { messages: [system, call, asOpenAi, { role: "user", content: "more" }] } }),
+      span({ id: uuid(), input: [system, asGenAi], output: { result } })
+    ]
+    const t = trace({ spans })
+    expect((await server.post("/api/v1/traces", t)).status).toBe(200)
+    // The same message written whole, by SQL: the trigger's split (tapedeck_cut) finds the same part.
+    const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
+    const wholeInput = { messages: [system, call, asOpenAi] }
+    const whole = span({ id: uuid(), input: wholeInput })
+    await stored(
+      (sql) => sql`
+        INSERT INTO spans (trace_id, account_id, id, span_type, name, input, started_at)
+        VALUES (${t.id}::uuid, ${account!.id}::uuid, ${whole.id}::uuid, 'llm_call', 'step', ${wire(wholeInput)}::json, now())`
+    )
+    const parts = await stored(
+      (sql) => sql<{ id: string; body: string }>`
+        SELECT id::text AS id, body FROM span_contents WHERE strpos(body, ${marker}) > 0`
+    )
+    expect(parts.map((p) => p.body)).toEqual([JSON.stringify(result)])
+    const refs = await stored(
+      (sql) => sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM spans
+        WHERE trace_id = ${t.id}::uuid AND ${Number(parts[0]!.id)}::bigint = ANY(COALESCE(input_refs, '{}') || COALESCE(output_refs, '{}'))`
+    )
+    expect(refs[0]!.n).toBe(5)
+    await expectRoundTrip(t.id, [...spans, whole])
+  })
+
+  test("the writer's split (PayloadSplit) and the trigger's (tapedeck_cut) give the same skeleton and parts", async () => {
+    // ASCII: the writer counts characters, the trigger bytes.
+    const ascii = (minLength: number, maxLength: number) =>
+      fc.string({ unit: fc.oneof(fc.char(), fc.constantFrom('"', "\\", "\n", "\u0001")), minLength, maxLength })
+    const value = fc.oneof(ascii(0, 40), ascii(250, 400), fc.integer(), fc.constant(null))
+    const element = fc.oneof(
+      fc.record({ role: fc.constantFrom("tool", "user"), tool_call_id: ascii(0, 12), content: value }),
+      fc.record({
+        role: fc.constant("tool"),
+        parts: fc.array(fc.record({ type: ascii(0, 20), id: ascii(0, 12), response: value }), { maxLength: 3 })
+      }),
+      // many small values: a remainder too large to keep in the skeleton
+      fc.record({ name: ascii(0, 10), fields: fc.dictionary(ascii(0, 6), value, { maxKeys: 12 }) }),
+      fc.array(value, { maxLength: 4 }),
+      value
+    )
+    const payloads = fc.oneof(
+      fc.array(element, { minLength: 1, maxLength: 8 }),
+      fc.record({ messages: fc.array(element, { maxLength: 8 }), tools: fc.array(element, { maxLength: 3 }) }),
+      fc.jsonValue({ stringUnit: "binary-ascii" })
+    )
+    await fc.assert(
+      fc.asyncProperty(payloads, async (v) => {
+        const text = JSON.stringify(v)
+        fc.pre(text.length >= SHARE_CHARS)
+        const [row] = await stored(
+          (sql) => sql<{ skel: string; parts: ReadonlyArray<string> }>`
+            SELECT c.skel, c.parts FROM tapedeck_cut(${text}::json, 0, '', '{}') c`
+        )
+        const split = splitPayload(v)
+        expect(split?.parts ?? []).toEqual([...row!.parts])
+        if (split !== undefined) expect(split.skel).toBe(row!.skel)
+      }),
+      { numRuns: 60 }
+    )
   })
 
   test("a part's text is sent once per statement: later rows, and rows of later writes, send its hash only", async () => {
@@ -154,7 +247,7 @@ describe("shared span content", () => {
       input_parts: Array<string | null>
       input_hashes: Array<string>
     }>
-    expect(records[0]!.input_parts[0]).toBe(JSON.stringify(history[0]))
+    expect(records[0]!.input_parts[0]).toBe(JSON.stringify(history[0]!.content))
     expect(records[1]!.input_parts[0]).toBeNull()
     expect(records[1]!.input_hashes[0]).toBe(records[0]!.input_hashes[0]!)
     // The statement stores them as they come: no refusal (TD001), which would make the writer send every text again.

@@ -95,3 +95,42 @@ test("a span's write record holds its columns, and each payload inline as writte
     { numRuns: 200 }
   )
 })
+
+test("a batch's spans that repeat messages are split as each alone: the batch's memo of cut messages changes nothing", () => {
+  const message = fc.record({
+    role: fc.constantFrom("user", "tool"),
+    content: fc.oneof(text(40), text(600)),
+    extra: fc.dictionary(text(8), fc.oneof(text(60), fc.integer()), { maxKeys: 8 })
+  })
+  // The same messages at different depths (under arrays nested up to the split's depth limit and beyond).
+  const nest = (value: unknown, levels: number): unknown => (levels === 0 ? value : [nest(value, levels - 1)])
+  const spans = fc
+    .tuple(
+      fc.array(message, { minLength: 1, maxLength: 8 }),
+      fc.array(fc.tuple(fc.nat(8), fc.integer({ min: 0, max: 8 })), { minLength: 1, maxLength: 6 })
+    )
+    .map(([history, calls]) =>
+      calls.map(([n, levels], i) => ({
+        id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`,
+        parent_id: null,
+        span_type: "llm_call",
+        name: "step",
+        started_at: "2026-01-01T00:00:00.000Z",
+        input: nest({ messages: history.slice(0, n + 1) }, levels),
+        output: history[n % history.length]
+      }))
+    )
+  fc.assert(
+    fc.property(spans, (batch) => {
+      const records = JSON.parse(toRecordsJson(batch as never)) as Array<Record<string, unknown>>
+      batch.forEach((span, i) => {
+        for (const column of ["input", "output"] as const) {
+          const alone = splitPayload(span[column])
+          expect(records[i]![`${column}_skel`]).toBe(alone?.skel)
+          expect(records[i]![`${column}_hashes`]).toEqual(alone?.hashes)
+        }
+      })
+    }),
+    { numRuns: 300 }
+  )
+})
