@@ -1,5 +1,5 @@
-import { HttpApiError, type HttpApp, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Effect, ParseResult, Schema } from "effect"
+import { HttpApiError, HttpApp, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
+import { Context, Effect, ParseResult, Schema } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Enforcement } from "#layers/enforcement/Enforcement"
@@ -19,6 +19,20 @@ const readsAsJson = (request: HttpServerRequest.HttpServerRequest) => {
   const contentType = request.headers["content-type"]
   return !contentType || contentType.toLowerCase().includes("application/json")
 }
+
+/**
+ * The response with the headers the steps asked for (`Retry-After`, `Connection: close`: HttpApp's pre-response
+ * handlers). The server applies them to what its app answers, but not to an answer given in front of the app.
+ */
+const withPreResponseHandlers = (response: HttpServerResponse.HttpServerResponse) =>
+  Effect.withFiberRuntime<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>(
+    (fiber) => {
+      const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
+      if (handler._tag === "None") return Effect.succeed(response)
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+      return Effect.orDie(handler.value(request, response))
+    }
+  )
 
 /**
  * The lean route of `POST /api/v1/enforcement/check`, in front of the HttpApi router: for a request to exactly that
@@ -61,7 +75,10 @@ export const enforcementCheckRoute = Effect.gen(function* () {
     withErrorBodies(
       config.maxBodyBytes,
       bodyPaceOf(config)
-    )(answer).pipe(Effect.catchAll((e) => Effect.succeed(errorResponse(e))))
+    )(answer).pipe(
+      Effect.catchAll((e) => Effect.succeed(errorResponse(e))),
+      Effect.flatMap(withPreResponseHandlers)
+    )
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
       request.method === "POST" && request.url === ENFORCEMENT_CHECK_PATH && readsAsJson(request) ? lean : app
