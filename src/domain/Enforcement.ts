@@ -81,8 +81,8 @@ const isCount = (v: unknown): v is number => typeof v === "number" && Number.isS
 const isUsd = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v) && v >= 0 && v <= 1e12
 
 /**
- * EnforcementCheckRequest decoded by hand, for the check's lean route (the Schema interpreter costs the hot path more
- * than the check's own evaluation): what it accepts the schema accepts, with the same output (the same keys, in the
+ * EnforcementCheckRequest decoded by hand, for the check's lean route (the Schema interpreter's per-field work is a
+ * visible part of the hottest route's CPU: docs/performance.md): what it accepts the schema accepts, with the same output (the same keys, in the
  * schema's order). Undefined when it does not accept; the caller then asks the schema, whose answer (its value or
  * its issues) is authoritative. test/domain/enforcement-check-decoder.test.ts holds the two to each other.
  */
