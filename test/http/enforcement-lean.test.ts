@@ -210,6 +210,29 @@ describe("the check's lean route answers as the HttpApi endpoint", () => {
   })
 })
 
+describe("batch operations", () => {
+  test("a check in a batch reaches the API's endpoint and is answered as the lean route answers", async () => {
+    const bodies = [
+      { run_id: "b1", tool_name: "search", model: "gpt-4o" },
+      { run_id: "b1", tool_name: "rm_rf" },
+      { run_id: "" },
+      { run_id: "b1", extra: true }
+    ]
+    const response = await server.post("/api/v1/batch", {
+      operations: bodies.map((body) => ({ method: "POST", path: ENFORCEMENT_CHECK_PATH, body }))
+    })
+    expect(response.status).toBe(200)
+    const results = ((await response.json()) as any).results as Array<{ status: number; body: unknown }>
+    const direct = await Promise.all(
+      bodies.map((body) =>
+        send(server, LEAN, { "x-service-key": KEY_A, "content-type": "application/json" }, JSON.stringify(body))
+      )
+    )
+    expect(results.map((r) => [r.status, r.body])).toEqual(direct.map((a) => [a.status, a.body]))
+    expect(results.map((r) => r.status)).toEqual([200, 200, 400, 400])
+  })
+})
+
 describe("rate limits", () => {
   test("one window for both: the same 429 with Retry-After once the limit is spent", async () => {
     const limited = await startTestServer({ TAPEDECK_RATE_LIMIT_PER_MINUTE: "4" })
