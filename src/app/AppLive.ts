@@ -21,7 +21,10 @@ import { TraceRepo } from "#layers/traces/TraceRepo"
 import { RetentionRepo } from "#layers/traces/RetentionRepo"
 import { SharedContent } from "#layers/storage/SharedContent"
 import { UsageCounters } from "#layers/usage/UsageCounters"
+import { Enforcement } from "#layers/enforcement/Enforcement"
 import { accessLog } from "#src/http/AccessLog"
+import { enforcementCheckRoute } from "#src/http/EnforcementCheckRoute"
+import { RateLimits } from "#src/http/RateLimitLive"
 import { SelfAppInstallLive } from "#src/http/BatchRunner"
 import { MAX_PATH_PARAM_LENGTH } from "#src/http/ErrorBodies"
 import { isExport, refuseWhileSaturated } from "#src/http/IngestGateMiddleware"
@@ -71,8 +74,10 @@ const ServeLive = Layer.unwrapEffect(
     // choices in the code").
     const exporting = Option.isSome(config.telemetryEndpoint)
     const logged = accessLog({ log: config.accessLog, summary: yield* RequestSummary })
+    // The enforcement check's lean route, in front of the router (docs/architecture.md, "The check's lean route").
+    const checks = yield* enforcementCheckRoute
     // A protobuf export is answered in protobuf, its refusals included (OtlpResponses).
-    return HttpApiBuilder.serve((app) => otlpProtobufAnswers(refuseFast(logged(app)))).pipe(
+    return HttpApiBuilder.serve((app) => otlpProtobufAnswers(refuseFast(logged(checks(app))))).pipe(
       // Health probes are noise; a WebSocket lives for hours, and its URL may carry a browser's ?token=; an export
       // refused by the fast path is counted by the gate.
       HttpMiddleware.withTracerDisabledWhen(
@@ -94,6 +99,9 @@ export const AppLive = ServeLive.pipe(
   Layer.provide([RoutesLive, OtlpOtherSignalsLive]),
   Layer.provide(SelfAppInstallLive), // the API's own HttpApp, for batch operations: built once ApiLive below is
   Layer.provide(ApiLive),
+  // The lean check route's services: the very instances the API's endpoint and middleware use (layers are shared
+  // within one build), so one batcher and one set of rate-limit counters serve both.
+  Layer.provide([Enforcement.Default, RateLimits.Default]),
   Layer.provide(StartupLive),
   Layer.provide(SharedLive),
   Layer.provide(TracingLive),

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { ProjectId, TraceId } from "./Ids.ts"
-import { Text } from "./Json.ts"
+import { isStorableText, Text } from "./Json.ts"
 import { withExamples } from "./Examples.ts"
 import { optional, required } from "./Described.ts"
 
@@ -59,3 +59,56 @@ export const EnforcementDecision = Schema.Struct({
   hold_id: optional(Schema.UUID, "With hold: the approval to wait for (poll or approve it by this id)")
 }).annotations({ identifier: "EnforcementDecision" })
 export type EnforcementDecision = typeof EnforcementDecision.Type
+
+const CHECK_KEYS: ReadonlySet<string> = new Set([
+  "run_id",
+  "project_id",
+  "trace_id",
+  "tool_name",
+  "tool_args_hash",
+  "model",
+  "proposed_tokens",
+  "proposed_usd",
+  "step_index"
+])
+
+// Schema.UUID's pattern.
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/i
+
+const isText200 = (v: unknown): v is string => typeof v === "string" && v.length <= 200 && isStorableText(v)
+const isUuid = (v: unknown): v is string => typeof v === "string" && UUID.test(v)
+const isCount = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0
+const isUsd = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v) && v >= 0 && v <= 1e12
+
+/**
+ * EnforcementCheckRequest decoded by hand, for the check's lean route (the Schema interpreter's per-field work is a
+ * visible part of the hottest route's CPU: docs/performance.md): what it accepts the schema accepts, with the same output (the same keys, in the
+ * schema's order). Undefined when it does not accept; the caller then asks the schema, whose answer (its value or
+ * its issues) is authoritative. test/domain/enforcement-check-decoder.test.ts holds the two to each other.
+ */
+export const decodeCheckRequest = (input: unknown): EnforcementCheckRequest | undefined => {
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return undefined
+  const o = input as Record<string, unknown>
+  for (const key in o) if (!CHECK_KEYS.has(key)) return undefined
+  const runId = o.run_id
+  if (!isText200(runId) || runId.length === 0 || !Object.hasOwn(o, "run_id")) return undefined
+  const out: Record<string, unknown> = { run_id: runId }
+  // Each optional field as Schema.optional decodes it: absent stays absent, present undefined stays undefined.
+  const field = (key: string, valid: (v: unknown) => boolean) => {
+    if (!Object.hasOwn(o, key)) return true
+    const v = o[key]
+    if (v !== undefined && !valid(v)) return false
+    out[key] = v
+    return true
+  }
+  const accepted =
+    field("project_id", isUuid) &&
+    field("trace_id", isUuid) &&
+    field("tool_name", isText200) &&
+    field("tool_args_hash", isText200) &&
+    field("model", isText200) &&
+    field("proposed_tokens", isCount) &&
+    field("proposed_usd", isUsd) &&
+    field("step_index", isCount)
+  return accepted ? (out as EnforcementCheckRequest) : undefined
+}

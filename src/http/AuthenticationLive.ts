@@ -1,5 +1,5 @@
 import { HttpServerRequest } from "@effect/platform"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { missingCredentials, Unauthorized } from "../api/ApiErrors.ts"
@@ -21,6 +21,25 @@ const mayUseCachedKey = (request: HttpServerRequest.HttpServerRequest) => {
   return CACHED_KEY_ROUTES.has(q < 0 ? request.url : request.url.slice(0, q))
 }
 
+/** The `x-service-key` scheme: the key looked up (or, on the routes that may, taken from the recent lookups). */
+const serviceKeyScheme = (
+  credentials: Credentials,
+  request: HttpServerRequest.HttpServerRequest,
+  key: Redacted.Redacted<string>
+) =>
+  (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(answerDomainErrors)
+
+/** The `Authorization: Bearer` scheme (an API key or a JWT). */
+const bearerScheme = (
+  credentials: Credentials,
+  request: HttpServerRequest.HttpServerRequest,
+  token: Redacted.Redacted<string>
+) =>
+  // The platform strips the first seven characters whatever they are: insist they were "Bearer ".
+  !/^bearer /i.test(request.headers.authorization ?? "")
+    ? missingCredentials()
+    : (mayUseCachedKey(request) ? credentials.cachedBearer(token) : credentials.bearer(token)).pipe(answerDomainErrors)
+
 /** The `x-service-key` and `Authorization: Bearer` scheme handlers, shared by both authentication middlewares. */
 const headerSchemes = (credentials: Credentials) =>
   ({
@@ -30,23 +49,23 @@ const headerSchemes = (credentials: Credentials) =>
       Effect.contextWithEffect((context: Context.Context<HttpServerRequest.HttpServerRequest>) => {
         const internal = Context.getOption(context, InternalIdentity)
         if (Option.isSome(internal)) return Effect.succeed(internal.value)
-        const request = Context.get(context, HttpServerRequest.HttpServerRequest)
-        return (mayUseCachedKey(request) ? credentials.cachedServiceKey(key) : credentials.serviceKey(key)).pipe(
-          answerDomainErrors
-        )
+        return serviceKeyScheme(credentials, Context.get(context, HttpServerRequest.HttpServerRequest), key)
       }),
     bearer: (token) =>
-      Effect.gen(function* () {
-        // The platform strips the first seven characters whatever they are: insist they were "Bearer ".
-        const request = yield* HttpServerRequest.HttpServerRequest
-        if (!/^bearer /i.test(request.headers.authorization ?? "")) {
-          return yield* missingCredentials()
-        }
-        return yield* (mayUseCachedKey(request) ? credentials.cachedBearer(token) : credentials.bearer(token)).pipe(
-          answerDomainErrors
-        )
-      })
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => bearerScheme(credentials, request, token))
   }) satisfies Omit<Authentication["Type"], never>
+
+const bearerPrefixLength = "Bearer ".length
+
+/**
+ * The Authentication middleware's answer for a request that reached the server (no in-process identity), read from
+ * its headers as the framework tries the schemes: `x-service-key` (empty when absent) first, then the Bearer token;
+ * when both fail, the Bearer scheme's error. For the enforcement check's lean route (EnforcementCheckRoute).
+ */
+export const authenticateHeaders = (credentials: Credentials, request: HttpServerRequest.HttpServerRequest) =>
+  Effect.catchAll(serviceKeyScheme(credentials, request, Redacted.make(request.headers["x-service-key"] ?? "")), () =>
+    bearerScheme(credentials, request, Redacted.make((request.headers.authorization ?? "").slice(bearerPrefixLength)))
+  )
 
 /** Only authenticates: both scheme handlers resolve the credential to an account or refuse with 401. */
 export const AuthenticationLive = Layer.effect(

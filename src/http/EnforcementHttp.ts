@@ -3,11 +3,27 @@ import { Effect, Either, Layer, Schema } from "effect"
 import { Enforcement } from "#layers/enforcement/Enforcement"
 import { GuardrailRepo } from "#layers/enforcement/GuardrailRepo"
 import { GuardrailTypes } from "#layers/extensions/GuardrailTypes"
+import type { EnforcementCheckRequest } from "#src/domain/Enforcement"
 import { isBuiltInPolicyType, PolicyParams } from "#src/domain/Guardrail"
 import { ValidationFailed } from "../api/ApiErrors.ts"
 import { apiWithGuardrailTypes } from "../api/Api.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
+
+/**
+ * A check answered for the principal: the decision as raw JSON (EnforcementDecision has no transformation, so encoding
+ * it would only copy it: docs/architecture.md, "SQL rows and raw responses"), a revoked key as its API error. The
+ * HttpApi handler and the lean route (EnforcementCheckRoute) both answer through it.
+ */
+export const answerCheck = (
+  enforcement: Enforcement,
+  principal: CurrentPrincipal["Type"],
+  payload: EnforcementCheckRequest
+) =>
+  enforcement.check(principal.accountId, payload, principal.liveKey ?? null).pipe(
+    Effect.map((decision) => HttpServerResponse.unsafeJson(decision)),
+    answerDomainErrors
+  )
 
 /** The guardrails routes over the contract with the installed guardrail types (their params checked as the built-ins'). */
 const enforcementGroup = (types: typeof GuardrailTypes.Service) =>
@@ -32,15 +48,11 @@ const enforcementGroup = (types: typeof GuardrailTypes.Service) =>
       }
       return (
         handlers
-          // The hot route: no generator, no span of its own (see Enforcement). Answered raw: EnforcementDecision has
-          // no transformation, so encoding it would only copy it (docs/architecture.md, "SQL rows and raw responses").
+          // The hot route: no generator, no span of its own (see Enforcement). A request to exactly its path is
+          // answered by the lean route in front of the router (EnforcementCheckRoute); this one answers the others
+          // (batch operations, a path with a query string), the same way.
           .handle("check", ({ payload }) =>
-            Effect.flatMap(CurrentPrincipal, ({ accountId, liveKey }) =>
-              enforcement.check(accountId, payload, liveKey ?? null).pipe(
-                Effect.map((decision) => HttpServerResponse.unsafeJson(decision)),
-                answerDomainErrors
-              )
-            )
+            Effect.flatMap(CurrentPrincipal, (principal) => answerCheck(enforcement, principal, payload))
           )
           .handle("createGuardrail", ({ payload }) =>
             Effect.gen(function* () {

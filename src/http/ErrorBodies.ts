@@ -14,7 +14,7 @@ import {
   type ApiError,
   errorBody,
   IngestBackpressure,
-  Internal,
+  type Internal,
   internalError,
   NotFound,
   RequestTimeout,
@@ -25,13 +25,21 @@ import {
 import { TapedeckApi } from "../api/Api.ts"
 import { isExportPath } from "../api/OtlpApi.ts"
 import { OTLP_OTHER_SIGNAL_PATHS } from "./OtlpOtherSignals.ts"
-import { BodyPreempted, bodyPaceOf, BodyTimedOut, BodyTooDeep, BodyTooLarge, limitBody } from "./BodyLimit.ts"
+import {
+  type BodyPace,
+  BodyPreempted,
+  bodyPaceOf,
+  BodyTimedOut,
+  BodyTooDeep,
+  BodyTooLarge,
+  limitBody
+} from "./BodyLimit.ts"
 import { setRetryAfter } from "./RateLimitLive.ts"
 
-type Rewritten = Effect.Effect<
-  never,
-  ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure
->
+/** The API errors the framework's own failures are rewritten to. */
+export type RewrittenError = ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure
+
+type Rewritten = Effect.Effect<never, RewrittenError>
 
 const MAX_MESSAGE = 1000
 
@@ -193,24 +201,43 @@ const rewriteDefect = (defect: unknown): Rewritten => {
   return Effect.logError("unhandled defect", Cause.die(defect)).pipe(Effect.zipRight(Effect.fail(internalError())))
 }
 
+/**
+ * The request's JSON content type checked and its body capped and paced, and every failure the framework (or `app`)
+ * raises on its own rewritten as an API error: what every API request passes, the HttpApi router's (ErrorBodiesLive
+ * below) and the enforcement check's lean route's (EnforcementCheckRoute) alike.
+ */
+export const withErrorBodies =
+  (maxBodyBytes: number, pace: BodyPace) =>
+  <E, R>(
+    app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+  ): Effect.Effect<
+    HttpServerResponse.HttpServerResponse,
+    Exclude<E, HttpApiError.HttpApiDecodeError> | RewrittenError,
+    R | HttpServerRequest.HttpServerRequest
+  > =>
+    // Every request passes here: plain combinators, not a generator.
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      Effect.zipRight(
+        requireJson(request),
+        Effect.flatMap(limitBody(request, maxBodyBytes, pace), (limited) =>
+          Effect.provideService(app, HttpServerRequest.HttpServerRequest, limited)
+        )
+      )
+    ).pipe(
+      Effect.catchSome(rewriteFailure),
+      Effect.catchAllDefect(rewriteDefect)
+      // rewriteFailure rewrites every decode error; catchSome cannot say so in its type.
+    ) as Effect.Effect<
+      HttpServerResponse.HttpServerResponse,
+      Exclude<E, HttpApiError.HttpApiDecodeError> | RewrittenError,
+      R | HttpServerRequest.HttpServerRequest
+    >
+
 /** Every failure the framework raises on its own becomes the contract's `{error, code, retryable}` body. */
 export const ErrorBodiesLive = HttpApiBuilder.middleware(
   TapedeckApi,
-  Effect.gen(function* () {
-    const config = yield* AppConfig
-    const { maxBodyBytes } = config
-    const pace = bodyPaceOf(config)
-    return (
-      app: HttpApp.Default
-    ): HttpApp.Default<ValidationFailed | NotFound | Unavailable | Internal | RequestTimeout | IngestBackpressure> =>
-      // Every request passes here: plain combinators, not a generator.
-      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-        Effect.zipRight(
-          requireJson(request),
-          Effect.flatMap(limitBody(request, maxBodyBytes, pace), (limited) =>
-            Effect.provideService(app, HttpServerRequest.HttpServerRequest, limited)
-          )
-        )
-      ).pipe(Effect.catchSome(rewriteFailure), Effect.catchAllDefect(rewriteDefect))
+  Effect.map(AppConfig, (config) => {
+    const guard = withErrorBodies(config.maxBodyBytes, bodyPaceOf(config))
+    return (app: HttpApp.Default): HttpApp.Default<RewrittenError> => guard(app)
   })
 )

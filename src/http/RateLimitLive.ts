@@ -14,12 +14,12 @@ export const setRetryAfter = (seconds: number) =>
   )
 
 /**
- * TAPEDECK_RATE_LIMIT_PER_MINUTE requests per credential and route, in a fixed one-minute window.
- * Counters live in each instance's memory: with N instances a credential may get up to N times the limit.
+ * TAPEDECK_RATE_LIMIT_PER_MINUTE requests per credential and route, in a fixed one-minute window: the one step both
+ * the API's RateLimit middleware and the enforcement check's lean route (EnforcementCheckRoute) take, over one set of
+ * counters. Counters live in each instance's memory: with N instances a credential may get up to N times the limit.
  */
-export const RateLimitLive = Layer.effect(
-  RateLimit,
-  Effect.gen(function* () {
+export class RateLimits extends Effect.Service<RateLimits>()("tapedeck/RateLimits", {
+  effect: Effect.gen(function* () {
     const limiter = yield* RateLimiter.RateLimiter
     const { rateLimitPerMinute } = yield* AppConfig
     // Parsed once, not on every request.
@@ -28,22 +28,34 @@ export const RateLimitLive = Layer.effect(
       const seconds = e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1
       return setRetryAfter(seconds).pipe(Effect.zipRight(Effect.fail(rateLimited(seconds))))
     }
+    /** One request of `credentialId` on the route (`method` and the route's path); 429 with `Retry-After` past the limit. */
+    const consume = (credentialId: string, method: string, routePath: string) =>
+      limiter
+        .consume({
+          key: `${credentialId}:${method} ${routePath}`,
+          limit: rateLimitPerMinute,
+          window,
+          onExceeded: "fail"
+        })
+        .pipe(Effect.asVoid, Effect.catchTag("RateLimiterError", exceeded))
+    return { consume } as const
+  }),
+  dependencies: [RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreMemory))]
+}) {}
+
+/** The API's RateLimit middleware over RateLimits: the principal's credential and the matched route. */
+export const RateLimitLive = Layer.effect(
+  RateLimit,
+  Effect.map(RateLimits, (limits) =>
     // Every authenticated request passes here: one read of the context, no generator.
-    return Effect.contextWithEffect(
+    Effect.contextWithEffect(
       (context: Context.Context<HttpRouter.RouteContext | HttpServerRequest.HttpServerRequest>) => {
         const principal = Context.getOption(context, CurrentPrincipal)
         if (Option.isNone(principal)) return Effect.void
         const route = Context.get(context, HttpRouter.RouteContext)
         const request = Context.get(context, HttpServerRequest.HttpServerRequest)
-        return limiter
-          .consume({
-            key: `${principal.value.credentialId}:${request.method} ${route.route.path}`,
-            limit: rateLimitPerMinute,
-            window,
-            onExceeded: "fail"
-          })
-          .pipe(Effect.asVoid, Effect.catchTag("RateLimiterError", exceeded))
+        return limits.consume(principal.value.credentialId, request.method, route.route.path)
       }
     )
-  })
-).pipe(Layer.provide(RateLimiter.layer), Layer.provide(RateLimiter.layerStoreMemory))
+  )
+).pipe(Layer.provide(RateLimits.Default))

@@ -121,12 +121,18 @@ describe("request bodies must arrive in time", () => {
     expect(answer.body.error).toContain("did not arrive within")
   })
 
-  test("the same holds for POST /api/v1/traces, POST /api/v1/batch and the MCP endpoints", async () => {
-    for (const path of ["/api/v1/traces", "/api/v1/batch", "/mcp", "/mcp/docs"]) {
-      expectTimeout(
-        await upload(path, KEY_A, { declared: 50_000, first: '{"id":"', step: 1, everyMs: 200 }),
-        DEADLINE_MS - 100
-      )
+  test("the same holds for POST /api/v1/traces, the enforcement check (its lean route and the API's), POST /api/v1/batch and the MCP endpoints", async () => {
+    for (const path of [
+      "/api/v1/traces",
+      "/api/v1/enforcement/check",
+      "/api/v1/enforcement/check?via=api",
+      "/api/v1/batch",
+      "/mcp",
+      "/mcp/docs"
+    ]) {
+      const answer = await upload(path, KEY_A, { declared: 50_000, first: '{"id":"', step: 1, everyMs: 200 })
+      expectTimeout(answer, DEADLINE_MS - 100)
+      if (path.startsWith("/api/v1/enforcement/check")) expect(answer.headers).toContain("connection: close")
     }
     expect((await server.get("/api/v1/traces?limit=1")).status).toBe(200)
   })

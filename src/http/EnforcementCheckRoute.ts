@@ -1,0 +1,86 @@
+import { HttpApiError, HttpApp, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
+import { Context, Effect, ParseResult, Schema } from "effect"
+import { Credentials } from "#layers/auth/Credentials"
+import { AppConfig } from "#layers/config/AppConfig"
+import { Enforcement } from "#layers/enforcement/Enforcement"
+import { decodeCheckRequest, EnforcementCheckRequest } from "#src/domain/Enforcement"
+import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
+import { authenticateHeaders } from "./AuthenticationLive.ts"
+import { bodyPaceOf } from "./BodyLimit.ts"
+import { answerCheck } from "./EnforcementHttp.ts"
+import { errorResponse, withErrorBodies } from "./ErrorBodies.ts"
+import { RateLimits } from "./RateLimitLive.ts"
+
+/**
+ * Whether the API would read the body as JSON (HttpApiBuilder: a missing or empty Content-Type counts as JSON). Any
+ * other body goes to the API's own route, which refuses it.
+ */
+const readsAsJson = (request: HttpServerRequest.HttpServerRequest) => {
+  const contentType = request.headers["content-type"]
+  return !contentType || contentType.toLowerCase().includes("application/json")
+}
+
+/**
+ * The response with the headers the steps asked for (`Retry-After`, `Connection: close`: HttpApp's pre-response
+ * handlers). The server applies them to what its app answers, but not to an answer given in front of the app.
+ */
+const withPreResponseHandlers = (response: HttpServerResponse.HttpServerResponse) =>
+  Effect.withFiberRuntime<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>(
+    (fiber) => {
+      const handler = fiber.getFiberRef(HttpApp.currentPreResponseHandlers)
+      if (handler._tag === "None") return Effect.succeed(response)
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+      return Effect.orDie(handler.value(request, response))
+    }
+  )
+
+/**
+ * The lean route of `POST /api/v1/enforcement/check`, in front of the HttpApi router: for a request to exactly that
+ * path, the steps the API takes for the check, in its order and through the same functions, without the router, the
+ * security middleware's plumbing and the Schema interpreter (the check is the hot path: docs/performance.md, "The
+ * service's CPU per check"). The content type and the body's cap and pace, with the framework's failures rewritten
+ * (withErrorBodies, as ErrorBodiesLive); the credential from the headers (authenticateHeaders, as the Authentication
+ * middleware); the rate limit (RateLimits, as RateLimitLive, on the same counters); the body decoded by
+ * decodeCheckRequest, or by the endpoint's schema when that does not accept it (so every refusal names the schema's
+ * issues); the check answered by answerCheck (as the endpoint's handler); an error as the contract's body. Any other
+ * spelling of the route (a query string, a batch operation) reaches the API's endpoint, which answers the same.
+ */
+export const enforcementCheckRoute = Effect.gen(function* () {
+  const config = yield* AppConfig
+  const credentials = yield* Credentials
+  const limits = yield* RateLimits
+  const enforcement = yield* Enforcement
+  const decodeBySchema = Schema.decodeUnknown(EnforcementCheckRequest)
+  const payloadOf = (body: unknown) => {
+    const decoded = decodeCheckRequest(body)
+    return decoded !== undefined
+      ? Effect.succeed(decoded)
+      : decodeBySchema(body).pipe(
+          Effect.catchIf(ParseResult.isParseError, HttpApiError.HttpApiDecodeError.refailParseError)
+        )
+  }
+  // As the endpoint's middlewares run: Authentication outermost, then RateLimit, then the handler reads the body.
+  const answer = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+    Effect.flatMap(authenticateHeaders(credentials, request), (principal) =>
+      Effect.zipRight(
+        limits.consume(principal.credentialId, "POST", ENFORCEMENT_CHECK_PATH),
+        // A body that is not JSON is a defect, as in HttpApiBuilder: withErrorBodies rewrites it.
+        Effect.flatMap(Effect.orDie(request.json), (body) =>
+          Effect.flatMap(payloadOf(body), (payload) => answerCheck(enforcement, principal, payload))
+        )
+      )
+    )
+  )
+  const lean: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =
+    withErrorBodies(
+      config.maxBodyBytes,
+      bodyPaceOf(config)
+    )(answer).pipe(
+      Effect.catchAll((e) => Effect.succeed(errorResponse(e))),
+      Effect.flatMap(withPreResponseHandlers)
+    )
+  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      request.method === "POST" && request.url === ENFORCEMENT_CHECK_PATH && readsAsJson(request) ? lean : app
+    )
+})
