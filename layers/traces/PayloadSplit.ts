@@ -52,6 +52,13 @@ export const partHasher = (): PartHasher => {
   return Object.assign(hash, { elements: new Map<string, CutElement>() })
 }
 
+/**
+ * An array or object whose JSON text is its elements' or entries' (no `toJSON`), so that it can be cut into them; any
+ * other value is cut whole, as its JSON text.
+ */
+const isPlainObject = (value: unknown): value is object =>
+  typeof value === "object" && value !== null && typeof (value as { toJSON?: unknown }).toJSON !== "function"
+
 const cut = (
   value: unknown,
   text: string,
@@ -59,15 +66,15 @@ const cut = (
   parts: Array<string>,
   memo: Map<string, CutElement> | undefined
 ): string => {
-  if (Array.isArray(value) && depth < MAX_DEPTH) {
+  if (Array.isArray(value) && depth < MAX_DEPTH && isPlainObject(value)) {
     let skel = "["
     for (let i = 0; i < value.length; i++) {
       if (i > 0) skel += ","
       const item = value[i]
       const t = JSON.stringify(item) ?? "null"
       if (t.length < CUT_CHARS) skel += t
-      else if (Array.isArray(item)) skel += cut(item, t, depth + 1, parts, memo)
-      else if (isPlainObject(item)) skel += cutElement(item, t, depth + 1, parts, memo)
+      else if (isPlainObject(item))
+        skel += Array.isArray(item) ? cut(item, t, depth + 1, parts, memo) : cutElement(item, t, depth + 1, parts, memo)
       else {
         parts.push(t)
         skel += HOLE
@@ -75,7 +82,7 @@ const cut = (
     }
     return `${skel}]`
   }
-  if (typeof value === "object" && value !== null && depth < MAX_DEPTH) {
+  if (isPlainObject(value) && depth < MAX_DEPTH) {
     let skel = "{"
     let first = true
     for (const [key, item] of Object.entries(value)) {
@@ -84,7 +91,7 @@ const cut = (
       skel += `${first ? "" : ","}${JSON.stringify(key)}:`
       first = false
       if (t.length < CUT_CHARS) skel += t
-      else if (typeof item === "object" && item !== null) skel += cut(item, t, depth + 1, parts, memo)
+      else if (isPlainObject(item)) skel += cut(item, t, depth + 1, parts, memo)
       else {
         parts.push(t)
         skel += HOLE
@@ -98,10 +105,6 @@ const cut = (
   }
   return text
 }
-
-/** An object whose JSON text is its entries' (no `toJSON`). */
-const isPlainObject = (value: unknown): value is object =>
-  typeof value === "object" && value !== null && typeof (value as { toJSON?: unknown }).toJSON !== "function"
 
 /**
  * An object element of an array (a chat message) of at least CUT_CHARS: its large values cut and its small remainder

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { jsonLengthBound, SHARE_CHARS, splitPayload } from "#layers/traces/PayloadSplit"
+import { jsonLengthBound, partHasher, SHARE_CHARS, type SplitPayload, splitPayload } from "#layers/traces/PayloadSplit"
 import { toRecord, toRecordsJson } from "#layers/traces/SpanRecords"
 
 // The write records of spans (`toRecordsJson`) and the size test that spares serializing small payloads twice.
@@ -130,6 +130,40 @@ test("a batch's spans that repeat messages are split as each alone: the batch's 
           expect(records[i]![`${column}_hashes`]).toEqual(alone?.hashes)
         }
       })
+    }),
+    { numRuns: 300 }
+  )
+})
+
+/** The payload's text from its split: the skeleton with each hole filled by its part, in order. */
+const assembled = (split: SplitPayload) => {
+  const pieces = split.skel.split("\x01")
+  return pieces.reduce((text, piece, i) => (i === 0 ? piece : text + split.parts[i - 1]! + piece), "")
+}
+
+test("values with toJSON: the split puts back together as JSON.stringify's text, alone or after the same text in a batch", () => {
+  const long = fc.oneof(text(40), fc.string({ minLength: 260, maxLength: 600 }))
+  // An object whose JSON text is toJSON's value, not its entries (which are large, and would be cut if read).
+  const withToJson: fc.Arbitrary<unknown> = fc
+    .tuple(fc.oneof(long, fc.dictionary(text(6), long, { maxKeys: 3 })), fc.string({ minLength: 300, maxLength: 400 }))
+    .map(([shown, hidden]) => ({ toJSON: () => shown, hidden }))
+  const leaf = fc.oneof(long, withToJson, fc.integer())
+  const message = fc.record({ role: fc.constantFrom("user", "tool"), content: leaf, extra: leaf })
+  const value = fc.oneof(
+    fc.array(message, { minLength: 1, maxLength: 6 }),
+    fc.record({ messages: fc.array(message, { maxLength: 6 }), result: leaf }),
+    withToJson
+  )
+  fc.assert(
+    fc.property(value, (v) => {
+      const alone = splitPayload(v)
+      if (alone !== undefined) expect(assembled(alone)).toBe(JSON.stringify(v))
+      // The same text as plain JSON after it, with one hasher (a batch's memo of cut messages).
+      const plain = JSON.parse(JSON.stringify(v)) as unknown
+      const hash = partHasher()
+      splitPayload(v, undefined, hash)
+      const after = splitPayload(plain, undefined, hash)
+      if (after !== undefined) expect(assembled(after)).toBe(JSON.stringify(plain))
     }),
     { numRuns: 300 }
   )
