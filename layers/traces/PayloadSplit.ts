@@ -3,14 +3,15 @@
  * 0030_shared_span_content does it in SQL with 0041_shared_message_leaves's `tapedeck_cut` (that one is the fallback
  * for rows written whole). Done here on the write
  * paths that build their rows in TypeScript: the parts are JSON.stringify's text of sub-values, which is also the
- * text PostgreSQL's own split finds inside JSON.stringify's text of the whole, so both ways share the same parts.
+ * text PostgreSQL's own split finds inside JSON.stringify's text of the whole, so both ways share the same parts. Sizes
+ * are counted in UTF-8 bytes, as the trigger counts them (`octet_length`), so non-ASCII text is cut alike too.
  */
 import { sha256Hex } from "../platform/Hashes.ts"
 
-/** Sub-values of at least this many characters are shared parts. */
-export const CUT_CHARS = 256
-/** Payloads under this many characters stay whole. */
-export const SHARE_CHARS = 1024
+/** Sub-values whose JSON text has at least this many UTF-8 bytes are shared parts (the trigger's `octet_length`). */
+export const CUT_BYTES = 256
+/** Payloads whose JSON text has fewer UTF-8 bytes than this stay whole. */
+export const SHARE_BYTES = 1024
 const MAX_DEPTH = 8
 /** Stands for a part in a skeleton: a raw \x01 never occurs in JSON text (JSON.stringify escapes it). */
 const HOLE = "\x01"
@@ -53,6 +54,13 @@ export const partHasher = (): PartHasher => {
 }
 
 /**
+ * Whether JSON text has fewer than `limit` UTF-8 bytes, as the trigger counts (`octet_length`): a text of characters
+ * is never shorter in bytes, and at most three times longer, so most texts are told apart by their length alone.
+ */
+const under = (text: string, limit: number) =>
+  text.length < limit && (text.length * 3 < limit || Buffer.byteLength(text) < limit)
+
+/**
  * An array or object whose JSON text is its elements' or entries' (no `toJSON`), so that it can be cut into them; any
  * other value is cut whole, as its JSON text.
  */
@@ -72,7 +80,7 @@ const cut = (
       if (i > 0) skel += ","
       const item = value[i]
       const t = JSON.stringify(item) ?? "null"
-      if (t.length < CUT_CHARS) skel += t
+      if (under(t, CUT_BYTES)) skel += t
       else if (isPlainObject(item))
         skel += Array.isArray(item) ? cut(item, t, depth + 1, parts, memo) : cutElement(item, t, depth + 1, parts, memo)
       else {
@@ -90,7 +98,7 @@ const cut = (
       if (t === undefined) continue
       skel += `${first ? "" : ","}${JSON.stringify(key)}:`
       first = false
-      if (t.length < CUT_CHARS) skel += t
+      if (under(t, CUT_BYTES)) skel += t
       else if (isPlainObject(item)) skel += cut(item, t, depth + 1, parts, memo)
       else {
         parts.push(t)
@@ -99,7 +107,7 @@ const cut = (
     }
     return `${skel}}`
   }
-  if (text.length >= CUT_CHARS) {
+  if (!under(text, CUT_BYTES)) {
     parts.push(text)
     return HOLE
   }
@@ -107,7 +115,7 @@ const cut = (
 }
 
 /**
- * An object element of an array (a chat message) of at least CUT_CHARS: its large values cut and its small remainder
+ * An object element of an array (a chat message) of at least CUT_BYTES: its large values cut and its small remainder
  * kept in the skeleton, so that a large string in it (a tool result) is the same part as that string elsewhere (the
  * tool span's output); cut whole when the remainder is not small (a tool schema of many small values stays one part).
  */
@@ -125,7 +133,7 @@ const cutElement = (
   }
   const mark = parts.length
   let piece = cut(item, text, depth, parts, memo)
-  if (piece.length >= CUT_CHARS) {
+  if (!under(piece, CUT_BYTES)) {
     parts.length = mark
     parts.push(text)
     piece = HOLE
@@ -136,18 +144,21 @@ const cutElement = (
 
 /** A string with a character JSON.stringify escapes (or a surrogate, which it escapes when unpaired). */
 const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/
+/** A string with a character that is not printable ASCII: escaped, or of more than one UTF-8 byte. */
+const NOT_PLAIN = /[^\u0020-\u007e]|["\\]/
 /** More characters than JSON.stringify prints for any number ("-1.2345678901234567e-308" has 24). */
 const NUMBER_CHARS = 25
 
 /**
- * At least the length of `JSON.stringify(value)`, counted until it reaches `limit` (then returned as it is): exact
- * for strings with nothing to escape, an upper bound for the rest. Below `limit`, the JSON text is shorter than `limit`;
- * a value it cannot bound cheaply (a string with escapes, anything with `toJSON`) counts as `limit`.
+ * At least the UTF-8 length of `JSON.stringify(value)`, counted until it reaches `limit` (then returned as it is): exact
+ * for strings with nothing to escape, an upper bound for the rest. Below `limit`, the JSON text has fewer bytes than
+ * `limit`; a value it cannot bound cheaply (a string with escapes, anything with `toJSON`) counts as `limit`.
  */
 export const jsonLengthBound = (value: unknown, limit: number): number => {
   switch (typeof value) {
     case "string":
-      return ESCAPED.test(value) ? value.length * 6 + 2 : value.length + 2
+      if (!NOT_PLAIN.test(value)) return value.length + 2
+      return ESCAPED.test(value) ? value.length * 6 + 2 : Buffer.byteLength(value) + 2
     case "number":
       return NUMBER_CHARS
     case "boolean":
@@ -184,9 +195,9 @@ export const splitPayload = (
   if (value === null || value === undefined || (typeof value !== "object" && typeof value !== "string"))
     return undefined
   // Most payloads are small: they are told apart without serializing them (the statement serializes them anyway).
-  if (jsonLengthBound(value, SHARE_CHARS) < SHARE_CHARS) return undefined
+  if (jsonLengthBound(value, SHARE_BYTES) < SHARE_BYTES) return undefined
   const text = JSON.stringify(value)
-  if (text === undefined || text.length < SHARE_CHARS) return undefined
+  if (text === undefined || under(text, SHARE_BYTES)) return undefined
   const parts: Array<string> = []
   const skel = cut(value, text, 0, parts, hash.elements)
   if (parts.length === 0) return undefined

@@ -5,7 +5,7 @@ import { SharedContent } from "#layers/storage/SharedContent"
 import { convertStoredSpans, purgeDeletedTraces, sweepSharedContent } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
 import { isPartLost } from "#layers/traces/KnownParts"
-import { SHARE_CHARS, splitPayload } from "#layers/traces/PayloadSplit"
+import { SHARE_BYTES, splitPayload } from "#layers/traces/PayloadSplit"
 import { SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, SPAN_WRITE_COLUMNS, toRecordsJson } from "#layers/traces/SpanRecords"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
@@ -201,10 +201,14 @@ describe("shared span content", () => {
   })
 
   test("the writer's split (PayloadSplit) and the trigger's (tapedeck_cut) give the same skeleton and parts", async () => {
-    // ASCII: the writer counts characters, the trigger bytes.
+    // Both count UTF-8 bytes: text with characters of two, three and four bytes (and escapes) is cut alike.
     const ascii = (minLength: number, maxLength: number) =>
-      fc.string({ unit: fc.oneof(fc.char(), fc.constantFrom('"', "\\", "\n", "\u0001")), minLength, maxLength })
-    const value = fc.oneof(ascii(0, 40), ascii(250, 400), fc.integer(), fc.constant(null))
+      fc.string({
+        unit: fc.oneof(fc.char(), fc.constantFrom('"', "\\", "\n", "\u0001", "é", "✓", "😀", "\u2028")),
+        minLength,
+        maxLength
+      })
+    const value = fc.oneof(ascii(0, 40), ascii(120, 250), ascii(250, 400), fc.integer(), fc.constant(null))
     const element = fc.oneof(
       fc.record({ role: fc.constantFrom("tool", "user"), tool_call_id: ascii(0, 12), content: value }),
       fc.record({
@@ -219,12 +223,12 @@ describe("shared span content", () => {
     const payloads = fc.oneof(
       fc.array(element, { minLength: 1, maxLength: 8 }),
       fc.record({ messages: fc.array(element, { maxLength: 8 }), tools: fc.array(element, { maxLength: 3 }) }),
-      fc.jsonValue({ stringUnit: "binary-ascii" })
+      fc.jsonValue({ stringUnit: "grapheme" })
     )
     await fc.assert(
       fc.asyncProperty(payloads, async (v) => {
         const text = JSON.stringify(v)
-        fc.pre(text.length >= SHARE_CHARS)
+        fc.pre(Buffer.byteLength(text) >= SHARE_BYTES)
         const [row] = await stored(
           (sql) => sql<{ skel: string; parts: ReadonlyArray<string> }>`
             SELECT c.skel, c.parts FROM tapedeck_cut(${text}::json, 0, '', '{}') c`

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { jsonLengthBound, partHasher, SHARE_CHARS, type SplitPayload, splitPayload } from "#layers/traces/PayloadSplit"
+import { jsonLengthBound, partHasher, SHARE_BYTES, type SplitPayload, splitPayload } from "#layers/traces/PayloadSplit"
 import { toRecord, toRecordsJson } from "#layers/traces/SpanRecords"
 
 // The write records of spans (`toRecordsJson`) and the size test that spares serializing small payloads twice.
@@ -22,19 +22,19 @@ const json: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
   )
 })).value
 
-test("jsonLengthBound: below its limit, never less than the length of JSON.stringify's text", () => {
+test("jsonLengthBound: below its limit, never less than the UTF-8 length of JSON.stringify's text", () => {
   fc.assert(
     fc.property(json, fc.integer({ min: 1, max: 3000 }), (value, limit) => {
       const bound = jsonLengthBound(value, limit)
-      const length = (JSON.stringify(value) ?? "").length
+      const length = Buffer.byteLength(JSON.stringify(value) ?? "")
       if (bound < limit) expect(length).toBeLessThanOrEqual(bound)
     }),
     { numRuns: 2000 }
   )
   // Exact for text with nothing to escape: a small chat payload is told apart without being serialized.
   const payload = { messages: [{ role: "user", content: "x".repeat(300) }], n: 1 }
-  expect(jsonLengthBound(payload, SHARE_CHARS)).toBeLessThan(SHARE_CHARS)
-  expect(jsonLengthBound({ s: "x".repeat(SHARE_CHARS) }, SHARE_CHARS)).toBeGreaterThanOrEqual(SHARE_CHARS)
+  expect(jsonLengthBound(payload, SHARE_BYTES)).toBeLessThan(SHARE_BYTES)
+  expect(jsonLengthBound({ s: "x".repeat(SHARE_BYTES) }, SHARE_BYTES)).toBeGreaterThanOrEqual(SHARE_BYTES)
 })
 
 const payload = fc.oneof(
