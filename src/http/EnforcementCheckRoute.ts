@@ -1,5 +1,5 @@
 import { HttpApiError, HttpApp, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Context, Effect, ParseResult, Schema } from "effect"
+import { Context, Effect, ParseResult, Schema, Tracer } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Enforcement } from "#layers/enforcement/Enforcement"
@@ -80,7 +80,12 @@ export const enforcementCheckRoute = Effect.gen(function* () {
       Effect.flatMap(withPreResponseHandlers)
     )
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-      request.method === "POST" && request.url === ENFORCEMENT_CHECK_PATH && readsAsJson(request) ? lean : app
-    )
+    Effect.withFiberRuntime((fiber) => {
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+      if (request.method !== "POST" || request.url !== ENFORCEMENT_CHECK_PATH || !readsAsJson(request)) return app
+      // The route on the request's server span, as the router records the route it matched.
+      const span = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
+      if (span._tag === "Some" && span.value._tag === "Span") span.value.attribute("http.route", ENFORCEMENT_CHECK_PATH)
+      return lean
+    })
 })

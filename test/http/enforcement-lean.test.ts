@@ -292,3 +292,49 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("the database going away", (
     }
   }, 60_000)
 })
+
+describe("self-tracing", () => {
+  test("the lean route's server span has the API's attributes (http.route included)", async () => {
+    type Attribute = { key: string; value: { stringValue?: string; intValue?: string | number } }
+    const spans: Array<{ name: string; attributes: Array<Attribute> }> = []
+    const receiver = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: async (req) => {
+        if (new URL(req.url).pathname === "/v1/traces") {
+          const body = (await req.json()) as any
+          for (const rs of body.resourceSpans ?? [])
+            for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []))
+        }
+        return Response.json({})
+      }
+    })
+    const traced = await startTestServer({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.port}` })
+    try {
+      const headers = { "x-service-key": KEY_A, "content-type": "application/json" }
+      for (const path of [LEAN, API]) expect((await send(traced, path, headers, '{"run_id": "r"}')).status).toBe(200)
+      const spanOf = (path: string) =>
+        spans.find(
+          (s) =>
+            s.name === "http.server POST" &&
+            s.attributes.some((a) => a.key === "url.full" && a.value.stringValue?.endsWith(path))
+        )
+      const deadline = Date.now() + 20_000
+      while ((spanOf(LEAN) === undefined || spanOf(API) === undefined) && Date.now() < deadline) await Bun.sleep(200)
+      // The same attributes but the URL's (the query string) and the headers that differ from request to request.
+      const comparable = (path: string) =>
+        Object.fromEntries(
+          (spanOf(path)?.attributes ?? [])
+            .filter((a) => !["url.full", "url.query", "http.response.header.date"].includes(a.key))
+            .filter((a) => !a.key.startsWith("http.request.header.") && !a.key.startsWith("client."))
+            .filter((a) => a.key !== "http.response.header.content-length")
+            .map((a) => [a.key, a.value])
+        )
+      expect(comparable(LEAN)).toEqual(comparable(API))
+      expect(comparable(LEAN)["http.route"]).toEqual({ stringValue: ENFORCEMENT_CHECK_PATH })
+    } finally {
+      await traced.stop()
+      receiver.stop(true)
+    }
+  }, 60_000)
+})
