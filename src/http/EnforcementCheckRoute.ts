@@ -1,5 +1,5 @@
-import { HttpApiError, HttpApp, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Context, Effect, ParseResult, Schema, Tracer } from "effect"
+import { HttpApiError, HttpApp, HttpServerError, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
+import { Cause, Context, Effect, ParseResult, Schema, Tracer } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Enforcement } from "#layers/enforcement/Enforcement"
@@ -77,7 +77,16 @@ export const enforcementCheckRoute = Effect.gen(function* () {
       bodyPaceOf(config)
     )(answer).pipe(
       Effect.catchAll((e) => Effect.succeed(errorResponse(e))),
-      Effect.flatMap(withPreResponseHandlers)
+      Effect.flatMap(withPreResponseHandlers),
+      // The server runs a request uninterruptibly and the router lets its handler be interrupted: a client gone before
+      // its answer interrupts the check here too, and the interruption carries its response (499) as the server's
+      // own handling of the app's failures gives it, for the access log and the span to read the status from.
+      Effect.interruptible,
+      Effect.catchAllCause((cause) =>
+        Effect.flatMap(HttpServerError.causeResponse(cause), ([response, rest]) =>
+          Cause.isEmpty(rest) ? Effect.succeed(response) : Effect.failCause(rest)
+        )
+      )
     )
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
     Effect.withFiberRuntime((fiber) => {

@@ -293,48 +293,92 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("the database going away", (
   }, 60_000)
 })
 
-describe("self-tracing", () => {
-  test("the lean route's server span has the API's attributes (http.route included)", async () => {
-    type Attribute = { key: string; value: { stringValue?: string; intValue?: string | number } }
-    const spans: Array<{ name: string; attributes: Array<Attribute> }> = []
-    const receiver = Bun.serve({
-      port: 0,
-      hostname: "127.0.0.1",
-      fetch: async (req) => {
-        if (new URL(req.url).pathname === "/v1/traces") {
-          const body = (await req.json()) as any
-          for (const rs of body.resourceSpans ?? [])
-            for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []))
-        }
-        return Response.json({})
+type Attribute = { key: string; value: { stringValue?: string; intValue?: string | number } }
+type ExportedSpan = { name: string; attributes: Array<Attribute> }
+
+/** A server that traces itself to a receiver on loopback (as test/http/self-tracing.test.ts), and its spans. */
+const withTracedServer = async (use: (traced: TestServer, spans: Array<ExportedSpan>) => Promise<void>) => {
+  const spans: Array<ExportedSpan> = []
+  const receiver = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    fetch: async (req) => {
+      if (new URL(req.url).pathname === "/v1/traces") {
+        const body = (await req.json()) as any
+        for (const rs of body.resourceSpans ?? []) for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []))
       }
-    })
-    const traced = await startTestServer({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.port}` })
-    try {
-      const headers = { "x-service-key": KEY_A, "content-type": "application/json" }
-      for (const path of [LEAN, API]) expect((await send(traced, path, headers, '{"run_id": "r"}')).status).toBe(200)
-      const spanOf = (path: string) =>
-        spans.find(
-          (s) =>
-            s.name === "http.server POST" &&
-            s.attributes.some((a) => a.key === "url.full" && a.value.stringValue?.endsWith(path))
-        )
-      const deadline = Date.now() + 20_000
-      while ((spanOf(LEAN) === undefined || spanOf(API) === undefined) && Date.now() < deadline) await Bun.sleep(200)
-      // The same attributes but the URL's (the query string) and the headers that differ from request to request.
-      const comparable = (path: string) =>
-        Object.fromEntries(
-          (spanOf(path)?.attributes ?? [])
-            .filter((a) => !["url.full", "url.query", "http.response.header.date"].includes(a.key))
-            .filter((a) => !a.key.startsWith("http.request.header.") && !a.key.startsWith("client."))
-            .filter((a) => a.key !== "http.response.header.content-length")
-            .map((a) => [a.key, a.value])
-        )
-      expect(comparable(LEAN)).toEqual(comparable(API))
-      expect(comparable(LEAN)["http.route"]).toEqual({ stringValue: ENFORCEMENT_CHECK_PATH })
-    } finally {
-      await traced.stop()
-      receiver.stop(true)
+      return Response.json({})
     }
-  }, 60_000)
+  })
+  const traced = await startTestServer({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.port}` })
+  try {
+    await use(traced, spans)
+  } finally {
+    await traced.stop()
+    receiver.stop(true)
+  }
+}
+
+/** The server span of the request to `path` (its URL ends with it), once exported. */
+const serverSpan = async (spans: ReadonlyArray<ExportedSpan>, path: string) => {
+  const find = () =>
+    spans.find(
+      (s) =>
+        s.name === "http.server POST" &&
+        s.attributes.some((a) => a.key === "url.full" && a.value.stringValue?.endsWith(path))
+    )
+  const deadline = Date.now() + 20_000
+  while (find() === undefined && Date.now() < deadline) await Bun.sleep(200)
+  return find()
+}
+
+/** The span's attributes but those that differ from request to request (the query string, the headers). */
+const comparable = (span: ExportedSpan | undefined) =>
+  Object.fromEntries(
+    (span?.attributes ?? [])
+      .filter(
+        (a) =>
+          !["url.full", "url.query", "http.response.header.date", "http.response.header.content-length"].includes(
+            a.key
+          ) &&
+          !a.key.startsWith("http.request.header.") &&
+          !a.key.startsWith("client.")
+      )
+      .map((a) => [a.key, a.value])
+  )
+
+describe("self-tracing", () => {
+  test(
+    "the lean route's server span has the API's attributes (http.route included)",
+    () =>
+      withTracedServer(async (traced, spans) => {
+        const headers = { "x-service-key": KEY_A, "content-type": "application/json" }
+        for (const path of [LEAN, API]) expect((await send(traced, path, headers, '{"run_id": "r"}')).status).toBe(200)
+        const lean = comparable(await serverSpan(spans, LEAN))
+        expect(lean).toEqual(comparable(await serverSpan(spans, API)))
+        expect(lean["http.route"]).toEqual({ stringValue: ENFORCEMENT_CHECK_PATH })
+      }),
+    60_000
+  )
+
+  test(
+    "a client gone before its body arrived: interrupted (499) on both, not answered",
+    () =>
+      withTracedServer(async (traced, spans) => {
+        const { port } = new URL(traced.url)
+        for (const path of [LEAN, `${API}&abort`]) {
+          const socket = await Bun.connect({ hostname: "127.0.0.1", port: Number(port), socket: { data() {} } })
+          socket.write(
+            `POST ${path} HTTP/1.1\r\nhost: x\r\nx-service-key: ${KEY_A}\r\ncontent-type: application/json\r\n` +
+              'content-length: 20\r\n\r\n{"run_id"'
+          )
+          await Bun.sleep(200)
+          socket.terminate()
+        }
+        const lean = comparable(await serverSpan(spans, LEAN))
+        expect(lean["http.response.status_code"]).toEqual({ intValue: 499 })
+        expect(lean).toEqual(comparable(await serverSpan(spans, `${API}&abort`)))
+      }),
+    60_000
+  )
 })
