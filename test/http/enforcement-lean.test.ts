@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import * as jose from "jose"
+import { TapedeckApi } from "#src/api/Api"
 import { ENFORCEMENT_CHECK_PATH } from "#src/api/EnforcementApi"
+import { Authentication, RateLimit } from "#src/api/Security"
 import { checkBody } from "../support/CheckBodies.ts"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 
@@ -207,6 +209,21 @@ describe("the check's lean route answers as the HttpApi endpoint", () => {
       )
       expect({ body, answer: lean }).toEqual({ body, answer: api })
     }
+  })
+})
+
+describe("the endpoint's steps", () => {
+  test("are the ones the lean route takes: Authentication, then RateLimit, nothing else declared", () => {
+    // A middleware added to the check's endpoint, its group or the API would be skipped by the lean route
+    // (EnforcementCheckRoute takes each step by hand): it must be added there too, and this list with it.
+    const group = TapedeckApi.groups.enforcement!
+    const check = group.endpoints.check!
+    expect([check.method, check.path]).toEqual(["POST", ENFORCEMENT_CHECK_PATH])
+    const keys = (middlewares: ReadonlySet<{ readonly key: string }>) => [...middlewares].map((m) => m.key)
+    expect(keys(TapedeckApi.middlewares)).toEqual([])
+    expect(keys(check.middlewares)).toEqual([])
+    // Declared in this order, RateLimit runs inside Authentication.
+    expect(keys(group.middlewares)).toEqual([RateLimit.key, Authentication.key])
   })
 })
 
