@@ -150,9 +150,9 @@ const NOT_PLAIN = /[^\u0020-\u007e]|["\\]/
 const NUMBER_CHARS = 25
 
 /**
- * At least the UTF-8 length of `JSON.stringify(value)`, counted until it reaches `limit` (then returned as it is): exact
- * for strings with nothing to escape, an upper bound for the rest. Below `limit`, the JSON text has fewer bytes than
- * `limit`; a value it cannot bound cheaply (a string with escapes, anything with `toJSON`) counts as `limit`.
+ * At least the UTF-8 length of `JSON.stringify(value)`, counted until it reaches `limit` (then returned as it is):
+ * exact for strings with nothing to escape, an upper bound for the rest. Below `limit`, the JSON text has fewer bytes
+ * than `limit`; a value it cannot bound cheaply (a string with escapes, anything with `toJSON`) counts as `limit`.
  */
 export const jsonLengthBound = (value: unknown, limit: number): number => {
   switch (typeof value) {

@@ -82,9 +82,9 @@ const isUsd = (v: unknown): v is number => typeof v === "number" && Number.isFin
 
 /**
  * EnforcementCheckRequest decoded by hand, for the check's lean route (the Schema interpreter's per-field work is a
- * visible part of the hottest route's CPU: docs/performance.md): what it accepts the schema accepts, with the same output (the same keys, in the
- * schema's order). Undefined when it does not accept; the caller then asks the schema, whose answer (its value or
- * its issues) is authoritative. test/domain/enforcement-check-decoder.test.ts holds the two to each other.
+ * visible part of the hottest route's CPU: docs/performance.md): what it accepts the schema accepts, with the same
+ * output (the same keys, in the schema's order). Undefined when it does not accept; the caller then asks the schema,
+ * whose answer (its value or its issues) is authoritative. test/domain/enforcement-check-decoder.test.ts holds the two to each other.
  */
 export const decodeCheckRequest = (input: unknown): EnforcementCheckRequest | undefined => {
   if (typeof input !== "object" || input === null || Array.isArray(input)) return undefined
