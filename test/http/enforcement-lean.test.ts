@@ -287,20 +287,37 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("the database going away", (
     const url = new URL(first.env.DATABASE_URL!)
     const proxy = await startTcpProxy({ hostname: url.hostname, port: Number(url.port || 5432) })
     url.port = String(proxy.port)
-    const cut = await startTestServer({ DATABASE_URL: url.toString(), TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "300" })
+    const cut = await startTestServer({
+      DATABASE_URL: url.toString(),
+      TAPEDECK_ENFORCEMENT_TIMEOUT_MS: "300",
+      TAPEDECK_JWT_SECRET: SECRET,
+      TAPEDECK_JWT_ISSUER: "https://auth.example",
+      TAPEDECK_JWT_AUDIENCE: "tapedeck"
+    })
     try {
-      const headers = { "x-service-key": KEY_A, "content-type": "application/json" }
+      // An API key and a JWT, each used once before the cut (this instance has seen them), and an unknown key.
+      const credentials = [{ "x-service-key": KEY_A }, { authorization: `Bearer ${validJwt}` }]
       const body = JSON.stringify({ run_id: crypto.randomUUID(), tool_name: "search" })
-      expect((await send(cut, LEAN, headers, body)).status).toBe(200)
-      proxy.cut()
-      const lean = await send(cut, LEAN, headers, body)
-      const api = await send(cut, API, headers, body)
-      for (const answer of [lean, api]) {
-        expect(answer.status).toBe(200)
-        expect(answer.body).toMatchObject({ verdict: "block", policy_id: null, policy_type: null })
-        expect((answer.body as any).reason).toStartWith("policy state unavailable")
+      for (const c of credentials) {
+        expect((await send(cut, LEAN, { ...c, "content-type": "application/json" }, body)).status).toBe(200)
       }
-      expect({ ...lean, body: null }).toEqual({ ...api, body: null })
+      proxy.cut()
+      for (const c of credentials) {
+        const headers = { ...c, "content-type": "application/json" }
+        const lean = await send(cut, LEAN, headers, body)
+        const api = await send(cut, API, headers, body)
+        for (const answer of [lean, api]) {
+          expect(answer.status).toBe(200)
+          expect(answer.body).toMatchObject({ verdict: "block", policy_id: null, policy_type: null })
+          expect((answer.body as any).reason).toStartWith("policy state unavailable")
+        }
+        expect({ ...lean, body: null }).toEqual({ ...api, body: null })
+      }
+      // A key this instance has not seen cannot be looked up: the same refusal from both.
+      const unseen = { "x-service-key": KEY_B, "content-type": "application/json" }
+      const lean = await send(cut, LEAN, unseen, body)
+      expect(lean.status).toBeGreaterThanOrEqual(400)
+      expect(lean).toEqual(await send(cut, API, unseen, body))
       proxy.restore()
     } finally {
       await cut.stop()
