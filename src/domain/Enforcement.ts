@@ -73,7 +73,7 @@ const CHECK_KEYS: ReadonlySet<string> = new Set([
 ])
 
 // Schema.UUID's pattern.
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/i
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 const isText200 = (v: unknown): v is string => typeof v === "string" && v.length <= 200 && isStorableText(v)
 const isUuid = (v: unknown): v is string => typeof v === "string" && UUID.test(v)
