@@ -466,10 +466,11 @@ const writeExpired = async (side: Side) => {
 
 /**
  * REST ingestion at BENCH_PURGE_RATE traces/s (open loop: a request starts on schedule even while earlier ones are
- * still answering) until `done` resolves; their latencies.
+ * still answering) until `done` resolves; the latencies of those answered 200 and the number of the others.
  */
 const writeLoad = async (side: Side, done: Promise<unknown>) => {
   const latencies: Array<number> = []
+  const errors: Array<string> = []
   const inFlight: Array<Promise<void>> = []
   let finished = false
   done.then(() => {
@@ -478,11 +479,17 @@ const writeLoad = async (side: Side, done: Promise<unknown>) => {
   const start = performance.now()
   for (let run = 0; !finished; run++) {
     const body = restBody(writeRun++)
-    inFlight.push(post(side, "/api/v1/traces", body).then((ms) => void latencies.push(ms)))
+    inFlight.push(
+      post(side, "/api/v1/traces", body).then(
+        (ms) => void latencies.push(ms),
+        (e) => void errors.push(String(e).slice(0, 200))
+      )
+    )
     await Promise.race([sleep(Math.max(0, start + ((run + 1) * 1000) / PURGE_RATE - performance.now())), done])
   }
   await Promise.all(inFlight)
-  return latencyStats(latencies)
+  if (errors.length > 0) log(`${errors.length} writes failed, the first: ${errors[0]}`)
+  return { ...latencyStats(latencies), errors: errors.length }
 }
 let writeRun = 100_000
 
@@ -556,13 +563,19 @@ const purgeRun = async (side: Side) => {
 // ---------------------------------------------------------------------------------------------- main
 
 const purgeLines = (p: Awaited<ReturnType<typeof purgeRun>>) => {
-  const phase = (name: string, l: ReturnType<typeof latencyStats>) => [name, fmtInt(l.n), fmtMs(l.p50), fmtMs(l.p99)]
+  const phase = (name: string, l: Awaited<ReturnType<typeof writeLoad>>) => [
+    name,
+    fmtInt(l.n),
+    String(l.errors),
+    fmtMs(l.p50),
+    fmtMs(l.p99)
+  ]
   const quietP99 = Math.max(p.quiet1.p99, p.quiet2.p99)
   return [
     `Retention purge of ${fmtInt(p.written.spans)} expired spans (${fmtInt(p.before)} traces; made in ${p.written.seconds.toFixed(0)} s) during REST ingestion at ${PURGE_RATE} traces/s:`,
     "",
     ...tableLines(
-      ["phase", "writes", "p50", "p99"],
+      ["phase", "writes", "failed", "p50", "p99"],
       [phase("quiet", p.quiet1), phase("purge running", p.purging), phase("quiet again", p.quiet2)]
     ),
     "",
