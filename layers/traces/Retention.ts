@@ -30,11 +30,13 @@ export const purgeExpiredTraces = Effect.gen(function* () {
   const repo = yield* RetentionRepo
   const config = yield* AppConfig
   const counters = yield* UsageCounters
+  const content = yield* SharedContent
   const total = { traces: 0, spans: 0 }
   for (const policy of yield* repo.policies(config.retentionDays)) {
     const purged = { traces: 0, spans: 0 }
     while (true) {
       const batch = yield* repo.purgeExpired(policy, config.retentionBatchTraces)
+      yield* content.release(policy.accountId, batch.parts)
       purged.traces += batch.traces
       purged.spans += batch.spans
       if (batch.traces < config.retentionBatchTraces) break
