@@ -90,7 +90,7 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
               CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
             ), doomed AS (
               SELECT c.id FROM span_contents c
-              WHERE c.id IN (SELECT unnest(${`{${chunk.join(",")}}`}::bigint[]))
+              WHERE c.id = ANY(${`{${chunk.join(",")}}`}::bigint[])
                 AND c.account_id = ${accountId}::uuid AND c.orphaned_at IS NULL
                 AND c.id NOT IN (SELECT id FROM live)
               ORDER BY c.id

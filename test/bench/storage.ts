@@ -489,7 +489,7 @@ const writeLoad = async (side: Side, done: Promise<unknown>) => {
   }
   await Promise.all(inFlight)
   if (errors.length > 0) log(`${errors.length} writes failed, the first: ${errors[0]}`)
-  return { ...latencyStats(latencies), errors: errors.length }
+  return { ...latencyStats(latencies), errors: errors.length, latencies }
 }
 let writeRun = 100_000
 
@@ -570,17 +570,25 @@ const purgeLines = (p: Awaited<ReturnType<typeof purgeRun>>) => {
     fmtMs(l.p50),
     fmtMs(l.p99)
   ]
-  const quietP99 = Math.max(p.quiet1.p99, p.quiet2.p99)
+  const quiet = {
+    ...latencyStats([...p.quiet1.latencies, ...p.quiet2.latencies]),
+    errors: p.quiet1.errors + p.quiet2.errors
+  }
   return [
     `Retention purge of ${fmtInt(p.written.spans)} expired spans (${fmtInt(p.before)} traces; made in ${p.written.seconds.toFixed(0)} s) during REST ingestion at ${PURGE_RATE} traces/s:`,
     "",
     ...tableLines(
       ["phase", "writes", "failed", "p50", "p99"],
-      [phase("quiet", p.quiet1), phase("purge running", p.purging), phase("quiet again", p.quiet2)]
+      [
+        phase("quiet", p.quiet1),
+        phase("purge running", p.purging),
+        phase("quiet again", p.quiet2),
+        phase("both quiet phases", quiet)
+      ]
     ),
     "",
     `purge: ${p.seconds.toFixed(1)} s, ${fmtInt(p.written.spans / p.seconds)} spans/s; expired traces left ${p.left}; ` +
-      `p99 ratio ${(p.purging.p99 / quietP99).toFixed(2)} against the slower quiet phase (target ≤ 1.5)`,
+      `p99 ratio ${(p.purging.p99 / quiet.p99).toFixed(2)} against both quiet phases (target ≤ 1.5)`,
     "",
     `Waits during the purge (${p.waits.samples} samples of pg_stat_activity; backends waiting, summed over samples):`,
     "",
