@@ -7,7 +7,7 @@ const REFS = `(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}'))`
 const HAS_REFS = `(s.input_refs IS NOT NULL OR s.output_refs IS NOT NULL)`
 /** The account's latest spans whose parts a release leaves unmarked. */
 const RECENT_SPANS = 500
-const RELEASE_CHUNK = 2000
+const RELEASE_CHUNK = 5000
 
 /** The maintenance of shared span content: the sweep of released parts, and the conversion of spans stored whole. */
 export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/SharedContent", {
