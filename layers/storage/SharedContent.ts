@@ -66,9 +66,9 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
     )
 
     /**
-     * Marks released (for the sweep) the account's parts among `ids` that spans deleted without marking them
-     * referenced (the retention purge's, 0040_release_parts_in_order), leaving out those any of the account's
-     * RECENT_SPANS latest spans references: the parts every new run reuses (system prompt, tool schemas) stay
+     * Marks released (candidates for the sweep) the account's parts among `ids`, the references of spans deleted
+     * with the marking deferred (the retention purge's, 0040_release_parts_in_order), leaving out those any of the
+     * account's RECENT_SPANS latest spans references: the parts every new run reuses (system prompt, tool schemas) stay
      * unmarked, so writers do not have to unmark them after every purge batch. Leaving a referenced part unmarked
      * loses nothing: whoever deletes the span that references it releases it then. One short statement per
      * RELEASE_CHUNK ids, its own transaction, locking the parts in id order (as writers unmarking parts do), so no
