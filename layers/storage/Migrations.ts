@@ -32,6 +32,7 @@ import m0034 from "./migrations/0034_share_trigger_when.ts"
 import m0036 from "./migrations/0036_search_half_vectors.ts"
 import m0037 from "./migrations/0037_search_fulltext_compact.ts"
 import m0038 from "./migrations/0038_enforcement_run_actions.ts"
+import m0040 from "./migrations/0040_release_parts_in_order.ts"
 import m0041 from "./migrations/0041_shared_message_leaves.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
@@ -67,6 +68,7 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0036_search_half_vectors": m0036,
   "0037_search_fulltext_compact": m0037,
   "0038_enforcement_run_actions": m0038,
+  "0040_release_parts_in_order": m0040,
   "0041_shared_message_leaves": m0041
 }
 

@@ -5,6 +5,9 @@ import { uuidArray } from "./SqlArrays.ts"
 /** The spans' references to shared parts (0030_shared_span_content). */
 const REFS = `(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}'))`
 const HAS_REFS = `(s.input_refs IS NOT NULL OR s.output_refs IS NOT NULL)`
+/** The account's latest spans whose parts a release leaves unmarked. */
+const RECENT_SPANS = 500
+const RELEASE_CHUNK = 5000
 
 /** The maintenance of shared span content: the sweep of released parts, and the conversion of spans stored whole. */
 export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/SharedContent", {
@@ -63,6 +66,47 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
     )
 
     /**
+     * Marks released (candidates for the sweep) the account's parts among `ids`, the references of spans deleted
+     * with the marking deferred (the retention purge's, 0040_release_parts_in_order), leaving out those any of the
+     * account's RECENT_SPANS latest spans references: the parts every new run reuses (system prompt, tool schemas) stay
+     * unmarked, so writers do not have to unmark them after every purge batch. Leaving a referenced part unmarked
+     * loses nothing: whoever deletes the span that references it releases it then. One short statement per
+     * RELEASE_CHUNK ids, its own transaction, locking the parts in id order (as writers unmarking parts do), so no
+     * writer and no other release waits on it in a cycle; the number marked.
+     */
+    const release = Effect.fn("SharedContent.release")(
+      function* (accountId: string, ids: ReadonlyArray<string>) {
+        let marked = 0
+        for (let i = 0; i < ids.length; i += RELEASE_CHUNK) {
+          const chunk = ids.slice(i, i + RELEASE_CHUNK)
+          const rows = yield* sql<{ n: number }>`
+            WITH recent AS (
+              SELECT s.input_refs, s.output_refs FROM spans s
+              WHERE s.account_id = ${accountId}::uuid
+              ORDER BY s.started_at DESC
+              LIMIT ${RECENT_SPANS}
+            ), live AS (
+              SELECT r.id FROM recent s
+              CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+            ), doomed AS (
+              SELECT c.id FROM span_contents c
+              WHERE c.id = ANY(${`{${chunk.join(",")}}`}::bigint[])
+                AND c.account_id = ${accountId}::uuid AND c.orphaned_at IS NULL
+                AND c.id NOT IN (SELECT id FROM live)
+              ORDER BY c.id
+              FOR UPDATE OF c
+            ), marked AS (
+              UPDATE span_contents SET orphaned_at = now() WHERE id IN (SELECT id FROM doomed) RETURNING 1
+            )
+            SELECT count(*)::int AS n FROM marked`
+          marked += rows[0]?.n ?? 0
+        }
+        return marked
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    /**
      * Converts the next `batch` spans (in key order after the recorded position) to the shared layout: rewriting a
      * payload runs the split trigger, which leaves small ones inline. The position row is locked for the batch (SKIP
      * LOCKED: one instance converts at a time, the others go on); whether spans were left to convert.
@@ -105,6 +149,6 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { sweep, convertBatch } as const
+    return { sweep, release, convertBatch } as const
   })
 }) {}

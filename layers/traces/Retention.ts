@@ -1,4 +1,4 @@
-import { Effect, Layer, Schedule } from "effect"
+import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { SharedContent } from "../storage/SharedContent.ts"
 import { UsageCounters } from "../usage/UsageCounters.ts"
@@ -23,21 +23,29 @@ export const purgeDeletedTraces = Effect.gen(function* () {
 /**
  * Removes the traces older than their retention (per project, account, or TAPEDECK_RETENTION_DAYS), account by
  * account, in batches of TAPEDECK_RETENTION_BATCH_TRACES traces: each batch is one short statement, so writers
- * never wait long on it. Counted in each account's usage (retention_traces_purged, retention_spans_purged) and
- * logged; the totals.
+ * never wait long on it, followed by the release of the shared parts its spans referenced (SharedContent.release)
+ * and a pause of TAPEDECK_RETENTION_PAUSE_RATIO times the two's duration. Counted in each account's usage
+ * (retention_traces_purged, retention_spans_purged) and logged; the totals.
  */
 export const purgeExpiredTraces = Effect.gen(function* () {
   const repo = yield* RetentionRepo
   const config = yield* AppConfig
   const counters = yield* UsageCounters
+  const content = yield* SharedContent
   const total = { traces: 0, spans: 0 }
   for (const policy of yield* repo.policies(config.retentionDays)) {
     const purged = { traces: 0, spans: 0 }
     while (true) {
+      const started = yield* Clock.currentTimeMillis
       const batch = yield* repo.purgeExpired(policy, config.retentionBatchTraces)
+      yield* content.release(policy.accountId, batch.parts)
       purged.traces += batch.traces
       purged.spans += batch.spans
       if (batch.traces < config.retentionBatchTraces) break
+      // The purge's writes (the deletes, the marks, their WAL) compete with ingestion's for the disk: paced, it
+      // takes a bounded share of it however much has expired.
+      const took = (yield* Clock.currentTimeMillis) - started
+      if (config.retentionPauseRatio > 0) yield* Effect.sleep(Duration.millis(took * config.retentionPauseRatio))
     }
     if (purged.traces === 0) continue
     yield* counters.increment(policy.accountId, "retention_traces_purged", purged.traces)

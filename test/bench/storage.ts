@@ -13,16 +13,25 @@
  *    and the p50 of GET /api/v1/traces/{id} over BENCH_DETAIL_REQUESTS requests.
  * 2. OTLP workload: BENCH_OTLP_RUNS runs of the same agent as GenAI chat spans (gen_ai.system_instructions,
  *    gen_ai.input.messages, gen_ai.output.messages, gen_ai.tool.definitions), one POST /v1/traces per run.
- * 3. Retention (BENCH_PURGE_SPANS > 0): BENCH_PURGE_SPANS spans written with start times beyond the account's
- *    retention into the shared database, then BENCH_PURGE_SECONDS of REST ingestion at BENCH_PURGE_RATE
- *    traces/s without the purge and the same with the purge running; p99 write latency of each.
+ * 3. Retention (BENCH_PURGE_SPANS > 0), on the shared side: BENCH_PURGE_SPANS spans that started 400 days ago, made
+ *    cheaply but laid out as real writes lay them out: BENCH_PURGE_SOURCES (20) runs POSTed through the API, their
+ *    search rows indexed (the job queue drained), then copied in SQL (INSERT ... SELECT, 400 traces a statement)
+ *    with new trace and span ids, start times a second older each round, their span_embeddings rows, and their own
+ *    copies of the shared parts only their source run references (new ids and hashes, same text), while the parts
+ *    several runs share (the system prompt and tool schemas, which the live writes use too) stay shared. Then
+ *    three phases of REST ingestion at BENCH_PURGE_RATE traces/s (open loop): quiet for BENCH_PURGE_SECONDS, the
+ *    purge (retention set to 300 days through PUT /api/v1/retention, the server's retention loop running every
+ *    second) until no expired trace is left, and quiet again for BENCH_PURGE_SECONDS. p50/p99 of each phase, the
+ *    purge's duration and spans/s, and what the database's backends waited on during it (pg_stat_activity sampled
+ *    every 100 ms). BENCH_PURGE_ONLY=1 runs only this phase (one server, no REST/OTLP workloads, no warm-up).
  *
  * 0. Warm-up (BENCH_WARMUP_RUNS, default 2; 0 for none): that many REST and OTLP runs to each side, jobs drained,
  *    before anything is measured, so that what a server does once (starting the thread OTLP exports are prepared on,
  *    compiling the hot code) is not counted per span.
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_RUNS (100), BENCH_STEPS (30), BENCH_OTLP_RUNS (30), BENCH_WARMUP_RUNS (2), BENCH_DETAIL_REQUESTS (60),
- * BENCH_JOB_DRAIN_SECONDS (300), BENCH_PURGE_SPANS (0: skipped), BENCH_PURGE_SECONDS (20), BENCH_PURGE_RATE (5),
+ * BENCH_JOB_DRAIN_SECONDS (300), BENCH_PURGE_SPANS (0: skipped), BENCH_PURGE_SECONDS (30), BENCH_PURGE_RATE (5),
+ * BENCH_PURGE_SOURCES (20), BENCH_PURGE_TIMEOUT_SECONDS (900), BENCH_PURGE_ONLY,
  * BENCH_SHARED_SQL (SQL run on the shared side's database once it started: a variant to compare, such as an index
  * dropped, with BENCH_BEFORE_REF=HEAD for the same code on both sides), BENCH_SERVER_ENV (a JSON object of settings
  * given to both servers, e.g. {"TAPEDECK_JOB_POLL_MS":"600000"} to keep background jobs out of the ingest phase).
@@ -59,8 +68,11 @@ const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? "2") || 0
 const DETAIL_REQUESTS = numberEnv("BENCH_DETAIL_REQUESTS", 60)
 const DRAIN_SECONDS = numberEnv("BENCH_JOB_DRAIN_SECONDS", 300)
 const PURGE_SPANS = Number(process.env.BENCH_PURGE_SPANS ?? "0") || 0
-const PURGE_SECONDS = numberEnv("BENCH_PURGE_SECONDS", 20)
+const PURGE_SECONDS = numberEnv("BENCH_PURGE_SECONDS", 30)
 const PURGE_RATE = numberEnv("BENCH_PURGE_RATE", 5)
+const PURGE_SOURCES = numberEnv("BENCH_PURGE_SOURCES", 20)
+const PURGE_TIMEOUT_SECONDS = numberEnv("BENCH_PURGE_TIMEOUT_SECONDS", 900)
+const PURGE_ONLY = ["1", "true", "yes"].includes((process.env.BENCH_PURGE_ONLY ?? "").toLowerCase())
 const KNOBS = [
   "BENCH_BEFORE_REF",
   "BENCH_DATABASE_URL",
@@ -73,6 +85,9 @@ const KNOBS = [
   "BENCH_PURGE_SPANS",
   "BENCH_PURGE_SECONDS",
   "BENCH_PURGE_RATE",
+  "BENCH_PURGE_SOURCES",
+  "BENCH_PURGE_TIMEOUT_SECONDS",
+  "BENCH_PURGE_ONLY",
   "BENCH_SHARED_SQL",
   "BENCH_SERVER_ENV"
 ]
@@ -173,6 +188,7 @@ interface Side {
   readonly db: pg.Client
   readonly traceIds: Array<string>
   readonly pid: number
+  readonly databaseUrl: string
   ingestMs: number
   spans: number
   bytesSent: number
@@ -304,7 +320,7 @@ const startSide = async (name: string, root?: string): Promise<Side> => {
   const db = await connect(databaseUrl)
   if (!root && process.env.BENCH_SHARED_SQL) await db.query(process.env.BENCH_SHARED_SQL)
   log(`${name}: server ${server.url}${root ? ` from ${root}` : ""}`)
-  return { name, url: server.url, db, pid: server.pid, traceIds: [], ingestMs: 0, spans: 0, bytesSent: 0 }
+  return { name, url: server.url, db, pid: server.pid, databaseUrl, traceIds: [], ingestMs: 0, spans: 0, bytesSent: 0 }
 }
 
 const workload = async (label: string, sides: ReadonlyArray<Side>, send: () => Promise<void>) => {
@@ -334,53 +350,314 @@ const workload = async (label: string, sides: ReadonlyArray<Side>, send: () => P
 
 // ---------------------------------------------------------------------------------------------- retention
 
-const purgeRun = async (side: Side) => {
+const EXPIRED_DAYS = 400
+const RETENTION_DAYS = 300
+
+/** The columns of `table` in order, each as `rewrite` gives it (its name when `rewrite` has none). */
+const columnList = async (db: pg.Client, table: string, rewrite: Record<string, string>) => {
+  const columns = (
+    await db.query<{ name: string }>(
+      "SELECT column_name AS name FROM information_schema.columns WHERE table_name = $1 AND table_schema = 'public' ORDER BY ordinal_position",
+      [table]
+    )
+  ).rows.map((r) => r.name)
+  return { names: columns.join(", "), values: columns.map((c) => rewrite[c] ?? `t.${c}`).join(", ") }
+}
+
+/**
+ * Writes BENCH_PURGE_SPANS expired spans: BENCH_PURGE_SOURCES runs through the API (with their search rows, once
+ * the job queue drained), then copies of them in SQL, BENCH_PURGE_SOURCES traces a round, with new ids and start
+ * times a second older each round. A copy's spans reference its own copies of the parts only its source run
+ * references (new ids and hashes, same text) and the same parts as the source for those several runs share (the
+ * system prompt and tool schemas, which every live write uses too): the layout of distinct runs written one by one.
+ */
+const writeExpired = async (side: Side) => {
   const perTrace = 2 * STEPS + 1
   const traces = Math.ceil(PURGE_SPANS / perTrace)
-  log(`retention: writing ${fmtInt(traces * perTrace)} expired spans`)
-  const old = Date.now() - 400 * 86_400_000
-  for (let i = 0; i < traces; i++) await post(side, "/api/v1/traces", restBody(i, old))
+  const sources = Math.min(traces, PURGE_SOURCES)
+  const old = Date.now() - EXPIRED_DAYS * 86_400_000
+  const t0 = performance.now()
+  let next = 0
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (next < sources) await post(side, "/api/v1/traces", restBody(next++, old))
+    })
+  )
   await drainJobs(side.db, DRAIN_SECONDS)
-  const writeLoad = async (seconds: number) => {
-    const latencies: Array<number> = []
-    const end = performance.now() + seconds * 1000
-    let run = 0
-    while (performance.now() < end) {
-      const t0 = performance.now()
-      latencies.push(await post(side, "/api/v1/traces", restBody(100_000 + run++)))
-      await sleep(Math.max(0, 1000 / PURGE_RATE - (performance.now() - t0)))
-    }
-    return latencyStats(latencies)
+  const db = side.db
+  await db.query(`
+    CREATE TEMP TABLE purge_src AS
+    SELECT id FROM traces WHERE started_at < now() - make_interval(days => ${RETENTION_DAYS})`)
+  // The parts only one source run references: each copy gets its own.
+  await db.query(`
+    CREATE TEMP TABLE purge_own AS
+    SELECT r.id FROM spans s JOIN purge_src ON purge_src.id = s.trace_id
+    CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+    GROUP BY r.id HAVING count(DISTINCT s.trace_id) = 1`)
+  await db.query("ALTER TABLE purge_own ADD PRIMARY KEY (id)")
+  const stride = Number((await db.query<{ n: string }>("SELECT max(id) + 1 AS n FROM span_contents")).rows[0]!.n)
+  // The parts several source runs share (a handful): kept as they are, every other reference moves to its copy.
+  const shared = (
+    await db.query<{ id: string }>(`
+      SELECT DISTINCT r.id::text AS id FROM spans s JOIN purge_src ON purge_src.id = s.trace_id
+      CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+      WHERE r.id NOT IN (SELECT id FROM purge_own)`)
+  ).rows.map((r) => r.id)
+  const copyId = (column: string) => `md5(t.${column}::text || c.n::text)::uuid`
+  const remap = (column: string) =>
+    `CASE WHEN t.${column} IS NULL THEN NULL ELSE ARRAY(
+       SELECT CASE WHEN u.r = ANY('{${shared.join(",")}}'::bigint[]) THEN u.r ELSE u.r + c.n * ${stride}::bigint END
+       FROM unnest(t.${column}) WITH ORDINALITY AS u(r, i) ORDER BY u.i) END`
+  const shift = (column: string) => `t.${column} - make_interval(secs => c.n)`
+  const traceCols = await columnList(db, "traces", {
+    id: copyId("id"),
+    started_at: shift("started_at"),
+    ended_at: shift("ended_at"),
+    created_at: shift("created_at"),
+    updated_at: shift("updated_at")
+  })
+  const spanCols = await columnList(db, "spans", {
+    trace_id: copyId("trace_id"),
+    id: copyId("id"),
+    parent_id: copyId("parent_id"),
+    started_at: shift("started_at"),
+    ended_at: shift("ended_at"),
+    input_refs: remap("input_refs"),
+    output_refs: remap("output_refs")
+  })
+  const embeddingCols = await columnList(db, "span_embeddings", {
+    trace_id: copyId("trace_id"),
+    span_id: copyId("span_id"),
+    started_at: shift("started_at")
+  })
+  // The search rows' secondary indexes are built once after the copies rather than row by row (the full-text GIN
+  // index above all): the same indexes, in a fraction of the time.
+  const embeddingIndexes = (
+    await db.query<{ name: string; def: string }>(`
+      SELECT i.indexname AS name, i.indexdef AS def FROM pg_indexes i
+      JOIN pg_class c ON c.relname = i.indexname JOIN pg_index x ON x.indexrelid = c.oid
+      WHERE i.schemaname = 'public' AND i.tablename = 'span_embeddings' AND NOT x.indisprimary`)
+  ).rows
+  for (const index of embeddingIndexes) await db.query(`DROP INDEX ${index.name}`)
+  const took = { parts: 0, traces: 0, spans: 0, embeddings: 0, indexes: 0 }
+  const timed = async (key: keyof typeof took, query: string) => {
+    const t = performance.now()
+    await db.query(query)
+    took[key] += (performance.now() - t) / 1000
   }
-  const quiet = await writeLoad(PURGE_SECONDS)
+  const rounds = Math.ceil(traces / sources) - 1
+  const ROUNDS_PER_STATEMENT = Math.max(1, Math.floor(400 / sources))
+  for (let from = 1; from <= rounds; from += ROUNDS_PER_STATEMENT) {
+    const to = Math.min(rounds, from + ROUNDS_PER_STATEMENT - 1)
+    const c = `generate_series(${from}, ${to}) AS c(n)`
+    await db.query("BEGIN")
+    await timed(
+      "parts",
+      `
+      INSERT INTO span_contents (id, account_id, hash, body)
+      SELECT t.id + c.n * ${stride}::bigint, t.account_id, sha256(t.hash || convert_to(c.n::text, 'UTF8')), t.body
+      FROM span_contents t JOIN purge_own o ON o.id = t.id CROSS JOIN ${c}`
+    )
+    await timed(
+      "traces",
+      `
+      INSERT INTO traces (${traceCols.names})
+      SELECT ${traceCols.values} FROM traces t JOIN purge_src s ON s.id = t.id CROSS JOIN ${c}`
+    )
+    await timed(
+      "spans",
+      `
+      INSERT INTO spans (${spanCols.names})
+      SELECT ${spanCols.values} FROM spans t JOIN purge_src s ON s.id = t.trace_id CROSS JOIN ${c}`
+    )
+    await timed(
+      "embeddings",
+      `
+      INSERT INTO span_embeddings (${embeddingCols.names})
+      SELECT ${embeddingCols.values} FROM span_embeddings t JOIN purge_src s ON s.id = t.trace_id CROSS JOIN ${c}`
+    )
+    await db.query("COMMIT")
+  }
+  for (const index of embeddingIndexes) await timed("indexes", index.def)
+  await db.query("SELECT setval('span_contents_id_seq', (SELECT max(id) FROM span_contents))")
+  // Every reference of the first round's copies names a stored part.
+  const dangling = await db.query<{ n: string }>(
+    `
+    SELECT count(*) AS n FROM spans s
+    CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+    WHERE s.trace_id = ANY($1::uuid[])
+      AND NOT EXISTS (SELECT 1 FROM span_contents p WHERE p.id = r.id)`,
+    [(await db.query<{ id: string }>("SELECT md5(id::text || '1') AS id FROM purge_src")).rows.map((r) => r.id)]
+  )
+  if (Number(dangling.rows[0]!.n) > 0) throw new Error(`${dangling.rows[0]!.n} references of the copies dangle`)
+  await db.query("DROP TABLE purge_src, purge_own")
+  log(
+    `retention: copies written in ${((performance.now() - t0) / 1000).toFixed(1)} s (${Object.entries(took)
+      .map(([k, v]) => `${k} ${v.toFixed(1)} s`)
+      .join(", ")})`
+  )
+  await db.query("VACUUM ANALYZE")
+  const spans = Number(
+    (
+      await db.query<{ n: string }>(
+        `SELECT count(*) AS n FROM spans WHERE started_at < now() - make_interval(days => ${RETENTION_DAYS})`
+      )
+    ).rows[0]!.n
+  )
+  return { spans, traces: (rounds + 1) * sources, sources, seconds: (performance.now() - t0) / 1000 }
+}
+
+/**
+ * REST ingestion at BENCH_PURGE_RATE traces/s (open loop: a request starts on schedule even while earlier ones are
+ * still answering) until `done` resolves; the latencies of those answered 200 and the number of the others.
+ */
+const writeLoad = async (side: Side, done: Promise<unknown>) => {
+  const latencies: Array<number> = []
+  const errors: Array<string> = []
+  const inFlight: Array<Promise<void>> = []
+  let finished = false
+  done.then(() => {
+    finished = true
+  })
+  const start = performance.now()
+  for (let run = 0; !finished; run++) {
+    const body = restBody(writeRun++)
+    inFlight.push(
+      post(side, "/api/v1/traces", body).then(
+        (ms) => void latencies.push(ms),
+        (e) => void errors.push(String(e).slice(0, 200))
+      )
+    )
+    await Promise.race([sleep(Math.max(0, start + ((run + 1) * 1000) / PURGE_RATE - performance.now())), done])
+  }
+  await Promise.all(inFlight)
+  if (errors.length > 0) log(`${errors.length} writes failed, the first: ${errors[0]}`)
+  return { ...latencyStats(latencies), errors: errors.length, latencies }
+}
+let writeRun = 100_000
+
+/** What the backends of the side's database wait on (pg_stat_activity's wait events), sampled every 100 ms. */
+const sampleWaits = (db: pg.Client, done: Promise<unknown>) => {
+  const counts = new Map<string, number>()
+  let samples = 0
+  let finished = false
+  done.then(() => {
+    finished = true
+  })
+  const run = (async () => {
+    while (!finished) {
+      const rows = (
+        await db.query<{ query: string; event: string }>(
+          `SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 40) AS query, wait_event_type || ':' || wait_event AS event
+           FROM pg_stat_activity
+           WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
+             AND wait_event_type IN ('Lock', 'LWLock', 'IO', 'IPC')`
+        )
+      ).rows
+      samples++
+      for (const r of rows) counts.set(`${r.event} (${r.query})`, (counts.get(`${r.event} (${r.query})`) ?? 0) + 1)
+      await sleep(100)
+    }
+  })()
+  return run.then(() => ({ samples, counts: [...counts].sort((a, b) => b[1] - a[1]) }))
+}
+
+const purgeRun = async (side: Side) => {
+  log(`retention: writing ${fmtInt(PURGE_SPANS)} expired spans`)
+  const written = await writeExpired(side)
+  log(
+    `retention: ${fmtInt(written.spans)} expired spans (${fmtInt(written.traces)} traces, ${written.sources} through the API) in ${written.seconds.toFixed(1)} s`
+  )
   const expired = async () =>
     Number(
       (
         await side.db.query<{ n: string }>(
-          "SELECT count(*) AS n FROM traces WHERE started_at < now() - interval '300 days'"
+          `SELECT count(*) AS n FROM traces WHERE started_at < now() - make_interval(days => ${RETENTION_DAYS})`
         )
       ).rows[0]!.n
     )
+  const quiet1 = await writeLoad(side, sleep(PURGE_SECONDS * 1000))
+  log(`retention: quiet phase p99 ${fmtMs(quiet1.p99)}`)
   const before = await expired()
+  const watcher = await connect(side.databaseUrl)
   const res = await fetch(`${side.url}/api/v1/retention`, {
     method: "PUT",
     headers: { "content-type": "application/json", "x-service-key": KEY },
-    body: JSON.stringify({ retention_days: 300 })
+    body: JSON.stringify({ retention_days: RETENTION_DAYS })
   })
   if (res.status !== 200) throw new Error(`PUT /api/v1/retention answered ${res.status}: ${await res.text()}`)
   const t0 = performance.now()
-  const purging = await writeLoad(PURGE_SECONDS)
-  let left = await expired()
-  while (left > 0 && performance.now() - t0 < 600_000) {
-    await sleep(500)
-    left = await expired()
-  }
-  return { spans: traces * perTrace, quiet, purging, before, left, seconds: (performance.now() - t0) / 1000 }
+  const purged = (async () => {
+    let left = before
+    while (left > 0 && performance.now() - t0 < PURGE_TIMEOUT_SECONDS * 1000) {
+      await sleep(250)
+      left = await expired()
+    }
+    return { left, seconds: (performance.now() - t0) / 1000 }
+  })()
+  const waits = sampleWaits(watcher, purged)
+  const purging = await writeLoad(side, purged)
+  const { left, seconds } = await purged
+  log(`retention: purge phase p99 ${fmtMs(purging.p99)}, ${seconds.toFixed(1)} s`)
+  const quiet2 = await writeLoad(side, sleep(PURGE_SECONDS * 1000))
+  return { written, quiet1, purging, quiet2, before, left, seconds, waits: await waits }
 }
 
 // ---------------------------------------------------------------------------------------------- main
 
+const purgeLines = (p: Awaited<ReturnType<typeof purgeRun>>) => {
+  const phase = (name: string, l: { n: number; errors: number; p50: number; p99: number }) => [
+    name,
+    fmtInt(l.n),
+    String(l.errors),
+    fmtMs(l.p50),
+    fmtMs(l.p99)
+  ]
+  const quiet = {
+    ...latencyStats([...p.quiet1.latencies, ...p.quiet2.latencies]),
+    errors: p.quiet1.errors + p.quiet2.errors
+  }
+  return [
+    `Retention purge of ${fmtInt(p.written.spans)} expired spans (${fmtInt(p.before)} traces; made in ${p.written.seconds.toFixed(0)} s) during REST ingestion at ${PURGE_RATE} traces/s:`,
+    "",
+    ...tableLines(
+      ["phase", "writes", "failed", "p50", "p99"],
+      [
+        phase("quiet", p.quiet1),
+        phase("purge running", p.purging),
+        phase("quiet again", p.quiet2),
+        phase("both quiet phases", quiet)
+      ]
+    ),
+    "",
+    `purge: ${p.seconds.toFixed(1)} s, ${fmtInt(p.written.spans / p.seconds)} spans/s; expired traces left ${p.left}; ` +
+      `p99 ratio ${(p.purging.p99 / quiet.p99).toFixed(2)} against both quiet phases (target ≤ 1.5)`,
+    "",
+    `Waits during the purge (${p.waits.samples} samples of pg_stat_activity; backends waiting, summed over samples):`,
+    "",
+    ...tableLines(
+      ["wait (query)", "samples"],
+      p.waits.counts.slice(0, 12).map(([k, n]) => [k.replaceAll("|", "/"), String(n)])
+    )
+  ]
+}
+
 runBench(async () => {
+  if (PURGE_ONLY) {
+    if (PURGE_SPANS <= 0) throw new Error("BENCH_PURGE_ONLY needs BENCH_PURGE_SPANS > 0")
+    const side = await startSide("shared")
+    const p = await purgeRun(side)
+    console.log(
+      [
+        `# Storage: retention purge`,
+        "",
+        `\`${commandLine(KNOBS, "test/bench/storage.ts")}\``,
+        "",
+        ...purgeLines(p)
+      ].join("\n")
+    )
+    return
+  }
   const before = checkoutOf(BEFORE_REF)
   const sides = [await startSide(`before (${before.commit.slice(0, 9)})`, before.dir), await startSide("shared")]
   if (WARMUP_RUNS > 0) {
@@ -457,22 +734,6 @@ runBench(async () => {
       ])
     )
   ]
-  if (PURGE_SPANS > 0) {
-    const p = await purgeRun(sides[1]!)
-    lines.push(
-      "",
-      `Retention purge of ${fmtInt(p.spans)} expired spans (${p.before} traces) during ingestion at ${PURGE_RATE} traces/s:`,
-      "",
-      ...tableLines(
-        ["phase", "writes", "p50", "p99"],
-        [
-          ["no purge", fmtInt(p.quiet.n), fmtMs(p.quiet.p50), fmtMs(p.quiet.p99)],
-          ["purge running", fmtInt(p.purging.n), fmtMs(p.purging.p50), fmtMs(p.purging.p99)]
-        ]
-      ),
-      "",
-      `p99 ratio ${(p.purging.p99 / p.quiet.p99).toFixed(2)} (target ≤ 1.5); expired traces left ${p.left} after ${p.seconds.toFixed(1)} s`
-    )
-  }
+  if (PURGE_SPANS > 0) lines.push("", ...purgeLines(await purgeRun(sides[1]!)))
   console.log(lines.join("\n"))
 })
