@@ -185,7 +185,7 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       // After each batch of the retention purge, a pause of this many times the batch's duration (0: none).
       retentionPauseRatio: yield* Config.number("TAPEDECK_RETENTION_PAUSE_RATIO").pipe(
         Config.validate({ message: "must be 0 to 100", validation: (n) => n >= 0 && n <= 100 }),
-        Config.withDefault(1)
+        Config.withDefault(3)
       ),
       contentSweepGraceSeconds: yield* Config.number("TAPEDECK_CONTENT_SWEEP_GRACE_SECONDS").pipe(
         Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 }),
