@@ -5,6 +5,7 @@ import { TapedeckApi } from "#src/api/Api"
 import { ENFORCEMENT_CHECK_PATH } from "#src/api/EnforcementApi"
 import { Authentication, RateLimit } from "#src/api/Security"
 import { checkBody } from "../support/CheckBodies.ts"
+import { type ExportedSpan, startSpanReceiver } from "../support/SpanReceiver.ts"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 
 // A request to exactly ENFORCEMENT_CHECK_PATH is answered by the lean route in front of the router
@@ -327,29 +328,15 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("the database going away", (
   }, 60_000)
 })
 
-type Attribute = { key: string; value: { stringValue?: string; intValue?: string | number } }
-type ExportedSpan = { name: string; attributes: Array<Attribute> }
-
 /** A server that traces itself to a receiver on loopback (as test/http/self-tracing.test.ts), and its spans. */
 const withTracedServer = async (use: (traced: TestServer, spans: Array<ExportedSpan>) => Promise<void>) => {
-  const spans: Array<ExportedSpan> = []
-  const receiver = Bun.serve({
-    port: 0,
-    hostname: "127.0.0.1",
-    fetch: async (req) => {
-      if (new URL(req.url).pathname === "/v1/traces") {
-        const body = (await req.json()) as any
-        for (const rs of body.resourceSpans ?? []) for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []))
-      }
-      return Response.json({})
-    }
-  })
-  const traced = await startTestServer({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.port}` })
+  const receiver = startSpanReceiver()
+  const traced = await startTestServer({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint })
   try {
-    await use(traced, spans)
+    await use(traced, receiver.spans)
   } finally {
     await traced.stop()
-    receiver.stop(true)
+    receiver.stop()
   }
 }
 
