@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { Arbitrary, FastCheck as fc, Schema } from "effect"
 
+import { DEFAULT_PRICES, priceOf } from "#src/domain/pricing/Prices"
 import { Span } from "#src/domain/Span"
 import { CreateTraceRequest } from "#src/domain/Trace"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
@@ -16,7 +17,15 @@ const runs = { numRuns: 25 }
 const wireJson = (value: unknown) => JSON.parse(JSON.stringify(value))
 
 /**
- * Spans from the schema's own arbitrary, given fresh ids and parents within the batch: a few, or 20 to 30.
+ * A model name the default price table does not know: a span sent without a cost but with a priced model and
+ * tokens comes back with an estimated cost (tested in the pricing suites), which is not a round trip.
+ */
+const unpriced = (model: string): string =>
+  priceOf(DEFAULT_PRICES, model) === undefined ? model : unpriced(`~${model}`)
+
+/**
+ * Spans from the schema's own arbitrary, given fresh ids and parents within the batch: a few, or 20 to 30; their
+ * models are ones the price table does not know.
  */
 const spanBatch = fc
   .oneof(
@@ -30,6 +39,7 @@ const spanBatch = fc
         const ids = spans.map(() => uuid())
         return spans.map((s, i) => ({
           ...s,
+          ...(s.model === undefined ? {} : { model: unpriced(s.model) }),
           id: ids[i],
           parent_id: i === 0 || parents[i] === null ? null : ids[parents[i]! % i]
         }))
