@@ -4,7 +4,8 @@ import type { AccountId, TraceId } from "#src/domain/Ids"
 import { type Baseline, detect, type DetectionSettings, type SpanFacts } from "#src/domain/Insight"
 import { AppConfig } from "../config/AppConfig.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
-import { payloadJsonSql } from "../traces/SpanRecords.ts"
+import { hash64Hex } from "../platform/Hashes.ts"
+import { type LayoutRow, withPayloads } from "../traces/SharedParts.ts"
 
 interface TraceFactsRow {
   readonly id: TraceId
@@ -25,8 +26,24 @@ interface SpanFactsRow {
   readonly failed: boolean
   readonly error: string | null
   readonly tokens: number
-  readonly args_hash: string | null
 }
+
+/**
+ * JSON text of a value with every object's keys sorted: the same text for values jsonb holds equal, whatever their
+ * key order, duplicate keys (the last wins, as in jsonb), spacing or number spelling (`1.0` and `1`).
+ */
+export const canonicalJson = (value: unknown): string => {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
+  if (typeof value === "object" && value !== null) {
+    const keys = Object.keys(value).sort()
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`
+  }
+  return JSON.stringify(value)
+}
+
+/** A tool call's arguments hash: of its input's canonical JSON (an absent input as `null`), 16 hex digits. */
+export const argsHash = (inputText: string | null) =>
+  hash64Hex(inputText === null ? "null" : canonicalJson(JSON.parse(inputText)))
 
 interface BaselineRow {
   readonly trace_id: string
@@ -38,6 +55,12 @@ interface BaselineRow {
 // A trace's latency (`t`: the traces row's alias): its total duration, or its wall time when no duration was recorded.
 const latency = (t: string) => `CASE WHEN ${t}.total_duration_ms > 0 THEN ${t}.total_duration_ms::float8
   ELSE GREATEST(0, COALESCE(EXTRACT(EPOCH FROM (${t}.ended_at - ${t}.started_at)) * 1000, 0))::float8 END`
+
+/** A tool call's input in its stored layout (as LAYOUT_SELECT reads it), nothing for other spans; no output. */
+const TOOL_INPUT = `CASE WHEN s.span_type = 'tool_call' THEN s.input::text END AS input,
+  CASE WHEN s.span_type = 'tool_call' THEN s.input_skel END AS input_skel,
+  CASE WHEN s.span_type = 'tool_call' THEN s.input_refs::text[] END AS input_refs,
+  NULL::text AS output, NULL::text AS output_skel, NULL::text[] AS output_refs`
 
 /**
  * Detection on terminal traces: failed spans, tool-call loops, cost and latency far above the account's
@@ -74,20 +97,23 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
           WHERE t.deleted_at IS NULL AND t.status <> 'running'`
         if (found.length === 0) return 0
         const foundIds = uuidArray(found.map((t) => t.id))
-        // Equal jsonb values hash equally (jsonb's own 64-bit hash: a fifth of the cost of md5 over the value printed
-        // as text). `= ANY` on the key's first column keeps this an index scan (a join with the traces was planned
-        // as a scan of all spans).
-        const spans = yield* sql<SpanFactsRow>`
+        // `= ANY` on the key's first column keeps this an index scan (a join with the traces was planned as a scan of
+        // all spans). Tool calls' inputs are read in their stored layout and put together here (their shared parts
+        // read once each) for their arguments' hash.
+        const spanRows = yield* sql<SpanFactsRow & LayoutRow>`
           SELECT s.trace_id, s.account_id, s.id, s.span_type, s.name,
                  (s.span_type = 'error' OR s.error IS NOT NULL
                    OR lower(s.metadata->>'status') IN ('failed', 'error')) AS failed,
                  left(s.error, 1000) AS error,
                  (COALESCE(s.input_tokens, 0) + COALESCE(s.output_tokens, 0))::float8 AS tokens,
-                 CASE WHEN s.span_type = 'tool_call'
-                   THEN lpad(to_hex(jsonb_hash_extended(COALESCE(${sql.literal(payloadJsonSql("input", "s."))}::jsonb, 'null'), 0)), 16, '0') END AS args_hash
+                 ${sql.literal(TOOL_INPUT)}
           FROM spans s
           WHERE s.trace_id = ANY(${foundIds}::uuid[])
           ORDER BY s.trace_id, s.started_at, s.id`
+        const spans = (yield* withPayloads(sql, spanRows)).map((s) => ({
+          ...s,
+          args_hash: s.span_type === "tool_call" ? argsHash(s.input) : null
+        }))
         const ownerOf = new Map(found.map((t) => [t.id as string, t.account_id as string]))
         const spansOf = Map.groupBy(
           spans.filter((s) => ownerOf.get(s.trace_id) === s.account_id),
@@ -152,6 +178,12 @@ export class Detection extends Effect.Service<Detection>()("tapedeck/Detection",
           SELECT x.id, x.account_id, x.trace_id, x.kind, x.key, x.severity, x.message, x.details
           FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
             AS x(id uuid, account_id uuid, trace_id uuid, kind text, key text, severity text, message text, details jsonb)
+          -- A loop found before under another arguments' hash (jsonb's own, computed in SQL until migration 0043) is
+          -- the same loop: the same tool, from the same first span.
+          WHERE x.kind <> 'tool_loop' OR NOT EXISTS (
+            SELECT 1 FROM insights i
+            WHERE i.trace_id = x.trace_id AND i.kind = 'tool_loop' AND i.details->>'tool' = x.details->>'tool'
+              AND i.details->'spanIds'->0 = x.details->'spanIds'->0)
           ON CONFLICT (trace_id, kind, key) DO NOTHING
           RETURNING id`
         return inserted.length

@@ -3,7 +3,8 @@ import { Effect, Option } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { TraceStatus } from "#src/domain/Trace"
 import {
-  fromRow,
+  type fromRow,
+  readSpans,
   SPAN_WRITE_COLUMNS,
   SPAN_RECORD_COLUMNS,
   SPAN_RECORD_VALUES,
@@ -218,9 +219,8 @@ export class OtlpStore extends Effect.Service<OtlpStore>()("tapedeck/OtlpStore",
           SELECT trace_id, ${sql.literal(FINALIZE_SELECT)} FROM spans
           WHERE trace_id = ANY(${uuidArray(traceIds)}::uuid[])`
         const byTrace = new Map<string, Array<ReturnType<typeof fromRow>>>()
-        for (const row of rows) {
+        for (const { row, span } of yield* readSpans(sql, rows)) {
           const list = byTrace.get(row.trace_id)
-          const span = fromRow(row)
           if (list) list.push(span)
           else byTrace.set(row.trace_id, [span])
         }

@@ -13,3 +13,6 @@ export const sha1Into = (input: Uint8Array, digest: Uint8Array): Uint8Array =>
 
 /** SHA-256 of a text's UTF-8 bytes, hex: the key of a shared span content part (PayloadSplit). */
 export const sha256Hex = (text: string): string => new Bun.CryptoHasher("sha256").update(text).digest("hex")
+
+/** Wyhash (64-bit) of a text, 16 hex digits. */
+export const hash64Hex = (text: string): string => Bun.hash(text).toString(16).padStart(16, "0")

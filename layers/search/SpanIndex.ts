@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { SearchFilters } from "#src/domain/Search"
 import type { SpanWire } from "#src/domain/Span"
-import { fromRow, type SpanRow, spanSelect } from "../traces/SpanRecords.ts"
+import { readSpans, type SpanRow, spanSelect } from "../traces/SpanRecords.ts"
 import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "../traces/SharedParts.ts"
 import { shortHash } from "../platform/Hashes.ts"
 import { type SpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
@@ -652,15 +652,17 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           SpanRow & { trace_id: string; distance: number; score: number; vrank: number | null; lrank: number | null }
         >
       ) =>
-        rows.map((row): Hit => {
-          // A query with no word in it embeds to the zero vector: its cosine is undefined, reported as 0.
-          const cosine = 1 - Number(row.distance)
-          const similarity = Number.isFinite(cosine) ? Math.max(-1, Math.min(1, cosine)) : 0
-          const match: Array<Leg> = []
-          if (row.lrank !== null) match.push("lexical")
-          if (row.vrank !== null) match.push("vector")
-          return { span: { ...fromRow(row), trace_id: row.trace_id, similarity, score: Number(row.score), match } }
-        })
+        Effect.map(readSpans(sql, rows), (read) =>
+          read.map(({ row, span }): Hit => {
+            // A query with no word in it embeds to the zero vector: its cosine is undefined, reported as 0.
+            const cosine = 1 - Number(row.distance)
+            const similarity = Number.isFinite(cosine) ? Math.max(-1, Math.min(1, cosine)) : 0
+            const match: Array<Leg> = []
+            if (row.lrank !== null) match.push("lexical")
+            if (row.vrank !== null) match.push("vector")
+            return { span: { ...span, trace_id: row.trace_id, similarity, score: Number(row.score), match } }
+          })
+        )
 
       const inTransaction = (exact: boolean) =>
         sql.withTransaction(
@@ -687,7 +689,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         depth <= MAX_HNSW_DEPTH &&
         input.path !== "exact" &&
         input.path !== "prefilter"
-      if (hnswable && input.path === "hnsw") return toHits(yield* inTransaction(false))
+      if (hnswable && input.path === "hnsw") return yield* toHits(yield* inTransaction(false))
       // A filter few rows pass: the exact scan reads just those (through the filters' indexes), where an HNSW
       // scan would walk past the many that fail before it found k that pass, or come back short. The planner's
       // estimate decides (statistics kept by autovacuum, on PGlite by EmbeddedMaintenance): counting the rows
@@ -700,7 +702,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       // Fewer than k rows passed the filters in the HNSW scan: it stopped at hnsw.max_scan_tuples (or without
       // iterative scans, at ef_search), and matching rows may lie beyond, so go exact.
       if (hnsw && useVector && (rows[0]?.candidates ?? 0) < k) rows = yield* inTransaction(true)
-      return toHits(rows)
+      return yield* toHits(rows)
     }, Effect.orDie)
 
     /** The account's search-index state under the current embedder, for diagnostics. */

@@ -2,10 +2,10 @@ import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect } from "effect"
 
 /**
- * A span's payload layout as read for assembly here rather than in SQL (`tapedeck_payload_text`): the skeletons and
- * the ids of their parts (as text, which both drivers return alike). A trace's spans share most of their parts (each
- * model call repeats the conversation so far), so fetching each part once and putting the payloads together here
- * moves far fewer bytes than assembling every payload in PostgreSQL.
+ * A span's payload layout as read for assembly here (every reader puts payloads together in TypeScript, none in SQL):
+ * the skeletons and the ids of their parts (as text, which both drivers return alike). A trace's spans share most of
+ * their parts (each model call repeats the conversation so far), so fetching each part once and putting the payloads
+ * together here moves far fewer bytes than assembling every payload in PostgreSQL.
  */
 export const LAYOUT_SELECT = `input_skel, input_refs::text[] AS input_refs, output_skel, output_refs::text[] AS output_refs`
 

@@ -1,8 +1,9 @@
-import type { DateTime } from "effect"
+import type { SqlClient } from "@effect/sql"
+import { type DateTime, Effect } from "effect"
 import { formatInstant } from "#src/domain/Instant"
 import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
 import { partHasher, splitPayload } from "./PayloadSplit.ts"
-import { LAYOUT_SELECT, type LayoutRow } from "./SharedParts.ts"
+import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "./SharedParts.ts"
 
 /**
  * The column list of `json_to_recordset` for a batch of spans. A JSON `null` input or output is a flag beside
@@ -36,34 +37,24 @@ export const SPLIT_COLUMNS =
 /** SPAN_COLUMNS, then SPLIT_COLUMNS: what SPAN_RECORD_VALUES fills. */
 export const SPAN_WRITE_COLUMNS = `${SPAN_COLUMNS}, ${SPLIT_COLUMNS}`
 
-/**
- * A span's input and output as stored: inline json, or a skeleton and the shared parts it references
- * (migration 0030_shared_span_content). These expressions give the payload whatever its layout; `s` is the alias
- * of the spans table in the query (or "" when it has none).
- */
-export const payloadJsonSql = (column: "input" | "output", s = "") =>
-  `tapedeck_payload(${s}${column}, ${s}${column}_skel, ${s}${column}_refs)`
-export const payloadTextSql = (column: "input" | "output", s = "") =>
-  `tapedeck_payload_text(${s}${column}, ${s}${column}_skel, ${s}${column}_refs)`
 /** Whether the span has the payload (a JSON null counts; SQL NULL in both layouts is absent). */
 export const payloadPresent = (column: "input" | "output", s = "") =>
   `(${s}${column} IS NOT NULL OR ${s}${column}_skel IS NOT NULL)`
 
-const INPUT_JSON = payloadJsonSql("input")
-const OUTPUT_JSON = payloadJsonSql("output")
-
 /**
- * The SELECT list that reads spans back: json payloads come wrapped (see `unwrap`), numbers as float8.
- * With `payloadsWhen`, input and output are read only for the rows matching that SQL condition.
+ * The SELECT list that reads spans back: payloads in their stored layout (LAYOUT_SELECT, put together by
+ * `withPayloads`, then parsed by `fromRow`), numbers as float8. With `payloadsWhen`, input and output are read only
+ * for the rows matching that SQL condition.
  */
-export const spanSelect = (payloadsWhen = "true") => `id, parent_id, span_type, name, model,
-  CASE WHEN (input IS NULL AND input_skel IS NULL) OR NOT (${payloadsWhen}) THEN NULL
-    ELSE json_build_array(${INPUT_JSON}) END AS input,
-  CASE WHEN (output IS NULL AND output_skel IS NULL) OR NOT (${payloadsWhen}) THEN NULL
-    ELSE json_build_array(${OUTPUT_JSON}) END AS output,
+export const spanSelect = (payloadsWhen = "true") => {
+  const when = (expr: string) => (payloadsWhen === "true" ? expr : `CASE WHEN ${payloadsWhen} THEN ${expr} END`)
+  return `id, parent_id, span_type, name, model,
+  ${when("input::text")} AS input, ${when("input_skel")} AS input_skel, ${when("input_refs::text[]")} AS input_refs,
+  ${when("output::text")} AS output, ${when("output_skel")} AS output_skel, ${when("output_refs::text[]")} AS output_refs,
   input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens, cost::float8 AS cost,
   duration_ms::float8 AS duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at,
   error, extra`
+}
 
 export const SPAN_SELECT = spanSelect()
 
@@ -259,15 +250,16 @@ export const once = (stored?: (hash: string) => boolean) => {
   }
 }
 
-/** A stored span as read back (bigint and numeric columns cast to float8 in SQL). */
-export interface SpanRow {
+/**
+ * A stored span as read back by `spanSelect` (bigint and numeric columns cast to float8 in SQL); `input` and `output`
+ * are JSON text once `withPayloads` put them together.
+ */
+export interface SpanRow extends LayoutRow {
   readonly id: string
   readonly parent_id: string | null
   readonly span_type: Span["span_type"]
   readonly name: string
   readonly model: string | null
-  readonly input: unknown
-  readonly output: unknown
   readonly input_tokens: number | null
   readonly output_tokens: number | null
   readonly cost: number | null
@@ -282,7 +274,10 @@ export interface SpanRow {
   readonly extra: Record<string, unknown> | null
 }
 
-/** A stored span as JSON for the wire: absent optionals stay absent, extras come back as sent. */
+/**
+ * A stored span as JSON for the wire: absent optionals stay absent, extras come back as sent. The row's payloads must
+ * have been put together (`withPayloads`, or `readSpans`).
+ */
 export const fromRow = (row: SpanRow): SpanWire => {
   const span: Record<string, unknown> = { ...row.extra }
   span.id = row.id
@@ -290,8 +285,8 @@ export const fromRow = (row: SpanRow): SpanWire => {
   span.span_type = row.span_type
   span.name = row.name
   if (row.model !== null) span.model = row.model
-  if (row.input !== null) span.input = unwrap(row.input)
-  if (row.output !== null) span.output = unwrap(row.output)
+  if (row.input !== null) span.input = JSON.parse(row.input)
+  if (row.output !== null) span.output = JSON.parse(row.output)
   if (row.input_tokens !== null) span.input_tokens = row.input_tokens
   if (row.output_tokens !== null) span.output_tokens = row.output_tokens
   if (row.cost !== null) span.cost = row.cost
@@ -305,3 +300,7 @@ export const fromRow = (row: SpanRow): SpanWire => {
   if (row.error !== null) span.error = row.error
   return span as SpanWire
 }
+
+/** Spans read by `spanSelect`, their payloads put together from their parts (read once each), as for the wire. */
+export const readSpans = <R extends SpanRow>(sql: SqlClient.SqlClient, rows: ReadonlyArray<R>) =>
+  Effect.map(withPayloads(sql, rows), (full) => full.map((row) => ({ row, span: fromRow(row) })))

@@ -6,7 +6,7 @@ import type { Span } from "#src/domain/Span"
 import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
 import { prepared } from "../storage/PreparedStatements.ts"
 import {
-  fromRow,
+  readSpans,
   SPAN_WRITE_COLUMNS,
   SPAN_PARTS_SELECT,
   spanJsonRow,
@@ -335,7 +335,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
     const listSpans = Effect.fn("TraceRepo.listSpans")(
       function* (traceId: TraceId) {
         const rows = yield* sql<SpanRow>`SELECT ${sql.literal(SPAN_SELECT)} FROM spans WHERE trace_id = ${traceId}`
-        return rows.map(fromRow)
+        return (yield* readSpans(sql, rows)).map((r) => r.span)
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

@@ -99,6 +99,39 @@ describe("detection on terminal traces", () => {
     expect(body.items[0].details.spanIds).toHaveLength(3)
   }, 60_000)
 
+  test("tool loops over large arguments (stored as shared parts), and a loop found under another hash is not found twice", async () => {
+    const big = {
+      q: "ü".repeat(900),
+      filters: Array.from({ length: 8 }, (_, i) => ({ field: `f${i}`, value: "x".repeat(300) }))
+    }
+    const reordered = { filters: big.filters, q: big.q }
+    const call = (input: unknown) => span({ span_type: "tool_call", name: "lookup", input })
+    const t = trace({
+      status: "completed",
+      spans: [call(big), call(reordered), call(big), call({ ...big, q: "other" }), call({ ...big, q: "other" })]
+    })
+    await create(t)
+    await terminalJobsDone()
+    const [split] = await query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM spans WHERE trace_id = $1 AND input_skel IS NOT NULL`,
+      t.id
+    )
+    expect(split!.n).toBe(5)
+    const body = await insightsOf(t.id, KEY_A, "&kind=tool_loop")
+    expect(body.total).toBe(1)
+    expect(body.items[0].details).toMatchObject({ tool: "lookup", count: 3 })
+    // The same loop stored under the arguments' hash of another version: running detection again adds nothing.
+    await query(`UPDATE insights SET key = 'lookup:0123456789abcdef' WHERE trace_id = $1 AND kind = 'tool_loop'`, t.id)
+    const [owner] = await query<{ account_id: string }>(`SELECT account_id FROM traces WHERE id = $1`, t.id)
+    const added = await server.run(
+      Effect.flatMap(Detection, (d) => d.run(owner!.account_id as AccountId, t.id as TraceId)).pipe(
+        Effect.provide(Detection.Default)
+      )
+    )
+    expect(added).toBe(0)
+    expect((await insightsOf(t.id, KEY_A, "&kind=tool_loop")).total).toBe(1)
+  }, 60_000)
+
   test("token blow-ups: far above the trace's median, or above the absolute cap", async () => {
     const llm = (input_tokens: number, output_tokens = 0) =>
       span({ span_type: "llm_call", name: `call-${input_tokens}`, input_tokens, output_tokens })

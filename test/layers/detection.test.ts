@@ -8,6 +8,7 @@ import {
   median,
   type SpanFacts
 } from "#src/domain/Insight"
+import { argsHash, canonicalJson } from "#layers/evaluations/Detection"
 
 const settings: DetectionSettings = {
   loopRepeats: 3,
@@ -107,5 +108,26 @@ describe("detect", () => {
     expect(median([])).toBeNull()
     expect(median([3, 1, 2])).toBe(2)
     expect(median([4, 1, 3, 2])).toBe(2.5)
+  })
+
+  test("arguments' hash: equal for values jsonb holds equal (key order, duplicate keys, spacing, number spelling)", () => {
+    expect(argsHash('{"a":1,"b":[1.0,{"y":"z","x":null}]}')).toBe(
+      argsHash('{ "b": [1, {"x": null, "y": "z"}], "a": 1e0 }')
+    )
+    expect(argsHash('{"a":2,"a":1}')).toBe(argsHash('{"a":1}'))
+    expect(argsHash(null)).toBe(argsHash("null"))
+    expect(argsHash('{"a":1}')).not.toBe(argsHash('{"a":"1"}'))
+    expect(argsHash("[1,2]")).not.toBe(argsHash("[2,1]"))
+    expect(argsHash("{}")).toMatch(/^[0-9a-f]{16}$/)
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => {
+        expect(JSON.parse(canonicalJson(v))).toEqual(JSON.parse(JSON.stringify(v)))
+        const shuffled = JSON.parse(JSON.stringify(v), (_k, x) =>
+          typeof x === "object" && x !== null && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).reverse()) : x
+        )
+        expect(argsHash(JSON.stringify(shuffled))).toBe(argsHash(JSON.stringify(v)))
+      }),
+      { numRuns: 200 }
+    )
   })
 })
