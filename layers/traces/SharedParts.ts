@@ -1,5 +1,6 @@
 import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect } from "effect"
+import { packPart, partText } from "./PartPacking.ts"
 
 /**
  * A span's payload layout as read for assembly here (every reader puts payloads together in TypeScript, none in SQL):
@@ -32,7 +33,7 @@ export const assemble = (skel: string, refs: ReadonlyArray<string>, bodies: Read
 
 /**
  * The rows with `input` and `output` as the payloads' JSON text whatever their layout: the parts of all the rows
- * are read in one query, each once.
+ * are read in one query, each once, and those stored compressed inflated (PartPacking).
  */
 export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows: ReadonlyArray<R>) =>
   Effect.gen(function* () {
@@ -42,9 +43,9 @@ export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows
       if (row.output_refs !== null) for (const id of row.output_refs) ids.add(id)
     }
     if (ids.size === 0) return rows
-    const parts = yield* sql<{ id: string; body: string }>`
-      SELECT id::text AS id, body FROM span_contents WHERE id = ANY(${`{${[...ids].join(",")}}`}::bigint[])`
-    const bodies = new Map(parts.map((p) => [p.id, p.body]))
+    const parts = yield* sql<{ id: string; body: string | null; packed: Uint8Array | null }>`
+      SELECT id::text AS id, body, packed FROM span_contents WHERE id = ANY(${`{${[...ids].join(",")}}`}::bigint[])`
+    const bodies = new Map(parts.map((p) => [p.id, partText(p.body, p.packed)]))
     return rows.map((row) =>
       row.input_skel === null && row.output_skel === null
         ? row
@@ -67,8 +68,10 @@ interface SplitRecord {
  * Writes records of split spans (toWriteRecord's) with their parts resolved to ids first, once per distinct part of
  * the batch: `tapedeck_share_parts` called once for the whole batch in the same transaction as the write, instead of
  * by the trigger for every span (a model call repeats its whole history: a 30-step run made ~930 lookups for ~90
- * distinct parts). The records then carry `input_refs`/`output_refs`, which the trigger keeps as given. A batch with
- * nothing split is written as it is, in one statement. A part sent by hash only that is not stored fails the call
+ * distinct parts). The records then carry `input_refs`/`output_refs`, which the trigger keeps as given. Parts whose
+ * text is sent are sent compressed where that pays (PartPacking; the ones the database already has are not stored
+ * again, and those the writer knows are stored are sent by hash only, so what is compressed is mostly what is new).
+ * A batch with nothing split is written as it is, in one statement. A part sent by hash only that is not stored fails the call
  * (TD001) and the transaction with it, as the trigger would.
  */
 export const withResolvedParts = <A>(
@@ -94,11 +97,19 @@ export const withResolvedParts = <A>(
   return sql.withTransaction(
     Effect.gen(function* () {
       const hashes = [...texts.keys()]
+      const plain: Array<string | null> = []
+      const packed: Array<string | null> = []
+      for (const text of texts.values()) {
+        const bytes = text === null ? undefined : packPart(text)
+        plain.push(bytes === undefined ? text : null)
+        packed.push(bytes === undefined ? null : bytes.toString("base64"))
+      }
       const [row] = yield* sql<{ ids: ReadonlyArray<string> }>`
         SELECT tapedeck_share_parts(
           ${accountId}::uuid,
-          ARRAY(SELECT t FROM json_array_elements_text(${JSON.stringify([...texts.values()])}::json) WITH ORDINALITY AS e(t, i) ORDER BY i),
-          ${`{${hashes.join(",")}}`}::text[]
+          ARRAY(SELECT t FROM json_array_elements_text(${JSON.stringify(plain)}::json) WITH ORDINALITY AS e(t, i) ORDER BY i),
+          ${`{${hashes.join(",")}}`}::text[],
+          ARRAY(SELECT decode(t, 'base64') FROM json_array_elements_text(${JSON.stringify(packed)}::json) WITH ORDINALITY AS e(t, i) ORDER BY i)
         )::text[] AS ids`
       const ids = new Map(hashes.map((h, i) => [h, Number(row!.ids[i])]))
       const refs = (hs: ReadonlyArray<string> | undefined) => hs?.map((h) => ids.get(h)!)

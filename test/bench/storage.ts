@@ -454,8 +454,9 @@ const writeExpired = async (side: Side) => {
     await timed(
       "parts",
       `
-      INSERT INTO span_contents (id, account_id, hash, body)
-      SELECT t.id + c.n * ${stride}::bigint, t.account_id, sha256(t.hash || convert_to(c.n::text, 'UTF8')), t.body
+      INSERT INTO span_contents (id, account_id, hash, body, packed)
+      SELECT t.id + c.n * ${stride}::bigint, t.account_id, sha256(t.hash || convert_to(c.n::text, 'UTF8')), t.body,
+             t.packed
       FROM span_contents t JOIN purge_own o ON o.id = t.id CROSS JOIN ${c}`
     )
     await timed(

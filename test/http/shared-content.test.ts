@@ -5,6 +5,7 @@ import { SharedContent } from "#layers/storage/SharedContent"
 import { convertStoredSpans, purgeDeletedTraces, sweepSharedContent } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
 import { isPartLost } from "#layers/traces/KnownParts"
+import { partText } from "#layers/traces/PartPacking"
 import { SHARE_BYTES, splitPayload } from "#layers/traces/PayloadSplit"
 import { SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, SPAN_WRITE_COLUMNS, toRecordsJson } from "#layers/traces/SpanRecords"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
@@ -72,13 +73,22 @@ const stored = <A>(query: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown
     }).pipe(Effect.orDie)
   )
 
-/** Every span of the trace as the SQL assembly reads it (search indexing, judge prompts, replay, export). */
+/** Every span of the trace as TraceRepo.listSpans reads it (judge prompts, replay, export). */
 const sqlRead = (traceId: string) =>
   server.run(
     Effect.gen(function* () {
       return yield* (yield* TraceRepo).listSpans(traceId as never)
     }).pipe(Effect.provide(TraceRepo.Default))
   )
+
+/** Every stored part with its text, whether it is stored plain (`body`) or compressed (`packed`). */
+const storedParts = async () =>
+  (
+    await stored(
+      (sql) => sql<{ id: string; account_id: string; body: string | null; packed: Uint8Array | null }>`
+        SELECT id::text AS id, account_id, body, packed FROM span_contents`
+    )
+  ).map((p) => ({ id: p.id, account_id: p.account_id, text: partText(p.body, p.packed), packed: p.packed !== null }))
 
 const detail = async (traceId: string, key = KEY_A) => {
   const res = await server.request("GET", `/api/v1/traces/${traceId}`, { key })
@@ -123,13 +133,8 @@ describe("shared span content", () => {
       runs
     )
     // The same message in many spans and traces is one row per account.
-    const [dupes] = await stored(
-      (sql) =>
-        sql<{
-          n: number
-        }>`SELECT count(*)::int AS n FROM (SELECT account_id, body FROM span_contents GROUP BY 1, 2 HAVING count(*) > 1) d`
-    )
-    expect(dupes!.n).toBe(0)
+    const parts = await storedParts()
+    expect(new Set(parts.map((p) => `${p.account_id} ${p.text}`)).size).toBe(parts.length)
   }, 120_000)
 
   test("a large history is split: the span keeps a skeleton and references, the parts are stored once", async () => {
@@ -147,14 +152,9 @@ describe("shared span content", () => {
       [null, 4],
       [null, 6]
     ])
-    const [parts] = await stored(
-      (sql) =>
-        sql<{
-          n: number
-        }>`SELECT count(*)::int AS n FROM span_contents WHERE body LIKE ${'"message %'}`
-    )
+    const parts = (await storedParts()).filter((p) => p.text.startsWith('"message '))
     // Each message's content is the part; its small remainder ({"role":"user","content":…}) stays in the skeleton.
-    expect(parts!.n).toBe(6)
+    expect(parts.length).toBe(6)
     await expectRoundTrip(t.id, spans)
   })
 
@@ -186,11 +186,8 @@ describe("shared span content", () => {
         INSERT INTO spans (trace_id, account_id, id, span_type, name, input, started_at)
         VALUES (${t.id}::uuid, ${account!.id}::uuid, ${whole.id}::uuid, 'llm_call', 'step', ${wire(wholeInput)}::json, now())`
     )
-    const parts = await stored(
-      (sql) => sql<{ id: string; body: string }>`
-        SELECT id::text AS id, body FROM span_contents WHERE strpos(body, ${marker}) > 0`
-    )
-    expect(parts.map((p) => p.body)).toEqual([JSON.stringify(result)])
+    const parts = (await storedParts()).filter((p) => p.text.includes(marker))
+    expect(parts.map((p) => p.text)).toEqual([JSON.stringify(result)])
     const refs = await stored(
       (sql) => sql<{ n: number }>`
         SELECT count(*)::int AS n FROM spans
@@ -263,11 +260,8 @@ describe("shared span content", () => {
       SELECT ${traceId}::uuid, ${account!.id}::uuid, ${sql.literal(SPAN_RECORD_VALUES)}
       FROM json_to_recordset(${JSON.stringify(records)}::json) AS x(${sql.literal(SPAN_RECORD_COLUMNS)})`
     )
-    const read = await stored(
-      (sql) => sql<{ input: string }>`
-      SELECT tapedeck_payload_text(input, input_skel, input_refs) AS input FROM spans WHERE trace_id = ${traceId}::uuid ORDER BY started_at, id`
-    )
-    expect(read.map((r) => r.input).sort()).toEqual(spans.map((s) => JSON.stringify(s.input)).sort())
+    const read = await sqlRead(traceId)
+    expect(read.map((r) => JSON.stringify(r.input)).sort()).toEqual(spans.map((s) => JSON.stringify(s.input)).sort())
     // A part sent by hash only that is not stored is refused, never referenced.
     const missing = [
       { ...records[1]!, id: uuid(), input_hashes: ["00".repeat(32), ...records[1]!.input_hashes.slice(1)] }
@@ -323,18 +317,83 @@ describe("shared span content", () => {
     await expectRoundTrip(t.id, [small, split, whole])
   })
 
+  test("new parts are stored compressed, plain when that saves nothing, and mixed payloads read back byte for byte", async () => {
+    const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
+    // Compressible text (words repeated, with unicode and escapes), and text that hardly compresses (random
+    // printable characters).
+    const prose = text(3, 12).chain((w) =>
+      fc.integer({ min: 30, max: 200 }).map((n) => Array.from({ length: n }, (_, i) => `${w} ${i % 7} é✓😀`).join(" "))
+    )
+    const noise = fc.tuple(fc.integer({ min: 1 }), fc.integer({ min: 260, max: 1500 })).map(([seed, n]) => {
+      let x = seed
+      let out = ""
+      for (let i = 0; i < n; i++) {
+        x ^= x << 13
+        x ^= x >>> 17
+        x ^= x << 5
+        out += String.fromCharCode(32 + ((x >>> 0) % 95))
+      }
+      return out
+    })
+    await fc.assert(
+      fc.asyncProperty(prose, prose, noise, fc.boolean(), async (old, fresh, random, wholeFirst) => {
+        const tag = uuid()
+        const oldMessage = { role: "user", content: `${tag} old ${old}` }
+        // A part stored plain first, by SQL's split (a payload written whole runs the trigger).
+        const t = trace({ spans: [] })
+        expect((await server.post("/api/v1/traces", t)).status).toBe(200)
+        const wholeInput = { messages: [oldMessage, { role: "user", content: "x".repeat(1100) }] }
+        const whole = span({ input: wholeInput })
+        if (wholeFirst)
+          await stored(
+            (sql) => sql`
+              INSERT INTO spans (trace_id, account_id, id, span_type, name, input, started_at)
+              VALUES (${t.id}::uuid, ${account!.id}::uuid, ${whole.id}::uuid, 'llm_call', 'step',
+                      ${wire(wholeInput)}::json, now())`
+          )
+        // Then written by the API with new parts: one that compresses, one that does not.
+        const input = {
+          messages: [
+            oldMessage,
+            { role: "assistant", content: `${tag} fresh ${fresh}` },
+            { role: "tool", content: `${tag} ${random}` }
+          ]
+        }
+        const written = span({ input, output: `${tag} out ${fresh} ${fresh} ${fresh}` })
+        expect((await server.post(`/api/v1/traces/${t.id}/spans`, { spans: [written] })).status).toBe(200)
+        const parts = (await storedParts()).filter((p) => p.text.includes(tag))
+        const form = (start: string) => parts.filter((p) => p.text.startsWith(`"${tag} ${start}`)).map((p) => p.packed)
+        expect(form("old")).toEqual([!wholeFirst])
+        expect(form("fresh")).toEqual([true])
+        expect(form("out")).toEqual([true])
+        expect(parts.filter((p) => p.text === JSON.stringify(`${tag} ${random}`)).map((p) => p.packed)).toEqual([false])
+        // Exactly one form is stored, and a compressed part holds at most three quarters of its text's bytes.
+        const rows = await stored(
+          (sql) => sql<{ id: string; body: boolean; packed: number | null }>`
+            SELECT id::text AS id, body IS NOT NULL AS body, octet_length(packed) AS packed
+            FROM span_contents WHERE id = ANY(${`{${parts.map((p) => p.id).join(",")}}`}::bigint[])`
+        )
+        const textOf = new Map(parts.map((p) => [p.id, p.text]))
+        for (const r of rows) {
+          expect(r.body).toBe(r.packed === null)
+          if (r.packed !== null) expect(r.packed).toBeLessThanOrEqual(0.75 * Buffer.byteLength(textOf.get(r.id)!))
+        }
+        await expectRoundTrip(t.id, wholeFirst ? [whole, written] : [written])
+      }),
+      runs
+    )
+  })
+
   test("sharing never crosses accounts; another account's trace is a 404", async () => {
     const payloadOf = () => ({ messages: [{ role: "system", content: `shared prompt ${"p".repeat(2000)}` }] })
     const [a, b] = [trace({ spans: [span({ input: payloadOf() })] }), trace({ spans: [span({ input: payloadOf() })] })]
     expect((await server.post("/api/v1/traces", a, KEY_A)).status).toBe(200)
     expect((await server.post("/api/v1/traces", b, KEY_B)).status).toBe(200)
-    const rows = await stored(
-      (sql) =>
-        sql<{ accounts: number; rows: number }>`
-        SELECT count(DISTINCT account_id)::int AS accounts, count(*)::int AS rows FROM span_contents
-        WHERE body LIKE '%shared prompt%'`
-    )
-    expect(rows[0]).toEqual({ accounts: 2, rows: 2 })
+    const prompts = (await storedParts()).filter((p) => p.text.includes("shared prompt"))
+    expect({ accounts: new Set(prompts.map((p) => p.account_id)).size, rows: prompts.length }).toEqual({
+      accounts: 2,
+      rows: 2
+    })
     const [crossA, crossB] = await Promise.all([detail(b.id, KEY_A), detail(a.id, KEY_B)])
     expect([crossA.status, crossB.status]).toEqual([404, 404])
     const own = await detail(b.id, KEY_B)

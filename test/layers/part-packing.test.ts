@@ -1,0 +1,32 @@
+import { describe, expect, test } from "bun:test"
+import { FastCheck as fc } from "effect"
+import { packPart, partText, unpackPart } from "#layers/traces/PartPacking"
+
+describe("shared parts stored compressed (PartPacking)", () => {
+  test("a packed part reads back byte for byte; one that does not pay is left plain", () => {
+    const repeated = fc
+      .tuple(fc.string({ unit: "grapheme", minLength: 1, maxLength: 30 }), fc.integer({ min: 2, max: 100 }))
+      .map(([s, n]) => JSON.stringify(Array.from({ length: n }, (_, i) => `${s}${i % 3}`)))
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: "grapheme", maxLength: 3000 }), repeated, fc.json()), (text) => {
+        const packed = packPart(text)
+        if (packed === undefined) return
+        expect(packed.length).toBeLessThanOrEqual(0.75 * Buffer.byteLength(text))
+        expect(unpackPart(packed)).toBe(text)
+        expect(partText(null, new Uint8Array(packed))).toBe(text)
+      }),
+      { numRuns: 500 }
+    )
+  })
+
+  test("text compresses; random data and short texts stay plain; an unknown format is refused", () => {
+    const prose = `{"role":"user","content":"${"the quick brown fox é✓😀 ".repeat(40)}"}`
+    expect(packPart(prose)).toBeDefined()
+    expect(unpackPart(packPart(prose)!)).toBe(prose)
+    expect(packPart("short")).toBeUndefined()
+    const noise = Buffer.from(crypto.getRandomValues(new Uint8Array(1500))).toString("base64")
+    expect(packPart(JSON.stringify(noise))).toBeUndefined()
+    expect(partText("plain", null)).toBe("plain")
+    expect(() => unpackPart(new Uint8Array([9, 1, 2]))).toThrow("unknown format")
+  })
+})
