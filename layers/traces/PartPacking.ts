@@ -21,10 +21,11 @@ const DICTIONARY_1 = Buffer.from(
 
 /**
  * Parts are short: a 4 kB window and a smaller hash table cost less to set up per part than zlib's defaults (32 kB,
- * memLevel 8) and lose nothing on texts of that size; inflate reads any window up to 32 kB.
+ * memLevel 8) and lose nothing on texts of that size. The window is part of the format too (inflate sets up a window
+ * of the same size).
  */
 const DEFLATE = { windowBits: 12, memLevel: 6, dictionary: DICTIONARY_1 } as const
-const INFLATE = { dictionary: DICTIONARY_1 } as const
+const INFLATE = { windowBits: 12, dictionary: DICTIONARY_1 } as const
 
 /**
  * A part is stored compressed only when that saves at least this share of its bytes (and MIN_SAVED bytes): text and
