@@ -32,20 +32,77 @@ export const assemble = (skel: string, refs: ReadonlyArray<string>, bodies: Read
 }
 
 /**
+ * The texts of parts read lately, by id, least recently used first: a part's text never changes under its id (parts
+ * are inserted, marked, unmarked and deleted, never rewritten, and ids come from a sequence), so a text read once
+ * serves every later read until evicted. The spans of a trace share most of their parts, and the same trace is read
+ * again and again just after it is written (search indexing, the live stream, the trace's detail): the parts are then
+ * neither fetched again nor inflated again (PartPacking). One per database client, bounded by its characters.
+ */
+class PartTexts {
+  private readonly texts = new Map<string, string>()
+  private chars = 0
+
+  constructor(private readonly capacity: number) {}
+
+  readonly get = (id: string): string | undefined => {
+    const text = this.texts.get(id)
+    if (text !== undefined) {
+      this.texts.delete(id)
+      this.texts.set(id, text)
+    }
+    return text
+  }
+
+  readonly set = (id: string, text: string) => {
+    if (text.length > this.capacity / 16 || this.texts.has(id)) return
+    this.texts.set(id, text)
+    this.chars += text.length
+    for (const [oldest, t] of this.texts) {
+      if (this.chars <= this.capacity) break
+      this.texts.delete(oldest)
+      this.chars -= t.length
+    }
+  }
+}
+
+/** Characters of part texts kept per database client (PartTexts): about 8 MB of mostly ASCII JSON. */
+const PART_TEXTS_CAPACITY = 8_000_000
+const partTexts = new WeakMap<SqlClient.SqlClient, PartTexts>()
+
+/**
  * The rows with `input` and `output` as the payloads' JSON text whatever their layout: the parts of all the rows
- * are read in one query, each once, and those stored compressed inflated (PartPacking).
+ * not read lately are read in one query, each once, and those stored compressed inflated (PartPacking).
  */
 export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows: ReadonlyArray<R>) =>
   Effect.gen(function* () {
-    const ids = new Set<string>()
-    for (const row of rows) {
-      if (row.input_refs !== null) for (const id of row.input_refs) ids.add(id)
-      if (row.output_refs !== null) for (const id of row.output_refs) ids.add(id)
+    let cache = partTexts.get(sql)
+    if (cache === undefined) {
+      cache = new PartTexts(PART_TEXTS_CAPACITY)
+      partTexts.set(sql, cache)
     }
-    if (ids.size === 0) return rows
-    const parts = yield* sql<{ id: string; body: string | null; packed: Uint8Array | null }>`
-      SELECT id::text AS id, body, packed FROM span_contents WHERE id = ANY(${`{${[...ids].join(",")}}`}::bigint[])`
-    const bodies = new Map(parts.map((p) => [p.id, partText(p.body, p.packed)]))
+    const bodies = new Map<string, string>()
+    const missing: Array<string> = []
+    const want = (id: string) => {
+      if (bodies.has(id)) return
+      const text = cache.get(id)
+      if (text === undefined) missing.push(id)
+      bodies.set(id, text ?? "")
+    }
+    for (const row of rows) {
+      if (row.input_refs !== null) for (const id of row.input_refs) want(id)
+      if (row.output_refs !== null) for (const id of row.output_refs) want(id)
+    }
+    if (bodies.size === 0) return rows
+    if (missing.length > 0) {
+      const parts = yield* sql<{ id: string; body: string | null; packed: Uint8Array | null }>`
+        SELECT id::text AS id, body, packed FROM span_contents WHERE id = ANY(${`{${missing.join(",")}}`}::bigint[])`
+      for (const id of missing) bodies.delete(id)
+      for (const p of parts) {
+        const text = partText(p.body, p.packed)
+        bodies.set(p.id, text)
+        cache.set(p.id, text)
+      }
+    }
     return rows.map((row) =>
       row.input_skel === null && row.output_skel === null
         ? row

@@ -97,6 +97,14 @@ const detail = async (traceId: string, key = KEY_A) => {
 
 /** Checks each sent span's input and output, byte for byte after JSON.stringify, through both read paths. */
 const expectRoundTrip = async (traceId: string, sent: ReadonlyArray<Record<string, unknown>>) => {
+  // Every reference has its part in the database (reads may take a part's text from memory: PartTexts).
+  const [dangling] = await stored(
+    (sql) => sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM spans s
+      CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+      WHERE s.trace_id = ${traceId}::uuid AND NOT EXISTS (SELECT 1 FROM span_contents c WHERE c.id = r.id)`
+  )
+  expect(dangling!.n).toBe(0)
   const got = await detail(traceId)
   expect(got.status).toBe(200)
   const viaSql = new Map((await sqlRead(traceId)).map((s) => [s.id as string, s as unknown as Record<string, unknown>]))
