@@ -36,7 +36,8 @@ export const assemble = (skel: string, refs: ReadonlyArray<string>, bodies: Read
  * are inserted, marked, unmarked and deleted, never rewritten, and ids come from a sequence), so a text read once
  * serves every later read until evicted. The spans of a trace share most of their parts, and the same trace is read
  * again and again just after it is written (search indexing, the live stream, the trace's detail): the parts are then
- * neither fetched again nor inflated again (PartPacking). One per database client, bounded by its characters.
+ * neither fetched again nor inflated again (PartPacking). Filled by reads and by the writes that resolve parts
+ * (`withResolvedParts`). One per database client, bounded by its characters.
  */
 class PartTexts {
   private readonly texts = new Map<string, string>()
@@ -69,17 +70,22 @@ class PartTexts {
 const PART_TEXTS_CAPACITY = 8_000_000
 const partTexts = new WeakMap<SqlClient.SqlClient, PartTexts>()
 
+const partTextsOf = (sql: SqlClient.SqlClient) => {
+  let cache = partTexts.get(sql)
+  if (cache === undefined) {
+    cache = new PartTexts(PART_TEXTS_CAPACITY)
+    partTexts.set(sql, cache)
+  }
+  return cache
+}
+
 /**
  * The rows with `input` and `output` as the payloads' JSON text whatever their layout: the parts of all the rows
  * not read lately are read in one query, each once, and those stored compressed inflated (PartPacking).
  */
 export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows: ReadonlyArray<R>) =>
   Effect.gen(function* () {
-    let cache = partTexts.get(sql)
-    if (cache === undefined) {
-      cache = new PartTexts(PART_TEXTS_CAPACITY)
-      partTexts.set(sql, cache)
-    }
+    const cache = partTextsOf(sql)
     const bodies = new Map<string, string>()
     const missing: Array<string> = []
     const want = (id: string) => {
@@ -169,6 +175,13 @@ export const withResolvedParts = <A>(
           ARRAY(SELECT decode(t, 'base64') FROM json_array_elements_text(${JSON.stringify(packed)}::json) WITH ORDINALITY AS e(t, i) ORDER BY i)
         )::text[] AS ids`
       const ids = new Map(hashes.map((h, i) => [h, Number(row!.ids[i])]))
+      // What is written is read next (search indexing, the stream, the detail): the texts sent are kept, so that
+      // reads neither fetch nor inflate them. Kept even if the transaction rolls back: an id is never reused.
+      const cache = partTextsOf(sql)
+      for (let i = 0; i < hashes.length; i++) {
+        const text = texts.get(hashes[i]!)
+        if (text != null) cache.set(row!.ids[i]!, text)
+      }
       const refs = (hs: ReadonlyArray<string> | undefined) => hs?.map((h) => ids.get(h)!)
       const resolved = (records as ReadonlyArray<SplitRecord>).map((r) =>
         r.input_hashes === undefined && r.output_hashes === undefined
