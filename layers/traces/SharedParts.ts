@@ -39,7 +39,7 @@ export const assemble = (skel: string, refs: ReadonlyArray<string>, bodies: Read
  * neither fetched again nor inflated again (PartPacking). Filled by reads and by the writes that resolve parts
  * (`withResolvedParts`). One per database client, bounded by its characters.
  */
-class PartTexts {
+export class PartTexts {
   private readonly texts = new Map<string, string>()
   private chars = 0
 

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
 import { packPart, partText, unpackPart } from "#layers/traces/PartPacking"
+import { PartTexts } from "#layers/traces/SharedParts"
 
 describe("shared parts stored compressed (PartPacking)", () => {
   test("a packed part reads back byte for byte; one that does not pay is left plain", () => {
@@ -28,5 +29,37 @@ describe("shared parts stored compressed (PartPacking)", () => {
     expect(packPart(JSON.stringify(noise))).toBeUndefined()
     expect(partText("plain", null)).toBe("plain")
     expect(() => unpackPart(new Uint8Array([9, 1, 2]))).toThrow("unknown format")
+  })
+})
+
+describe("part texts kept in memory (PartTexts)", () => {
+  test("least recently used go first, within the capacity in characters; a text over a sixteenth of it is not kept", () => {
+    const texts = new PartTexts(160)
+    for (let i = 0; i < 16; i++) texts.set(String(i), "x".repeat(10))
+    expect(texts.get("0")).toBe("x".repeat(10))
+    texts.set("16", "y".repeat(10))
+    expect(texts.get("1")).toBeUndefined()
+    expect(texts.get("0")).toBe("x".repeat(10))
+    expect(texts.get("16")).toBe("y".repeat(10))
+    texts.set("big", "z".repeat(11))
+    expect(texts.get("big")).toBeUndefined()
+    fc.assert(
+      // An id always has the same text (as a part's id does).
+      fc.property(fc.array(fc.nat(30)), (ids) => {
+        const textOf = (id: number) => `${id}:`.padEnd(2 + (id % 7), "t")
+        const kept = new PartTexts(200)
+        for (const id of ids) kept.set(String(id), textOf(id))
+        let chars = 0
+        for (const id of new Set(ids)) {
+          const text = kept.get(String(id))
+          if (text !== undefined) {
+            expect(text).toBe(textOf(id))
+            chars += text.length
+          }
+        }
+        expect(ids.length === 0 || kept.get(String(ids[ids.length - 1])) !== undefined).toBe(true)
+        expect(chars).toBeLessThanOrEqual(200)
+      })
+    )
   })
 })
