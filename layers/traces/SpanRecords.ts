@@ -43,11 +43,13 @@ export const payloadPresent = (column: "input" | "output", s = "") =>
 
 /**
  * The SELECT list that reads spans back: payloads in their stored layout (LAYOUT_SELECT, put together by
- * `withPayloads`, then parsed by `fromRow`), numbers as float8. With `payloadsWhen`, input and output are read only
- * for the rows matching that SQL condition.
+ * `withPayloads`, then parsed by `fromRow`), numbers as float8. With `payloadsWhen`, input and output are left out of
+ * the rows for which that SQL condition is false.
  */
 export const spanSelect = (payloadsWhen = "true") => {
-  const when = (expr: string) => (payloadsWhen === "true" ? expr : `CASE WHEN ${payloadsWhen} THEN ${expr} END`)
+  // Left out only where the condition is false (not where it is NULL), as before payloads were put together here.
+  const when = (expr: string) =>
+    payloadsWhen === "true" ? expr : `CASE WHEN NOT (${payloadsWhen}) THEN NULL ELSE ${expr} END`
   return `id, parent_id, span_type, name, model,
   ${when("input::text")} AS input, ${when("input_skel")} AS input_skel, ${when("input_refs::text[]")} AS input_refs,
   ${when("output::text")} AS output, ${when("output_skel")} AS output_skel, ${when("output_refs::text[]")} AS output_refs,
