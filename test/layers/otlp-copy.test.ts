@@ -138,3 +138,59 @@ test("COPY sends each shared part's text in its first row only, and stores what 
     expect(stored.output).toEqual(span.output)
   }
 })
+
+test("the finalize pass reads payloads of every span but those its condition rules out (a step span's too), split or not", async () => {
+  const root = crypto.randomUUID()
+  const big = { messages: Array.from({ length: 4 }, (_, i) => ({ role: "user", content: `m${i} ${"x".repeat(400)}` })) }
+  const spans = [
+    {
+      id: root,
+      parent_id: null,
+      span_type: "agent",
+      name: "root",
+      input: { q: 1 },
+      started_at: "2026-01-02T03:04:05.678Z"
+    },
+    // A framework's step span (no otel.local_root in its metadata): its payloads are read (the finalize pass
+    // copies a step's messages onto the model call under it).
+    {
+      id: crypto.randomUUID(),
+      parent_id: root,
+      span_type: "action",
+      name: "step",
+      input: big,
+      output: { tool_calls: [1] },
+      metadata: { model_step: true },
+      started_at: "2026-01-02T03:04:05.678Z"
+    },
+    // Not a root, not a model call, and marked as no local root: left out.
+    {
+      id: crypto.randomUUID(),
+      parent_id: root,
+      span_type: "tool_call",
+      name: "tool",
+      input: big,
+      output: "done",
+      metadata: { otel: { local_root: false } },
+      started_at: "2026-01-02T03:04:05.678Z"
+    }
+  ]
+  const traceId = crypto.randomUUID()
+  const read = await storage.run(
+    Effect.gen(function* () {
+      const store = yield* OtlpStore
+      const accountId = yield* (yield* AccountRepo).ensure("otlp-finalize")
+      yield* store.upsertSpans(
+        accountId,
+        spans.map((span) => ({ traceId, otelTraceId: "0".repeat(32), span }) as never)
+      )
+      return (yield* store.spansOf([traceId])).get(traceId) ?? []
+    }).pipe(Effect.provide([OtlpStore.Default, AccountRepo.Default]), Effect.orDie)
+  )
+  const byName = new Map(read.map((s) => [s.name, s as Record<string, unknown>]))
+  expect(byName.get("root")!.input).toEqual({ q: 1 })
+  expect(JSON.stringify(byName.get("step")!.input)).toBe(JSON.stringify(big))
+  expect(byName.get("step")!.output).toEqual({ tool_calls: [1] })
+  expect("input" in byName.get("tool")!).toBe(false)
+  expect("output" in byName.get("tool")!).toBe(false)
+})
