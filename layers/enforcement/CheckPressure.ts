@@ -4,11 +4,6 @@ import { EventLoopLag } from "../platform/EventLoopLag.ts"
 
 /** How long ingestion stays shed once check pressure is sustained: long enough not to flap export by export. */
 const SHED_FOR_MS = 1000
-/**
- * How long ingestion stays shed once the event loop ran late while checks came: the loop catches up within a few of
- * the exports already admitted, so a short hold, renewed while it stays late.
- */
-const LAG_SHED_FOR_MS = 250
 /** Checks within the window that make a late event loop theirs to protect: an agent's step, not a lone check. */
 const MIN_CHECKS_FOR_LAG = 4
 /** The sliding window over which checks' queue waits are counted, in buckets of a tenth of it. */
@@ -22,17 +17,17 @@ const BUCKETS = 10
 const MIN_SLOW_IN_WINDOW = 16
 
 /**
- * Whether enforcement checks are kept waiting, by either of two things ingestion competes for:
- * - database lanes: checks keep waiting for a lane (queued behind the batch statements in flight) longer than
- *   TAPEDECK_ENFORCEMENT_SHED_INGEST_MS. Only sustained pressure counts (MIN_SLOW_IN_WINDOW slow checks within the
- *   window, at least half of them): one account's occasional slow check must not refuse every account's exports.
- *   The queue wait, not a check's whole time, and not the time a check waits behind its own run's earlier checks
- *   (CheckBatcher leaves that out): one slow statement alone sheds nothing.
- * - the event loop: while checks come (MIN_CHECKS_FOR_LAG within the window), the loop runs its timers later than
- *   TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS on average (EventLoopLag). Every check waits that long before it is
- *   read and again after its statement, however free the lanes: the exports' JavaScript work is in the way.
- * While either holds, ingestion refuses new exports (IngestGate answers 503 with Retry-After): checks come first
- * under overload, and an exporter retries later where an agent would have waited before its next step.
+ * Whether enforcement checks are kept waiting, by either of two things ingestion competes for (IngestGate refuses
+ * exports with 503 and Retry-After accordingly: checks come first under overload, and an exporter retries later
+ * where an agent would have waited before its next step):
+ * - database lanes (`active`): checks keep waiting for a lane (queued behind the batch statements in flight) longer
+ *   than TAPEDECK_ENFORCEMENT_SHED_INGEST_MS. Only sustained pressure counts (MIN_SLOW_IN_WINDOW slow checks within
+ *   the window, at least half of them): one account's occasional slow check must not refuse every account's
+ *   exports. The queue wait, not a check's whole time, and not the time a check waits behind its own run's earlier
+ *   checks (CheckBatcher leaves that out): one slow statement alone sheds nothing.
+ * - the event loop (`loopLate`): while checks come (MIN_CHECKS_FOR_LAG within the window), the loop runs its timers
+ *   later than TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS on average (EventLoopLag). Every check waits that long before
+ *   it is read and again after its statement, however free the lanes: JavaScript work is in the way.
  */
 export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/CheckPressure", {
   effect: Effect.gen(function* () {
@@ -44,7 +39,6 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
     /** The bucket (as a count of bucket lengths since the epoch) that index `current % BUCKETS` holds. */
     let current = 0
     let shedUntil = 0
-    let lagShedUntil = 0
 
     /** Moves the window to `at`, emptying the buckets it leaves behind. */
     const advance = (at: number) => {
@@ -68,22 +62,17 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
       if (slowNow >= MIN_SLOW_IN_WINDOW && 2 * slowNow >= all.reduce((a, b) => a + b, 0)) shedUntil = at + SHED_FOR_MS
     }
 
-    /** Checks came within the window and the event loop runs late. */
-    const lagging = (at: number) => {
+    /** True while ingestion should be shed (synchronous: the HTTP layer asks it before reading a body). */
+    const active = () => shedUntil > Date.now()
+
+    /** True while checks come and the event loop runs late. */
+    const loopLate = () => {
       if (enforcementShedIngestLagMs <= 0) return false
-      advance(at)
+      advance(Date.now())
       return all.reduce((a, b) => a + b, 0) >= MIN_CHECKS_FOR_LAG && lag.recentMs() > enforcementShedIngestLagMs
     }
 
-    /** True while ingestion should be shed (synchronous: the HTTP layer asks it before reading a body). */
-    const active = () => {
-      const at = Date.now()
-      if (shedUntil > at) return true
-      if (lagging(at)) lagShedUntil = at + LAG_SHED_FOR_MS
-      return lagShedUntil > at
-    }
-
-    return { observe, active } as const
+    return { observe, active, loopLate } as const
   }),
   dependencies: [AppConfig.Default, EventLoopLag.Default]
 }) {}
