@@ -14,24 +14,29 @@ export class EventLoopLag extends Effect.Service<EventLoopLag>()("tapedeck/Event
   scoped: Effect.gen(function* () {
     const samples: Array<{ readonly at: number; readonly lag: number }> = []
     let last = performance.now()
+    let timer: ReturnType<typeof setInterval> | undefined
     const tick = () => {
       const now = performance.now()
       samples.push({ at: now, lag: Math.max(0, now - last - SAMPLE_MS) })
       while (samples.length > 0 && samples[0]!.at < now - WINDOW_MS) samples.shift()
       last = now
     }
-    const timer = yield* Effect.acquireRelease(
-      Effect.sync(() => setInterval(tick, SAMPLE_MS)),
-      (t) => Effect.sync(() => clearInterval(t))
-    )
-    // A sampler never keeps the process alive on its own.
-    timer.unref?.()
+    /** Sampling starts with the first question: an instance that never asks (shedding off) runs no timer. */
+    const start = () => {
+      last = performance.now()
+      timer = setInterval(tick, SAMPLE_MS)
+      // A sampler never keeps the process alive on its own.
+      timer.unref?.()
+    }
+    yield* Effect.addFinalizer(() => Effect.sync(() => timer !== undefined && clearInterval(timer)))
 
     /**
      * The mean delay of the last WINDOW_MS's timer runs, in ms; or the delay of the run now overdue, when that is
-     * longer (a loop blocked for the whole window runs no timer to report it).
+     * longer (a loop blocked for the whole window runs no timer to report it). The first question starts the
+     * sampling (and is answered 0).
      */
     const recentMs = () => {
+      if (timer === undefined) start()
       const overdue = performance.now() - last - SAMPLE_MS
       let sum = 0
       for (const s of samples) sum += s.lag
