@@ -12,7 +12,12 @@ import { backendName } from "../support/Database.ts"
 // Retention by age: per account and per project through the API, purged in batches, reported in usage.
 let server: TestServer
 beforeAll(async () => {
-  server = await startTestServer({ TAPEDECK_RETENTION_INTERVAL_SECONDS: "3600", TAPEDECK_RETENTION_BATCH_TRACES: "2" })
+  server = await startTestServer({
+    TAPEDECK_RETENTION_INTERVAL_SECONDS: "3600",
+    TAPEDECK_RETENTION_BATCH_TRACES: "2",
+    // the writers beside the purge write as fast as they can: more than the default limit's minute allows
+    TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000"
+  })
 })
 afterAll(() => server.stop())
 
