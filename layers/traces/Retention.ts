@@ -62,9 +62,9 @@ export const purgeExpiredTraces = Effect.gen(function* () {
 }).pipe(Effect.withSpan("Retention.purgeExpiredTraces"))
 
 /**
- * Marks released the shared parts whose ids deletes recorded (`span_contents_released`: the retention purge's), RELEASE_BATCH
- * rows a statement, until none are left but those other instances are draining; the number of parts marked. Whatever a
- * process that died before it left recorded is drained by the next call, on any instance.
+ * Marks released the shared parts whose ids deletes recorded (`span_contents_released`: the retention purge's),
+ * RELEASE_BATCH ids a statement, until none are left but those other instances are draining; the number of parts
+ * marked. What a process that died before marking left recorded is drained by the next call, on any instance.
  */
 export const releaseSharedContent = Effect.gen(function* () {
   const content = yield* SharedContent

@@ -263,7 +263,7 @@ const stored = (ids: ReadonlyArray<string>) =>
     }).pipe(Effect.orDie)
   )
 
-test("a purge that dies after its delete commits leaks no part: a later sweep on any instance marks and deletes the parts only expired traces used, and keeps every part a kept span uses", async () => {
+test("a purge that dies after its delete commits leaks no part: a later sweep deletes what only expired spans used, keeps the rest", async () => {
   expect((await put("/api/v1/retention", { retention_days: 30 })).status).toBe(200)
   const accountId = await acme()
   const traceSpec = fc.record({
