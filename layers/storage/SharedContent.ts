@@ -66,39 +66,45 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
 
     /**
      * Marks released (candidates for the sweep) the parts recorded in `span_contents_released` by deletes that
-     * deferred the marking (the retention purge's, 0040_release_parts_in_order and 0042_released_parts_recorded), up to
-     * `batch` rows, and deletes those rows, in one statement (its own transaction): a process that dies before or
-     * during it leaves the rows for the next call, on any instance. Rows another call holds are skipped (SKIP LOCKED),
-     * so instances drain side by side. Left out are the parts any of their account's RECENT_SPANS latest spans
-     * references: the parts every new run reuses (system prompt, tool schemas) stay unmarked, so writers do not have to
-     * unmark them after every purge batch. Leaving a referenced part unmarked loses nothing: whoever deletes the span
-     * that references it releases it then. The parts are locked in id order (as writers unmarking parts do), so no
-     * writer and no other release waits on it in a cycle; the rows drained and the parts marked.
+     * deferred the marking (the retention purge's, 0040_release_parts_in_order and 0042_released_parts_recorded): up to
+     * `batch` rows of one account (that of the oldest row no other call holds), and deletes those rows, in one
+     * statement (its own transaction): a process that dies before or during it leaves the rows for the next call, on
+     * any instance. Rows another call holds are skipped (SKIP LOCKED), so instances drain side by side. Left out are
+     * the parts any of the account's RECENT_SPANS latest spans references: the parts every new run reuses (system
+     * prompt, tool schemas) stay unmarked, so writers do not have to unmark them after every purge batch. Leaving a
+     * referenced part unmarked loses nothing: whoever deletes the span that references it releases it then. One
+     * account a statement keeps the recent spans' references one small set (one account's RECENT_SPANS spans). The
+     * parts are locked in id order (as writers unmarking parts do), so no writer and no other release waits on it in a
+     * cycle; the rows drained (0: none left but those other calls hold) and the parts marked.
      */
     const release = Effect.fn("SharedContent.release")(
       function* (batch: number) {
         const rows = yield* sql<{ drained: number; marked: number }>`
-          WITH queued AS MATERIALIZED (
-            SELECT id, account_id, part_id FROM span_contents_released
+          WITH head AS MATERIALIZED (
+            SELECT account_id FROM span_contents_released
             ORDER BY id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+          ), queued AS MATERIALIZED (
+            SELECT q.id, q.part_id FROM span_contents_released q
+            WHERE q.account_id = (SELECT account_id FROM head)
+            ORDER BY q.id
             LIMIT ${batch}
             FOR UPDATE SKIP LOCKED
-          ), accounts AS (
-            SELECT DISTINCT account_id FROM queued
           ), live AS (
-            SELECT r.id FROM accounts a
-            CROSS JOIN LATERAL (
+            SELECT r.id FROM (
               SELECT s.input_refs, s.output_refs FROM spans s
-              WHERE s.account_id = a.account_id
+              WHERE s.account_id = (SELECT account_id FROM head)
               ORDER BY s.started_at DESC
               LIMIT ${RECENT_SPANS}
             ) s
             CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
           ), doomed AS (
             SELECT c.id FROM span_contents c
-            WHERE (c.id, c.account_id) IN (SELECT part_id, account_id FROM queued)
+            WHERE c.id IN (SELECT part_id FROM queued)
+              AND c.account_id = (SELECT account_id FROM head)
               AND c.orphaned_at IS NULL
-              AND c.id NOT IN (SELECT id FROM live)
+              AND NOT EXISTS (SELECT 1 FROM live WHERE live.id = c.id)
             ORDER BY c.id
             FOR UPDATE OF c
           ), marked AS (

@@ -62,9 +62,10 @@ export const purgeExpiredTraces = Effect.gen(function* () {
 }).pipe(Effect.withSpan("Retention.purgeExpiredTraces"))
 
 /**
- * Marks released the shared parts whose ids deletes recorded (`span_contents_released`: the retention purge's),
- * RELEASE_BATCH ids a statement, until none are left but those other instances are draining; the number of parts
- * marked. What a process that died before marking left recorded is drained by the next call, on any instance.
+ * Marks released the shared parts whose ids deletes recorded (`span_contents_released`: the retention purge's), up to
+ * RELEASE_BATCH ids of one account a statement, until none are left but those other instances are draining; the
+ * number of parts marked. What a process that died before marking left recorded is drained by the next call, on any
+ * instance.
  */
 export const releaseSharedContent = Effect.gen(function* () {
   const content = yield* SharedContent
@@ -72,7 +73,7 @@ export const releaseSharedContent = Effect.gen(function* () {
   while (true) {
     const batch = yield* content.release(RELEASE_BATCH)
     marked += batch.marked
-    if (batch.drained < RELEASE_BATCH) return marked
+    if (batch.drained === 0) return marked
   }
 }).pipe(Effect.withSpan("Retention.releaseSharedContent"))
 
