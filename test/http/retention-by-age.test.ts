@@ -387,3 +387,32 @@ test("releases running side by side (instances) drain each recorded part once, s
   expect(await queued(accountId)).toEqual({ rows: 0, marked: 0 })
   expect([...(await markedOf(own)).values()].every((m) => m)).toBe(true)
 })
+
+test("one release drains what purges of several accounts recorded, each account's parts marked", async () => {
+  expect((await put("/api/v1/retention", { retention_days: 30 })).status).toBe(200)
+  expect((await put("/api/v1/retention", { retention_days: 30 }, KEY_B)).status).toBe(200)
+  const [a, b] = await server.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ id: string; name: string }>`
+        SELECT id, name FROM accounts WHERE name IN ('acme', 'globex') ORDER BY name`
+      return rows.map((r) => r.id)
+    }).pipe(Effect.orDie)
+  )
+  const written: Array<{ id: string; key: string }> = []
+  for (const [i, key] of [KEY_A, KEY_B, KEY_A, KEY_B].entries()) {
+    const t = chat(90 + i, [], `accounts ${i} ${uuid()} ${"a".repeat(700)}`)
+    expect((await server.post("/api/v1/traces", t.body, key)).status).toBe(200)
+    written.push({ id: t.id, key })
+  }
+  const own = [...new Set((await Promise.all(written.map((t) => partsOf(t.id)))).flatMap((m) => [...m.keys()]))]
+  expect(own.length).toBe(4)
+  expect((await purgeThenDie(a!)) + (await purgeThenDie(b!))).toBeGreaterThanOrEqual(4)
+  // (globex's trace of 800 days, kept until now, expires too)
+  expect((await queued(a!)).rows).toBeGreaterThanOrEqual(2)
+  expect((await queued(b!)).rows).toBeGreaterThanOrEqual(2)
+  expect(await server.run(releaseSharedContent.pipe(Effect.provide(SharedContent.Default)))).toBeGreaterThanOrEqual(4)
+  expect(await queued(a!)).toEqual({ rows: 0, marked: 0 })
+  expect(await queued(b!)).toEqual({ rows: 0, marked: 0 })
+  expect([...(await markedOf(own)).values()]).toEqual([true, true, true, true])
+})
