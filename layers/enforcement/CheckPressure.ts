@@ -4,8 +4,12 @@ import { EventLoopLag } from "../platform/EventLoopLag.ts"
 
 /** How long ingestion stays shed once check pressure is sustained: long enough not to flap export by export. */
 const SHED_FOR_MS = 1000
-/** Checks within the window that make a late event loop theirs to protect: an agent's step, not a lone check. */
-const MIN_CHECKS_FOR_LAG = 4
+/**
+ * Checks within the window that make a late event loop theirs to protect. A late loop costs each check a few
+ * milliseconds: worth slowing every account's ingestion for when an instance serves checks by the hundred a second,
+ * not for one account's few (whose agents ride it out), so that an account's checks never cut another's exports.
+ */
+const MIN_CHECKS_FOR_LAG = 100
 /** The sliding window over which checks' queue waits are counted, in buckets of a tenth of it. */
 const WINDOW_MS = 1000
 const BUCKETS = 10
