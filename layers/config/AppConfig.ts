@@ -1,6 +1,9 @@
 import { Config, Effect, LogLevel, Option, Redacted } from "effect"
 import { optionalBaseUrl } from "./BaseUrl.ts"
 
+/** TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS on PostgreSQL (docs/enforcement.md, "Checks first under overload"). */
+const DEFAULT_SHED_INGEST_LAG_MS = 5
+
 const nonBlank = (name: string) =>
   Config.option(Config.string(name)).pipe(Config.map(Option.filter((s) => s.trim() !== "")))
 
@@ -160,6 +163,21 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       }).pipe(
         Config.map(({ embedded, explicit, timeoutMs }) =>
           explicit._tag === "Some" ? explicit.value : embedded ? 0 : Math.max(1, Math.floor(timeoutMs / 5))
+        )
+      ),
+      // While enforcement checks come and the event loop runs later than this on average (layers/platform/EventLoopLag.ts),
+      // ingestion refuses new exports (503) for a quarter of a second at a time; 0: never. Off by default on embedded
+      // PGlite, as TAPEDECK_ENFORCEMENT_SHED_INGEST_MS is.
+      enforcementShedIngestLagMs: yield* Config.all({
+        explicit: Config.option(
+          Config.number("TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS").pipe(
+            Config.validate({ message: "must be 0 or more", validation: (n) => n >= 0 })
+          )
+        ),
+        embedded: Config.option(Config.string("DATABASE_URL")).pipe(Config.map((url) => url._tag === "None"))
+      }).pipe(
+        Config.map(({ embedded, explicit }) =>
+          explicit._tag === "Some" ? explicit.value : embedded ? 0 : DEFAULT_SHED_INGEST_LAG_MS
         )
       ),
       replayInlineMaxModelCalls: yield* Config.integer("TAPEDECK_REPLAY_INLINE_MAX_MODEL_CALLS").pipe(

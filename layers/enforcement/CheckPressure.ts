@@ -1,8 +1,15 @@
 import { Effect } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
+import { EventLoopLag } from "../platform/EventLoopLag.ts"
 
 /** How long ingestion stays shed once check pressure is sustained: long enough not to flap export by export. */
 const SHED_FOR_MS = 1000
+/**
+ * Checks within the window that make a late event loop theirs to protect. A late loop costs each check a few
+ * milliseconds: worth slowing every account's ingestion for when an instance serves checks by the hundred a second,
+ * not for one account's few (whose agents ride it out), so that an account's checks never cut another's exports.
+ */
+const MIN_CHECKS_FOR_LAG = 100
 /** The sliding window over which checks' queue waits are counted, in buckets of a tenth of it. */
 const WINDOW_MS = 1000
 const BUCKETS = 10
@@ -14,17 +21,22 @@ const BUCKETS = 10
 const MIN_SLOW_IN_WINDOW = 16
 
 /**
- * Whether enforcement checks keep waiting for a lane (queued behind the batch statements in flight) longer than
- * TAPEDECK_ENFORCEMENT_SHED_INGEST_MS. While they do, ingestion refuses new exports (IngestGate answers 503 with
- * Retry-After): checks come first under sustained overload, and an exporter retries later where an agent would
- * have waited before its next step. Only sustained pressure counts (MIN_SLOW_IN_WINDOW slow checks within the
- * window, at least half of them): one account's occasional slow check must not refuse every account's exports. The
- * queue wait, not a check's whole time, and not the time a check waits behind its own run's earlier checks
- * (CheckBatcher leaves that out): one slow statement alone sheds nothing.
+ * Whether enforcement checks are kept waiting, by either of two things ingestion competes for (IngestGate refuses
+ * exports with 503 and Retry-After accordingly: checks come first under overload, and an exporter retries later
+ * where an agent would have waited before its next step):
+ * - database lanes (`active`): checks keep waiting for a lane (queued behind the batch statements in flight) longer
+ *   than TAPEDECK_ENFORCEMENT_SHED_INGEST_MS. Only sustained pressure counts (MIN_SLOW_IN_WINDOW slow checks within
+ *   the window, at least half of them): one account's occasional slow check must not refuse every account's
+ *   exports. The queue wait, not a check's whole time, and not the time a check waits behind its own run's earlier
+ *   checks (CheckBatcher leaves that out): one slow statement alone sheds nothing.
+ * - the event loop (`loopLate`): while checks come (MIN_CHECKS_FOR_LAG within the window), the loop runs its timers
+ *   later than TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS on average (EventLoopLag). Every check waits that long before
+ *   it is read and again after its statement, however free the lanes: JavaScript work is in the way.
  */
 export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/CheckPressure", {
   effect: Effect.gen(function* () {
-    const { enforcementShedIngestMs } = yield* AppConfig
+    const { enforcementShedIngestMs, enforcementShedIngestLagMs } = yield* AppConfig
+    const lag = yield* EventLoopLag
     const bucketMs = WINDOW_MS / BUCKETS
     const slow = new Array<number>(BUCKETS).fill(0)
     const all = new Array<number>(BUCKETS).fill(0)
@@ -45,11 +57,10 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
 
     /** A check waited `ms` in the queue for a lane before its batch statement (or before being dropped). */
     const observe = (ms: number) => {
-      if (enforcementShedIngestMs <= 0) return
       const at = Date.now()
       advance(at)
       all[current % BUCKETS]!++
-      if (ms <= enforcementShedIngestMs) return
+      if (enforcementShedIngestMs <= 0 || ms <= enforcementShedIngestMs) return
       slow[current % BUCKETS]!++
       const slowNow = slow.reduce((a, b) => a + b, 0)
       if (slowNow >= MIN_SLOW_IN_WINDOW && 2 * slowNow >= all.reduce((a, b) => a + b, 0)) shedUntil = at + SHED_FOR_MS
@@ -58,7 +69,14 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
     /** True while ingestion should be shed (synchronous: the HTTP layer asks it before reading a body). */
     const active = () => shedUntil > Date.now()
 
-    return { observe, active } as const
+    /** True while checks come and the event loop runs late. */
+    const loopLate = () => {
+      if (enforcementShedIngestLagMs <= 0) return false
+      advance(Date.now())
+      return all.reduce((a, b) => a + b, 0) >= MIN_CHECKS_FOR_LAG && lag.recentMs() > enforcementShedIngestLagMs
+    }
+
+    return { observe, active, loopLate } as const
   }),
-  dependencies: [AppConfig.Default]
+  dependencies: [AppConfig.Default, EventLoopLag.Default]
 }) {}

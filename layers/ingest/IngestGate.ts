@@ -2,10 +2,13 @@ import { Context, Duration, Effect, Option, Schedule } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { CheckPressure } from "../enforcement/CheckPressure.ts"
 import { IngestPermits, type Permit } from "./IngestPermits.ts"
+import { LagLimit } from "./LagLimit.ts"
 import { IngestSaturated } from "#src/domain/Errors"
 
 /** How often refusals answered by the fast path (`refuseFast`) are logged, as one line with their count. */
 const REFUSALS_LOG_INTERVAL = Duration.seconds(10)
+/** How often the exports admitted at once move while checks wait behind the event loop (LagLimit). */
+const LAG_STEP_MS = 100
 
 /**
  * The permit a guarded request holds, as its body reader sees it: the reader reports when the body has arrived
@@ -29,8 +32,8 @@ export class CurrentUploadPermit extends Context.Tag("tapedeck/CurrentUploadPerm
  * between accounts by the rule of `IngestPermits`: a free permit goes to whoever asks; when all are taken, an
  * account under its fair share takes back a permit from an upload of an account over its share (answered 503,
  * retryable), and any other asker is refused at once with 503, before its body is read, so overload costs no
- * memory and no database work; so is every export while enforcement checks keep waiting for a lane
- * (CheckPressure, sustained pressure only). With the body deadline and minimum rate (src/http/BodyLimit.ts), an account
+ * memory and no database work; so is every export while enforcement checks keep waiting for a lane, and every
+ * export past the LagLimit while checks come and the event loop runs late (CheckPressure). With the body deadline and minimum rate (src/http/BodyLimit.ts), an account
  * that opens many slow uploads cannot keep another account's exports out.
  */
 export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGate", {
@@ -39,6 +42,16 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
     // Enforcement checks come first: while they wait for their decisions, new exports are refused like overload.
     const checks = yield* CheckPressure
     const permits = new IngestPermits(ingestMaxInflight)
+    const lagLimit = new LagLimit(ingestMaxInflight, LAG_STEP_MS)
+    /**
+     * Whether checks come first now: all exports are refused, or those past the event loop's limit (below the bound;
+     * at the bound the permits' own rule decides, taking back uploads for accounts under their share).
+     */
+    const checksFirst = () => {
+      if (checks.active()) return true
+      const bound = lagLimit.at(Date.now(), checks.loopLate)
+      return bound < ingestMaxInflight && permits.inUse >= bound
+    }
     const preemptListeners = new WeakMap<Permit, Set<() => void>>()
     let refusedFast = 0
     let preemptions = 0
@@ -63,7 +76,7 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
     ): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.suspend((): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> => {
-          if (checks.active()) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight, by: "checks" }))
+          if (checksFirst()) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight, by: "checks" }))
           const granted = permits.ask(accountId)
           if (granted === undefined) {
             return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight, by: "permits" }))
@@ -81,10 +94,10 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
       )
 
     /** Whether every permit is taken now, or checks are shedding ingestion. */
-    const saturated = () => permits.inUse >= ingestMaxInflight || checks.active()
+    const saturated = () => permits.inUse >= ingestMaxInflight || checksFirst()
 
     /** Whether a new export of `accountId` would be admitted now (a free permit, or one it may take back). */
-    const admits = (accountId: string) => !checks.active() && permits.admits(accountId)
+    const admits = (accountId: string) => !checksFirst() && permits.admits(accountId)
 
     /** Counts a refusal answered without going through `guard`; they are logged in bulk. */
     const refuseFast = () => void refusedFast++
@@ -104,7 +117,7 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
     }).pipe(Effect.repeat(Schedule.spaced(REFUSALS_LOG_INTERVAL)), Effect.forkScoped)
 
     /** Whether exports are refused because enforcement checks keep waiting (rather than for want of permits). */
-    const shedForChecks = () => checks.active()
+    const shedForChecks = () => checksFirst()
 
     return { guard, saturated, admits, refuseFast, heldBy, shedForChecks, maxInflight: ingestMaxInflight } as const
   }),

@@ -34,6 +34,7 @@ import m0037 from "./migrations/0037_search_fulltext_compact.ts"
 import m0038 from "./migrations/0038_enforcement_run_actions.ts"
 import m0040 from "./migrations/0040_release_parts_in_order.ts"
 import m0041 from "./migrations/0041_shared_message_leaves.ts"
+import m0042 from "./migrations/0042_released_parts_recorded.ts"
 import m0043 from "./migrations/0043_packed_parts.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
@@ -71,6 +72,7 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0038_enforcement_run_actions": m0038,
   "0040_release_parts_in_order": m0040,
   "0041_shared_message_leaves": m0041,
+  "0042_released_parts_recorded": m0042,
   "0043_packed_parts": m0043
 }
 

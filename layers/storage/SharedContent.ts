@@ -7,7 +7,6 @@ const REFS = `(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}'))`
 const HAS_REFS = `(s.input_refs IS NOT NULL OR s.output_refs IS NOT NULL)`
 /** The account's latest spans whose parts a release leaves unmarked. */
 const RECENT_SPANS = 500
-const RELEASE_CHUNK = 5000
 
 /** The maintenance of shared span content: the sweep of released parts, and the conversion of spans stored whole. */
 export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/SharedContent", {
@@ -66,42 +65,55 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
     )
 
     /**
-     * Marks released (candidates for the sweep) the account's parts among `ids`, the references of spans deleted
-     * with the marking deferred (the retention purge's, 0040_release_parts_in_order), leaving out those any of the
-     * account's RECENT_SPANS latest spans references: the parts every new run reuses (system prompt, tool schemas) stay
-     * unmarked, so writers do not have to unmark them after every purge batch. Leaving a referenced part unmarked
-     * loses nothing: whoever deletes the span that references it releases it then. One short statement per
-     * RELEASE_CHUNK ids, its own transaction, locking the parts in id order (as writers unmarking parts do), so no
-     * writer and no other release waits on it in a cycle; the number marked.
+     * Marks released (candidates for the sweep) the parts recorded in `span_contents_released` by deletes that
+     * deferred the marking (the retention purge's, 0040_release_parts_in_order and 0042_released_parts_recorded): up to
+     * `batch` rows of one account (that of the oldest row no other call holds), and deletes those rows, in one
+     * statement (its own transaction): a process that dies before or during it leaves the rows for the next call, on
+     * any instance. Rows another call holds are skipped (SKIP LOCKED), so instances drain side by side. Left out are
+     * the parts any of the account's RECENT_SPANS latest spans references: the parts every new run reuses (system
+     * prompt, tool schemas) stay unmarked, so writers do not have to unmark them after every purge batch. Leaving a
+     * referenced part unmarked loses nothing: whoever deletes the span that references it releases it then. One
+     * account a statement keeps the recent spans' references one small set (one account's RECENT_SPANS spans). The
+     * parts are locked in id order (as writers unmarking parts do), so no writer and no other release waits on it in a
+     * cycle; the rows drained (0: none left but those other calls hold) and the parts marked.
      */
     const release = Effect.fn("SharedContent.release")(
-      function* (accountId: string, ids: ReadonlyArray<string>) {
-        let marked = 0
-        for (let i = 0; i < ids.length; i += RELEASE_CHUNK) {
-          const chunk = ids.slice(i, i + RELEASE_CHUNK)
-          const rows = yield* sql<{ n: number }>`
-            WITH recent AS (
+      function* (batch: number) {
+        const rows = yield* sql<{ drained: number; marked: number }>`
+          WITH head AS MATERIALIZED (
+            SELECT account_id FROM span_contents_released
+            ORDER BY id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+          ), queued AS MATERIALIZED (
+            SELECT q.id, q.part_id FROM span_contents_released q
+            WHERE q.account_id = (SELECT account_id FROM head)
+            ORDER BY q.id
+            LIMIT ${batch}
+            FOR UPDATE SKIP LOCKED
+          ), live AS (
+            SELECT r.id FROM (
               SELECT s.input_refs, s.output_refs FROM spans s
-              WHERE s.account_id = ${accountId}::uuid
+              WHERE s.account_id = (SELECT account_id FROM head)
               ORDER BY s.started_at DESC
               LIMIT ${RECENT_SPANS}
-            ), live AS (
-              SELECT r.id FROM recent s
-              CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
-            ), doomed AS (
-              SELECT c.id FROM span_contents c
-              WHERE c.id = ANY(${`{${chunk.join(",")}}`}::bigint[])
-                AND c.account_id = ${accountId}::uuid AND c.orphaned_at IS NULL
-                AND c.id NOT IN (SELECT id FROM live)
-              ORDER BY c.id
-              FOR UPDATE OF c
-            ), marked AS (
-              UPDATE span_contents SET orphaned_at = now() WHERE id IN (SELECT id FROM doomed) RETURNING 1
-            )
-            SELECT count(*)::int AS n FROM marked`
-          marked += rows[0]?.n ?? 0
-        }
-        return marked
+            ) s
+            CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+          ), doomed AS (
+            SELECT c.id FROM span_contents c
+            WHERE c.id IN (SELECT part_id FROM queued)
+              AND c.account_id = (SELECT account_id FROM head)
+              AND c.orphaned_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM live WHERE live.id = c.id)
+            ORDER BY c.id
+            FOR UPDATE OF c
+          ), marked AS (
+            UPDATE span_contents SET orphaned_at = now() WHERE id IN (SELECT id FROM doomed) RETURNING 1
+          ), drained AS (
+            DELETE FROM span_contents_released WHERE id IN (SELECT id FROM queued) RETURNING 1
+          )
+          SELECT (SELECT count(*) FROM drained)::int AS drained, (SELECT count(*) FROM marked)::int AS marked`
+        return rows[0] ?? { drained: 0, marked: 0 }
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

@@ -7,6 +7,7 @@ import { TraceRepo } from "./TraceRepo.ts"
 
 const BATCH = 500
 const SWEEP_BATCH = 10_000
+const RELEASE_BATCH = 5000
 
 /** Removes every trace soft-deleted longer ago than the retention period, batch by batch; the number removed. */
 export const purgeDeletedTraces = Effect.gen(function* () {
@@ -23,7 +24,7 @@ export const purgeDeletedTraces = Effect.gen(function* () {
 /**
  * Removes the traces older than their retention (per project, account, or TAPEDECK_RETENTION_DAYS), account by
  * account, in batches of TAPEDECK_RETENTION_BATCH_TRACES traces: each batch is one short statement, so writers
- * never wait long on it, followed by the release of the shared parts its spans referenced (SharedContent.release)
+ * never wait long on it, followed by the release of the shared parts its spans referenced (releaseSharedContent)
  * and a pause of TAPEDECK_RETENTION_PAUSE_RATIO times the two's duration. Counted in each account's usage
  * (retention_traces_purged, retention_spans_purged) and logged; the totals.
  */
@@ -31,14 +32,13 @@ export const purgeExpiredTraces = Effect.gen(function* () {
   const repo = yield* RetentionRepo
   const config = yield* AppConfig
   const counters = yield* UsageCounters
-  const content = yield* SharedContent
   const total = { traces: 0, spans: 0 }
   for (const policy of yield* repo.policies(config.retentionDays)) {
     const purged = { traces: 0, spans: 0 }
     while (true) {
       const started = yield* Clock.currentTimeMillis
       const batch = yield* repo.purgeExpired(policy, config.retentionBatchTraces)
-      yield* content.release(policy.accountId, batch.parts)
+      yield* releaseSharedContent
       purged.traces += batch.traces
       purged.spans += batch.spans
       if (batch.traces < config.retentionBatchTraces) break
@@ -61,10 +61,30 @@ export const purgeExpiredTraces = Effect.gen(function* () {
   return total
 }).pipe(Effect.withSpan("Retention.purgeExpiredTraces"))
 
-/** Deletes the shared parts released longer ago than TAPEDECK_CONTENT_SWEEP_GRACE_SECONDS that no span references. */
+/**
+ * Marks released the shared parts whose ids deletes recorded (`span_contents_released`: the retention purge's), up to
+ * RELEASE_BATCH ids of one account a statement, until none are left but those other instances are draining; the
+ * number of parts marked. What a process that died before marking left recorded is drained by the next call, on any
+ * instance.
+ */
+export const releaseSharedContent = Effect.gen(function* () {
+  const content = yield* SharedContent
+  let marked = 0
+  while (true) {
+    const batch = yield* content.release(RELEASE_BATCH)
+    marked += batch.marked
+    if (batch.drained === 0) return marked
+  }
+}).pipe(Effect.withSpan("Retention.releaseSharedContent"))
+
+/**
+ * Marks what deletes recorded as released (releaseSharedContent), then deletes the shared parts released longer ago
+ * than TAPEDECK_CONTENT_SWEEP_GRACE_SECONDS that no span references.
+ */
 export const sweepSharedContent = Effect.gen(function* () {
   const content = yield* SharedContent
   const config = yield* AppConfig
+  yield* releaseSharedContent
   let deleted = 0
   while (true) {
     const batch = yield* content.sweep(config.contentSweepGraceSeconds, SWEEP_BATCH)

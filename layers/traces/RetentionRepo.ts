@@ -74,17 +74,18 @@ export class RetentionRepo extends Effect.Service<RetentionRepo>()("tapedeck/Ret
     /**
      * Removes up to `batch` of the account's traces that started longer ago than their retention (the project's
      * override, else the account's), oldest first, with their spans, vectors and rule matches (insights go with the
-     * trace's foreign key); what was removed, and the ids of the shared parts the removed spans referenced. Traces
-     * locked by a writer are skipped this round (SKIP LOCKED), never waited for. The delete does not mark the parts
-     * released (`tapedeck.release_parts` deferred, 0040_release_parts_in_order): it locks no part, so no writer
-     * waits on the batch; the caller releases them afterwards (SharedContent.release).
+     * trace's foreign key); the traces and spans removed. Traces locked by a writer are skipped this round (SKIP
+     * LOCKED), never waited for. The delete does not mark the shared parts its spans referenced released
+     * (`tapedeck.release_parts` deferred, 0040_release_parts_in_order): it locks no part, so no writer waits on the
+     * batch; their ids are recorded in `span_contents_released` in the same transaction (0042_released_parts_recorded),
+     * and marked later by SharedContent.release, by this instance or any other.
      */
     const purgeExpired = Effect.fn("RetentionRepo.purgeExpired")(
       function* (policy: RetentionPolicy, batch: number) {
         const rows = yield* sql.withTransaction(
           Effect.gen(function* () {
             yield* sql`SELECT set_config('tapedeck.release_parts', 'deferred', true)`
-            return yield* sql<{ traces: number; spans: number; parts: string | null }>`
+            return yield* sql<{ traces: number; spans: number }>`
               WITH doomed AS (
                 SELECT t.id FROM traces t
                 LEFT JOIN project_retention p ON p.account_id = t.account_id AND p.project_id = t.project_id
@@ -95,7 +96,7 @@ export class RetentionRepo extends Effect.Service<RetentionRepo>()("tapedeck/Ret
                 LIMIT ${batch}
                 FOR UPDATE OF t SKIP LOCKED
               ), gone_spans AS (
-                DELETE FROM spans WHERE trace_id IN (SELECT id FROM doomed) RETURNING input_refs, output_refs
+                DELETE FROM spans WHERE trace_id IN (SELECT id FROM doomed) RETURNING 1
               ), gone_embeddings AS (
                 DELETE FROM span_embeddings WHERE trace_id IN (SELECT id FROM doomed)
               ), gone_matches AS (
@@ -103,18 +104,11 @@ export class RetentionRepo extends Effect.Service<RetentionRepo>()("tapedeck/Ret
               ), gone AS (
                 DELETE FROM traces WHERE id IN (SELECT id FROM doomed) RETURNING 1
               )
-              SELECT (SELECT count(*) FROM gone)::int AS traces, (SELECT count(*) FROM gone_spans)::int AS spans,
-                     (SELECT string_agg(DISTINCT r.id::text, ',') FROM gone_spans s
-                      CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
-                     ) AS parts`
+              SELECT (SELECT count(*) FROM gone)::int AS traces, (SELECT count(*) FROM gone_spans)::int AS spans`
           })
         )
         const row = rows[0]
-        return {
-          traces: row?.traces ?? 0,
-          spans: row?.spans ?? 0,
-          parts: row?.parts ? row.parts.split(",") : ([] as ReadonlyArray<string>)
-        }
+        return { traces: row?.traces ?? 0, spans: row?.spans ?? 0 }
       },
       Effect.catchTags({ SqlError: Effect.die })
     )

@@ -433,3 +433,37 @@ describe("/mcp: rate limit", () => {
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
   }, 60_000)
 })
+
+describe("/mcp: check_enforcement, the check's lean route and the API's endpoint share one enforcement", () => {
+  // The path alone goes to the lean route in front of the router; with a query string, to the HttpApi endpoint.
+  const ways = (client: Client, body: Record<string, unknown>) => ({
+    lean: async () => (await (await server.post("/api/v1/enforcement/check", body)).json()) as any,
+    api: async () => (await (await server.post("/api/v1/enforcement/check?via=api", body)).json()) as any,
+    mcp: () => callJson(client, "check_enforcement", body)
+  })
+
+  test("check_enforcement spends a run's budget with the check's lean route and the API's endpoint: one run, one budget", async () => {
+    const client = await product()
+    const project = uuid()
+    const policy = { type: "budget_usd", project_id: project, params: { max_usd: 1 } }
+    expect((await server.post("/api/v1/guardrails", policy)).status).toBe(200)
+    const run = `shared-${uuid()}`
+    const body = { run_id: run, project_id: project, tool_name: "search", proposed_usd: 0.3 }
+    const { lean, api, mcp } = ways(client, body)
+    // $0.90 spent in three checks, one by each way in; a fourth $0.30 by any of them would pass $1.
+    for (const check of [lean, mcp, api]) expect((await check()).verdict).toBe("allow")
+    for (const check of [mcp, lean, api]) expect((await check()).verdict).toBe("block")
+  }, 60_000)
+
+  test("a policy created through the API applies at once to all three (one policy cache, cleared by the change)", async () => {
+    const client = await product()
+    const project = uuid()
+    const tool = `wipe-${uuid()}`
+    const { lean, api, mcp } = ways(client, { run_id: `cache-${uuid()}`, project_id: project, tool_name: tool })
+    // Each way has read the account's policies (and would keep them if it had a cache of its own).
+    for (const check of [lean, api, mcp]) expect((await check()).verdict).toBe("allow")
+    const policy = { type: "tool_denylist", project_id: project, params: { patterns: [tool] } }
+    expect((await server.post("/api/v1/guardrails", policy)).status).toBe(200)
+    for (const check of [lean, api, mcp]) expect((await check()).verdict).toBe("block")
+  }, 60_000)
+})

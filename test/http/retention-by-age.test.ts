@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, FastCheck as fc } from "effect"
 import { SharedContent } from "#layers/storage/SharedContent"
-import { purgeExpiredTraces, sweepSharedContent } from "#layers/traces/Retention"
+import { purgeExpiredTraces, releaseSharedContent, sweepSharedContent } from "#layers/traces/Retention"
 import { RetentionRepo } from "#layers/traces/RetentionRepo"
 import { UsageCounters } from "#layers/usage/UsageCounters"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
@@ -12,7 +12,12 @@ import { backendName } from "../support/Database.ts"
 // Retention by age: per account and per project through the API, purged in batches, reported in usage.
 let server: TestServer
 beforeAll(async () => {
-  server = await startTestServer({ TAPEDECK_RETENTION_INTERVAL_SECONDS: "3600", TAPEDECK_RETENTION_BATCH_TRACES: "2" })
+  server = await startTestServer({
+    TAPEDECK_RETENTION_INTERVAL_SECONDS: "3600",
+    TAPEDECK_RETENTION_BATCH_TRACES: "2",
+    // the writers beside the purge write as fast as they can: more than the default limit's minute allows
+    TAPEDECK_RATE_LIMIT_PER_MINUTE: "1000000"
+  })
 })
 afterAll(() => server.stop())
 
@@ -219,3 +224,206 @@ test.skipIf(backendName === "pglite")(
   },
   120_000
 )
+
+const acme = () =>
+  server.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`
+      return row!.id
+    }).pipe(Effect.orDie)
+  )
+
+/**
+ * The retention purge's delete alone, batch after batch, as a process that dies right after each batch commits (a
+ * crash, a kill, a deploy) runs it: nothing after the delete's transaction runs.
+ */
+const purgeThenDie = (accountId: string) =>
+  server.run(
+    Effect.gen(function* () {
+      const repo = yield* RetentionRepo
+      const policy = (yield* repo.policies(null)).find((p) => p.accountId === accountId)!
+      let traces = 0
+      while (true) {
+        const batch = yield* repo.purgeExpired(policy, 2)
+        traces += batch.traces
+        if (batch.traces < 2) return traces
+      }
+    }).pipe(Effect.provide(RetentionRepo.Default))
+  )
+
+/** What another instance, started later, does every interval: the sweep (with the grace period over for every mark). */
+const laterSweep = () =>
+  server.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      let swept = yield* sweepSharedContent
+      yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE orphaned_at IS NOT NULL`
+      swept += yield* sweepSharedContent
+      return swept
+    }).pipe(Effect.provide(SharedContent.Default), Effect.orDie)
+  )
+
+const stored = (ids: ReadonlyArray<string>) =>
+  server.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ id: string }>`
+        SELECT id::text AS id FROM span_contents WHERE id IN (SELECT unnest(${`{${ids.join(",")}}`}::bigint[]))`
+      return new Set(rows.map((r) => r.id))
+    }).pipe(Effect.orDie)
+  )
+
+test("a purge that dies after its delete commits leaks no part: a later sweep deletes what only expired spans used, keeps the rest", async () => {
+  expect((await put("/api/v1/retention", { retention_days: 30 })).status).toBe(200)
+  const accountId = await acme()
+  const traceSpec = fc.record({
+    expired: fc.boolean(),
+    uses: fc.uniqueArray(fc.nat(5), { maxLength: 4 }),
+    own: fc.boolean()
+  })
+  await fc.assert(
+    fc.asyncProperty(
+      fc.integer({ min: 1, max: 6 }),
+      fc.array(traceSpec, { minLength: 1, maxLength: 6 }),
+      async (poolSize, specs) => {
+        const tag = uuid()
+        const pool = Array.from({ length: poolSize }, (_, i) => ({
+          role: "system",
+          content: `pool ${tag} ${i} ${"p".repeat(400)}`
+        }))
+        const written = specs.map((spec, i) => {
+          const days = spec.expired ? 60 + i : i
+          const messages = [...new Set(spec.uses.map((u) => u % poolSize))].map((u) => pool[u]!)
+          if (spec.own) messages.push({ role: "user", content: `own ${tag} ${i} ${"o".repeat(400)}` })
+          const input = { messages }
+          const body = trace({
+            started_at: daysAgo(days),
+            spans: [span({ id: uuid(), started_at: daysAgo(days), input })]
+          })
+          return { ...spec, id: body.id, body, input }
+        })
+        for (const t of written) expect((await server.post("/api/v1/traces", t.body)).status).toBe(200)
+        const parts = new Map<string, ReadonlyArray<string>>()
+        for (const t of written) parts.set(t.id, [...(await partsOf(t.id)).keys()])
+        const all = [...new Set([...parts.values()].flat())]
+        const kept = written.filter((t) => !t.expired)
+        const keptParts = new Set(kept.flatMap((t) => parts.get(t.id)!))
+
+        expect(await purgeThenDie(accountId)).toBeGreaterThanOrEqual(written.length - kept.length)
+        for (const t of written) expect(await exists(t.id)).toBe(t.expired ? 0 : 2)
+        await laterSweep()
+
+        const left = await stored(all)
+        expect([...left].sort()).toEqual([...keptParts].sort())
+        for (const t of kept) {
+          const read = (await (await server.get(`/api/v1/traces/${t.id}`)).json()) as any
+          expect(JSON.stringify(read.spans[0].input)).toBe(JSON.stringify(t.input))
+        }
+      }
+    ),
+    { numRuns: 12 }
+  )
+}, 180_000)
+
+const queued = (accountId: string) =>
+  server.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{ rows: number; marked: number }>`
+        SELECT count(*)::int AS rows,
+               count(*) FILTER (WHERE EXISTS (
+                 SELECT 1 FROM span_contents c WHERE c.id = q.part_id AND c.orphaned_at IS NOT NULL))::int AS marked
+        FROM span_contents_released q WHERE q.account_id = ${accountId}::uuid`
+      return row!
+    }).pipe(Effect.orDie)
+  )
+
+test("a release that dies before it commits marks nothing and drains nothing: the next one releases the parts", async () => {
+  expect((await put("/api/v1/retention", { retention_days: 30 })).status).toBe(200)
+  const accountId = await acme()
+  const expired = Array.from({ length: 3 }, (_, i) => chat(70 + i, [], `dies ${i} ${uuid()} ${"d".repeat(700)}`))
+  for (const t of expired) expect((await server.post("/api/v1/traces", t.body)).status).toBe(200)
+  const own = [...new Set((await Promise.all(expired.map((t) => partsOf(t.id)))).flatMap((m) => [...m.keys()]))]
+  expect(own.length).toBe(3)
+  expect(await purgeThenDie(accountId)).toBe(3)
+  expect((await queued(accountId)).rows).toBe(3)
+  const died = await server.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const content = yield* SharedContent
+      return yield* sql.withTransaction(
+        content.release(1000).pipe(Effect.zipRight(Effect.fail("the process died" as const)))
+      )
+    }).pipe(Effect.provide(SharedContent.Default), Effect.flip)
+  )
+  expect(died).toBe("the process died")
+  expect(await queued(accountId)).toEqual({ rows: 3, marked: 0 })
+  expect([...(await markedOf(own)).values()]).toEqual([false, false, false])
+  const marked = await server.run(releaseSharedContent.pipe(Effect.provide(SharedContent.Default)))
+  expect(marked).toBeGreaterThanOrEqual(3)
+  expect(await queued(accountId)).toEqual({ rows: 0, marked: 0 })
+  expect([...(await markedOf(own)).values()]).toEqual([true, true, true])
+  await laterSweep()
+  expect((await stored(own)).size).toBe(0)
+})
+
+test("releases running side by side (instances) drain each recorded part once, skipping each other's rows", async () => {
+  expect((await put("/api/v1/retention", { retention_days: 30 })).status).toBe(200)
+  const accountId = await acme()
+  const expired = Array.from({ length: 8 }, (_, i) =>
+    chat(80 + i, [], `side by side ${i} ${uuid()} ${"d".repeat(700)}`)
+  )
+  for (const t of expired) expect((await server.post("/api/v1/traces", t.body)).status).toBe(200)
+  const own = [...new Set((await Promise.all(expired.map((t) => partsOf(t.id)))).flatMap((m) => [...m.keys()]))]
+  expect(await purgeThenDie(accountId)).toBe(8)
+  expect((await queued(accountId)).rows).toBe(8)
+  const drains = await server.run(
+    Effect.gen(function* () {
+      const content = yield* SharedContent
+      const drain = Effect.gen(function* () {
+        const total = { drained: 0, marked: 0 }
+        while (true) {
+          const batch = yield* content.release(2)
+          total.drained += batch.drained
+          total.marked += batch.marked
+          if (batch.drained === 0) return total
+        }
+      })
+      return yield* Effect.all([drain, drain, drain, drain], { concurrency: 4 })
+    }).pipe(Effect.provide(SharedContent.Default))
+  )
+  expect(drains.reduce((n, d) => n + d.drained, 0)).toBeGreaterThanOrEqual(8)
+  expect(drains.reduce((n, d) => n + d.marked, 0)).toBeGreaterThanOrEqual(8)
+  expect(await queued(accountId)).toEqual({ rows: 0, marked: 0 })
+  expect([...(await markedOf(own)).values()].every((m) => m)).toBe(true)
+})
+
+test("one release drains what purges of several accounts recorded, each account's parts marked", async () => {
+  expect((await put("/api/v1/retention", { retention_days: 30 })).status).toBe(200)
+  expect((await put("/api/v1/retention", { retention_days: 30 }, KEY_B)).status).toBe(200)
+  const [a, b] = await server.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ id: string; name: string }>`
+        SELECT id, name FROM accounts WHERE name IN ('acme', 'globex') ORDER BY name`
+      return rows.map((r) => r.id)
+    }).pipe(Effect.orDie)
+  )
+  const written: Array<{ id: string; key: string }> = []
+  for (const [i, key] of [KEY_A, KEY_B, KEY_A, KEY_B].entries()) {
+    const t = chat(90 + i, [], `accounts ${i} ${uuid()} ${"a".repeat(700)}`)
+    expect((await server.post("/api/v1/traces", t.body, key)).status).toBe(200)
+    written.push({ id: t.id, key })
+  }
+  const own = [...new Set((await Promise.all(written.map((t) => partsOf(t.id)))).flatMap((m) => [...m.keys()]))]
+  expect(own.length).toBe(4)
+  expect((await purgeThenDie(a!)) + (await purgeThenDie(b!))).toBeGreaterThanOrEqual(4)
+  // (globex's trace of 800 days, kept until now, expires too)
+  expect((await queued(a!)).rows).toBeGreaterThanOrEqual(2)
+  expect((await queued(b!)).rows).toBeGreaterThanOrEqual(2)
+  expect(await server.run(releaseSharedContent.pipe(Effect.provide(SharedContent.Default)))).toBeGreaterThanOrEqual(4)
+  expect(await queued(a!)).toEqual({ rows: 0, marked: 0 })
+  expect(await queued(b!)).toEqual({ rows: 0, marked: 0 })
+  expect([...(await markedOf(own)).values()]).toEqual([true, true, true, true])
+})

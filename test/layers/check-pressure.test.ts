@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { AppConfig } from "#layers/config/AppConfig"
 import { CheckPressure } from "#layers/enforcement/CheckPressure"
+import { EventLoopLag } from "#layers/platform/EventLoopLag"
 
 const withEnv = (env: Record<string, string>) =>
   Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
@@ -16,6 +17,28 @@ const shedMs = (env: Record<string, string>) =>
 
 const pressure = (env: Record<string, string>) =>
   Effect.runSync(CheckPressure.pipe(Effect.provide(CheckPressure.Default), Effect.provide(withEnv(env))))
+
+/** CheckPressure over an event loop whose lag is whatever `lag.ms` says at the moment it is asked. */
+const pressureWithLag = (env: Record<string, string>, lag: { ms: number }) =>
+  Effect.runSync(
+    CheckPressure.pipe(
+      Effect.provide(
+        CheckPressure.DefaultWithoutDependencies.pipe(
+          Layer.provide(Layer.succeed(EventLoopLag, EventLoopLag.make({ recentMs: () => lag.ms }))),
+          Layer.provide(AppConfig.Default)
+        )
+      ),
+      Effect.provide(withEnv(env))
+    )
+  )
+
+const lagLimit = (env: Record<string, string>) =>
+  Effect.runSync(
+    Effect.map(AppConfig, (c) => c.enforcementShedIngestLagMs).pipe(
+      Effect.provide(AppConfig.Default),
+      Effect.provide(withEnv(env))
+    )
+  )
 
 describe("CheckPressure", () => {
   test("the threshold: a fifth of the check deadline on PostgreSQL, off on embedded PGlite, as set when set", () => {
@@ -41,5 +64,71 @@ describe("CheckPressure", () => {
     const off = pressure({})
     for (let i = 0; i < 100; i++) off.observe(10_000)
     expect(off.active()).toBe(false)
+  })
+
+  test("the event loop's limit: 5 ms on PostgreSQL, off on embedded PGlite, as set when set", () => {
+    expect(lagLimit({ DATABASE_URL: "postgres://x/y" })).toBe(5)
+    expect(lagLimit({})).toBe(0)
+    expect(lagLimit({ TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "2.5" })).toBe(2.5)
+    expect(lagLimit({ DATABASE_URL: "postgres://x/y", TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "0" })).toBe(0)
+  })
+
+  test("the loop is late for checks only while checks come and its lag is over the limit", () => {
+    const lag = { ms: 20 }
+    const env = { TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "5" }
+    const late = pressureWithLag(env, lag)
+    // No checks, or an account's few: a late loop is not theirs to protect.
+    expect(late.loopLate()).toBe(false)
+    for (let i = 0; i < 99; i++) late.observe(0)
+    expect(late.loopLate()).toBe(false)
+    late.observe(0)
+    expect(late.loopLate()).toBe(true)
+    // Lane-wise nothing is wrong: all exports are not refused.
+    expect(late.active()).toBe(false)
+    lag.ms = 4
+    expect(late.loopLate()).toBe(false)
+
+    const off = pressureWithLag({ TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "0" }, { ms: 1000 })
+    for (let i = 0; i < 100; i++) off.observe(0)
+    expect(off.loopLate()).toBe(false)
+  })
+
+  test("checks a second old no longer count", async () => {
+    const late = pressureWithLag({ TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "5" }, { ms: 50 })
+    for (let i = 0; i < 100; i++) late.observe(0)
+    expect(late.loopLate()).toBe(true)
+    await Bun.sleep(1150)
+    expect(late.loopLate()).toBe(false)
+  })
+})
+
+describe("EventLoopLag", () => {
+  test("a loop blocked for 60 ms reports it at once; one kept busy in 8 ms tasks reports it as it goes; a free one little", async () => {
+    await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const loop = yield* EventLoopLag
+          const busy = (ms: number) => {
+            const until = performance.now() + ms
+            while (performance.now() < until) {}
+          }
+          // The first question starts the sampling.
+          expect(loop.recentMs()).toBe(0)
+          yield* Effect.promise(() => Bun.sleep(150))
+          // A busy test machine's timers run a little late.
+          expect(loop.recentMs()).toBeLessThan(25)
+          busy(60)
+          expect(loop.recentMs()).toBeGreaterThanOrEqual(50)
+          yield* Effect.promise(async () => {
+            const until = performance.now() + 200
+            while (performance.now() < until) {
+              busy(8)
+              await new Promise((resolve) => setTimeout(resolve, 0))
+            }
+          })
+          expect(loop.recentMs()).toBeGreaterThan(2)
+        })
+      ).pipe(Effect.provide(EventLoopLag.Default))
+    )
   })
 })

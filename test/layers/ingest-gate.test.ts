@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { ConfigProvider, Deferred, Effect, FastCheck as fc, Fiber, Layer } from "effect"
+import { AppConfig } from "#layers/config/AppConfig"
+import { CheckPressure } from "#layers/enforcement/CheckPressure"
 import { CurrentUploadPermit, IngestGate } from "#layers/ingest/IngestGate"
 import { IngestPermits, type Permit } from "#layers/ingest/IngestPermits"
 
@@ -18,7 +20,69 @@ const withGate = <A, E>(maxInflight: number, body: (gate: IngestGate) => Effect.
     )
   )
 
+/** A gate over checks that never wait for a lane, whose event loop is late for them while `late.now` says so. */
+const withLateLoop = <A, E>(
+  maxInflight: number,
+  late: { now: boolean },
+  body: (gate: IngestGate) => Effect.Effect<A, E>
+) =>
+  Effect.runPromise(
+    Effect.scoped(Effect.flatMap(IngestGate, body)).pipe(
+      Effect.provide(
+        IngestGate.DefaultWithoutDependencies.pipe(
+          Layer.provide(
+            Layer.succeed(
+              CheckPressure,
+              CheckPressure.make({ observe: () => {}, active: () => false, loopLate: () => late.now })
+            )
+          ),
+          Layer.provide(AppConfig.Default),
+          Layer.provide(
+            Layer.setConfigProvider(
+              ConfigProvider.fromMap(new Map([["TAPEDECK_INGEST_MAX_INFLIGHT", String(maxInflight)]]))
+            )
+          )
+        )
+      )
+    )
+  )
+
 describe("IngestGate", () => {
+  test("while checks wait behind a late event loop, exports admitted at once are halved down to one, then grow back", async () => {
+    const late = { now: true }
+    await withLateLoop(8, late, (gate) =>
+      Effect.gen(function* () {
+        const hold = yield* Deferred.make<void>()
+        const admitted = []
+        for (let i = 0; i < 4; i++) admitted.push(yield* Effect.fork(gate.guard(`a${i}`, Deferred.await(hold))))
+        yield* Effect.sleep("10 millis")
+        for (let i = 0; i < 4; i++) expect(gate.heldBy(`a${i}`)).toBe(1)
+        const refused = yield* Effect.flip(gate.guard("b", Effect.void))
+        expect(refused).toMatchObject({ _tag: "IngestSaturated", by: "checks" })
+        expect(gate.admits("b")).toBe(false)
+        expect(gate.shedForChecks()).toBe(true)
+        // Two more late steps: one at a time, and never none.
+        for (let step = 0; step < 2; step++) {
+          yield* Effect.sleep("110 millis")
+          expect(gate.admits("b")).toBe(false)
+        }
+        yield* Deferred.succeed(hold, undefined)
+        for (const fiber of admitted) yield* Fiber.join(fiber)
+        const one = yield* Deferred.make<void>()
+        const only = yield* Effect.fork(gate.guard("b", Deferred.await(one)))
+        yield* Effect.sleep("10 millis")
+        expect(gate.heldBy("b")).toBe(1)
+        expect(gate.admits("c")).toBe(false)
+        // The loop catches up: one more a step.
+        late.now = false
+        yield* Effect.sleep("110 millis")
+        expect(gate.admits("c")).toBe(true)
+        yield* Deferred.succeed(one, undefined)
+        yield* Fiber.join(only)
+      })
+    )
+  })
+
   test("guard admits up to the bound, refuses past it, and frees the permit when the guarded work ends or is interrupted", async () => {
     await withGate(2, (gate) =>
       Effect.gen(function* () {
