@@ -201,7 +201,7 @@ test.skipIf(backendName === "pglite")(
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         // Released long enough ago for the sweep: what the grace period would do, without the wait.
-        yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE orphaned_at IS NOT NULL`
+        yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE id IN (SELECT id FROM span_contents WHERE orphaned_at IS NOT NULL ORDER BY id FOR UPDATE)`
         return yield* sweepSharedContent
       }).pipe(Effect.provide(SharedContent.Default), Effect.orDie)
     )
@@ -258,7 +258,7 @@ const laterSweep = () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       let swept = yield* sweepSharedContent
-      yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE orphaned_at IS NOT NULL`
+      yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE id IN (SELECT id FROM span_contents WHERE orphaned_at IS NOT NULL ORDER BY id FOR UPDATE)`
       swept += yield* sweepSharedContent
       return swept
     }).pipe(Effect.provide(SharedContent.Default), Effect.orDie)

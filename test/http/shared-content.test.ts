@@ -459,8 +459,9 @@ describe("shared span content", () => {
           const sql = yield* SqlClient.SqlClient
           yield* sql`UPDATE traces SET deleted_at = now() - interval '400 days' WHERE deleted_at IS NOT NULL`
           yield* purgeDeletedTraces
-          // Parts released long enough ago for the sweep: what the grace period would do, without the wait.
-          yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE orphaned_at IS NOT NULL`
+          // Parts released long enough ago for the sweep: what the grace period would do, without the wait (locking
+          // them in id order, as every statement that locks several parts does, or a concurrent writer deadlocks it).
+          yield* sql`UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE id IN (SELECT id FROM span_contents WHERE orphaned_at IS NOT NULL ORDER BY id FOR UPDATE)`
           return yield* sweepSharedContent
         }).pipe(Effect.provide([TraceRepo.Default, SharedContent.Default]))
       )
@@ -498,7 +499,7 @@ describe("shared span content", () => {
       // Its parts are marked released; the grace period is over.
       const marked = await stored(
         (sql) => sql<{ n: number }>`
-          UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE orphaned_at IS NOT NULL
+          UPDATE span_contents SET orphaned_at = now() - interval '1 hour' WHERE id IN (SELECT id FROM span_contents WHERE orphaned_at IS NOT NULL ORDER BY id FOR UPDATE)
           RETURNING 1 AS n`
       )
       expect(marked.length).toBeGreaterThan(0)
