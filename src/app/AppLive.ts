@@ -85,7 +85,7 @@ const ServeLive = Layer.unwrapEffect(
           !exporting ||
           request.url === "/health" ||
           request.url.startsWith("/ws/") ||
-          (gate.saturated() && isExport(request))
+          (isExport(request) && gate.saturated())
       )
     )
   })

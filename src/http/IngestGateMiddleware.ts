@@ -98,7 +98,8 @@ export const refuseWhileSaturated = (gate: IngestGate, credentials: Credentials)
   const refusals = { permits: refusalFor("permits"), checks: refusalFor("checks") }
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (!gate.saturated() || !isExport(request)) return app
+      // Exports only: a check or any other request never asks the gate (nor starts its event-loop sampling).
+      if (!isExport(request) || !gate.saturated()) return app
       return Effect.flatMap(Effect.exit(exportPrincipal(credentials, request)), (principal) => {
         if (!Exit.isSuccess(principal) || gate.admits(principal.value.accountId)) return app
         gate.refuseFast()
