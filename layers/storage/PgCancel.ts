@@ -11,6 +11,15 @@ const CANCEL = /^SELECT pg_cancel_backend\((\d+)\)$/
 /** How long a cancel may go unacknowledged before its connection is given up on (closed, never reused). */
 const CANCEL_ACK_MS = 3000
 
+/**
+ * A checked-out client's connection can die after everyone stopped listening to it: @effect/sql-pg stops at the
+ * first error, and a release held until a cancel settles (below) leaves the client out of the pool's hands meanwhile.
+ * pg emits the connection's end as a second "error" then, and an event emitter's error with no listener ends the
+ * process. Its queries have failed already and the pool drops it on release: the late error is of no further use.
+ */
+const ignoreLateError = () => {}
+const guardedClients = new WeakSet<pg.PoolClient>()
+
 /** The error a connection is released with to make the pool close it instead of keeping it. */
 const retired = () => new Error("retired: a cancel sent to its backend may still land")
 
@@ -105,6 +114,10 @@ export class CancelSafePool extends pg.Pool {
     const owner = currentStatement()
     return super.connect((err, client, release) => {
       if (err || client === undefined) return callback(err, client, release)
+      if (!guardedClients.has(client)) {
+        guardedClients.add(client)
+        client.on("error", ignoreLateError)
+      }
       const pid = (client as { processID?: number }).processID
       const checkout: Checkout = {
         client,

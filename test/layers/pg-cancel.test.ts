@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Cause, Duration, Effect, Exit, FastCheck as fc, Fiber } from "effect"
+import { CancelSafePool, TrackingClient } from "#layers/storage/PgCancel"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 
 // An interrupted statement is cancelled on PostgreSQL (pg_cancel_backend on its backend). A cancel names a backend, not
@@ -117,4 +118,31 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("interrupted statements on P
     expect(result.others).toEqual(Array.from({ length: 30 }, (_, i) => i))
     expect(result.rows[0]!.n).toBe(0)
   })
+})
+
+describe("a checked-out client's late error", () => {
+  test.skipIf(!process.env.TEST_DATABASE_URL)(
+    "a connection that dies while its client is out of the pool, its user no longer listening, ends nothing",
+    async () => {
+      const pool = new CancelSafePool({
+        connectionString: process.env.TEST_DATABASE_URL,
+        max: 1,
+        Client: TrackingClient
+      })
+      const client = await pool.connect()
+      // The pool stops listening on checkout, and its user (@effect/sql-pg) stops at the first error it hears: pg
+      // emits the connection's end as an error then, which would end the process with no listener left.
+      const connection = (
+        client as unknown as {
+          connection: { once: (e: string, f: () => void) => void; stream: { destroy: () => void } }
+        }
+      ).connection
+      const ended = new Promise<void>((resolve) => connection.once("end", resolve))
+      connection.stream.destroy()
+      await ended
+      await Bun.sleep(20)
+      client.release(true)
+      await pool.end()
+    }
+  )
 })

@@ -228,6 +228,8 @@ const main = async () => {
     ].join("\n")
   )
   proxy.stop()
+  // What the server said last (a crash says why here).
+  if (problems.length > 0) console.error(`server output, last lines:\n${server.output().slice(-6000)}`)
   if (problems.length > 0) throw new Error(`outage suite failed:\n- ${problems.join("\n- ")}`)
   log("outage suite passed")
 }
