@@ -33,8 +33,9 @@ export class CurrentUploadPermit extends Context.Tag("tapedeck/CurrentUploadPerm
  * account under its fair share takes back a permit from an upload of an account over its share (answered 503,
  * retryable), and any other asker is refused at once with 503, before its body is read, so overload costs no
  * memory and no database work; so is every export while enforcement checks keep waiting for a lane, and every
- * export past the LagLimit while checks come and the event loop runs late (CheckPressure). With the body deadline and minimum rate (src/http/BodyLimit.ts), an account
- * that opens many slow uploads cannot keep another account's exports out.
+ * export past the LagLimit while checks come and the event loop runs late (CheckPressure). With the body deadline
+ * and minimum rate (src/http/BodyLimit.ts), an account that opens many slow uploads cannot keep another account's
+ * exports out.
  */
 export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGate", {
   scoped: Effect.gen(function* () {
