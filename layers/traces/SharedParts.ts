@@ -133,9 +133,10 @@ interface SplitRecord {
  * by the trigger for every span (a model call repeats its whole history: a 30-step run made ~930 lookups for ~90
  * distinct parts). The records then carry `input_refs`/`output_refs`, which the trigger keeps as given. Parts whose
  * text is sent are sent compressed where that pays (PartPacking; the ones the database already has are not stored
- * again, and those the writer knows are stored are sent by hash only, so what is compressed is mostly what is new).
- * A batch with nothing split is written as it is, in one statement. A part sent by hash only that is not stored fails the call
- * (TD001) and the transaction with it, as the trigger would.
+ * again, and those the writer knows are stored are sent by hash only, so what is compressed is mostly what is new),
+ * compressed before the transaction begins, so no connection waits on it. A batch with nothing split is written as
+ * it is, in one statement. A part sent by hash only that is not stored fails the call (TD001) and the transaction
+ * with it, as the trigger would.
  */
 export const withResolvedParts = <A>(
   sql: SqlClient.SqlClient,
@@ -157,16 +158,16 @@ export const withResolvedParts = <A>(
     collect(r.output_hashes, r.output_parts)
   }
   if (texts.size === 0) return write(JSON.stringify(records))
+  const hashes = [...texts.keys()]
+  const plain: Array<string | null> = []
+  const packed: Array<string | null> = []
+  for (const text of texts.values()) {
+    const bytes = text === null ? undefined : packPart(text)
+    plain.push(bytes === undefined ? text : null)
+    packed.push(bytes === undefined ? null : bytes.toString("base64"))
+  }
   return sql.withTransaction(
     Effect.gen(function* () {
-      const hashes = [...texts.keys()]
-      const plain: Array<string | null> = []
-      const packed: Array<string | null> = []
-      for (const text of texts.values()) {
-        const bytes = text === null ? undefined : packPart(text)
-        plain.push(bytes === undefined ? text : null)
-        packed.push(bytes === undefined ? null : bytes.toString("base64"))
-      }
       const [row] = yield* sql<{ ids: ReadonlyArray<string> }>`
         SELECT tapedeck_share_parts(
           ${accountId}::uuid,
