@@ -49,7 +49,7 @@ export interface SpanFacts {
   readonly error: string | null
   /** input + output tokens */
   readonly tokens: number
-  /** hash of the canonical (jsonb) tool arguments, for tool_call spans */
+  /** hash of the tool arguments' canonical JSON (keys sorted: Detection.argsHash), for tool_call spans */
   readonly argsHash: string | null
 }
 
