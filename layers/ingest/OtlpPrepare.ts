@@ -4,6 +4,7 @@ import { type DecodedExport, OtlpJsonRequest } from "#src/domain/Otlp"
 import { MAX_BODY_DEPTH, nestsDeeperThan } from "#src/domain/JsonDepth"
 import { once, toRecord } from "../traces/SpanRecords.ts"
 import { partHasher, splitPayload } from "../traces/PayloadSplit.ts"
+import { sentParts } from "../traces/PartPacking.ts"
 import { DEFAULT_PRICES, type PriceTable } from "#src/domain/pricing/Prices"
 import { CopyData, copyJson, copyText, copyTextArray } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
@@ -100,7 +101,9 @@ export const byTrace = (spans: ReadonlyArray<MappedSpan>) => {
  * The spans as COPY text rows (trace_id, account_id, then SPAN_WRITE_COLUMNS), holding what the upsert's records hold.
  * Each shared part's text goes in the first row that has it only; later rows send its hash alone (a NULL text), which
  * the split trigger finds stored by then, as COPY stores its rows in order. A model call repeats every earlier message
- * of its trace, so sending every row's parts whole sent, and escaped, each message once per later call.
+ * of its trace, so sending every row's parts whole sent, and escaped, each message once per later call. A part's text
+ * is sent compressed when that pays (PartPacking.sentPart, stored as sent): for a large export this runs on the
+ * preparing thread, so deflate costs the request thread nothing.
  */
 export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) => {
   const data = new CopyData(spans.length * 2048)
@@ -133,10 +136,10 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
       copyText(r.error),
       copyText(r.extra),
       copyText(input?.skel),
-      input === undefined ? "\\N" : copyTextArray(input.parts),
+      input === undefined ? "\\N" : copyTextArray(sentParts(input.parts)),
       input === undefined ? "\\N" : `{${input.hashes.join(",")}}`,
       copyText(output?.skel),
-      output === undefined ? "\\N" : copyTextArray(output.parts),
+      output === undefined ? "\\N" : copyTextArray(sentParts(output.parts)),
       output === undefined ? "\\N" : `{${output.hashes.join(",")}}`,
       "\\N",
       "\\N"

@@ -23,6 +23,7 @@ import { uuidArray } from "../storage/SqlArrays.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { KnownParts, writeWithKnownParts } from "../traces/KnownParts.ts"
 import { partHasher } from "../traces/PayloadSplit.ts"
+import { sentParts } from "../traces/PartPacking.ts"
 
 // The finalize pass reads payloads of roots, local roots and model calls only.
 const FINALIZE_SELECT = spanSelect(
@@ -66,7 +67,10 @@ export interface LockedTrace {
   readonly deleted: boolean
 }
 
-/** The spans as `json_to_recordset` records with their trace ids, each shared part's text sent once at most. */
+/**
+ * The spans as `json_to_recordset` records with their trace ids, each shared part's text sent once at most, and
+ * compressed when that pays (PartPacking.sentPart).
+ */
 const recordsJson = (
   spans: ReadonlyArray<MappedSpan>,
   stored: ((hash: string) => boolean) | undefined,
@@ -75,7 +79,18 @@ const recordsJson = (
   const omit = once(stored)
   const hash = partHasher()
   return JSON.stringify(
-    spans.map((m) => ({ ...toWriteRecord(m.span as never, omit, sent, hash), trace_id: m.traceId }))
+    spans.map((m) => {
+      const record = toWriteRecord(m.span as never, omit, sent, hash) as ReturnType<typeof toWriteRecord> & {
+        readonly input_parts?: ReadonlyArray<string | null>
+        readonly output_parts?: ReadonlyArray<string | null>
+      }
+      return {
+        ...record,
+        input_parts: record.input_parts && sentParts(record.input_parts),
+        output_parts: record.output_parts && sentParts(record.output_parts),
+        trace_id: m.traceId
+      }
+    })
   )
 }
 

@@ -59,3 +59,21 @@ export const partText = (body: string | null, packed: Uint8Array | null): string
   if (packed === null) throw new Error("shared span content with neither text nor packed bytes")
   return unpackPart(packed)
 }
+
+/**
+ * Marks a part sent compressed inside a `*_parts` text array (migration 0045_packed_parts_sent): \x02 then the packed
+ * bytes in base64. A part's text is JSON text, which never holds a raw control character, so the mark cannot be the
+ * start of a plain part. `tapedeck_share_parts` stores such a part as `packed`; the writer gives the hashes (those of
+ * the text), as every writer that splits payloads does.
+ */
+export const PACKED_MARK = "\x02"
+
+/** The part as a writer of `*_parts` arrays sends it: compressed when that pays (`packPart`), plain otherwise. */
+export const sentPart = (text: string): string => {
+  const packed = packPart(text)
+  return packed === undefined ? text : PACKED_MARK + packed.toString("base64")
+}
+
+/** `sentPart` of each text sent (null: sent by hash only). */
+export const sentParts = (parts: ReadonlyArray<string | null>): Array<string | null> =>
+  parts.map((p) => (p === null ? null : sentPart(p)))

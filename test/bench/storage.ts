@@ -229,6 +229,30 @@ const databaseBytes = async (db: pg.Client) => {
   return new Map(rows.map((r) => [r.name, Number(r.bytes)]))
 }
 
+/**
+ * What a `spans` row of the side's REST traces holds, by column: `pg_column_size` summed over the rows (the value as
+ * stored, compressed or not; NULLs take no bytes beyond the row's null bitmap), and each whole row.
+ */
+const spanColumnBytes = async (side: Side) => {
+  const columns = (
+    await side.db.query<{ name: string }>(
+      "SELECT column_name AS name FROM information_schema.columns WHERE table_name = 'spans' AND table_schema = 'public' ORDER BY ordinal_position"
+    )
+  ).rows.map((r) => r.name)
+  const sums = columns.map((c) => `COALESCE(sum(pg_column_size(s.${c})), 0)::float8 AS "${c}"`).join(", ")
+  const row = (
+    await side.db.query<Record<string, number>>(
+      `SELECT count(*)::float8 AS "(spans)", sum(pg_column_size(s.*))::float8 AS "(row)", ${sums} FROM spans s WHERE s.trace_id = ANY($1::uuid[])`,
+      [side.traceIds]
+    )
+  ).rows[0]!
+  const n = row["(spans)"] || 1
+  return Object.entries(row)
+    .filter(([k, v]) => k !== "(spans)" && v > 0)
+    .map(([k, v]) => [k, v / n] as const)
+    .sort((a, b) => b[1] - a[1])
+}
+
 const post = async (side: Side, path: string, body: unknown) => {
   const text = JSON.stringify(body)
   const t0 = performance.now()
@@ -675,6 +699,7 @@ runBench(async () => {
     ingest(sides, (run) => restBody(run), RUNS, "/api/v1/traces", 2 * STEPS + 1)
   )
   const details = await detailP50(sides)
+  const columns = await Promise.all(sides.map(spanColumnBytes))
   const otlp = await workload("OTLP", sides, () => ingest(sides, otlpBody, OTLP_RUNS, "/v1/traces", 2 * STEPS + 1))
   const lines = [
     `# Storage: ${RUNS} REST runs and ${OTLP_RUNS} OTLP runs of a ${STEPS}-step agent`,
@@ -733,6 +758,13 @@ runBench(async () => {
           .map(([n, b]) => `${n} ${fmtInt(b / r.spans)}`)
           .join(", ")
       ])
+    ),
+    "",
+    "A `spans` row of the REST workload by column (`pg_column_size`, bytes per span):",
+    "",
+    ...tableLines(
+      ["layout", "columns (bytes per span)"],
+      rest.map((r, i) => [r.side.name, columns[i]!.map(([n, b]) => `${n} ${b.toFixed(0)}`).join(", ")])
     )
   ]
   if (PURGE_SPANS > 0) lines.push("", ...purgeLines(await purgeRun(sides[1]!)))

@@ -440,6 +440,32 @@ describe("shared span content", () => {
       expect(wire(s.input)).toBe(wire(viaSql.get(s.id as string)!.input))
       for (const m of messages.slice(0, 1)) expect(wire(s.input)).toContain(m.parts[0]!.content)
     }
+    // Stored compressed, as the REST writes' parts (the first export by COPY on PostgreSQL; the second, to a trace
+    // that exists, by the upsert): one part per message, each packed.
+    const later = otlpSpan({
+      traceId,
+      startMs: 5000,
+      endMs: 5900,
+      attributes: {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": JSON.stringify([
+          ...messages,
+          { role: "user", parts: [{ type: "text", content: `turn later ${"l".repeat(500)}` }] }
+        ])
+      }
+    })
+    expect((await server.post("/v1/traces", exportBody([later]))).status).toBe(200)
+    const turns = (await storedParts()).filter((p) => p.text.includes(`turn `) && p.text.includes("ooooo"))
+    const laterParts = (await storedParts()).filter((p) => p.text.includes("turn later"))
+    expect(turns.length).toBeGreaterThanOrEqual(4)
+    expect(laterParts.length).toBe(1)
+    expect([...turns, ...laterParts].map((p) => p.packed)).toEqual([...turns, ...laterParts].map(() => true))
+    const again = await detail(row!.id)
+    expect(again.body.spans.length).toBe(5)
+    const viaSqlAgain = new Map((await sqlRead(row!.id)).map((s) => [s.id as string, s]))
+    for (const s of again.body.spans) expect(wire(s.input)).toBe(wire(viaSqlAgain.get(s.id as string)!.input))
+    const last = again.body.spans.find((s: { input?: unknown }) => wire(s.input).includes("turn later"))
+    expect(wire(last!.input)).toContain(`turn later ${"l".repeat(500)}`)
   })
 
   test("deletes, purges and sweeps interleaved with writes of the same content never lose a referenced part", async () => {

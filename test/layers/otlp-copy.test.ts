@@ -7,6 +7,7 @@ import { spanCopyRows } from "#layers/ingest/OtlpPrepare"
 import { AccountRepo } from "#layers/storage/AccountRepo"
 import { SPAN_PARTS_SELECT, spanJsonRow, type SpanPartsRow } from "#layers/traces/SpanRecords"
 import { withPayloads } from "#layers/traces/SharedParts"
+import { unpackPart } from "#layers/traces/PartPacking"
 import { Span } from "#src/domain/Span"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
 
@@ -124,7 +125,12 @@ test("COPY sends each shared part's text in its first row only, and stores what 
     "00000000-0000-4000-8000-000000000001" as never,
     spans.map((span) => ({ traceId: crypto.randomUUID(), otelTraceId: "0".repeat(32), span }) as MappedSpan)
   ).message()
-  const sent = new TextDecoder().decode(message)
+  const copyText = new TextDecoder().decode(message)
+  // Parts are sent compressed (\x02 and base64, PartPacking.sentPart): each one packed, none plain.
+  const packed = [...copyText.matchAll(/\x02([A-Za-z0-9+/=]+)/g)].map((m) => unpackPart(Buffer.from(m[1]!, "base64")))
+  expect(packed.length).toBeGreaterThanOrEqual(spans.length)
+  for (let i = 0; i < spans.length; i++) expect(copyText.split(`${marker}${i} `).length - 1).toBe(0)
+  const sent = [copyText, ...packed].join("\n")
   // Each message's text appears once in the whole COPY message, though later rows hold it again by hash.
   for (let i = 0; i < spans.length; i++) expect(sent.split(`${marker}${i} `).length - 1).toBe(1)
   expect(sent).toContain("NULL")
