@@ -4,7 +4,7 @@ import { type DecodedExport, OtlpJsonRequest } from "#src/domain/Otlp"
 import { MAX_BODY_DEPTH, nestsDeeperThan } from "#src/domain/JsonDepth"
 import { once, toRecord } from "../traces/SpanRecords.ts"
 import { partHasher, splitPayload } from "../traces/PayloadSplit.ts"
-import { sentParts } from "../traces/PartPacking.ts"
+import { packSkeleton, sentParts } from "../traces/PartPacking.ts"
 import { DEFAULT_PRICES, type PriceTable } from "#src/domain/pricing/Prices"
 import { CopyData, copyJson, copyText, copyTextArray } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
@@ -135,10 +135,10 @@ export const spanCopyRows = (accountId: AccountId, spans: ReadonlyArray<MappedSp
       copyText(r.ended_at),
       copyText(r.error),
       copyText(r.extra),
-      copyText(input?.skel),
+      copyText(input && packSkeleton(input.skel)),
       input === undefined ? "\\N" : copyTextArray(sentParts(input.parts)),
       input === undefined ? "\\N" : `{${input.hashes.join(",")}}`,
-      copyText(output?.skel),
+      copyText(output && packSkeleton(output.skel)),
       output === undefined ? "\\N" : copyTextArray(sentParts(output.parts)),
       output === undefined ? "\\N" : `{${output.hashes.join(",")}}`,
       "\\N",

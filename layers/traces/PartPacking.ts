@@ -77,3 +77,26 @@ export const sentPart = (text: string): string => {
 /** `sentPart` of each text sent (null: sent by hash only). */
 export const sentParts = (parts: ReadonlyArray<string | null>): Array<string | null> =>
   parts.map((p) => (p === null ? null : sentPart(p)))
+
+/** Skeletons shorter than this are stored as they are: deflate and base64 would not make them smaller. */
+const SKELETON_MIN_BYTES = 96
+
+/**
+ * A span's skeleton as stored in `spans.input_skel` / `output_skel`: packed (PACKED_MARK and the packed bytes in
+ * base64) when that is smaller, as it is as they are. A skeleton is JSON text with \x01 where each part goes, so it
+ * never starts with the mark; a model call's skeleton holds the small remainders of every earlier message of its
+ * conversation (their roles and tool-call ids), which deflate takes to a fifth or less. Reads take either
+ * (`skeletonText`), so skeletons stored before, or by the split trigger in SQL, stay as they are.
+ */
+export const packSkeleton = (skel: string): string => {
+  const bytes = Buffer.byteLength(skel)
+  if (bytes < SKELETON_MIN_BYTES) return skel
+  const packed = packPart(skel)
+  if (packed === undefined) return skel
+  const marked = PACKED_MARK + packed.toString("base64")
+  return marked.length < bytes ? marked : skel
+}
+
+/** A skeleton's text as stored: plain or packed (`packSkeleton`). */
+export const skeletonText = (stored: string): string =>
+  stored.startsWith(PACKED_MARK) ? unpackPart(Buffer.from(stored.slice(1), "base64")) : stored

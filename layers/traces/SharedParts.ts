@@ -1,6 +1,6 @@
 import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect } from "effect"
-import { packPart, partText } from "./PartPacking.ts"
+import { packPart, partText, skeletonText } from "./PartPacking.ts"
 
 /**
  * A span's payload layout as read for assembly here (every reader puts payloads together in TypeScript, none in SQL):
@@ -19,9 +19,9 @@ export interface LayoutRow {
   readonly output_refs: ReadonlyArray<string> | null
 }
 
-/** The skeleton's text with each \x01 replaced by its part, in order. */
+/** The skeleton's text (stored plain or packed) with each \x01 replaced by its part, in order. */
 export const assemble = (skel: string, refs: ReadonlyArray<string>, bodies: ReadonlyMap<string, string>) => {
-  const pieces = skel.split("\x01")
+  const pieces = skeletonText(skel).split("\x01")
   let text = pieces[0]!
   for (let i = 1; i < pieces.length; i++) {
     const body = bodies.get(refs[i - 1]!)

@@ -2,6 +2,7 @@ import type { SqlClient } from "@effect/sql"
 import { type DateTime, Effect } from "effect"
 import { formatInstant } from "#src/domain/Instant"
 import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
+import { packSkeleton } from "./PartPacking.ts"
 import { partHasher, splitPayload } from "./PayloadSplit.ts"
 import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "./SharedParts.ts"
 
@@ -212,11 +213,11 @@ export const toWriteRecord = (
   return {
     ...record,
     input: input === undefined ? record.input : undefined,
-    input_skel: input?.skel,
+    input_skel: input && packSkeleton(input.skel),
     input_parts: input?.parts,
     input_hashes: input?.hashes,
     output: output === undefined ? record.output : undefined,
-    output_skel: output?.skel,
+    output_skel: output && packSkeleton(output.skel),
     output_parts: output?.parts,
     output_hashes: output?.hashes
   }

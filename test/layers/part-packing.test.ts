@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { packPart, partText, unpackPart } from "#layers/traces/PartPacking"
+import { PACKED_MARK, packPart, packSkeleton, partText, skeletonText, unpackPart } from "#layers/traces/PartPacking"
+import { splitPayload } from "#layers/traces/PayloadSplit"
 import { PartTexts } from "#layers/traces/SharedParts"
 
 describe("shared parts stored compressed (PartPacking)", () => {
@@ -29,6 +30,36 @@ describe("shared parts stored compressed (PartPacking)", () => {
     expect(packPart(JSON.stringify(noise))).toBeUndefined()
     expect(partText("plain", null)).toBe("plain")
     expect(() => unpackPart(new Uint8Array([9, 1, 2]))).toThrow("unknown format")
+  })
+})
+
+describe("skeletons stored packed when smaller (packSkeleton)", () => {
+  test("any payload's skeleton reads back byte for byte, never larger than its text", () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ stringUnit: "grapheme" }), fc.string({ unit: "grapheme", maxLength: 300 }), (v, s) => {
+        for (const skel of [splitPayload(v)?.skel, JSON.stringify(v) ?? "null", s, `\x01${s}\x01`]) {
+          if (skel === undefined) continue
+          const stored = packSkeleton(skel)
+          expect(skeletonText(stored)).toBe(skel)
+          expect(Buffer.byteLength(stored)).toBeLessThanOrEqual(Buffer.byteLength(skel))
+          expect(stored === skel || stored.startsWith(PACKED_MARK)).toBe(true)
+        }
+      }),
+      { numRuns: 500 }
+    )
+  })
+
+  test("a model call's skeleton (the remainders of its history's messages) is packed to a fraction of its size", () => {
+    const messages = Array.from({ length: 30 }, (_, i) => [
+      { role: "assistant", content: null, tool_calls: [{ id: `call_${i}`, type: "function" }] },
+      { role: "tool", tool_call_id: `call_${i}`, content: `result ${i} ${"r".repeat(1500)}` }
+    ]).flat()
+    const skel = splitPayload({ model: "gpt-4o", messages })!.skel
+    const stored = packSkeleton(skel)
+    expect(stored.startsWith(PACKED_MARK)).toBe(true)
+    expect(Buffer.byteLength(stored)).toBeLessThan(Buffer.byteLength(skel) / 3)
+    expect(skeletonText(stored)).toBe(skel)
+    expect(packSkeleton("\x01")).toBe("\x01")
   })
 })
 
