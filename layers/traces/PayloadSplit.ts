@@ -32,7 +32,11 @@ interface CutElement {
 }
 
 /** A part's hash; a per-request one also remembers how each message was cut (`partHasher`). */
-export type PartHasher = ((text: string) => string) & { readonly elements?: Map<string, CutElement> }
+export type PartHasher = ((text: string) => string) & {
+  readonly elements?: Map<string, CutElement>
+  /** Whether this text was hashed (by a per-request hasher: whether it is a part of the request). */
+  readonly has?: (text: string) => boolean
+}
 
 /**
  * A part's hash, each distinct text hashed once per use of the returned function. A request's spans repeat their
@@ -50,7 +54,7 @@ export const partHasher = (): PartHasher => {
     }
     return h
   }
-  return Object.assign(hash, { elements: new Map<string, CutElement>() })
+  return Object.assign(hash, { elements: new Map<string, CutElement>(), has: (text: string) => memo.has(text) })
 }
 
 /**

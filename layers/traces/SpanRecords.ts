@@ -3,7 +3,7 @@ import { type DateTime, Effect } from "effect"
 import { formatInstant } from "#src/domain/Instant"
 import { extraFields, type Span, type SpanWire } from "#src/domain/Span"
 import { packSkeleton } from "./PartPacking.ts"
-import { partHasher, splitPayload } from "./PayloadSplit.ts"
+import { CUT_BYTES, jsonLengthBound, type PartHasher, partHasher, splitPayload } from "./PayloadSplit.ts"
 import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "./SharedParts.ts"
 
 /**
@@ -223,7 +223,41 @@ export const toWriteRecord = (
   }
 }
 
-/** The spans' write records (toWriteRecord), each part's text sent once and hashed once for the batch. */
+type WriteRecord = ReturnType<typeof toWriteRecord>
+
+/**
+ * The record with its `column` payload, stored whole because under SHARE_BYTES, referenced instead when its text is
+ * a part of the batch (another span's payload holds it, split): a model call's answer is the same message as the one
+ * the next call's history holds, which is a part. Stored as one part (skeleton \x01), its text sent by that other
+ * span (or known stored): `withResolvedParts` resolves a batch's parts in one call whichever record sends the text.
+ */
+const asBatchPart = (
+  record: WriteRecord,
+  column: "input" | "output",
+  hash: PartHasher,
+  sent: Set<string> | undefined
+): WriteRecord => {
+  const value = (record as { readonly input?: unknown; readonly output?: unknown })[column]
+  if (value === null || value === undefined || (typeof value !== "object" && typeof value !== "string")) return record
+  if (jsonLengthBound(value, CUT_BYTES) < CUT_BYTES) return record
+  const text = JSON.stringify(value)
+  if (text === undefined || hash.has?.(text) !== true) return record
+  const h = hash(text)
+  sent?.add(h)
+  return {
+    ...record,
+    [column]: undefined,
+    [`${column}_skel`]: "\x01",
+    [`${column}_parts`]: [null],
+    [`${column}_hashes`]: [h]
+  }
+}
+
+/**
+ * The spans' write records (toWriteRecord), each part's text sent once and hashed once for the batch, and payloads
+ * stored whole that are parts of the batch referenced (`asBatchPart`). For writers that resolve the batch's parts
+ * at once (`withResolvedParts`), not row by row: a record may reference a part whose text a later record sends.
+ */
 export const toWriteRecords = (
   spans: ReadonlyArray<Span | SpanWire>,
   stored?: (hash: string) => boolean,
@@ -231,7 +265,10 @@ export const toWriteRecords = (
 ) => {
   const omit = once(stored)
   const hash = partHasher()
-  return spans.map((span) => toWriteRecord(span, omit, sent, hash))
+  const records = spans.map((span) => toWriteRecord(span, omit, sent, hash))
+  // Nothing split: nothing to reference (a batch of small payloads is written as it was, nothing serialized here).
+  if (!records.some((r) => "input_hashes" in r || "output_hashes" in r)) return records
+  return records.map((r) => asBatchPart(asBatchPart(r, "input", hash, sent), "output", hash, sent))
 }
 
 export const toRecordsJson = (

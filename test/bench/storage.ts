@@ -760,6 +760,19 @@ runBench(async () => {
       ])
     ),
     "",
+    "Growth by table and index (OTLP workload):",
+    "",
+    ...tableLines(
+      ["layout", "tables (bytes per span)"],
+      otlp.map((r) => [
+        r.side.name,
+        r.byTable
+          .slice(0, 14)
+          .map(([n, b]) => `${n} ${fmtInt(b / r.spans)}`)
+          .join(", ")
+      ])
+    ),
+    "",
     "A `spans` row of the REST workload by column (`pg_column_size`, bytes per span):",
     "",
     ...tableLines(

@@ -205,6 +205,37 @@ describe("shared span content", () => {
     await expectRoundTrip(t.id, [...spans, whole])
   })
 
+  test("a model call's answer is stored as the part the next call's history holds, not again inline", async () => {
+    const marker = uuid()
+    const system = { role: "system", content: `prompt ${"s".repeat(1200)}` }
+    const answers = [0, 1, 2].map((i) => ({
+      role: "assistant",
+      content: `${marker} answer ${i} ${"a".repeat(200)}`,
+      tool_calls: [{ id: `call_${i}`, type: "function", function: { name: "search", arguments: "{}" } }]
+    }))
+    const spans = answers.map((answer, i) =>
+      span({ id: uuid(), input: { messages: [system, ...answers.slice(0, i)] }, output: answer })
+    )
+    const t = trace({ spans })
+    expect((await server.post("/api/v1/traces", t)).status).toBe(200)
+    const parts = (await storedParts()).filter((p) => p.text.includes(`${marker} answer`))
+    expect(parts.map((p) => p.text).sort()).toEqual(answers.slice(0, 2).map((a) => JSON.stringify(a)))
+    const rows = await stored(
+      (sql) => sql<{ id: string; inline: boolean; refs: ReadonlyArray<string> | null }>`
+        SELECT id::text AS id, output IS NOT NULL AS inline, output_refs::text[] AS refs FROM spans
+        WHERE trace_id = ${t.id}::uuid`
+    )
+    const byId = new Map(rows.map((r) => [r.id, r]))
+    for (let i = 0; i < 2; i++) {
+      const row = byId.get(spans[i]!.id as string)!
+      expect(row.inline).toBe(false)
+      expect(row.refs).toEqual([parts.find((p) => p.text === JSON.stringify(answers[i]))!.id])
+    }
+    // The last answer is in no history: stored inline, as a small payload is.
+    expect(byId.get(spans[2]!.id as string)!.inline).toBe(true)
+    await expectRoundTrip(t.id, spans)
+  })
+
   test("the writer's split (PayloadSplit) and the trigger's (tapedeck_cut) give the same skeleton and parts", async () => {
     // Both count UTF-8 bytes: text with characters of two, three and four bytes (and escapes) is cut alike.
     const ascii = (minLength: number, maxLength: number) =>

@@ -78,7 +78,14 @@ test("a span's write record holds its columns, and each payload inline as writte
           [span.output, output, output_skel]
         ] as const) {
           const split = splitPayload(value)
-          if (split === undefined) {
+          const partOfBatch = inline === undefined && skel === "\x01" && split === undefined
+          if (partOfBatch) {
+            // Small, but a part of another span's split payload: referenced (`asBatchPart`), its text sent there.
+            const wholeText = JSON.stringify(value)
+            const hashes = value === span.input ? input_hashes : output_hashes
+            expect(hashes).toEqual([partHasher()(wholeText)])
+            expect(records.some((r) => JSON.stringify(r).includes(JSON.stringify(wholeText).slice(1, -1)))).toBe(true)
+          } else if (split === undefined) {
             // Inline: JSON.stringify's text (a JSON null is a flag beside it, not a value).
             expect(JSON.stringify(inline) as string | undefined).toBe(
               value === null ? undefined : JSON.stringify(value)
@@ -97,6 +104,41 @@ test("a span's write record holds its columns, and each payload inline as writte
     }),
     { numRuns: 200 }
   )
+})
+
+test("a small payload that is a part of the batch (an answer the next call's history repeats) is referenced, not stored again", () => {
+  const answer = (i: number) => ({ role: "assistant", content: `answer ${i} ${"a".repeat(200)}`, tool_calls: [] })
+  const history = [{ role: "system", content: "s".repeat(1200) }]
+  const spans = Array.from({ length: 4 }, (_, i) => {
+    const input = { messages: [...history] }
+    history.push(answer(i) as never)
+    return {
+      id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`,
+      parent_id: null,
+      span_type: "llm_call",
+      name: "step",
+      started_at: "2026-01-01T00:00:00.000Z",
+      input,
+      output: answer(i)
+    }
+  })
+  // A lone small payload, and one that no other span holds, stay inline.
+  const lone = { ...spans[0]!, id: "00000000-0000-4000-8000-000000000009", input: answer(9), output: "small" }
+  const records = JSON.parse(toRecordsJson([...spans, lone] as never)) as Array<Record<string, unknown>>
+  const hash = partHasher()
+  for (let i = 0; i < 3; i++) {
+    expect(records[i]!.output).toBeUndefined()
+    expect(records[i]!.output_skel).toBe("\x01")
+    expect(records[i]!.output_hashes).toEqual([hash(JSON.stringify(answer(i)))])
+    // The next call's history holds it, split: its hash is among that record's parts.
+    expect(records[i + 1]!.input_hashes as Array<string>).toContain(hash(JSON.stringify(answer(i))))
+  }
+  expect(records[3]!.output).toEqual(answer(3))
+  expect(records[4]!.input).toEqual(answer(9))
+  expect(records[4]!.output).toBe("small")
+  // Nothing split in the batch: written as it was.
+  const small = JSON.parse(toRecordsJson([{ ...lone, input: answer(1), output: answer(1) }] as never))
+  expect(small[0].output).toEqual(answer(1))
 })
 
 test("a batch's spans that repeat messages are split as each alone: the batch's memo of cut messages changes nothing", () => {
@@ -130,6 +172,13 @@ test("a batch's spans that repeat messages are split as each alone: the batch's 
         for (const column of ["input", "output"] as const) {
           const alone = splitPayload(span[column])
           const skel = records[i]![`${column}_skel`] as string | undefined
+          if (alone === undefined && skel !== undefined) {
+            // Small, and a part of another span's payload in the batch: referenced as that part (`asBatchPart`).
+            const whole = JSON.stringify(span[column])
+            expect(skel).toBe("\x01")
+            expect(records[i]![`${column}_hashes`]).toEqual([partHasher()(whole)])
+            continue
+          }
           expect(skel && skeletonText(skel)).toBe(alone?.skel)
           expect(records[i]![`${column}_hashes`]).toEqual(alone?.hashes)
         }
