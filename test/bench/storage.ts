@@ -233,7 +233,7 @@ const databaseBytes = async (db: pg.Client) => {
  * What a `spans` row of the side's REST traces holds, by column: `pg_column_size` summed over the rows (the value as
  * stored, compressed or not; NULLs take no bytes beyond the row's null bitmap), and each whole row.
  */
-const spanColumnBytes = async (side: Side) => {
+const spanColumnBytes = async (side: Side, otlp = false) => {
   const columns = (
     await side.db.query<{ name: string }>(
       "SELECT column_name AS name FROM information_schema.columns WHERE table_name = 'spans' AND table_schema = 'public' ORDER BY ordinal_position"
@@ -242,7 +242,7 @@ const spanColumnBytes = async (side: Side) => {
   const sums = columns.map((c) => `COALESCE(sum(pg_column_size(s.${c})), 0)::float8 AS "${c}"`).join(", ")
   const row = (
     await side.db.query<Record<string, number>>(
-      `SELECT count(*)::float8 AS "(spans)", sum(pg_column_size(s.*))::float8 AS "(row)", ${sums} FROM spans s WHERE s.trace_id = ANY($1::uuid[])`,
+      `SELECT count(*)::float8 AS "(spans)", sum(pg_column_size(s.*))::float8 AS "(row)", ${sums} FROM spans s WHERE ${otlp ? "s.trace_id IN (SELECT id FROM traces WHERE metadata ? 'otel' AND $1::uuid[] IS NOT NULL)" : "s.trace_id = ANY($1::uuid[])"}`,
       [side.traceIds]
     )
   ).rows[0]!
@@ -699,8 +699,9 @@ runBench(async () => {
     ingest(sides, (run) => restBody(run), RUNS, "/api/v1/traces", 2 * STEPS + 1)
   )
   const details = await detailP50(sides)
-  const columns = await Promise.all(sides.map(spanColumnBytes))
+  const columns = await Promise.all(sides.map((s) => spanColumnBytes(s)))
   const otlp = await workload("OTLP", sides, () => ingest(sides, otlpBody, OTLP_RUNS, "/v1/traces", 2 * STEPS + 1))
+  const otlpColumns = await Promise.all(sides.map((s) => spanColumnBytes(s, true)))
   const lines = [
     `# Storage: ${RUNS} REST runs and ${OTLP_RUNS} OTLP runs of a ${STEPS}-step agent`,
     "",
@@ -778,6 +779,13 @@ runBench(async () => {
     ...tableLines(
       ["layout", "columns (bytes per span)"],
       rest.map((r, i) => [r.side.name, columns[i]!.map(([n, b]) => `${n} ${b.toFixed(0)}`).join(", ")])
+    ),
+    "",
+    "A `spans` row of the OTLP workload (warm-up runs included) by column (`pg_column_size`, bytes per span):",
+    "",
+    ...tableLines(
+      ["layout", "columns (bytes per span)"],
+      otlp.map((r, i) => [r.side.name, otlpColumns[i]!.map(([n, b]) => `${n} ${b.toFixed(0)}`).join(", ")])
     )
   ]
   if (PURGE_SPANS > 0) lines.push("", ...purgeLines(await purgeRun(sides[1]!)))

@@ -17,6 +17,7 @@ import { traceHints } from "./TraceHints.ts"
 import { type SpanUsage, putAggregateUsage, usageOf } from "./Usage.ts"
 import { type ConventionReading, readConventions } from "./conventions/Conventions.ts"
 import { isMastraModelStep } from "./conventions/Mastra.ts"
+import { toolDefinitionsInInput } from "./conventions/RequestParameters.ts"
 import { isFrameworkPlumbing } from "./conventions/Plumbing.ts"
 
 /**
@@ -90,7 +91,12 @@ const mapChecked = (ids: SpanIds, span: OtlpSpan, a: Attrs): MappedSpan => {
   const r = readSpan(span, a)
   const truncated: Array<string> = []
   const out = columnsOf(ids, r, truncated)
-  putMetadata(out.metadata, ids, r, truncated)
+  // A model call's tool definitions stored whole in its input are not repeated among the leftover attributes.
+  const toolsInInput =
+    r.type === "llm_call" &&
+    !truncated.includes("input") &&
+    toolDefinitionsInInput(a["gen_ai.tool.definitions"], out.input)
+  putMetadata(out.metadata, ids, r, truncated, toolsInInput ? "gen_ai.tool.definitions" : undefined)
   if (truncated.length > 0) out.metadata.truncated = truncated
   return { span: out, traceId: ids.trace(r.hex.trace), otelTraceId: r.hex.trace }
 }
@@ -184,7 +190,13 @@ const columnsOf = (ids: SpanIds, r: SpanReading, truncated: Array<string>): Mapp
 }
 
 /** `metadata` (docs/otel-mapping.md, "Span metadata"), in the order it is stored. */
-const putMetadata = (meta: Json, ids: SpanIds, r: SpanReading, truncated: Array<string>) => {
+const putMetadata = (
+  meta: Json,
+  ids: SpanIds,
+  r: SpanReading,
+  truncated: Array<string>,
+  alsoConsumed: string | undefined
+) => {
   const { a, conv, agent, failure } = r
   meta.source = r.source
   if (isFrameworkPlumbing(r.span.name, a, r.type !== "action" || agent.agentSpan)) meta.framework_plumbing = true
@@ -209,7 +221,7 @@ const putMetadata = (meta: Json, ids: SpanIds, r: SpanReading, truncated: Array<
   if (failure.exception !== undefined) meta.exception = exceptionMetadata(failure.exception)
   const hints = traceHints(ids, a, r.resource, conv, truncated)
   if (!isBlank(hints)) meta.trace_hints = hints
-  putLeftovers(meta, a, r.resource, r.f.events, r.usedEvents, failure.exception, truncated)
+  putLeftovers(meta, a, r.resource, r.f.events, r.usedEvents, failure.exception, truncated, alsoConsumed)
 }
 
 /** What the span says about itself, read once: the facts the type decision and the readers share. */

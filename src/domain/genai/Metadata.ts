@@ -38,13 +38,15 @@ const remainder = (
   depth: number,
   budget: number,
   maxString: number,
-  skip: boolean
+  skip: boolean,
+  alsoConsumed?: string
 ): { value: Json | undefined; dropped: number } => {
   let out: Json | undefined
   let dropped = 0
   const b: Budget = { left: budget, maxString }
   for (const key in a) {
-    if (skip && (CONSUMED.has(key) || isConventionKey(key) || indexedFamily(key) !== 0)) continue
+    if (skip && (CONSUMED.has(key) || key === alsoConsumed || isConventionKey(key) || indexedFamily(key) !== 0))
+      continue
     const before = b.left
     const c = cleanValue(a[key], depth, b)
     if (c === OVERFLOW) {
@@ -178,9 +180,10 @@ export const putLeftovers = (
   events: ReadonlyArray<OtlpEvent>,
   usedEvents: number,
   exception: OtlpEvent | undefined,
-  truncated: Array<string>
+  truncated: Array<string>,
+  alsoConsumed?: string
 ) => {
-  const rest = remainder(a, 2, ATTRIBUTES_BUDGET, MAX_META_LONG_TEXT * 2, true)
+  const rest = remainder(a, 2, ATTRIBUTES_BUDGET, MAX_META_LONG_TEXT * 2, true, alsoConsumed)
   if (rest.value !== undefined) meta.attributes = rest.value
   if (rest.dropped > 0) truncated.push("attributes")
   if (!isBlank(resource)) {

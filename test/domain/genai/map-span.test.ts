@@ -1462,3 +1462,41 @@ describe("mapSpan: properties", () => {
     expect(MAX_JSON_DEPTH).toBe(64)
   })
 })
+
+describe("mapSpan: a model call's tool definitions are stored once", () => {
+  const openAi = [
+    { type: "function", function: { name: "search", description: "finds", parameters: { type: "object" } } },
+    { type: "function", function: { name: "fetch" } }
+  ]
+  const chat = (definitions: unknown, extra: Record<string, unknown> = {}) =>
+    compact({
+      "gen_ai.operation.name": "chat",
+      "gen_ai.request.model": "gpt-4o",
+      "gen_ai.input.messages": JSON.stringify([{ role: "user", parts: [{ type: "text", content: "hi" }] }]),
+      "gen_ai.tool.definitions": JSON.stringify(definitions),
+      ...extra
+    })
+
+  test("in the Chat Completions form: in the input's tools, not repeated in metadata.attributes", () => {
+    const span = mapped(chat(openAi, { "server.address": "api.openai.com" }))
+    expect(span.span_type).toBe("llm_call")
+    expect((span.input as { tools: unknown }).tools).toEqual(openAi)
+    expect(span.metadata.attributes).toEqual({ "server.address": "api.openai.com" })
+  })
+
+  test("in another form (some of it not in the input), or on a span that is not a model call: kept in metadata", () => {
+    const anthropic = [{ name: "search", description: "finds", input_schema: { type: "object" }, cache_control: {} }]
+    const kept = mapped(chat(anthropic))
+    expect((kept.input as { tools: Array<unknown> }).tools.length).toBe(1)
+    expect((kept.metadata.attributes as Record<string, unknown>)["gen_ai.tool.definitions"]).toBe(
+      JSON.stringify(anthropic)
+    )
+    const agent = mapped(
+      compact({ "gen_ai.operation.name": "invoke_agent", "gen_ai.tool.definitions": JSON.stringify(openAi) })
+    )
+    expect(agent.span_type).not.toBe("llm_call")
+    expect((agent.metadata.attributes as Record<string, unknown>)["gen_ai.tool.definitions"]).toBe(
+      JSON.stringify(openAi)
+    )
+  })
+})

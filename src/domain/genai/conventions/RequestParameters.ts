@@ -68,6 +68,28 @@ const toolList = (raw: unknown): Array<Json> | undefined => {
   return tools.length > 0 ? tools : undefined
 }
 
+/**
+ * Whether a model call's stored input holds every tool of `gen_ai.tool.definitions` as it was sent: each definition
+ * in the Chat Completions form (`{type: "function", function: {name, …}}`, nothing else beside), which `chatTool`
+ * keeps as it is, and the input's `tools` exactly those. The attribute is then not repeated in `metadata.attributes`
+ * (an agent's model calls each carry the same definitions, kilobytes a span); in any other form some of it may be
+ * left out of the input, and it is kept there.
+ */
+export const toolDefinitionsInInput = (raw: unknown, input: unknown): boolean => {
+  if (isBlank(raw) || !isRecord(input) || !Array.isArray(input.tools)) return false
+  const v = parsed(raw)
+  if (!Array.isArray(v) || v.length === 0) return false
+  const whole = v.every(
+    (t) =>
+      isRecord(t) &&
+      t.type === "function" &&
+      isRecord(t.function) &&
+      typeof t.function.name === "string" &&
+      Object.keys(t).every((k) => k === "type" || k === "function")
+  )
+  return whole && JSON.stringify(input.tools) === JSON.stringify(toolList(v))
+}
+
 /** OpenInference `llm.tools.<i>.tool.json_schema` (or its `name`/`description`/`parameters` parts). */
 const openInferenceTools = (a: Attrs): Array<Json> | undefined => {
   const byIndex = new Map<number, Json>()
