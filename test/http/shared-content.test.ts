@@ -5,8 +5,8 @@ import { SharedContent } from "#layers/storage/SharedContent"
 import { convertStoredSpans, purgeDeletedTraces, sweepSharedContent } from "#layers/traces/Retention"
 import { TraceRepo } from "#layers/traces/TraceRepo"
 import { isPartLost } from "#layers/traces/KnownParts"
-import { partText } from "#layers/traces/PartPacking"
-import { SHARE_BYTES, splitPayload } from "#layers/traces/PayloadSplit"
+import { PACKED_MARK, partText, sentParts } from "#layers/traces/PartPacking"
+import { partHasher, SHARE_BYTES, splitPayload } from "#layers/traces/PayloadSplit"
 import { SPAN_RECORD_COLUMNS, SPAN_RECORD_VALUES, SPAN_WRITE_COLUMNS, toRecordsJson } from "#layers/traces/SpanRecords"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { span, trace, uuid } from "../support/Fixtures.ts"
@@ -421,6 +421,32 @@ describe("shared span content", () => {
       }),
       runs
     )
+  })
+
+  test("a part sent compressed in a parts array (\\x02 and base64) is stored packed; without its hash it is refused", async () => {
+    const [account] = await stored((sql) => sql<{ id: string }>`SELECT id FROM accounts WHERE name = 'acme'`)
+    const text = JSON.stringify(`sent packed ${uuid()} ${"p".repeat(600)}`)
+    const noise = Buffer.from(crypto.getRandomValues(new Uint8Array(300))).toString("base64")
+    const plain = JSON.stringify(`sent plain ${noise}`)
+    const sent = sentParts([text, plain])
+    expect([sent[0]!.startsWith(PACKED_MARK), sent[1]]).toEqual([true, plain])
+    const hashes = [partHasher()(text), partHasher()(plain)]
+    const [row] = await stored(
+      (sql) => sql<{ ids: ReadonlyArray<string> }>`
+        SELECT tapedeck_share_parts(${account!.id}::uuid,
+          ARRAY(SELECT t FROM json_array_elements_text(${JSON.stringify(sent)}::json) WITH ORDINALITY AS e(t, i) ORDER BY i),
+          ${`{${hashes.join(",")}}`}::text[])::text[] AS ids`
+    )
+    const parts = new Map((await storedParts()).map((p) => [p.id, p]))
+    expect([parts.get(row!.ids[0]!)?.text, parts.get(row!.ids[0]!)?.packed]).toEqual([text, true])
+    expect([parts.get(row!.ids[1]!)?.text, parts.get(row!.ids[1]!)?.packed]).toEqual([plain, false])
+    const refused = await server.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql`SELECT tapedeck_share_parts(${account!.id}::uuid, ARRAY[${sent[0]!}::text])`
+      }).pipe(Effect.flip)
+    )
+    expect((refused.cause as { code?: string }).code).toBe("TD002")
   })
 
   test("sharing never crosses accounts; another account's trace is a 404", async () => {
