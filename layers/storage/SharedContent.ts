@@ -1,5 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { packPart } from "../traces/PartPacking.ts"
 import { uuidArray } from "./SqlArrays.ts"
 
 /** The spans' references to shared parts (0030_shared_span_content). */
@@ -161,6 +162,62 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { sweep, release, convertBatch } as const
+    /**
+     * Compresses, in place, the next `batch` parts stored plain (in id order after the recorded position; migration
+     * 0045_packed_parts_sent) that compression pays for; whether parts were left to look at. They are read and
+     * compressed outside any transaction; then one short transaction takes the position (SKIP LOCKED: one instance
+     * at a time), checks it did not move meanwhile, and rewrites the parts still plain, locked in id order and
+     * skipping any a writer or the sweep holds (left plain: a part is read the same either way). A part's text
+     * never changes under its id, so what was read is still its text.
+     */
+    const packBatch = Effect.fn("SharedContent.packBatch")(
+      function* (batch: number) {
+        const [position] = yield* sql<{ last_id: string; done: boolean }>`
+          SELECT last_id::text AS last_id, done FROM span_content_packing`
+        if (position === undefined || position.done) return false
+        const rows = yield* sql<{ id: string; body: string }>`
+          SELECT c.id::text AS id, c.body FROM span_contents c
+          WHERE c.id > ${position.last_id}::bigint AND c.body IS NOT NULL
+          ORDER BY c.id
+          LIMIT ${batch}`
+        const packed: Array<{ id: string; packed: string }> = []
+        for (const r of rows) {
+          const bytes = packPart(r.body)
+          if (bytes !== undefined) packed.push({ id: r.id, packed: bytes.toString("base64") })
+        }
+        const done = rows.length < batch
+        const last = rows.length > 0 ? rows[rows.length - 1]!.id : position.last_id
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const [held] = yield* sql<{ last_id: string }>`
+              SELECT last_id::text AS last_id FROM span_content_packing FOR UPDATE SKIP LOCKED`
+            // Another instance holds it, or moved it meanwhile: this batch is its.
+            if (held === undefined || held.last_id !== position.last_id) return false
+            const [changed] = yield* sql<{ n: number }>`
+              WITH v AS (
+                SELECT * FROM unnest(
+                  ${`{${packed.map((p) => p.id).join(",")}}`}::bigint[],
+                  ARRAY(SELECT decode(t, 'base64') FROM json_array_elements_text(${JSON.stringify(packed.map((p) => p.packed))}::json) WITH ORDINALITY AS e(t, i) ORDER BY i)
+                ) AS v(id, packed)
+              ), locked AS (
+                SELECT c.id FROM span_contents c WHERE c.id IN (SELECT id FROM v) AND c.body IS NOT NULL
+                ORDER BY c.id
+                FOR UPDATE OF c SKIP LOCKED
+              ), updated AS (
+                UPDATE span_contents c SET body = NULL, packed = v.packed FROM v
+                WHERE c.id = v.id AND c.id IN (SELECT id FROM locked)
+                RETURNING 1
+              )
+              SELECT count(*)::int AS n FROM updated`
+            yield* sql`
+              UPDATE span_content_packing SET last_id = ${last}::bigint, packed = packed + ${changed?.n ?? 0}, done = ${done}`
+            return !done
+          })
+        )
+      },
+      Effect.catchTags({ SqlError: Effect.die })
+    )
+
+    return { sweep, release, convertBatch, packBatch } as const
   })
 }) {}

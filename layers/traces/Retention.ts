@@ -103,12 +103,22 @@ export const convertStoredSpans = Effect.gen(function* () {
   return batches
 }).pipe(Effect.withSpan("Retention.convertStoredSpans"))
 
+/** Compresses parts stored plain (0045_packed_parts_sent), TAPEDECK_CONTENT_CONVERSION_BATCH at a time, until none are left. */
+export const packStoredParts = Effect.gen(function* () {
+  const content = yield* SharedContent
+  const config = yield* AppConfig
+  let batches = 0
+  while (yield* content.packBatch(config.contentConversionBatch)) batches++
+  return batches
+}).pipe(Effect.withSpan("Retention.packStoredParts"))
+
 const logged = <A, E, R>(name: string, effect: Effect.Effect<A, E, R>) =>
   effect.pipe(Effect.catchAllCause((cause) => Effect.logWarning(`${name} failed`, cause)))
 
 /**
  * Runs the purges and the sweep at start and then every TAPEDECK_RETENTION_INTERVAL_SECONDS on every instance (it is
- * safe to), and the conversion of spans stored before shared content once, in the background, beside them.
+ * safe to), and the conversion of spans stored before shared content once, then the compression of parts stored
+ * plain, in the background, beside them.
  */
 export const RetentionLive = Layer.scopedDiscard(
   Effect.gen(function* () {
@@ -120,7 +130,18 @@ export const RetentionLive = Layer.scopedDiscard(
           n > 0 ? Effect.logInfo("converted stored spans to shared content", { batches: n }) : Effect.void
         )
       )
-    ).pipe(Effect.forkScoped)
+    ).pipe(
+      // After the conversion: the parts it stored plain are compressed too.
+      Effect.zipRight(
+        logged(
+          "compression of stored parts",
+          packStoredParts.pipe(
+            Effect.tap((n) => (n > 0 ? Effect.logInfo("compressed stored parts", { batches: n }) : Effect.void))
+          )
+        )
+      ),
+      Effect.forkScoped
+    )
     yield* Effect.all(
       [
         logged(

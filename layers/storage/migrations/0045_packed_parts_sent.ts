@@ -9,9 +9,21 @@ import { Effect } from "effect"
  * compression runs on the OTLP preparing thread. A part's text is JSON text, which never holds a raw control
  * character, so a plain part never starts with the mark. Such parts need their hashes given (the SHA-256 of their
  * text): computed here, the hash would be the mark's (TD002). Otherwise 0043_packed_parts's function.
+ *
+ * Parts stored plain before (OTLP's, the trigger's, REST's before 0043) are compressed in place in the background
+ * (SharedContent.packBatch), in id order from the position recorded in `span_content_packing`, so a restart resumes
+ * it; `done` once it reached the end.
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    CREATE TABLE span_content_packing (
+      singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+      last_id bigint NOT NULL DEFAULT 0,
+      packed bigint NOT NULL DEFAULT 0,
+      done boolean NOT NULL DEFAULT false
+    )`
+  yield* sql`INSERT INTO span_content_packing (done) SELECT NOT EXISTS (SELECT 1 FROM span_contents WHERE body IS NOT NULL)`
   yield* sql.unsafe(`
     CREATE OR REPLACE FUNCTION tapedeck_share_parts(p_account uuid, p_parts text[], p_hashes text[] DEFAULT NULL,
       p_packed bytea[] DEFAULT NULL)
