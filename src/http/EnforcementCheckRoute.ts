@@ -7,6 +7,7 @@ import { CurrentUploadPermit, type UploadPermit } from "#layers/ingest/IngestGat
 import { decodeCheckRequest, EnforcementCheckRequest } from "#src/domain/Enforcement"
 import { type ApiError, ValidationFailed } from "../api/ApiErrors.ts"
 import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
+import type { CurrentPrincipal } from "../api/Security.ts"
 import { authenticateHeaders } from "./AuthenticationLive.ts"
 import { bodyPaceOf, pacedJsonBody } from "./BodyLimit.ts"
 import { answerCheck } from "./EnforcementHttp.ts"
@@ -53,12 +54,14 @@ export const enforcementCheckRoute = Effect.gen(function* () {
   const limits = yield* RateLimits
   const enforcement = yield* Enforcement
   const decodeBySchema = Schema.decodeUnknown(EnforcementCheckRequest)
-  const payloadOf = (body: unknown) => {
+  /** The body decoded (by the schema when the hand decoder does not accept it) and answered. */
+  const answerBody = (principal: CurrentPrincipal["Type"], body: unknown) => {
     const decoded = decodeCheckRequest(body)
     return decoded !== undefined
-      ? Effect.succeed(decoded)
+      ? answerCheck(enforcement, principal, decoded)
       : decodeBySchema(body).pipe(
-          Effect.catchIf(ParseResult.isParseError, HttpApiError.HttpApiDecodeError.refailParseError)
+          Effect.catchIf(ParseResult.isParseError, HttpApiError.HttpApiDecodeError.refailParseError),
+          Effect.flatMap((payload) => answerCheck(enforcement, principal, payload))
         )
   }
   // As the endpoint's middlewares run: Authentication outermost, then RateLimit, then the handler reads the body.
@@ -70,9 +73,7 @@ export const enforcementCheckRoute = Effect.gen(function* () {
       Effect.zipRight(
         limits.consume(principal.credentialId, "POST", ENFORCEMENT_CHECK_PATH),
         // A body that is not JSON is a defect, as in HttpApiBuilder: rewriteErrors rewrites it.
-        Effect.flatMap(Effect.orDie(json), (body) =>
-          Effect.flatMap(payloadOf(body), (payload) => answerCheck(enforcement, principal, payload))
-        )
+        Effect.flatMap(Effect.orDie(json), (body) => answerBody(principal, body))
       )
     )
   const pace = bodyPaceOf(config)
@@ -81,8 +82,10 @@ export const enforcementCheckRoute = Effect.gen(function* () {
     answered: Effect.Effect<HttpServerResponse.HttpServerResponse, E, HttpServerRequest.HttpServerRequest>
   ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
     answered.pipe(
-      Effect.catchAll((e) => Effect.succeed(errorResponse(e))),
-      Effect.flatMap(withPreResponseHandlers),
+      Effect.matchEffect({
+        onFailure: (e) => withPreResponseHandlers(errorResponse(e)),
+        onSuccess: withPreResponseHandlers
+      }),
       // The server runs a request uninterruptibly and the router lets its handler be interrupted: a client gone before
       // its answer interrupts the check here too, and the interruption carries its response (499) as the server's
       // own handling of the app's failures gives it, for the access log and the span to read the status from.
