@@ -196,7 +196,7 @@ const readPacedWith = <A = Uint8Array>(
 /**
  * The JSON body of a request that `limitBody` would read paced from its web stream (a declared length, `pace` given),
  * read and parsed in one step, for a route that reads its body once (the enforcement check's lean route): no wrapped
- * request, no shared read, the text decoded and parsed as the body arrives. A declared length over `maxBytes` is
+ * request, no shared read, the text decoded and parsed once the body is whole. A declared length over `maxBytes` is
  * refused here and now (as `limitBody` refuses it); the read fails as `limitBody`'s `json` does. Undefined when
  * `limitBody` would read the body another way (`limitBody` then). The clock of the pace starts now.
  */

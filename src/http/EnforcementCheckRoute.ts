@@ -105,7 +105,7 @@ export const enforcementCheckRoute = Effect.gen(function* () {
   )
   /**
    * The common case: the content type checked and the body read as withErrorBodies does (its checks in its order, its
-   * rewrites of failures), the body read once and parsed as it arrives (pacedJsonBody), without the wrapped request.
+   * rewrites of failures), the body read once and parsed once whole (pacedJsonBody), without the wrapped request.
    */
   const leanFor = (request: HttpServerRequest.HttpServerRequest, permit: UploadPermit | undefined) => {
     const json = pacedJsonBody(request, config.maxBodyBytes, pace, permit)
