@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { DateTime, Effect, Runtime, Schedule } from "effect"
+import { DateTime, Effect, Exit, Runtime, Schedule } from "effect"
 import { type EnforcementCheckRequest, type EnforcementDecision } from "#src/domain/Enforcement"
 import { type AccountId, SpanId, type TraceId } from "#src/domain/Ids"
 import type { Evaluation, ProposedAction } from "#src/domain/PolicyEvaluation"
@@ -73,62 +73,60 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
     const noAnswer = () => new PolicyStateUnavailable({ reason: `no answer within ${timeoutMs} ms` })
 
     /**
-     * The store's work for one check, against the deadline. The work is handed to the store's batcher directly when it
-     * can take it (`PolicyStore.submit`), else it runs in a fiber of its own; either way it is never interrupted: past
-     * the deadline the caller is answered and the work goes on to its end in the background (stopping a query would need `pg_cancel_backend`, which can hit whatever that connection runs next). The
-     * `abandoned` flag tells the work to start no further attempt; `recordFailClosed` settles what it did.
+     * The store's work for one check, against the deadline; `answer` is called once with its outcome (a failure when
+     * the deadline passed first), and the returned function stops waiting (an interrupted check). The work is handed
+     * to the store's batcher directly when it can take it (`PolicyStore.submit`), else it runs in a fiber of its own;
+     * either way it is never interrupted: past the deadline the caller is answered and the work goes on to its end in
+     * the background (stopping a query would need `pg_cancel_backend`, which can hit whatever that connection runs
+     * next). The `abandoned` flag tells the work to start no further attempt; `recordFailClosed` settles what it did.
      */
-    const withinDeadline = (
+    const startDecision = (
       accountId: AccountId,
       request: EnforcementCheckRequest,
       action: ProposedAction,
       audit: DecisionAudit,
-      liveKey: string | null
-    ) =>
-      Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => {
-        let settled = false
-        const timer = setTimeout(() => {
-          if (settled) return
-          settled = true
-          audit.abandoned = true
-          resume(Effect.fail(noAnswer()))
-        }, timeoutMs)
-        const answer = (outcome: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => {
-          if (settled) return
-          settled = true
-          clearTimeout(timer)
-          resume(outcome)
-        }
-        // The common case (policies cached, a batched decision, no guardrail types installed) is handed to the store
-        // here, without a fiber of its own.
-        if (customOutcomes === undefined && store.submit?.(accountId, action, audit, liveKey, answer)) {
-          return Effect.sync(() => {
-            settled = true
-            clearTimeout(timer)
-          })
-        }
-        runFork(
-          Effect.flatMap(store.policies(accountId), (policies) => {
-            const evaluating = customOutcomes?.(accountId, request, policies, Date.now())
-            return evaluating === undefined
-              ? store.decideAtomically(accountId, action, policies, audit, liveKey)
-              : evaluating.pipe(
-                  Effect.timeoutFail({ duration: timeoutMs, onTimeout: noAnswer }),
-                  Effect.flatMap((custom) =>
-                    // Answered fail-closed meanwhile: nothing is decided (the record is the fail-closed block).
-                    audit.abandoned
-                      ? Effect.fail(noAnswer())
-                      : store.decideAtomically(accountId, action, policies, audit, liveKey, custom)
-                  )
+      liveKey: string | null,
+      answer: (outcome: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => void
+    ) => {
+      let settled = false
+      const timer = setTimeout(() => {
+        if (settled) return
+        settled = true
+        audit.abandoned = true
+        answer(Effect.fail(noAnswer()))
+      }, timeoutMs)
+      const settle = (outcome: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        answer(outcome)
+      }
+      // An interrupted check (the client went away) was not answered: its work may still record what it decides.
+      const stop = () => {
+        settled = true
+        clearTimeout(timer)
+      }
+      // The common case (policies cached, a batched decision, no guardrail types installed) is handed to the store
+      // here, without a fiber of its own.
+      if (customOutcomes === undefined && store.submit?.(accountId, action, audit, liveKey, settle)) return stop
+      runFork(
+        Effect.flatMap(store.policies(accountId), (policies) => {
+          const evaluating = customOutcomes?.(accountId, request, policies, Date.now())
+          return evaluating === undefined
+            ? store.decideAtomically(accountId, action, policies, audit, liveKey)
+            : evaluating.pipe(
+                Effect.timeoutFail({ duration: timeoutMs, onTimeout: noAnswer }),
+                Effect.flatMap((custom) =>
+                  // Answered fail-closed meanwhile: nothing is decided (the record is the fail-closed block).
+                  audit.abandoned
+                    ? Effect.fail(noAnswer())
+                    : store.decideAtomically(accountId, action, policies, audit, liveKey, custom)
                 )
-          })
-        ).addObserver(answer)
-        // An interrupted check (the client went away) was not answered: its work may still record what it decides.
-        return Effect.sync(() => {
-          settled = true
-          clearTimeout(timer)
+              )
         })
-      })
+      ).addObserver(settle)
+      return stop
+    }
 
     /**
      * Decides, or fails with PolicyStateUnavailable (a store error or a timeout), or with CredentialRevoked when
@@ -139,7 +137,14 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
       request: EnforcementCheckRequest,
       audit: DecisionAudit = newAudit(request),
       liveKey: string | null = null
-    ) => Effect.map(withinDeadline(accountId, request, toAction(request), audit, liveKey), toDecision)
+    ) =>
+      Effect.map(
+        Effect.async<Evaluation, PolicyStateUnavailable | CredentialRevoked>((resume) => {
+          const stop = startDecision(accountId, request, toAction(request), audit, liveKey, resume)
+          return Effect.sync(stop)
+        }),
+        toDecision
+      )
 
     /**
      * Fail-closed blocks waiting to be recorded, written off the hot path by one fiber in batches of up to
@@ -234,25 +239,35 @@ export class Enforcement extends Effect.Service<Enforcement>()("tapedeck/Enforce
      * key is not a verdict but the caller's failure (401).
      */
     const check = (accountId: AccountId, request: EnforcementCheckRequest, liveKey: string | null = null) =>
-      Effect.suspend(() => {
+      Effect.async<EnforcementDecision, CredentialRevoked>((resume) => {
         const audit = newAudit(request)
-        return Effect.matchEffect(decide(accountId, request, audit, liveKey), {
-          onSuccess: (decision) => answered(accountId, request, decision),
-          onFailure: (e): Effect.Effect<EnforcementDecision, CredentialRevoked> => {
-            if (e._tag === "CredentialRevoked") return Effect.fail(e)
-            audit.abandoned = true
-            const block: EnforcementDecision = {
-              verdict: "block",
-              policy_id: null,
-              policy_type: null,
-              reason: `policy state unavailable: ${e.reason}`
-            }
-            return Effect.zipRight(
-              recordFailClosed(accountId, request, audit, block.reason),
-              answered(accountId, request, block)
-            )
+        const failClosed = (e: PolicyStateUnavailable | CredentialRevoked) => {
+          if (e._tag === "CredentialRevoked") return Effect.fail(e)
+          audit.abandoned = true
+          const block: EnforcementDecision = {
+            verdict: "block",
+            policy_id: null,
+            policy_type: null,
+            reason: `policy state unavailable: ${e.reason}`
           }
-        })
+          return Effect.zipRight(
+            recordFailClosed(accountId, request, audit, block.reason),
+            answered(accountId, request, block)
+          )
+        }
+        const conclude = (outcome: Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>) =>
+          // A decision already made (the batcher answers with its Exit) is answered without running the outcome: the
+          // check's hot path (docs/performance.md, "The service's CPU per check").
+          Exit.isExit(outcome) && Exit.isSuccess(outcome)
+            ? answered(accountId, request, toDecision(outcome.value as Evaluation))
+            : Effect.matchEffect(outcome, {
+                onSuccess: (evaluation) => answered(accountId, request, toDecision(evaluation)),
+                onFailure: failClosed
+              })
+        const stop = startDecision(accountId, request, toAction(request), audit, liveKey, (outcome) =>
+          resume(conclude(outcome))
+        )
+        return Effect.sync(stop)
       })
 
     return { decide, check } as const

@@ -1,6 +1,6 @@
 import { SqlClient, SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Runtime, Stream } from "effect"
+import { Effect, Exit, Layer, Option, Runtime, Stream } from "effect"
 import type { Policy } from "#src/domain/Guardrail"
 import type { AccountId } from "#src/domain/Ids"
 import {
@@ -490,7 +490,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
                     run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent },
                     version: row.version!
                   })
-                  for (const { evaluation, item } of part.decided) answers.push([item, Effect.succeed(evaluation)])
+                  // As an Exit: Enforcement answers a decision already made without running it (its hot path).
+                  for (const { evaluation, item } of part.decided) answers.push([item, Exit.succeed(evaluation)])
                   continue
                 }
                 remember(

@@ -153,14 +153,15 @@ const judge = (
   custom: CustomOutcomes
 ): Outcome => {
   const p = policy.params
-  const misconfigured = {
+  // Built only when returned: every check judges every policy, and few are misconfigured.
+  const misconfigured = () => ({
     verdict: "block" as const,
     reason: `policy ${policy.id} (${policy.type}) has invalid parameters`
-  }
+  })
   switch (policy.type) {
     case "budget_usd": {
       const max = param(p.max_usd)
-      if (max === undefined) return misconfigured
+      if (max === undefined) return misconfigured()
       const total = run.spentUsd + (action.proposedUsd ?? 0)
       return micros(total) > micros(max)
         ? { verdict: "block", reason: `the run would spend ${money(total)}, over its budget of ${money(max)}` }
@@ -168,7 +169,7 @@ const judge = (
     }
     case "token_budget": {
       const max = param(p.max_tokens)
-      if (max === undefined) return misconfigured
+      if (max === undefined) return misconfigured()
       const proposed = action.proposedTokens ?? 0
       return run.tokens + proposed > max
         ? { verdict: "block", reason: `the run would use ${run.tokens + proposed} tokens, over its budget of ${max}` }
@@ -176,7 +177,7 @@ const judge = (
     }
     case "max_steps": {
       const max = param(p.max_steps)
-      if (max === undefined) return misconfigured
+      if (max === undefined) return misconfigured()
       return action.stepIndex !== undefined && action.stepIndex >= max
         ? { verdict: "block", reason: `step ${action.stepIndex} is past the run's limit of ${max} steps` }
         : undefined
@@ -197,7 +198,7 @@ const judge = (
       if (action.toolName === undefined) return undefined
       const max = param(p.max_repeats)
       const window = p.window_steps === undefined ? undefined : param(p.window_steps)
-      if (max === undefined || (p.window_steps !== undefined && window === undefined)) return misconfigured
+      if (max === undefined || (p.window_steps !== undefined && window === undefined)) return misconfigured()
       const seen = run.recent.filter(
         (r) =>
           r.tool === action.toolName &&
@@ -217,7 +218,7 @@ const judge = (
     case "rate": {
       const max = param(p.max_calls)
       const seconds = param(p.window_seconds)
-      if (max === undefined || seconds === undefined) return misconfigured
+      if (max === undefined || seconds === undefined) return misconfigured()
       const windowMs = seconds * 1000
       const recent = run.recent.filter((r) => nowMs - r.atMs < windowMs).length
       return recent >= max

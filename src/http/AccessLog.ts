@@ -1,5 +1,5 @@
 import { type HttpApp, HttpServerError, HttpServerRequest } from "@effect/platform"
-import { Context, Effect, type Exit, FiberRef, LogLevel } from "effect"
+import { Context, Effect, Exit, FiberRef, LogLevel } from "effect"
 import { enterForeground, leaveForeground } from "#layers/jobs/Foreground"
 import type { RequestSummary } from "./RequestSummary.ts"
 
@@ -51,12 +51,22 @@ export const accessLog =
         request.headers["upgrade"] !== undefined || (request.headers["accept"] ?? "").includes("text/event-stream")
       if (!longLived) enterForeground()
       const started = performance.now()
-      const answered = Effect.onExit(app, (exit) =>
-        Effect.sync(() => {
-          if (!longLived) leaveForeground()
-          summary.record(statusOf(exit), performance.now() - started)
-        })
-      )
+      const done = (status: number) => {
+        if (!longLived) leaveForeground()
+        summary.record(status, performance.now() - started)
+      }
+      // Counted as the answer passes, without `onExit`'s uninterruptible region and cleanup effect: the server runs
+      // its app uninterruptibly already, and the count is plain code (every request comes here).
+      const answered = Effect.matchCauseEffect(app, {
+        onFailure: (cause) => {
+          done(statusOf(Exit.failCause(cause)))
+          return Effect.failCause(cause)
+        },
+        onSuccess: (response) => {
+          done(response.status)
+          return Effect.succeed(response)
+        }
+      })
       // Without the access log, or below its level, the line would be dropped anyway: skip building it (its span,
       // annotations and URL cost a sixth of a small request).
       if (!log || LogLevel.lessThan(LogLevel.Info, fiber.getFiberRef(FiberRef.currentMinimumLogLevel))) return answered

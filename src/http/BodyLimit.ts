@@ -1,6 +1,6 @@
 import { HttpServerError, type HttpServerRequest, UrlParams } from "@effect/platform"
 import { Chunk, Deferred, Effect, FiberId, Stream } from "effect"
-import { currentUploadPermit } from "#layers/ingest/IngestGate"
+import { currentUploadPermit, type UploadPermit } from "#layers/ingest/IngestGate"
 import { MAX_BODY_DEPTH, nestsDeeperThan } from "#src/domain/JsonDepth"
 import { ValidationFailed } from "../api/ApiErrors.ts"
 
@@ -26,6 +26,19 @@ const readCapped = (request: HttpServerRequest.HttpServerRequest, maxBytes: numb
   )
 
 export { MAX_BODY_DEPTH, nestsDeeperThan } from "#src/domain/JsonDepth"
+
+/** `parseJson` of the body's bytes, as its outcome (no effects run to get it). */
+const parsedJson = (request: HttpServerRequest.HttpServerRequest, bytes: Uint8Array) => {
+  let value: unknown
+  try {
+    value = JSON.parse(utf8.decode(bytes))
+  } catch (cause) {
+    return Effect.fail(new HttpServerError.RequestError({ request, reason: "Decode", cause }))
+  }
+  return nestsDeeperThan(value, MAX_BODY_DEPTH)
+    ? Effect.fail(new HttpServerError.RequestError({ request, reason: "Decode", cause: new BodyTooDeep() }))
+    : Effect.succeed(value)
+}
 
 const parseJson = (request: HttpServerRequest.HttpServerRequest, text: string) =>
   Effect.try({
@@ -111,65 +124,98 @@ const readPaced = (
   maxBytes: number,
   pace: BodyPace,
   startedAt: number
+) => Effect.flatMap(currentUploadPermit, (permit) => readPacedWith(request, body, maxBytes, pace, startedAt, permit))
+
+/** As `readPaced`, with the request's ingestion permit (if any) given, and the body turned into `A` by `finish`. */
+const readPacedWith = <A = Uint8Array>(
+  request: HttpServerRequest.HttpServerRequest,
+  body: ReadableStream<Uint8Array>,
+  maxBytes: number,
+  pace: BodyPace,
+  startedAt: number,
+  permit: UploadPermit | undefined,
+  finish: (bytes: Uint8Array) => Effect.Effect<A, HttpServerError.RequestError> = Effect.succeed as never
 ) =>
-  Effect.flatMap(currentUploadPermit, (permit) =>
-    Effect.async<Uint8Array, HttpServerError.RequestError>((resume) => {
-      const reader = body.getReader()
-      const chunks: Array<Uint8Array> = []
-      let received = 0
-      let settled = false
-      let timer: ReturnType<typeof setTimeout> | undefined
-      let stopListening = () => {}
-      const settle = (outcome: Effect.Effect<Uint8Array, HttpServerError.RequestError>) => {
-        if (settled) return
-        settled = true
-        clearTimeout(timer)
-        stopListening()
-        resume(outcome)
-      }
-      const fail = (cause: unknown) => {
-        reader.cancel().catch(() => {})
-        settle(Effect.fail(requestError(request, cause)))
-      }
-      const arm = () => {
-        clearTimeout(timer)
-        const due = bodyDueAt(pace, startedAt, received)
-        const why = due >= startedAt + pace.deadlineMs ? "deadline" : "rate"
-        timer = setTimeout(
-          () => fail(new BodyTimedOut(received, performance.now() - startedAt, why, pace.deadlineMs)),
-          Math.max(0, due - performance.now())
-        )
-      }
-      const pump = (): void => {
-        reader.read().then(
-          ({ done, value }) => {
-            if (settled) return
-            if (done) {
-              permit?.uploaded()
-              return settle(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)))
-            }
-            received += value.byteLength
-            if (received > maxBytes) return fail(new BodyTooLarge(maxBytes))
-            chunks.push(value)
-            arm()
-            pump()
-          },
-          (cause) => fail(cause)
-        )
-      }
-      if (permit !== undefined) stopListening = permit.onPreempt(() => fail(new BodyPreempted()))
+  Effect.async<A, HttpServerError.RequestError>((resume) => {
+    const reader = body.getReader()
+    const chunks: Array<Uint8Array> = []
+    let received = 0
+    let settled = false
+    let timer: ReturnType<typeof setTimeout> | undefined
+    let stopListening = () => {}
+    const settle = (outcome: Effect.Effect<A, HttpServerError.RequestError>) => {
       if (settled) return
-      arm()
-      pump()
-      return Effect.sync(() => {
-        if (settled) return
-        settled = true
-        clearTimeout(timer)
-        stopListening()
-        reader.cancel().catch(() => {})
-      })
+      settled = true
+      clearTimeout(timer)
+      stopListening()
+      resume(outcome)
+    }
+    const fail = (cause: unknown) => {
+      reader.cancel().catch(() => {})
+      settle(Effect.fail(requestError(request, cause)))
+    }
+    const arm = () => {
+      clearTimeout(timer)
+      const due = bodyDueAt(pace, startedAt, received)
+      const why = due >= startedAt + pace.deadlineMs ? "deadline" : "rate"
+      timer = setTimeout(
+        () => fail(new BodyTimedOut(received, performance.now() - startedAt, why, pace.deadlineMs)),
+        Math.max(0, due - performance.now())
+      )
+    }
+    const pump = (): void => {
+      reader.read().then(
+        ({ done, value }) => {
+          if (settled) return
+          if (done) {
+            permit?.uploaded()
+            return settle(finish(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)))
+          }
+          received += value.byteLength
+          if (received > maxBytes) return fail(new BodyTooLarge(maxBytes))
+          chunks.push(value)
+          arm()
+          pump()
+        },
+        (cause) => fail(cause)
+      )
+    }
+    if (permit !== undefined) stopListening = permit.onPreempt(() => fail(new BodyPreempted()))
+    if (settled) return
+    arm()
+    pump()
+    return Effect.sync(() => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      stopListening()
+      reader.cancel().catch(() => {})
     })
-  )
+  })
+
+/**
+ * The JSON body of a request that `limitBody` would read paced from its web stream (a declared length, `pace` given),
+ * read and parsed in one step, for a route that reads its body once (the enforcement check's lean route): no wrapped
+ * request, no shared read, the text decoded and parsed once the body is whole. A declared length over `maxBytes` is
+ * refused here and now (as `limitBody` refuses it); the read fails as `limitBody`'s `json` does. Undefined when
+ * `limitBody` would read the body another way (`limitBody` then). The clock of the pace starts now.
+ */
+export const pacedJsonBody = (
+  request: HttpServerRequest.HttpServerRequest,
+  maxBytes: number,
+  pace: BodyPace,
+  permit: UploadPermit | undefined
+): Effect.Effect<unknown, HttpServerError.RequestError> | ValidationFailed | undefined => {
+  const startedAt = performance.now()
+  const declared = request.headers["content-length"]
+  if (declared === undefined || request.method === "GET" || request.method === "HEAD") return undefined
+  const length = Number(declared)
+  if (Number.isFinite(length) && length > maxBytes)
+    return new ValidationFailed({ message: new BodyTooLarge(maxBytes).message })
+  const source = (request.source as { readonly body?: unknown } | undefined)?.body
+  if (!(source instanceof ReadableStream)) return undefined
+  return readPacedWith(request, source, maxBytes, pace, startedAt, permit, (bytes) => parsedJson(request, bytes))
+}
 
 /**
  * Refuses a body over `maxBytes` before it is buffered whole: a declared Content-Length over the limit at

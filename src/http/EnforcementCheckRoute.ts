@@ -3,12 +3,15 @@ import { Cause, Context, Effect, ParseResult, Schema, Tracer } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { AppConfig } from "#layers/config/AppConfig"
 import { Enforcement } from "#layers/enforcement/Enforcement"
+import { CurrentUploadPermit, type UploadPermit } from "#layers/ingest/IngestGate"
 import { decodeCheckRequest, EnforcementCheckRequest } from "#src/domain/Enforcement"
+import { type ApiError, ValidationFailed } from "../api/ApiErrors.ts"
 import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
+import type { CurrentPrincipal } from "../api/Security.ts"
 import { authenticateHeaders } from "./AuthenticationLive.ts"
-import { bodyPaceOf } from "./BodyLimit.ts"
+import { bodyPaceOf, pacedJsonBody } from "./BodyLimit.ts"
 import { answerCheck } from "./EnforcementHttp.ts"
-import { errorResponse, withErrorBodies } from "./ErrorBodies.ts"
+import { errorResponse, requireJson, rewriteErrors, withErrorBodies } from "./ErrorBodies.ts"
 import { RateLimits } from "./RateLimitLive.ts"
 
 /**
@@ -51,33 +54,38 @@ export const enforcementCheckRoute = Effect.gen(function* () {
   const limits = yield* RateLimits
   const enforcement = yield* Enforcement
   const decodeBySchema = Schema.decodeUnknown(EnforcementCheckRequest)
-  const payloadOf = (body: unknown) => {
+  /** The body decoded (by the schema when the hand decoder does not accept it) and answered. */
+  const answerBody = (principal: CurrentPrincipal["Type"], body: unknown) => {
     const decoded = decodeCheckRequest(body)
     return decoded !== undefined
-      ? Effect.succeed(decoded)
+      ? answerCheck(enforcement, principal, decoded)
       : decodeBySchema(body).pipe(
-          Effect.catchIf(ParseResult.isParseError, HttpApiError.HttpApiDecodeError.refailParseError)
+          Effect.catchIf(ParseResult.isParseError, HttpApiError.HttpApiDecodeError.refailParseError),
+          Effect.flatMap((payload) => answerCheck(enforcement, principal, payload))
         )
   }
   // As the endpoint's middlewares run: Authentication outermost, then RateLimit, then the handler reads the body.
-  const answer = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+  const answerWith = (
+    request: HttpServerRequest.HttpServerRequest,
+    json: Effect.Effect<unknown, HttpServerError.RequestError>
+  ) =>
     Effect.flatMap(authenticateHeaders(credentials, request), (principal) =>
       Effect.zipRight(
         limits.consume(principal.credentialId, "POST", ENFORCEMENT_CHECK_PATH),
-        // A body that is not JSON is a defect, as in HttpApiBuilder: withErrorBodies rewrites it.
-        Effect.flatMap(Effect.orDie(request.json), (body) =>
-          Effect.flatMap(payloadOf(body), (payload) => answerCheck(enforcement, principal, payload))
-        )
+        // A body that is not JSON is a defect, as in HttpApiBuilder: rewriteErrors rewrites it.
+        Effect.flatMap(Effect.orDie(json), (body) => answerBody(principal, body))
       )
     )
-  )
-  const lean: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =
-    withErrorBodies(
-      config.maxBodyBytes,
-      bodyPaceOf(config)
-    )(answer).pipe(
-      Effect.catchAll((e) => Effect.succeed(errorResponse(e))),
-      Effect.flatMap(withPreResponseHandlers),
+  const pace = bodyPaceOf(config)
+  /** Whatever the steps answer, as the router's route would: an error as its body, the pre-response handlers run. */
+  const responded = <E extends ApiError>(
+    answered: Effect.Effect<HttpServerResponse.HttpServerResponse, E, HttpServerRequest.HttpServerRequest>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
+    answered.pipe(
+      Effect.matchEffect({
+        onFailure: (e) => withPreResponseHandlers(errorResponse(e)),
+        onSuccess: withPreResponseHandlers
+      }),
       // The server runs a request uninterruptibly and the router lets its handler be interrupted: a client gone before
       // its answer interrupts the check here too, and the interruption carries its response (499) as the server's
       // own handling of the app's failures gives it, for the access log and the span to read the status from.
@@ -88,6 +96,26 @@ export const enforcementCheckRoute = Effect.gen(function* () {
         )
       )
     )
+  // Any body read other than the paced one of a declared length (a chunked body, say): through withErrorBodies.
+  const lean = responded(
+    withErrorBodies(
+      config.maxBodyBytes,
+      pace
+    )(Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => answerWith(request, request.json)))
+  )
+  /**
+   * The common case: the content type checked and the body read as withErrorBodies does (its checks in its order, its
+   * rewrites of failures), the body read once and parsed once whole (pacedJsonBody), without the wrapped request.
+   */
+  const leanFor = (request: HttpServerRequest.HttpServerRequest, permit: UploadPermit | undefined) => {
+    const json = pacedJsonBody(request, config.maxBodyBytes, pace, permit)
+    if (json === undefined) return lean
+    const read: Effect.Effect<
+      HttpServerResponse.HttpServerResponse,
+      Effect.Effect.Error<ReturnType<typeof answerWith>> | ValidationFailed
+    > = json instanceof ValidationFailed ? Effect.fail(json) : answerWith(request, json)
+    return responded(rewriteErrors(Effect.zipRight(requireJson(request), read)))
+  }
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
     Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
@@ -95,6 +123,9 @@ export const enforcementCheckRoute = Effect.gen(function* () {
       // The route on the request's server span, as the router records the route it matched.
       const span = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
       if (span._tag === "Some" && span.value._tag === "Span") span.value.attribute("http.route", ENFORCEMENT_CHECK_PATH)
-      return lean
+      return leanFor(
+        request,
+        Context.getOrElse(fiber.currentContext, CurrentUploadPermit, () => undefined)
+      )
     })
 })

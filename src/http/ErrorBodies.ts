@@ -67,7 +67,7 @@ const describeIssues = (e: HttpApiError.HttpApiDecodeError) => {
  * Every route but the OTLP exports (and the OTLP paths refused whatever their body) takes JSON: any other declared body type is refused before it is read
  * (the framework would otherwise buffer form and multipart bodies without our size cap).
  */
-const requireJson = (request: HttpServerRequest.HttpServerRequest) => {
+export const requireJson = (request: HttpServerRequest.HttpServerRequest) => {
   const contentType = request.headers["content-type"]
   const path = request.url.split("?")[0]!
   if (contentType === undefined || isExportPath(path) || Object.hasOwn(OTLP_OTHER_SIGNAL_PATHS, path))
@@ -223,15 +223,20 @@ export const withErrorBodies =
           Effect.provideService(app, HttpServerRequest.HttpServerRequest, limited)
         )
       )
-    ).pipe(
-      Effect.catchSome(rewriteFailure),
-      Effect.catchAllDefect(rewriteDefect)
-      // rewriteFailure rewrites every decode error; catchSome cannot say so in its type.
-    ) as Effect.Effect<
-      HttpServerResponse.HttpServerResponse,
-      Exclude<E, HttpApiError.HttpApiDecodeError> | RewrittenError,
-      R | HttpServerRequest.HttpServerRequest
-    >
+    ).pipe(rewriteErrors)
+
+/**
+ * Every failure the framework (or `app`) raises on its own rewritten as an API error, as `withErrorBodies` does: for a
+ * route that checks the content type and reads its body itself (the enforcement check's lean route).
+ */
+export const rewriteErrors = <A, E, R>(
+  app: Effect.Effect<A, E, R>
+): Effect.Effect<A, Exclude<E, HttpApiError.HttpApiDecodeError> | RewrittenError, R> =>
+  app.pipe(
+    Effect.catchSome(rewriteFailure),
+    Effect.catchAllDefect(rewriteDefect)
+    // rewriteFailure rewrites every decode error; catchSome cannot say so in its type.
+  ) as Effect.Effect<A, Exclude<E, HttpApiError.HttpApiDecodeError> | RewrittenError, R>
 
 /** Every failure the framework raises on its own becomes the contract's `{error, code, retryable}` body. */
 export const ErrorBodiesLive = HttpApiBuilder.middleware(

@@ -20,27 +20,38 @@ export const setRetryAfter = (seconds: number) =>
  */
 export class RateLimits extends Effect.Service<RateLimits>()("tapedeck/RateLimits", {
   effect: Effect.gen(function* () {
-    const limiter = yield* RateLimiter.RateLimiter
+    // The limiter's own store (its counters), asked directly: RateLimiter.consume decodes and divides the window and
+    // builds a result of Durations on every call, for a figure this route only compares (the check's hot path).
+    const store = yield* RateLimiter.RateLimiterStore
     const { rateLimitPerMinute } = yield* AppConfig
-    // Parsed once, not on every request.
+    // As RateLimiter.consume's "fixed-window": each request pushes the counter's expiry on by window ÷ limit.
     const window = Duration.minutes(1)
-    const exceeded = (e: RateLimiter.RateLimiterError) => {
-      const seconds = e.reason === "Exceeded" ? retryAfterSeconds(e.retryAfter) : 1
+    const refillRate = Duration.unsafeDivide(window, Math.max(1, rateLimitPerMinute))
+    const exceeded = (ttlMillis: number) => {
+      const seconds = retryAfterSeconds(Duration.millis(ttlMillis))
       return setRetryAfter(seconds).pipe(Effect.zipRight(Effect.fail(rateLimited(seconds))))
     }
     /** One request of `credentialId` on the route (`method` and the route's path); 429 with `Retry-After` past the limit. */
     const consume = (credentialId: string, method: string, routePath: string) =>
-      limiter
-        .consume({
-          key: `${credentialId}:${method} ${routePath}`,
-          limit: rateLimitPerMinute,
-          window,
-          onExceeded: "fail"
-        })
-        .pipe(Effect.asVoid, Effect.catchTag("RateLimiterError", exceeded))
+      // A limit under one request refuses every request for a whole window, as RateLimiter does.
+      rateLimitPerMinute < 1
+        ? exceeded(Duration.toMillis(window))
+        : Effect.matchEffect(
+            store.fixedWindow({
+              key: `${credentialId}:${method} ${routePath}`,
+              tokens: 1,
+              refillRate,
+              limit: rateLimitPerMinute
+            }),
+            {
+              // The store failing (the memory store never does) refuses for a second, as RateLimiter's error did.
+              onFailure: () => exceeded(1000),
+              onSuccess: ([count, ttlMillis]) => (count > rateLimitPerMinute ? exceeded(ttlMillis) : Effect.void)
+            }
+          )
     return { consume } as const
   }),
-  dependencies: [RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreMemory))]
+  dependencies: [RateLimiter.layerStoreMemory]
 }) {}
 
 /** The API's RateLimit middleware over RateLimits: the principal's credential and the matched route. */
