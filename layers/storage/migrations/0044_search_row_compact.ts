@@ -8,10 +8,11 @@ import { Effect } from "effect"
 // - Without pgvector, the vector becomes a `bytea` of one byte a component (VectorText.int8Bytes: each component
 //   times 127 over the vector's largest magnitude, rounded, plus 128) instead of a `smallint[]` of two: 260 bytes
 //   instead of 536. The scale is not kept: the re-rank divides by the stored vector's norm.
-// - The indexes that held the name are built again over the id: (account_id, embedder_id) with pgvector, and
-//   without it the covering prefilter index (account_id, embedder_id) INCLUDE (trace_id, span_id, sign_bits),
-//   which also serves what the account index served. pgvector's HNSW indexes (a partial index per embedder name)
-//   are dropped and created again at start over the id (SpanIndex.ensureIndex).
+// - The indexes that held the name are built again over the id, each taking in the date filter's index
+//   (account_id, started_at): with pgvector (account_id, embedder_id, started_at); without it the covering
+//   prefilter index (account_id, embedder_id, started_at) INCLUDE (trace_id, span_id, sign_bits), which serves the
+//   per-account counts, the prefilter's scan and a date range alike. pgvector's HNSW indexes (a partial index per
+//   embedder name) are dropped and created again at start over the id (SpanIndex.ensureIndex).
 // Existing rows are converted in batches of BATCH rows in key order, each batch one statement that writes the new
 // columns and clears the old ones (a row is in one layout or the other, never half converted); the old columns are
 // dropped at the end (no rewrite: the converted rows no longer hold them).
@@ -33,7 +34,7 @@ export default Effect.gen(function* () {
   const indexes = yield* sql<{ name: string }>`
     SELECT indexname AS name FROM pg_indexes
     WHERE tablename = 'span_embeddings'
-      AND (indexname LIKE 'span_embeddings\\_hnsw\\_%' OR indexname IN ('span_embeddings_account', 'span_embeddings_sign_bits'))`
+      AND (indexname LIKE 'span_embeddings\\_hnsw\\_%' OR indexname IN ('span_embeddings_account', 'span_embeddings_sign_bits', 'span_embeddings_started'))`
   for (const { name } of indexes) yield* sql.unsafe(`DROP INDEX IF EXISTS "${name.replaceAll('"', '""')}"`)
   yield* sql.unsafe(`
     ALTER TABLE span_embeddings
@@ -93,9 +94,9 @@ export default Effect.gen(function* () {
     yield* sql`DROP FUNCTION tapedeck_int8_0044(smallint[])`
     yield* sql`ALTER TABLE span_embeddings RENAME COLUMN embedding_int8 TO embedding`
     yield* sql`
-      CREATE INDEX span_embeddings_sign_bits
-      ON span_embeddings (account_id, embedder_id) INCLUDE (trace_id, span_id, sign_bits)`
+      CREATE INDEX span_embeddings_prefilter
+      ON span_embeddings (account_id, embedder_id, started_at) INCLUDE (trace_id, span_id, sign_bits)`
   } else {
-    yield* sql`CREATE INDEX span_embeddings_account ON span_embeddings (account_id, embedder_id)`
+    yield* sql`CREATE INDEX span_embeddings_started ON span_embeddings (account_id, embedder_id, started_at)`
   }
 })
