@@ -8,11 +8,11 @@ import { Effect } from "effect"
 // - Without pgvector, the vector becomes a `bytea` of one byte a component (VectorText.int8Bytes: each component
 //   times 127 over the vector's largest magnitude, rounded, plus 128) instead of a `smallint[]` of two: 260 bytes
 //   instead of 536. The scale is not kept: the re-rank divides by the stored vector's norm.
-// - The indexes that held the name are built again over the id, each taking in the date filter's index
-//   (account_id, started_at): with pgvector (account_id, embedder_id, started_at); without it the covering
-//   prefilter index (account_id, embedder_id, started_at) INCLUDE (trace_id, span_id, sign_bits), which serves the
-//   per-account counts, the prefilter's scan and a date range alike. pgvector's HNSW indexes (a partial index per
-//   embedder name) are dropped and created again at start over the id (SpanIndex.ensureIndex).
+// - The indexes that held the name are built again over the id: (account_id, embedder_id) for the lexical leg's
+//   per-account counts (deduplicated, a few bytes a row) and, without pgvector, the covering prefilter index, which
+//   takes in the date filter's index: (account_id, embedder_id, started_at) INCLUDE (trace_id, span_id, sign_bits)
+//   serves the prefilter's scan and a date range alike. pgvector's HNSW indexes (a partial index per embedder name)
+//   are dropped and created again at start over the id (SpanIndex.ensureIndex).
 // Existing rows are converted in batches of BATCH rows in key order, each batch one statement that writes the new
 // columns and clears the old ones (a row is in one layout or the other, never half converted); the old columns are
 // dropped at the end (no rewrite: the converted rows no longer hold them).
@@ -31,10 +31,15 @@ export default Effect.gen(function* () {
       dims integer NOT NULL,
       UNIQUE (name, dims)
     )`
+  const replaced = [
+    "span_embeddings_account",
+    "span_embeddings_sign_bits",
+    ...(int8 ? ["span_embeddings_started"] : [])
+  ]
   const indexes = yield* sql<{ name: string }>`
     SELECT indexname AS name FROM pg_indexes
     WHERE tablename = 'span_embeddings'
-      AND (indexname LIKE 'span_embeddings\\_hnsw\\_%' OR indexname IN ('span_embeddings_account', 'span_embeddings_sign_bits', 'span_embeddings_started'))`
+      AND (indexname LIKE 'span_embeddings\\_hnsw\\_%' OR indexname = ANY(${`{${replaced.join(",")}}`}::text[]))`
   for (const { name } of indexes) yield* sql.unsafe(`DROP INDEX IF EXISTS "${name.replaceAll('"', '""')}"`)
   yield* sql.unsafe(`
     ALTER TABLE span_embeddings
@@ -96,7 +101,6 @@ export default Effect.gen(function* () {
     yield* sql`
       CREATE INDEX span_embeddings_prefilter
       ON span_embeddings (account_id, embedder_id, started_at) INCLUDE (trace_id, span_id, sign_bits)`
-  } else {
-    yield* sql`CREATE INDEX span_embeddings_started ON span_embeddings (account_id, embedder_id, started_at)`
   }
+  yield* sql`CREATE INDEX span_embeddings_account ON span_embeddings (account_id, embedder_id)`
 })
