@@ -7,14 +7,7 @@ import { readSpans, type SpanRow, spanSelect } from "../traces/SpanRecords.ts"
 import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "../traces/SharedParts.ts"
 import { shortHash } from "../platform/Hashes.ts"
 import { type SpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
-import {
-  QUANTIZE_SCALE,
-  quantizedLiteral,
-  quantizedSignBits,
-  signBits,
-  vectorLiteral,
-  weightedSignMasks
-} from "./VectorText.ts"
+import { int8Bytes, int8Hex, int8SignBits, signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
@@ -127,8 +120,6 @@ const FILTER_VALUES = `s.span_type, s.model, s.started_at, s.cost, ${DURATION} A
 const FILTERS_STALE = `(e.span_id IS NOT NULL AND (e.span_type, e.model, e.started_at, e.cost, e.duration_ms)
   IS DISTINCT FROM (s.span_type, s.model, s.started_at, s.cost, ${DURATION}))`
 
-/** An SQL string literal (the embedder id is ours, but a configured model name may contain anything). */
-const literal = (s: string) => `'${s.replaceAll("'", "''")}'`
 /** The vector as SQL text, components rounded to 7 decimals (VectorText.ts). */
 const vectorText = (mode: IndexMode, v: Float32Array) =>
   mode === "pgvector-hnsw" ? vectorLiteral(v, "[", "]") : vectorLiteral(v, "{", "}")
@@ -228,7 +219,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         SELECT format_type(atttypid, atttypmod) AS type FROM pg_attribute
         WHERE attrelid = 'span_embeddings'::regclass AND attname = 'embedding'`
       // pgvector: `halfvec` (migration 0036; `vector` where the extension predates half precision). Otherwise the
-      // quantised `smallint[]` of the exact fallback.
+      // one-byte-a-component `bytea` of the exact fallback (migration 0044).
       const type = column[0]?.type
       const mode: IndexMode = type === "halfvec" || type === "vector" ? "pgvector-hnsw" : "exact-fallback"
       const columnType = type === "vector" ? "vector" : "halfvec"
@@ -242,23 +233,51 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     }).pipe(Effect.orDie)
     const setup = yield* Effect.cached(detect)
 
-    const ensured = new Set<string>()
+    const ids = new Map<string, number>()
+    /**
+     * The id of an embedder's name and dimension in `search_embedders` (migration 0044), added on first use. Two
+     * instances adding it at once: the loser's insert does nothing and its statement cannot see the winner's row
+     * yet, so it reads again.
+     */
+    const embedderId = Effect.fn("SpanIndex.embedderId")(function* (embedder: string, dims: number) {
+      const key = `${dims}:${embedder}`
+      const known = ids.get(key)
+      if (known !== undefined) return known
+      for (let attempt = 0; ; attempt++) {
+        const rows = yield* sql<{ id: number }>`
+          WITH added AS (
+            INSERT INTO search_embedders (name, dims) VALUES (${embedder}, ${dims})
+            ON CONFLICT (name, dims) DO NOTHING RETURNING id
+          )
+          SELECT id FROM added UNION ALL SELECT id FROM search_embedders WHERE name = ${embedder} AND dims = ${dims}`
+        const id = rows[0]?.id
+        if (id !== undefined) {
+          ids.set(key, Number(id))
+          return Number(id)
+        }
+        if (attempt >= 3) return yield* Effect.dieMessage(`search_embedders: no id for ${embedder}`)
+      }
+    }, Effect.orDie)
+
+    const ensured = new Set<number>()
     /** Creates the embedder's HNSW index when missing (pgvector only; idempotent across instances). */
     const ensureIndex = Effect.fn("SpanIndex.ensureIndex")(function* (embedder: string, dims: number) {
       const { mode } = yield* setup
-      if (mode !== "pgvector-hnsw" || dims > HNSW_MAX_DIMS || ensured.has(embedder)) return
-      const name = `span_embeddings_hnsw_${shortHash(embedder)}`
+      if (mode !== "pgvector-hnsw" || dims > HNSW_MAX_DIMS) return
+      const id = yield* embedderId(embedder, dims)
+      if (ensured.has(id)) return
+      const name = `span_embeddings_hnsw_${id}`
       yield* sql
         .unsafe(`
         CREATE INDEX IF NOT EXISTS ${name} ON span_embeddings
-        USING hnsw ((embedding::vector(${dims})) vector_cosine_ops) WHERE embedder = ${literal(embedder)}`)
+        USING hnsw ((embedding::vector(${dims})) vector_cosine_ops) WHERE embedder_id = ${id}`)
         .pipe(
           // Two instances creating it at once: the loser sees a duplicate; the index exists either way.
           Effect.catchTag("SqlError", (e) =>
             String(e.cause ?? e.message).includes("already exists") ? Effect.void : Effect.fail(e)
           )
         )
-      ensured.add(embedder)
+      ensured.add(id)
     }, Effect.orDie)
 
     /**
@@ -292,7 +311,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
 
     const SOURCE = `s.trace_id, s.id, s.account_id, s.started_at, s.name, s.span_type, s.model,
       s.input::text AS input, s.output::text AS output, ${LAYOUT_SELECT},
-      s.error, e.text_hash, e.embedder`
+      s.error, e.text_hash, (SELECT m.name FROM search_embedders m WHERE m.id = e.embedder_id) AS embedder`
 
     /**
      * The spans of these traces (of the account) whose text or embedder changed since they were embedded, and
@@ -327,7 +346,9 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             SELECT DISTINCT p.trace_id FROM (
               SELECT s.trace_id
               FROM spans s LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
-              WHERE s.account_id = ${accountId} AND (e.span_id IS NULL OR e.embedder <> ${embedder})
+              WHERE s.account_id = ${accountId}
+                AND (e.span_id IS NULL OR e.embedder_id IS NULL
+                     OR e.embedder_id NOT IN (SELECT m.id FROM search_embedders m WHERE m.name = ${embedder}))
               LIMIT ${limit}
             ) p
           )`
@@ -368,50 +389,54 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const { columnType, mode } = yield* setup
       const dims = vectors[0]!.length
       yield* ensureIndex(embedder, dims)
+      const id = yield* embedderId(embedder, dims)
       // HNSW inserts are slow on embedded PGlite (one shared connection): small statements keep other work
       // (an enforcement check, a request) from waiting long behind an indexing batch.
       const chunk = mode === "pgvector-hnsw" ? STORE_CHUNK_HNSW : spans.length
       for (let at = 0; at < spans.length; at += chunk) {
-        yield* storeChunk(mode, columnType, embedder, dims, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
+        yield* storeChunk(mode, columnType, id, spans.slice(at, at + chunk), vectors.slice(at, at + chunk))
       }
     }, Effect.orDie)
 
     const storeChunk = (
       mode: IndexMode,
       columnType: string,
-      embedder: string,
-      dims: number,
+      embedderId: number,
       spans: ReadonlyArray<PendingSpan>,
       vectors: ReadonlyArray<Float32Array>
     ) =>
       Effect.gen(function* () {
         const records = JSON.stringify(
-          spans.map((s, i) => ({
-            trace_id: s.traceId,
-            span_id: s.spanId,
-            account_id: s.accountId,
-            text_hash: s.hash,
-            body: ftsText(s.text),
-            embedding: mode === "pgvector-hnsw" ? vectorText(mode, vectors[i]!) : quantizedLiteral(vectors[i]!),
-            sign_bits: mode === "pgvector-hnsw" ? signBits(vectors[i]!) : quantizedSignBits(vectors[i]!)
-          }))
+          spans.map((s, i) => {
+            const bytes = mode === "pgvector-hnsw" ? undefined : int8Bytes(vectors[i]!)
+            return {
+              trace_id: s.traceId,
+              span_id: s.spanId,
+              account_id: s.accountId,
+              text_hash: s.hash,
+              body: ftsText(s.text),
+              embedding: bytes === undefined ? vectorText(mode, vectors[i]!) : int8Hex(bytes),
+              sign_bits: bytes === undefined ? signBits(vectors[i]!) : int8SignBits(bytes)
+            }
+          })
         )
-        const cast = mode === "pgvector-hnsw" ? columnType : "smallint[]"
+        const embedding =
+          mode === "pgvector-hnsw" ? sql`x.embedding::${sql.literal(columnType)}` : sql`decode(x.embedding, 'hex')`
         // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored). The
         // full-text vector without positions (`strip`): no query reads them (the lexical leg matches single lexemes,
         // never phrases), and they were half its bytes (migration 0037).
         yield* sql`
-          INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder, dims, embedding, sign_bits, text_hash, tsv,
-                                       updated_at, ${sql.literal(FILTER_COLUMNS)})
-          SELECT x.trace_id, x.span_id, x.account_id, ${embedder}, ${dims}, x.embedding::${sql.literal(cast)},
+          INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder_id, embedding, sign_bits, text_hash, tsv,
+                                       ${sql.literal(FILTER_COLUMNS)})
+          SELECT x.trace_id, x.span_id, x.account_id, ${embedderId}::smallint, ${embedding},
                  x.sign_bits::bit varying,
-                 x.text_hash, strip(to_tsvector('english', x.body)), now(), ${sql.literal(FILTER_VALUES)}
+                 x.text_hash, strip(to_tsvector('english', x.body)), ${sql.literal(FILTER_VALUES)}
           FROM jsonb_to_recordset(${records}::jsonb)
             AS x(trace_id uuid, span_id uuid, account_id uuid, text_hash text, body text, embedding text, sign_bits text)
           JOIN spans s ON s.trace_id = x.trace_id AND s.id = x.span_id
           ON CONFLICT (trace_id, span_id) DO UPDATE SET
-            account_id = EXCLUDED.account_id, embedder = EXCLUDED.embedder, dims = EXCLUDED.dims,
-            embedding = EXCLUDED.embedding, sign_bits = EXCLUDED.sign_bits, text_hash = EXCLUDED.text_hash, tsv = EXCLUDED.tsv, updated_at = now(),
+            account_id = EXCLUDED.account_id, embedder_id = EXCLUDED.embedder_id,
+            embedding = EXCLUDED.embedding, sign_bits = EXCLUDED.sign_bits, text_hash = EXCLUDED.text_hash, tsv = EXCLUDED.tsv,
             span_type = EXCLUDED.span_type, model = EXCLUDED.model, started_at = EXCLUDED.started_at,
             cost = EXCLUDED.cost, duration_ms = EXCLUDED.duration_ms`
       })
@@ -422,12 +447,11 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
      * HNSW scan filters as it goes, a selective filter finds its rows through their indexes); trace-level ones
      * (status, project, deletion) read the trace, which is where they change.
      */
-    const candidateWhere = (accountId: AccountId, embedder: string, dims: number, f: SearchFilters | undefined) => {
+    const candidateWhere = (accountId: AccountId, embedderId: number, f: SearchFilters | undefined) => {
       const parts = [
         sql`e.account_id = ${accountId}`,
         // A literal: the planner matches it against the partial HNSW index's predicate.
-        sql`e.embedder = ${sql.literal(literal(embedder))}`,
-        sql`e.dims = ${dims}`,
+        sql`e.embedder_id = ${sql.literal(String(embedderId))}`,
         sql`t.account_id = ${accountId}`,
         sql`t.deleted_at IS NULL`
       ]
@@ -480,7 +504,9 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const dims = input.vector.length
       const depth = input.offset + input.limit
       const k = Math.max(MIN_CANDIDATES, 2 * depth)
-      const where = candidateWhere(input.accountId, input.embedder, dims, input.filters)
+      const id = yield* embedderId(input.embedder, dims)
+      const where = candidateWhere(input.accountId, id, input.filters)
+      const byEmbedder = sql`e.embedder_id = ${sql.literal(String(id))}`
       const q = vectorText(mode, input.vector)
       const queryText = lexicalQueryText(input.query)
       const legs = input.legs ?? ["lexical", "vector"]
@@ -490,7 +516,14 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       const distance =
         mode === "pgvector-hnsw"
           ? sql`(e.embedding::vector(${sql.literal(String(dims))}) <=> ${q}::vector(${sql.literal(String(dims))}))`
-          : sql`(1 - (SELECT sum(a * b::float8) FROM unnest(e.embedding, ${q}::real[]) AS u(a, b)) / ${sql.literal(String(QUANTIZE_SCALE))})`
+          : // The cosine between the query and the stored direction (one byte a component, VectorText.int8Bytes):
+            // the dot product over the stored vector's norm (its scale was not kept); 0 for a zero vector.
+            sql`(1 - COALESCE((
+              SELECT sum(x.b * x.q) / NULLIF(sqrt(sum(x.b * x.b)), 0)
+              FROM (
+                SELECT (get_byte(e.embedding, (u.o - 1)::int) - 128)::float8 AS b, u.q
+                FROM unnest(${q}::real[]) WITH ORDINALITY AS u(q, o)
+              ) x), 0))`
 
       // The k nearest rows that pass the filters. Exact: the matching rows (found through the filters' indexes
       // when selective), ordered by distance. HNSW: the index scan in distance order, filtering as it goes;
@@ -538,8 +571,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               FROM (
                 SELECT e.trace_id, e.span_id, ${distance} AS distance
                 FROM span_embeddings e
-                WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(input.embedder))}
-                  AND e.dims = ${dims}
+                WHERE e.account_id = ${input.accountId} AND ${byEmbedder}
                 ORDER BY ${distance}
                 LIMIT ${k}
               ) a
@@ -581,14 +613,14 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               LIMIT 64
             ), docs AS MATERIALIZED (
               SELECT count(*)::float8 AS n FROM span_embeddings e
-              WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(input.embedder))}
+              WHERE e.account_id = ${input.accountId} AND ${byEmbedder}
                 AND EXISTS (SELECT 1 FROM terms)
             ), weights AS MATERIALIZED (
               SELECT terms.q, ln(1 + (docs.n - df.n + 0.5) / (df.n + 0.5)) AS idf
               FROM terms CROSS JOIN docs
               CROSS JOIN LATERAL (
                 SELECT count(*)::float8 AS n FROM span_embeddings e
-                WHERE e.account_id = ${input.accountId} AND e.embedder = ${sql.literal(literal(input.embedder))}
+                WHERE e.account_id = ${input.accountId} AND ${byEmbedder}
                   AND e.tsv @@ terms.q
               ) df
             ), needed AS MATERIALIZED (
@@ -713,9 +745,11 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     ) {
       const rows = yield* sql<{ indexed: number; stale: number; pending: number }>`
           SELECT
-            (SELECT count(*)::int FROM span_embeddings WHERE account_id = ${accountId} AND embedder = ${embedder}) AS indexed,
+            (SELECT count(*)::int FROM span_embeddings
+               WHERE account_id = ${accountId} AND embedder_id IN (SELECT id FROM search_embedders WHERE name = ${embedder})) AS indexed,
             (SELECT count(*)::int FROM spans s
-               LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id AND e.embedder = ${embedder}
+               LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
+                 AND e.embedder_id IN (SELECT id FROM search_embedders WHERE name = ${embedder})
                WHERE s.account_id = ${accountId} AND e.span_id IS NULL) AS stale,
             (SELECT count(*)::int FROM jobs WHERE account_id = ${accountId}
                AND kind = ANY(${`{${jobKinds.join(",")}}`}::text[]) AND status IN ('queued', 'running')) AS pending`
@@ -726,7 +760,8 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
     const accountsWithStale = Effect.fn("SpanIndex.accountsWithStale")(function* (embedder: string) {
       const rows = yield* sql<{ account_id: AccountId }>`
           SELECT DISTINCT s.account_id FROM spans s
-          LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id AND e.embedder = ${embedder}
+          LEFT JOIN span_embeddings e ON e.trace_id = s.trace_id AND e.span_id = s.id
+                 AND e.embedder_id IN (SELECT id FROM search_embedders WHERE name = ${embedder})
           WHERE e.span_id IS NULL`
       return rows.map((r) => r.account_id)
     }, Effect.orDie)

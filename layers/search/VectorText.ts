@@ -114,28 +114,50 @@ export const weightedSignMasks = (v: ArrayLike<number>) => {
 }
 
 /**
- * Without pgvector, a stored vector is a `smallint[]`: each component of the unit vector times QUANTIZE_SCALE,
- * rounded (|x| ≤ 1 for a normalised vector: 2 bytes a component instead of a `real`'s 4, an absolute error of at
- * most 1.5 × 10⁻⁵ a component). The search divides the dot product by the scale.
+ * Without pgvector, a stored vector is a `bytea` of one byte a component (migration 0044): each component of the
+ * vector times 127 / its largest magnitude, rounded half away from zero, plus 128 (so a byte reads back with
+ * `get_byte(…) - 128`, −127…127). The scale is not stored: the re-rank computes the cosine between the query and
+ * the stored direction, dividing by the stored vector's norm, so a per-vector factor cancels out. A component's
+ * error is at most half a step, |v|max / 254; the cosine error this gives is measured and bounded in
+ * test/layers/search/footprint.test.ts (docs/search.md, "Index").
  */
-export const QUANTIZE_SCALE = 32767
+export const INT8_STEPS = 127
 
-/** The vector as `smallint[]` text ("{…}"): each component times QUANTIZE_SCALE, rounded, clamped to the scale. */
-export const quantizedLiteral = (v: ArrayLike<number>): string => {
-  const parts = new Array<string>(v.length)
+/** The vector's bytes as `int8Literal` stores them (a zero vector stores 128s, the zero direction). */
+export const int8Bytes = (v: ArrayLike<number>): Uint8Array => {
+  let max = 0
+  for (let i = 0; i < v.length; i++) max = Math.max(max, Math.abs(v[i]!))
+  const out = new Uint8Array(v.length)
+  const scale = max > 0 ? INT8_STEPS / max : 0
   for (let i = 0; i < v.length; i++) {
-    const k = Math.round(v[i]! * QUANTIZE_SCALE)
-    parts[i] = String(k > QUANTIZE_SCALE ? QUANTIZE_SCALE : k < -QUANTIZE_SCALE ? -QUANTIZE_SCALE : k | 0)
+    const x = v[i]! * scale
+    // Half away from zero, as PostgreSQL's round(numeric) does in migration 0044.
+    const k = x < 0 ? -Math.round(-x) : Math.round(x)
+    out[i] = 128 + Math.max(-INT8_STEPS, Math.min(INT8_STEPS, k))
   }
-  return `{${parts.join(",")}}`
+  return out
 }
 
-/**
- * The sign bits of the vector as `quantizedLiteral` stores it: a component that rounds to 0 there has bit 0, as
- * migration 0026's backfill computes from the stored `smallint[]`.
- */
-export const quantizedSignBits = (v: ArrayLike<number>): string => {
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"))
+
+/** The stored bytes as hex (no prefix): `decode(…, 'hex')` in SQL. */
+export const int8Hex = (bytes: Uint8Array): string => {
+  let s = ""
+  for (let i = 0; i < bytes.length; i++) s += HEX[bytes[i]!]
+  return s
+}
+
+/** The sign bits of the stored bytes: '1' where the stored component is positive. */
+export const int8SignBits = (bytes: Uint8Array): string => {
   let bits = ""
-  for (let i = 0; i < v.length; i++) bits += Math.round(v[i]! * QUANTIZE_SCALE) > 0 ? "1" : "0"
+  for (let i = 0; i < bytes.length; i++) bits += bytes[i]! > 128 ? "1" : "0"
   return bits
+}
+
+/** The stored bytes read back as a unit vector (the direction the re-rank compares with). */
+export const int8Direction = (bytes: ArrayLike<number>): Array<number> => {
+  let norm = 0
+  for (let i = 0; i < bytes.length; i++) norm += (bytes[i]! - 128) ** 2
+  norm = Math.sqrt(norm)
+  return Array.from(bytes, (b) => (norm === 0 ? 0 : (b - 128) / norm))
 }

@@ -36,6 +36,7 @@ import m0040 from "./migrations/0040_release_parts_in_order.ts"
 import m0041 from "./migrations/0041_shared_message_leaves.ts"
 import m0042 from "./migrations/0042_released_parts_recorded.ts"
 import m0043 from "./migrations/0043_packed_parts.ts"
+import m0044 from "./migrations/0044_search_row_compact.ts"
 import m0045 from "./migrations/0045_packed_parts_sent.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
@@ -75,6 +76,7 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0041_shared_message_leaves": m0041,
   "0042_released_parts_recorded": m0042,
   "0043_packed_parts": m0043,
+  "0044_search_row_compact": m0044,
   "0045_packed_parts_sent": m0045
 }
 

@@ -5,15 +5,18 @@ import type { AccountId } from "#src/domain/Ids"
 import { type TraceSpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
 import { Embedder } from "#layers/search/Embedder"
 import { SpanIndex } from "#layers/search/SpanIndex"
-import { QUANTIZE_SCALE } from "#layers/search/VectorText"
+import { int8Direction } from "#layers/search/VectorText"
 import halfVectors from "#layers/storage/migrations/0036_search_half_vectors"
 import compactFulltext from "#layers/storage/migrations/0037_search_fulltext_compact"
+import compactRow from "#layers/storage/migrations/0044_search_row_compact"
 import { createTestDatabase, type TestDatabase } from "../../support/Database.ts"
 import { uuid } from "../../support/Fixtures.ts"
+import { INT8_COSINE_TOLERANCE } from "../../support/SearchTolerance.ts"
 import { openSearchRuntime, type SearchRuntime } from "../../support/SearchRuntime.ts"
 
 // What the search index stores of an agent trace, and how small: a model call indexed for what is new in it
-// (docs/search.md, "What is embedded"), vectors at 2 bytes a component, full-text vectors without positions.
+// (docs/search.md, "What is embedded"), vectors at 2 bytes a component with pgvector and 1 without, full-text
+// vectors without positions, the embedder as a small id.
 
 const pad = (s: string) => `${s} ${"and then some more ordinary words to make it long enough ".repeat(2)}`
 const SYSTEM = pad("You follow the zanzibar lighthouse protocol for every booking.")
@@ -181,12 +184,16 @@ const storedVectors = async () => {
      WHERE attrelid = 'span_embeddings'::regclass AND attname = 'embedding'`
   )
   const type = column!.type
+  if (type === "bytea") {
+    const rows = await query<{ span_id: string; hex: string }>(
+      "SELECT span_id::text, encode(embedding, 'hex') AS hex FROM span_embeddings ORDER BY span_id"
+    )
+    return { type, vectors: new Map(rows.map((r) => [r.span_id, int8Direction(Buffer.from(r.hex, "hex"))])) }
+  }
   const rows = await query<{ span_id: string; v: Array<number> }>(
-    `SELECT span_id::text, ${type === "smallint[]" ? "embedding::real[]" : "embedding::vector::real[]"} AS v
-     FROM span_embeddings ORDER BY span_id`
+    "SELECT span_id::text, embedding::vector::real[] AS v FROM span_embeddings ORDER BY span_id"
   )
-  const scale = type === "smallint[]" ? QUANTIZE_SCALE : 1
-  return { type, vectors: new Map(rows.map((r) => [r.span_id, r.v.map((x) => Number(x) / scale)])) }
+  return { type, vectors: new Map(rows.map((r) => [r.span_id, r.v.map(Number)])) }
 }
 
 beforeAll(async () => {
@@ -209,13 +216,13 @@ describe("the stored index", () => {
     expect(result.hits[0]!.match).toContain("lexical")
   })
 
-  test("vectors are stored at 2 bytes a component, and the cosine search reports stays that of the embedder's", async () => {
+  test("vectors are stored at 2 bytes a component (pgvector) or 1 (without), and the cosine search reports stays close to the embedder's", async () => {
     const { type, vectors } = await storedVectors()
-    expect(["halfvec", "smallint[]"]).toContain(type)
+    expect(["halfvec", "bytea"]).toContain(type)
     const [size] = await query<{ bytes: number }>(
       "SELECT max(pg_column_size(embedding))::int AS bytes FROM span_embeddings"
     )
-    expect(size!.bytes).toBeLessThan(256 * 2 + 32)
+    expect(size!.bytes).toBeLessThan(type === "bytea" ? 256 + 8 : 256 * 2 + 32)
     const { hits, vector } = await search("ferry departures fare per adult")
     expect(hits.length).toBe(4)
     for (const hit of hits) {
@@ -229,7 +236,7 @@ describe("the stored index", () => {
         exact += vector[i]! * full![i]!
         quantised += vector[i]! * stored[i]!
       }
-      expect(Math.abs(quantised - exact)).toBeLessThan(2e-3)
+      expect(Math.abs(quantised - exact)).toBeLessThan(type === "bytea" ? INT8_COSINE_TOLERANCE : 2e-3)
       expect(Math.abs(hit.similarity - quantised)).toBeLessThan(1e-4)
     }
   })
@@ -242,26 +249,51 @@ describe("the stored index", () => {
     expect(row!.stripped).toBe(true)
   })
 
-  test("migrations 0036 and 0037 convert rows written in the previous layout, and search finds the same", async () => {
+  test("migrations 0036, 0037 and 0044 convert rows written in the previous layouts, and search finds the same", async () => {
     const before = await search("quokka ferries departures")
     const { type, vectors } = await storedVectors()
-    // Back to the previous layout: 4-byte components and full-text vectors with positions.
+    // Back to the first layout: 4-byte components, the embedder's name and dimension on each row, an update time,
+    // full-text vectors with positions.
     await runtime.runPromise(
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        if (type === "smallint[]") {
+        yield* sql`
+          ALTER TABLE span_embeddings ADD COLUMN embedder text, ADD COLUMN dims integer,
+            ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now()`
+        yield* sql`
+          UPDATE span_embeddings e SET embedder = m.name, dims = m.dims FROM search_embedders m WHERE m.id = e.embedder_id`
+        if (type === "bytea") {
           yield* sql.unsafe(`
-            CREATE FUNCTION test_dequantize(v smallint[]) RETURNS real[] LANGUAGE sql IMMUTABLE AS $$
-              SELECT array_agg(x::real / ${QUANTIZE_SCALE} ORDER BY o) FROM unnest(v) WITH ORDINALITY AS u(x, o) $$`)
-          yield* sql`ALTER TABLE span_embeddings ALTER COLUMN embedding TYPE real[] USING test_dequantize(embedding)`
-          yield* sql`DROP FUNCTION test_dequantize(smallint[])`
+            CREATE FUNCTION test_float(v bytea) RETURNS real[] LANGUAGE sql IMMUTABLE AS $$
+              SELECT array_agg(((get_byte(v, i) - 128) / n.norm)::real ORDER BY i)
+              FROM generate_series(0, length(v) - 1) AS i,
+                   (SELECT sqrt(sum((get_byte(v, j) - 128)^2)) AS norm FROM generate_series(0, length(v) - 1) AS j) n $$`)
+          yield* sql`ALTER TABLE span_embeddings ADD COLUMN embedding_old real[]`
+          yield* sql`UPDATE span_embeddings SET embedding_old = test_float(embedding)`
+          yield* sql`DROP FUNCTION test_float(bytea)`
+          yield* sql`ALTER TABLE span_embeddings DROP COLUMN embedding`
+          yield* sql`ALTER TABLE span_embeddings RENAME COLUMN embedding_old TO embedding`
         } else {
           yield* sql`ALTER TABLE span_embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector`
+        }
+        // The id's indexes (and pgvector's partial HNSW index) go with the column.
+        yield* sql`ALTER TABLE span_embeddings DROP COLUMN embedder_id`
+        yield* sql`DROP TABLE search_embedders`
+        yield* sql`
+          ALTER TABLE span_embeddings ALTER COLUMN embedder SET NOT NULL, ALTER COLUMN dims SET NOT NULL,
+            ALTER COLUMN embedding SET NOT NULL`
+        yield* sql`CREATE INDEX span_embeddings_account ON span_embeddings (account_id, embedder)`
+        yield* sql`CREATE INDEX IF NOT EXISTS span_embeddings_started ON span_embeddings (account_id, started_at)`
+        if (type === "bytea") {
+          yield* sql`
+            CREATE INDEX span_embeddings_sign_bits
+            ON span_embeddings (account_id, embedder, dims) INCLUDE (trace_id, span_id, sign_bits)`
         }
         yield* sql`UPDATE span_embeddings SET tsv = to_tsvector('english', 'quokka quokka ferries departures')`
         yield* sql`ALTER INDEX span_embeddings_tsv RESET (gin_pending_list_limit)`
         yield* halfVectors
         yield* compactFulltext
+        yield* compactRow
       }).pipe(Effect.orDie)
     )
     const after = await storedVectors()
@@ -269,8 +301,30 @@ describe("the stored index", () => {
     for (const [id, v] of vectors) {
       const w = after.vectors.get(id)!
       expect(w.length).toBe(v.length)
-      expect(Math.max(...v.map((x, i) => Math.abs(x - w[i]!)))).toBeLessThan(1e-3)
+      // One byte a component: converted twice (to 2 bytes by 0036, to 1 by 0044), within a step of the largest.
+      expect(Math.max(...v.map((x, i) => Math.abs(x - w[i]!)))).toBeLessThan(type === "bytea" ? 1e-2 : 1e-3)
     }
+    const columns = await query<{ name: string }>(
+      "SELECT attname AS name FROM pg_attribute WHERE attrelid = 'span_embeddings'::regclass AND attnum > 0 AND NOT attisdropped"
+    )
+    const names = columns.map((c) => c.name)
+    expect(names).toContain("embedder_id")
+    for (const gone of ["embedder", "dims", "updated_at", "embedding_int8"]) expect(names).not.toContain(gone)
+    const [ids] = await query<{ n: number; missing: number }>(
+      `SELECT (SELECT count(*)::int FROM search_embedders) AS n,
+              (SELECT count(*)::int FROM span_embeddings WHERE embedder_id IS NULL) AS missing`
+    )
+    expect(ids).toEqual({ n: 1, missing: 0 })
+    const indexes = (
+      await query<{ name: string; def: string }>(
+        "SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE tablename = 'span_embeddings'"
+      )
+    ).map((i) => i.name)
+    expect(indexes).not.toContain("span_embeddings_sign_bits")
+    expect(indexes).toContain("span_embeddings_account")
+    // Without pgvector the date filter's index is the covering prefilter index.
+    expect(indexes).toContain(type === "bytea" ? "span_embeddings_prefilter" : "span_embeddings_started")
+    if (type === "bytea") expect(indexes).not.toContain("span_embeddings_started")
     const [row] = await query<{ stripped: boolean; options: Array<string> | null }>(
       `SELECT bool_and(tsv = strip(tsv)) AS stripped,
               (SELECT reloptions FROM pg_class WHERE relname = 'span_embeddings_tsv') AS options
