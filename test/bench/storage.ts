@@ -630,6 +630,21 @@ const purgeRun = async (side: Side) => {
 
 // ---------------------------------------------------------------------------------------------- main
 
+/** A table of each side's growth by table and index, bytes per span, the 14 largest. */
+const growthByTable = (
+  results: ReadonlyArray<{ side: { name: string }; spans: number; byTable: ReadonlyArray<readonly [string, number]> }>
+) =>
+  tableLines(
+    ["layout", "tables (bytes per span)"],
+    results.map((r) => [
+      r.side.name,
+      r.byTable
+        .slice(0, 14)
+        .map(([n, b]) => `${n} ${fmtInt(b / r.spans)}`)
+        .join(", ")
+    ])
+  )
+
 const purgeLines = (p: Awaited<ReturnType<typeof purgeRun>>) => {
   const phase = (name: string, l: { n: number; errors: number; p50: number; p99: number }) => [
     name,
@@ -750,29 +765,11 @@ runBench(async () => {
     "",
     "Growth by table and index (REST workload):",
     "",
-    ...tableLines(
-      ["layout", "tables (bytes per span)"],
-      rest.map((r) => [
-        r.side.name,
-        r.byTable
-          .slice(0, 14)
-          .map(([n, b]) => `${n} ${fmtInt(b / r.spans)}`)
-          .join(", ")
-      ])
-    ),
+    ...growthByTable(rest),
     "",
     "Growth by table and index (OTLP workload):",
     "",
-    ...tableLines(
-      ["layout", "tables (bytes per span)"],
-      otlp.map((r) => [
-        r.side.name,
-        r.byTable
-          .slice(0, 14)
-          .map(([n, b]) => `${n} ${fmtInt(b / r.spans)}`)
-          .join(", ")
-      ])
-    ),
+    ...growthByTable(otlp),
     "",
     "A `spans` row of the REST workload by column (`pg_column_size`, bytes per span):",
     "",
