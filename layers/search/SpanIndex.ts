@@ -7,7 +7,16 @@ import { readSpans, type SpanRow, spanSelect } from "../traces/SpanRecords.ts"
 import { LAYOUT_SELECT, type LayoutRow, withPayloads } from "../traces/SharedParts.ts"
 import { shortHash } from "../platform/Hashes.ts"
 import { type SpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
-import { int8Bytes, int8Hex, int8SignBits, signBits, vectorLiteral, weightedSignMasks } from "./VectorText.ts"
+import {
+  int8Bytes,
+  int8Distance,
+  int8Hex,
+  int8SignBits,
+  reals,
+  signBits,
+  vectorLiteral,
+  weightedSignMasks
+} from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
@@ -546,27 +555,55 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
           )
         )
         return sql`
-            SELECT p.trace_id, p.span_id, ${distance} AS distance
-            FROM (
-              SELECT e.trace_id, e.span_id
-              FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
-              WHERE ${where}
-              ORDER BY ${signDistance} NULLS FIRST
-              LIMIT ${prefilterCut}
-            ) p
+            SELECT e.trace_id, e.span_id
+            FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
+            WHERE ${where}
+            ORDER BY ${signDistance} NULLS FIRST
+            LIMIT ${prefilterCut}`
+      }
+      // Each candidate's vector, read by primary key.
+      const withEmbeddings = (candidates: ReturnType<typeof prefilterCandidates>) => sql`
+            FROM (${candidates}) p
             JOIN LATERAL (
               SELECT e.embedding FROM span_embeddings e WHERE e.trace_id = p.trace_id AND e.span_id = p.span_id LIMIT 1
-            ) e ON true
-            ORDER BY distance
-            LIMIT ${k}`
-      }
-      const vectorCandidates = (exact: boolean) =>
-        prefilter
-          ? prefilterCandidates()
-          : !exact && !filtered
-            ? // Unfiltered HNSW: the index scan alone, its k rows then checked against their traces (a join inside
-              // the ordered scan costs the scan its speed: pgvector stops walking the index in order).
-              sql`
+            ) e ON true`
+      // Without pgvector the prefilter's candidates are re-ranked here rather than in SQL: their one-byte vectors
+      // are read (a few hundred of about 260 bytes) and each cosine taken in a loop, where the SQL expression
+      // unnests the query and reads a byte per component for every row (docs/performance.md, "Search").
+      const rerankHere = prefilter && mode === "exact-fallback" && useVector
+      const queryReals = reals(q)
+      /** The k nearest of the prefilter's candidates, by the distance SQL would compute (`int8Distance`). */
+      const reranked = Effect.map(
+        sql<{ trace_id: string; span_id: string; embedding: Uint8Array }>`
+          SELECT p.trace_id, p.span_id, e.embedding ${withEmbeddings(prefilterCandidates())}`,
+        (rows) =>
+          rows
+            .map((r) => ({ trace_id: r.trace_id, span_id: r.span_id, distance: int8Distance(r.embedding, queryReals) }))
+            .sort(
+              (a, b) =>
+                a.distance - b.distance ||
+                (a.trace_id < b.trace_id ? -1 : a.trace_id > b.trace_id ? 1 : 0) ||
+                (a.span_id < b.span_id ? -1 : a.span_id > b.span_id ? 1 : 0)
+            )
+            .slice(0, k)
+      )
+      type Ranked = ReadonlyArray<{ readonly trace_id: string; readonly span_id: string; readonly distance: number }>
+      const vectorCandidates = (exact: boolean, ranked: Ranked | undefined) =>
+        ranked !== undefined
+          ? sql`
+              SELECT * FROM unnest(${uuidArray(ranked.map((r) => r.trace_id))}::uuid[],
+                                   ${uuidArray(ranked.map((r) => r.span_id))}::uuid[],
+                                   ${`{${ranked.map((r) => String(r.distance)).join(",")}}`}::float8[])
+                AS v0(trace_id, span_id, distance)`
+          : prefilter
+            ? sql`
+              SELECT p.trace_id, p.span_id, ${distance} AS distance ${withEmbeddings(prefilterCandidates())}
+              ORDER BY distance
+              LIMIT ${k}`
+            : !exact && !filtered
+              ? // Unfiltered HNSW: the index scan alone, its k rows then checked against their traces (a join inside
+                // the ordered scan costs the scan its speed: pgvector stops walking the index in order).
+                sql`
               SELECT a.trace_id, a.span_id, a.distance
               FROM (
                 SELECT e.trace_id, e.span_id, ${distance} AS distance
@@ -581,7 +618,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               WHERE t.account_id = ${input.accountId} AND t.deleted_at IS NULL
               ORDER BY a.distance
               LIMIT ${k}`
-            : sql`
+              : sql`
               SELECT e.trace_id, e.span_id, ${distance} AS distance
               FROM span_embeddings e JOIN traces t ON t.id = e.trace_id
               WHERE ${where}
@@ -591,7 +628,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       // Row lookups by primary key (LATERAL … LIMIT 1): the planner must not hash-join a few hundred candidates
       // against every span of the table. The lexical leg: the query's lexemes (stop words dropped, stemmed), each
       // weighted by its BM25 inverse document frequency among the account's spans under this embedder.
-      const run = (exact: boolean) =>
+      const run = (exact: boolean, ranked: Ranked | undefined) =>
         sql<
           SpanRow & {
             trace_id: string
@@ -602,11 +639,12 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
             candidates: number
           }
         >`
-            WITH v0 AS MATERIALIZED (${useVector ? vectorCandidates(exact) : sql`SELECT NULL::uuid AS trace_id, NULL::uuid AS span_id, NULL::float8 AS distance WHERE false`}
+            WITH v0 AS MATERIALIZED (${useVector ? vectorCandidates(exact, ranked) : sql`SELECT NULL::uuid AS trace_id, NULL::uuid AS span_id, NULL::float8 AS distance WHERE false`}
             ), v AS (
               -- Ranked by the distance to 6 decimals: pgvector (float4) and the exact fallback (float8) differ in
               -- the last digits, and near-twin spans must rank alike on both.
-              SELECT trace_id, span_id, row_number() OVER (ORDER BY round(distance::numeric, 6), trace_id, span_id) AS rank FROM v0
+              SELECT trace_id, span_id, distance,
+                     row_number() OVER (ORDER BY round(distance::numeric, 6), trace_id, span_id) AS rank FROM v0
             ), terms AS MATERIALIZED (
               SELECT DISTINCT lexeme, format('%L', lexeme)::tsquery AS q
               FROM unnest(tsvector_to_array(to_tsvector('english', ${useLexical ? queryText : ""}))) AS lexeme
@@ -658,14 +696,15 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               SELECT trace_id, span_id,
                      row_number() OVER (ORDER BY round(relevance::numeric, 6) DESC, trace_id, span_id) AS rank FROM l0
             ), c AS (
-              SELECT trace_id, span_id, min(vrank) AS vrank, min(lrank) AS lrank
+              SELECT trace_id, span_id, min(vrank) AS vrank, min(lrank) AS lrank, min(distance) AS distance
               FROM (
-                SELECT trace_id, span_id, rank AS vrank, NULL::bigint AS lrank FROM v
-                UNION ALL SELECT trace_id, span_id, NULL::bigint, rank FROM l
+                SELECT trace_id, span_id, rank AS vrank, NULL::bigint AS lrank, distance FROM v
+                UNION ALL SELECT trace_id, span_id, NULL::bigint, rank, NULL::float8 FROM l
               ) x
               GROUP BY trace_id, span_id
             ), ranked AS (
-              SELECT s.trace_id, ${sql.literal(spanSelect())}, ${distance} AS distance, c.vrank, c.lrank,
+              -- The vector leg's rows have their distance; the others' is computed (the fusion's tie-break).
+              SELECT s.trace_id, ${sql.literal(spanSelect())}, COALESCE(c.distance, ${distance}) AS distance, c.vrank, c.lrank,
                      COALESCE(1.0 / (${RRF_K} + c.vrank), 0) + COALESCE(1.0 / (${RRF_K} + c.lrank), 0) AS score
               FROM c
               JOIN LATERAL (
@@ -711,7 +750,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
                 `SELECT ${settings.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(", ")}`
               )
             }
-            return yield* run(exact)
+            return yield* run(exact, rerankHere ? yield* reranked : undefined)
           })
         )
 

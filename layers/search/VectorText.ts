@@ -161,3 +161,26 @@ export const int8Direction = (bytes: ArrayLike<number>): Array<number> => {
   norm = Math.sqrt(norm)
   return Array.from(bytes, (b) => (norm === 0 ? 0 : (b - 128) / norm))
 }
+
+/**
+ * The distance the re-rank orders by without pgvector: 1 − the cosine between `query` and the stored direction, as
+ * the SQL over `get_byte(…) - 128` computes it (the dot product over the stored vector's norm, in double precision,
+ * component by component in order; 0 cosine for a zero vector). `query` holds the components as the statement's
+ * `real[]` has them (`reals`).
+ */
+export const int8Distance = (bytes: ArrayLike<number>, query: ArrayLike<number>): number => {
+  let dot = 0
+  let norm = 0
+  for (let i = 0; i < query.length; i++) {
+    const b = (bytes[i] ?? 128) - 128
+    dot += b * query[i]!
+    norm += b * b
+  }
+  return norm === 0 ? 1 : 1 - dot / Math.sqrt(norm)
+}
+
+/** The components of an SQL array literal (`vectorLiteral`) as PostgreSQL's `real[]` holds them (single precision). */
+export const reals = (literal: string): Float32Array => {
+  const body = literal.slice(1, -1)
+  return Float32Array.from(body === "" ? [] : body.split(","), Number)
+}

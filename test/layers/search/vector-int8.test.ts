@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { int8Bytes, int8Direction, int8Hex, int8SignBits } from "#layers/search/VectorText"
+import { int8Bytes, int8Direction, int8Distance, int8Hex, int8SignBits, reals } from "#layers/search/VectorText"
 import { INT8_COSINE_TOLERANCE } from "../../support/SearchTolerance.ts"
 
 // Vectors at one byte a component (PostgreSQL without pgvector, migration 0044): the cosine with the stored
@@ -33,6 +33,18 @@ describe("one byte a component", () => {
       }),
       { numRuns: 500 }
     )
+  })
+
+  test("the re-rank's distance is 1 − the cosine with the stored direction (1 for a zero vector)", () => {
+    fc.assert(
+      fc.property(vector, vector, (v, q) => {
+        const bytes = int8Bytes(v)
+        const expected = v.every((x) => x === 0) ? 1 : 1 - dot(q, int8Direction(bytes))
+        expect(Math.abs(int8Distance(bytes, q) - expected)).toBeLessThan(1e-12)
+      }),
+      { numRuns: 300 }
+    )
+    expect([...reals("{0.5,-0.1,0}")]).toEqual([0.5, Math.fround(-0.1), 0])
   })
 
   test("bytes are 128 plus −127…127, the largest magnitude at ±127, a zero vector all 128", () => {
