@@ -571,22 +571,27 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
       // are read (a few hundred of about 260 bytes) and each cosine taken in a loop, where the SQL expression
       // unnests the query and reads a byte per component for every row (docs/performance.md, "Search").
       const rerankHere = prefilter && mode === "exact-fallback" && useVector
-      const queryReals = reals(q)
-      /** The k nearest of the prefilter's candidates, by the distance SQL would compute (`int8Distance`). */
-      const reranked = Effect.map(
-        sql<{ trace_id: string; span_id: string; embedding: Uint8Array }>`
-          SELECT p.trace_id, p.span_id, e.embedding ${withEmbeddings(prefilterCandidates())}`,
-        (rows) =>
-          rows
-            .map((r) => ({ trace_id: r.trace_id, span_id: r.span_id, distance: int8Distance(r.embedding, queryReals) }))
-            .sort(
-              (a, b) =>
-                a.distance - b.distance ||
-                (a.trace_id < b.trace_id ? -1 : a.trace_id > b.trace_id ? 1 : 0) ||
-                (a.span_id < b.span_id ? -1 : a.span_id > b.span_id ? 1 : 0)
-            )
-            .slice(0, k)
-      )
+      /**
+       * The k nearest of the prefilter's candidates, by the distance SQL would compute (`int8Distance`). Built only
+       * when asked for, as the prefilter's statement is.
+       */
+      const reranked = () =>
+        Effect.map(
+          sql<{ trace_id: string; span_id: string; embedding: Uint8Array }>`
+            SELECT p.trace_id, p.span_id, e.embedding ${withEmbeddings(prefilterCandidates())}`,
+          (rows) => {
+            const query = reals(q)
+            return rows
+              .map((r) => ({ trace_id: r.trace_id, span_id: r.span_id, distance: int8Distance(r.embedding, query) }))
+              .sort(
+                (a, b) =>
+                  a.distance - b.distance ||
+                  (a.trace_id < b.trace_id ? -1 : a.trace_id > b.trace_id ? 1 : 0) ||
+                  (a.span_id < b.span_id ? -1 : a.span_id > b.span_id ? 1 : 0)
+              )
+              .slice(0, k)
+          }
+        )
       type Ranked = ReadonlyArray<{ readonly trace_id: string; readonly span_id: string; readonly distance: number }>
       const vectorCandidates = (exact: boolean, ranked: Ranked | undefined) =>
         ranked !== undefined
@@ -750,7 +755,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
                 `SELECT ${settings.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(", ")}`
               )
             }
-            return yield* run(exact, rerankHere ? yield* reranked : undefined)
+            return yield* run(exact, rerankHere ? yield* reranked() : undefined)
           })
         )
 

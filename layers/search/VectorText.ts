@@ -123,7 +123,7 @@ export const weightedSignMasks = (v: ArrayLike<number>) => {
  */
 export const INT8_STEPS = 127
 
-/** The vector's bytes as `int8Literal` stores them (a zero vector stores 128s, the zero direction). */
+/** The vector's bytes as the column stores them (a zero vector stores 128s, the zero direction). */
 export const int8Bytes = (v: ArrayLike<number>): Uint8Array => {
   let max = 0
   for (let i = 0; i < v.length; i++) max = Math.max(max, Math.abs(v[i]!))
@@ -152,14 +152,6 @@ export const int8SignBits = (bytes: Uint8Array): string => {
   let bits = ""
   for (let i = 0; i < bytes.length; i++) bits += bytes[i]! > 128 ? "1" : "0"
   return bits
-}
-
-/** The stored bytes read back as a unit vector (the direction the re-rank compares with). */
-export const int8Direction = (bytes: ArrayLike<number>): Array<number> => {
-  let norm = 0
-  for (let i = 0; i < bytes.length; i++) norm += (bytes[i]! - 128) ** 2
-  norm = Math.sqrt(norm)
-  return Array.from(bytes, (b) => (norm === 0 ? 0 : (b - 128) / norm))
 }
 
 /**

@@ -94,23 +94,21 @@ export const sweepSharedContent = Effect.gen(function* () {
   }
 }).pipe(Effect.withSpan("Retention.sweepSharedContent"))
 
-/** Converts spans stored before shared content, TAPEDECK_CONTENT_CONVERSION_BATCH at a time, until none are left. */
-export const convertStoredSpans = Effect.gen(function* () {
-  const content = yield* SharedContent
-  const config = yield* AppConfig
-  let batches = 0
-  while (yield* content.convertBatch(config.contentConversionBatch)) batches++
-  return batches
-}).pipe(Effect.withSpan("Retention.convertStoredSpans"))
+/** Runs `batch` TAPEDECK_CONTENT_CONVERSION_BATCH rows at a time until it says none are left; the batches it ran. */
+const batchesUntilDone = (name: string, batch: (content: SharedContent, size: number) => Effect.Effect<boolean>) =>
+  Effect.gen(function* () {
+    const content = yield* SharedContent
+    const config = yield* AppConfig
+    let batches = 0
+    while (yield* batch(content, config.contentConversionBatch)) batches++
+    return batches
+  }).pipe(Effect.withSpan(name))
 
-/** Compresses parts stored plain (0045_packed_parts_sent), TAPEDECK_CONTENT_CONVERSION_BATCH at a time, until none are left. */
-export const packStoredParts = Effect.gen(function* () {
-  const content = yield* SharedContent
-  const config = yield* AppConfig
-  let batches = 0
-  while (yield* content.packBatch(config.contentConversionBatch)) batches++
-  return batches
-}).pipe(Effect.withSpan("Retention.packStoredParts"))
+/** Converts spans stored before shared content, until none are left. */
+export const convertStoredSpans = batchesUntilDone("Retention.convertStoredSpans", (c, n) => c.convertBatch(n))
+
+/** Compresses parts stored plain (0045_packed_parts_sent), until none are left. */
+export const packStoredParts = batchesUntilDone("Retention.packStoredParts", (c, n) => c.packBatch(n))
 
 const logged = <A, E, R>(name: string, effect: Effect.Effect<A, E, R>) =>
   effect.pipe(Effect.catchAllCause((cause) => Effect.logWarning(`${name} failed`, cause)))

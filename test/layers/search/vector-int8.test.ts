@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { int8Bytes, int8Direction, int8Distance, int8Hex, int8SignBits, reals } from "#layers/search/VectorText"
+import { int8Bytes, int8Distance, int8Hex, int8SignBits, reals } from "#layers/search/VectorText"
+import { int8Direction } from "../../support/Int8Vectors.ts"
 import { INT8_COSINE_TOLERANCE } from "../../support/SearchTolerance.ts"
 
 // Vectors at one byte a component (PostgreSQL without pgvector, migration 0044): the cosine with the stored
