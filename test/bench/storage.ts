@@ -230,19 +230,24 @@ const databaseBytes = async (db: pg.Client) => {
 }
 
 /**
- * What a `spans` row of the side's REST traces holds, by column: `pg_column_size` summed over the rows (the value as
- * stored, compressed or not; NULLs take no bytes beyond the row's null bitmap), and each whole row.
+ * What a row of `table` (`spans`, or the search index's `span_embeddings`) holds for the side's REST traces, by
+ * column: `pg_column_size` summed over the rows (the value as stored, compressed or not; NULLs take no bytes beyond
+ * the row's null bitmap), and each whole row, per span of those traces.
  */
-const spanColumnBytes = async (side: Side, otlp = false) => {
+const columnBytes = async (side: Side, table: "spans" | "span_embeddings", otlp = false) => {
   const columns = (
     await side.db.query<{ name: string }>(
-      "SELECT column_name AS name FROM information_schema.columns WHERE table_name = 'spans' AND table_schema = 'public' ORDER BY ordinal_position"
+      "SELECT column_name AS name FROM information_schema.columns WHERE table_name = $1 AND table_schema = 'public' ORDER BY ordinal_position",
+      [table]
     )
   ).rows.map((r) => r.name)
   const sums = columns.map((c) => `COALESCE(sum(pg_column_size(s.${c})), 0)::float8 AS "${c}"`).join(", ")
+  const traces = otlp
+    ? "trace_id IN (SELECT id FROM traces WHERE metadata ? 'otel' AND $1::uuid[] IS NOT NULL)"
+    : "trace_id = ANY($1::uuid[])"
   const row = (
     await side.db.query<Record<string, number>>(
-      `SELECT count(*)::float8 AS "(spans)", sum(pg_column_size(s.*))::float8 AS "(row)", ${sums} FROM spans s WHERE ${otlp ? "s.trace_id IN (SELECT id FROM traces WHERE metadata ? 'otel' AND $1::uuid[] IS NOT NULL)" : "s.trace_id = ANY($1::uuid[])"}`,
+      `SELECT (SELECT count(*)::float8 FROM spans WHERE ${traces}) AS "(spans)", sum(pg_column_size(s.*))::float8 AS "(row)", ${sums} FROM ${table} s WHERE s.${traces}`,
       [side.traceIds]
     )
   ).rows[0]!
@@ -714,9 +719,10 @@ runBench(async () => {
     ingest(sides, (run) => restBody(run), RUNS, "/api/v1/traces", 2 * STEPS + 1)
   )
   const details = await detailP50(sides)
-  const columns = await Promise.all(sides.map((s) => spanColumnBytes(s)))
+  const columns = await Promise.all(sides.map((s) => columnBytes(s, "spans")))
+  const searchColumns = await Promise.all(sides.map((s) => columnBytes(s, "span_embeddings")))
   const otlp = await workload("OTLP", sides, () => ingest(sides, otlpBody, OTLP_RUNS, "/v1/traces", 2 * STEPS + 1))
-  const otlpColumns = await Promise.all(sides.map((s) => spanColumnBytes(s, true)))
+  const otlpColumns = await Promise.all(sides.map((s) => columnBytes(s, "spans", true)))
   const lines = [
     `# Storage: ${RUNS} REST runs and ${OTLP_RUNS} OTLP runs of a ${STEPS}-step agent`,
     "",
@@ -776,6 +782,13 @@ runBench(async () => {
     ...tableLines(
       ["layout", "columns (bytes per span)"],
       rest.map((r, i) => [r.side.name, columns[i]!.map(([n, b]) => `${n} ${b.toFixed(0)}`).join(", ")])
+    ),
+    "",
+    "A `span_embeddings` row (the search index) of the REST workload by column (`pg_column_size`, bytes per span):",
+    "",
+    ...tableLines(
+      ["layout", "columns (bytes per span)"],
+      rest.map((r, i) => [r.side.name, searchColumns[i]!.map(([n, b]) => `${n} ${b.toFixed(0)}`).join(", ")])
     ),
     "",
     "A `spans` row of the OTLP workload (warm-up runs included) by column (`pg_column_size`, bytes per span):",
