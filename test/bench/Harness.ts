@@ -339,7 +339,11 @@ export const runBench = async (main: () => Promise<void>, options: { readonly qu
 
 // ---------------------------------------------------------------------------------------------- database
 
-/** A new database `prefix` + 12 random hex digits on ADMIN_URL's server, dropped WITH FORCE at cleanup (registered before the CREATE, so even a half-done one goes). */
+/**
+ * A new database `prefix` + 12 random hex digits on ADMIN_URL's server, dropped WITH FORCE at cleanup (registered
+ * before the CREATE, so even a half-done one goes), unless BENCH_KEEP_DATABASES is set: then it is kept (and named in
+ * the log) for inspection afterwards.
+ */
 export const freshDatabase = async (prefix = "tapedeck_bench_") => {
   const admin = new pg.Client({ connectionString: ADMIN_URL })
   await admin.connect()
@@ -350,6 +354,7 @@ export const freshDatabase = async (prefix = "tapedeck_bench_") => {
   ).rows[0]
   const database = `${prefix}${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`
   onCleanup(async () => {
+    if (process.env.BENCH_KEEP_DATABASES) return log(`kept database ${database}`)
     const client = new pg.Client({ connectionString: ADMIN_URL })
     await client.connect()
     try {
