@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Option, PubSub } from "effect"
 import type { AccountId } from "#src/domain/Ids"
-import { groupEventCount, MAX_EVENTS_PER_ROW, type StreamGroup } from "#src/domain/StreamEvent"
+import { groupEventCount, MAX_EVENTS_PER_ROW, type StreamGroup, storedGroup } from "#src/domain/StreamEvent"
 
 /** The NOTIFY channel of the live span stream; payloads are `account id:row id,row id…` (never data). */
 export const STREAM_CHANNEL = "tapedeck_stream"
@@ -23,6 +23,10 @@ export const parseNotice = (payload: string): StreamNotice | undefined => {
     .filter((n) => Number.isSafeInteger(n) && n > 0)
   return rowIds.length === 0 ? undefined : { accountId: payload.slice(0, colon), rowIds }
 }
+
+/** The rows of a write as `inStatement` inserts them: each group in its stored form (`storedGroup`). */
+const storedRows = (groups: ReadonlyArray<StreamGroup>) =>
+  JSON.stringify(packRows(groups).map((row) => ({ groups: row.groups.map(storedGroup), events: row.events })))
 
 /** Splits a write's groups into rows of at most MAX_EVENTS_PER_ROW events (a huge group is split too). */
 export const packRows = (groups: ReadonlyArray<StreamGroup>) => {
@@ -89,7 +93,7 @@ export class StreamEvents extends Effect.Service<StreamEvents>()("tapedeck/Strea
       sql`, stream_rows AS (
           INSERT INTO stream_events (account_id, groups, events)
           SELECT ${accountId}::uuid, e.value->'groups', (e.value->>'events')::int
-          FROM ${sql.literal(gate)}, jsonb_array_elements(${JSON.stringify(packRows(groups))}::jsonb) WITH ORDINALITY AS e(value, ord)
+          FROM ${sql.literal(gate)}, jsonb_array_elements(${storedRows(groups)}::jsonb) WITH ORDINALITY AS e(value, ord)
           ORDER BY e.ord
           RETURNING id
         ), stream_notice AS (

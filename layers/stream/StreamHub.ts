@@ -3,7 +3,14 @@ import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Option, PubSub, Queue, Schedule, Stream } from "effect"
 import type { AccountId } from "#src/domain/Ids"
-import { EVENT_ID_STRIDE, spanCode, type StreamFilters, type StreamGroup } from "#src/domain/StreamEvent"
+import {
+  EVENT_ID_STRIDE,
+  readStoredGroup,
+  type StoredStreamGroup,
+  spanCode,
+  type StreamFilters,
+  type StreamGroup
+} from "#src/domain/StreamEvent"
 import { AppConfig } from "../config/AppConfig.ts"
 import { SPAN_PARTS_SELECT, spanJsonRow, type SpanPartsRow } from "../traces/SpanRecords.ts"
 import { withPayloads } from "../traces/SharedParts.ts"
@@ -47,6 +54,12 @@ interface EventRow {
   readonly account_id: string
   readonly groups: ReadonlyArray<StreamGroup>
 }
+
+/** A row as read from `stream_events`: its groups in the stored form. */
+type StoredEventRow = Omit<EventRow, "groups"> & { readonly groups: ReadonlyArray<StoredStreamGroup> }
+
+const eventRows = (rows: ReadonlyArray<StoredEventRow>) =>
+  rows.map((r): EventRow => ({ ...r, groups: r.groups.map(readStoredGroup) }))
 
 interface TraceFacts {
   readonly accountId: string
@@ -206,8 +219,10 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
         const ids: Array<number> = []
         for (const n of notices) if ((subscribers.get(n.accountId)?.size ?? 0) > 0) ids.push(...n.rowIds)
         if (ids.length === 0) return
-        const rows = yield* sql<EventRow>`
+        const rows = eventRows(
+          yield* sql<StoredEventRow>`
           SELECT id::float8 AS id, account_id, groups FROM stream_events WHERE id = ANY(${`{${ids.join(",")}}`}::bigint[])`
+        )
         // Commit order (the order of the notices), not id order: ids are taken before commit.
         const byId = new Map(rows.map((r) => [r.id, r]))
         const ordered = ids.flatMap((id) => byId.get(id) ?? [])
@@ -341,12 +356,12 @@ export class StreamHub extends Effect.Service<StreamHub>()("tapedeck/StreamHub",
         subscriber.pending = subscriber.pending ?? []
         subscriber.filters = filters
         const lastRow = Math.floor(lastEventId / EVENT_ID_STRIDE)
-        const rows = [
-          ...(yield* sql<EventRow>`
+        const rows = eventRows(
+          yield* sql<StoredEventRow>`
           SELECT id::float8 AS id, account_id, groups FROM stream_events
           WHERE account_id = ${subscriber.accountId} AND id >= ${lastRow}
-          ORDER BY id DESC LIMIT ${config.streamReplayMax}`)
-        ].reverse()
+          ORDER BY id DESC LIMIT ${config.streamReplayMax}`
+        ).reverse()
         const oldest = yield* sql<{ id: number | null }>`SELECT min(id)::float8 AS id FROM stream_events`
         const loaded = yield* load(rows, (_, traceId, facts) => traceLevelMatch(filters, traceId, facts))
         const after = loaded.filter((e) => e.id > lastEventId && matches(filters, e))

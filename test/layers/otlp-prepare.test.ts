@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { ConfigProvider, Effect, Either, FastCheck as fc, Layer, Option } from "effect"
 import { gzipSync } from "node:zlib"
-import { AppConfig } from "#layers/config/AppConfig"
+import type { AppConfig } from "#layers/config/AppConfig"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
 import { OtlpIngest } from "#layers/ingest/OtlpIngest"
 import { decodeJsonBody, decodeProtobufBody, prepareExport } from "#layers/ingest/OtlpPrepare"
@@ -18,6 +18,7 @@ import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
 import { exportBody, hex, otlpSpan, protobufBody, relabelIds } from "../support/Otlp.ts"
 import { startTestStorage, type TestStorage } from "../support/TestStorage.ts"
+import { readStoredGroup, type StoredStreamGroup } from "#src/domain/StreamEvent"
 
 // Large protobuf exports are prepared on another thread as if every trace in them were new (OtlpPrepare,
 // OtlpPreparer), and written as prepared when they all are (OtlpIngest.ingestPrepared); otherwise, or where COPY is not
@@ -120,9 +121,11 @@ const storedOf = (otelTraceIds: ReadonlyArray<string>) =>
       SELECT kind, payload FROM jobs
       WHERE payload->>'traceId' = ANY(${ids}) OR payload->'traceIds' ?| ${ids}::text[]
       ORDER BY created_at, kind, array_position(${ids}::text[], payload->>'traceId')`
-    const events = yield* sql`
+    const stored = yield* sql<{ groups: ReadonlyArray<StoredStreamGroup>; events: number }>`
       SELECT groups, events FROM stream_events
       WHERE EXISTS (SELECT 1 FROM jsonb_array_elements(groups) g WHERE g->>'t' = ANY(${ids}::text[])) ORDER BY id`
+    // The span ids inside a stored group are packed: read them back so they are relabelled like the others.
+    const events = stored.map((e) => ({ ...e, groups: e.groups.map(readStoredGroup) }))
     return relabelIds({ traces, spans, jobs, events }, otelTraceIds)
   })
 
