@@ -3,8 +3,8 @@ import { Effect } from "effect"
 import { packPart } from "../traces/PartPacking.ts"
 import { uuidArray } from "./SqlArrays.ts"
 
-/** The spans' references to shared parts (0030_shared_span_content). */
-const REFS = `(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}'))`
+/** The spans' references to shared parts (0030_shared_span_content), decoded (0047_refs_delta_text). */
+const REFS = `(COALESCE(tapedeck_refs(s.input_refs), '{}') || COALESCE(tapedeck_refs(s.output_refs), '{}'))`
 const HAS_REFS = `(s.input_refs IS NOT NULL OR s.output_refs IS NOT NULL)`
 /** The account's latest spans whose parts a release leaves unmarked. */
 const RECENT_SPANS = 500
@@ -99,7 +99,7 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
               ORDER BY s.started_at DESC
               LIMIT ${RECENT_SPANS}
             ) s
-            CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+            CROSS JOIN LATERAL unnest(${sql.literal(REFS)}) AS r(id)
           ), doomed AS (
             SELECT c.id FROM span_contents c
             WHERE c.id IN (SELECT part_id FROM queued)
