@@ -96,6 +96,18 @@ test("0047 converts every span's references in batches, and reads, writes and re
                 ARRAY[NULL, NULL]::text[],
                 ARRAY[encode(sha256(convert_to('4611686018427387000', 'UTF8')), 'hex'), encode(sha256(convert_to('7', 'UTF8')), 'hex')])`
       const [split] = yield* sql<{ refs: string }>`SELECT input_refs AS refs FROM spans WHERE id = ${written}::uuid`
+      // A writer of the version before sends the references as arrays (cast to text on assignment): stored coded.
+      const old = "00000000-0000-4000-8000-0000000000ca"
+      yield* sql`
+        INSERT INTO spans (trace_id, account_id, id, span_type, name, started_at, input_skel, input_refs, output_skel, output_refs)
+        SELECT ${TRACE}::uuid, ${ACCOUNT}::uuid, ${old}::uuid, 'llm_call', 'old', now(), x.input_skel, x.input_refs,
+               x.output_skel, x.output_refs
+        FROM json_to_recordset(${JSON.stringify([{ input_skel: "[\u0001,\u0001]", input_refs: [9, 7], output_skel: "\u0001", output_refs: [100000] }])}::json)
+          AS x(input_skel text, input_refs bigint[], output_skel text, output_refs bigint[])`
+      const [sentOld] = yield* sql<{ input_refs: string; output_refs: string }>`
+        SELECT input_refs, output_refs FROM spans WHERE id = ${old}::uuid`
+      yield* sql`DELETE FROM spans WHERE id = ${old}::uuid`
+      yield* sql`UPDATE span_contents SET orphaned_at = NULL`
 
       // An upsert that rewrites a span's references releases those it no longer holds (the rewrite trigger).
       yield* sql`UPDATE spans SET output_skel = NULL, output_refs = NULL WHERE trace_id = ${TRACE}::uuid AND id = md5('span10')::uuid`
@@ -115,7 +127,7 @@ test("0047 converts every span's references in batches, and reads, writes and re
       yield* sql`DELETE FROM spans WHERE trace_id = ${TRACE}::uuid AND id = ${written}::uuid`
       const marked = yield* sql<{ id: string }>`
         SELECT id::text AS id FROM span_contents WHERE orphaned_at IS NOT NULL ORDER BY id`
-      return { before, types, after, again, triggers, read, split, rewritten, deferred, marked }
+      return { before, types, after, again, triggers, read, split, sentOld, rewritten, deferred, marked }
     })
   )
   expect(result.types).toEqual([
@@ -157,6 +169,7 @@ test("0047 converts every span's references in batches, and reads, writes and re
   expect([...read.values()].filter((r) => r.input === '"small"').length).toBe(1)
 
   expect(decodeRefs(result.split!.refs)).toEqual([PART_IDS[4]!, PART_IDS[0]!])
+  expect(result.sentOld).toEqual({ input_refs: "9,-2", output_refs: "100000" })
   // Span 10 keeps its input's parts (7, 100000, 8) and drops its output's.
   expect(refsOf(10)).toEqual([PART_IDS[0]!, PART_IDS[3]!, PART_IDS[1]!])
   expect(result.rewritten.map((r) => r.id)).toEqual([PART_IDS[4]!])

@@ -18,6 +18,10 @@ import { Effect } from "effect"
  * dropped at the end and the new ones take their names. The split trigger names the columns in its condition
  * (0034_share_trigger_when) and the rewrite trigger would run for every batch: both are dropped first and created
  * again at the end. The functions replaced are otherwise those of 0030 (split), 0040 (rewrite) and 0042 (delete).
+ *
+ * A writer of the version before (an instance not yet replaced) sends the references as a bigint[], which PostgreSQL
+ * casts to text on assignment ("{7,8}"): the split trigger also takes such rows (a reference list starting with "{")
+ * and stores them coded, so no row holds a list `tapedeck_refs` cannot read.
  */
 const BATCH = 5000
 const SHARE_BYTES = 1024
@@ -44,8 +48,11 @@ const shareColumn = (column: "input" | "output") => `
       END IF;
 `
 
-/** 0034_share_trigger_when's condition: the rows the split trigger changes. */
-const changes = (c: "input" | "output") => `(NEW.${c} IS NULL AND NEW.${c}_parts IS NOT NULL)
+/** A reference list sent as a bigint[] by a writer of the version before (cast to text on assignment). */
+const arrayRefs = (c: "input" | "output") => `left(NEW.${c}_refs, 1) = '{'`
+
+/** 0034_share_trigger_when's condition (the rows the split trigger changes), and reference lists sent as arrays. */
+const changes = (c: "input" | "output") => `${arrayRefs(c)} OR (NEW.${c} IS NULL AND NEW.${c}_parts IS NOT NULL)
   OR (NEW.${c} IS NOT NULL AND (NEW.${c}_skel IS NOT NULL OR NEW.${c}_refs IS NOT NULL OR NEW.${c}_parts IS NOT NULL
     OR NEW.${c}_hashes IS NOT NULL OR octet_length(NEW.${c}::text) >= ${SHARE_BYTES}))`
 
@@ -119,6 +126,8 @@ export default Effect.gen(function* () {
       skel text;
       parts text[];
     BEGIN
+      IF ${arrayRefs("input")} THEN NEW.input_refs := tapedeck_refs_text(NEW.input_refs::bigint[]); END IF;
+      IF ${arrayRefs("output")} THEN NEW.output_refs := tapedeck_refs_text(NEW.output_refs::bigint[]); END IF;
 ${shareColumn("input")}${shareColumn("output")}
       RETURN NEW;
     END $$`)
