@@ -80,7 +80,7 @@ try {
       IF current_setting('tapedeck.release_parts', true) = 'deferred' THEN
         INSERT INTO span_contents_released (account_id, part_id)
         SELECT DISTINCT g.account_id, r.id FROM gone g
-        CROSS JOIN LATERAL unnest(COALESCE(tapedeck_refs(g.input_refs), '{}') || COALESCE(tapedeck_refs(g.output_refs), '{}')) AS r(id)
+        CROSS JOIN LATERAL tapedeck_span_refs(g.input_refs, g.output_refs) AS r(id)
         WHERE g.input_refs IS NOT NULL OR g.output_refs IS NOT NULL;
         RETURN NULL;
       END IF;
@@ -102,7 +102,7 @@ try {
     ), gone AS (DELETE FROM traces WHERE id IN (SELECT id FROM doomed) RETURNING 1)
     SELECT (SELECT count(*) FROM gone)::int AS traces, (SELECT count(*) FROM gone_spans)::int AS spans,
            (SELECT string_agg(DISTINCT r.id::text, ',') FROM gone_spans s
-            CROSS JOIN LATERAL unnest(COALESCE(tapedeck_refs(s.input_refs), '{}') || COALESCE(tapedeck_refs(s.output_refs), '{}')) AS r(id)) AS parts`
+            CROSS JOIN LATERAL tapedeck_span_refs(s.input_refs, s.output_refs) AS r(id)) AS parts`
   const releaseRecorded = `
     WITH head AS MATERIALIZED (
       SELECT account_id FROM span_contents_released ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
@@ -113,7 +113,7 @@ try {
       SELECT r.id FROM (
         SELECT s.input_refs, s.output_refs FROM spans s WHERE s.account_id = (SELECT account_id FROM head)
         ORDER BY s.started_at DESC LIMIT 500
-      ) s CROSS JOIN LATERAL unnest(COALESCE(tapedeck_refs(s.input_refs), '{}') || COALESCE(tapedeck_refs(s.output_refs), '{}')) AS r(id)
+      ) s CROSS JOIN LATERAL tapedeck_span_refs(s.input_refs, s.output_refs) AS r(id)
     ), doomed AS (
       SELECT c.id FROM span_contents c
       WHERE c.id IN (SELECT part_id FROM queued) AND c.account_id = (SELECT account_id FROM head)
@@ -127,7 +127,7 @@ try {
       SELECT s.input_refs, s.output_refs FROM spans s WHERE s.account_id = $1::uuid ORDER BY s.started_at DESC LIMIT 500
     ), live AS (
       SELECT r.id FROM recent s
-      CROSS JOIN LATERAL unnest(COALESCE(tapedeck_refs(s.input_refs), '{}') || COALESCE(tapedeck_refs(s.output_refs), '{}')) AS r(id)
+      CROSS JOIN LATERAL tapedeck_span_refs(s.input_refs, s.output_refs) AS r(id)
     ), doomed AS (
       SELECT c.id FROM span_contents c
       WHERE c.id = ANY($2::bigint[]) AND c.account_id = $1::uuid AND c.orphaned_at IS NULL

@@ -62,8 +62,15 @@ test("tapedeck_refs and tapedeck_refs_text agree with the TypeScript coding", as
       const rows = await storage.run(
         Effect.gen(function* () {
           const sql = yield* SqlClient.SqlClient
-          return yield* sql<{ i: number; decoded: ReadonlyArray<string>; encoded: string; again: string }>`
+          return yield* sql<{
+            i: number
+            decoded: ReadonlyArray<string>
+            encoded: string
+            again: string
+            both: ReadonlyArray<string>
+          }>`
             SELECT l.i::int AS i, tapedeck_refs(l.t)::text[] AS decoded,
+                   ARRAY(SELECT r.id::text FROM tapedeck_span_refs(l.t, NULLIF(l.t, '') || ',1') AS r(id)) AS both,
                    tapedeck_refs_text(tapedeck_refs(l.t)) AS encoded,
                    tapedeck_refs_text(string_to_array(k.ids, ',')::bigint[]) AS again
             FROM json_array_elements_text(${JSON.stringify(texts)}::json) WITH ORDINALITY AS l(t, i)
@@ -77,6 +84,10 @@ test("tapedeck_refs and tapedeck_refs_text agree with the TypeScript coding", as
         const row = rows[k]!
         expect([...row.decoded]).toEqual(strings(ids))
         expect(row.encoded).toBe(texts[k]!)
+        // Both lists of a span as rows (the input's ids, and the output's: the same and one more), in any order.
+        const output = ids.length === 0 ? [] : [...ids, ids[ids.length - 1]! + 1n]
+        const byValue = (a: string, b: string) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0)
+        expect([...row.both].sort(byValue)).toEqual(strings([...ids, ...output]).sort(byValue))
         // The ids themselves coded in SQL.
         expect(row.again).toBe(texts[k]!)
       }

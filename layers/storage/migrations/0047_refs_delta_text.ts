@@ -9,9 +9,12 @@ import { Effect } from "effect"
  * ascending and close: about two bytes an id instead of eight, and no 24-byte array header.
  *
  * `tapedeck_refs(text)` decodes a list (a running sum of the differences), `tapedeck_refs_text(bigint[])` encodes
- * one. Every SQL reader of the references goes through `tapedeck_refs`: the delete and rewrite triggers here, the
- * sweep and the release (layers/storage/SharedContent.ts). Writers that resolve parts first (`withResolvedParts`)
- * send the text; the split trigger encodes the ids `tapedeck_share_parts` returns.
+ * one. `tapedeck_span_refs(input_refs, output_refs)` gives the ids of both lists of a span as rows, for the readers
+ * that take the references of many spans at once: the delete and rewrite triggers here, the sweep and the release
+ * (layers/storage/SharedContent.ts). It is a set-returning SQL function the planner inlines into the query (called
+ * in FROM), so it costs no function call a span: a purge batch's delete took 3× as long decoding through
+ * `tapedeck_refs` (test/bench/purge-release.ts; docs/performance.md). Writers that resolve parts first
+ * (`withResolvedParts`) send the text; the split trigger encodes the ids `tapedeck_share_parts` returns.
  *
  * Existing rows are converted in batches of BATCH spans in key order, each batch one statement that writes the new
  * columns and clears the old ones (a row is in one layout or the other, never half converted); the old columns are
@@ -56,10 +59,9 @@ const changes = (c: "input" | "output") => `${arrayRefs(c)} OR (NEW.${c} IS NULL
   OR (NEW.${c} IS NOT NULL AND (NEW.${c}_skel IS NOT NULL OR NEW.${c}_refs IS NOT NULL OR NEW.${c}_parts IS NOT NULL
     OR NEW.${c}_hashes IS NOT NULL OR octet_length(NEW.${c}::text) >= ${SHARE_BYTES}))`
 
-/** Both reference lists of the rows of `from` (a table or alias), decoded, concatenated. */
-const refsOf = (from = "") =>
-  `COALESCE(tapedeck_refs(${from}input_refs), '{}') || COALESCE(tapedeck_refs(${from}output_refs), '{}')`
-const hasRefs = (from = "") => `(${from}input_refs IS NOT NULL OR ${from}output_refs IS NOT NULL)`
+/** The ids both reference lists of a row of `from` (a table's alias) hold, as rows `r(id)` (for a LATERAL join). */
+const refsOf = (from: string) => `tapedeck_span_refs(${from}.input_refs, ${from}.output_refs) AS r(id)`
+const hasRefs = (from: string) => `(${from}.input_refs IS NOT NULL OR ${from}.output_refs IS NOT NULL)`
 
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -78,6 +80,17 @@ export default Effect.gen(function* () {
         SELECT u.id - COALESCE(lag(u.id) OVER (ORDER BY u.o), 0)
         FROM unnest(p_ids) WITH ORDINALITY AS u(id, o)
         ORDER BY u.o), ',') END
+    $$`)
+
+  yield* sql.unsafe(`
+    CREATE OR REPLACE FUNCTION tapedeck_span_refs(p_input text, p_output text) RETURNS SETOF bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+      SELECT (sum(u.d) OVER (PARTITION BY u.c ORDER BY u.o ROWS UNBOUNDED PRECEDING))::bigint
+      FROM (
+        SELECT 1 AS c, a.d, a.o FROM unnest(string_to_array(p_input, ',')::bigint[]) WITH ORDINALITY AS a(d, o)
+        UNION ALL
+        SELECT 2, b.d, b.o FROM unnest(string_to_array(p_output, ',')::bigint[]) WITH ORDINALITY AS b(d, o)
+      ) u
     $$`)
 
   const column = yield* sql<{ type: string }>`
@@ -143,15 +156,15 @@ ${shareColumn("input")}${shareColumn("output")}
       IF current_setting('tapedeck.release_parts', true) = 'deferred' THEN
         INSERT INTO span_contents_released (account_id, part_id)
         SELECT DISTINCT g.account_id, r.id FROM gone g
-        CROSS JOIN LATERAL unnest(${refsOf("g.")}) AS r(id)
-        WHERE ${hasRefs("g.")};
+        CROSS JOIN LATERAL ${refsOf("g")}
+        WHERE ${hasRefs("g")};
         RETURN NULL;
       END IF;
       UPDATE span_contents SET orphaned_at = now()
       WHERE id IN (
         SELECT c.id FROM span_contents c
         WHERE c.orphaned_at IS NULL AND c.id IN (
-          SELECT unnest(${refsOf()}) FROM gone WHERE ${hasRefs()})
+          SELECT r.id FROM gone g CROSS JOIN LATERAL ${refsOf("g")} WHERE ${hasRefs("g")})
         ORDER BY c.id
         FOR UPDATE OF c);
       RETURN NULL;
@@ -163,9 +176,9 @@ ${shareColumn("input")}${shareColumn("output")}
       WHERE id IN (
         SELECT c.id FROM span_contents c
         WHERE c.orphaned_at IS NULL AND c.id IN (
-          SELECT unnest(${refsOf()}) FROM gone WHERE ${hasRefs()}
+          SELECT r.id FROM gone g CROSS JOIN LATERAL ${refsOf("g")} WHERE ${hasRefs("g")}
           EXCEPT
-          SELECT unnest(${refsOf()}) FROM kept WHERE ${hasRefs()})
+          SELECT r.id FROM kept k CROSS JOIN LATERAL ${refsOf("k")} WHERE ${hasRefs("k")})
         ORDER BY c.id
         FOR UPDATE OF c);
       RETURN NULL;
