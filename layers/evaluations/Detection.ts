@@ -59,8 +59,8 @@ const latency = (t: string) => `CASE WHEN ${t}.total_duration_ms > 0 THEN ${t}.t
 /** A tool call's input in its stored layout (as LAYOUT_SELECT reads it), nothing for other spans; no output. */
 const TOOL_INPUT = `CASE WHEN s.span_type = 'tool_call' THEN s.input::text END AS input,
   CASE WHEN s.span_type = 'tool_call' THEN s.input_skel END AS input_skel,
-  CASE WHEN s.span_type = 'tool_call' THEN s.input_refs::text[] END AS input_refs,
-  NULL::text AS output, NULL::text AS output_skel, NULL::text[] AS output_refs`
+  CASE WHEN s.span_type = 'tool_call' THEN s.input_refs END AS input_refs,
+  NULL::text AS output, NULL::text AS output_skel, NULL::text AS output_refs`
 
 /**
  * Detection on terminal traces: failed spans, tool-call loops, cost and latency far above the account's

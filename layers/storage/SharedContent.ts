@@ -3,8 +3,8 @@ import { Effect } from "effect"
 import { packPart } from "../traces/PartPacking.ts"
 import { uuidArray } from "./SqlArrays.ts"
 
-/** The spans' references to shared parts (0030_shared_span_content). */
-const REFS = `(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}'))`
+/** The ids of the spans' references to shared parts (0030_shared_span_content) as rows r(id) (0047_refs_delta_text). */
+const REFS = "tapedeck_span_refs(s.input_refs, s.output_refs) AS r(id)"
 const HAS_REFS = `(s.input_refs IS NOT NULL OR s.output_refs IS NOT NULL)`
 /** The account's latest spans whose parts a release leaves unmarked. */
 const RECENT_SPANS = 500
@@ -39,7 +39,7 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
         if (marked.length === 0) return { deleted: 0, kept: 0, seen: 0 }
         const accounts = [...new Set(marked.map((m) => m.account_id))]
         const referencedRows = yield* sql<{ id: string }>`
-          SELECT DISTINCT r.id::text AS id FROM spans s CROSS JOIN LATERAL unnest(${sql.literal(REFS)}) AS r(id)
+          SELECT DISTINCT r.id::text AS id FROM spans s CROSS JOIN LATERAL ${sql.literal(REFS)}
           WHERE s.account_id = ANY(${uuidArray(accounts)}::uuid[]) AND ${sql.literal(HAS_REFS)}
             AND r.id IN (SELECT unnest(${`{${marked.map((m) => m.id).join(",")}}`}::bigint[]))`
         const referenced = new Set(referencedRows.map((r) => r.id))
@@ -99,7 +99,7 @@ export class SharedContent extends Effect.Service<SharedContent>()("tapedeck/Sha
               ORDER BY s.started_at DESC
               LIMIT ${RECENT_SPANS}
             ) s
-            CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+            CROSS JOIN LATERAL ${sql.literal(REFS)}
           ), doomed AS (
             SELECT c.id FROM span_contents c
             WHERE c.id IN (SELECT part_id FROM queued)

@@ -1,22 +1,23 @@
 import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect } from "effect"
 import { packPart, partText, skeletonText } from "./PartPacking.ts"
+import { decodeRefs, encodeRefs } from "./PartRefs.ts"
 
 /**
  * A span's payload layout as read for assembly here (every reader puts payloads together in TypeScript, none in SQL):
- * the skeletons and the ids of their parts (as text, which both drivers return alike). A trace's spans share most of
+ * the skeletons and the ids of their parts (as stored: PartRefs, decoded by `withPayloads`). A trace's spans share most of
  * their parts (each model call repeats the conversation so far), so fetching each part once and putting the payloads
  * together here moves far fewer bytes than assembling every payload in PostgreSQL.
  */
-export const LAYOUT_SELECT = `input_skel, input_refs::text[] AS input_refs, output_skel, output_refs::text[] AS output_refs`
+export const LAYOUT_SELECT = "input_skel, input_refs, output_skel, output_refs"
 
 export interface LayoutRow {
   readonly input: string | null
   readonly output: string | null
   readonly input_skel: string | null
-  readonly input_refs: ReadonlyArray<string> | null
+  readonly input_refs: string | null
   readonly output_skel: string | null
-  readonly output_refs: ReadonlyArray<string> | null
+  readonly output_refs: string | null
 }
 
 /** The skeleton's text (stored plain or packed) with each \x01 replaced by its part, in order. */
@@ -94,9 +95,13 @@ export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows
       if (text === undefined) missing.push(id)
       bodies.set(id, text ?? "")
     }
-    for (const row of rows) {
-      if (row.input_refs !== null) for (const id of row.input_refs) want(id)
-      if (row.output_refs !== null) for (const id of row.output_refs) want(id)
+    const refs = rows.map((row) => ({
+      input: row.input_refs === null ? [] : decodeRefs(row.input_refs),
+      output: row.output_refs === null ? [] : decodeRefs(row.output_refs)
+    }))
+    for (const r of refs) {
+      for (const id of r.input) want(id)
+      for (const id of r.output) want(id)
     }
     if (bodies.size === 0) return rows
     if (missing.length > 0) {
@@ -109,13 +114,13 @@ export const withPayloads = <R extends LayoutRow>(sql: SqlClient.SqlClient, rows
         cache.set(p.id, text)
       }
     }
-    return rows.map((row) =>
+    return rows.map((row, i) =>
       row.input_skel === null && row.output_skel === null
         ? row
         : {
             ...row,
-            input: row.input_skel === null ? row.input : assemble(row.input_skel, row.input_refs ?? [], bodies),
-            output: row.output_skel === null ? row.output : assemble(row.output_skel, row.output_refs ?? [], bodies)
+            input: row.input_skel === null ? row.input : assemble(row.input_skel, refs[i]!.input, bodies),
+            output: row.output_skel === null ? row.output : assemble(row.output_skel, refs[i]!.output, bodies)
           }
     )
   })
@@ -175,7 +180,7 @@ export const withResolvedParts = <A>(
           ${`{${hashes.join(",")}}`}::text[],
           ARRAY(SELECT decode(t, 'base64') FROM json_array_elements_text(${JSON.stringify(packed)}::json) WITH ORDINALITY AS e(t, i) ORDER BY i)
         )::text[] AS ids`
-      const ids = new Map(hashes.map((h, i) => [h, Number(row!.ids[i])]))
+      const ids = new Map(hashes.map((h, i) => [h, row!.ids[i]!]))
       // What is written is read next (search indexing, the stream, the detail): the texts sent are kept, so that
       // reads neither fetch nor inflate them. Kept even if the transaction rolls back: an id is never reused.
       const cache = partTextsOf(sql)
@@ -183,7 +188,8 @@ export const withResolvedParts = <A>(
         const text = texts.get(hashes[i]!)
         if (text != null) cache.set(row!.ids[i]!, text)
       }
-      const refs = (hs: ReadonlyArray<string> | undefined) => hs?.map((h) => ids.get(h)!)
+      const refs = (hs: ReadonlyArray<string> | undefined) =>
+        hs === undefined ? undefined : encodeRefs(hs.map((h) => ids.get(h)!))
       const resolved = (records as ReadonlyArray<SplitRecord>).map((r) =>
         r.input_hashes === undefined && r.output_hashes === undefined
           ? r

@@ -15,7 +15,7 @@ export const SPAN_RECORD_COLUMNS = `id uuid, parent_id uuid, span_type text, nam
   cost numeric, duration_ms bigint, metadata json, agent_id text, parent_agent_id text, agent_role text,
   started_at timestamptz, ended_at timestamptz, error text, extra json,
   input_skel text, input_parts text[], input_hashes text[], output_skel text, output_parts text[], output_hashes text[],
-  input_refs bigint[], output_refs bigint[]`
+  input_refs text, output_refs text`
 
 /** The SELECT list that turns those records into `spans` columns (after trace_id and account_id). */
 export const SPAN_RECORD_VALUES = `x.id, x.parent_id, x.span_type, x.name, x.model,
@@ -52,8 +52,8 @@ export const spanSelect = (payloadsWhen = "true") => {
   const when = (expr: string) =>
     payloadsWhen === "true" ? expr : `CASE WHEN NOT (${payloadsWhen}) THEN NULL ELSE ${expr} END`
   return `id, parent_id, span_type, name, model,
-  ${when("input::text")} AS input, ${when("input_skel")} AS input_skel, ${when("input_refs::text[]")} AS input_refs,
-  ${when("output::text")} AS output, ${when("output_skel")} AS output_skel, ${when("output_refs::text[]")} AS output_refs,
+  ${when("input::text")} AS input, ${when("input_skel")} AS input_skel, ${when("input_refs")} AS input_refs,
+  ${when("output::text")} AS output, ${when("output_skel")} AS output_skel, ${when("output_refs")} AS output_refs,
   input_tokens::float8 AS input_tokens, output_tokens::float8 AS output_tokens, cost::float8 AS cost,
   duration_ms::float8 AS duration_ms, metadata, agent_id, parent_agent_id, agent_role, started_at, ended_at,
   error, extra`

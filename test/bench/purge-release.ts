@@ -56,8 +56,8 @@ try {
     `INSERT INTO spans (trace_id, account_id, id, span_type, name, started_at, input_skel, input_refs)
      SELECT md5('t' || t)::uuid, $1::uuid, md5('s' || t || '.' || k)::uuid, 'llm_call', 'step',
             now() - interval '400 days', repeat(chr(1), 20),
-            ARRAY(SELECT CASE WHEN j < 5 THEN (k + j) % 10 + 1 ELSE 10 + (t - 1) * 40 + (k + j) % 40 + 1 END
-                  FROM generate_series(0, 19) j)::bigint[]
+            tapedeck_refs_text(ARRAY(SELECT CASE WHEN j < 5 THEN (k + j) % 10 + 1 ELSE 10 + (t - 1) * 40 + (k + j) % 40 + 1 END
+                  FROM generate_series(0, 19) j)::bigint[])
      FROM generate_series(1, $2::int) t, generate_series(1, $3::int) k`,
     [acc, TRACES, SPANS]
   )
@@ -69,7 +69,7 @@ try {
   await db.query(
     `INSERT INTO spans (trace_id, account_id, id, span_type, name, started_at, input_skel, input_refs)
      SELECT md5('live')::uuid, $1::uuid, md5('live' || k)::uuid, 'llm_call', 'step', now(), repeat(chr(1), 5),
-            ARRAY(SELECT j + 1 FROM generate_series(0, 4) j)::bigint[]
+            tapedeck_refs_text(ARRAY(SELECT j + 1 FROM generate_series(0, 4) j)::bigint[])
      FROM generate_series(1, 600) k`,
     [acc]
   )
@@ -80,7 +80,7 @@ try {
       IF current_setting('tapedeck.release_parts', true) = 'deferred' THEN
         INSERT INTO span_contents_released (account_id, part_id)
         SELECT DISTINCT g.account_id, r.id FROM gone g
-        CROSS JOIN LATERAL unnest(COALESCE(g.input_refs, '{}') || COALESCE(g.output_refs, '{}')) AS r(id)
+        CROSS JOIN LATERAL tapedeck_span_refs(g.input_refs, g.output_refs) AS r(id)
         WHERE g.input_refs IS NOT NULL OR g.output_refs IS NOT NULL;
         RETURN NULL;
       END IF;
@@ -102,7 +102,7 @@ try {
     ), gone AS (DELETE FROM traces WHERE id IN (SELECT id FROM doomed) RETURNING 1)
     SELECT (SELECT count(*) FROM gone)::int AS traces, (SELECT count(*) FROM gone_spans)::int AS spans,
            (SELECT string_agg(DISTINCT r.id::text, ',') FROM gone_spans s
-            CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)) AS parts`
+            CROSS JOIN LATERAL tapedeck_span_refs(s.input_refs, s.output_refs) AS r(id)) AS parts`
   const releaseRecorded = `
     WITH head AS MATERIALIZED (
       SELECT account_id FROM span_contents_released ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
@@ -113,7 +113,7 @@ try {
       SELECT r.id FROM (
         SELECT s.input_refs, s.output_refs FROM spans s WHERE s.account_id = (SELECT account_id FROM head)
         ORDER BY s.started_at DESC LIMIT 500
-      ) s CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+      ) s CROSS JOIN LATERAL tapedeck_span_refs(s.input_refs, s.output_refs) AS r(id)
     ), doomed AS (
       SELECT c.id FROM span_contents c
       WHERE c.id IN (SELECT part_id FROM queued) AND c.account_id = (SELECT account_id FROM head)
@@ -127,7 +127,7 @@ try {
       SELECT s.input_refs, s.output_refs FROM spans s WHERE s.account_id = $1::uuid ORDER BY s.started_at DESC LIMIT 500
     ), live AS (
       SELECT r.id FROM recent s
-      CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+      CROSS JOIN LATERAL tapedeck_span_refs(s.input_refs, s.output_refs) AS r(id)
     ), doomed AS (
       SELECT c.id FROM span_contents c
       WHERE c.id = ANY($2::bigint[]) AND c.account_id = $1::uuid AND c.orphaned_at IS NULL

@@ -421,7 +421,7 @@ const writeExpired = async (side: Side) => {
   await db.query(`
     CREATE TEMP TABLE purge_own AS
     SELECT r.id FROM spans s JOIN purge_src ON purge_src.id = s.trace_id
-    CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+    CROSS JOIN LATERAL unnest(COALESCE(tapedeck_refs(s.input_refs), '{}') || COALESCE(tapedeck_refs(s.output_refs), '{}')) AS r(id)
     GROUP BY r.id HAVING count(DISTINCT s.trace_id) = 1`)
   await db.query("ALTER TABLE purge_own ADD PRIMARY KEY (id)")
   const stride = Number((await db.query<{ n: string }>("SELECT max(id) + 1 AS n FROM span_contents")).rows[0]!.n)
@@ -429,14 +429,14 @@ const writeExpired = async (side: Side) => {
   const shared = (
     await db.query<{ id: string }>(`
       SELECT DISTINCT r.id::text AS id FROM spans s JOIN purge_src ON purge_src.id = s.trace_id
-      CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+      CROSS JOIN LATERAL unnest(COALESCE(tapedeck_refs(s.input_refs), '{}') || COALESCE(tapedeck_refs(s.output_refs), '{}')) AS r(id)
       WHERE r.id NOT IN (SELECT id FROM purge_own)`)
   ).rows.map((r) => r.id)
   const copyId = (column: string) => `md5(t.${column}::text || c.n::text)::uuid`
   const remap = (column: string) =>
-    `CASE WHEN t.${column} IS NULL THEN NULL ELSE ARRAY(
+    `CASE WHEN t.${column} IS NULL THEN NULL ELSE tapedeck_refs_text(ARRAY(
        SELECT CASE WHEN u.r = ANY('{${shared.join(",")}}'::bigint[]) THEN u.r ELSE u.r + c.n * ${stride}::bigint END
-       FROM unnest(t.${column}) WITH ORDINALITY AS u(r, i) ORDER BY u.i) END`
+       FROM unnest(tapedeck_refs(t.${column})) WITH ORDINALITY AS u(r, i) ORDER BY u.i)) END`
   const shift = (column: string) => `t.${column} - make_interval(secs => c.n)`
   const traceCols = await columnList(db, "traces", {
     id: copyId("id"),
@@ -514,7 +514,7 @@ const writeExpired = async (side: Side) => {
   const dangling = await db.query<{ n: string }>(
     `
     SELECT count(*) AS n FROM spans s
-    CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+    CROSS JOIN LATERAL unnest(COALESCE(tapedeck_refs(s.input_refs), '{}') || COALESCE(tapedeck_refs(s.output_refs), '{}')) AS r(id)
     WHERE s.trace_id = ANY($1::uuid[])
       AND NOT EXISTS (SELECT 1 FROM span_contents p WHERE p.id = r.id)`,
     [(await db.query<{ id: string }>("SELECT md5(id::text || '1') AS id FROM purge_src")).rows.map((r) => r.id)]

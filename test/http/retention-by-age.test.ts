@@ -120,7 +120,7 @@ const partsOf = (traceId: string) =>
       const sql = yield* SqlClient.SqlClient
       const rows = yield* sql<{ id: string; marked: boolean }>`
         SELECT c.id::text AS id, c.orphaned_at IS NOT NULL AS marked FROM span_contents c
-        WHERE c.id IN (SELECT unnest(COALESCE(input_refs, '{}') || COALESCE(output_refs, '{}')) FROM spans
+        WHERE c.id IN (SELECT unnest(COALESCE(tapedeck_refs(input_refs), '{}') || COALESCE(tapedeck_refs(output_refs), '{}')) FROM spans
                        WHERE trace_id = ${traceId}::uuid)`
       return new Map(rows.map((r) => [r.id, r.marked]))
     }).pipe(Effect.orDie)
@@ -212,7 +212,7 @@ test.skipIf(backendName === "pglite")(
         const sql = yield* SqlClient.SqlClient
         return yield* sql<{ n: number }>`
           SELECT count(*)::int AS n FROM spans s
-          CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+          CROSS JOIN LATERAL unnest(COALESCE(tapedeck_refs(s.input_refs), '{}') || COALESCE(tapedeck_refs(s.output_refs), '{}')) AS r(id)
           WHERE NOT EXISTS (SELECT 1 FROM span_contents c WHERE c.id = r.id)`
       }).pipe(Effect.orDie)
     )

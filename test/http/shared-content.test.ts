@@ -101,7 +101,7 @@ const expectRoundTrip = async (traceId: string, sent: ReadonlyArray<Record<strin
   const [dangling] = await stored(
     (sql) => sql<{ n: number }>`
       SELECT count(*)::int AS n FROM spans s
-      CROSS JOIN LATERAL unnest(COALESCE(s.input_refs, '{}') || COALESCE(s.output_refs, '{}')) AS r(id)
+      CROSS JOIN LATERAL unnest(COALESCE(tapedeck_refs(s.input_refs), '{}') || COALESCE(tapedeck_refs(s.output_refs), '{}')) AS r(id)
       WHERE s.trace_id = ${traceId}::uuid AND NOT EXISTS (SELECT 1 FROM span_contents c WHERE c.id = r.id)`
   )
   expect(dangling!.n).toBe(0)
@@ -153,7 +153,7 @@ describe("shared span content", () => {
     const rows = await stored(
       (sql) =>
         sql<{ input: unknown; input_skel: string | null; refs: number }>`
-        SELECT input, input_skel, cardinality(input_refs)::int AS refs FROM spans WHERE trace_id = ${t.id}::uuid`
+        SELECT input, input_skel, cardinality(tapedeck_refs(input_refs))::int AS refs FROM spans WHERE trace_id = ${t.id}::uuid`
     )
     expect(rows.map((r) => [r.input, r.refs]).sort()).toEqual([
       [null, 2],
@@ -199,7 +199,7 @@ describe("shared span content", () => {
     const refs = await stored(
       (sql) => sql<{ n: number }>`
         SELECT count(*)::int AS n FROM spans
-        WHERE trace_id = ${t.id}::uuid AND ${Number(parts[0]!.id)}::bigint = ANY(COALESCE(input_refs, '{}') || COALESCE(output_refs, '{}'))`
+        WHERE trace_id = ${t.id}::uuid AND ${Number(parts[0]!.id)}::bigint = ANY(COALESCE(tapedeck_refs(input_refs), '{}') || COALESCE(tapedeck_refs(output_refs), '{}'))`
     )
     expect(refs[0]!.n).toBe(5)
     await expectRoundTrip(t.id, [...spans, whole])
@@ -222,7 +222,7 @@ describe("shared span content", () => {
     expect(parts.map((p) => p.text).sort()).toEqual(answers.slice(0, 2).map((a) => JSON.stringify(a)))
     const rows = await stored(
       (sql) => sql<{ id: string; inline: boolean; refs: ReadonlyArray<string> | null }>`
-        SELECT id::text AS id, output IS NOT NULL AS inline, output_refs::text[] AS refs FROM spans
+        SELECT id::text AS id, output IS NOT NULL AS inline, tapedeck_refs(output_refs)::text[] AS refs FROM spans
         WHERE trace_id = ${t.id}::uuid`
     )
     const byId = new Map(rows.map((r) => [r.id, r]))
