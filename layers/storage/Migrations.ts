@@ -40,6 +40,7 @@ import m0044 from "./migrations/0044_search_row_compact.ts"
 import m0045 from "./migrations/0045_packed_parts_sent.ts"
 import m0047 from "./migrations/0047_refs_delta_text.ts"
 import m0048 from "./migrations/0048_search_filter_indexes_partial.ts"
+import m0049 from "./migrations/0049_parts_numbered_as_met.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
@@ -81,7 +82,8 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0044_search_row_compact": m0044,
   "0045_packed_parts_sent": m0045,
   "0047_refs_delta_text": m0047,
-  "0048_search_filter_indexes_partial": m0048
+  "0048_search_filter_indexes_partial": m0048,
+  "0049_parts_numbered_as_met": m0049
 }
 
 /** The migrator's own bookkeeping table (PgMigrator's default). */

@@ -163,6 +163,14 @@ describe("shared span content", () => {
     const parts = (await storedParts()).filter((p) => p.text.startsWith('"message '))
     // Each message's content is the part; its small remainder ({"role":"user","content":…}) stays in the skeleton.
     expect(parts.length).toBe(6)
+    // New parts are numbered in the order the request meets them (migration 0049): the references of the longest
+    // history are the first id, then differences of 1 (stored as text, 0047).
+    const [longest] = await stored(
+      (sql) =>
+        sql<{ refs: string }>`
+        SELECT input_refs AS refs FROM spans WHERE trace_id = ${t.id}::uuid AND cardinality(tapedeck_refs(input_refs)) = 6`
+    )
+    expect(longest!.refs.split(",").slice(1)).toEqual(["1", "1", "1", "1", "1"])
     await expectRoundTrip(t.id, spans)
   })
 
