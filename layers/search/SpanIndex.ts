@@ -18,6 +18,7 @@ import {
   weightedSignMasks
 } from "./VectorText.ts"
 import { uuidArray } from "../storage/SqlArrays.ts"
+import { lexemeHashesSql, lexemeHashSql } from "./Lexemes.ts"
 
 export type IndexMode = "pgvector-hnsw" | "exact-fallback"
 
@@ -432,20 +433,20 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
         const embedding =
           mode === "pgvector-hnsw" ? sql`x.embedding::${sql.literal(columnType)}` : sql`decode(x.embedding, 'hex')`
         // The filterable fields are copied from the span as it is now (a span deleted meanwhile is not stored). The
-        // full-text vector without positions (`strip`): no query reads them (the lexical leg matches single lexemes,
-        // never phrases), and they were half its bytes (migration 0037).
+        // full-text lexemes as their hashes (Lexemes.ts): the lexical leg asks only whether a span holds a lexeme and
+        // how many it holds (migration 0046).
         yield* sql`
-          INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder_id, embedding, sign_bits, text_hash, tsv,
+          INSERT INTO span_embeddings (trace_id, span_id, account_id, embedder_id, embedding, sign_bits, text_hash, lexemes,
                                        ${sql.literal(FILTER_COLUMNS)})
           SELECT x.trace_id, x.span_id, x.account_id, ${embedderId}::smallint, ${embedding},
                  x.sign_bits::bit varying,
-                 x.text_hash, strip(to_tsvector('english', x.body)), ${sql.literal(FILTER_VALUES)}
+                 x.text_hash, ${sql.literal(lexemeHashesSql("to_tsvector('english', x.body)"))}, ${sql.literal(FILTER_VALUES)}
           FROM jsonb_to_recordset(${records}::jsonb)
             AS x(trace_id uuid, span_id uuid, account_id uuid, text_hash text, body text, embedding text, sign_bits text)
           JOIN spans s ON s.trace_id = x.trace_id AND s.id = x.span_id
           ON CONFLICT (trace_id, span_id) DO UPDATE SET
             account_id = EXCLUDED.account_id, embedder_id = EXCLUDED.embedder_id,
-            embedding = EXCLUDED.embedding, sign_bits = EXCLUDED.sign_bits, text_hash = EXCLUDED.text_hash, tsv = EXCLUDED.tsv,
+            embedding = EXCLUDED.embedding, sign_bits = EXCLUDED.sign_bits, text_hash = EXCLUDED.text_hash, lexemes = EXCLUDED.lexemes,
             span_type = EXCLUDED.span_type, model = EXCLUDED.model, started_at = EXCLUDED.started_at,
             cost = EXCLUDED.cost, duration_ms = EXCLUDED.duration_ms`
       })
@@ -651,7 +652,7 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               SELECT trace_id, span_id, distance,
                      row_number() OVER (ORDER BY round(distance::numeric, 6), trace_id, span_id) AS rank FROM v0
             ), terms AS MATERIALIZED (
-              SELECT DISTINCT lexeme, format('%L', lexeme)::tsquery AS q
+              SELECT DISTINCT lexeme, ${sql.literal(lexemeHashSql("lexeme"))} AS h
               FROM unnest(tsvector_to_array(to_tsvector('english', ${useLexical ? queryText : ""}))) AS lexeme
               LIMIT 64
             ), docs AS MATERIALIZED (
@@ -659,39 +660,39 @@ export class SpanIndex extends Effect.Service<SpanIndex>()("tapedeck/search/Span
               WHERE e.account_id = ${input.accountId} AND ${byEmbedder}
                 AND EXISTS (SELECT 1 FROM terms)
             ), weights AS MATERIALIZED (
-              SELECT terms.q, ln(1 + (docs.n - df.n + 0.5) / (df.n + 0.5)) AS idf
+              SELECT terms.lexeme, terms.h, ln(1 + (docs.n - df.n + 0.5) / (df.n + 0.5)) AS idf
               FROM terms CROSS JOIN docs
               CROSS JOIN LATERAL (
                 SELECT count(*)::float8 AS n FROM span_embeddings e
                 WHERE e.account_id = ${input.accountId} AND ${byEmbedder}
-                  AND e.tsv @@ terms.q
+                  AND e.lexemes @> ARRAY[terms.h]
               ) df
             ), needed AS MATERIALIZED (
               -- A span holding only the commonest lexemes, together worth less than the coverage the leg asks for,
-              -- cannot join it: the full-text match looks for the others only (the same result, far fewer rows
-              -- to rank when the query has a common word).
-              SELECT q FROM (
-                SELECT q, sum(idf) OVER (ORDER BY idf, q::text) AS below, sum(idf) OVER () AS total FROM weights
+              -- cannot join it: the index match looks for the others only (the same result, far fewer rows to rank
+              -- when the query has a common word).
+              SELECT h FROM (
+                SELECT h, sum(idf) OVER (ORDER BY idf, lexeme) AS below, sum(idf) OVER () AS total FROM weights
               ) x
               WHERE below >= ${LEXICAL_MIN_COVERAGE} * total
             ), any_term AS MATERIALIZED (
-              SELECT CASE WHEN count(*) = 0 THEN NULL ELSE string_agg(q::text, ' | ')::tsquery END AS q FROM needed
+              SELECT array_agg(h) AS hs FROM needed
             ), l0 AS MATERIALIZED (
               SELECT m.trace_id, m.span_id, m.relevance
               FROM (
-                -- What ts_rank(tsv, lexeme, 1) weighs each lexeme by for a vector without positions (migration 0037):
-                -- a constant over the log of the span's lexeme count; computed here in double precision, where
-                -- ts_rank's float4 differs in the last bits between builds (PGlite is WASM) and near-ties would
+                -- Each lexeme the span holds weighs its idf over the log of the span's distinct lexeme count (as
+                -- ts_rank(vector, lexeme, 1) weighs a lexeme of a vector without positions); in double precision:
+                -- ts_rank's float4 differs in the last bits between builds (PGlite is WASM), and near-ties would
                 -- order differently.
-                SELECT e.trace_id, e.span_id, r.idf / ln(length(e.tsv) + 1.0) AS relevance, r.idf
+                SELECT e.trace_id, e.span_id, r.idf / ln(cardinality(e.lexemes) + 1.0) AS relevance, r.idf
                 FROM span_embeddings e
                 JOIN LATERAL (
                   SELECT t.account_id, t.deleted_at, t.project_id, t.status FROM traces t WHERE t.id = e.trace_id LIMIT 1
                 ) t ON true
                 CROSS JOIN LATERAL (
-                  SELECT sum(w.idf) AS idf FROM weights w WHERE e.tsv @@ w.q
+                  SELECT sum(w.idf) AS idf FROM weights w WHERE w.h = ANY(e.lexemes)
                 ) r
-                WHERE ${where} AND e.tsv @@ (SELECT q FROM any_term)
+                WHERE ${where} AND e.lexemes && (SELECT hs FROM any_term)
               ) m
               WHERE m.idf >= ${LEXICAL_MIN_COVERAGE} * (SELECT sum(idf) FROM weights)
               ORDER BY round(m.relevance::numeric, 6) DESC, m.trace_id, m.span_id

@@ -38,6 +38,7 @@ import m0042 from "./migrations/0042_released_parts_recorded.ts"
 import m0043 from "./migrations/0043_packed_parts.ts"
 import m0044 from "./migrations/0044_search_row_compact.ts"
 import m0045 from "./migrations/0045_packed_parts_sent.ts"
+import m0046 from "./migrations/0046_search_lexeme_hashes.ts"
 import m0047 from "./migrations/0047_refs_delta_text.ts"
 import m0048 from "./migrations/0048_search_filter_indexes_partial.ts"
 import m0049 from "./migrations/0049_parts_numbered_as_met.ts"
@@ -81,6 +82,7 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0043_packed_parts": m0043,
   "0044_search_row_compact": m0044,
   "0045_packed_parts_sent": m0045,
+  "0046_search_lexeme_hashes": m0046,
   "0047_refs_delta_text": m0047,
   "0048_search_filter_indexes_partial": m0048,
   "0049_parts_numbered_as_met": m0049

@@ -4,11 +4,12 @@ import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import { type TraceSpanTextSource, traceSpanTexts } from "#src/domain/search/SpanText"
 import { Embedder } from "#layers/search/Embedder"
-import { SpanIndex } from "#layers/search/SpanIndex"
+import { ftsText, SpanIndex } from "#layers/search/SpanIndex"
 import { int8Direction } from "../../support/Int8Vectors.ts"
 import halfVectors from "#layers/storage/migrations/0036_search_half_vectors"
 import compactFulltext from "#layers/storage/migrations/0037_search_fulltext_compact"
 import compactRow from "#layers/storage/migrations/0044_search_row_compact"
+import lexemeHashes from "#layers/storage/migrations/0046_search_lexeme_hashes"
 import { createTestDatabase, type TestDatabase } from "../../support/Database.ts"
 import { uuid } from "../../support/Fixtures.ts"
 import { INT8_COSINE_TOLERANCE } from "../../support/SearchTolerance.ts"
@@ -16,7 +17,7 @@ import { openSearchRuntime, type SearchRuntime } from "../../support/SearchRunti
 
 // What the search index stores of an agent trace, and how small: a model call indexed for what is new in it
 // (docs/search.md, "What is embedded"), vectors at 2 bytes a component with pgvector and 1 without, full-text
-// vectors without positions, the embedder as a small id.
+// lexemes as 4-byte hashes, the embedder as a small id.
 
 const pad = (s: string) => `${s} ${"and then some more ordinary words to make it long enough ".repeat(2)}`
 const SYSTEM = pad("You follow the zanzibar lighthouse protocol for every booking.")
@@ -241,19 +242,30 @@ describe("the stored index", () => {
     }
   })
 
-  test("full-text vectors are stored without positions", async () => {
-    const [row] = await query<{ stripped: boolean; n: number }>(
-      "SELECT bool_and(tsv = strip(tsv)) AS stripped, count(*)::int AS n FROM span_embeddings"
+  test("full-text lexemes are stored as one 4-byte hash each, under a GIN index with the smallest pending list", async () => {
+    const [row] = await query<{ type: string; n: number; packed: boolean; lexemes: number }>(
+      `SELECT (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+               WHERE attrelid = 'span_embeddings'::regclass AND attname = 'lexemes') AS type,
+              count(*)::int AS n, bool_and(pg_column_size(lexemes) <= 24 + 4 * cardinality(lexemes)) AS packed,
+              min(cardinality(lexemes))::int AS lexemes
+       FROM span_embeddings`
     )
-    expect(row!.n).toBe(4)
-    expect(row!.stripped).toBe(true)
+    expect(row).toEqual({ type: "integer[]", n: 4, packed: true, lexemes: expect.any(Number) })
+    expect(row!.lexemes).toBeGreaterThan(10)
+    const [index] = await query<{ options: Array<string> | null }>(
+      "SELECT reloptions AS options FROM pg_class WHERE relname = 'span_embeddings_lexemes'"
+    )
+    expect(index!.options).toContain("gin_pending_list_limit=64")
   })
 
-  test("migrations 0036, 0037 and 0044 convert rows written in the previous layouts, and search finds the same", async () => {
+  test("migrations 0036, 0037, 0044 and 0046 convert rows written in the previous layouts, and search finds the same", async () => {
     const before = await search("quokka ferries departures")
     const { type, vectors } = await storedVectors()
+    const stored = await query<{ span_id: string; lexemes: Array<number> }>(
+      "SELECT span_id::text, lexemes FROM span_embeddings ORDER BY span_id"
+    )
     // Back to the first layout: 4-byte components, the embedder's name and dimension on each row, an update time,
-    // full-text vectors with positions.
+    // full-text vectors (of the texts the spans were stored with) with positions.
     await runtime.runPromise(
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
@@ -289,11 +301,17 @@ describe("the stored index", () => {
             CREATE INDEX span_embeddings_sign_bits
             ON span_embeddings (account_id, embedder, dims) INCLUDE (trace_id, span_id, sign_bits)`
         }
-        yield* sql`UPDATE span_embeddings SET tsv = to_tsvector('english', 'quokka quokka ferries departures')`
-        yield* sql`ALTER INDEX span_embeddings_tsv RESET (gin_pending_list_limit)`
+        yield* sql`ALTER TABLE span_embeddings DROP COLUMN lexemes, ADD COLUMN tsv tsvector`
+        for (const [i, span] of agentTrace(TRACE).entries()) {
+          const text = ftsText(traceSpanTexts(agentTrace(TRACE))[i]!)
+          yield* sql`UPDATE span_embeddings SET tsv = to_tsvector('english', ${text}) WHERE span_id = ${span.id}`
+        }
+        yield* sql`ALTER TABLE span_embeddings ALTER COLUMN tsv SET NOT NULL`
+        yield* sql`CREATE INDEX span_embeddings_tsv ON span_embeddings USING gin (tsv)`
         yield* halfVectors
         yield* compactFulltext
         yield* compactRow
+        yield* lexemeHashes
       }).pipe(Effect.orDie)
     )
     const after = await storedVectors()
@@ -309,7 +327,13 @@ describe("the stored index", () => {
     )
     const names = columns.map((c) => c.name)
     expect(names).toContain("embedder_id")
-    for (const gone of ["embedder", "dims", "updated_at", "embedding_int8"]) expect(names).not.toContain(gone)
+    for (const gone of ["embedder", "dims", "updated_at", "embedding_int8", "tsv"]) expect(names).not.toContain(gone)
+    // 0046 hashes the lexemes as the store does.
+    expect(
+      await query<{ span_id: string; lexemes: Array<number> }>(
+        "SELECT span_id::text, lexemes FROM span_embeddings ORDER BY span_id"
+      )
+    ).toEqual(stored)
     const [ids] = await query<{ n: number; missing: number }>(
       `SELECT (SELECT count(*)::int FROM search_embedders) AS n,
               (SELECT count(*)::int FROM span_embeddings WHERE embedder_id IS NULL) AS missing`
@@ -321,16 +345,14 @@ describe("the stored index", () => {
       )
     ).map((i) => i.name)
     expect(indexes).not.toContain("span_embeddings_sign_bits")
+    expect(indexes).not.toContain("span_embeddings_tsv")
     expect(indexes).toContain("span_embeddings_account")
     // Without pgvector the date filter's index is the covering prefilter index.
     expect(indexes).toContain(type === "bytea" ? "span_embeddings_prefilter" : "span_embeddings_started")
     if (type === "bytea") expect(indexes).not.toContain("span_embeddings_started")
-    const [row] = await query<{ stripped: boolean; options: Array<string> | null }>(
-      `SELECT bool_and(tsv = strip(tsv)) AS stripped,
-              (SELECT reloptions FROM pg_class WHERE relname = 'span_embeddings_tsv') AS options
-       FROM span_embeddings`
+    const [row] = await query<{ options: Array<string> | null }>(
+      "SELECT reloptions AS options FROM pg_class WHERE relname = 'span_embeddings_lexemes'"
     )
-    expect(row!.stripped).toBe(true)
     expect(row!.options).toContain("gin_pending_list_limit=64")
     // The HNSW index (pgvector) is created again on the next store; the exact path answers meanwhile.
     const again = await search("quokka ferries departures")
