@@ -18,7 +18,8 @@
  * 4. Measures the offline embedder's resident memory in a child process (RSS after loading and embedding,
  *    minus the same process before loading).
  * Prints a markdown table. Knobs: BENCH_DATABASE_URL, BENCH_SEARCH_SPANS, BENCH_SEARCH_QUERIES, BENCH_SEARCH_BACKENDS
- * (comma-separated: postgresql,pglite), BENCH_SEARCH_PGLITE_DIR (a directory kept for the PGlite database: the first
+ * (comma-separated: postgresql,pglite), BENCH_SEARCH_LEGS (comma-separated: lexical,vector; one alone times that
+ * leg, the exact scan and agreement columns then meaningless for the lexical one), BENCH_SEARCH_PGLITE_DIR (a directory kept for the PGlite database: the first
  * run writes and indexes the spans there, later runs only query them; the indexing rate is then not measured).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -31,7 +32,7 @@ import type { AccountId } from "#src/domain/Ids"
 import { SearchFilters } from "#src/domain/Search"
 import { Embedder } from "#layers/search/Embedder"
 import { SearchDependenciesLive } from "#layers/search/SearchLive"
-import { SpanIndex } from "#layers/search/SpanIndex"
+import { type Leg, SpanIndex } from "#layers/search/SpanIndex"
 import { maintainTables } from "#layers/storage/EmbeddedMaintenance"
 import { StorageLive } from "#layers/storage/Sql"
 import { KINDS } from "../fixtures/search/relevance.ts"
@@ -56,6 +57,8 @@ const QUERIES = numberEnv("BENCH_SEARCH_QUERIES", 200)
  */
 const FALLBACK_QUERIES = numberEnv("BENCH_SEARCH_FALLBACK_QUERIES", 10)
 const BACKENDS = (process.env.BENCH_SEARCH_BACKENDS || "postgresql,pglite").split(",").map((s) => s.trim())
+/** The legs the queries run (`lexical`, `vector`; both by default): one alone times that leg. */
+const LEGS = (process.env.BENCH_SEARCH_LEGS || "lexical,vector").split(",").map((s) => s.trim() as Leg)
 const TRACE_SIZE = 1000
 
 let seed = 42
@@ -212,6 +215,7 @@ const measure = async (backend: string, env: Record<string, string>, keepDir?: s
           filters: filters === undefined ? undefined : Schema.decodeUnknownSync(SearchFilters)(filters),
           limit: 20,
           offset: 0,
+          legs: LEGS,
           ...(path === undefined ? {} : { path })
         })
       })
