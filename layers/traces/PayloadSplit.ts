@@ -200,11 +200,40 @@ export const splitPayload = (
     return undefined
   // Most payloads are small: they are told apart without serializing them (the statement serializes them anyway).
   if (jsonLengthBound(value, SHARE_BYTES) < SHARE_BYTES) return undefined
+  const parts: Array<string> = []
+  if (isPlainObject(value)) {
+    // An array or object is cut into its elements' texts, and its own text is their sum: not serialized whole too
+    // (a model call's history is most of its payload, and every later call repeats it).
+    const skel = cut(value, "", 0, parts, hash.elements)
+    if (parts.length === 0 || under(skel, SHARE_BYTES - partBytes(parts) + parts.length)) return undefined
+    return withHashes(skel, parts, stored, hash)
+  }
   const text = JSON.stringify(value)
   if (text === undefined || under(text, SHARE_BYTES)) return undefined
-  const parts: Array<string> = []
   const skel = cut(value, text, 0, parts, hash.elements)
   if (parts.length === 0) return undefined
+  return withHashes(skel, parts, stored, hash)
+}
+
+/**
+ * The UTF-8 bytes of the parts' texts, exact below SHARE_BYTES; at or above it, a count that reached it (a part with
+ * that many characters has at least that many bytes, and is not measured further).
+ */
+const partBytes = (parts: ReadonlyArray<string>) => {
+  let n = 0
+  for (let i = 0; i < parts.length && n < SHARE_BYTES; i++) {
+    const part = parts[i]!
+    n += part.length >= SHARE_BYTES - n ? part.length : Buffer.byteLength(part)
+  }
+  return n
+}
+
+const withHashes = (
+  skel: string,
+  parts: ReadonlyArray<string>,
+  stored: ((hash: string) => boolean) | undefined,
+  hash: PartHasher
+): SplitPayload => {
   const hashes = parts.map(hash)
   return { skel, parts: stored === undefined ? parts : parts.map((p, i) => (stored(hashes[i]!) ? null : p)), hashes }
 }

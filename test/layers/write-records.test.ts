@@ -221,3 +221,42 @@ test("values with toJSON: the split puts back together as JSON.stringify's text,
     { numRuns: 300 }
   )
 })
+
+test("property: a payload is split exactly when its JSON text reaches SHARE_BYTES bytes, and puts back together as that text", () => {
+  // Messages whose sizes add up to around the threshold, in characters of one to four UTF-8 bytes.
+  const near = fc.array(
+    fc.record({
+      role: fc.constantFrom("user", "tool"),
+      content: fc.oneof(
+        text(300),
+        fc.string({ unit: fc.constantFrom("a", "é", "✓", "😀"), minLength: 60, maxLength: 400 })
+      )
+    }),
+    { minLength: 1, maxLength: 6 }
+  )
+  const shaped = fc.oneof(
+    near,
+    near.map((messages) => ({ messages, model: "m" })),
+    json
+  )
+  fc.assert(
+    fc.property(shaped, (value) => {
+      const text = JSON.stringify(value) ?? ""
+      const bytes = Buffer.byteLength(text)
+      const split = splitPayload(value)
+      if (bytes < SHARE_BYTES) expect(split).toBeUndefined()
+      if (split !== undefined) {
+        const pieces = split.skel.split("\x01")
+        expect(pieces.length).toBe(split.parts.length + 1)
+        expect(pieces.map((p, i) => p + (split.parts[i] ?? "")).join("")).toBe(text)
+      }
+      // A string of CUT_BYTES or more is always in some part: such a payload over the threshold is split.
+      const large = (v: unknown): boolean =>
+        typeof v === "string"
+          ? Buffer.byteLength(JSON.stringify(v)) >= 256
+          : typeof v === "object" && v !== null && Object.values(v).some(large)
+      if (bytes >= SHARE_BYTES && large(value)) expect(split).toBeDefined()
+    }),
+    { numRuns: 3000 }
+  )
+})
