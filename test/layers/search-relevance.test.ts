@@ -9,7 +9,7 @@ import { type RunQuery, runQueryHalves, runSpans, type RunScores, scoreRuns } fr
 import { bm25, type Bm25Doc } from "../support/Bm25.ts"
 import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
 import { uuid } from "../support/Fixtures.ts"
-import { openSearchRuntime, type SearchRuntime } from "../support/SearchRuntime.ts"
+import { embeddedSearch, openSearchRuntime, type SearchRuntime } from "../support/SearchRuntime.ts"
 
 /**
  * The relevance harness: recall@10, MRR and nDCG@10 of the product's search and of a reference BM25 over the same
@@ -70,22 +70,9 @@ const lexemes = (runtime: Runtime, texts: ReadonlyArray<readonly [string, string
 
 const searchIds = (runtime: Runtime, account: AccountId, query: string, legs?: ReadonlyArray<Leg>) =>
   runtime.runPromise(
-    Effect.gen(function* () {
-      const index = yield* SpanIndex
-      const embedder = yield* Embedder
-      const [vector] = yield* embedder.embed([query])
-      const hits = yield* index.search({
-        accountId: account,
-        embedder: embedder.id,
-        query,
-        vector: vector!,
-        filters: undefined,
-        limit: 10,
-        offset: 0,
-        ...(legs ? { legs } : {})
-      })
-      return hits.map((h) => h.span.id as string)
-    }).pipe(Effect.orDie)
+    embeddedSearch({ accountId: account, query, limit: 10, ...(legs ? { legs } : {}) }).pipe(
+      Effect.map(({ hits }) => hits.map((h) => h.span.id as string))
+    )
   )
 
 /** search: the product's hybrid ranking; vector and lexical: its legs alone; bm25: the reference keyword search. */

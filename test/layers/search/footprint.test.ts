@@ -13,7 +13,7 @@ import lexemeHashes from "#layers/storage/migrations/0046_search_lexeme_hashes"
 import { createTestDatabase, type TestDatabase } from "../../support/Database.ts"
 import { uuid } from "../../support/Fixtures.ts"
 import { INT8_COSINE_TOLERANCE } from "../../support/SearchTolerance.ts"
-import { openSearchRuntime, type SearchRuntime } from "../../support/SearchRuntime.ts"
+import { embeddedSearch, openSearchRuntime, type SearchRuntime } from "../../support/SearchRuntime.ts"
 
 // What the search index stores of an agent trace, and how small: a model call indexed for what is new in it
 // (docs/search.md, "What is embedded"), vectors at 2 bytes a component with pgvector and 1 without, full-text
@@ -158,21 +158,9 @@ const load = () =>
 
 const search = (query: string) =>
   runtime.runPromise(
-    Effect.gen(function* () {
-      const index = yield* SpanIndex
-      const embedder = yield* Embedder
-      const [vector] = yield* embedder.embed([query])
-      const hits = yield* index.search({
-        accountId: ACCOUNT,
-        embedder: embedder.id,
-        query,
-        vector: vector!,
-        filters: undefined,
-        limit: 10,
-        offset: 0
-      })
-      return { hits: hits.map((h) => h.span), vector: vector! }
-    }).pipe(Effect.orDie)
+    embeddedSearch({ accountId: ACCOUNT, query, limit: 10 }).pipe(
+      Effect.map(({ hits, vector }) => ({ hits: hits.map((h) => h.span), vector }))
+    )
   )
 
 const query = <A extends object>(text: string) =>

@@ -6,7 +6,7 @@ import { Embedder } from "#layers/search/Embedder"
 import { ftsText, LEXICAL_MIN_COVERAGE, lexicalQueryText, SpanIndex } from "#layers/search/SpanIndex"
 import { createTestDatabase, type TestDatabase } from "../../support/Database.ts"
 import { uuid } from "../../support/Fixtures.ts"
-import { openSearchRuntime, type SearchRuntime } from "../../support/SearchRuntime.ts"
+import { embeddedSearch, openSearchRuntime, type SearchRuntime } from "../../support/SearchRuntime.ts"
 
 // The search row keeps its full-text lexemes as 32-bit hashes (layers/search/Lexemes.ts). Checked against
 // PostgreSQL's own tsvector of the same text: as many hashes as distinct lexemes, each lexeme finding its span, and
@@ -104,22 +104,9 @@ const storedCounts = (account: AccountId) =>
 
 const lexical = (account: AccountId, query: string) =>
   runtime.runPromise(
-    Effect.gen(function* () {
-      const index = yield* SpanIndex
-      const embedder = yield* Embedder
-      const [vector] = yield* embedder.embed([query])
-      const hits = yield* index.search({
-        accountId: account,
-        embedder: embedder.id,
-        query,
-        vector: vector!,
-        filters: undefined,
-        limit: 50,
-        offset: 0,
-        legs: ["lexical"]
-      })
-      return hits.map((h) => h.span.id as string)
-    }).pipe(Effect.orDie)
+    embeddedSearch({ accountId: account, query, limit: 50, legs: ["lexical"] }).pipe(
+      Effect.map(({ hits }) => hits.map((h) => h.span.id as string))
+    )
   )
 
 /** The lexical leg's ranking computed from the spans' tsvectors: BM25 idf, coverage, the sum over the log of the count. */
