@@ -144,7 +144,8 @@ const runSide = async (dir: string, backend: string): Promise<Result> => {
       if (process.env.BENCH_REINDEX === "1") await db.query("REINDEX TABLE span_embeddings")
       rows = (await db.query(SIZES)).rows
       if (process.env.BENCH_DEBUG === "1") {
-        const d = await db.query(`SELECT s.span_type, count(*)::int AS n, avg(pg_column_size(e.lexemes))::int AS lexeme_bytes,
+        const d =
+          await db.query(`SELECT s.span_type, count(*)::int AS n, avg(pg_column_size(e.lexemes))::int AS lexeme_bytes,
             avg(cardinality(e.lexemes))::int AS lexemes, avg(pg_column_size(e.embedding))::int AS emb
           FROM span_embeddings e JOIN spans s ON s.trace_id = e.trace_id AND s.id = e.span_id GROUP BY 1`)
         console.log(d.rows)
