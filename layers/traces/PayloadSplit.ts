@@ -71,6 +71,14 @@ const under = (text: string, limit: number) =>
 const isPlainObject = (value: unknown): value is object =>
   typeof value === "object" && value !== null && typeof (value as { toJSON?: unknown }).toJSON !== "function"
 
+/**
+ * Whether an element or entry at `depth` is an array or object that `cut` cuts into its own elements, told without
+ * serializing it: its JSON text surely has at least CUT_BYTES bytes. (Its text is then not needed: a model call's
+ * messages array, a large tool schema, would otherwise be serialized whole before being cut, at every level.)
+ */
+const surelyCut = (item: unknown, depth: number) =>
+  depth + 1 < MAX_DEPTH && isPlainObject(item) && jsonLengthFloor(item, CUT_BYTES) >= CUT_BYTES
+
 const cut = (
   value: unknown,
   text: string,
@@ -83,6 +91,13 @@ const cut = (
     for (let i = 0; i < value.length; i++) {
       if (i > 0) skel += ","
       const item = value[i]
+      if (surelyCut(item, depth)) {
+        // A message of a history: its text is the memo's key (and its part, if it is cut whole).
+        skel += Array.isArray(item)
+          ? cut(item, "", depth + 1, parts, memo)
+          : cutElement(item, JSON.stringify(item), depth + 1, parts, memo)
+        continue
+      }
       const t = JSON.stringify(item) ?? "null"
       if (under(t, CUT_BYTES)) skel += t
       else if (isPlainObject(item))
@@ -98,6 +113,11 @@ const cut = (
     let skel = "{"
     let first = true
     for (const [key, item] of Object.entries(value)) {
+      if (surelyCut(item, depth)) {
+        skel += `${first ? "" : ","}${JSON.stringify(key)}:${cut(item, "", depth + 1, parts, memo)}`
+        first = false
+        continue
+      }
       const t = JSON.stringify(item)
       if (t === undefined) continue
       skel += `${first ? "" : ","}${JSON.stringify(key)}:`
@@ -184,6 +204,48 @@ export const jsonLengthBound = (value: unknown, limit: number): number => {
     default:
       // undefined prints as null in an array and nothing in an object; bigint, functions and symbols: no bound here.
       return value === undefined ? 4 : limit
+  }
+}
+
+/**
+ * At most the UTF-8 length of `JSON.stringify(value)`, counted until it reaches `limit`: a character of a string or key
+ * is at least one byte and escapes only add; a number prints at least one character; what it cannot bound cheaply
+ * (anything with `toJSON`, entries JSON leaves out) counts nothing. At or above `limit`, the JSON text is at least that
+ * long.
+ */
+export const jsonLengthFloor = (value: unknown, limit: number): number => {
+  switch (typeof value) {
+    case "string":
+      return value.length + 2
+    case "number":
+      return 1
+    case "boolean":
+      return 4
+    case "object": {
+      if (value === null) return 4
+      if (typeof (value as { toJSON?: unknown }).toJSON === "function") return 0
+      let n = 2
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length && n < limit; i++) n += jsonLengthFloor(value[i], limit - n) + (i > 0 ? 1 : 0)
+        return n
+      }
+      // Own enumerable keys, as JSON.stringify takes them (for-in would count inherited ones too).
+      for (const key of Object.keys(value)) {
+        const item = (value as Record<string, unknown>)[key]
+        // `"key":` at least; an entry JSON.stringify leaves out (undefined, a function, a symbol) counts nothing.
+        if (
+          typeof item === "string" ||
+          typeof item === "number" ||
+          typeof item === "boolean" ||
+          typeof item === "object"
+        )
+          n += key.length + 3 + jsonLengthFloor(item, limit - n)
+        if (n >= limit) return n
+      }
+      return n
+    }
+    default:
+      return 0
   }
 }
 

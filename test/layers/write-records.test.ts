@@ -1,6 +1,13 @@
 import { expect, test } from "bun:test"
 import { FastCheck as fc } from "effect"
-import { jsonLengthBound, partHasher, SHARE_BYTES, type SplitPayload, splitPayload } from "#layers/traces/PayloadSplit"
+import {
+  jsonLengthBound,
+  jsonLengthFloor,
+  partHasher,
+  SHARE_BYTES,
+  type SplitPayload,
+  splitPayload
+} from "#layers/traces/PayloadSplit"
 import { toRecord, toRecordsJson } from "#layers/traces/SpanRecords"
 import { skeletonText } from "#layers/traces/PartPacking"
 
@@ -36,6 +43,30 @@ test("jsonLengthBound: below its limit, never less than the UTF-8 length of JSON
   const payload = { messages: [{ role: "user", content: "x".repeat(300) }], n: 1 }
   expect(jsonLengthBound(payload, SHARE_BYTES)).toBeLessThan(SHARE_BYTES)
   expect(jsonLengthBound({ s: "x".repeat(SHARE_BYTES) }, SHARE_BYTES)).toBeGreaterThanOrEqual(SHARE_BYTES)
+})
+
+test("jsonLengthFloor: at or above its limit, never more than the UTF-8 length of JSON.stringify's text", () => {
+  // Values JSON.stringify leaves out or turns into null, beside JSON's own.
+  const withOddities = fc.oneof(
+    json,
+    fc.constant(undefined),
+    fc.constant(() => 1),
+    fc.constant(Symbol("s"))
+  )
+  const value = fc.oneof(json, fc.array(withOddities, { maxLength: 6 }), fc.dictionary(text(12), withOddities))
+  fc.assert(
+    fc.property(value, fc.integer({ min: 1, max: 3000 }), (value, limit) => {
+      const floor = jsonLengthFloor(value, limit)
+      const length = Buffer.byteLength(JSON.stringify(value) ?? "")
+      if (floor >= limit) expect(length).toBeGreaterThanOrEqual(limit)
+      else expect(floor).toBeLessThanOrEqual(length)
+    }),
+    { numRuns: 2000 }
+  )
+  // An inherited key is not JSON's: it does not count.
+  const inherits = Object.create({ inherited: "x".repeat(SHARE_BYTES) })
+  expect(jsonLengthFloor(inherits, SHARE_BYTES)).toBeLessThan(SHARE_BYTES)
+  expect(jsonLengthFloor({ s: "x".repeat(SHARE_BYTES) }, SHARE_BYTES)).toBeGreaterThanOrEqual(SHARE_BYTES)
 })
 
 const payload = fc.oneof(
