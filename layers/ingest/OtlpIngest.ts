@@ -176,7 +176,8 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
           ).pipe(Effect.map((groups) => groups.flat()))
 
     const ingest = Effect.fn("OtlpIngest.ingest")(function* (accountId: AccountId, decoded: DecodedExport) {
-      const mappedExport = mapAll(accountId, decoded)
+      // The mapped spans may share values unless a processor is given them (it may change them in place).
+      const mappedExport = mapAll(accountId, decoded, processors.length === 0)
       const { reasons, rejected } = mappedExport
       const spans = yield* processed(accountId, mappedExport.spans)
       const written =
@@ -194,7 +195,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
         const locks = yield* store.createFinalAndLock(accountId, prepared.traces)
         const allNew = prepared.traces.every((t) => locks.created.has(t.id))
         if (!allNew || !(yield* store.copyRows(() => copyMessage(prepared.copy)))) {
-          const { reasons, rejected, spans } = mapAll(accountId, decoded())
+          const { reasons, rejected, spans } = mapAll(accountId, decoded(), true)
           return resultOf(yield* writeLocked(accountId, spans, locks), rejected, reasons)
         }
         const terminal = prepared.traces.filter((t) => isTerminal(t.trace.status))

@@ -9,6 +9,7 @@ import { DEFAULT_PRICES, type PriceTable } from "#src/domain/pricing/Prices"
 import { CopyData, copyJson, copyText, copyTextArray } from "../storage/PgCopy.ts"
 import { decompress } from "./Decompress.ts"
 import { type MappedSpan, mapSpan } from "#src/domain/genai/MapSpan"
+import { ExportMemo } from "#src/domain/genai/Reuse"
 import { decodeOtlpJson, decodeOtlpProtobuf } from "./OtlpDecode.ts"
 import { accountSpanIds } from "./OtlpIds.ts"
 import { finalizeTrace, type StoredSpan, type TraceFinalization } from "#src/domain/genai/TraceFinalize"
@@ -16,9 +17,13 @@ import { finalizeTrace, type StoredSpan, type TraceFinalization } from "#src/dom
 /** At most this many spans are created per request; the rest are refused through partialSuccess. */
 export const MAX_SPANS_PER_EXPORT = 2000
 
-/** Maps the decoded spans in document order, applying the cap; the spans to write and what was refused. */
-export const mapAll = (accountId: AccountId, decoded: DecodedExport) => {
+/**
+ * Maps the decoded spans in document order, applying the cap; the spans to write and what was refused. `reuse`: no
+ * extension sees the mapped spans, so a span may share (frozen) values with those mapped before it (ExportMemo).
+ */
+export const mapAll = (accountId: AccountId, decoded: DecodedExport, reuse: boolean) => {
   const ids = accountSpanIds(accountId)
+  const memo = reuse ? new ExportMemo() : undefined
   const reasons = new Set(decoded.rejected.map((r) => r.reason))
   let rejected = decoded.rejected.length
   // The last copy of a span sent twice in one request wins, as it would across requests.
@@ -35,7 +40,7 @@ export const mapAll = (accountId: AccountId, decoded: DecodedExport) => {
     kept.add(otelKey)
     let mapped: MappedSpan | undefined
     try {
-      mapped = mapSpan(ids, span)
+      mapped = mapSpan(ids, span, memo)
     } catch {
       rejected++
       reasons.add("a span could not be mapped")
@@ -231,7 +236,7 @@ export const prepareExport = (
   decoded: DecodedExport,
   prices: PriceTable = DEFAULT_PRICES
 ): PreparedExport => {
-  const { reasons, rejected, spans } = mapAll(accountId, decoded)
+  const { reasons, rejected, spans } = mapAll(accountId, decoded, true)
   const starts = traceStarts(spans)
   const traces: Array<PreparedTrace> = []
   const finalSpans: Array<MappedSpan> = []

@@ -31,9 +31,18 @@ interface CutElement {
   readonly parts: ReadonlyArray<string>
 }
 
+/**
+ * How the messages of a request were cut: by their text, and, for a frozen one (a value the OTLP mapping shares between
+ * the spans of an export, ExportMemo), by the object itself, which spares serializing it again in every later span.
+ */
+interface CutMemo {
+  readonly byText: Map<string, CutElement>
+  readonly byObject: WeakMap<object, CutElement>
+}
+
 /** A part's hash; a per-request one also remembers how each message was cut (`partHasher`). */
 export type PartHasher = ((text: string) => string) & {
-  readonly elements?: Map<string, CutElement>
+  readonly elements?: CutMemo
   /** Whether this text was hashed (by a per-request hasher: whether it is a part of the request). */
   readonly has?: (text: string) => boolean
 }
@@ -54,7 +63,8 @@ export const partHasher = (): PartHasher => {
     }
     return h
   }
-  return Object.assign(hash, { elements: new Map<string, CutElement>(), has: (text: string) => memo.has(text) })
+  const elements: CutMemo = { byText: new Map(), byObject: new WeakMap() }
+  return Object.assign(hash, { elements, has: (text: string) => memo.has(text) })
 }
 
 /**
@@ -79,23 +89,14 @@ const isPlainObject = (value: unknown): value is object =>
 const surelyCut = (item: unknown, depth: number) =>
   depth + 1 < MAX_DEPTH && isPlainObject(item) && jsonLengthFloor(item, CUT_BYTES) >= CUT_BYTES
 
-const cut = (
-  value: unknown,
-  text: string,
-  depth: number,
-  parts: Array<string>,
-  memo: Map<string, CutElement> | undefined
-): string => {
+const cut = (value: unknown, text: string, depth: number, parts: Array<string>, memo: CutMemo | undefined): string => {
   if (Array.isArray(value) && depth < MAX_DEPTH && isPlainObject(value)) {
     let skel = "["
     for (let i = 0; i < value.length; i++) {
       if (i > 0) skel += ","
       const item = value[i]
       if (surelyCut(item, depth)) {
-        // A message of a history: its text is the memo's key (and its part, if it is cut whole).
-        skel += Array.isArray(item)
-          ? cut(item, "", depth + 1, parts, memo)
-          : cutElement(item, JSON.stringify(item), depth + 1, parts, memo)
+        skel += Array.isArray(item) ? cut(item, "", depth + 1, parts, memo) : cutMessage(item, depth + 1, parts, memo)
         continue
       }
       const t = JSON.stringify(item) ?? "null"
@@ -148,13 +149,10 @@ const cutElement = (
   text: string,
   depth: number,
   parts: Array<string>,
-  memo: Map<string, CutElement> | undefined
+  memo: CutMemo | undefined
 ): string => {
-  const known = memo?.get(text)
-  if (known !== undefined && known.depth === depth) {
-    for (const part of known.parts) parts.push(part)
-    return known.piece
-  }
+  const known = memo?.byText.get(text)
+  if (known !== undefined && known.depth === depth) return replayed(known, parts)
   const mark = parts.length
   let piece = cut(item, text, depth, parts, memo)
   if (!under(piece, CUT_BYTES)) {
@@ -162,8 +160,28 @@ const cutElement = (
     parts.push(text)
     piece = HOLE
   }
-  memo?.set(text, { depth, piece, parts: parts.slice(mark) })
+  memo?.byText.set(text, { depth, piece, parts: parts.slice(mark) })
   return piece
+}
+
+/**
+ * `cutElement` of an element whose text is not at hand yet (a message of a history): a frozen one cut before, at the
+ * same depth, is found by identity; any other is serialized, its text being the memo's key.
+ */
+const cutMessage = (item: object, depth: number, parts: Array<string>, memo: CutMemo | undefined): string => {
+  if (memo === undefined || !Object.isFrozen(item)) return cutElement(item, JSON.stringify(item), depth, parts, memo)
+  const known = memo.byObject.get(item)
+  if (known !== undefined && known.depth === depth) return replayed(known, parts)
+  const mark = parts.length
+  const piece = cutElement(item, JSON.stringify(item), depth, parts, memo)
+  memo.byObject.set(item, { depth, piece, parts: parts.slice(mark) })
+  return piece
+}
+
+/** A known element's piece, its parts added to `parts`. */
+const replayed = (known: CutElement, parts: Array<string>) => {
+  for (const part of known.parts) parts.push(part)
+  return known.piece
 }
 
 /** A string with a character JSON.stringify escapes (or a surrogate, which it escapes when unpaired). */

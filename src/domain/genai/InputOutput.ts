@@ -38,7 +38,7 @@ const llmInput = (f: Facts, io: IoState): unknown => {
   if (yields(v)) return v
   const instructions = a["gen_ai.system_instructions"]
   if (!isBlank(a["gen_ai.input.messages"])) {
-    v = withSystem(otelMessages(a["gen_ai.input.messages"], "user"), instructions)
+    v = withSystem(otelMessages(a["gen_ai.input.messages"], "user", f.memo), instructions)
     if (yields(v)) return v
   }
   if (f.scan.llmInputMessages && yields((v = openInferenceMessages(a, "llm.input_messages.", "user")))) return v
@@ -179,7 +179,7 @@ export const inputOutputOf = (f: Facts, type: SpanType, conv: ConventionReading,
   switch (type) {
     case "llm_call":
       // Tools and sampling parameters travel with the messages, so a replay can send the same request.
-      input = withRequestParameters(llmInput(f, io), requestParameters(f.a))
+      input = withRequestParameters(llmInput(f, io), requestParameters(f.a, f.memo))
       output = withFinishReason(withPlainTextContent(llmOutput(f, io)), f.a["llm.finish_reason"])
       break
     case "tool_call":

@@ -19,6 +19,7 @@ import { type ConventionReading, readConventions } from "./conventions/Conventio
 import { isMastraModelStep } from "./conventions/Mastra.ts"
 import { toolDefinitionsInInput } from "./conventions/RequestParameters.ts"
 import { isFrameworkPlumbing } from "./conventions/Plumbing.ts"
+import type { ExportMemo } from "./Reuse.ts"
 
 /**
  * The GenAI mapping of one OTLP span to our span (docs/otel-mapping.md). Pure and total:
@@ -75,27 +76,28 @@ export interface MappedSpan {
 /**
  * Maps one decoded OTLP span to our span, or `undefined` for a span that is deliberately skipped (a Logfire
  * `pending_span` placeholder duplicating a real span). Never throws: a span the mapper cannot make sense of
- * is still stored, as a bare `action` with `metadata.mapping_error`.
+ * is still stored, as a bare `action` with `metadata.mapping_error`. With a memo, what the export's earlier spans
+ * mapped is reused (Reuse.ts).
  */
-export const mapSpan = (ids: SpanIds, span: OtlpSpan): MappedSpan | undefined => {
+export const mapSpan = (ids: SpanIds, span: OtlpSpan, memo?: ExportMemo): MappedSpan | undefined => {
   const a: Attrs = span.attributes ?? {}
   if (a["logfire.span_type"] === "pending_span") return undefined
   try {
-    return mapChecked(ids, span, a)
+    return mapChecked(ids, span, a, memo)
   } catch (error) {
     return fallback(ids, span, error)
   }
 }
 
-const mapChecked = (ids: SpanIds, span: OtlpSpan, a: Attrs): MappedSpan => {
-  const r = readSpan(span, a)
+const mapChecked = (ids: SpanIds, span: OtlpSpan, a: Attrs, memo: ExportMemo | undefined): MappedSpan => {
+  const r = readSpan(span, a, memo)
   const truncated: Array<string> = []
   const out = columnsOf(ids, r, truncated)
   // A model call's tool definitions stored whole in its input are not repeated among the leftover attributes.
   const toolsInInput =
     r.type === "llm_call" &&
     !truncated.includes("input") &&
-    toolDefinitionsInInput(a["gen_ai.tool.definitions"], out.input)
+    toolDefinitionsInInput(a["gen_ai.tool.definitions"], out.input, memo)
   putMetadata(out.metadata, ids, r, truncated, toolsInInput ? "gen_ai.tool.definitions" : undefined)
   if (truncated.length > 0) out.metadata.truncated = truncated
   return { span: out, traceId: ids.trace(r.hex.trace), otelTraceId: r.hex.trace }
@@ -125,12 +127,12 @@ interface SpanReading {
   readonly originalName: string | undefined
 }
 
-const readSpan = (span: OtlpSpan, a: Attrs): SpanReading => {
+const readSpan = (span: OtlpSpan, a: Attrs, memo: ExportMemo | undefined): SpanReading => {
   const resource: Attrs = span.resource ?? {}
   const failure = failureOf(span, a)
   // Vendor SDK and framework attributes (Langfuse, Laminar, OpenInference, Mastra, LangGraph) beyond the conventions read here.
   const conv = readConventions(a, resource)
-  const f = readFacts(span, a, failure.failed)
+  const f = readFacts(span, a, failure.failed, memo)
   const { type, source } = spanTypeOf(f, conv.type)
   const io: IoState = { usedEvents: 0 }
   const { input, output } = inputOutputOf(f, type, conv, io)
@@ -225,7 +227,7 @@ const putMetadata = (
 }
 
 /** What the span says about itself, read once: the facts the type decision and the readers share. */
-const readFacts = (span: OtlpSpan, a: Attrs, failed: boolean): Facts => {
+const readFacts = (span: OtlpSpan, a: Attrs, failed: boolean, memo: ExportMemo | undefined): Facts => {
   const oi = str(a, "openinference.span.kind")
   return {
     a,
@@ -237,7 +239,8 @@ const readFacts = (span: OtlpSpan, a: Attrs, failed: boolean): Facts => {
     traceloopKind: str(a, "traceloop.span.kind"),
     langfuseType: str(a, "langfuse.observation.type"),
     langsmithKind: str(a, "langsmith.span.kind"),
-    failed
+    failed,
+    memo
   }
 }
 

@@ -4,6 +4,7 @@ import { TOOL_NAME_KEYS } from "./AttributeKeys.ts"
 import { type Attrs, type Scan, asText, first, firstText, isBlank, str } from "./Attributes.ts"
 import { fitText } from "./TextCleaning.ts"
 import { isFrameworkAgentSpan } from "./conventions/AgentIdentity.ts"
+import type { ExportMemo } from "./Reuse.ts"
 
 /** The span type decision table (docs/otel-mapping.md, "Span types"), agent spans, aggregate spans and names. */
 
@@ -128,6 +129,8 @@ export interface Facts {
   readonly langfuseType: string | undefined
   readonly langsmithKind: string | undefined
   readonly failed: boolean
+  /** What the export's earlier spans mapped, for this one to reuse (Reuse.ts); undefined: mapped on its own. */
+  readonly memo: ExportMemo | undefined
 }
 
 const hasEvent = (events: ReadonlyArray<OtlpEvent>, name: string) => {

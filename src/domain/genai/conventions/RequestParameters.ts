@@ -6,6 +6,8 @@
  * equivalent (`top_k`) are kept under their own name; replay reports them as not reproduced.
  */
 
+import type { ExportMemo } from "../Reuse.ts"
+
 type Attrs = Readonly<Record<string, unknown>>
 type Json = Record<string, unknown>
 
@@ -75,10 +77,24 @@ const toolList = (raw: unknown): Array<Json> | undefined => {
  * (an agent's model calls each carry the same definitions, kilobytes a span); in any other form some of it may be
  * left out of the input, and it is kept there.
  */
-export const toolDefinitionsInInput = (raw: unknown, input: unknown): boolean => {
+export const toolDefinitionsInInput = (raw: unknown, input: unknown, memo?: ExportMemo): boolean => {
   if (isBlank(raw) || !isRecord(input) || !Array.isArray(input.tools)) return false
+  if (memo === undefined || typeof raw !== "string") {
+    const definitions = definitionsOf(raw)
+    return definitions.whole && JSON.stringify(input.tools) === definitions.json
+  }
+  const definitions = memo.byText("tool definitions", raw, definitionsOf)
+  // The input's tools are the very list the same text gave `requestParameters`, unless another attribute's input
+  // (langfuse.observation.input) holds its own.
+  return (
+    definitions.whole && (input.tools === definitionList(raw, memo) || JSON.stringify(input.tools) === definitions.json)
+  )
+}
+
+/** Whether every definition is in the Chat Completions form, and the JSON text of `toolList` of them. */
+const definitionsOf = (raw: unknown): { readonly whole: boolean; readonly json: string } => {
   const v = parsed(raw)
-  if (!Array.isArray(v) || v.length === 0) return false
+  if (!Array.isArray(v) || v.length === 0) return { whole: false, json: "" }
   const whole = v.every(
     (t) =>
       isRecord(t) &&
@@ -87,8 +103,12 @@ export const toolDefinitionsInInput = (raw: unknown, input: unknown): boolean =>
       typeof t.function.name === "string" &&
       Object.keys(t).every((k) => k === "type" || k === "function")
   )
-  return whole && JSON.stringify(input.tools) === JSON.stringify(toolList(v))
+  return { whole, json: whole ? JSON.stringify(toolList(v)) : "" }
 }
+
+/** `toolList` of `gen_ai.tool.definitions`; with a memo, the list the last span with the same text was given. */
+const definitionList = (raw: unknown, memo: ExportMemo | undefined) =>
+  memo !== undefined && typeof raw === "string" ? memo.byText("tools", raw, toolList) : toolList(raw)
 
 /** OpenInference `llm.tools.<i>.tool.json_schema` (or its `name`/`description`/`parameters` parts). */
 const openInferenceTools = (a: Attrs): Array<Json> | undefined => {
@@ -168,9 +188,10 @@ const prefixed = (a: Attrs, prefix: string): Json => {
  * `ai.prompt.toolChoice`, `ai.settings.*`), Langfuse (`langfuse.observation.model.parameters`) and LangSmith /
  * LangChain (`langsmith.metadata.ls_temperature`, `ls_max_tokens`, `langsmith.metadata.invocation_params`).
  */
-export const requestParameters = (a: Attrs): Json | undefined => {
+export const requestParameters = (a: Attrs, memo?: ExportMemo): Json | undefined => {
   const out: Json = {}
-  const tools = toolList(a["gen_ai.tool.definitions"]) ?? openInferenceTools(a) ?? toolList(a["ai.prompt.tools"])
+  const tools =
+    definitionList(a["gen_ai.tool.definitions"], memo) ?? openInferenceTools(a) ?? toolList(a["ai.prompt.tools"])
   if (tools !== undefined) out.tools = tools
   if (!isBlank(a["ai.prompt.toolChoice"])) out.tool_choice = chatToolChoice(a["ai.prompt.toolChoice"])
 

@@ -1,6 +1,7 @@
 import { isBlank, parseStructured } from "../Attributes.ts"
 import { type Json, isRecord } from "../TextCleaning.ts"
 import { resultString, toolCall, toolMessage } from "./ChatMessages.ts"
+import type { ExportMemo } from "../Reuse.ts"
 
 /** OTel GenAI messages (`gen_ai.input.messages`, parts) and system instructions as CCM. */
 
@@ -77,12 +78,60 @@ const appendOtelMessage = (out: Array<unknown>, m: unknown, defaultRole: string)
   out.push(ccm)
 }
 
-/** A parsed OTel message list as CCM; a value that is not a list (a cut JSON string) is returned as is. */
-export const otelMessages = (v: unknown, defaultRole: string): unknown => {
+const COMMA = 0x2c
+const CLOSING_BRACKET = 0x5d
+
+/**
+ * The list `text` holds when it is the last list's text (kept in `memo` as `kind`) with elements added before its
+ * closing bracket: a model call's `gen_ai.input.messages` is the previous call's with the newest messages appended, so
+ * those alone are parsed and mapped, and the earlier ones are the values of the previous span. Undefined otherwise.
+ * The last list's text was a JSON array of at least one element, so `text` is JSON exactly when what follows that
+ * array's elements and a comma, opened as an array, is a JSON array of at least one element.
+ */
+const extendedList = (
+  text: string,
+  defaultRole: string,
+  memo: ExportMemo,
+  kind: string
+): Array<unknown> | undefined => {
+  const last = memo.lastOf<ReadonlyArray<unknown>>(kind)
+  if (last === undefined || text.length <= last.text.length) return undefined
+  const end = last.text.length - 1
+  if (text.charCodeAt(end) !== COMMA || !text.startsWith(last.text.slice(0, end))) return undefined
+  let added: unknown
+  try {
+    added = JSON.parse(`[${text.slice(end + 1)}`)
+  } catch {
+    return undefined
+  }
+  if (!Array.isArray(added) || added.length === 0) return undefined
+  const out = [...last.value]
+  for (const m of added) appendOtelMessage(out, m, defaultRole)
+  return out
+}
+
+/**
+ * A parsed OTel message list as CCM; a value that is not a list (a cut JSON string) is returned as is. With a memo, a
+ * list that extends the last one of its role is mapped by its new messages only (`extendedList`); the array returned is
+ * the caller's, its messages may be shared (frozen).
+ */
+export const otelMessages = (v: unknown, defaultRole: string, memo?: ExportMemo): unknown => {
+  const kind = `messages/${defaultRole}`
+  if (memo !== undefined && typeof v === "string") {
+    const extended = extendedList(v, defaultRole, memo, kind)
+    if (extended !== undefined) return [...memo.keep(kind, v, extended)]
+  }
   const parsed = parseStructured(v)
   if (!Array.isArray(parsed)) return parsed
   const out: Array<unknown> = []
   for (const m of parsed) appendOtelMessage(out, m, defaultRole)
+  if (
+    memo !== undefined &&
+    typeof v === "string" &&
+    parsed.length > 0 &&
+    v.charCodeAt(v.length - 1) === CLOSING_BRACKET
+  )
+    return [...memo.keep(kind, v, out)]
   return out
 }
 
