@@ -80,15 +80,19 @@ export const bodyPaceOf = (config: {
 /** The body did not arrive within the deadline, or fell behind the minimum rate: 408. */
 export class BodyTimedOut extends Error {
   constructor(
-    readonly received: number,
+    /** The bytes received by then; undefined for a body read whole (`readWhole`), whose progress is not seen. */
+    readonly received: number | undefined,
     readonly elapsedMs: number,
     readonly why: "deadline" | "rate",
     deadlineMs: number
   ) {
+    const seconds = (elapsedMs / 1000).toFixed(1)
     super(
       why === "deadline"
-        ? `the request body did not arrive within ${deadlineMs / 1000} s (${received} bytes received)`
-        : `the request body arrived too slowly (${received} bytes in ${(elapsedMs / 1000).toFixed(1)} s)`
+        ? `the request body did not arrive within ${deadlineMs / 1000} s${received === undefined ? "" : ` (${received} bytes received)`}`
+        : received === undefined
+          ? `the request body arrived too slowly (not whole after ${seconds} s)`
+          : `the request body arrived too slowly (${received} bytes in ${seconds} s)`
     )
   }
 }
@@ -126,7 +130,10 @@ const readPaced = (
   startedAt: number
 ) => Effect.flatMap(currentUploadPermit, (permit) => readPacedWith(request, body, maxBytes, pace, startedAt, permit))
 
-/** As `readPaced`, with the request's ingestion permit (if any) given, and the body turned into `A` by `finish`. */
+/**
+ * As `readPaced`, with the request's ingestion permit (if any) given, and the body turned into `A` by `finish`. A body
+ * of a small declared length and no permit is read whole (`readWhole`), any other from its stream (`readStreamed`).
+ */
 const readPacedWith = <A = Uint8Array>(
   request: HttpServerRequest.HttpServerRequest,
   body: ReadableStream<Uint8Array>,
@@ -135,6 +142,77 @@ const readPacedWith = <A = Uint8Array>(
   startedAt: number,
   permit: UploadPermit | undefined,
   finish: (bytes: Uint8Array) => Effect.Effect<A, HttpServerError.RequestError> = Effect.succeed as never
+) => {
+  const source = request.source as { readonly arrayBuffer?: unknown }
+  const length = Number(request.headers["content-length"])
+  return permit === undefined && length <= WHOLE_READ_BYTES && typeof source.arrayBuffer === "function"
+    ? readWhole(request, source as Request, length, pace, startedAt, finish)
+    : readStreamed(request, body, maxBytes, pace, startedAt, permit, finish)
+}
+
+/**
+ * Bodies of at most this many declared bytes are read whole. Reading a web stream chunk by chunk cost Bun about one
+ * young-generation garbage collection every 25 requests, reading the same body whole none (docs/performance.md,
+ * "Enforcement"), and each collection pauses every request in flight. At the default pace the last byte of such a body
+ * is due a quarter of a second after the grace period: there is little progress to watch in between.
+ */
+const WHOLE_READ_BYTES = 4096
+
+/**
+ * The body read whole by the runtime, the request failed with BodyTimedOut if it is not whole when its last byte is
+ * due (`bodyDueAt` of its declared length). Bun holds a body to its declared length, so the size cap is the caller's
+ * check of that length.
+ */
+const readWhole = <A>(
+  request: HttpServerRequest.HttpServerRequest,
+  source: Request,
+  length: number,
+  pace: BodyPace,
+  startedAt: number,
+  finish: (bytes: Uint8Array) => Effect.Effect<A, HttpServerError.RequestError>
+) =>
+  Effect.async<A, HttpServerError.RequestError>((resume) => {
+    let settled = false
+    const settle = (outcome: Effect.Effect<A, HttpServerError.RequestError>) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      resume(outcome)
+    }
+    const due = bodyDueAt(pace, startedAt, Math.max(0, length - 1))
+    const why = due >= startedAt + pace.deadlineMs ? "deadline" : "rate"
+    const timer = setTimeout(
+      () =>
+        settle(
+          Effect.fail(
+            requestError(request, new BodyTimedOut(undefined, performance.now() - startedAt, why, pace.deadlineMs))
+          )
+        ),
+      Math.max(0, due - performance.now())
+    )
+    try {
+      source.arrayBuffer().then(
+        (bytes) => settle(finish(new Uint8Array(bytes))),
+        (cause) => settle(Effect.fail(requestError(request, cause)))
+      )
+    } catch (cause) {
+      settle(Effect.fail(requestError(request, cause)))
+    }
+    return Effect.sync(() => {
+      settled = true
+      clearTimeout(timer)
+    })
+  })
+
+/** The body read chunk by chunk from its stream, its pace checked as each chunk arrives. */
+const readStreamed = <A>(
+  request: HttpServerRequest.HttpServerRequest,
+  body: ReadableStream<Uint8Array>,
+  maxBytes: number,
+  pace: BodyPace,
+  startedAt: number,
+  permit: UploadPermit | undefined,
+  finish: (bytes: Uint8Array) => Effect.Effect<A, HttpServerError.RequestError>
 ) =>
   Effect.async<A, HttpServerError.RequestError>((resume) => {
     const reader = body.getReader()

@@ -121,6 +121,20 @@ describe("request bodies must arrive in time", () => {
     expect(answer.body.error).toContain("did not arrive within")
   })
 
+  test("a small body (read whole, not chunk by chunk) that stalls is answered 408 when its last byte is due", async () => {
+    // 500 bytes at 1 KB/s after the grace period: the last is due 2.5 s + 0.49 s after the headers.
+    const dueMs = GRACE_MS + (499 * 1000) / 1024
+    for (const path of ["/api/v1/enforcement/check", "/api/v1/traces"]) {
+      const answer = await upload(path, KEY_A, { declared: 500, first: '{"run_id":"', step: 1, everyMs: 200 })
+      expectTimeout(answer, dueMs + 1000)
+      expect(answer.elapsedMs).toBeGreaterThanOrEqual(dueMs - 100)
+      expect(answer.body.error).toContain("arrived too slowly")
+      if (path === "/api/v1/enforcement/check") expect(answer.headers).toContain("connection: close")
+    }
+    // A small body sent whole at once is read as before.
+    expect((await exportOf(KEY_A)).status).toBe(200)
+  })
+
   test("the same holds for POST /api/v1/traces, the enforcement check (its lean route and the API's), POST /api/v1/batch and the MCP endpoints", async () => {
     for (const path of [
       "/api/v1/traces",
