@@ -151,6 +151,25 @@ const readPacedWith = <A = Uint8Array>(
 }
 
 /**
+ * A timer for when the body is late: due once `received` bytes are in (`bodyDueAt`), answered with the BodyTimedOut
+ * that says so (`shown`: the bytes it reports received).
+ */
+const lateTimer = (
+  pace: BodyPace,
+  startedAt: number,
+  received: number,
+  shown: number | undefined,
+  onLate: (late: BodyTimedOut) => void
+) => {
+  const due = bodyDueAt(pace, startedAt, received)
+  const why = due >= startedAt + pace.deadlineMs ? "deadline" : "rate"
+  return setTimeout(
+    () => onLate(new BodyTimedOut(shown, performance.now() - startedAt, why, pace.deadlineMs)),
+    Math.max(0, due - performance.now())
+  )
+}
+
+/**
  * Bodies of at most this many declared bytes are read whole. Reading a web stream chunk by chunk cost Bun about one
  * young-generation garbage collection every 25 requests, reading the same body whole none (docs/performance.md,
  * "Enforcement"), and each collection pauses every request in flight. At the default pace the last byte of such a body
@@ -179,16 +198,8 @@ const readWhole = <A>(
       clearTimeout(timer)
       resume(outcome)
     }
-    const due = bodyDueAt(pace, startedAt, Math.max(0, length - 1))
-    const why = due >= startedAt + pace.deadlineMs ? "deadline" : "rate"
-    const timer = setTimeout(
-      () =>
-        settle(
-          Effect.fail(
-            requestError(request, new BodyTimedOut(undefined, performance.now() - startedAt, why, pace.deadlineMs))
-          )
-        ),
-      Math.max(0, due - performance.now())
+    const timer = lateTimer(pace, startedAt, Math.max(0, length - 1), undefined, (late) =>
+      settle(Effect.fail(requestError(request, late)))
     )
     try {
       source.arrayBuffer().then(
@@ -234,12 +245,7 @@ const readStreamed = <A>(
     }
     const arm = () => {
       clearTimeout(timer)
-      const due = bodyDueAt(pace, startedAt, received)
-      const why = due >= startedAt + pace.deadlineMs ? "deadline" : "rate"
-      timer = setTimeout(
-        () => fail(new BodyTimedOut(received, performance.now() - startedAt, why, pace.deadlineMs)),
-        Math.max(0, due - performance.now())
-      )
+      timer = lateTimer(pace, startedAt, received, received, fail)
     }
     const pump = (): void => {
       reader.read().then(
