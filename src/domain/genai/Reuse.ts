@@ -28,7 +28,7 @@ export class ExportMemo {
 }
 
 /** The value frozen, with everything it holds. */
-export const frozen = <A>(value: A): A => {
+const frozen = <A>(value: A): A => {
   if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value)
     for (const key of Object.keys(value)) frozen((value as Record<string, unknown>)[key])
