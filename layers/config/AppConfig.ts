@@ -2,7 +2,7 @@ import { Config, Effect, LogLevel, Option, Redacted } from "effect"
 import { optionalBaseUrl } from "./BaseUrl.ts"
 
 /** TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS on PostgreSQL (docs/enforcement.md, "Checks first under overload"). */
-const DEFAULT_SHED_INGEST_LAG_MS = 5
+const DEFAULT_SHED_INGEST_LAG_MS = 2
 
 const nonBlank = (name: string) =>
   Config.option(Config.string(name)).pipe(Config.map(Option.filter((s) => s.trim() !== "")))

@@ -66,8 +66,8 @@ describe("CheckPressure", () => {
     expect(off.active()).toBe(false)
   })
 
-  test("the event loop's limit: 5 ms on PostgreSQL, off on embedded PGlite, as set when set", () => {
-    expect(lagLimit({ DATABASE_URL: "postgres://x/y" })).toBe(5)
+  test("the event loop's limit: 2 ms on PostgreSQL, off on embedded PGlite, as set when set", () => {
+    expect(lagLimit({ DATABASE_URL: "postgres://x/y" })).toBe(2)
     expect(lagLimit({})).toBe(0)
     expect(lagLimit({ TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "2.5" })).toBe(2.5)
     expect(lagLimit({ DATABASE_URL: "postgres://x/y", TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "0" })).toBe(0)
