@@ -2,14 +2,19 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
-import { Embedder } from "#layers/search/Embedder"
-import { type Leg, SpanIndex } from "#layers/search/SpanIndex"
+import type { Leg } from "#layers/search/SpanIndex"
 import { KINDS, relevanceSpans } from "../fixtures/search/relevance.ts"
 import { type RunQuery, runQueryHalves, runSpans, type RunScores, scoreRuns } from "../fixtures/search/agentRuns.ts"
 import { bm25, type Bm25Doc } from "../support/Bm25.ts"
 import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
 import { uuid } from "../support/Fixtures.ts"
-import { embeddedSearch, openSearchRuntime, type SearchRuntime } from "../support/SearchRuntime.ts"
+import {
+  embeddedSearch,
+  openSearchRuntime,
+  type SearchedSpan,
+  type SearchRuntime,
+  storeIndexed
+} from "../support/SearchRuntime.ts"
 
 /**
  * The relevance harness: recall@10, MRR and nDCG@10 of the product's search and of a reference BM25 over the same
@@ -32,25 +37,10 @@ const withIdentifierWords = (text: string) =>
 /** Stores the spans in one trace of the account, embeds them as the index job does; answers id → span text. */
 const load = (runtime: Runtime, account: AccountId, spans: ReadonlyArray<Record<string, unknown>>) =>
   runtime.runPromise(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const index = yield* SpanIndex
-      const embedder = yield* Embedder
-      const trace = uuid()
-      yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`search-${account}`})`
-      yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${trace}, ${account}, 'completed', now())`
-      for (const span of spans) {
-        yield* sql`
-        INSERT INTO spans (trace_id, id, account_id, span_type, name, model, input, output, error, started_at, cost, duration_ms)
-        VALUES (${trace}, ${span.id as string}, ${account}, ${span.span_type as string}, ${span.name as string},
-                ${(span.model as string) ?? null}, ${span.input === undefined ? null : JSON.stringify(span.input)}::jsonb,
-                ${span.output === undefined ? null : JSON.stringify(span.output)}::jsonb, ${(span.error as string) ?? null},
-                ${span.started_at as string}, ${span.cost as number}, ${span.duration_ms as number})`
-      }
-      const { pending } = yield* index.pendingOfTraces(account, [trace], embedder.id)
-      yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
-      return new Map(pending.map((p) => [p.spanId, p.text]))
-    }).pipe(Effect.orDie)
+    Effect.map(
+      storeIndexed(account, `search-${account}`, spans as unknown as ReadonlyArray<SearchedSpan>),
+      (pending) => new Map(pending.map((p) => [p.spanId, p.text]))
+    )
   )
 
 /** PostgreSQL's english lexemes of each text with their counts (the stemming BM25 shares with full-text search). */

@@ -2,11 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Effect, FastCheck as fc } from "effect"
 import type { AccountId } from "#src/domain/Ids"
-import { Embedder } from "#layers/search/Embedder"
-import { ftsText, LEXICAL_MIN_COVERAGE, lexicalQueryText, SpanIndex } from "#layers/search/SpanIndex"
+import { ftsText, LEXICAL_MIN_COVERAGE, lexicalQueryText } from "#layers/search/SpanIndex"
 import { createTestDatabase, type TestDatabase } from "../../support/Database.ts"
 import { uuid } from "../../support/Fixtures.ts"
-import { embeddedSearch, openSearchRuntime, type SearchRuntime } from "../../support/SearchRuntime.ts"
+import { embeddedSearch, openSearchRuntime, type SearchRuntime, storeIndexed } from "../../support/SearchRuntime.ts"
 
 // The search row keeps its full-text lexemes as 32-bit hashes (layers/search/Lexemes.ts). Checked against
 // PostgreSQL's own tsvector of the same text: as many hashes as distinct lexemes, each lexeme finding its span, and
@@ -59,23 +58,22 @@ afterAll(async () => {
 /** The texts as tool spans of one trace of a new account, stored as the index job does; their ids and bodies. */
 const load = (account: AccountId, texts: ReadonlyArray<string>) =>
   runtime.runPromise(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const index = yield* SpanIndex
-      const embedder = yield* Embedder
-      const trace = uuid()
-      yield* sql`INSERT INTO accounts (id, name) VALUES (${account}, ${`lexemes-${account}`})`
-      yield* sql`INSERT INTO traces (id, account_id, status, started_at) VALUES (${trace}, ${account}, 'completed', now())`
-      for (const [i, output] of texts.entries()) {
-        yield* sql`
-          INSERT INTO spans (trace_id, id, account_id, span_type, name, output, started_at, cost, duration_ms)
-          VALUES (${trace}, ${uuid()}, ${account}, 'tool_call', 'tool', ${JSON.stringify(output)}::jsonb,
-                  ${new Date(1_700_000_000_000 + i * 1000).toISOString()}, 0, 1)`
-      }
-      const { pending } = yield* index.pendingOfTraces(account, [trace], embedder.id)
-      yield* index.store(embedder.id, pending, yield* embedder.embed(pending.map((p) => p.text)))
-      return pending.map((p) => ({ id: p.spanId as string, body: ftsText(p.text) }))
-    }).pipe(Effect.orDie)
+    Effect.map(
+      storeIndexed(
+        account,
+        `lexemes-${account}`,
+        texts.map((output, i) => ({
+          id: uuid(),
+          span_type: "tool_call",
+          name: "tool",
+          output,
+          started_at: new Date(1_700_000_000_000 + i * 1000).toISOString(),
+          cost: 0,
+          duration_ms: 1
+        }))
+      ),
+      (pending) => pending.map((p) => ({ id: p.spanId as string, body: ftsText(p.text) }))
+    )
   )
 
 /** PostgreSQL's english lexemes of a text (what a tsvector of it holds). */
