@@ -3,14 +3,15 @@ import { Effect } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
 import type { TraceStatus } from "#src/domain/Trace"
-import { JobQueue } from "../jobs/JobQueue.ts"
+import { JobQueue, type NewJob } from "../jobs/JobQueue.ts"
 import { ModelPrices } from "../llm/Prices.ts"
+import { UsageCounters } from "../usage/UsageCounters.ts"
 import { copyMessage } from "../storage/PgCopy.ts"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { byTrace, finalizeWith, mapAll, type PreparedExport, traceStarts } from "./OtlpPrepare.ts"
 import { OtlpStore } from "./OtlpStore.ts"
 import { type ProcessedSpan, processSpansJson, SpanProcessors } from "../extensions/SpanProcessors.ts"
-import { StreamEvents } from "../stream/StreamEvents.ts"
+import { STREAM_RESULT_COLUMNS, type StreamResultColumns, StreamEvents } from "../stream/StreamEvents.ts"
 import { rewrittenSpanCode, type StreamGroup } from "#src/domain/StreamEvent"
 import type { StoredSpan, TraceFinalization } from "#src/domain/genai/TraceFinalize"
 
@@ -19,6 +20,8 @@ export interface IngestResult {
   readonly spansIngested: number
   readonly rejectedSpans: number
   readonly errorMessage: string | undefined
+  /** The request was counted in the account's usage (`otlp_requests`) by the write's own transaction. */
+  readonly counted: boolean
 }
 
 const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[string, Array<A>]> => {
@@ -34,18 +37,25 @@ const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[stri
 
 const isTerminal = (status: TraceStatus) => status !== "running"
 
-const resultOf = (
-  written: { tracesCreated: number; spansIngested: number; refused: number },
-  rejected: number,
-  reasons: Set<string>
-): IngestResult => {
+/** What a write did; `counted`: it counted the request in the account's usage (it announced something). */
+interface Written {
+  readonly tracesCreated: number
+  readonly spansIngested: number
+  readonly refused: number
+  readonly counted: boolean
+}
+
+const NOTHING_WRITTEN: Written = { tracesCreated: 0, spansIngested: 0, refused: 0, counted: false }
+
+const resultOf = (written: Written, rejected: number, reasons: Set<string>): IngestResult => {
   if (written.refused > 0) reasons.add("spans of a trace that was deleted, or that another account owns, were refused")
   const rejectedSpans = rejected + written.refused
   return {
     tracesCreated: written.tracesCreated,
     spansIngested: written.spansIngested,
     rejectedSpans,
-    errorMessage: rejectedSpans > 0 ? [...reasons].join("; ") : undefined
+    errorMessage: rejectedSpans > 0 ? [...reasons].join("; ") : undefined,
+    counted: written.counted
   }
 }
 
@@ -67,21 +77,32 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
     const jobs = yield* JobQueue
     const stream = yield* StreamEvents
     const prices = yield* ModelPrices
+    const usage = yield* UsageCounters
 
-    /** The stream row, terminal jobs and search-indexing job of the traces written (same transaction). */
+    /**
+     * The stream rows, terminal jobs and search-indexing job of the traces written, and the request counted in the
+     * account's usage: one statement, the last of the write's transaction. Whether it counted the request.
+     */
     const announce = Effect.fn("OtlpIngest.announce")(function* (
       accountId: AccountId,
       groups: ReadonlyArray<StreamGroup>,
       terminal: ReadonlyArray<{ traceId: string; status: TraceStatus }>
     ) {
-      yield* stream.record(accountId, groups)
-      yield* jobs.enqueueMany(
-        accountId,
-        "trace.terminal",
-        terminal.flatMap(({ status, traceId }) => (status === "running" ? [] : [{ traceId, status }]))
-      )
-      // One search-indexing job per export, in the same transaction (embedding happens off the hot path).
-      if (groups.length > 0) yield* jobs.enqueue(accountId, "search.index", { traceIds: groups.map((g) => g.t) })
+      if (groups.length === 0) return false
+      const jobRows = yield* jobs.inStatement(accountId, [
+        ...terminal.flatMap(
+          ({ status, traceId }): Array<NewJob> =>
+            status === "running" ? [] : [{ kind: "trace.terminal", payload: { traceId, status } }]
+        ),
+        // One search-indexing job per export (embedding happens off the hot path).
+        { kind: "search.index", payload: { traceIds: groups.map((g) => g.t) } }
+      ])
+      const counted = yield* usage.inStatement(accountId, "otlp_requests")
+      const rows = yield* sql<StreamResultColumns>`
+        WITH stream_gate AS (SELECT 1)${stream.inStatement(accountId, groups, "stream_gate")}${jobRows}${counted}
+        SELECT ${sql.literal(STREAM_RESULT_COLUMNS)}`
+      yield* stream.published(accountId, rows[0]!)
+      return true
     })
 
     /** Writes the spans once their traces are created and locked (`locks`, from createAndLock in this transaction). */
@@ -125,7 +146,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
       const becameTerminal = ({ id, trace }: (typeof traces)[number]) =>
         trace.status !== locked.get(id)!.status && isTerminal(trace.status)
       // The live stream's events, in the same transaction: one row for the whole request.
-      yield* announce(
+      const counted = yield* announce(
         accountId,
         traces.map((t): StreamGroup => {
           const earlier = new Set((stored.get(t.id) ?? []).map((s) => s.id))
@@ -143,7 +164,8 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
       return {
         tracesCreated: traceIds.filter((id) => created.has(id)).length,
         spansIngested: own.length,
-        refused: spans.length - own.length
+        refused: spans.length - own.length,
+        counted
       }
     })
 
@@ -180,8 +202,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
       const mappedExport = mapAll(accountId, decoded, processors.length === 0)
       const { reasons, rejected } = mappedExport
       const spans = yield* processed(accountId, mappedExport.spans)
-      const written =
-        spans.length === 0 ? { tracesCreated: 0, spansIngested: 0, refused: 0 } : yield* write(accountId, spans)
+      const written = spans.length === 0 ? NOTHING_WRITTEN : yield* write(accountId, spans)
       return resultOf(written, rejected, reasons)
     })
 
@@ -199,7 +220,7 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
           return resultOf(yield* writeLocked(accountId, spans, locks), rejected, reasons)
         }
         const terminal = prepared.traces.filter((t) => isTerminal(t.trace.status))
-        yield* announce(
+        const counted = yield* announce(
           accountId,
           prepared.traces.map(
             (t): StreamGroup => ({
@@ -211,7 +232,12 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
           ),
           terminal.map((t) => ({ traceId: t.id, status: t.trace.status }))
         )
-        const written = { tracesCreated: prepared.traces.length, spansIngested: prepared.spanCount, refused: 0 }
+        const written = {
+          tracesCreated: prepared.traces.length,
+          spansIngested: prepared.spanCount,
+          refused: 0,
+          counted
+        }
         return resultOf(written, prepared.rejected, new Set(prepared.reasons))
       },
       (effect) => sql.withTransaction(effect),
@@ -226,10 +252,10 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
       // A prepared export was encoded for storage on another thread, before any processor could see it.
       if (processors.length > 0) return yield* ingest(accountId, decoded())
       if (prepared.spanCount > 0) return yield* writePrepared(accountId, prepared, decoded)
-      return resultOf({ tracesCreated: 0, spansIngested: 0, refused: 0 }, prepared.rejected, new Set(prepared.reasons))
+      return resultOf(NOTHING_WRITTEN, prepared.rejected, new Set(prepared.reasons))
     })
 
     return { ingest, ingestPrepared } as const
   }),
-  dependencies: [OtlpStore.Default, JobQueue.Default, StreamEvents.Default, ModelPrices.Default]
+  dependencies: [OtlpStore.Default, JobQueue.Default, StreamEvents.Default, ModelPrices.Default, UsageCounters.Default]
 }) {}

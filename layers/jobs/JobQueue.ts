@@ -21,6 +21,9 @@ const JobRow = Schema.Struct({
   progressTotal: Schema.NullOr(Schema.Int)
 })
 
+/** A job to enqueue: its kind and that kind's payload. */
+export type NewJob = { readonly [K in JobKind]: { readonly kind: K; readonly payload: JobPayload<K> } }[JobKind]
+
 /** A job handed to a worker: its lease is held until it completes or fails. */
 export interface ClaimedJob {
   readonly id: JobId
@@ -80,6 +83,23 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.flatMap(
         Effect.forEach(payloads, (payload) => encodePayload(kind, payload)),
         (encoded) => insertMany(accountId, kind, encoded)
+      )
+
+    /**
+     * For a writer that folds its jobs into its own statement (one round trip fewer): a CTE named `job_rows`
+     * inserting them, to follow other CTEs (it starts with a comma). The jobs exist exactly when that statement's
+     * writes do.
+     */
+    const inStatement = (accountId: AccountId, jobs: ReadonlyArray<NewJob>) =>
+      Effect.map(
+        Effect.forEach(jobs, ({ kind, payload }) =>
+          Effect.map(encodePayload(kind, payload as never), (encoded) => ({ kind, payload: encoded }))
+        ),
+        (encoded) => sql`, job_rows AS (
+          INSERT INTO jobs (id, account_id, kind, payload, status, max_attempts)
+          SELECT gen_random_uuid(), ${accountId}::uuid, j.kind, j.payload, 'queued', ${config.jobMaxAttempts}::int
+          FROM jsonb_to_recordset(${JSON.stringify(encoded)}::jsonb) AS j(kind text, payload jsonb)
+        )`
       )
 
     const findOwned = SqlSchema.findOne({
@@ -185,7 +205,7 @@ export class JobQueue extends Effect.Service<JobQueue>()("tapedeck/JobQueue", {
       Effect.catchTags({ SqlError: Effect.die })
     )
 
-    return { enqueue, enqueueMany, get, claim, claimFirstAttempts, completeAll, fail } as const
+    return { enqueue, enqueueMany, inStatement, get, claim, claimFirstAttempts, completeAll, fail } as const
   }),
   dependencies: [AppConfig.Default]
 }) {}

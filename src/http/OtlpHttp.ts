@@ -57,8 +57,8 @@ export const exportWriter = Effect.gen(function* () {
 
   return (accountId: AccountId, protobuf: boolean, raw: Uint8Array, contentEncoding: string | undefined) =>
     write(accountId, protobuf, raw, contentEncoding).pipe(
-      // One upsert per accepted export; never fails the export.
-      Effect.tap(() => usage.increment(accountId, "otlp_requests"))
+      // Counted once per accepted export: by the write's transaction when it wrote spans, else here (never failing it).
+      Effect.tap((result) => (result.counted ? Effect.void : usage.increment(accountId, "otlp_requests")))
     )
 })
 

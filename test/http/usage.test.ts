@@ -47,6 +47,35 @@ describe("GET /api/v1/usage", () => {
     })
   }, 60_000)
 
+  test("an accepted export counts once however it is written (in its own transaction or after it); a refused one never", async () => {
+    const requests = async () => (await usage()).body.otlp.requests as number
+    const before = await requests()
+    const traceId = hex(16)
+    const small = exportBody([otlpSpan({ traceId, attributes: chatAttributes })])
+    // Nothing to write: counted after the (empty) write.
+    expect((await server.post("/v1/traces", { resourceSpans: [] })).status).toBe(200)
+    // A new trace, then the same span again into the trace that now exists: counted by each write's transaction.
+    expect((await server.post("/v1/traces", small)).status).toBe(200)
+    expect((await server.post("/v1/traces", small)).status).toBe(200)
+    // Large exports, several at once (on PostgreSQL prepared on the ingest thread and written by COPY).
+    const large = () =>
+      exportBody(
+        Array.from({ length: 30 }, (_, i) =>
+          otlpSpan({
+            traceId: hex(16),
+            attributes: { ...chatAttributes, "gen_ai.prompt": `question ${i} ${"x".repeat(1000)}` }
+          })
+        )
+      )
+    const bodies = Array.from({ length: 4 }, large)
+    expect(JSON.stringify(bodies[0]).length).toBeGreaterThan(16 * 1024) // OtlpPreparer's PREPARE_THREAD_MIN_JSON_BYTES
+    for (const response of await Promise.all(bodies.map((body) => server.post("/v1/traces", body))))
+      expect(response.status).toBe(200)
+    // Refused: not counted.
+    expect((await server.post("/v1/traces", { resourceSpans: "nope" })).status).toBe(400)
+    expect((await requests()) - before).toBe(1 + 2 + 4)
+  }, 60_000)
+
   test("counts traces, spans, OTLP exports, replays and evaluation runs of the account in the month", async () => {
     const before = (await usage()).body
     const other = (await usage("", KEY_B)).body
