@@ -107,3 +107,66 @@ export class CheckSource {
     return { body, expected: denied ? ("block" as const) : ("allow" as const) }
   }
 }
+
+// ---------------------------------------------------------------------------------------------- exports
+
+/** The OTLP exports sent beside the checks (test/bench/enforcement.ts) and measured alone (otlp-export-cpu.ts). */
+export const TRACES_PER_EXPORT = 5
+export const SPANS_PER_TRACE = 10
+
+const hex = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex")
+const str = (key: string, value: string) => ({ key, value: { stringValue: value } })
+const int = (key: string, value: number) => ({ key, value: { intValue: String(value) } })
+
+/** One OTLP/JSON export: TRACES_PER_EXPORT agent runs of SPANS_PER_TRACE spans (a root, model calls and tool calls). */
+export const exportBody = () => {
+  const spans: Array<unknown> = []
+  const now = BigInt(Date.now()) * 1_000_000n
+  for (let t = 0; t < TRACES_PER_EXPORT; t++) {
+    const traceId = hex(16)
+    const rootId = hex(8)
+    spans.push({
+      traceId,
+      spanId: rootId,
+      name: "invoke_agent research",
+      kind: 1,
+      startTimeUnixNano: String(now),
+      endTimeUnixNano: String(now + 9_000_000_000n),
+      attributes: [str("gen_ai.operation.name", "invoke_agent"), str("gen_ai.agent.name", "research")]
+    })
+    for (let s = 1; s < SPANS_PER_TRACE; s++) {
+      const start = now + BigInt(s) * 1_000_000_000n
+      const chat = s % 2 === 1
+      spans.push({
+        traceId,
+        spanId: hex(8),
+        parentSpanId: rootId,
+        name: chat ? "chat gpt-4o-mini" : "execute_tool web_search",
+        kind: 3,
+        startTimeUnixNano: String(start),
+        endTimeUnixNano: String(start + 800_000_000n),
+        attributes: chat
+          ? [
+              str("gen_ai.operation.name", "chat"),
+              str("gen_ai.request.model", "gpt-4o-mini"),
+              int("gen_ai.usage.input_tokens", 900 + s),
+              int("gen_ai.usage.output_tokens", 120),
+              str("gen_ai.prompt", `step ${s}: what do the sources say about the question?`)
+            ]
+          : [
+              str("gen_ai.operation.name", "execute_tool"),
+              str("gen_ai.tool.name", "web_search"),
+              str("gen_ai.tool.call.arguments", `{"q":"topic ${s}"}`)
+            ]
+      })
+    }
+  }
+  return JSON.stringify({
+    resourceSpans: [
+      {
+        resource: { attributes: [str("service.name", "bench-agents")] },
+        scopeSpans: [{ scope: { name: "bench" }, spans }]
+      }
+    ]
+  })
+}

@@ -48,7 +48,16 @@ import {
   startServer,
   tableLines
 } from "./Harness.ts"
-import { CheckSource, createPolicies, DENIED_EVERY, DENIED_TOOL, POLICIES } from "./EnforcementLoad.ts"
+import {
+  CheckSource,
+  createPolicies,
+  DENIED_EVERY,
+  DENIED_TOOL,
+  exportBody,
+  POLICIES,
+  SPANS_PER_TRACE,
+  TRACES_PER_EXPORT
+} from "./EnforcementLoad.ts"
 
 // ---------------------------------------------------------------------------------------------- settings
 
@@ -79,8 +88,6 @@ const TARGET_OVERLOAD_P99_RATIO = 2
 /** Open loop: a scheduled request finding this many still unanswered is not sent (counted as dropped). */
 const MAX_INFLIGHT = 256
 /** Spans per export (5 traces of 10 spans). */
-const TRACES_PER_EXPORT = 5
-const SPANS_PER_TRACE = 10
 
 const KNOBS = [
   "BENCH_DATABASE_URL",
@@ -250,63 +257,6 @@ const checkLoad = (target: Target, source: CheckSource, phase: number, tally: Ta
   send(target, source.next(phase), tally)
 
 // ---------------------------------------------------------------------------------------------- exports
-
-const hex = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex")
-const str = (key: string, value: string) => ({ key, value: { stringValue: value } })
-const int = (key: string, value: number) => ({ key, value: { intValue: String(value) } })
-
-/** One OTLP/JSON export: TRACES_PER_EXPORT agent runs of SPANS_PER_TRACE spans (a root, model calls and tool calls). */
-const exportBody = () => {
-  const spans: Array<unknown> = []
-  const now = BigInt(Date.now()) * 1_000_000n
-  for (let t = 0; t < TRACES_PER_EXPORT; t++) {
-    const traceId = hex(16)
-    const rootId = hex(8)
-    spans.push({
-      traceId,
-      spanId: rootId,
-      name: "invoke_agent research",
-      kind: 1,
-      startTimeUnixNano: String(now),
-      endTimeUnixNano: String(now + 9_000_000_000n),
-      attributes: [str("gen_ai.operation.name", "invoke_agent"), str("gen_ai.agent.name", "research")]
-    })
-    for (let s = 1; s < SPANS_PER_TRACE; s++) {
-      const start = now + BigInt(s) * 1_000_000_000n
-      const chat = s % 2 === 1
-      spans.push({
-        traceId,
-        spanId: hex(8),
-        parentSpanId: rootId,
-        name: chat ? "chat gpt-4o-mini" : "execute_tool web_search",
-        kind: 3,
-        startTimeUnixNano: String(start),
-        endTimeUnixNano: String(start + 800_000_000n),
-        attributes: chat
-          ? [
-              str("gen_ai.operation.name", "chat"),
-              str("gen_ai.request.model", "gpt-4o-mini"),
-              int("gen_ai.usage.input_tokens", 900 + s),
-              int("gen_ai.usage.output_tokens", 120),
-              str("gen_ai.prompt", `step ${s}: what do the sources say about the question?`)
-            ]
-          : [
-              str("gen_ai.operation.name", "execute_tool"),
-              str("gen_ai.tool.name", "web_search"),
-              str("gen_ai.tool.call.arguments", `{"q":"topic ${s}"}`)
-            ]
-      })
-    }
-  }
-  return JSON.stringify({
-    resourceSpans: [
-      {
-        resource: { attributes: [str("service.name", "bench-agents")] },
-        scopeSpans: [{ scope: { name: "bench" }, spans }]
-      }
-    ]
-  })
-}
 
 interface ExportTally {
   accepted: number
