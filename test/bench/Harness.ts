@@ -85,6 +85,32 @@ export const within = async (promise: Promise<unknown>, ms: number) => {
 export const percentile = (sorted: ReadonlyArray<number>, q: number) =>
   sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
 
+/** The median of `xs` (the mean of the two middle values when their count is even); NaN when empty. */
+export const median = (xs: ReadonlyArray<number>) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length === 0 ? NaN : s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2
+}
+
+/** The TAPEDECK_* settings given to a benchmark script, for the servers it starts. */
+export const tapedeckSettings = (): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith("TAPEDECK_") && e[1] !== undefined)
+  )
+
+/** The checkouts an A/B script compares: BENCH_AB_ROOTS (comma-separated directories), default this one. */
+export const abRoots = () => (env.BENCH_AB_ROOTS || ROOT).split(",").map((s) => resolve(s.trim()))
+
+/** The machine's 1- and 5-minute load averages ("?" where /proc is missing). */
+export const loadAverages = () => {
+  try {
+    const [one, five] = readFileSync("/proc/loadavg", "utf8").split(" ")
+    return { one: one ?? "?", five: five ?? "?" }
+  } catch {
+    return { one: "?", five: "?" }
+  }
+}
+
 /** p50, p95, p99 (nearest rank), mean and count of `samples` (left unsorted); NaN where empty. */
 export const latencyStats = (samples: ReadonlyArray<number>) => {
   const sorted = [...samples].sort((a, b) => a - b)

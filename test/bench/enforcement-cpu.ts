@@ -15,32 +15,32 @@
  *
  * TAPEDECK_* settings given to this script are passed to every server.
  */
-import { basename, resolve } from "node:path"
+import { basename } from "node:path"
 import { CheckSource, createPolicies } from "./EnforcementLoad.ts"
 import {
+  abRoots,
   fmtInt,
   freshDatabase,
   KEY,
+  loadAverages,
   log,
+  median,
   numberEnv,
   processCpuSeconds,
-  ROOT,
   runBench,
   type Server,
   sleep,
   startServer,
-  tableLines
+  tableLines,
+  tapedeckSettings
 } from "./Harness.ts"
 
-const ROOTS = (process.env.BENCH_AB_ROOTS || ROOT).split(",").map((s) => resolve(s.trim()))
+const ROOTS = abRoots()
 const CHECKS = Math.floor(numberEnv("BENCH_AB_CHECKS", 5000))
 const WARMUP = Math.floor(numberEnv("BENCH_AB_WARMUP", 3000))
 const ROUNDS = Math.floor(numberEnv("BENCH_AB_ROUNDS", 4))
 const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 32))
-const SERVER_ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("TAPEDECK_"))) as Record<
-  string,
-  string
->
+const SERVER_ENV = tapedeckSettings()
 
 interface Subject {
   readonly label: string
@@ -82,12 +82,6 @@ const run = async (subject: Subject, count: number, concurrency: number) => {
   return { cpuPerCheckUs: (cpu / count) * 1e6, rate: count / seconds }
 }
 
-const median = (xs: ReadonlyArray<number>) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2
-}
-
 const main = async () => {
   const subjects: Array<Subject> = []
   for (const [i, root] of ROOTS.entries()) {
@@ -112,11 +106,7 @@ const main = async () => {
       log(`round ${round}, ${s.label}: ${r.cpuPerCheckUs.toFixed(1)} µs CPU per check, ${fmtInt(r.rate)} checks/s`)
     }
   }
-  const [load1, load5] = (
-    await Bun.file("/proc/loadavg")
-      .text()
-      .catch(() => "? ?")
-  ).split(" ")
+  const load = loadAverages()
   console.log(
     [
       "",
@@ -135,7 +125,7 @@ const main = async () => {
         ])
       ),
       "",
-      `- Server process CPU (user + system, /proc/<pid>/stat) per check: closed loop at concurrency ${CONCURRENCY}, ${fmtInt(CHECKS)} checks a round over 1,000 runs, 20 account-wide policies, services alternating, after ${fmtInt(WARMUP)} warm-up checks each. Load average at the end ${load1} (1 min) / ${load5} (5 min).`
+      `- Server process CPU (user + system, /proc/<pid>/stat) per check: closed loop at concurrency ${CONCURRENCY}, ${fmtInt(CHECKS)} checks a round over 1,000 runs, 20 account-wide policies, services alternating, after ${fmtInt(WARMUP)} warm-up checks each. Load average at the end ${load.one} (1 min) / ${load.five} (5 min).`
     ].join("\n")
   )
 }

@@ -46,7 +46,8 @@ import {
   sleep,
   startBareServer,
   startServer,
-  tableLines
+  tableLines,
+  tapedeckSettings
 } from "./Harness.ts"
 import {
   CheckSource,
@@ -75,10 +76,7 @@ const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 32))
 const OVERLOAD_SECONDS = numberEnv("BENCH_OVERLOAD_SECONDS", 8)
 const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 3)
 /** The service's settings this script was given (passed on), and the two it reads itself. */
-const SERVER_ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("TAPEDECK_"))) as Record<
-  string,
-  string
->
+const SERVER_ENV = tapedeckSettings()
 const CHECK_CONNECTIONS = Number(SERVER_ENV.TAPEDECK_ENFORCEMENT_DB_CONNECTIONS ?? 4) || 4
 const INGEST_MAX_INFLIGHT = Number(SERVER_ENV.TAPEDECK_INGEST_MAX_INFLIGHT ?? 8) || 8
 

@@ -18,27 +18,30 @@
  *
  * TAPEDECK_* settings given to this script are passed to every server.
  */
-import { basename, resolve } from "node:path"
+import { basename } from "node:path"
 import pg from "pg"
 import { exportBody, SPANS_PER_TRACE, TRACES_PER_EXPORT } from "./EnforcementLoad.ts"
 import {
+  abRoots,
   connect,
   fmtInt,
   freshDatabase,
   KEY,
+  loadAverages,
   log,
+  median,
   numberEnv,
   processCpuSeconds,
   processTreeCpuSeconds,
-  ROOT,
   runBench,
   type Server,
   sleep,
   startServer,
-  tableLines
+  tableLines,
+  tapedeckSettings
 } from "./Harness.ts"
 
-const ROOTS = (process.env.BENCH_AB_ROOTS || ROOT).split(",").map((s) => resolve(s.trim()))
+const ROOTS = abRoots()
 const EXPORTS = Math.floor(numberEnv("BENCH_AB_EXPORTS", 200))
 const WARMUP = Math.floor(numberEnv("BENCH_AB_WARMUP", 100))
 const ROUNDS = Math.floor(numberEnv("BENCH_AB_ROUNDS", 6))
@@ -46,10 +49,7 @@ const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 1))
 const JOBS = process.env.BENCH_AB_JOBS === "1"
 const SERVER_ENV = {
   ...(JOBS ? {} : { TAPEDECK_JOB_POLL_MS: "3600000", TAPEDECK_JOB_DEFER_SECONDS: "3600" }),
-  ...(Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("TAPEDECK_"))) as Record<
-    string,
-    string
-  >)
+  ...tapedeckSettings()
 }
 
 interface Round {
@@ -105,12 +105,6 @@ const send = async (subject: Subject, count: number, concurrency: number) => {
   return latencies
 }
 
-const median = (xs: ReadonlyArray<number>) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2
-}
-
 const round = async (subject: Subject): Promise<Round> => {
   const pid = subject.server.pid
   const thread0 = processCpuSeconds(`${pid}/task/${pid}`)
@@ -151,11 +145,7 @@ const main = async () => {
     }
   }
   for (const s of subjects) await s.db.end()
-  const [load1, load5] = (
-    await Bun.file("/proc/loadavg")
-      .text()
-      .catch(() => "? ?")
-  ).split(" ")
+  const load = loadAverages()
   const of = (s: Subject, key: keyof Round) => s.rounds.map((r) => r[key])
   console.log(
     [
@@ -181,7 +171,7 @@ const main = async () => {
         ])
       ),
       "",
-      `- Per export of ${TRACES_PER_EXPORT} traces × ${SPANS_PER_TRACE} spans (OTLP/JSON), ${fmtInt(EXPORTS)} exports a round at concurrency ${CONCURRENCY}, services alternating (A B, B A, ...), after ${fmtInt(WARMUP)} warm-up exports each; background jobs ${JOBS ? "running" : "held back"}. CPU: user + system from /proc (request thread: the process's main thread; process: with its other threads and processes; PostgreSQL: the backends connected to the service's database). Load average at the end ${load1} (1 min) / ${load5} (5 min).`
+      `- Per export of ${TRACES_PER_EXPORT} traces × ${SPANS_PER_TRACE} spans (OTLP/JSON), ${fmtInt(EXPORTS)} exports a round at concurrency ${CONCURRENCY}, services alternating (A B, B A, ...), after ${fmtInt(WARMUP)} warm-up exports each; background jobs ${JOBS ? "running" : "held back"}. CPU: user + system from /proc (request thread: the process's main thread; process: with its other threads and processes; PostgreSQL: the backends connected to the service's database). Load average at the end ${load.one} (1 min) / ${load.five} (5 min).`
     ].join("\n")
   )
 }
