@@ -105,3 +105,91 @@ export const restBody = (run: number, startMs = Date.now() - 3_600_000) => {
     spans
   }
 }
+
+const hex = (bytes: number) =>
+  [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) => b.toString(16).padStart(2, "0")).join("")
+const attr = (key: string, value: string | number) => ({
+  key,
+  value: typeof value === "string" ? { stringValue: value } : { intValue: String(value) }
+})
+const nanos = (ms: number) => String(BigInt(ms) * 1_000_000n)
+
+/** The run as an OTLP/JSON export of GenAI chat spans (the OpenTelemetry GenAI conventions' message attributes). */
+export const otlpBody = (run: number) => {
+  const traceId = hex(16)
+  const base = Date.now() - 3_600_000
+  const root = hex(8)
+  const parts = (m: any) =>
+    m.role === "tool"
+      ? [{ type: "tool_call_response", id: m.tool_call_id, response: m.content }]
+      : [
+          { type: "text", content: m.content },
+          ...(m.tool_calls ?? []).map((c: any) => ({
+            type: "tool_call",
+            id: c.id,
+            name: c.function.name,
+            arguments: c.function.arguments
+          }))
+        ]
+  const spans: Array<unknown> = [
+    {
+      traceId,
+      spanId: root,
+      name: "invoke_agent",
+      kind: 1,
+      startTimeUnixNano: nanos(base),
+      endTimeUnixNano: nanos(base + STEPS * 2000),
+      attributes: [attr("gen_ai.operation.name", "invoke_agent")]
+    }
+  ]
+  agentRun(run).forEach((step, i) => {
+    const [, ...rest] = step.messages as Array<any>
+    spans.push(
+      {
+        traceId,
+        spanId: hex(8),
+        parentSpanId: root,
+        name: "chat gpt-4o",
+        kind: 3,
+        startTimeUnixNano: nanos(base + i * 2000),
+        endTimeUnixNano: nanos(base + i * 2000 + 1500),
+        attributes: [
+          attr("gen_ai.operation.name", "chat"),
+          attr("gen_ai.request.model", "gpt-4o"),
+          attr("gen_ai.usage.input_tokens", 1000 + i * 500),
+          attr("gen_ai.usage.output_tokens", 80),
+          attr("gen_ai.system_instructions", JSON.stringify([{ type: "text", content: SYSTEM }])),
+          attr("gen_ai.tool.definitions", JSON.stringify(TOOLS)),
+          attr("gen_ai.input.messages", JSON.stringify(rest.map((m) => ({ role: m.role, parts: parts(m) })))),
+          attr(
+            "gen_ai.output.messages",
+            JSON.stringify([{ role: "assistant", parts: parts(step.answer), finish_reason: "tool_call" }])
+          )
+        ]
+      },
+      {
+        traceId,
+        spanId: hex(8),
+        parentSpanId: root,
+        name: `execute_tool ${step.call.name}`,
+        kind: 1,
+        startTimeUnixNano: nanos(base + i * 2000 + 1500),
+        endTimeUnixNano: nanos(base + i * 2000 + 1900),
+        attributes: [
+          attr("gen_ai.operation.name", "execute_tool"),
+          attr("gen_ai.tool.name", step.call.name),
+          attr("gen_ai.tool.call.arguments", step.call.arguments),
+          attr("gen_ai.tool.call.result", step.result)
+        ]
+      }
+    )
+  })
+  return {
+    resourceSpans: [
+      {
+        resource: { attributes: [attr("service.name", "bench-agent")] },
+        scopeSpans: [{ scope: { name: "bench" }, spans }]
+      }
+    ]
+  }
+}

@@ -12,14 +12,17 @@
  *    only the exports' own work, not the other's indexing.
  * 2. Warm-up: BENCH_AB_WARMUP exports per service.
  * 3. BENCH_AB_ROUNDS rounds; in each, every service in turn (A, B, B, A, ...) gets BENCH_AB_EXPORTS exports at
- *    BENCH_CONCURRENCY: the OTLP/JSON exports of test/bench/enforcement.ts (5 traces × 10 GenAI spans, ~26 KB, fresh
- *    trace ids each).
+ *    BENCH_CONCURRENCY. BENCH_AB_WORKLOAD picks them: `checks` (default), the OTLP/JSON exports sent beside the
+ *    checks of test/bench/enforcement.ts (5 traces × 10 GenAI spans, ~26 KB, fresh trace ids each); `agent`, the
+ *    OTLP workload of test/bench/storage.ts (one 30-step agent run of 61 GenAI spans an export, ~1.1 MB, the system
+ *    prompt and tool schemas the same in every run).
  * 4. Prints per-round and median figures per export.
  *
  * TAPEDECK_* settings given to this script are passed to every server.
  */
 import { basename } from "node:path"
 import pg from "pg"
+import { otlpBody, STEPS } from "./AgentRun.ts"
 import { exportBody, SPANS_PER_TRACE, TRACES_PER_EXPORT } from "./EnforcementLoad.ts"
 import {
   abRoots,
@@ -47,6 +50,13 @@ const WARMUP = Math.floor(numberEnv("BENCH_AB_WARMUP", 100))
 const ROUNDS = Math.floor(numberEnv("BENCH_AB_ROUNDS", 6))
 const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 1))
 const JOBS = process.env.BENCH_AB_JOBS === "1"
+const AGENT = process.env.BENCH_AB_WORKLOAD === "agent"
+let agentRuns = 0
+/** The next export's body (BENCH_AB_WORKLOAD). */
+const nextBody = () => (AGENT ? JSON.stringify(otlpBody(agentRuns++)) : exportBody())
+const EXPORT_SHAPE = AGENT
+  ? `one ${STEPS}-step agent run (${2 * STEPS + 1} GenAI spans, test/bench/storage.ts's OTLP workload)`
+  : `${TRACES_PER_EXPORT} traces × ${SPANS_PER_TRACE} spans`
 const SERVER_ENV = {
   ...(JOBS ? {} : { TAPEDECK_JOB_POLL_MS: "3600000", TAPEDECK_JOB_DEFER_SECONDS: "3600" }),
   ...tapedeckSettings()
@@ -89,7 +99,7 @@ const send = async (subject: Subject, count: number, concurrency: number) => {
   const worker = async () => {
     while (left > 0) {
       left--
-      const body = exportBody()
+      const body = nextBody()
       const t0 = performance.now()
       const res = await fetch(`${subject.server.url}/v1/traces`, {
         method: "POST",
@@ -171,7 +181,7 @@ const main = async () => {
         ])
       ),
       "",
-      `- Per export of ${TRACES_PER_EXPORT} traces × ${SPANS_PER_TRACE} spans (OTLP/JSON), ${fmtInt(EXPORTS)} exports a round at concurrency ${CONCURRENCY}, services alternating (A B, B A, ...), after ${fmtInt(WARMUP)} warm-up exports each; background jobs ${JOBS ? "running" : "held back"}. CPU: user + system from /proc (request thread: the process's main thread; process: with its other threads and processes; PostgreSQL: the backends connected to the service's database). Load average at the end ${load.one} (1 min) / ${load.five} (5 min).`
+      `- Per export of ${EXPORT_SHAPE} (OTLP/JSON), ${fmtInt(EXPORTS)} exports a round at concurrency ${CONCURRENCY}, services alternating (A B, B A, ...), after ${fmtInt(WARMUP)} warm-up exports each; background jobs ${JOBS ? "running" : "held back"}. CPU: user + system from /proc (request thread: the process's main thread; process: with its other threads and processes; PostgreSQL: the backends connected to the service's database). Load average at the end ${load.one} (1 min) / ${load.five} (5 min).`
     ].join("\n")
   )
 }
