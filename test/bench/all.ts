@@ -11,8 +11,8 @@ import { readdirSync, writeFileSync } from "node:fs"
 import { resolve } from "node:path"
 import { log, ROOT } from "./Harness.ts"
 
-/** Helpers and the decode-only micro benchmark are not reports of their own. */
-const NOT_SCRIPTS = new Set(["Harness.ts", "Copy.ts", "all.ts", "otlp-decode.ts"])
+/** Helpers (the shared workloads too) and the decode-only micro benchmark are not reports of their own. */
+const NOT_SCRIPTS = new Set(["Harness.ts", "Copy.ts", "AgentRun.ts", "EnforcementLoad.ts", "all.ts", "otlp-decode.ts"])
 const ORDER = ["traces", "otlp", "replay", "enforcement", "search", "gate", "stream", "usage"]
 
 const scripts = readdirSync(resolve(ROOT, "test/bench"))
