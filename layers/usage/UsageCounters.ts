@@ -18,17 +18,23 @@ export class UsageCounters extends Effect.Service<UsageCounters>()("tapedeck/Usa
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
+    /** The upsert adding `by` to the metric of the account for the current month. */
+    const upsert = (accountId: AccountId, metric: UsageMetric, by: number) =>
+      Effect.map(
+        DateTime.now,
+        (now) => sql`
+          INSERT INTO usage_counters (account_id, month, metric, value)
+          VALUES (${accountId}, ${usageMonth(now)}, ${metric}, ${by})
+          ON CONFLICT (account_id, month, metric) DO UPDATE SET value = usage_counters.value + EXCLUDED.value`
+      )
+
     /** Adds `by` to the metric of the account for the current month. Never fails. */
     const increment = Effect.fn("UsageCounters.increment")(function* (
       accountId: AccountId,
       metric: UsageMetric,
       by = 1
     ) {
-      const month = usageMonth(yield* DateTime.now)
-      yield* sql`
-        INSERT INTO usage_counters (account_id, month, metric, value)
-        VALUES (${accountId}, ${month}, ${metric}, ${by})
-        ON CONFLICT (account_id, month, metric) DO UPDATE SET value = usage_counters.value + EXCLUDED.value`.pipe(
+      yield* Effect.flatten(upsert(accountId, metric, by)).pipe(
         Effect.catchAllCause((cause) =>
           Effect.logWarning("usage counter not incremented", cause).pipe(Effect.annotateLogs({ metric }))
         )
@@ -42,14 +48,7 @@ export class UsageCounters extends Effect.Service<UsageCounters>()("tapedeck/Usa
      * the counter's row stays locked until the commit.
      */
     const inStatement = (accountId: AccountId, metric: UsageMetric, by = 1) =>
-      Effect.map(
-        DateTime.now,
-        (now) => sql`, usage_row AS (
-          INSERT INTO usage_counters (account_id, month, metric, value)
-          VALUES (${accountId}, ${usageMonth(now)}, ${metric}, ${by})
-          ON CONFLICT (account_id, month, metric) DO UPDATE SET value = usage_counters.value + EXCLUDED.value
-        )`
-      )
+      Effect.map(upsert(accountId, metric, by), (statement) => sql`, usage_row AS (${statement})`)
 
     /** The account's counters for a month, by metric (missing metrics are 0). */
     const read = Effect.fn("UsageCounters.read")(
