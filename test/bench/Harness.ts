@@ -183,6 +183,28 @@ export const processCpuSeconds = (pid: number | string) => {
   }
 }
 
+/** The PostgreSQL backends connected to `db`'s database now, `db`'s own left out. */
+const databaseBackends = async (db: pg.Client) =>
+  (
+    await db.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+  ).rows.map((r) => r.pid)
+
+/** Where `backendCpuSince` counts from: the CPU seconds each backend of `db`'s database has used so far. */
+export const backendCpuMark = async (db: pg.Client) =>
+  new Map((await databaseBackends(db)).map((pid) => [pid, processCpuSeconds(pid)]))
+
+/**
+ * CPU seconds the PostgreSQL backends of `db`'s database have used since `mark` (a backend opened since counts from
+ * its start; one closed since is lost). The backends must run on this machine (/proc).
+ */
+export const backendCpuSince = async (db: pg.Client, mark: ReadonlyMap<number, number>) => {
+  let total = 0
+  for (const pid of await databaseBackends(db)) total += processCpuSeconds(pid) - (mark.get(pid) ?? 0)
+  return total
+}
+
 /** CPU seconds of a process and its live children (the API's worker processes under TAPEDECK_WORKERS). */
 export const processTreeCpuSeconds = (pid: number) => {
   let total = processCpuSeconds(pid)

@@ -85,7 +85,6 @@ const TARGET_BARE_RATIO = 0.5
 const TARGET_OVERLOAD_P99_RATIO = 2
 /** Open loop: a scheduled request finding this many still unanswered is not sent (counted as dropped). */
 const MAX_INFLIGHT = 256
-/** Spans per export (5 traces of 10 spans). */
 
 const KNOBS = [
   "BENCH_DATABASE_URL",

@@ -21,11 +21,13 @@
  * TAPEDECK_* settings given to this script are passed to every server.
  */
 import { basename } from "node:path"
-import pg from "pg"
+import type pg from "pg"
 import { otlpBody, STEPS } from "./AgentRun.ts"
 import { exportBody, SPANS_PER_TRACE, TRACES_PER_EXPORT } from "./EnforcementLoad.ts"
 import {
   abRoots,
+  backendCpuMark,
+  backendCpuSince,
   connect,
   fmtInt,
   freshDatabase,
@@ -73,23 +75,7 @@ interface Subject {
   readonly label: string
   readonly server: Server
   readonly db: pg.Client
-  /** CPU seconds of each of its database's backends when first seen. */
-  readonly backends: Map<number, number>
   readonly rounds: Array<Round>
-}
-
-/** CPU seconds so far of the PostgreSQL backends connected to the subject's database (from when each was first seen). */
-const postgresCpu = async (subject: Subject) => {
-  const { rows } = await subject.db.query<{ pid: number }>(
-    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-  )
-  let total = 0
-  for (const { pid } of rows) {
-    const cpu = processCpuSeconds(pid)
-    if (!subject.backends.has(pid)) subject.backends.set(pid, cpu)
-    total += cpu - subject.backends.get(pid)!
-  }
-  return total
 }
 
 /** `count` exports at `concurrency`; throws on any answer but 200. The latency of each, in ms. */
@@ -119,13 +105,13 @@ const round = async (subject: Subject): Promise<Round> => {
   const pid = subject.server.pid
   const thread0 = processCpuSeconds(`${pid}/task/${pid}`)
   const process0 = processTreeCpuSeconds(pid)
-  const postgres0 = await postgresCpu(subject)
+  const backends = await backendCpuMark(subject.db)
   const latencies = await send(subject, EXPORTS, CONCURRENCY)
   const perExport = (seconds: number) => (seconds / EXPORTS) * 1000
   return {
     requestThreadMs: perExport(processCpuSeconds(`${pid}/task/${pid}`) - thread0),
     processMs: perExport(processTreeCpuSeconds(pid) - process0),
-    postgresMs: perExport((await postgresCpu(subject)) - postgres0),
+    postgresMs: perExport(await backendCpuSince(subject.db, backends)),
     latencyP50: median(latencies)
   }
 }
@@ -137,12 +123,11 @@ const main = async () => {
     const label = `${String.fromCharCode(65 + i)} (${basename(root)})`
     log(`${label}: starting the service from ${root}`)
     const server = await startServer(databaseUrl, { extraEnv: SERVER_ENV, root })
-    subjects.push({ label, server, db: await connect(databaseUrl), backends: new Map(), rounds: [] })
+    subjects.push({ label, server, db: await connect(databaseUrl), rounds: [] })
   }
   for (const s of subjects) {
     log(`${s.label}: warm-up, ${fmtInt(WARMUP)} exports`)
     await send(s, WARMUP, CONCURRENCY)
-    await postgresCpu(s)
   }
   for (let r = 1; r <= ROUNDS; r++) {
     for (const s of r % 2 === 1 ? subjects : [...subjects].reverse()) {

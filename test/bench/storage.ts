@@ -41,6 +41,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type pg from "pg"
 import {
+  backendCpuMark,
+  backendCpuSince,
   commandLine,
   connect,
   drainJobs,
@@ -52,7 +54,6 @@ import {
   log,
   numberEnv,
   onCleanup,
-  processCpuSeconds,
   processTreeCpuSeconds,
   ROOT,
   runBench,
@@ -104,26 +105,6 @@ interface Side {
   ingestMs: number
   spans: number
   bytesSent: number
-}
-
-/**
- * CPU seconds so far of the side's server (with its workers) and of the PostgreSQL backends connected to its database
- * (less what each had when first seen): the work per span, which the shared machine's load does not inflate the
- * way it inflates latency.
- */
-const cpuOf = async (side: Side, seen: Map<number, number>) => {
-  const pids = (
-    await side.db.query<{ pid: number }>(
-      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    )
-  ).rows.map((r) => r.pid)
-  let db = 0
-  for (const pid of pids) {
-    const cpu = processCpuSeconds(pid)
-    if (!seen.has(pid)) seen.set(pid, 0)
-    db += cpu - seen.get(pid)!
-  }
-  return { server: processTreeCpuSeconds(side.pid), db }
 }
 
 const databaseBytes = async (db: pg.Client) => {
@@ -267,24 +248,24 @@ const startSide = async (name: string, root?: string): Promise<Side> => {
 const workload = async (label: string, sides: ReadonlyArray<Side>, send: () => Promise<void>) => {
   const before = await Promise.all(sides.map((s) => databaseBytes(s.db)))
   for (const s of sides) Object.assign(s, { ingestMs: 0, spans: 0, bytesSent: 0 })
-  const seen = sides.map(() => new Map<number, number>())
-  // Backends alive now count from what they have used so far.
-  const cpuBefore = await Promise.all(sides.map((s, i) => cpuOf(s, seen[i]!)))
-  for (const pids of seen) for (const [pid] of pids) pids.set(pid, processCpuSeconds(pid))
+  // The server's CPU (with its workers) and its database's backends': the work per span, which the shared machine's
+  // load does not inflate the way it inflates latency.
+  const serverBefore = sides.map((s) => processTreeCpuSeconds(s.pid))
+  const backendsBefore = await Promise.all(sides.map((s) => backendCpuMark(s.db)))
   await send()
   for (const s of sides) {
     const drained = await drainJobs(s.db, DRAIN_SECONDS)
     log(`${label} ${s.name}: jobs drained (${drained.before} → ${drained.left} in ${drained.seconds.toFixed(1)} s)`)
   }
-  const cpuAfter = await Promise.all(sides.map((s, i) => cpuOf(s, seen[i]!)))
+  const dbCpu = await Promise.all(sides.map((s, i) => backendCpuSince(s.db, backendsBefore[i]!)))
   const after = await Promise.all(sides.map((s) => databaseBytes(s.db)))
   return sides.map((s, i) => ({
     side: s,
     spans: s.spans,
     sent: s.bytesSent,
     ms: s.ingestMs,
-    serverCpu: cpuAfter[i]!.server - cpuBefore[i]!.server,
-    dbCpu: cpuAfter[i]!.db,
+    serverCpu: processTreeCpuSeconds(s.pid) - serverBefore[i]!,
+    dbCpu: dbCpu[i]!,
     ...growth(before[i]!, after[i]!)
   }))
 }
