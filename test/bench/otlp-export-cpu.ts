@@ -16,7 +16,8 @@
  *    checks of test/bench/enforcement.ts (5 traces × 10 GenAI spans, ~26 KB, fresh trace ids each); `agent`, the
  *    OTLP workload of test/bench/storage.ts (one 30-step agent run of 61 GenAI spans an export, ~1.1 MB, the system
  *    prompt and tool schemas the same in every run).
- * 4. Prints per-round and median figures per export.
+ * 4. Prints per-round and median figures per export, with the WAL the cluster wrote during each round (only the
+ *    service of the round writes: jobs are held back, and the other services wait their turn).
  *
  * TAPEDECK_* settings given to this script are passed to every server.
  */
@@ -68,6 +69,8 @@ interface Round {
   readonly requestThreadMs: number
   readonly processMs: number
   readonly postgresMs: number
+  /** WAL the cluster wrote during the round, per export (only this service was writing: the others wait their turn). */
+  readonly walKb: number
   readonly latencyP50: number
 }
 
@@ -101,17 +104,34 @@ const send = async (subject: Subject, count: number, concurrency: number) => {
   return latencies
 }
 
+/** The cluster's WAL insert position. */
+const walPosition = async (db: pg.Client) =>
+  (await db.query<{ lsn: string }>("SELECT pg_current_wal_insert_lsn()::text AS lsn")).rows[0]!.lsn
+
+/** Bytes of WAL written since `from` (a `walPosition`). */
+const walSince = async (db: pg.Client, from: string) =>
+  Number(
+    (
+      await db.query<{ bytes: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1)::text AS bytes", [
+        from
+      ])
+    ).rows[0]!.bytes
+  )
+
 const round = async (subject: Subject): Promise<Round> => {
   const pid = subject.server.pid
   const thread0 = processCpuSeconds(`${pid}/task/${pid}`)
   const process0 = processTreeCpuSeconds(pid)
   const backends = await backendCpuMark(subject.db)
+  const wal0 = await walPosition(subject.db)
   const latencies = await send(subject, EXPORTS, CONCURRENCY)
+  const walBytes = await walSince(subject.db, wal0)
   const perExport = (seconds: number) => (seconds / EXPORTS) * 1000
   return {
     requestThreadMs: perExport(processCpuSeconds(`${pid}/task/${pid}`) - thread0),
     processMs: perExport(processTreeCpuSeconds(pid) - process0),
     postgresMs: perExport(await backendCpuSince(subject.db, backends)),
+    walKb: walBytes / EXPORTS / 1024,
     latencyP50: median(latencies)
   }
 }
@@ -135,7 +155,7 @@ const main = async () => {
       const result = await round(s)
       s.rounds.push(result)
       log(
-        `round ${r}, ${s.label}: request thread ${result.requestThreadMs.toFixed(2)} ms, process ${result.processMs.toFixed(2)} ms, PostgreSQL ${result.postgresMs.toFixed(2)} ms of CPU per export; p50 ${result.latencyP50.toFixed(2)} ms`
+        `round ${r}, ${s.label}: request thread ${result.requestThreadMs.toFixed(2)} ms, process ${result.processMs.toFixed(2)} ms, PostgreSQL ${result.postgresMs.toFixed(2)} ms of CPU per export; WAL ${result.walKb.toFixed(1)} KB per export; p50 ${result.latencyP50.toFixed(2)} ms`
       )
     }
   }
@@ -152,6 +172,7 @@ const main = async () => {
           "median",
           "process CPU ms/export",
           "PostgreSQL CPU ms/export",
+          "WAL KB/export",
           "latency p50 (median of rounds)"
         ],
         subjects.map((s) => [
@@ -162,11 +183,12 @@ const main = async () => {
           median(of(s, "requestThreadMs")).toFixed(2),
           median(of(s, "processMs")).toFixed(2),
           median(of(s, "postgresMs")).toFixed(2),
+          median(of(s, "walKb")).toFixed(1),
           `${median(of(s, "latencyP50")).toFixed(2)} ms`
         ])
       ),
       "",
-      `- Per export of ${EXPORT_SHAPE} (OTLP/JSON), ${fmtInt(EXPORTS)} exports a round at concurrency ${CONCURRENCY}, services alternating (A B, B A, ...), after ${fmtInt(WARMUP)} warm-up exports each; background jobs ${JOBS ? "running" : "held back"}. CPU: user + system from /proc (request thread: the process's main thread; process: with its other threads and processes; PostgreSQL: the backends connected to the service's database). Load average at the end ${load.one} (1 min) / ${load.five} (5 min).`
+      `- Per export of ${EXPORT_SHAPE} (OTLP/JSON), ${fmtInt(EXPORTS)} exports a round at concurrency ${CONCURRENCY}, services alternating (A B, B A, ...), after ${fmtInt(WARMUP)} warm-up exports each; background jobs ${JOBS ? "running" : "held back"}. CPU: user + system from /proc (request thread: the process's main thread; process: with its other threads and processes; PostgreSQL: the backends connected to the service's database). WAL: what the cluster wrote during the round (\`pg_current_wal_insert_lsn\`), one service at a time. Load average at the end ${load.one} (1 min) / ${load.five} (5 min).`
     ].join("\n")
   )
 }
