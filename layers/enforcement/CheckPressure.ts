@@ -30,8 +30,9 @@ const MIN_SLOW_IN_WINDOW = 16
  *   exports. The queue wait, not a check's whole time, and not the time a check waits behind its own run's earlier
  *   checks (CheckBatcher leaves that out): one slow statement alone sheds nothing.
  * - the event loop (`loopLate`): while checks come (MIN_CHECKS_FOR_LAG within the window), the loop runs its timers
- *   later than TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS on average (EventLoopLag). Every check waits that long before
- *   it is read and again after its statement, however free the lanes: JavaScript work is in the way.
+ *   later than TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS on average (EventLoopLag; half of it while exports come faster
+ *   than they are taken). Every check waits that long before it is read and again after its statement, however free
+ *   the lanes: JavaScript work is in the way.
  */
 export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/CheckPressure", {
   effect: Effect.gen(function* () {
@@ -69,11 +70,16 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
     /** True while ingestion should be shed (synchronous: the HTTP layer asks it before reading a body). */
     const active = () => shedUntil > Date.now()
 
-    /** True while checks come and the event loop runs late. */
-    const loopLate = () => {
+    /**
+     * True while checks come and the event loop runs late: later than TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS, or than
+     * half of it while exports come faster than the instance takes them (`exportsExceed`, IngestDemand): most of them
+     * wait for their retry then anyway, and what the instance still admits is what the checks wait behind.
+     */
+    const loopLate = (exportsExceed: boolean) => {
       if (enforcementShedIngestLagMs <= 0) return false
       advance(Date.now())
-      return all.reduce((a, b) => a + b, 0) >= MIN_CHECKS_FOR_LAG && lag.recentMs() > enforcementShedIngestLagMs
+      const limit = exportsExceed ? enforcementShedIngestLagMs / 2 : enforcementShedIngestLagMs
+      return all.reduce((a, b) => a + b, 0) >= MIN_CHECKS_FOR_LAG && lag.recentMs() > limit
     }
 
     return { observe, active, loopLate } as const

@@ -1,6 +1,7 @@
 import { Context, Duration, Effect, Option, Schedule } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { CheckPressure } from "../enforcement/CheckPressure.ts"
+import { IngestDemand } from "./IngestDemand.ts"
 import { IngestPermits, type Permit } from "./IngestPermits.ts"
 import { LagLimit } from "./LagLimit.ts"
 import { IngestSaturated } from "#src/domain/Errors"
@@ -44,13 +45,15 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
     const checks = yield* CheckPressure
     const permits = new IngestPermits(ingestMaxInflight)
     const lagLimit = new LagLimit(ingestMaxInflight, LAG_STEP_MS)
+    const demand = new IngestDemand()
     /**
      * Whether checks come first now: all exports are refused, or those past the event loop's limit (below the bound;
      * at the bound the permits' own rule decides, taking back uploads for accounts under their share).
      */
     const checksFirst = () => {
       if (checks.active()) return true
-      const bound = lagLimit.at(Date.now(), checks.loopLate)
+      const now = Date.now()
+      const bound = lagLimit.at(now, () => checks.loopLate(demand.exceeded(now)))
       return bound < ingestMaxInflight && permits.inUse >= bound
     }
     const preemptListeners = new WeakMap<Permit, Set<() => void>>()
@@ -77,11 +80,16 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
     ): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> =>
       Effect.uninterruptibleMask((restore) =>
         Effect.suspend((): Effect.Effect<A, E | IngestSaturated, Exclude<R, CurrentUploadPermit>> => {
-          if (checksFirst()) return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight, by: "checks" }))
+          if (checksFirst()) {
+            demand.refused(Date.now())
+            return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight, by: "checks" }))
+          }
           const granted = permits.ask(accountId)
           if (granted === undefined) {
+            demand.refused(Date.now())
             return Effect.fail(new IngestSaturated({ maxInflight: ingestMaxInflight, by: "permits" }))
           }
+          demand.admitted(Date.now())
           if (granted.preempted !== undefined) {
             // The permit passed to this request already; the upload that held it stops when its reader hears.
             preemptions++
@@ -101,7 +109,10 @@ export class IngestGate extends Effect.Service<IngestGate>()("tapedeck/IngestGat
     const admits = (accountId: string) => !checksFirst() && permits.admits(accountId)
 
     /** Counts a refusal answered without going through `guard`; they are logged in bulk. */
-    const refuseFast = () => void refusedFast++
+    const refuseFast = () => {
+      refusedFast++
+      demand.refused(Date.now())
+    }
 
     /** Permits held now by an account (for tests and diagnostics). */
     const heldBy = (accountId: string) => permits.heldBy(accountId)

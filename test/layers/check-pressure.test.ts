@@ -78,27 +78,32 @@ describe("CheckPressure", () => {
     const env = { TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "5" }
     const late = pressureWithLag(env, lag)
     // No checks, or an account's few: a late loop is not theirs to protect.
-    expect(late.loopLate()).toBe(false)
+    expect(late.loopLate(false)).toBe(false)
     for (let i = 0; i < 99; i++) late.observe(0)
-    expect(late.loopLate()).toBe(false)
+    expect(late.loopLate(false)).toBe(false)
     late.observe(0)
-    expect(late.loopLate()).toBe(true)
+    expect(late.loopLate(false)).toBe(true)
     // Lane-wise nothing is wrong: all exports are not refused.
     expect(late.active()).toBe(false)
     lag.ms = 4
-    expect(late.loopLate()).toBe(false)
+    expect(late.loopLate(false)).toBe(false)
+    // While exports come faster than they are taken, half the limit.
+    expect(late.loopLate(true)).toBe(true)
+    lag.ms = 2.5
+    expect(late.loopLate(true)).toBe(false)
 
     const off = pressureWithLag({ TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "0" }, { ms: 1000 })
     for (let i = 0; i < 100; i++) off.observe(0)
-    expect(off.loopLate()).toBe(false)
+    expect(off.loopLate(false)).toBe(false)
+    expect(off.loopLate(true)).toBe(false)
   })
 
   test("checks a second old no longer count", async () => {
     const late = pressureWithLag({ TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "5" }, { ms: 50 })
     for (let i = 0; i < 100; i++) late.observe(0)
-    expect(late.loopLate()).toBe(true)
+    expect(late.loopLate(false)).toBe(true)
     await Bun.sleep(1150)
-    expect(late.loopLate()).toBe(false)
+    expect(late.loopLate(false)).toBe(false)
   })
 })
 

@@ -20,11 +20,15 @@ const withGate = <A, E>(maxInflight: number, body: (gate: IngestGate) => Effect.
     )
   )
 
-/** A gate over checks that never wait for a lane, whose event loop is late for them while `late.now` says so. */
+/**
+ * A gate over checks that never wait for a lane, whose event loop is late for them while `late.now` says so; `asked`
+ * records whether the gate said exports exceed what it takes, each time it asked.
+ */
 const withLateLoop = <A, E>(
   maxInflight: number,
   late: { now: boolean },
-  body: (gate: IngestGate) => Effect.Effect<A, E>
+  body: (gate: IngestGate) => Effect.Effect<A, E>,
+  asked: Array<boolean> = []
 ) =>
   Effect.runPromise(
     Effect.scoped(Effect.flatMap(IngestGate, body)).pipe(
@@ -33,7 +37,14 @@ const withLateLoop = <A, E>(
           Layer.provide(
             Layer.succeed(
               CheckPressure,
-              CheckPressure.make({ observe: () => {}, active: () => false, loopLate: () => late.now })
+              CheckPressure.make({
+                observe: () => {},
+                active: () => false,
+                loopLate: (exportsExceed) => {
+                  asked.push(exportsExceed)
+                  return late.now
+                }
+              })
             )
           ),
           Layer.provide(AppConfig.Default),
@@ -80,6 +91,36 @@ describe("IngestGate", () => {
         yield* Deferred.succeed(one, undefined)
         yield* Fiber.join(only)
       })
+    )
+  })
+
+  test("the event loop's limit is asked for half its lateness once more exports were refused than admitted in a second", async () => {
+    const asked: Array<boolean> = []
+    await withLateLoop(
+      1,
+      { now: false },
+      (gate) =>
+        Effect.gen(function* () {
+          const hold = yield* Deferred.make<void>()
+          const held = yield* Effect.fork(gate.guard("a", Deferred.await(hold)))
+          yield* Effect.sleep("10 millis")
+          // One admitted: nine refusals are a burst, the tenth makes more refused than admitted.
+          for (let i = 0; i < 9; i++) yield* Effect.flip(gate.guard("b", Effect.void))
+          yield* Effect.sleep("110 millis")
+          gate.admits("b")
+          expect(asked.at(-1)).toBe(false)
+          yield* Effect.flip(gate.guard("b", Effect.void))
+          yield* Effect.sleep("110 millis")
+          gate.admits("b")
+          expect(asked.at(-1)).toBe(true)
+          // A second later those refusals no longer count.
+          yield* Deferred.succeed(hold, undefined)
+          yield* Fiber.join(held)
+          yield* Effect.sleep("1100 millis")
+          gate.admits("b")
+          expect(asked.at(-1)).toBe(false)
+        }),
+      asked
     )
   })
 
