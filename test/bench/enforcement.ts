@@ -15,14 +15,14 @@
  *    checks sent at once on one run (BENCH_ROUNDS rounds). The bare server gets the same open loop.
  * 4. Sustained: closed loop, BENCH_CONCURRENCY checks in flight for BENCH_SECONDS, against the bare server's.
  * 5. Overload: the export rate the service sustains alone (OTLP/JSON exports, closed loop at
- *    TAPEDECK_INGEST_MAX_INFLIGHT for 3 s), then twice that rate offered open loop for BENCH_OVERLOAD_SECONDS beside
+ *    TAPEDECK_INGEST_MAX_INFLIGHT for 3 s), then twice that rate (BENCH_OVERLOAD_FACTOR) offered open loop for BENCH_OVERLOAD_SECONDS beside
  *    BENCH_RATE checks/s; then the same export overload on the service beside BENCH_RATE requests/s to the bare
  *    server (same machine, same PostgreSQL, same run). Exports may be shed (503 + Retry-After): counted, not retried.
  * 6. Verifies every check answered 200 with the expected verdict and every decision was recorded; prints a markdown
  *    table; drops the database and stops both servers (also on error or Ctrl-C).
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_RATE, BENCH_CONTENTION_RUNS (comma-separated), BENCH_PHASE_SECONDS, BENCH_ROUNDS,
- * BENCH_SECONDS, BENCH_CONCURRENCY, BENCH_OVERLOAD_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CPU_PROF (a directory: the
+ * BENCH_SECONDS, BENCH_CONCURRENCY, BENCH_OVERLOAD_SECONDS, BENCH_OVERLOAD_FACTOR, BENCH_WARMUP_SECONDS, BENCH_CPU_PROF (a directory: the
  * server runs under `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit); TAPEDECK_* settings given
  * to this script are passed to the server (e.g. TAPEDECK_ENFORCEMENT_DB_CONNECTIONS).
  */
@@ -74,6 +74,8 @@ const ROUNDS = Math.floor(numberEnv("BENCH_ROUNDS", 100))
 const SECONDS = numberEnv("BENCH_SECONDS", 5)
 const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 32))
 const OVERLOAD_SECONDS = numberEnv("BENCH_OVERLOAD_SECONDS", 8)
+/** The exports offered in the overload phase, as a multiple of the rate the service takes alone (2: twice it). */
+const OVERLOAD_FACTOR = numberEnv("BENCH_OVERLOAD_FACTOR", 2)
 const WARMUP_SECONDS = numberEnv("BENCH_WARMUP_SECONDS", 3)
 /** The service's settings this script was given (passed on), and the two it reads itself. */
 const SERVER_ENV = tapedeckSettings()
@@ -95,6 +97,7 @@ const KNOBS = [
   "BENCH_SECONDS",
   "BENCH_CONCURRENCY",
   "BENCH_OVERLOAD_SECONDS",
+  "BENCH_OVERLOAD_FACTOR",
   "BENCH_WARMUP_SECONDS",
   "BENCH_CPU_PROF",
   ...Object.keys(SERVER_ENV)
@@ -399,13 +402,13 @@ const main = async () => {
   const alone: ExportTally = { accepted: 0, shed: 0 }
   const ingestAlone = await closedLoop(server.pid, INGEST_MAX_INFLIGHT, 3, () => sendExport(server.url, alone))
   const ingestRate = alone.accepted / ingestAlone.seconds
-  const offered = Math.max(2, 2 * ingestRate)
+  const offered = Math.max(2, OVERLOAD_FACTOR * ingestRate)
   await sleep(500)
 
   const overloadWith = async (target: "service" | "bare") => {
     const exports: ExportTally = { accepted: 0, shed: 0 }
     const load = openLoop(server.pid, offered, OVERLOAD_SECONDS, () => sendExport(server.url, exports))
-    const name = `overload: ${fmtInt(offered)} exports/s (2 × ${fmtInt(ingestRate)}) beside ${fmtInt(RATE)} ${target === "service" ? "checks" : "bare requests"}/s for ${OVERLOAD_SECONDS} s`
+    const name = `overload: ${fmtInt(offered)} exports/s (${OVERLOAD_FACTOR} × ${fmtInt(ingestRate)}) beside ${fmtInt(RATE)} ${target === "service" ? "checks" : "bare requests"}/s for ${OVERLOAD_SECONDS} s`
     const requests =
       target === "service"
         ? await checks(name, (tally, p) =>
@@ -494,7 +497,7 @@ const main = async () => {
   const exportNote = (o: typeof overload) =>
     `${fmtInt(o.exports.accepted)} exports taken, ${fmtInt(o.exports.shed)} shed (503), ${fmtInt(o.exportResult.dropped)} not sent`
   rows.push([
-    `overload: ${fmtInt(RATE)} checks/s beside ${fmtInt(offered)} exports/s offered (2 × the ${fmtInt(ingestRate)}/s taken alone) × ${OVERLOAD_SECONDS} s (${notes(overloadChecks)}; ${exportNote(overload)}): p50 / p99`,
+    `overload: ${fmtInt(RATE)} checks/s beside ${fmtInt(offered)} exports/s offered (${OVERLOAD_FACTOR} × the ${fmtInt(ingestRate)}/s taken alone) × ${OVERLOAD_SECONDS} s (${notes(overloadChecks)}; ${exportNote(overload)}): p50 / p99`,
     pair(ov.p50, ov.p99),
     `p99 ≤ ${TARGET_OVERLOAD_P99_RATIO} × bare = ${fmtMs(TARGET_OVERLOAD_P99_RATIO * ovBare.p99)}${mark(ov.p99 <= TARGET_OVERLOAD_P99_RATIO * ovBare.p99 && overloadChecks.tally.failClosed === 0)}`,
     `${pair(ovBare.p50, ovBare.p99)} (bare, same export overload on the service; ${exportNote(overloadBare)})`,
