@@ -30,7 +30,9 @@ const toDecision = (evaluation: Evaluation): EnforcementDecision => ({
 })
 
 const newAudit = (request: EnforcementCheckRequest): DecisionAudit => ({
-  decisionId: crypto.randomUUID(),
+  // Time-ordered (UUIDv7): the decisions table grows by a row a check, and ids in the order they are made keep its
+  // primary key's inserts at the index's right edge instead of on random pages (docs/performance.md).
+  decisionId: Bun.randomUUIDv7(),
   traceId: request.trace_id,
   startedAt: performance.now(),
   abandoned: false,

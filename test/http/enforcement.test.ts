@@ -195,6 +195,10 @@ describe("the check", () => {
       await Bun.sleep(20)
     }
     expect(items.map((d) => d.verdict).sort()).toEqual(["allow", "block"])
+    // Decision ids are UUIDv7, in the order the checks were made.
+    const idOf = (verdict: string) => items.find((d) => d.verdict === verdict).id as string
+    for (const d of items) expect(d.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+    expect(idOf("block") < idOf("allow")).toBe(true)
     expect(items.find((d) => d.verdict === "block")).toMatchObject({
       trace_id: t.id,
       step_index: 3,
