@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { EventLoopLag } from "../platform/EventLoopLag.ts"
+import { WindowCount } from "../platform/WindowCount.ts"
 
 /** How long ingestion stays shed once check pressure is sustained: long enough not to flap export by export. */
 const SHED_FOR_MS = 1000
@@ -10,11 +11,8 @@ const SHED_FOR_MS = 1000
  * not for one account's few (whose agents ride it out), so that an account's checks never cut another's exports.
  */
 const MIN_CHECKS_FOR_LAG = 100
-/** The sliding window over which checks' queue waits are counted, in buckets of a tenth of it. */
-const WINDOW_MS = 1000
-const BUCKETS = 10
 /**
- * Slow checks within the window before ingestion is shed. An agent's checks come a few at a time (a step, its
+ * Slow checks within the last second (the window checks are counted over) before ingestion is shed. An agent's checks come a few at a time (a step, its
  * parallel tool calls): a handful of slow ones is a burst, not an instance short of lanes. It takes this many,
  * and at least half of the window's checks, for the wait to be the instance's state rather than one moment's.
  */
@@ -38,33 +36,19 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
   effect: Effect.gen(function* () {
     const { enforcementShedIngestMs, enforcementShedIngestLagMs } = yield* AppConfig
     const lag = yield* EventLoopLag
-    const bucketMs = WINDOW_MS / BUCKETS
-    const slow = new Array<number>(BUCKETS).fill(0)
-    const all = new Array<number>(BUCKETS).fill(0)
-    /** The bucket (as a count of bucket lengths since the epoch) that index `current % BUCKETS` holds. */
-    let current = 0
+    /** Checks' queue waits of the last second: all of them, and those over the threshold. */
+    const all = new WindowCount()
+    const slow = new WindowCount()
     let shedUntil = 0
-
-    /** Moves the window to `at`, emptying the buckets it leaves behind. */
-    const advance = (at: number) => {
-      const bucket = Math.floor(at / bucketMs)
-      if (bucket <= current) return
-      for (let b = Math.max(current + 1, bucket - BUCKETS + 1); b <= bucket; b++) {
-        slow[b % BUCKETS] = 0
-        all[b % BUCKETS] = 0
-      }
-      current = bucket
-    }
 
     /** A check waited `ms` in the queue for a lane before its batch statement (or before being dropped). */
     const observe = (ms: number) => {
       const at = Date.now()
-      advance(at)
-      all[current % BUCKETS]!++
+      all.add(at)
       if (enforcementShedIngestMs <= 0 || ms <= enforcementShedIngestMs) return
-      slow[current % BUCKETS]!++
-      const slowNow = slow.reduce((a, b) => a + b, 0)
-      if (slowNow >= MIN_SLOW_IN_WINDOW && 2 * slowNow >= all.reduce((a, b) => a + b, 0)) shedUntil = at + SHED_FOR_MS
+      slow.add(at)
+      const slowNow = slow.total(at)
+      if (slowNow >= MIN_SLOW_IN_WINDOW && 2 * slowNow >= all.total(at)) shedUntil = at + SHED_FOR_MS
     }
 
     /** True while ingestion should be shed (synchronous: the HTTP layer asks it before reading a body). */
@@ -77,9 +61,8 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
      */
     const loopLate = (exportsExceed: boolean) => {
       if (enforcementShedIngestLagMs <= 0) return false
-      advance(Date.now())
       const limit = exportsExceed ? enforcementShedIngestLagMs / 2 : enforcementShedIngestLagMs
-      return all.reduce((a, b) => a + b, 0) >= MIN_CHECKS_FOR_LAG && lag.recentMs() > limit
+      return all.total(Date.now()) >= MIN_CHECKS_FOR_LAG && lag.recentMs() > limit
     }
 
     return { observe, active, loopLate } as const

@@ -1,6 +1,5 @@
-/** The sliding window over which exports are counted, in buckets of a tenth of it. */
-const WINDOW_MS = 1000
-const BUCKETS = 10
+import { WindowCount } from "../platform/WindowCount.ts"
+
 /** Refusals within the window below which exports never count as over capacity: a burst, not the instance's state. */
 const MIN_REFUSED = 10
 
@@ -12,43 +11,22 @@ const MIN_REFUSED = 10
  * LagLimit, so that the HTTP layer can ask it before reading a body.
  */
 export class IngestDemand {
-  private readonly admittedIn = new Array<number>(BUCKETS).fill(0)
-  private readonly refusedIn = new Array<number>(BUCKETS).fill(0)
-  /** The bucket (as a count of bucket lengths since the epoch) that index `current % BUCKETS` holds. */
-  private current = Number.NEGATIVE_INFINITY
+  private readonly admittedIn = new WindowCount()
+  private readonly refusedIn = new WindowCount()
 
-  /** Moves the window to `now` (ms), emptying the buckets it leaves behind. */
-  private advance(now: number) {
-    const bucket = Math.floor(now / (WINDOW_MS / BUCKETS))
-    if (bucket <= this.current) return
-    for (let b = Math.max(this.current + 1, bucket - BUCKETS + 1); b <= bucket; b++) {
-      this.admittedIn[b % BUCKETS] = 0
-      this.refusedIn[b % BUCKETS] = 0
-    }
-    this.current = bucket
-  }
-
-  /** An export was admitted at `now`. */
+  /** An export was admitted at `now` (ms). */
   admitted(now: number) {
-    this.advance(now)
-    this.admittedIn[this.current % BUCKETS]!++
+    this.admittedIn.add(now)
   }
 
-  /** An export was refused at `now`. */
+  /** An export was refused at `now` (ms). */
   refused(now: number) {
-    this.advance(now)
-    this.refusedIn[this.current % BUCKETS]!++
+    this.refusedIn.add(now)
   }
 
   /** Whether, in the second up to `now`, more exports were refused than admitted (and at least MIN_REFUSED). */
   exceeded(now: number): boolean {
-    this.advance(now)
-    let admitted = 0
-    let refused = 0
-    for (let i = 0; i < BUCKETS; i++) {
-      admitted += this.admittedIn[i]!
-      refused += this.refusedIn[i]!
-    }
-    return refused >= MIN_REFUSED && refused > admitted
+    const refused = this.refusedIn.total(now)
+    return refused >= MIN_REFUSED && refused > this.admittedIn.total(now)
   }
 }

@@ -15,16 +15,17 @@
  *    checks sent at once on one run (BENCH_ROUNDS rounds). The bare server gets the same open loop.
  * 4. Sustained: closed loop, BENCH_CONCURRENCY checks in flight for BENCH_SECONDS, against the bare server's.
  * 5. Overload: the export rate the service sustains alone (OTLP/JSON exports, closed loop at
- *    TAPEDECK_INGEST_MAX_INFLIGHT for 3 s), then twice that rate (BENCH_OVERLOAD_FACTOR) offered open loop for BENCH_OVERLOAD_SECONDS beside
- *    BENCH_RATE checks/s; then the same export overload on the service beside BENCH_RATE requests/s to the bare
- *    server (same machine, same PostgreSQL, same run). Exports may be shed (503 + Retry-After): counted, not retried.
+ *    TAPEDECK_INGEST_MAX_INFLIGHT for 3 s), then twice that rate (BENCH_OVERLOAD_FACTOR) offered open loop for
+ *    BENCH_OVERLOAD_SECONDS beside BENCH_RATE checks/s; then the same export overload on the service beside
+ *    BENCH_RATE requests/s to the bare server (same machine, same PostgreSQL, same run). Exports may be shed (503 +
+ *    Retry-After): counted, not retried.
  * 6. Verifies every check answered 200 with the expected verdict and every decision was recorded; prints a markdown
  *    table; drops the database and stops both servers (also on error or Ctrl-C).
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_RATE, BENCH_CONTENTION_RUNS (comma-separated), BENCH_PHASE_SECONDS, BENCH_ROUNDS,
- * BENCH_SECONDS, BENCH_CONCURRENCY, BENCH_OVERLOAD_SECONDS, BENCH_OVERLOAD_FACTOR, BENCH_WARMUP_SECONDS, BENCH_CPU_PROF (a directory: the
- * server runs under `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit); TAPEDECK_* settings given
- * to this script are passed to the server (e.g. TAPEDECK_ENFORCEMENT_DB_CONNECTIONS).
+ * BENCH_SECONDS, BENCH_CONCURRENCY, BENCH_OVERLOAD_SECONDS, BENCH_OVERLOAD_FACTOR, BENCH_WARMUP_SECONDS,
+ * BENCH_CPU_PROF (a directory: the server runs under `bun --cpu-prof --cpu-prof-md` and writes its profile there on
+ * exit); TAPEDECK_* settings given to this script are passed to the server (e.g. TAPEDECK_ENFORCEMENT_DB_CONNECTIONS).
  */
 import { availableParallelism } from "node:os"
 import {
