@@ -137,7 +137,8 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       enforcementTimeoutMs: yield* Config.integer("TAPEDECK_ENFORCEMENT_TIMEOUT_MS").pipe(Config.withDefault(250)),
       // Enforcement checks have their own admission: a pool of their own on PostgreSQL (beside TAPEDECK_DB_POOL_MAX;
       // 0: none, checks share that pool), and at most this many batch statements of checks in flight per instance
-      // (layers/enforcement/CheckBatcher.ts).
+      // (layers/enforcement/CheckBatcher.ts): two, so that one slow statement does not hold every check up
+      // (docs/performance.md, "Figures behind choices in the code").
       enforcementDbConnections: yield* Config.integer("TAPEDECK_ENFORCEMENT_DB_CONNECTIONS").pipe(
         Config.validate({ message: "must be 0 to 64", validation: (n) => n >= 0 && n <= 64 }),
         Config.withDefault(4)
