@@ -40,6 +40,12 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
     const all = new WindowCount()
     const slow = new WindowCount()
     let shedUntil = 0
+    /**
+     * Until when another instance's checks keep waiting for a lane, or behind its late event loop (ClusterPressure):
+     * ingestion here steps aside for them as for this instance's own.
+     */
+    let lanesElsewhereUntil = 0
+    let loopElsewhereUntil = 0
 
     /** A check waited `ms` in the queue for a lane before its batch statement (or before being dropped). */
     const observe = (ms: number) => {
@@ -51,21 +57,47 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
       if (slowNow >= MIN_SLOW_IN_WINDOW && 2 * slowNow >= all.total(at)) shedUntil = at + SHED_FOR_MS
     }
 
-    /** True while ingestion should be shed (synchronous: the HTTP layer asks it before reading a body). */
-    const active = () => shedUntil > Date.now()
+    /**
+     * True while ingestion should be shed, for this instance's checks or another's (synchronous: the HTTP layer asks
+     * it before reading a body).
+     */
+    const active = () => {
+      const now = Date.now()
+      return shedUntil > now || lanesElsewhere(now)
+    }
+    const lanesElsewhere = (now: number) => lanesElsewhereUntil > now
 
     /**
      * True while checks come and the event loop runs late: later than TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS, or than
      * half of it while exports come faster than the instance takes them (`exportsExceed`, IngestDemand): most of them
      * wait for their retry then anyway, and what the instance still admits is what the checks wait behind.
      */
-    const loopLate = (exportsExceed: boolean) => {
+    const loopLate = (exportsExceed: boolean) => loopLateHere(exportsExceed) || loopElsewhereUntil > Date.now()
+    const loopLateHere = (exportsExceed: boolean) => {
       if (enforcementShedIngestLagMs <= 0) return false
       const limit = exportsExceed ? enforcementShedIngestLagMs / 2 : enforcementShedIngestLagMs
       return all.total(Date.now()) >= MIN_CHECKS_FOR_LAG && lag.recentMs() > limit
     }
 
-    return { observe, active, loopLate } as const
+    /**
+     * What keeps this instance's own checks waiting now, for ClusterPressure to tell the others: its lanes (the rule
+     * of `active`), its late event loop (the rule of `loopLate`), or nothing. What other instances said is left out.
+     */
+    const pressedHere = (): "lanes" | "loop" | undefined =>
+      shedUntil > Date.now() ? "lanes" : loopLateHere(false) ? "loop" : undefined
+
+    /**
+     * Another instance's checks keep waiting for its lanes or behind its loop: ingestion here steps aside until
+     * `until`, unless the rule is off here (its setting 0). Whether it was heeded.
+     */
+    const pressedElsewhere = (by: "lanes" | "loop", until: number) => {
+      if (by === "lanes" && enforcementShedIngestMs > 0) lanesElsewhereUntil = Math.max(lanesElsewhereUntil, until)
+      else if (by === "loop" && enforcementShedIngestLagMs > 0) loopElsewhereUntil = Math.max(loopElsewhereUntil, until)
+      else return false
+      return true
+    }
+
+    return { observe, active, loopLate, pressedHere, pressedElsewhere } as const
   }),
   dependencies: [AppConfig.Default, EventLoopLag.Default]
 }) {}

@@ -6,6 +6,8 @@ import { Effect } from "effect"
  * indexing it causes. Per process by nature: it describes this event loop, not shared state.
  */
 let inFlight = 0
+/** Until when background work also waits for another instance's checks (layers/enforcement/ClusterPressure.ts). */
+let heldUntil = 0
 
 export const enterForeground = () => {
   inFlight++
@@ -16,13 +18,21 @@ export const leaveForeground = () => {
 }
 
 /**
- * Waits while requests are in flight, polling every few milliseconds, but never longer than `maxWaitMs`: under
- * a load that never pauses, background work still gets one step per `maxWaitMs`.
+ * Background work of this process waits until `until` whatever its own requests: another instance's enforcement
+ * checks keep waiting, and on a shared machine or database this process's background work is in their way too.
+ */
+export const holdBackground = (until: number) => {
+  heldUntil = Math.max(heldUntil, until)
+}
+
+/**
+ * Waits while requests are in flight or background work is held, polling every few milliseconds, but never longer
+ * than `maxWaitMs`: under a load that never pauses, background work still gets one step per `maxWaitMs`.
  */
 export const yieldToForeground = (maxWaitMs: number) =>
   Effect.gen(function* () {
     const deadline = Date.now() + maxWaitMs
-    while (inFlight > 0 && Date.now() < deadline) yield* Effect.sleep("5 millis")
+    while ((inFlight > 0 || heldUntil > Date.now()) && Date.now() < deadline) yield* Effect.sleep("5 millis")
   })
 
 /** The requests this process is answering now that background work waits for. */

@@ -3,6 +3,8 @@ import { Effect, Layer, Option } from "effect"
 import { Credentials } from "#layers/auth/Credentials"
 import { bootstrapKeys } from "#layers/auth/KeyBootstrap"
 import { AppConfig } from "#layers/config/AppConfig"
+import { CheckPressure } from "#layers/enforcement/CheckPressure"
+import { ClusterPressureLive } from "#layers/enforcement/ClusterPressure"
 import { SqlPolicyStoreLive } from "#layers/enforcement/SqlPolicyStore"
 import { IngestGate } from "#layers/ingest/IngestGate"
 import { JobQueue } from "#layers/jobs/JobQueue"
@@ -60,7 +62,8 @@ const StartupLive = Layer.mergeAll(
     Layer.provide([TraceRepo.Default, RetentionRepo.Default, SharedContent.Default, UsageCounters.Default])
   ),
   EmbeddedMaintenanceLive,
-  SearchStartupLive
+  SearchStartupLive,
+  ClusterPressureLive.pipe(Layer.provide(CheckPressure.Default))
 )
 
 /** The server's own front: the fast refusal of exports while ingestion is saturated, the access log, tracing. */

@@ -170,3 +170,64 @@ export const exportBody = () => {
     ]
   })
 }
+
+export interface ExportTally {
+  accepted: number
+  shed: number
+}
+
+/** POSTs one export; 200 and 503 (shed, Retry-After) are counted, anything else throws. */
+export const sendExport = async (url: string, tally: ExportTally) => {
+  const res = await fetch(`${url}/v1/traces`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-service-key": KEY },
+    body: exportBody()
+  })
+  const text = await res.text()
+  if (res.status === 200) tally.accepted++
+  else if (res.status === 503 && res.headers.get("retry-after") !== null) tally.shed++
+  else throw new Error(`export answered HTTP ${res.status}: ${text.slice(0, 300)}`)
+}
+
+/**
+ * `rate` requests/s on a fixed schedule for `seconds`: latencies from each one's scheduled time to its answer, and how
+ * late this client sent each one. A request due while `maxInflight` are unanswered is not sent (dropped). The first
+ * request's failure is thrown once all sent are answered.
+ */
+export const openLoop = async (rate: number, seconds: number, maxInflight: number, request: () => Promise<void>) => {
+  const total = Math.max(1, Math.round(rate * seconds))
+  const interval = 1000 / rate
+  const latencies: Array<number> = []
+  const lags: Array<number> = []
+  const inflight: Array<Promise<void>> = []
+  let pending = 0
+  let dropped = 0
+  let failure: unknown
+  const start = performance.now() + 2
+  let i = 0
+  while (i < total && failure === undefined) {
+    const now = performance.now()
+    while (i < total && start + i * interval <= now) {
+      const scheduled = start + i * interval
+      i++
+      if (pending >= maxInflight) {
+        dropped++
+        continue
+      }
+      lags.push(now - scheduled)
+      pending++
+      inflight.push(
+        request()
+          .then(
+            () => void latencies.push(performance.now() - scheduled),
+            (e) => void (failure ??= e)
+          )
+          .finally(() => void pending--)
+      )
+    }
+    if (i < total) await sleep(Math.max(0, start + i * interval - performance.now()))
+  }
+  await Promise.all(inflight)
+  if (failure !== undefined) throw failure
+  return { sent: total - dropped, dropped, seconds: (performance.now() - start) / 1000, latencies, lags }
+}

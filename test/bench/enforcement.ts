@@ -55,9 +55,11 @@ import {
   createPolicies,
   DENIED_EVERY,
   DENIED_TOOL,
-  exportBody,
+  type ExportTally,
+  openLoop as scheduledLoop,
   POLICIES,
   SPANS_PER_TRACE,
+  sendExport,
   TRACES_PER_EXPORT
 } from "./EnforcementLoad.ts"
 
@@ -177,51 +179,23 @@ interface PhaseResult {
   readonly lagP99?: number
 }
 
-/** `rate` requests/s on a fixed schedule for `seconds`; latency from each one's scheduled time to its answer. */
+/** `rate` requests/s on a fixed schedule for `seconds` (EnforcementLoad's `openLoop`), with the cores busy meanwhile. */
 const openLoop = async (
   pid: number,
   rate: number,
   seconds: number,
   request: () => Promise<void>
 ): Promise<Omit<PhaseResult, "tally">> => {
-  const total = Math.max(1, Math.round(rate * seconds))
-  const interval = 1000 / rate
-  const latencies: Array<number> = []
-  const lags: Array<number> = []
-  const inflight: Array<Promise<void>> = []
-  let pending = 0
-  let dropped = 0
-  let failure: unknown
   const cpu0 = CPU.snapshot(pid)
-  const start = performance.now() + 2
-  let i = 0
-  while (i < total && failure === undefined) {
-    const now = performance.now()
-    while (i < total && start + i * interval <= now) {
-      const scheduled = start + i * interval
-      i++
-      if (pending >= MAX_INFLIGHT) {
-        dropped++
-        continue
-      }
-      lags.push(now - scheduled)
-      pending++
-      inflight.push(
-        request()
-          .then(
-            () => void latencies.push(performance.now() - scheduled),
-            (e) => void (failure ??= e)
-          )
-          .finally(() => void pending--)
-      )
-    }
-    if (i < total) await sleep(Math.max(0, start + i * interval - performance.now()))
+  const { sent, dropped, seconds: elapsed, latencies, lags } = await scheduledLoop(rate, seconds, MAX_INFLIGHT, request)
+  return {
+    sent,
+    dropped,
+    seconds: elapsed,
+    latencies,
+    cpu: CPU.busy(cpu0, CPU.snapshot(pid)),
+    lagP99: latencyStats(lags).p99
   }
-  await Promise.all(inflight)
-  const elapsed = (performance.now() - start) / 1000
-  const cpu = CPU.busy(cpu0, CPU.snapshot(pid))
-  if (failure !== undefined) throw failure
-  return { sent: total - dropped, dropped, seconds: elapsed, latencies, cpu, lagP99: latencyStats(lags).p99 }
 }
 
 /** `concurrency` workers, each sending its next request as soon as the previous one is answered, for `seconds`. */
@@ -258,24 +232,6 @@ const checkLoad = (target: Target, source: CheckSource, phase: number, tally: Ta
   send(target, source.next(phase), tally)
 
 // ---------------------------------------------------------------------------------------------- exports
-
-interface ExportTally {
-  accepted: number
-  shed: number
-}
-
-/** POSTs one export; 200 and 503 (shed, Retry-After) are counted, anything else throws. */
-const sendExport = async (url: string, tally: ExportTally) => {
-  const res = await fetch(`${url}/v1/traces`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-service-key": KEY },
-    body: exportBody()
-  })
-  const text = await res.text()
-  if (res.status === 200) tally.accepted++
-  else if (res.status === 503 && res.headers.get("retry-after") !== null) tally.shed++
-  else throw new Error(`export answered HTTP ${res.status}: ${text.slice(0, 300)}`)
-}
 
 // ---------------------------------------------------------------------------------------------- the bare server
 

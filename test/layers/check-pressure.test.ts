@@ -98,6 +98,65 @@ describe("CheckPressure", () => {
     expect(off.loopLate(true)).toBe(false)
   })
 
+  test("pressedHere says what keeps this instance's own checks waiting, and never what another instance said", () => {
+    const lag = { ms: 0 }
+    const env = { TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "10", TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "5" }
+    const heard = pressureWithLag(env, lag)
+    expect(heard.pressedHere()).toBeUndefined()
+    heard.pressedElsewhere("lanes", Date.now() + 10_000)
+    heard.pressedElsewhere("loop", Date.now() + 10_000)
+    // Taken as its own: every export refused, and the loop counted late, whatever this instance's checks do.
+    expect(heard.active()).toBe(true)
+    expect(heard.loopLate(false)).toBe(true)
+    // But not said again: what another instance said would echo between them for ever.
+    expect(heard.pressedHere()).toBeUndefined()
+
+    const lanes = pressureWithLag(env, lag)
+    for (let i = 0; i < 16; i++) lanes.observe(500)
+    expect(lanes.pressedHere()).toBe("lanes")
+
+    const loop = pressureWithLag(env, lag)
+    for (let i = 0; i < 100; i++) loop.observe(0)
+    expect(loop.pressedHere()).toBeUndefined()
+    lag.ms = 6
+    expect(loop.pressedHere()).toBe("loop")
+    // The lanes come first: every export refused says more than fewer admitted.
+    for (let i = 0; i < 100; i++) loop.observe(500)
+    expect(loop.pressedHere()).toBe("lanes")
+  })
+
+  test("another instance's pressure is not heeded where its rule is off", () => {
+    const off = pressureWithLag({ TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "0" }, { ms: 0 })
+    expect(off.pressedElsewhere("lanes", Date.now() + 10_000)).toBe(false) // off on embedded PGlite by default
+    expect(off.pressedElsewhere("loop", Date.now() + 10_000)).toBe(false)
+    expect(off.active()).toBe(false)
+    expect(off.loopLate(false)).toBe(false)
+    const on = pressureWithLag(
+      { TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "10", TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "5" },
+      { ms: 0 }
+    )
+    expect(on.pressedElsewhere("lanes", Date.now() + 10_000)).toBe(true)
+    expect(on.pressedElsewhere("loop", Date.now() + 10_000)).toBe(true)
+  })
+
+  test("another instance's pressure holds until the time it came with", async () => {
+    const heard = pressureWithLag(
+      { TAPEDECK_ENFORCEMENT_SHED_INGEST_MS: "10", TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "5" },
+      { ms: 0 }
+    )
+    heard.pressedElsewhere("lanes", Date.now() + 60)
+    heard.pressedElsewhere("lanes", Date.now() + 20) // an earlier end does not shorten it
+    expect(heard.active()).toBe(true)
+    expect(heard.loopLate(false)).toBe(false)
+    await Bun.sleep(80)
+    expect(heard.active()).toBe(false)
+    heard.pressedElsewhere("loop", Date.now() + 60)
+    expect(heard.loopLate(false)).toBe(true)
+    expect(heard.active()).toBe(false)
+    await Bun.sleep(80)
+    expect(heard.loopLate(false)).toBe(false)
+  })
+
   test("checks a second old no longer count", async () => {
     const late = pressureWithLag({ TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS: "5" }, { ms: 50 })
     for (let i = 0; i < 100; i++) late.observe(0)

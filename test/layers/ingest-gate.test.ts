@@ -40,6 +40,8 @@ const withLateLoop = <A, E>(
               CheckPressure.make({
                 observe: () => {},
                 active: () => false,
+                pressedHere: () => undefined,
+                pressedElsewhere: () => false,
                 loopLate: (exportsExceed) => {
                   asked.push(exportsExceed)
                   return late.now

@@ -1,0 +1,199 @@
+/**
+ * Enforcement checks beside ingest overload across two instances (not a test file: run it with
+ * `bun test/bench/enforcement-instances.ts`). Several instances share one PostgreSQL (TAPEDECK_WORKERS on one
+ * machine, or several machines): exports taken by one load the database, and on one machine the cores, that another
+ * instance's checks need, and that instance does not see the checks (ClusterPressure tells it).
+ *
+ * For each checkout in BENCH_AB_ROOTS (comma-separated directories, default this one; e.g. a detached worktree of
+ * another commit with node_modules symlinked), in turn, BENCH_ROUNDS times (A, B, A, B, ...):
+ * 1. A fresh database on BENCH_DATABASE_URL's server; two services of that checkout on it (A, then B), the 20 policies
+ *    of test/bench/enforcement.ts, and a warm-up of both.
+ * 2. Ingest capacity: the exports A takes alone (OTLP/JSON, 50 spans each) in a closed loop at concurrency 8 for 3 s.
+ * 3. The ceiling: BENCH_RATE checks/s open loop to B for BENCH_SECONDS, nothing else running.
+ * 4. Checks to A, beside BENCH_OVERLOAD_FACTOR (default 2) times A's capacity of exports offered to A, for
+ *    BENCH_SECONDS (default 8).
+ * 5. Checks to B, beside the same exports to A.
+ * Each phase's checks go over 64 runs of their own. Latency is client-observed from each check's scheduled send time.
+ * Dropped: checks not sent because MAX_INFLIGHT (512) were unanswered. Fail-closed: blocks with policy_id null (no decision within TAPEDECK_ENFORCEMENT_TIMEOUT_MS). Every check must answer
+ * 200 with its expected verdict, every export 200 or 503 with Retry-After.
+ */
+import { CheckSource, createPolicies, type ExportTally, openLoop, sendExport } from "./EnforcementLoad.ts"
+import {
+  abRoots,
+  backendCpuMark,
+  backendCpuSince,
+  connect,
+  fmtInt,
+  fmtMs,
+  freshDatabase,
+  KEY,
+  latencyStats,
+  log,
+  numberEnv,
+  processCpuSeconds,
+  runBench,
+  type Server,
+  sleep,
+  startServer,
+  tableLines
+} from "./Harness.ts"
+import { basename } from "node:path"
+
+const ROOTS = abRoots()
+const ROUNDS = Math.floor(numberEnv("BENCH_ROUNDS", 1))
+const RATE = numberEnv("BENCH_RATE", 1000)
+const SECONDS = numberEnv("BENCH_SECONDS", 8)
+const FACTOR = numberEnv("BENCH_OVERLOAD_FACTOR", 2)
+const RUNS = 64
+const MAX_INFLIGHT = 512
+
+interface PhaseFigures {
+  readonly p50: number
+  readonly p99: number
+  readonly failClosed: number
+  /** Checks not sent because MAX_INFLIGHT were unanswered. */
+  readonly dropped: number
+  readonly exportsTaken: number
+  readonly exportsShed: number
+  /** Average cores busy: A, B, PostgreSQL (this database's backends), this client. */
+  readonly cores: readonly [number, number, number, number]
+}
+
+const check = (url: string, source: CheckSource, denyPolicyId: string, tally: { failClosed: number }) => async () => {
+  const next = source.next(1)
+  const res = await fetch(`${url}/api/v1/enforcement/check`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-service-key": KEY },
+    body: next.body
+  })
+  const text = await res.text()
+  if (res.status !== 200) throw new Error(`check answered HTTP ${res.status}: ${text.slice(0, 300)}`)
+  const decision = JSON.parse(text) as { verdict: string; policy_id: string | null }
+  if (decision.verdict === "block" && decision.policy_id === null) return void tally.failClosed++
+  const expected = next.expected === "block" ? denyPolicyId : null
+  if (decision.verdict !== next.expected || (next.expected === "block" && decision.policy_id !== expected))
+    throw new Error(`check ${next.body} answered ${text.slice(0, 300)}`)
+}
+
+/** One checkout's run: two services on a fresh database, the ceiling and the two overload phases. */
+const runCheckout = async (root: string, round: number) => {
+  const { databaseUrl } = await freshDatabase()
+  const a = await startServer(databaseUrl, { root })
+  const b = await startServer(databaseUrl, { root })
+  const db = await connect(databaseUrl)
+  const stopAll = async () => {
+    await db.end()
+    await a.stop()
+    await b.stop()
+  }
+  try {
+    const denyPolicyId = await createPolicies(a.url)
+    for (const server of [a, b]) {
+      await openLoop(
+        RATE / 2,
+        2,
+        MAX_INFLIGHT,
+        check(server.url, new CheckSource(RUNS, `warm-${server.pid}`), denyPolicyId, { failClosed: 0 })
+      )
+    }
+    // The warm-up's checks leave the instances' one-second windows before ingestion is measured.
+    await sleep(2000)
+    const end = performance.now() + 3000
+    const exports: ExportTally = { accepted: 0, shed: 0 }
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (performance.now() < end) await sendExport(a.url, exports)
+      })
+    )
+    const taken = exports.accepted / 3
+    log(`${basename(root)}: A takes ${taken.toFixed(0)} exports/s alone`)
+    await sleep(1000)
+
+    const phase = async (name: string, target: Server, withExports: boolean): Promise<PhaseFigures> => {
+      log(`${basename(root)} round ${round + 1}: ${name}`)
+      const tally = { failClosed: 0 }
+      const offered: ExportTally = { accepted: 0, shed: 0 }
+      const cpu0 = [processCpuSeconds(a.pid), processCpuSeconds(b.pid), process.cpuUsage()] as const
+      const pg0 = await backendCpuMark(db)
+      const started = performance.now()
+      const load = withExports
+        ? openLoop(FACTOR * taken, SECONDS, MAX_INFLIGHT, () => sendExport(a.url, offered))
+        : Promise.resolve(undefined)
+      const { latencies, dropped } = await openLoop(
+        RATE,
+        SECONDS,
+        MAX_INFLIGHT,
+        check(target.url, new CheckSource(RUNS, `${name}-${round}`), denyPolicyId, tally)
+      )
+      await load
+      const seconds = (performance.now() - started) / 1000
+      const client = process.cpuUsage(cpu0[2])
+      const stats = latencyStats(latencies)
+      const figures: PhaseFigures = {
+        p50: stats.p50,
+        p99: stats.p99,
+        failClosed: tally.failClosed,
+        dropped,
+        exportsTaken: offered.accepted,
+        exportsShed: offered.shed,
+        cores: [
+          (processCpuSeconds(a.pid) - cpu0[0]) / seconds,
+          (processCpuSeconds(b.pid) - cpu0[1]) / seconds,
+          (await backendCpuSince(db, pg0)) / seconds,
+          (client.user + client.system) / 1e6 / seconds
+        ]
+      }
+      await sleep(2000)
+      return figures
+    }
+    const alone = await phase("checks to B alone", b, false)
+    const same = await phase(`checks to A beside ${FACTOR} × exports to A`, a, true)
+    const other = await phase(`checks to B beside ${FACTOR} × exports to A`, b, true)
+    return { root, capacity: taken, alone, same, other }
+  } finally {
+    await stopAll()
+  }
+}
+
+const row = (checkout: string, name: string, f: PhaseFigures) => [
+  checkout,
+  name,
+  `${fmtMs(f.p50).replace(" ms", "")} / ${fmtMs(f.p99)}`,
+  `${fmtInt(f.failClosed)} / ${fmtInt(f.dropped)}`,
+  f.exportsTaken + f.exportsShed === 0 ? "—" : `${fmtInt(f.exportsTaken)} taken, ${fmtInt(f.exportsShed)} shed`,
+  f.cores.map((c) => c.toFixed(2)).join(" / ")
+]
+
+await runBench(async () => {
+  const results: Array<Awaited<ReturnType<typeof runCheckout>>> = []
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const root of ROOTS) results.push(await runCheckout(root, round))
+  }
+  const rows = results.flatMap((r) => {
+    const name = `${basename(r.root)} (A takes ${fmtInt(r.capacity)} exports/s alone)`
+    return [
+      row(name, "checks to B, nothing else (ceiling)", r.alone),
+      row(name, `checks to A, ${FACTOR} × exports to A`, r.same),
+      row(name, `checks to B, ${FACTOR} × exports to A`, r.other)
+    ]
+  })
+  console.log(
+    [
+      "",
+      `${fmtInt(RATE)} checks/s open loop over ${RUNS} runs × ${SECONDS} s, two instances on one database:`,
+      "",
+      ...tableLines(
+        [
+          "checkout",
+          "phase",
+          "check p50 / p99",
+          "fail-closed / dropped",
+          "exports",
+          "cores: A / B / PostgreSQL / client"
+        ],
+        rows
+      ),
+      ""
+    ].join("\n")
+  )
+})
