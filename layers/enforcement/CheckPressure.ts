@@ -63,9 +63,8 @@ export class CheckPressure extends Effect.Service<CheckPressure>()("tapedeck/Che
      */
     const active = () => {
       const now = Date.now()
-      return shedUntil > now || lanesElsewhere(now)
+      return shedUntil > now || lanesElsewhereUntil > now
     }
-    const lanesElsewhere = (now: number) => lanesElsewhereUntil > now
 
     /**
      * True while checks come and the event loop runs late: later than TAPEDECK_ENFORCEMENT_SHED_INGEST_LAG_MS, or than

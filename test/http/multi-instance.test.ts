@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { KEY_A, startTestServer, type TestServer } from "../support/TestServer.ts"
 import { span, trace } from "../support/Fixtures.ts"
+import { exportBody, hex, otlpSpan } from "../support/Otlp.ts"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { CHECK_PRESSURE_CHANNEL } from "#layers/enforcement/ClusterPressure"
 
 // Two API instances on one PostgreSQL, as users scale out. Only meaningful with a real PostgreSQL (PGlite
 // is one process), so it runs in the PostgreSQL pass of the suite.
@@ -60,6 +64,31 @@ describe.if(Boolean(process.env.TEST_DATABASE_URL))("two instances sharing one P
     expect(new Set(executions).size).toBe(executions.length)
     const state = (await (await a.get(`/api/v1/forks/${fork.id}`)).json()) as any
     expect(state.generation).toBe(executions.length)
+  })
+
+  test("an instance told that another's checks keep waiting sheds its exports for a second, then takes them again", async () => {
+    const exportOf = (server: TestServer) =>
+      server.request("POST", "/v1/traces", {
+        body: exportBody([otlpSpan({ traceId: hex(16), name: "step" })]),
+        headers: { "content-type": "application/json" }
+      })
+    expect((await exportOf(b)).status).toBe(200)
+    // What instance A says when its own checks keep waiting for a lane (ClusterPressure), sent on the shared database.
+    await a.run(
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT pg_notify(${CHECK_PRESSURE_CHANNEL}, 'a:lanes')`)
+    )
+    let refused: Response | undefined
+    for (let i = 0; i < 50 && refused === undefined; i++) {
+      const answer = await exportOf(b)
+      if (answer.status === 503) refused = answer
+      else await Bun.sleep(20)
+    }
+    expect(refused?.headers.get("retry-after")).toBe("1")
+    expect(((await refused!.json()) as any).code).toBe("ingest_backpressure")
+    // The checks' own route is not what steps aside.
+    expect((await b.post("/api/v1/enforcement/check", { run_id: "told", tool_name: "search" })).status).toBe(200)
+    await Bun.sleep(1100)
+    expect((await exportOf(b)).status).toBe(200)
   })
 })
 
