@@ -14,8 +14,9 @@
  *    BENCH_SECONDS (default 8).
  * 5. Checks to B, beside the same exports to A.
  * Each phase's checks go over 64 runs of their own. Latency is client-observed from each check's scheduled send time.
- * Dropped: checks not sent because MAX_INFLIGHT (512) were unanswered. Fail-closed: blocks with policy_id null (no decision within TAPEDECK_ENFORCEMENT_TIMEOUT_MS). Every check must answer
- * 200 with its expected verdict, every export 200 or 503 with Retry-After.
+ * Dropped: checks not sent because MAX_INFLIGHT (512) were unanswered. Fail-closed: blocks with policy_id null (no
+ * decision within TAPEDECK_ENFORCEMENT_TIMEOUT_MS). Every check must answer 200 with its expected verdict, every export
+ * 200 or 503 with Retry-After. Neither service serves OTLP/gRPC (they would contend for its port).
  */
 import { CheckSource, createPolicies, type ExportTally, openLoop, sendExport } from "./EnforcementLoad.ts"
 import {
@@ -78,8 +79,9 @@ const check = (url: string, source: CheckSource, denyPolicyId: string, tally: { 
 /** One checkout's run: two services on a fresh database, the ceiling and the two overload phases. */
 const runCheckout = async (root: string, round: number) => {
   const { databaseUrl } = await freshDatabase()
-  const a = await startServer(databaseUrl, { root })
-  const b = await startServer(databaseUrl, { root })
+  const options = { root, extraEnv: { TAPEDECK_OTLP_GRPC_ENABLED: "false" } }
+  const a = await startServer(databaseUrl, options)
+  const b = await startServer(databaseUrl, options)
   const db = await connect(databaseUrl)
   const stopAll = async () => {
     await db.end()
