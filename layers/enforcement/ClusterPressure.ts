@@ -40,7 +40,8 @@ export const ClusterPressureLive = Layer.scopedDiscard(
           if (pressure.pressedElsewhere(by, until)) holdBackground(until)
         })
       ),
-      Effect.catchAllCause((cause) => Effect.logWarning("check pressure listener stopped", cause)),
+      Effect.tapErrorCause((cause) => Effect.logWarning("check pressure listener stopped; reconnecting", cause)),
+      Effect.retry(Schedule.spaced("1 second")),
       Effect.forkScoped
     )
     let saidAt = 0
