@@ -12,9 +12,10 @@ const SHED_FOR_MS = 1000
  */
 const MIN_CHECKS_FOR_LAG = 100
 /**
- * Slow checks within the last second (the window checks are counted over) before ingestion is shed. An agent's checks come a few at a time (a step, its
- * parallel tool calls): a handful of slow ones is a burst, not an instance short of lanes. It takes this many,
- * and at least half of the window's checks, for the wait to be the instance's state rather than one moment's.
+ * Slow checks within the last second (the window checks are counted over) before ingestion is shed. An agent's checks
+ * come a few at a time (a step, its parallel tool calls): a handful of slow ones is a burst, not an instance short of
+ * lanes. It takes this many, and at least half of the window's checks, for the wait to be the instance's state rather
+ * than one moment's.
  */
 const MIN_SLOW_IN_WINDOW = 16
 

@@ -108,6 +108,60 @@ export class CheckSource {
   }
 }
 
+export interface Tally {
+  allow: number
+  block: number
+  hold: number
+  /** Blocks with policy_id null: "policy state unavailable" (fail-closed, e.g. a timeout). */
+  failClosed: number
+  /** Verdicts other than the one expected (allow, or a block by the first tool_denylist). */
+  unexpected: number
+  firstUnexpected?: string | undefined
+}
+export const newTally = (): Tally => ({ allow: 0, block: 0, hold: 0, failClosed: 0, unexpected: 0 })
+export const addTally = (a: Tally, b: Tally) => {
+  a.allow += b.allow
+  a.block += b.block
+  a.hold += b.hold
+  a.failClosed += b.failClosed
+  a.unexpected += b.unexpected
+  a.firstUnexpected ??= b.firstUnexpected
+}
+
+export interface Target {
+  readonly url: string
+  /** The denylist policy expected to block DENIED_TOOL; undefined for the bare server (answers allow to all). */
+  readonly denyPolicyId: string | undefined
+}
+
+/** POSTs one check; throws unless 200 with a verdict; tallies it. */
+export const sendCheck = async (target: Target, check: { body: string; expected: "allow" | "block" }, tally: Tally) => {
+  const res = await fetch(`${target.url}/api/v1/enforcement/check`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-service-key": KEY },
+    body: check.body
+  })
+  const text = await res.text()
+  if (res.status !== 200) throw new Error(`check answered HTTP ${res.status}: ${text.slice(0, 500)}`)
+  let decision: { verdict?: unknown; policy_id?: unknown; reason?: unknown }
+  try {
+    decision = JSON.parse(text)
+  } catch {
+    throw new Error(`check answered 200 without JSON: ${text.slice(0, 500)}`)
+  }
+  const verdict = decision.verdict
+  if (verdict !== "allow" && verdict !== "block" && verdict !== "hold")
+    throw new Error(`check answered no verdict: ${text.slice(0, 500)}`)
+  tally[verdict]++
+  if (verdict === "block" && decision.policy_id === null) tally.failClosed++
+  const expected = target.denyPolicyId === undefined ? "allow" : check.expected
+  const ok = verdict === expected && (verdict !== "block" || decision.policy_id === target.denyPolicyId)
+  if (!ok) {
+    tally.unexpected++
+    tally.firstUnexpected ??= `${check.body} → ${text.slice(0, 300)}`
+  }
+}
+
 // ---------------------------------------------------------------------------------------------- exports
 
 /** The OTLP exports sent beside the checks (test/bench/enforcement.ts) and measured alone (otlp-export-cpu.ts). */

@@ -18,7 +18,16 @@
  * decision within TAPEDECK_ENFORCEMENT_TIMEOUT_MS). Every check must answer 200 with its expected verdict, every export
  * 200 or 503 with Retry-After. Neither service serves OTLP/gRPC (they would contend for its port).
  */
-import { CheckSource, createPolicies, type ExportTally, openLoop, sendExport } from "./EnforcementLoad.ts"
+import {
+  CheckSource,
+  createPolicies,
+  type ExportTally,
+  newTally,
+  openLoop,
+  sendCheck,
+  sendExport,
+  type Tally
+} from "./EnforcementLoad.ts"
 import {
   abRoots,
   backendCpuMark,
@@ -27,7 +36,6 @@ import {
   fmtInt,
   fmtMs,
   freshDatabase,
-  KEY,
   latencyStats,
   log,
   numberEnv,
@@ -60,21 +68,9 @@ interface PhaseFigures {
   readonly cores: readonly [number, number, number, number]
 }
 
-const check = (url: string, source: CheckSource, denyPolicyId: string, tally: { failClosed: number }) => async () => {
-  const next = source.next(1)
-  const res = await fetch(`${url}/api/v1/enforcement/check`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-service-key": KEY },
-    body: next.body
-  })
-  const text = await res.text()
-  if (res.status !== 200) throw new Error(`check answered HTTP ${res.status}: ${text.slice(0, 300)}`)
-  const decision = JSON.parse(text) as { verdict: string; policy_id: string | null }
-  if (decision.verdict === "block" && decision.policy_id === null) return void tally.failClosed++
-  const expected = next.expected === "block" ? denyPolicyId : null
-  if (decision.verdict !== next.expected || (next.expected === "block" && decision.policy_id !== expected))
-    throw new Error(`check ${next.body} answered ${text.slice(0, 300)}`)
-}
+/** A check of `source` to `url` per call, tallied (unexpected verdicts are thrown after the phase). */
+const checkTo = (url: string, denyPolicyId: string, source: CheckSource, tally: Tally) => () =>
+  sendCheck({ url, denyPolicyId }, source.next(1), tally)
 
 /** One checkout's run: two services on a fresh database, the ceiling and the two overload phases. */
 const runCheckout = async (root: string, round: number) => {
@@ -95,7 +91,7 @@ const runCheckout = async (root: string, round: number) => {
         RATE / 2,
         2,
         MAX_INFLIGHT,
-        check(server.url, new CheckSource(RUNS, `warm-${server.pid}`), denyPolicyId, { failClosed: 0 })
+        checkTo(server.url, denyPolicyId, new CheckSource(RUNS, `warm-${server.pid}`), newTally())
       )
     }
     // The warm-up's checks leave the instances' one-second windows before ingestion is measured.
@@ -113,7 +109,7 @@ const runCheckout = async (root: string, round: number) => {
 
     const phase = async (name: string, target: Server, withExports: boolean): Promise<PhaseFigures> => {
       log(`${basename(root)} round ${round + 1}: ${name}`)
-      const tally = { failClosed: 0 }
+      const tally = newTally()
       const offered: ExportTally = { accepted: 0, shed: 0 }
       const cpu0 = [processCpuSeconds(a.pid), processCpuSeconds(b.pid), process.cpuUsage()] as const
       const pg0 = await backendCpuMark(db)
@@ -125,8 +121,11 @@ const runCheckout = async (root: string, round: number) => {
         RATE,
         SECONDS,
         MAX_INFLIGHT,
-        check(target.url, new CheckSource(RUNS, `${name}-${round}`), denyPolicyId, tally)
+        checkTo(target.url, denyPolicyId, new CheckSource(RUNS, `${name}-${round}`), tally)
       )
+      // A check failed closed is counted (what the phase measures); any other verdict but the expected one throws.
+      if (tally.unexpected > tally.failClosed)
+        throw new Error(`${tally.unexpected - tally.failClosed} checks answered unexpectedly: ${tally.firstUnexpected}`)
       await load
       const seconds = (performance.now() - started) / 1000
       const client = process.cpuUsage(cpu0[2])

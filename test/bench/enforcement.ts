@@ -38,7 +38,6 @@ import {
   fmtMs,
   fmtRatio,
   freshDatabase,
-  KEY,
   latencyStats,
   log,
   mark,
@@ -55,11 +54,16 @@ import {
   createPolicies,
   DENIED_EVERY,
   DENIED_TOOL,
+  addTally,
   type ExportTally,
+  newTally,
   openLoop as scheduledLoop,
   POLICIES,
   SPANS_PER_TRACE,
+  sendCheck,
   sendExport,
+  type Tally,
+  type Target,
   TRACES_PER_EXPORT
 } from "./EnforcementLoad.ts"
 
@@ -109,60 +113,6 @@ const COMMAND = commandLine(KNOBS, "test/bench/enforcement.ts")
 
 /** PostgreSQL CPU: live processes plus the postmaster's reaped children (the pool's backends stay up anyway). */
 const CPU = cpuMeter("reaped")
-
-interface Tally {
-  allow: number
-  block: number
-  hold: number
-  /** Blocks with policy_id null: "policy state unavailable" (fail-closed, e.g. a timeout). */
-  failClosed: number
-  /** Verdicts other than the one expected (allow, or a block by the first tool_denylist). */
-  unexpected: number
-  firstUnexpected?: string | undefined
-}
-const newTally = (): Tally => ({ allow: 0, block: 0, hold: 0, failClosed: 0, unexpected: 0 })
-const addTally = (a: Tally, b: Tally) => {
-  a.allow += b.allow
-  a.block += b.block
-  a.hold += b.hold
-  a.failClosed += b.failClosed
-  a.unexpected += b.unexpected
-  a.firstUnexpected ??= b.firstUnexpected
-}
-
-interface Target {
-  readonly url: string
-  /** The denylist policy expected to block DENIED_TOOL; undefined for the bare server (answers allow to all). */
-  readonly denyPolicyId: string | undefined
-}
-
-/** POSTs one check; throws unless 200 with a verdict; tallies it. */
-const send = async (target: Target, check: { body: string; expected: "allow" | "block" }, tally: Tally) => {
-  const res = await fetch(`${target.url}/api/v1/enforcement/check`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-service-key": KEY },
-    body: check.body
-  })
-  const text = await res.text()
-  if (res.status !== 200) throw new Error(`check answered HTTP ${res.status}: ${text.slice(0, 500)}`)
-  let decision: { verdict?: unknown; policy_id?: unknown; reason?: unknown }
-  try {
-    decision = JSON.parse(text)
-  } catch {
-    throw new Error(`check answered 200 without JSON: ${text.slice(0, 500)}`)
-  }
-  const verdict = decision.verdict
-  if (verdict !== "allow" && verdict !== "block" && verdict !== "hold")
-    throw new Error(`check answered no verdict: ${text.slice(0, 500)}`)
-  tally[verdict]++
-  if (verdict === "block" && decision.policy_id === null) tally.failClosed++
-  const expected = target.denyPolicyId === undefined ? "allow" : check.expected
-  const ok = verdict === expected && (verdict !== "block" || decision.policy_id === target.denyPolicyId)
-  if (!ok) {
-    tally.unexpected++
-    tally.firstUnexpected ??= `${check.body} → ${text.slice(0, 300)}`
-  }
-}
 
 // ---------------------------------------------------------------------------------------------- load
 
@@ -229,9 +179,7 @@ const closedLoop = async (
 }
 
 const checkLoad = (target: Target, source: CheckSource, phase: number, tally: Tally) => () =>
-  send(target, source.next(phase), tally)
-
-// ---------------------------------------------------------------------------------------------- exports
+  sendCheck(target, source.next(phase), tally)
 
 // ---------------------------------------------------------------------------------------------- the bare server
 
@@ -331,7 +279,7 @@ const main = async () => {
       await Promise.all(
         Array.from({ length: 8 }, async () => {
           const c0 = performance.now()
-          await send(service, source.next(p), tally)
+          await sendCheck(service, source.next(p), tally)
           latencies.push(performance.now() - c0)
         })
       )
