@@ -37,6 +37,8 @@ const MAX_CACHED_RECENT = 200_000
  * each other (CheckBatcher): only a write by another instance (or a fail-closed record) sends a check round again.
  */
 const OPTIMISTIC_ATTEMPTS = 4
+/** How long a run another instance wrote stays contended (its batches locked) after the last sign of that. */
+const CONTENDED_MS = 5_000
 /** Checks per batch statement at most, and waiting at most (past it a check fails closed at once). */
 const MAX_BATCH = 256
 const MAX_QUEUED = 50_000
@@ -134,6 +136,19 @@ const DECISION_VALUES = `$3::uuid, $1::uuid, $2::text, $4::uuid, $5::bigint, $6:
  */
 const BATCH = `${prepared("check_batch")} SELECT * FROM tapedeck_check_batch($1::text::jsonb, $2::text::jsonb,
   ARRAY(SELECT jsonb_array_elements_text($3::text::jsonb)), $4::int)`
+
+/** A run's row as a locked batch found it, once locked (`recent` only if its version is not the one given). */
+interface LockedRow {
+  readonly account_id: string
+  readonly run_id: string
+  readonly spent_usd: number
+  readonly tokens: number
+  readonly recent: ReadonlyArray<ActionRecord> | null
+  readonly version: string
+}
+
+/** A locked batch's first statement: $1 its runs (each with the version last seen), $2 how many actions a run remembers. */
+const LOCK_RUNS = `${prepared("lock_runs")} SELECT * FROM tapedeck_lock_runs($1::text::jsonb, $2::int)`
 
 /** A statement runner: `$n` parameters in, rows out, every failure PolicyStateUnavailable (or CredentialRevoked). */
 type Run = <A>(
@@ -392,136 +407,238 @@ export const SqlPolicyStoreLive = Layer.scoped(
     }
 
     /**
-     * Evaluates a batch against the runs as last seen and writes it in one statement. Runs another instance wrote
-     * meanwhile are not written: their checks go round again against the state the statement answered (or take the
-     * run's lock after OPTIMISTIC_ATTEMPTS); a check answered meanwhile (fail-closed) is dropped before that.
+     * Runs another instance wrote lately (a write of ours found the row at a version it did not know), until when:
+     * their batches take the runs' locks before they evaluate (`writeLocked`), instead of racing the other instance
+     * for the row's version. A run leaves the set once its locked batches stop finding others' writes.
      */
+    const contended = new Map<string, number>()
+    const markContended = (key: string) => {
+      contended.delete(key)
+      contended.set(key, performance.now() + CONTENDED_MS)
+      if (contended.size > MAX_CACHED_RUNS) contended.delete(contended.keys().next().value!)
+    }
+    const isContended = (key: string, at: number) => {
+      const until = contended.get(key)
+      if (until === undefined) return false
+      if (until > at) return true
+      contended.delete(key)
+      return false
+    }
+
+    /**
+     * Evaluates a batch's checks against the runs as last seen, each run's checks in order (each against the counters
+     * the ones before it left): the batch statement's parameters and, per run, what it decided.
+     */
+    const evaluateBatch = (batch: ReadonlyArray<Pending>) => {
+      const now = Date.now()
+      const parts = new Map<string, RunPart>()
+      const decisions: Array<Record<string, unknown>> = []
+      const keys = new Set<string>()
+      for (const item of batch) {
+        const [accountId, action, list, audit, liveKey] = item.args
+        audit.reachedStore = true
+        let part = parts.get(item.runKey)
+        if (part === undefined) {
+          const known = runs.get(item.runKey)
+          part = {
+            accountId,
+            runId: action.runId,
+            version: known?.version ?? null,
+            state: known?.run ?? EMPTY_RUN,
+            usd: [],
+            tokens: 0,
+            append: [],
+            decided: []
+          }
+          parts.set(item.runKey, part)
+        }
+        const evaluation = evaluate(list, action, part.state, NO_HOLDS, now, item.args[5])
+        if (evaluation.verdict === "allow" && evaluation.next !== undefined) {
+          part.state = evaluation.next
+          part.usd.push(String(action.proposedUsd ?? 0))
+          part.tokens += action.proposedTokens ?? 0
+          // Named by its decision: a fail-closed record of it takes exactly this action back.
+          part.append.push({ ...evaluation.next.recent[evaluation.next.recent.length - 1]!, id: audit.decisionId })
+        }
+        part.decided.push({ item, evaluation })
+        if (liveKey !== null) keys.add(liveKey)
+        decisions.push({
+          id: audit.decisionId,
+          account_id: accountId,
+          run_id: action.runId,
+          trace_id: audit.traceId ?? null,
+          step_index: action.stepIndex ?? null,
+          tool_name: action.toolName ?? null,
+          model: action.model ?? null,
+          verdict: evaluation.verdict,
+          policy_id: evaluation.policy?.id ?? null,
+          policy_type: evaluation.policy?.type ?? null,
+          hold_id: evaluation.holdId ?? null,
+          reason: evaluation.reason,
+          latency_ms: performance.now() - audit.startedAt
+        })
+      }
+      const runsParam = [...parts.values()].map((p) => ({
+        account_id: p.accountId,
+        run_id: p.runId,
+        version: p.version,
+        usd: p.usd,
+        tokens: p.tokens,
+        append: p.append
+      }))
+      const params = [JSON.stringify(runsParam), JSON.stringify(decisions), JSON.stringify([...keys]), MAX_RECENT]
+      return { parts, params }
+    }
+
+    /**
+     * Settles a batch by what its statement answered: the checks of written runs are answered; those of runs
+     * another instance wrote meanwhile go round again against the state the statement answered (or take the run's
+     * lock after OPTIMISTIC_ATTEMPTS), and their runs are contended from now on; `requeue` (checks of runs a locked
+     * batch found held elsewhere) go round again as they are.
+     */
+    const settleBatch = (
+      batch: ReadonlyArray<Pending>,
+      parts: ReadonlyMap<string, RunPart>,
+      rows: ReadonlyArray<BatchRow>,
+      done: (again: ReadonlyArray<Pending>) => void,
+      requeue: ReadonlyArray<Pending> = []
+    ) => {
+      const again: Array<Pending> = [...requeue]
+      const revoked = rows[0]?.revoked
+      if (revoked) {
+        // Nothing was written: the checks of revoked keys are refused, the others decided again without them.
+        const dead = new Set(revoked)
+        const refused: Array<Pending> = []
+        for (const item of batch) {
+          if (item.args[4] !== null && dead.has(item.args[4])) refused.push(item)
+          else again.push(item)
+        }
+        done(again)
+        for (const item of refused) answer(item, Effect.fail(new CredentialRevoked()))
+        return
+      }
+      const byRun = new Map(rows.map((r) => [runKey(r.account_id as AccountId, r.run_id!), r]))
+      const answers: Array<[Pending, Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>]> = []
+      for (const [key, part] of parts) {
+        const row = byRun.get(key)
+        if (row?.written) {
+          remember(key, {
+            run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent },
+            version: row.version!
+          })
+          // As an Exit: Enforcement answers a decision already made without running it (its hot path).
+          for (const { evaluation, item } of part.decided) answers.push([item, Exit.succeed(evaluation)])
+          continue
+        }
+        markContended(key)
+        remember(
+          key,
+          row === undefined
+            ? undefined
+            : {
+                run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] },
+                version: row.version!
+              }
+        )
+        for (const { item } of part.decided) {
+          item.attempts++
+          if (item.args[3].abandoned) answers.push([item, Effect.fail(notStored())])
+          else if (item.attempts >= OPTIMISTIC_ATTEMPTS)
+            answers.push([item, orUnavailableOrRevoked(decideLocked(...item.args))])
+          else again.push(item)
+        }
+      }
+      done(again)
+      for (const [item, result] of answers) answer(item, result)
+    }
+
+    /** A batch's statement failed, or the batch did: every check of it fails closed. */
+    const failBatch = (
+      batch: ReadonlyArray<Pending>,
+      done: (again: ReadonlyArray<Pending>) => void,
+      error: PolicyStateUnavailable | CredentialRevoked
+    ) =>
+      Effect.sync(() => {
+        done([])
+        for (const item of batch) answer(item, Effect.fail(error))
+      })
+
+    /**
+     * Optimistic: evaluates a batch against the runs as last seen and writes it in one statement, each run only if
+     * it is still at the version its checks were evaluated against.
+     */
+    const writeOptimistic = (batch: ReadonlyArray<Pending>, done: (again: ReadonlyArray<Pending>) => void) =>
+      Effect.suspend(() => {
+        const { parts, params } = evaluateBatch(batch)
+        return Effect.matchEffect(batchRun<BatchRow>(BATCH, params), {
+          onFailure: (e) => failBatch(batch, done, e),
+          onSuccess: (rows) => Effect.sync(() => settleBatch(batch, parts, rows, done))
+        })
+      })
+
+    /**
+     * Locked, for a batch with a contended run: one transaction takes the row locks of the batch's runs that no other
+     * transaction holds (tapedeck_lock_runs), reads those that changed since this instance last saw them, evaluates
+     * their checks against that and writes them with the same statement as an optimistic batch, which then never
+     * finds a run at another version. The checks of runs held elsewhere are queued again. Checks answered fail-closed
+     * while the locks were taken are left out: their records may be written without the runs' locks, as of checks
+     * that never reached the store.
+     */
+    const writeLocked = (batch: ReadonlyArray<Pending>, done: (again: ReadonlyArray<Pending>) => void) =>
+      Effect.gen(function* () {
+        const toLock = new Map<string, { account_id: string; run_id: string; version: string | null }>()
+        for (const item of batch) {
+          if (toLock.has(item.runKey)) continue
+          const version = runs.get(item.runKey)?.version ?? null
+          toLock.set(item.runKey, { account_id: item.args[0], run_id: item.args[1].runId, version })
+        }
+        const lockedRows = yield* batchRun<LockedRow>(LOCK_RUNS, [JSON.stringify([...toLock.values()]), MAX_RECENT])
+        const locked = new Set<string>()
+        for (const row of lockedRows) {
+          const key = runKey(row.account_id as AccountId, row.run_id)
+          locked.add(key)
+          if (row.recent === null) continue // as this instance last saw it
+          if (toLock.get(key)?.version != null) markContended(key)
+          remember(key, {
+            run: { spentUsd: row.spent_usd, tokens: row.tokens, recent: row.recent },
+            version: row.version
+          })
+        }
+        const held = batch.filter((item) => !locked.has(item.runKey))
+        for (const item of held) markContended(item.runKey)
+        const live = batch.filter((item) => locked.has(item.runKey) && !item.args[3].abandoned)
+        const { parts, params } = evaluateBatch(live)
+        const rows = live.length === 0 ? [] : yield* batchRun<BatchRow>(BATCH, params)
+        return { held, live, parts, rows }
+      }).pipe(
+        sql.withTransaction,
+        orUnavailableOrRevoked,
+        Effect.matchEffect({
+          onFailure: (e) => failBatch(batch, done, e),
+          onSuccess: ({ held, live, parts, rows }) =>
+            Effect.sync(() => {
+              const left = new Set([...held, ...live])
+              for (const item of batch) if (!left.has(item)) answer(item, Effect.fail(notStored()))
+              settleBatch(live, parts, rows, done, held)
+            })
+        })
+      )
+
+    /** Writes a batch (locked if one of its runs is contended) and settles it; `done` is called exactly once. */
     const writeBatch = (
       batch: ReadonlyArray<Pending>,
       done: (again: ReadonlyArray<Pending>) => void
     ): Effect.Effect<void> =>
       Effect.suspend(() => {
-        const now = Date.now()
-        const parts = new Map<string, RunPart>()
-        const decisions: Array<Record<string, unknown>> = []
-        const keys = new Set<string>()
-        for (const item of batch) {
-          const [accountId, action, list, audit, liveKey] = item.args
-          audit.reachedStore = true
-          let part = parts.get(item.runKey)
-          if (part === undefined) {
-            const known = runs.get(item.runKey)
-            part = {
-              accountId,
-              runId: action.runId,
-              version: known?.version ?? null,
-              state: known?.run ?? EMPTY_RUN,
-              usd: [],
-              tokens: 0,
-              append: [],
-              decided: []
-            }
-            parts.set(item.runKey, part)
-          }
-          const evaluation = evaluate(list, action, part.state, NO_HOLDS, now, item.args[5])
-          if (evaluation.verdict === "allow" && evaluation.next !== undefined) {
-            part.state = evaluation.next
-            part.usd.push(String(action.proposedUsd ?? 0))
-            part.tokens += action.proposedTokens ?? 0
-            // Named by its decision: a fail-closed record of it takes exactly this action back.
-            part.append.push({ ...evaluation.next.recent[evaluation.next.recent.length - 1]!, id: audit.decisionId })
-          }
-          part.decided.push({ item, evaluation })
-          if (liveKey !== null) keys.add(liveKey)
-          decisions.push({
-            id: audit.decisionId,
-            account_id: accountId,
-            run_id: action.runId,
-            trace_id: audit.traceId ?? null,
-            step_index: action.stepIndex ?? null,
-            tool_name: action.toolName ?? null,
-            model: action.model ?? null,
-            verdict: evaluation.verdict,
-            policy_id: evaluation.policy?.id ?? null,
-            policy_type: evaluation.policy?.type ?? null,
-            hold_id: evaluation.holdId ?? null,
-            reason: evaluation.reason,
-            latency_ms: performance.now() - audit.startedAt
-          })
-        }
-        const runsParam = [...parts.values()].map((p) => ({
-          account_id: p.accountId,
-          run_id: p.runId,
-          version: p.version,
-          usd: p.usd,
-          tokens: p.tokens,
-          append: p.append
-        }))
-        const params = [JSON.stringify(runsParam), JSON.stringify(decisions), JSON.stringify([...keys]), MAX_RECENT]
-        return Effect.matchEffect(batchRun<BatchRow>(BATCH, params), {
-          onFailure: (e) =>
-            Effect.sync(() => {
-              done([])
-              for (const item of batch) answer(item, Effect.fail(e))
-            }),
-          onSuccess: (rows) =>
-            Effect.sync(() => {
-              const again: Array<Pending> = []
-              const revoked = rows[0]?.revoked
-              if (revoked) {
-                // Nothing was written: the checks of revoked keys are refused, the others decided again without them.
-                const dead = new Set(revoked)
-                const refused: Array<Pending> = []
-                for (const item of batch) {
-                  if (item.args[4] !== null && dead.has(item.args[4])) refused.push(item)
-                  else again.push(item)
-                }
-                done(again)
-                for (const item of refused) answer(item, Effect.fail(new CredentialRevoked()))
-                return
-              }
-              const byRun = new Map(rows.map((r) => [runKey(r.account_id as AccountId, r.run_id!), r]))
-              const answers: Array<[Pending, Effect.Effect<Evaluation, PolicyStateUnavailable | CredentialRevoked>]> =
-                []
-              for (const [key, part] of parts) {
-                const row = byRun.get(key)
-                if (row?.written) {
-                  remember(key, {
-                    run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent },
-                    version: row.version!
-                  })
-                  // As an Exit: Enforcement answers a decision already made without running it (its hot path).
-                  for (const { evaluation, item } of part.decided) answers.push([item, Exit.succeed(evaluation)])
-                  continue
-                }
-                remember(
-                  key,
-                  row === undefined
-                    ? undefined
-                    : {
-                        run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] },
-                        version: row.version!
-                      }
-                )
-                for (const { item } of part.decided) {
-                  item.attempts++
-                  if (item.args[3].abandoned) answers.push([item, Effect.fail(notStored())])
-                  else if (item.attempts >= OPTIMISTIC_ATTEMPTS)
-                    answers.push([item, orUnavailableOrRevoked(decideLocked(...item.args))])
-                  else again.push(item)
-                }
-              }
-              done(again)
-              for (const [item, result] of answers) answer(item, result)
-            })
-        })
+        const at = performance.now()
+        return batch.some((item) => isContended(item.runKey, at))
+          ? writeLocked(batch, done)
+          : writeOptimistic(batch, done)
       }).pipe(
         Effect.catchAllCause((cause) =>
-          Effect.sync(() => {
-            done([])
-            for (const item of batch)
-              answer(item, Effect.fail(new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })))
-          }).pipe(Effect.zipRight(Effect.logError("an enforcement batch failed unexpectedly", cause)))
+          failBatch(batch, done, new PolicyStateUnavailable({ reason: "the check failed unexpectedly" })).pipe(
+            Effect.zipRight(Effect.logError("an enforcement batch failed unexpectedly", cause))
+          )
         )
       )
 

@@ -42,6 +42,7 @@ import m0046 from "./migrations/0046_search_lexeme_hashes.ts"
 import m0047 from "./migrations/0047_refs_delta_text.ts"
 import m0048 from "./migrations/0048_search_filter_indexes_partial.ts"
 import m0049 from "./migrations/0049_parts_numbered_as_met.ts"
+import m0050 from "./migrations/0050_enforcement_lock_runs.ts"
 
 /** Forward-only migrations, run at start. Never edit one once merged: add the next. */
 const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlClient>> = {
@@ -85,7 +86,8 @@ const MIGRATIONS: Record<string, Effect.Effect<unknown, unknown, SqlClient.SqlCl
   "0046_search_lexeme_hashes": m0046,
   "0047_refs_delta_text": m0047,
   "0048_search_filter_indexes_partial": m0048,
-  "0049_parts_numbered_as_met": m0049
+  "0049_parts_numbered_as_met": m0049,
+  "0050_enforcement_lock_runs": m0050
 }
 
 /** The migrator's own bookkeeping table (PgMigrator's default). */

@@ -10,11 +10,13 @@
  *    of test/bench/enforcement.ts, and a warm-up of both.
  * 2. Ingest capacity: the exports A takes alone (OTLP/JSON, 50 spans each) in a closed loop at concurrency 8 for 3 s.
  * 3. The ceiling: BENCH_RATE checks/s open loop to B for BENCH_SECONDS, nothing else running.
- * 4. Checks to A, beside BENCH_OVERLOAD_FACTOR (default 2) times A's capacity of exports offered to A, for
+ * 4. Checks to A and B in turn over BENCH_SHARED_RUNS (default 8) runs, nothing else running: each run is written by
+ *    both instances (an agent's parallel calls spread over instances behind a load balancer).
+ * 5. Checks to A, beside BENCH_OVERLOAD_FACTOR (default 2) times A's capacity of exports offered to A, for
  *    BENCH_SECONDS (default 8).
- * 5. Checks to B, beside the same exports to A.
- * Each phase's checks go over 64 runs of their own. Latency is client-observed from each check's scheduled send time.
- * Dropped: checks not sent because MAX_INFLIGHT (512) were unanswered. Fail-closed: blocks with policy_id null (no
+ * 6. Checks to B, beside the same exports to A.
+ * Each phase's checks go over runs of their own (64 but in phase 4). Latency is client-observed from each check's
+ * scheduled send time. Dropped: checks not sent because MAX_INFLIGHT (512) were unanswered. Fail-closed: blocks with policy_id null (no
  * decision within TAPEDECK_ENFORCEMENT_TIMEOUT_MS). Every check must answer 200 with its expected verdict, every export
  * 200 or 503 with Retry-After. Neither service serves OTLP/gRPC (they would contend for its port).
  */
@@ -54,6 +56,7 @@ const RATE = numberEnv("BENCH_RATE", 1000)
 const SECONDS = numberEnv("BENCH_SECONDS", 8)
 const FACTOR = numberEnv("BENCH_OVERLOAD_FACTOR", 2)
 const RUNS = 64
+const SHARED_RUNS = Math.floor(numberEnv("BENCH_SHARED_RUNS", 8))
 const MAX_INFLIGHT = 512
 
 interface PhaseFigures {
@@ -68,9 +71,24 @@ interface PhaseFigures {
   readonly cores: readonly [number, number, number, number]
 }
 
-/** A check of `source` to `url` per call, tallied (unexpected verdicts are thrown after the phase). */
-const checkTo = (url: string, denyPolicyId: string, source: CheckSource, tally: Tally) => () =>
-  sendCheck({ url, denyPolicyId }, source.next(1), tally)
+/**
+ * A check of `source` per call, tallied (unexpected verdicts are thrown after the phase), to one of `urls`: in turn,
+ * shifted by one at each pass over the `runs` runs, so that each run's checks go to every one of them.
+ */
+const checkTo = (
+  urls: ReadonlyArray<string>,
+  runs: number,
+  denyPolicyId: string,
+  source: CheckSource,
+  tally: Tally
+) => {
+  let k = 0
+  return () => {
+    const url = urls[(k + Math.floor(k / runs)) % urls.length]!
+    k++
+    return sendCheck({ url, denyPolicyId }, source.next(1), tally)
+  }
+}
 
 /** One checkout's run: two services on a fresh database, the ceiling and the two overload phases. */
 const runCheckout = async (root: string, round: number) => {
@@ -91,7 +109,7 @@ const runCheckout = async (root: string, round: number) => {
         RATE / 2,
         2,
         MAX_INFLIGHT,
-        checkTo(server.url, denyPolicyId, new CheckSource(RUNS, `warm-${server.pid}`), newTally())
+        checkTo([server.url], RUNS, denyPolicyId, new CheckSource(RUNS, `warm-${server.pid}`), newTally())
       )
     }
     // The warm-up's checks leave the instances' one-second windows before ingestion is measured.
@@ -107,7 +125,12 @@ const runCheckout = async (root: string, round: number) => {
     log(`${basename(root)}: A takes ${taken.toFixed(0)} exports/s alone`)
     await sleep(1000)
 
-    const phase = async (name: string, target: Server, withExports: boolean): Promise<PhaseFigures> => {
+    const phase = async (
+      name: string,
+      targets: ReadonlyArray<Server>,
+      withExports: boolean,
+      runs = RUNS
+    ): Promise<PhaseFigures> => {
       log(`${basename(root)} round ${round + 1}: ${name}`)
       const tally = newTally()
       const offered: ExportTally = { accepted: 0, shed: 0 }
@@ -121,7 +144,13 @@ const runCheckout = async (root: string, round: number) => {
         RATE,
         SECONDS,
         MAX_INFLIGHT,
-        checkTo(target.url, denyPolicyId, new CheckSource(RUNS, `${name}-${round}`), tally)
+        checkTo(
+          targets.map((t) => t.url),
+          runs,
+          denyPolicyId,
+          new CheckSource(runs, `${name}-${round}`),
+          tally
+        )
       )
       // A check failed closed is counted (what the phase measures); any other verdict but the expected one throws.
       if (tally.unexpected > tally.failClosed)
@@ -147,10 +176,11 @@ const runCheckout = async (root: string, round: number) => {
       await sleep(2000)
       return figures
     }
-    const alone = await phase("checks to B alone", b, false)
-    const same = await phase(`checks to A beside ${FACTOR} × exports to A`, a, true)
-    const other = await phase(`checks to B beside ${FACTOR} × exports to A`, b, true)
-    return { root, capacity: taken, alone, same, other }
+    const alone = await phase("checks to B alone", [b], false)
+    const shared = await phase(`checks to A and B in turn over ${SHARED_RUNS} runs`, [a, b], false, SHARED_RUNS)
+    const same = await phase(`checks to A beside ${FACTOR} × exports to A`, [a], true)
+    const other = await phase(`checks to B beside ${FACTOR} × exports to A`, [b], true)
+    return { root, capacity: taken, alone, same, other, shared }
   } finally {
     await stopAll()
   }
@@ -174,6 +204,7 @@ await runBench(async () => {
     const name = `${basename(r.root)} (A takes ${fmtInt(r.capacity)} exports/s alone)`
     return [
       row(name, "checks to B, nothing else (ceiling)", r.alone),
+      row(name, `checks to A and B in turn, the same ${SHARED_RUNS} runs`, r.shared),
       row(name, `checks to A, ${FACTOR} × exports to A`, r.same),
       row(name, `checks to B, ${FACTOR} × exports to A`, r.other)
     ]
@@ -181,7 +212,7 @@ await runBench(async () => {
   console.log(
     [
       "",
-      `${fmtInt(RATE)} checks/s open loop over ${RUNS} runs × ${SECONDS} s, two instances on one database:`,
+      `${fmtInt(RATE)} checks/s open loop over ${RUNS} runs (${SHARED_RUNS} in the last phase) × ${SECONDS} s, two instances on one database:`,
       "",
       ...tableLines(
         [

@@ -125,6 +125,63 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
     }
     expect((await decisionsOf(run, 200)).length).toBe(200)
   }, 60_000)
+
+  test.skipIf(!twoInstances)(
+    "a run both instances write: its next checks take the run's lock before they are evaluated, and count every allow",
+    async () => {
+      const run = uuid()
+      const body = { run_id: run, proposed_usd: 0.01 }
+      // Each instance's copy of the run goes stale as the other writes it: b's write, then a's, find it moved on.
+      for (const server of [a, b, a]) expect((await check(server, body)).verdict).toBe("allow")
+
+      // Somebody else holds the run's row: b's next check waits for it in the locked batch's first statement,
+      // not in an optimistic write it would have to redo.
+      let release = () => {}
+      const released = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      let locked = false
+      const holder = a.run(
+        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql.withTransaction(
+            sql`SELECT 1 FROM enforcement_runs WHERE run_id = ${run} FOR UPDATE`.pipe(
+              Effect.tap(() => {
+                locked = true
+              }),
+              Effect.zipRight(Effect.promise(() => released))
+            )
+          )
+        )
+      )
+      while (!locked) await Bun.sleep(5)
+      const pending = check(b, body)
+      let waiting: ReadonlyArray<{ query: string }> = []
+      for (let i = 0; i < 500 && waiting.length === 0; i++) {
+        await Bun.sleep(10)
+        waiting = await a.run(
+          Effect.flatMap(
+            SqlClient.SqlClient,
+            (sql) => sql<{ query: string }>`
+              SELECT query FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%tapedeck_%'`
+          )
+        )
+      }
+      release()
+      await holder
+      expect(waiting.map((w) => w.query.match(/tapedeck_\w+/)?.[0])).toEqual(["tapedeck_lock_runs"])
+      expect((await pending).verdict).toBe("allow")
+      const [row] = await a.run(
+        Effect.flatMap(
+          SqlClient.SqlClient,
+          (sql) => sql<{ spent: number; actions: number }>`
+            SELECT spent_usd::float8 AS spent, actions::int AS actions FROM enforcement_runs WHERE run_id = ${run}`
+        )
+      )
+      expect(row).toEqual({ spent: 0.04, actions: 4 })
+    },
+    30_000
+  )
 })
 
 describe("blocked checks write nothing to their run", () => {

@@ -1,0 +1,75 @@
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+
+/**
+ * `tapedeck_lock_runs`: the first statement of a locked batch (SqlPolicyStore). A run that other instances write too
+ * made every optimistic write of it fail on the row's version and go round again, racing the other instance each
+ * time; a locked batch instead takes its runs' row locks first, then evaluates and writes them with
+ * `tapedeck_check_batch` in the same transaction, so it never fails on a version.
+ *
+ * For each run of `p_runs` (`{account_id, run_id, version}`, the version this instance last saw or null), in key
+ * order: locks the run's row, creating it empty when there is none, unless another transaction holds it (SKIP
+ * LOCKED: that run is left out of this batch, and the caller queues its checks again). So a locked batch never waits
+ * for one run while holding another, and batches of other runs never wait for each other. Only when every run is
+ * held elsewhere does it wait, for the first one alone (holding nothing, it cannot be part of a cycle). Answers, for
+ * each run it locked, the counters and version, with the recent actions only when that version is not the one given
+ * (the caller's copy is current otherwise). The actions are read by a statement of their own once every lock is
+ * held, so they include whatever the writers waited for had added.
+ */
+export default Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.unsafe(`
+  CREATE FUNCTION tapedeck_lock_runs(p_runs jsonb, p_max_recent int)
+  RETURNS TABLE (account_id uuid, run_id text, spent_usd float8, tokens float8, recent jsonb, version text)
+  LANGUAGE plpgsql AS $$
+  #variable_conflict use_column
+  DECLARE
+    x record;
+    first_account uuid;
+    first_run text;
+    got_accounts uuid[] := '{}';
+    got_runs text[] := '{}';
+  BEGIN
+    FOR x IN
+      SELECT * FROM jsonb_to_recordset(p_runs) AS t(account_id uuid, run_id text, version text)
+      ORDER BY t.account_id, t.run_id
+    LOOP
+      IF first_run IS NULL THEN
+        first_account := x.account_id;
+        first_run := x.run_id;
+      END IF;
+      PERFORM 1 FROM enforcement_runs r WHERE r.account_id = x.account_id AND r.run_id = x.run_id
+        FOR UPDATE SKIP LOCKED;
+      IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM enforcement_runs r
+                                   WHERE r.account_id = x.account_id AND r.run_id = x.run_id) THEN
+        INSERT INTO enforcement_runs AS r (account_id, run_id) VALUES (x.account_id, x.run_id)
+        ON CONFLICT (account_id, run_id) DO NOTHING;
+        IF NOT FOUND THEN
+          -- Created meanwhile by another writer, which has committed.
+          PERFORM 1 FROM enforcement_runs r WHERE r.account_id = x.account_id AND r.run_id = x.run_id
+            FOR UPDATE SKIP LOCKED;
+        END IF;
+      END IF;
+      IF FOUND THEN
+        got_accounts := got_accounts || x.account_id;
+        got_runs := got_runs || x.run_id;
+      END IF;
+    END LOOP;
+    IF cardinality(got_runs) = 0 AND first_run IS NOT NULL THEN
+      PERFORM 1 FROM enforcement_runs r WHERE r.account_id = first_account AND r.run_id = first_run FOR UPDATE;
+      IF FOUND THEN
+        got_accounts := ARRAY[first_account];
+        got_runs := ARRAY[first_run];
+      END IF;
+    END IF;
+    RETURN QUERY
+      SELECT r.account_id, r.run_id, r.spent_usd::float8, r.tokens::float8,
+             CASE WHEN r.xmin::text IS DISTINCT FROM t.version
+                  THEN tapedeck_run_recent(r.account_id, r.run_id, p_max_recent) END,
+             r.xmin::text
+      FROM jsonb_to_recordset(p_runs) AS t(account_id uuid, run_id text, version text)
+      JOIN unnest(got_accounts, got_runs) AS g(account_id, run_id)
+        ON g.account_id = t.account_id AND g.run_id = t.run_id
+      JOIN enforcement_runs r ON r.account_id = t.account_id AND r.run_id = t.run_id;
+  END $$`)
+})
