@@ -97,6 +97,13 @@ interface PolicyRow {
 interface KnownRun {
   readonly run: RunState
   readonly version: string
+  /**
+   * The run's `actions` and `taken_back` counters at that version, when known: a locked batch then reads only the
+   * actions added since (tapedeck_lock_runs). Unknown (null) when the version came from a write that found the run
+   * moved on (that answer does not carry them).
+   */
+  readonly actions: number | null
+  readonly takenBack: number | null
 }
 
 /**
@@ -143,12 +150,21 @@ interface LockedRow {
   readonly run_id: string
   readonly spent_usd: number
   readonly tokens: number
-  readonly recent: ReadonlyArray<ActionRecord> | null
   readonly version: string
+  readonly actions: number
+  readonly taken_back: number
+  /** Null: the version given. Else the actions added since the `actions` given, or all of them if `full_recent`. */
+  readonly recent: ReadonlyArray<ActionRecord> | null
+  readonly full_recent: boolean
 }
 
-/** A locked batch's first statement: $1 its runs (each with the version last seen), $2 how many actions a run remembers. */
-const LOCK_RUNS = `${prepared("lock_runs")} SELECT * FROM tapedeck_lock_runs($1::text::jsonb, $2::int)`
+/**
+ * A locked batch's first statement: $1 its runs (each with the version, `actions` and `taken_back` last seen), $2
+ * how many actions a run remembers.
+ */
+const LOCK_RUNS = `${prepared("lock_runs")} SELECT account_id, run_id, spent_usd, tokens, version,
+  actions::float8 AS actions, taken_back::float8 AS taken_back, recent, full_recent
+  FROM tapedeck_lock_runs($1::text::jsonb, $2::int)`
 
 /** A statement runner: `$n` parameters in, rows out, every failure PolicyStateUnavailable (or CredentialRevoked). */
 type Run = <A>(
@@ -168,8 +184,8 @@ type DecisionArgs = [
 
 /**
  * Policy state in PostgreSQL: policies cached per account; checks queued per instance and written in batches, each
- * run's counters conditional on the run's version (CheckBatcher, migration 0020), over enforcement's own connections
- * (EnforcementSqlLive).
+ * run's counters conditional on the run's version (CheckBatcher, migration 0020), or under the runs' row locks for
+ * runs other instances write too (migration 0050), over enforcement's own connections (EnforcementSqlLive).
  */
 export const SqlPolicyStoreLive = Layer.scoped(
   PolicyStore,
@@ -398,6 +414,9 @@ export const SqlPolicyStoreLive = Layer.scoped(
       readonly accountId: AccountId
       readonly runId: string
       readonly version: string | null
+      /** The run's counters the checks were evaluated against (see KnownRun): a new run's are 0. */
+      readonly actions: number | null
+      readonly takenBack: number | null
       state: RunState
       readonly usd: Array<string>
       tokens: number
@@ -444,6 +463,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
             accountId,
             runId: action.runId,
             version: known?.version ?? null,
+            actions: known === undefined ? 0 : known.actions,
+            takenBack: known === undefined ? 0 : known.takenBack,
             state: known?.run ?? EMPTY_RUN,
             usd: [],
             tokens: 0,
@@ -524,7 +545,9 @@ export const SqlPolicyStoreLive = Layer.scoped(
         if (row?.written) {
           remember(key, {
             run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: part.state.recent },
-            version: row.version!
+            version: row.version!,
+            actions: part.actions === null ? null : part.actions + part.append.length,
+            takenBack: part.takenBack
           })
           // As an Exit: Enforcement answers a decision already made without running it (its hot path).
           for (const { evaluation, item } of part.decided) answers.push([item, Exit.succeed(evaluation)])
@@ -537,7 +560,9 @@ export const SqlPolicyStoreLive = Layer.scoped(
             ? undefined
             : {
                 run: { spentUsd: row.spent_usd!, tokens: row.tokens!, recent: row.recent ?? [] },
-                version: row.version!
+                version: row.version!,
+                actions: null,
+                takenBack: null
               }
         )
         for (const { item } of part.decided) {
@@ -586,22 +611,41 @@ export const SqlPolicyStoreLive = Layer.scoped(
      */
     const writeLocked = (batch: ReadonlyArray<Pending>, done: (again: ReadonlyArray<Pending>) => void) =>
       Effect.gen(function* () {
-        const toLock = new Map<string, { account_id: string; run_id: string; version: string | null }>()
+        // What this instance knew of each run as the statement was sent (its copy may be replaced meanwhile).
+        const knownAtSend = new Map<string, KnownRun | undefined>()
+        const toLock: Array<Record<string, unknown>> = []
         for (const item of batch) {
-          if (toLock.has(item.runKey)) continue
-          const version = runs.get(item.runKey)?.version ?? null
-          toLock.set(item.runKey, { account_id: item.args[0], run_id: item.args[1].runId, version })
+          if (knownAtSend.has(item.runKey)) continue
+          const known = runs.get(item.runKey)
+          knownAtSend.set(item.runKey, known)
+          toLock.push({
+            account_id: item.args[0],
+            run_id: item.args[1].runId,
+            version: known?.version ?? null,
+            actions: known?.actions ?? null,
+            taken_back: known?.takenBack ?? null
+          })
         }
-        const lockedRows = yield* batchRun<LockedRow>(LOCK_RUNS, [JSON.stringify([...toLock.values()]), MAX_RECENT])
+        const lockedRows = yield* batchRun<LockedRow>(LOCK_RUNS, [JSON.stringify(toLock), MAX_RECENT])
         const locked = new Set<string>()
         for (const row of lockedRows) {
           const key = runKey(row.account_id as AccountId, row.run_id)
+          const known = knownAtSend.get(key)
           locked.add(key)
-          if (row.recent === null) continue // as this instance last saw it
-          if (toLock.get(key)?.version != null) markContended(key)
+          if (row.recent === null) {
+            remember(key, known) // as this instance last saw it
+            continue
+          }
+          if (known !== undefined) markContended(key)
+          const recent =
+            row.full_recent || known === undefined
+              ? row.recent
+              : [...known.run.recent, ...row.recent].slice(-MAX_RECENT)
           remember(key, {
-            run: { spentUsd: row.spent_usd, tokens: row.tokens, recent: row.recent },
-            version: row.version
+            run: { spentUsd: row.spent_usd, tokens: row.tokens, recent },
+            version: row.version,
+            actions: row.actions,
+            takenBack: row.taken_back
           })
         }
         const held = batch.filter((item) => !locked.has(item.runKey))
@@ -748,7 +792,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
           yield* sql`
             UPDATE enforcement_runs e SET
               spent_usd = e.spent_usd - (SELECT COALESCE(sum(v::numeric), 0) FROM jsonb_array_elements_text(x.usd) v),
-              tokens = e.tokens - x.tokens
+              tokens = e.tokens - x.tokens,
+              taken_back = e.taken_back + 1
             FROM jsonb_to_recordset(${JSON.stringify([...takenBack.values()])}::jsonb)
               AS x(account_id uuid, run_id text, usd jsonb, tokens bigint)
             WHERE e.account_id = x.account_id AND e.run_id = x.run_id`

@@ -126,6 +126,38 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
     expect((await decisionsOf(run, 200)).length).toBe(200)
   }, 60_000)
 
+  test("the loop breaker counts a run's repeats whichever instance allowed them, in any interleaving", async () => {
+    const project = uuid()
+    const created = await a.post("/api/v1/guardrails", {
+      type: "loop_breaker",
+      project_id: project,
+      params: { max_repeats: 3 }
+    })
+    expect(created.status).toBe(200)
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.record({ onB: fc.boolean(), repeat: fc.boolean() }), { minLength: 4, maxLength: 14 }),
+        async (checks) => {
+          const run = uuid()
+          let repeatsAllowed = 0
+          for (const [i, c] of checks.entries()) {
+            const args = c.repeat ? "same" : `other-${i}`
+            const decision = await check(c.onB ? b : a, {
+              run_id: run,
+              project_id: project,
+              tool_name: "search",
+              tool_args_hash: args
+            })
+            // Only the repeated call can be blocked, and only once it was allowed three times (on either instance).
+            expect(decision.verdict).toBe(c.repeat && repeatsAllowed >= 3 ? "block" : "allow")
+            if (c.repeat && decision.verdict === "allow") repeatsAllowed++
+          }
+        }
+      ),
+      { numRuns: 15 }
+    )
+  }, 60_000)
+
   test.skipIf(!twoInstances)(
     "a run both instances write: its next checks take the run's lock before they are evaluated, and count every allow",
     async () => {

@@ -11,16 +11,23 @@ import { Effect } from "effect"
  * order: locks the run's row, creating it empty when there is none, unless another transaction holds it (SKIP
  * LOCKED: that run is left out of this batch, and the caller queues its checks again). So a locked batch never waits
  * for one run while holding another, and batches of other runs never wait for each other. Only when every run is
- * held elsewhere does it wait, for the first one alone (holding nothing, it cannot be part of a cycle). Answers, for
- * each run it locked, the counters and version, with the recent actions only when that version is not the one given
- * (the caller's copy is current otherwise). The actions are read by a statement of their own once every lock is
- * held, so they include whatever the writers waited for had added.
+ * held elsewhere does it wait, for the first one alone (holding nothing, it cannot be part of a cycle).
+ *
+ * Answers, for each run it locked, its counters and version and, when that version is not the one given (the
+ * caller's copy is current otherwise), its recent actions: only those after the `actions` the caller gives (`full`
+ * false: what others added since, to append to its copy), or all of them (`full` true) when the caller gives none or
+ * an allow was taken back since (`taken_back`, a new column counting take-backs: they delete actions, which a copy
+ * cannot learn from what was added). A hot run written by several instances thus costs each of its locked batches
+ * the few actions added since, not the run's whole recent history. The actions are read by a statement of their own
+ * once every lock is held, so they include whatever the writers waited for had added.
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE enforcement_runs ADD COLUMN taken_back bigint NOT NULL DEFAULT 0`
   yield* sql.unsafe(`
   CREATE FUNCTION tapedeck_lock_runs(p_runs jsonb, p_max_recent int)
-  RETURNS TABLE (account_id uuid, run_id text, spent_usd float8, tokens float8, recent jsonb, version text)
+  RETURNS TABLE (account_id uuid, run_id text, spent_usd float8, tokens float8, version text, actions bigint,
+                 taken_back bigint, recent jsonb, full_recent boolean)
   LANGUAGE plpgsql AS $$
   #variable_conflict use_column
   DECLARE
@@ -63,13 +70,22 @@ export default Effect.gen(function* () {
       END IF;
     END IF;
     RETURN QUERY
-      SELECT r.account_id, r.run_id, r.spent_usd::float8, r.tokens::float8,
-             CASE WHEN r.xmin::text IS DISTINCT FROM t.version
-                  THEN tapedeck_run_recent(r.account_id, r.run_id, p_max_recent) END,
-             r.xmin::text
-      FROM jsonb_to_recordset(p_runs) AS t(account_id uuid, run_id text, version text)
+      SELECT r.account_id, r.run_id, r.spent_usd::float8, r.tokens::float8, r.xmin::text, r.actions, r.taken_back,
+             CASE WHEN r.xmin::text IS NOT DISTINCT FROM t.version THEN NULL
+                  WHEN d.delta THEN
+                    (SELECT COALESCE(jsonb_agg(jsonb_build_object('tool', a.tool, 'args', a.args, 'step', a.step,
+                                                                  'atMs', a.at_ms) ORDER BY a.seq), '[]'::jsonb)
+                     FROM (SELECT * FROM enforcement_run_actions a
+                           WHERE a.account_id = r.account_id AND a.run_id = r.run_id AND a.seq > t.actions
+                           ORDER BY a.seq DESC LIMIT p_max_recent) a)
+                  ELSE tapedeck_run_recent(r.account_id, r.run_id, p_max_recent) END,
+             NOT d.delta
+      FROM jsonb_to_recordset(p_runs) AS t(account_id uuid, run_id text, version text, actions bigint,
+                                            taken_back bigint)
       JOIN unnest(got_accounts, got_runs) AS g(account_id, run_id)
         ON g.account_id = t.account_id AND g.run_id = t.run_id
-      JOIN enforcement_runs r ON r.account_id = t.account_id AND r.run_id = t.run_id;
+      JOIN enforcement_runs r ON r.account_id = t.account_id AND r.run_id = t.run_id
+      CROSS JOIN LATERAL (SELECT t.actions IS NOT NULL AND t.taken_back = r.taken_back AND r.actions >= t.actions
+                          AS delta) d;
   END $$`)
 })
