@@ -29,6 +29,14 @@ const check = async (server: TestServer, body: Record<string, unknown>) => {
   return (await response.json()) as { verdict: string; policy_id: string | null; reason: string }
 }
 
+/** A policy of a project of its own, so that it decides only the checks naming that project: the project's id. */
+const projectPolicy = async (type: string, params: Record<string, unknown>) => {
+  const project = uuid()
+  const created = await a.post("/api/v1/guardrails", { type, project_id: project, params })
+  expect(created.status).toBe(200)
+  return project
+}
+
 const decisionsOf = async (run: string, expected: number) => {
   let items: Array<any> = []
   for (let i = 0; i < 100 && items.length < expected; i++) {
@@ -127,13 +135,7 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
   }, 60_000)
 
   test("the loop breaker counts a run's repeats whichever instance allowed them, in any interleaving", async () => {
-    const project = uuid()
-    const created = await a.post("/api/v1/guardrails", {
-      type: "loop_breaker",
-      project_id: project,
-      params: { max_repeats: 3 }
-    })
-    expect(created.status).toBe(200)
+    const project = await projectPolicy("loop_breaker", { max_repeats: 3 })
     await fc.assert(
       fc.asyncProperty(
         fc.array(fc.record({ onB: fc.boolean(), repeat: fc.boolean() }), { minLength: 4, maxLength: 14 }),
@@ -218,13 +220,7 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
 
 describe("blocked checks write nothing to their run", () => {
   test("three blocks on a never-allowed run leave no run row; three on an allowed run leave its version as it was", async () => {
-    const project = uuid()
-    const created = await a.post("/api/v1/guardrails", {
-      type: "budget_usd",
-      project_id: project,
-      params: { max_usd: 1 }
-    })
-    expect(created.status).toBe(200)
+    const project = await projectPolicy("budget_usd", { max_usd: 1 })
     const runRow = (run: string) =>
       a.run(
         Effect.flatMap(
