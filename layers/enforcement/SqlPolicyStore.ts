@@ -37,7 +37,7 @@ const MAX_CACHED_RECENT = 200_000
  * each other (CheckBatcher): only a write by another instance (or a fail-closed record) sends a check round again.
  */
 const OPTIMISTIC_ATTEMPTS = 4
-/** How long a run another instance wrote stays contended (its batches locked) after the last sign of that. */
+/** How long a run other instances write at the same time stays contended (its batches locked) after a sign of that. */
 const CONTENDED_MS = 5_000
 /** Checks per batch statement at most, and waiting at most (past it a check fails closed at once). */
 const MAX_BATCH = 256
@@ -426,9 +426,10 @@ export const SqlPolicyStoreLive = Layer.scoped(
     }
 
     /**
-     * Runs another instance wrote lately (a write of ours found the row at a version it did not know), until when:
-     * their batches take the runs' locks before they evaluate (`writeLocked`), instead of racing the other instance
-     * for the row's version. A run leaves the set once its locked batches stop finding others' writes.
+     * Runs other instances write at the same time as this one, until when: their batches take the runs' locks
+     * before they evaluate (`writeLocked`), instead of racing the other instance for the row's version. A run is
+     * contended when its checks find it moved on a second time in a row, or a locked batch finds it held elsewhere;
+     * it goes back to optimistic writes CONTENDED_MS later, and comes back if it races again.
      */
     const contended = new Map<string, number>()
     const markContended = (key: string) => {
@@ -514,8 +515,8 @@ export const SqlPolicyStoreLive = Layer.scoped(
     /**
      * Settles a batch by what its statement answered: the checks of written runs are answered; those of runs
      * another instance wrote meanwhile go round again against the state the statement answered (or take the run's
-     * lock after OPTIMISTIC_ATTEMPTS), and their runs are contended from now on; `requeue` (checks of runs a locked
-     * batch found held elsewhere) go round again as they are.
+     * lock after OPTIMISTIC_ATTEMPTS), their runs contended if that was already their second round; `requeue`
+     * (checks of runs a locked batch found held elsewhere) go round again as they are.
      */
     const settleBatch = (
       batch: ReadonlyArray<Pending>,
@@ -553,7 +554,9 @@ export const SqlPolicyStoreLive = Layer.scoped(
           for (const { evaluation, item } of part.decided) answers.push([item, Exit.succeed(evaluation)])
           continue
         }
-        markContended(key)
+        // Found moved on again after a round against what the statement answered: another instance keeps writing
+        // it. (Once is only a stale copy, which the next round settles at less cost than a locked batch.)
+        if (part.decided.some(({ item }) => item.attempts > 0)) markContended(key)
         remember(
           key,
           row === undefined
@@ -636,7 +639,6 @@ export const SqlPolicyStoreLive = Layer.scoped(
             remember(key, known) // as this instance last saw it
             continue
           }
-          if (known !== undefined) markContended(key)
           const recent =
             row.full_recent || known === undefined
               ? row.recent

@@ -134,87 +134,118 @@ describe(`contention on one run (${twoInstances ? "two instances, one PostgreSQL
     expect((await decisionsOf(run, 200)).length).toBe(200)
   }, 60_000)
 
-  test("the loop breaker counts a run's repeats whichever instance allowed them, in any interleaving", async () => {
+  test("the loop breaker counts a run's repeats whichever instance allowed them, checks sent together or in turn", async () => {
     const project = await projectPolicy("loop_breaker", { max_repeats: 3 })
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ onB: fc.boolean(), repeat: fc.boolean() }), { minLength: 4, maxLength: 14 }),
-        async (checks) => {
+        fc.array(fc.array(fc.record({ onB: fc.boolean(), repeat: fc.boolean() }), { minLength: 1, maxLength: 8 }), {
+          minLength: 2,
+          maxLength: 10
+        }),
+        async (rounds) => {
           const run = uuid()
+          // First both instances write the run at once (other calls), so that its batches are likely locked.
+          for (let r = 0; r < 4; r++) {
+            await Promise.all(
+              Array.from({ length: 8 }, (_, i) =>
+                check(i % 2 ? b : a, {
+                  run_id: run,
+                  project_id: project,
+                  tool_name: "search",
+                  tool_args_hash: `x${r}${i}`
+                })
+              )
+            )
+          }
+          let repeats = 0
           let repeatsAllowed = 0
-          for (const [i, c] of checks.entries()) {
-            const args = c.repeat ? "same" : `other-${i}`
-            const decision = await check(c.onB ? b : a, {
-              run_id: run,
-              project_id: project,
-              tool_name: "search",
-              tool_args_hash: args
-            })
-            // Only the repeated call can be blocked, and only once it was allowed three times (on either instance).
-            expect(decision.verdict).toBe(c.repeat && repeatsAllowed >= 3 ? "block" : "allow")
-            if (c.repeat && decision.verdict === "allow") repeatsAllowed++
+          for (const [r, round] of rounds.entries()) {
+            // A round's checks are sent at once; the rounds one after the other.
+            const decisions = await Promise.all(
+              round.map((c, i) =>
+                check(c.onB ? b : a, {
+                  run_id: run,
+                  project_id: project,
+                  tool_name: "search",
+                  tool_args_hash: c.repeat ? "same" : `other-${r}-${i}`
+                })
+              )
+            )
+            for (const [i, c] of round.entries()) {
+              if (!c.repeat) expect(decisions[i]!.verdict).toBe("allow")
+              else {
+                repeats++
+                if (decisions[i]!.verdict === "allow") repeatsAllowed++
+              }
+            }
+            // The repeated call is allowed three times, on either instance, and blocked after.
+            expect(repeatsAllowed).toBe(Math.min(repeats, 3))
           }
         }
       ),
-      { numRuns: 15 }
+      { numRuns: 30 }
     )
   }, 60_000)
 
   test.skipIf(!twoInstances)(
-    "a run both instances write: its next checks take the run's lock before they are evaluated, and count every allow",
+    "a run both instances write at once: its checks take the run's lock before they are evaluated (a copy merely stale does not), and count every allow",
     async () => {
       const run = uuid()
       const body = { run_id: run, proposed_usd: 0.01 }
-      // Each instance's copy of the run goes stale as the other writes it: b's write, then a's, find it moved on.
-      for (const server of [a, b, a]) expect((await check(server, body)).verdict).toBe("allow")
-
-      // Somebody else holds the run's row: b's next check waits for it in the locked batch's first statement,
-      // not in an optimistic write it would have to redo.
-      let release = () => {}
-      const released = new Promise<void>((resolve) => {
-        release = resolve
-      })
-      let locked = false
-      const holder = a.run(
-        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      const sql = <A extends object>(query: (sql: SqlClient.SqlClient) => Effect.Effect<ReadonlyArray<A>, unknown>) =>
+        a.run(Effect.flatMap(SqlClient.SqlClient, query))
+      /** With the run's row held by somebody else, a check to each server: the statements they wait in. */
+      const waitingWhileHeld = async (servers: ReadonlyArray<TestServer>) => {
+        let release = () => {}
+        const released = new Promise<void>((resolve) => {
+          release = resolve
+        })
+        let locked = false
+        const holder = sql((sql) =>
           sql.withTransaction(
             sql`SELECT 1 FROM enforcement_runs WHERE run_id = ${run} FOR UPDATE`.pipe(
               Effect.tap(() => {
                 locked = true
               }),
-              Effect.zipRight(Effect.promise(() => released))
+              Effect.zipLeft(Effect.promise(() => released))
             )
           )
         )
-      )
-      while (!locked) await Bun.sleep(5)
-      const pending = check(b, body)
-      let waiting: ReadonlyArray<{ query: string }> = []
-      for (let i = 0; i < 500 && waiting.length === 0; i++) {
-        await Bun.sleep(10)
-        waiting = await a.run(
-          Effect.flatMap(
-            SqlClient.SqlClient,
+        while (!locked) await Bun.sleep(5)
+        const pending = servers.map((server) => check(server, body))
+        let waiting: ReadonlyArray<{ query: string }> = []
+        for (let i = 0; i < 500 && waiting.length < servers.length; i++) {
+          await Bun.sleep(10)
+          waiting = await sql(
             (sql) => sql<{ query: string }>`
               SELECT query FROM pg_stat_activity
               WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%tapedeck_%'`
           )
-        )
+        }
+        release()
+        await holder
+        for (const decision of await Promise.all(pending)) expect(decision.verdict).toBe("allow")
+        return waiting.map((w) => w.query.match(/tapedeck_\w+/)?.[0])
       }
-      release()
-      await holder
-      expect(waiting.map((w) => w.query.match(/tapedeck_\w+/)?.[0])).toEqual(["tapedeck_lock_runs"])
-      expect((await pending).verdict).toBe("allow")
-      const [row] = await a.run(
-        Effect.flatMap(
-          SqlClient.SqlClient,
-          (sql) => sql<{ spent: number; actions: number }>`
-            SELECT spent_usd::float8 AS spent, actions::int AS actions FROM enforcement_runs WHERE run_id = ${run}`
-        )
+
+      // One instance after the other: each finds its copy stale once, and its next round settles it.
+      for (const server of [a, b, a, b]) expect((await check(server, body)).verdict).toBe("allow")
+      expect(await waitingWhileHeld([b])).toEqual(["tapedeck_check_batch"])
+
+      // Both at once, round after round: checks find the run moved on again after a round, and lock it instead.
+      for (let round = 0; round < 25; round++) {
+        const decisions = await Promise.all(Array.from({ length: 8 }, (_, i) => check(i % 2 ? b : a, body)))
+        expect(decisions.map((d) => d.verdict)).toEqual(Array(8).fill("allow"))
+      }
+      expect(await waitingWhileHeld([a, b])).toContain("tapedeck_lock_runs")
+
+      const [row] = await sql(
+        (sql) => sql<{ spent: number; actions: number }>`
+          SELECT spent_usd::float8 AS spent, actions::int AS actions FROM enforcement_runs WHERE run_id = ${run}`
       )
-      expect(row).toEqual({ spent: 0.04, actions: 4 })
+      expect(row).toEqual({ spent: 2.07, actions: 207 })
     },
-    30_000
+    60_000
   )
 })
 
