@@ -48,7 +48,10 @@ export const ClusterPressureLive = Layer.scopedDiscard(
     yield* Effect.suspend(() => {
       const now = Date.now()
       const by = pressure.pressedHere()
-      if (by === undefined || now - saidAt < SAY_AT_MOST_EVERY_MS) return Effect.void
+      if (by === undefined) return Effect.void
+      // This instance's own background work steps aside too (its job worker also yields to the checks in flight).
+      holdBackground(now + HOLD_MS)
+      if (now - saidAt < SAY_AT_MOST_EVERY_MS) return Effect.void
       saidAt = now
       return sql`SELECT pg_notify(${CHECK_PRESSURE_CHANNEL}, ${`${self}:${by}`})`.pipe(Effect.ignore)
     }).pipe(Effect.repeat(Schedule.spaced(`${LOOK_EVERY_MS} millis`)), Effect.forkScoped)

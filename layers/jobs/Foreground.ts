@@ -25,15 +25,28 @@ export const holdBackground = (until: number) => {
   heldUntil = Math.max(heldUntil, until)
 }
 
-/**
- * Waits while requests are in flight or background work is held, polling every few milliseconds, but never longer
- * than `maxWaitMs`: under a load that never pauses, background work still gets one step per `maxWaitMs`.
- */
-export const yieldToForeground = (maxWaitMs: number) =>
+/** Waits while `busy()`, polling every few milliseconds, but never longer than `maxWaitMs`. */
+const waitWhile = (busy: () => boolean, maxWaitMs: number) =>
   Effect.gen(function* () {
     const deadline = Date.now() + maxWaitMs
-    while ((inFlight > 0 || heldUntil > Date.now()) && Date.now() < deadline) yield* Effect.sleep("5 millis")
+    while (busy() && Date.now() < deadline) yield* Effect.sleep("5 millis")
   })
+
+/**
+ * Waits while requests are in flight or background work is held, but never longer than `maxWaitMs`: under a load
+ * that never pauses, background work still gets one step per `maxWaitMs`. For work that burns this thread's CPU.
+ */
+export const yieldToForeground = (maxWaitMs: number) =>
+  waitWhile(() => inFlight > 0 || heldUntil > Date.now(), maxWaitMs)
+
+/**
+ * Waits while background work is held (checks under pressure, here or on another instance), never longer than
+ * `maxWaitMs`. For background work that loads the database rather than this thread, such as the retention purge.
+ */
+export const waitWhileHeld = (maxWaitMs: number) => waitWhile(backgroundHeld, maxWaitMs)
+
+/** Whether background work is held now (see holdBackground). */
+export const backgroundHeld = () => heldUntil > Date.now()
 
 /** The requests this process is answering now that background work waits for. */
 export const requestsInFlight = () => inFlight

@@ -1,5 +1,6 @@
 import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
+import { waitWhileHeld } from "../jobs/Foreground.ts"
 import { SharedContent } from "../storage/SharedContent.ts"
 import { UsageCounters } from "../usage/UsageCounters.ts"
 import { RetentionRepo } from "./RetentionRepo.ts"
@@ -8,6 +9,8 @@ import { TraceRepo } from "./TraceRepo.ts"
 const BATCH = 500
 const SWEEP_BATCH = 10_000
 const RELEASE_BATCH = 5000
+/** The longest the purge waits between two batches for checks under pressure: it still purges, slowly, under any load. */
+const MAX_HOLD_MS = 5000
 
 /** Removes every trace soft-deleted longer ago than the retention period, batch by batch; the number removed. */
 export const purgeDeletedTraces = Effect.gen(function* () {
@@ -24,8 +27,9 @@ export const purgeDeletedTraces = Effect.gen(function* () {
 /**
  * Removes the traces older than their retention (per project, account, or TAPEDECK_RETENTION_DAYS), account by
  * account, in batches of TAPEDECK_RETENTION_BATCH_TRACES traces: each batch is one short statement, so writers
- * never wait long on it, followed by the release of the shared parts its spans referenced (releaseSharedContent)
- * and a pause of TAPEDECK_RETENTION_PAUSE_RATIO times the two's duration. Counted in each account's usage
+ * never wait long on it, followed by the release of the shared parts its spans referenced (releaseSharedContent),
+ * a pause of TAPEDECK_RETENTION_PAUSE_RATIO times the two's duration, and a wait while enforcement checks are under
+ * pressure (Foreground.waitWhileHeld, at most MAX_HOLD_MS). Counted in each account's usage
  * (retention_traces_purged, retention_spans_purged) and logged; the totals.
  */
 export const purgeExpiredTraces = Effect.gen(function* () {
@@ -46,6 +50,8 @@ export const purgeExpiredTraces = Effect.gen(function* () {
       // takes a bounded share of it however much has expired.
       const took = (yield* Clock.currentTimeMillis) - started
       if (config.retentionPauseRatio > 0) yield* Effect.sleep(Duration.millis(took * config.retentionPauseRatio))
+      // Enforcement checks first: while they keep waiting, here or on another instance, the next batch waits too.
+      yield* waitWhileHeld(MAX_HOLD_MS)
     }
     if (purged.traces === 0) continue
     yield* counters.increment(policy.accountId, "retention_traces_purged", purged.traces)

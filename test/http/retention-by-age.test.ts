@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { Effect, FastCheck as fc } from "effect"
 import { SharedContent } from "#layers/storage/SharedContent"
+import { holdBackground } from "#layers/jobs/Foreground"
 import { purgeExpiredTraces, releaseSharedContent, sweepSharedContent } from "#layers/traces/Retention"
 import { RetentionRepo } from "#layers/traces/RetentionRepo"
 import { UsageCounters } from "#layers/usage/UsageCounters"
@@ -426,4 +427,24 @@ test("one release drains what purges of several accounts recorded, each account'
   expect(await queued(a!)).toEqual({ rows: 0, marked: 0 })
   expect(await queued(b!)).toEqual({ rows: 0, marked: 0 })
   expect([...(await markedOf(own)).values()]).toEqual([true, true, true, true])
+})
+
+test("the purge waits between its batches while background work is held (checks under pressure), then goes on", async () => {
+  expect((await put("/api/v1/retention", { retention_days: 30 })).status).toBe(200)
+  await purge() // whatever earlier tests left expired
+  const expired = [await write(40), await write(41), await write(42), await write(43)]
+  const gone = async () => (await Promise.all(expired.map(exists))).filter((n) => n === 0).length
+  holdBackground(Date.now() + 1500)
+  const purging = purge()
+  let purged = 0
+  for (let i = 0; i < 500 && purged < 2; i++) {
+    await Bun.sleep(10)
+    purged = await gone()
+  }
+  // One batch (TAPEDECK_RETENTION_BATCH_TRACES is 2 here), then nothing more while held.
+  expect(purged).toBe(2)
+  await Bun.sleep(300)
+  expect(await gone()).toBe(2)
+  expect(await purging).toEqual({ traces: 4, spans: 4 })
+  expect(await gone()).toBe(4)
 })

@@ -3,6 +3,7 @@ import { BunContext } from "@effect/platform-bun"
 import { ConfigProvider, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { CheckPressure } from "#layers/enforcement/CheckPressure"
 import { ClusterPressureLive } from "#layers/enforcement/ClusterPressure"
+import { backgroundHeld } from "#layers/jobs/Foreground"
 import { EventLoopLag } from "#layers/platform/EventLoopLag"
 import { StorageLive } from "#layers/storage/Sql"
 import { createTestDatabase, type TestDatabase } from "../support/Database.ts"
@@ -47,6 +48,15 @@ const env = () => ({
 })
 
 describe.skipIf(!process.env.TEST_DATABASE_URL)("ClusterPressure (PostgreSQL)", () => {
+  // First, while no other instance of this process listens (they would hold this process's background work too).
+  test("an instance whose checks keep waiting holds its own background work as well (the job worker, the purge)", async () => {
+    const px = await instance(env(), { ms: 0 }).pressure()
+    await eventually("no hold left by earlier tests", () => !backgroundHeld())
+    for (let i = 0; i < 16; i++) px.observe(500)
+    await eventually("its background work held", () => backgroundHeld())
+    await eventually("the hold to end with the pressure", () => !backgroundHeld())
+  }, 30_000)
+
   test("checks kept waiting on one instance make the others refuse exports; its late loop narrows theirs", async () => {
     const lagX = { ms: 0 }
     const x = instance(env(), lagX)
