@@ -25,6 +25,9 @@ export const holdBackground = (until: number) => {
   heldUntil = Math.max(heldUntil, until)
 }
 
+/** Whether background work is held now (see holdBackground). */
+export const backgroundHeld = () => heldUntil > Date.now()
+
 /** Waits while `busy()`, polling every few milliseconds, but never longer than `maxWaitMs`. */
 const waitWhile = (busy: () => boolean, maxWaitMs: number) =>
   Effect.gen(function* () {
@@ -36,17 +39,13 @@ const waitWhile = (busy: () => boolean, maxWaitMs: number) =>
  * Waits while requests are in flight or background work is held, but never longer than `maxWaitMs`: under a load
  * that never pauses, background work still gets one step per `maxWaitMs`. For work that burns this thread's CPU.
  */
-export const yieldToForeground = (maxWaitMs: number) =>
-  waitWhile(() => inFlight > 0 || heldUntil > Date.now(), maxWaitMs)
+export const yieldToForeground = (maxWaitMs: number) => waitWhile(() => inFlight > 0 || backgroundHeld(), maxWaitMs)
 
 /**
  * Waits while background work is held (checks under pressure, here or on another instance), never longer than
  * `maxWaitMs`. For background work that loads the database rather than this thread, such as the retention purge.
  */
 export const waitWhileHeld = (maxWaitMs: number) => waitWhile(backgroundHeld, maxWaitMs)
-
-/** Whether background work is held now (see holdBackground). */
-export const backgroundHeld = () => heldUntil > Date.now()
 
 /** The requests this process is answering now that background work waits for. */
 export const requestsInFlight = () => inFlight

@@ -24,6 +24,16 @@ import { Effect } from "effect"
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`ALTER TABLE enforcement_runs ADD COLUMN taken_back bigint NOT NULL DEFAULT 0`
+  // A run's last `p_max_recent` actions after its `p_after`th (0: all), oldest first, as tapedeck_run_recent gives them.
+  yield* sql.unsafe(`
+  CREATE FUNCTION tapedeck_run_recent_after(p_account uuid, p_run text, p_after bigint, p_max_recent int)
+  RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT COALESCE(jsonb_agg(jsonb_build_object('tool', a.tool, 'args', a.args, 'step', a.step, 'atMs', a.at_ms)
+                              ORDER BY a.seq), '[]'::jsonb)
+    FROM (SELECT * FROM enforcement_run_actions a
+          WHERE a.account_id = p_account AND a.run_id = p_run AND a.seq > p_after
+          ORDER BY a.seq DESC LIMIT p_max_recent) a
+  $$`)
   yield* sql.unsafe(`
   CREATE FUNCTION tapedeck_lock_runs(p_runs jsonb, p_max_recent int)
   RETURNS TABLE (account_id uuid, run_id text, spent_usd float8, tokens float8, version text, actions bigint,
@@ -71,14 +81,9 @@ export default Effect.gen(function* () {
     END IF;
     RETURN QUERY
       SELECT r.account_id, r.run_id, r.spent_usd::float8, r.tokens::float8, r.xmin::text, r.actions, r.taken_back,
-             CASE WHEN r.xmin::text IS NOT DISTINCT FROM t.version THEN NULL
-                  WHEN d.delta THEN
-                    (SELECT COALESCE(jsonb_agg(jsonb_build_object('tool', a.tool, 'args', a.args, 'step', a.step,
-                                                                  'atMs', a.at_ms) ORDER BY a.seq), '[]'::jsonb)
-                     FROM (SELECT * FROM enforcement_run_actions a
-                           WHERE a.account_id = r.account_id AND a.run_id = r.run_id AND a.seq > t.actions
-                           ORDER BY a.seq DESC LIMIT p_max_recent) a)
-                  ELSE tapedeck_run_recent(r.account_id, r.run_id, p_max_recent) END,
+             CASE WHEN r.xmin::text IS DISTINCT FROM t.version
+                  THEN tapedeck_run_recent_after(r.account_id, r.run_id, CASE WHEN d.delta THEN t.actions ELSE 0 END,
+                                                 p_max_recent) END,
              NOT d.delta
       FROM jsonb_to_recordset(p_runs) AS t(account_id uuid, run_id text, version text, actions bigint,
                                             taken_back bigint)
