@@ -1,11 +1,13 @@
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
+import { CredentialRevoked } from "#src/domain/Errors"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
 import type { TraceStatus } from "#src/domain/Trace"
 import { JobQueue, type NewJob } from "../jobs/JobQueue.ts"
 import { ModelPrices } from "../llm/Prices.ts"
 import { UsageCounters } from "../usage/UsageCounters.ts"
+import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
 import { copyMessage } from "../storage/PgCopy.ts"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { byTrace, finalizeWith, mapAll, type PreparedExport, traceStarts } from "./OtlpPrepare.ts"
@@ -36,6 +38,9 @@ const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[stri
 }
 
 const isTerminal = (status: TraceStatus) => status !== "running"
+
+/** A write's statement found the caller's cached API key revoked (the transaction is undone); any other error dies. */
+const revokedOrDie = (e: SqlError.SqlError) => (isKeyRevoked(e) ? Effect.fail(new CredentialRevoked()) : Effect.die(e))
 
 /** What a write did; `counted`: it counted the request in the account's usage (it announced something). */
 interface Written {
@@ -79,16 +84,26 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
     const prices = yield* ModelPrices
     const usage = yield* UsageCounters
 
+    const requireLiveKey = (liveKey: string | null): Effect.Effect<void, SqlError.SqlError> =>
+      liveKey === null ? Effect.void : Effect.asVoid(sql`SELECT tapedeck_require_live_key(${liveKey}::text)`)
+
     /**
      * The stream rows, terminal jobs and search-indexing job of the traces written, and the request counted in the
      * account's usage: one statement, the last of the write's transaction. Whether it counted the request.
+     * `liveKey` (the digest of an API key verified from this instance's cache): the statement fails, undoing the
+     * whole write, if the key was revoked since (`tapedeck_require_live_key`); a write announcing nothing checks
+     * it alone.
      */
     const announce = Effect.fn("OtlpIngest.announce")(function* (
       accountId: AccountId,
       groups: ReadonlyArray<StreamGroup>,
-      terminal: ReadonlyArray<{ traceId: string; status: TraceStatus }>
+      terminal: ReadonlyArray<{ traceId: string; status: TraceStatus }>,
+      liveKey: string | null
     ) {
-      if (groups.length === 0) return false
+      if (groups.length === 0) {
+        yield* requireLiveKey(liveKey)
+        return false
+      }
       const jobRows = yield* jobs.inStatement(accountId, [
         ...terminal.flatMap(
           ({ status, traceId }): Array<NewJob> =>
@@ -98,8 +113,9 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
         { kind: "search.index", payload: { traceIds: groups.map((g) => g.t) } }
       ])
       const counted = yield* usage.inStatement(accountId, "otlp_requests")
+      const gate = sql`SELECT 1 WHERE tapedeck_require_live_key(${liveKey}::text)`
       const rows = yield* sql<StreamResultColumns>`
-        WITH stream_gate AS (SELECT 1)${stream.inStatement(accountId, groups, "stream_gate")}${jobRows}${counted}
+        WITH stream_gate AS (${gate})${stream.inStatement(accountId, groups, "stream_gate")}${jobRows}${counted}
         SELECT ${sql.literal(STREAM_RESULT_COLUMNS)}`
       yield* stream.published(accountId, rows[0]!)
       return true
@@ -109,7 +125,8 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
     const writeLocked = Effect.fn("OtlpIngest.writeLocked")(function* (
       accountId: AccountId,
       spans: ReadonlyArray<MappedSpan>,
-      { created, locked }: Locks
+      { created, locked }: Locks,
+      liveKey: string | null
     ) {
       const writable = (traceId: string) => {
         const row = locked.get(traceId)
@@ -159,7 +176,8 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
             a: becameTerminal(t) ? "terminal" : "updated"
           }
         }),
-        traces.filter(becameTerminal).map(({ id, trace }) => ({ traceId: id, status: trace.status }))
+        traces.filter(becameTerminal).map(({ id, trace }) => ({ traceId: id, status: trace.status })),
+        liveKey
       )
       return {
         tracesCreated: traceIds.filter((id) => created.has(id)).length,
@@ -170,13 +188,17 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
     })
 
     const write = Effect.fn("OtlpIngest.write")(
-      function* (accountId: AccountId, spans: ReadonlyArray<MappedSpan>) {
+      function* (accountId: AccountId, spans: ReadonlyArray<MappedSpan>, liveKey: string | null) {
         const locks = yield* store.createAndLock(accountId, [...traceStarts(spans).values()])
-        return yield* writeLocked(accountId, spans, locks)
+        return yield* writeLocked(accountId, spans, locks, liveKey)
       },
       (effect) => sql.withTransaction(effect),
-      Effect.catchTags({ SqlError: Effect.die })
+      Effect.catchTags({ SqlError: revokedOrDie })
     )
+
+    /** An export with nothing to write: its cached key is still re-checked, as a write's statement would. */
+    const nothingWritten = (liveKey: string | null) =>
+      requireLiveKey(liveKey).pipe(Effect.as(NOTHING_WRITTEN), Effect.catchTags({ SqlError: revokedOrDie }))
 
     const processors = yield* SpanProcessors
     /** The installed span processors (extensions), one trace's spans at a time, before anything is written. */
@@ -197,12 +219,17 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
               )
           ).pipe(Effect.map((groups) => groups.flat()))
 
-    const ingest = Effect.fn("OtlpIngest.ingest")(function* (accountId: AccountId, decoded: DecodedExport) {
+    /** `liveKey`: see `announce` (null when the caller's key was looked up just now). */
+    const ingest = Effect.fn("OtlpIngest.ingest")(function* (
+      accountId: AccountId,
+      decoded: DecodedExport,
+      liveKey: string | null = null
+    ) {
       // The mapped spans may share values unless a processor is given them (it may change them in place).
       const mappedExport = mapAll(accountId, decoded, processors.length === 0)
       const { reasons, rejected } = mappedExport
       const spans = yield* processed(accountId, mappedExport.spans)
-      const written = spans.length === 0 ? NOTHING_WRITTEN : yield* write(accountId, spans)
+      const written = spans.length === 0 ? yield* nothingWritten(liveKey) : yield* write(accountId, spans, liveKey)
       return resultOf(written, rejected, reasons)
     })
 
@@ -211,13 +238,13 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
      * existed, or when this connection cannot COPY.
      */
     const writePrepared = Effect.fn("OtlpIngest.writePrepared")(
-      function* (accountId: AccountId, prepared: PreparedExport, decoded: () => DecodedExport) {
+      function* (accountId: AccountId, prepared: PreparedExport, decoded: () => DecodedExport, liveKey: string | null) {
         // New traces go in with their final fields and totals; when one was not new, writeLocked rewrites them all.
         const locks = yield* store.createFinalAndLock(accountId, prepared.traces)
         const allNew = prepared.traces.every((t) => locks.created.has(t.id))
         if (!allNew || !(yield* store.copyRows(() => copyMessage(prepared.copy)))) {
           const { reasons, rejected, spans } = mapAll(accountId, decoded(), true)
-          return resultOf(yield* writeLocked(accountId, spans, locks), rejected, reasons)
+          return resultOf(yield* writeLocked(accountId, spans, locks, liveKey), rejected, reasons)
         }
         const terminal = prepared.traces.filter((t) => isTerminal(t.trace.status))
         const counted = yield* announce(
@@ -230,7 +257,8 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
               a: isTerminal(t.trace.status) ? "terminal" : "updated"
             })
           ),
-          terminal.map((t) => ({ traceId: t.id, status: t.trace.status }))
+          terminal.map((t) => ({ traceId: t.id, status: t.trace.status })),
+          liveKey
         )
         const written = {
           tracesCreated: prepared.traces.length,
@@ -241,18 +269,19 @@ export class OtlpIngest extends Effect.Service<OtlpIngest>()("tapedeck/OtlpInges
         return resultOf(written, prepared.rejected, new Set(prepared.reasons))
       },
       (effect) => sql.withTransaction(effect),
-      Effect.catchTags({ SqlError: Effect.die })
+      Effect.catchTags({ SqlError: revokedOrDie })
     )
 
     const ingestPrepared = Effect.fn("OtlpIngest.ingestPrepared")(function* (
       accountId: AccountId,
       prepared: PreparedExport,
-      decoded: () => DecodedExport
+      decoded: () => DecodedExport,
+      liveKey: string | null = null
     ) {
       // A prepared export was encoded for storage on another thread, before any processor could see it.
-      if (processors.length > 0) return yield* ingest(accountId, decoded())
-      if (prepared.spanCount > 0) return yield* writePrepared(accountId, prepared, decoded)
-      return resultOf(NOTHING_WRITTEN, prepared.rejected, new Set(prepared.reasons))
+      if (processors.length > 0) return yield* ingest(accountId, decoded(), liveKey)
+      if (prepared.spanCount > 0) return yield* writePrepared(accountId, prepared, decoded, liveKey)
+      return resultOf(yield* nothingWritten(liveKey), prepared.rejected, new Set(prepared.reasons))
     })
 
     return { ingest, ingestPrepared } as const

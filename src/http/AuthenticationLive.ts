@@ -5,15 +5,21 @@ import { InternalIdentity } from "#layers/auth/InternalIdentity"
 import { missingCredentials, Unauthorized } from "../api/ApiErrors.ts"
 import { answerDomainErrors } from "../api/ErrorTable.ts"
 import { ENFORCEMENT_CHECK_PATH } from "../api/EnforcementApi.ts"
+import { LANGFUSE_EXPORT_PATH, OTLP_EXPORT_PATH } from "../api/OtlpApi.ts"
 import { TRACE_CREATE_PATH } from "../api/TracesApi.ts"
 import { Authentication, LangfuseAuthentication } from "../api/Security.ts"
 
 /**
- * The routes that may act for an API key verified from this instance's recent lookups, because their one statement
- * re-checks the key (`tapedeck_require_live_key`): the enforcement check (one round trip per check) and the trace
- * create (the hot write of ingestion). Every other route looks the key up.
+ * The routes that may act for an API key verified from this instance's recent lookups, because their write
+ * re-checks the key (`tapedeck_require_live_key`): the enforcement check (one round trip per check), the trace
+ * create and the OTLP exports (the hot writes of ingestion). Every other route looks the key up.
  */
-const CACHED_KEY_ROUTES: ReadonlySet<string> = new Set([ENFORCEMENT_CHECK_PATH, TRACE_CREATE_PATH])
+const CACHED_KEY_ROUTES: ReadonlySet<string> = new Set([
+  ENFORCEMENT_CHECK_PATH,
+  TRACE_CREATE_PATH,
+  OTLP_EXPORT_PATH,
+  LANGFUSE_EXPORT_PATH
+])
 
 const mayUseCachedKey = (request: HttpServerRequest.HttpServerRequest) => {
   if (request.method !== "POST") return false
@@ -91,7 +97,7 @@ export const LangfuseAuthenticationLive = Layer.effect(
               message: "missing or invalid credentials: send Authorization: Basic base64(publicKey:secretKey)"
             })
           }
-          return yield* credentials.serviceKey(password).pipe(answerDomainErrors)
+          return yield* serviceKeyScheme(credentials, request, password)
         })
     })
   })

@@ -41,7 +41,13 @@ export const exportWriter = Effect.gen(function* () {
   const usage = yield* UsageCounters
   const config = yield* AppConfig
 
-  const write = (accountId: AccountId, protobuf: boolean, raw: Uint8Array, contentEncoding: string | undefined) =>
+  const write = (
+    accountId: AccountId,
+    protobuf: boolean,
+    raw: Uint8Array,
+    contentEncoding: string | undefined,
+    liveKey: string | null
+  ) =>
     Effect.gen(function* () {
       const decodeBody = () =>
         (protobuf ? decodeProtobufBody : decodeJsonBody)(raw, contentEncoding, config.ingestMaxDecompressedBytes)
@@ -49,14 +55,29 @@ export const exportWriter = Effect.gen(function* () {
       if (Option.isSome(prepared)) {
         if (prepared.value._tag === "Refused") return yield* refuse(prepared.value.message)
         // The thread decoded this body already: decoding it again here cannot fail.
-        return yield* ingest.ingestPrepared(accountId, prepared.value.prepared, () => Either.getOrThrow(decodeBody()))
+        return yield* ingest.ingestPrepared(
+          accountId,
+          prepared.value.prepared,
+          () => Either.getOrThrow(decodeBody()),
+          liveKey
+        )
       }
       const decoded = yield* Either.match(decodeBody(), { onLeft: refuse, onRight: Effect.succeed })
-      return yield* ingest.ingest(accountId, decoded)
+      return yield* ingest.ingest(accountId, decoded, liveKey)
     }).pipe(answerDomainErrors)
 
-  return (accountId: AccountId, protobuf: boolean, raw: Uint8Array, contentEncoding: string | undefined) =>
-    write(accountId, protobuf, raw, contentEncoding).pipe(
+  /**
+   * `liveKey`: the digest of the caller's API key when it was verified from this instance's cache; the write's own
+   * statement then refuses a key revoked since (a 401, nothing written).
+   */
+  return (
+    accountId: AccountId,
+    protobuf: boolean,
+    raw: Uint8Array,
+    contentEncoding: string | undefined,
+    liveKey: string | null = null
+  ) =>
+    write(accountId, protobuf, raw, contentEncoding, liveKey).pipe(
       // Counted once per accepted export: by the write's transaction when it wrote spans, else here (never failing it).
       Effect.tap((result) => (result.counted ? Effect.void : usage.increment(accountId, "otlp_requests")))
     )
@@ -68,13 +89,14 @@ const exportHandler = Effect.gen(function* () {
 
   return ({ request }: { readonly request: HttpServerRequest.HttpServerRequest }) =>
     Effect.gen(function* () {
-      const { accountId } = yield* CurrentPrincipal
+      const { accountId, liveKey } = yield* CurrentPrincipal
       const mediaType = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
       if (!ACCEPTED.has(mediaType)) {
         return yield* refuse("Content-Type must be application/json, application/x-protobuf or application/protobuf")
       }
       const raw = yield* readBody(request)
-      const result = yield* write(accountId, mediaType !== "application/json", raw, request.headers["content-encoding"])
+      const protobuf = mediaType !== "application/json"
+      const result = yield* write(accountId, protobuf, raw, request.headers["content-encoding"], liveKey ?? null)
       return {
         partialSuccess:
           result.rejectedSpans > 0

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { KEY_A, KEY_B, startTestServer, type TestServer } from "../support/TestServer.ts"
+import { chatAttributes, exportBody, hex, otlpSpan } from "../support/Otlp.ts"
 import { sqlOn } from "../support/Until.ts"
 
 const KEY_C = "svc_test_key_capped_0003"
@@ -166,6 +167,46 @@ describe("API keys", () => {
         { n: 0 }
       ])
     }
+  })
+
+  test("a key revoked where this instance did not hear of it is refused by the OTLP export's own write", async () => {
+    // The export paths may also act for a key verified here in the last minute; their write re-checks it.
+    const { body } = await create({ name: "exporter" })
+    const exportOf = (otelTraceId: string) =>
+      exportBody([otlpSpan({ traceId: otelTraceId, attributes: chatAttributes })])
+    const stored = async (otelTraceId: string) =>
+      (await sqlOn(server)(
+        "SELECT count(*)::int AS n FROM traces WHERE metadata -> 'otel' ->> 'trace_id' = $1",
+        otelTraceId
+      )) as Array<{ n: number }>
+    const first = hex(16)
+    expect((await server.post("/v1/traces", exportOf(first), body.key)).status).toBe(200)
+    expect(await stored(first)).toEqual([{ n: 1 }])
+    await sqlOn(server)("UPDATE api_keys SET revoked_at = now() WHERE id = $1", body.id)
+    const basic = `Basic ${Buffer.from(`pk-lf-any:${body.key}`).toString("base64")}`
+    const refusals = [
+      { path: "/v1/traces", headers: { "x-service-key": body.key } },
+      { path: "/v1/traces", headers: { authorization: `Bearer ${body.key}` } },
+      { path: "/api/public/otel/v1/traces", headers: { authorization: basic } }
+    ]
+    for (const { path, headers } of refusals) {
+      const otelTraceId = hex(16)
+      const refused = await server.request("POST", path, { key: null, headers, body: exportOf(otelTraceId) })
+      expect(refused.status).toBe(401)
+      expect(await refused.json()).toEqual({
+        error: "invalid or revoked API key",
+        code: "unauthorized",
+        retryable: false
+      })
+      expect(await stored(otelTraceId)).toEqual([{ n: 0 }])
+    }
+    // An export with nothing to write is refused as well.
+    const empty = await server.request("POST", "/v1/traces", {
+      key: null,
+      headers: { "x-service-key": body.key },
+      body: { resourceSpans: [] }
+    })
+    expect(empty.status).toBe(401)
   })
 
   test("a key may revoke itself; the account's other keys keep working", async () => {
