@@ -5,19 +5,27 @@
 import { Either } from "effect"
 import type { AccountId } from "#src/domain/Ids"
 import { decodeJsonBody, decodeProtobufBody, prepareExport } from "./OtlpPrepare.ts"
-import type { PrepareReply, PrepareRequest } from "./OtlpPreparer.ts"
+import type { ModelPrice } from "#src/domain/pricing/Prices"
+import type { PrepareReply, PrepareRequest, PrepareThreadSetup } from "./OtlpPreparer.ts"
 
 declare const self: Worker
 
-self.onmessage = (event: MessageEvent<PrepareRequest>) => {
-  const { id, accountId, format, body, contentEncoding, maxDecompressedBytes, prices } = event.data
+/** The price table, from the setup message that comes before any export. */
+let prices: ReadonlyMap<string, ModelPrice> = new Map()
+
+self.onmessage = (event: MessageEvent<PrepareRequest | PrepareThreadSetup>) => {
+  if ("prices" in event.data) {
+    prices = new Map(event.data.prices)
+    return
+  }
+  const { id, accountId, format, body, contentEncoding, maxDecompressedBytes } = event.data
   let reply: PrepareReply
   try {
     const decode = format === "json" ? decodeJsonBody : decodeProtobufBody
     const decoded = decode(body, contentEncoding, maxDecompressedBytes)
     if (Either.isLeft(decoded)) reply = { id, refusal: decoded.left }
     else {
-      const prepared = prepareExport(accountId as AccountId, decoded.right, new Map(prices))
+      const prepared = prepareExport(accountId as AccountId, decoded.right, prices)
       reply = { id, prepared }
     }
   } catch (error) {

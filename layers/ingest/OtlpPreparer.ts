@@ -16,6 +16,11 @@ export const PREPARE_THREAD_MIN_JSON_BYTES = 16 * 1024
 /** How an export's body is encoded. */
 export type ExportFormat = "protobuf" | "json"
 
+/** What the thread is told once, first: the server's price table (defaults and overrides), for estimated costs. */
+export interface PrepareThreadSetup {
+  readonly prices: ReadonlyArray<readonly [string, ModelPrice]>
+}
+
 export interface PrepareRequest {
   readonly id: number
   readonly accountId: string
@@ -23,8 +28,6 @@ export interface PrepareRequest {
   readonly body: Uint8Array
   readonly contentEncoding: string | undefined
   readonly maxDecompressedBytes: number
-  /** The server's price table (defaults and overrides), for costs estimated on the thread. */
-  readonly prices: ReadonlyArray<readonly [string, ModelPrice]>
 }
 
 /** The thread's answer. */
@@ -86,6 +89,8 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
         retire(thread)
       }
       thread.worker.addEventListener("close", () => retire(thread))
+      // Once per thread, not with every export (cloning the table cost more than the rest of a request's message).
+      thread.worker.postMessage({ prices } satisfies PrepareThreadSetup)
       // The thread must not keep the process alive after the server has stopped.
       thread.worker.unref()
       return thread
@@ -114,8 +119,7 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
           format,
           body,
           contentEncoding,
-          maxDecompressedBytes: config.ingestMaxDecompressedBytes,
-          prices
+          maxDecompressedBytes: config.ingestMaxDecompressedBytes
         }
         // Copied, not moved: the caller keeps the body for the case it has to map the export itself.
         thread.worker.postMessage(request)
