@@ -102,7 +102,12 @@ export const copyMessage = (message: Uint8Array): CopyMessage => ({ message: () 
 
 /** The part of node-postgres's (untyped) Connection that a COPY FROM uses. */
 interface PgConnection {
-  readonly stream: { readonly writable: boolean; write(chunk: Uint8Array): boolean }
+  readonly stream: {
+    readonly writable: boolean
+    write(chunk: Uint8Array): boolean
+    cork?(): void
+    uncork?(): void
+  }
   query(text: string): void
   endCopyFrom(): void
 }
@@ -135,10 +140,18 @@ export class CopyFrom {
   submit(connection: PgConnection) {
     connection.query(this.text)
   }
-  // The message goes to the socket as built (what sendCopyFromChunk does after copying it into its own writer).
+  // The message goes to the socket as built (what sendCopyFromChunk does after copying it into its own writer), and
+  // CopyDone with it in one write (corked, as node-postgres sends a query's messages): a write to the database's
+  // socket is a system call that can hand the core to the backend it wakes.
   handleCopyInResponse(connection: PgConnection) {
-    if (connection.stream.writable) connection.stream.write(this.data.message())
-    connection.endCopyFrom()
+    const { stream } = connection
+    stream.cork?.()
+    try {
+      if (stream.writable) stream.write(this.data.message())
+      connection.endCopyFrom()
+    } finally {
+      stream.uncork?.()
+    }
   }
   handleCommandComplete(msg: { text?: string }) {
     this.rows = Number(msg.text?.split(" ").at(-1) ?? 0)
