@@ -113,16 +113,18 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
           else if ("refusal" in reply) resume(Effect.succeedSome({ _tag: "Refused", message: reply.refusal }))
           else resume(Effect.succeedSome({ _tag: "Prepared", prepared: reply.prepared }))
         })
+        // The caller keeps the body for the case it has to map the export itself: the thread gets a copy, moved to it
+        // (copying the bytes here and moving them costs a fraction of what posting the body to be cloned does).
+        const copy = body.slice()
         const request: PrepareRequest = {
           id,
           accountId,
           format,
-          body,
+          body: copy,
           contentEncoding,
           maxDecompressedBytes: config.ingestMaxDecompressedBytes
         }
-        // Copied, not moved: the caller keeps the body for the case it has to map the export itself.
-        thread.worker.postMessage(request)
+        thread.worker.postMessage(request, [copy.buffer])
         return Effect.sync(() => void thread.pending.delete(id))
       })
     })
