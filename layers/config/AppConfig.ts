@@ -134,6 +134,14 @@ export class AppConfig extends Effect.Service<AppConfig>()("tapedeck/AppConfig",
       ),
       // Large protobuf exports are decoded, mapped and encoded for COPY on a thread of their own (PostgreSQL only).
       ingestPrepareThread: yield* Config.boolean("TAPEDECK_INGEST_PREPARE_THREAD").pipe(Config.withDefault(true)),
+      // That thread's nice value (Linux): background work beside the request thread, where checks are answered.
+      ingestPrepareThreadNice: yield* Config.integer("TAPEDECK_INGEST_PREPARE_THREAD_NICE").pipe(
+        Config.validate({
+          message: "must be 0 to 19 (0 leaves the thread as it is)",
+          validation: (n) => n >= 0 && n <= 19
+        }),
+        Config.withDefault(10)
+      ),
       enforcementTimeoutMs: yield* Config.integer("TAPEDECK_ENFORCEMENT_TIMEOUT_MS").pipe(Config.withDefault(250)),
       // Enforcement checks have their own admission: a pool of their own on PostgreSQL (beside TAPEDECK_DB_POOL_MAX;
       // 0: none, checks share that pool), and at most this many batch statements of checks in flight per instance

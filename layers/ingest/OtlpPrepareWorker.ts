@@ -7,6 +7,7 @@ import type { AccountId } from "#src/domain/Ids"
 import { decodeJsonBody, decodeProtobufBody, prepareExport } from "./OtlpPrepare.ts"
 import type { ModelPrice } from "#src/domain/pricing/Prices"
 import type { PrepareReply, PrepareRequest, PrepareThreadSetup } from "./OtlpPreparer.ts"
+import { lowerThreadPriority } from "./ThreadPriority.ts"
 
 declare const self: Worker
 
@@ -16,6 +17,7 @@ let prices: ReadonlyMap<string, ModelPrice> = new Map()
 self.onmessage = (event: MessageEvent<PrepareRequest | PrepareThreadSetup>) => {
   if ("prices" in event.data) {
     prices = new Map(event.data.prices)
+    if (event.data.nice > 0) lowerThreadPriority(event.data.nice)
     return
   }
   const { id, accountId, format, body, contentEncoding, maxDecompressedBytes } = event.data

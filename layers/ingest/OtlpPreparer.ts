@@ -16,9 +16,13 @@ export const PREPARE_THREAD_MIN_JSON_BYTES = 16 * 1024
 /** How an export's body is encoded. */
 export type ExportFormat = "protobuf" | "json"
 
-/** What the thread is told once, first: the server's price table (defaults and overrides), for estimated costs. */
+/**
+ * What the thread is told once, first: the server's price table (defaults and overrides), for estimated costs, and
+ * the nice value it gives itself (TAPEDECK_INGEST_PREPARE_THREAD_NICE).
+ */
 export interface PrepareThreadSetup {
   readonly prices: ReadonlyArray<readonly [string, ModelPrice]>
+  readonly nice: number
 }
 
 export interface PrepareRequest {
@@ -90,7 +94,7 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
       }
       thread.worker.addEventListener("close", () => retire(thread))
       // Once per thread, not with every export (cloning the table cost more than the rest of a request's message).
-      thread.worker.postMessage({ prices } satisfies PrepareThreadSetup)
+      thread.worker.postMessage({ prices, nice: config.ingestPrepareThreadNice } satisfies PrepareThreadSetup)
       // The thread must not keep the process alive after the server has stopped.
       thread.worker.unref()
       return thread
@@ -115,7 +119,8 @@ export class OtlpPreparer extends Effect.Service<OtlpPreparer>()("tapedeck/OtlpP
         })
         // The caller keeps the body for the case it has to map the export itself: the thread gets a copy, moved to it
         // (copying the bytes here and moving them costs a fraction of what posting the body to be cloned does).
-        const copy = body.slice()
+        // `new Uint8Array(view)` copies into a buffer of its own (a Buffer's `slice` would be a view of the caller's).
+        const copy = new Uint8Array(body)
         const request: PrepareRequest = {
           id,
           accountId,

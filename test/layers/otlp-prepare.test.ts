@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { SqlClient } from "@effect/sql"
 import { ConfigProvider, Effect, Either, FastCheck as fc, Layer, Option } from "effect"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { gzipSync } from "node:zlib"
 import type { AppConfig } from "#layers/config/AppConfig"
 import { decodeOtlpJson } from "#layers/ingest/OtlpDecode"
@@ -383,6 +384,36 @@ describe("the preparing thread", () => {
     expect(await prepare({}, body)).toEqual(Option.none())
     expect(await prepare({ ...ON, TAPEDECK_INGEST_PREPARE_THREAD: "false" }, body)).toEqual(Option.none())
   }, 60_000)
+
+  test.skipIf(!existsSync("/proc/thread-self"))(
+    "the thread runs at TAPEDECK_INGEST_PREPARE_THREAD_NICE, the request thread as it was",
+    async () => {
+      /** This process's threads: id, name and nice value (field 19 of stat, the 17th after the name). */
+      const threads = () =>
+        readdirSync("/proc/self/task").map((id) => {
+          const stat = readFileSync(`/proc/self/task/${id}/stat`, "utf8")
+          const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))
+          return { id, name, nice: Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]) }
+        })
+      const body = largeBody(6)
+      /** The nice values of the worker threads started while an export was prepared with `nice`. */
+      const started = async (nice: string) => {
+        const before = new Set(threads().map((t) => t.id))
+        const during = await withPreparer(
+          { ...ON, TAPEDECK_INGEST_PREPARE_THREAD_NICE: nice },
+          Effect.flatMap(OtlpPreparer, (p) => p.prepare(ACCOUNT, "protobuf", body, undefined)).pipe(
+            Effect.tap((prepared) => Effect.sync(() => expect(Option.isSome(prepared)).toBe(true))),
+            Effect.map(threads)
+          )
+        )
+        return during.filter((t) => t.name === "Worker" && !before.has(t.id)).map((t) => t.nice)
+      }
+      expect(await started("7")).toEqual([7])
+      expect(await started("0")).toEqual([0])
+      expect(threads().find((t) => t.id === String(process.pid))?.nice).toBe(0)
+    },
+    60_000
+  )
 
   test("a thread that dies or throws leaves its exports to the request thread, and the next export gets a new one", async () => {
     const body = largeBody(6)
