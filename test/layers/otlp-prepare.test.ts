@@ -408,8 +408,13 @@ describe("the preparing thread", () => {
         )
         return during.filter((t) => t.name === "Worker" && !before.has(t.id)).map((t) => t.nice)
       }
-      expect(await started("7")).toEqual([7])
-      expect(await started("0")).toEqual([0])
+      // The thread, and any helper thread it starts after lowering itself (which inherits its nice value).
+      const lowered = await started("7")
+      expect(lowered.length).toBeGreaterThanOrEqual(1)
+      expect(lowered.every((nice) => nice === 7)).toBe(true)
+      const left = await started("0")
+      expect(left.length).toBeGreaterThanOrEqual(1)
+      expect(left.every((nice) => nice === 0)).toBe(true)
       expect(threads().find((t) => t.id === String(process.pid))?.nice).toBe(0)
     },
     60_000
