@@ -1,13 +1,12 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
-import { CredentialRevoked } from "#src/domain/Errors"
 import type { AccountId } from "#src/domain/Ids"
 import type { DecodedExport } from "#src/domain/Otlp"
 import type { TraceStatus } from "#src/domain/Trace"
 import { JobQueue, type NewJob } from "../jobs/JobQueue.ts"
 import { ModelPrices } from "../llm/Prices.ts"
 import { UsageCounters } from "../usage/UsageCounters.ts"
-import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
+import { revokedOrDie } from "../storage/ApiKeyRepo.ts"
 import { copyMessage } from "../storage/PgCopy.ts"
 import type { MappedSpan } from "#src/domain/genai/MapSpan"
 import { byTrace, finalizeWith, mapAll, type PreparedExport, traceStarts } from "./OtlpPrepare.ts"
@@ -38,9 +37,6 @@ const groupBy = <A>(items: ReadonlyArray<A>, key: (a: A) => string): Array<[stri
 }
 
 const isTerminal = (status: TraceStatus) => status !== "running"
-
-/** A write's statement found the caller's cached API key revoked (the transaction is undone); any other error dies. */
-const revokedOrDie = (e: SqlError.SqlError) => (isKeyRevoked(e) ? Effect.fail(new CredentialRevoked()) : Effect.die(e))
 
 /** What a write did; `counted`: it counted the request in the account's usage (it announced something). */
 interface Written {

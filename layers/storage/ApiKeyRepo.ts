@@ -1,6 +1,7 @@
 import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { type ApiKeySummary, displayPrefix, KEY_REVOKED_SQLSTATE } from "#src/domain/ApiKey"
+import { CredentialRevoked } from "#src/domain/Errors"
 import { AccountId } from "#src/domain/Ids"
 import { InstantFromDate } from "#src/domain/Instant"
 import { hashKey } from "../auth/KeyMaterial.ts"
@@ -20,6 +21,13 @@ export type KeyListing = typeof KeyListing.Type
 /** A statement that acted for a cached API key found it revoked (`tapedeck_require_live_key`, migration 0014). */
 export const isKeyRevoked = (e: unknown) =>
   e instanceof SqlError.SqlError && (e.cause as { readonly code?: unknown } | undefined)?.code === KEY_REVOKED_SQLSTATE
+
+/**
+ * For a write acting for a cached API key (`liveKey`): its statement found the key revoked, CredentialRevoked (the
+ * statement, and its transaction, undone); any other database error is a defect.
+ */
+export const revokedOrDie = (e: SqlError.SqlError) =>
+  isKeyRevoked(e) ? Effect.fail(new CredentialRevoked()) : Effect.die(e)
 
 /** NOTIFY channel carrying the digest of each key revoked through the API (credential caches drop it). */
 export const KEY_REVOKED_CHANNEL = "tapedeck_key_revoked"

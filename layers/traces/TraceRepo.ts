@@ -3,7 +3,7 @@ import { DateTime, Effect, Option } from "effect"
 import type { AccountId, TraceId } from "#src/domain/Ids"
 import type { CreateTraceRequest, FinishTraceRequest, TraceStatus, TraceWire } from "#src/domain/Trace"
 import type { Span } from "#src/domain/Span"
-import { isKeyRevoked } from "../storage/ApiKeyRepo.ts"
+import { revokedOrDie } from "../storage/ApiKeyRepo.ts"
 import { prepared } from "../storage/PreparedStatements.ts"
 import {
   readSpans,
@@ -20,7 +20,7 @@ import {
   toWriteRecords,
   unwrap
 } from "./SpanRecords.ts"
-import { CredentialRevoked, TraceIdTaken, TraceNotFound } from "#src/domain/Errors"
+import { TraceIdTaken, TraceNotFound } from "#src/domain/Errors"
 import { withPayloads, withResolvedParts } from "./SharedParts.ts"
 import { KnownParts, writeWithKnownParts } from "./KnownParts.ts"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -211,7 +211,7 @@ export class TraceRepo extends Effect.Service<TraceRepo>()("tapedeck/TraceRepo",
         if (row === undefined) return yield* new TraceIdTaken({ traceId: request.id })
         return row
       },
-      Effect.catchTags({ SqlError: (e) => (isKeyRevoked(e) ? Effect.fail(new CredentialRevoked()) : Effect.die(e)) })
+      Effect.catchTags({ SqlError: revokedOrDie })
     )
 
     /** Links a stored trace to the fork whose replay produced it. */
