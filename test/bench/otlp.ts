@@ -29,7 +29,7 @@
  * BENCH_SPANS_PER_TRACE, BENCH_DECODE_SECONDS, BENCH_OVERLOAD_SECONDS, BENCH_OVERLOAD_CONCURRENCY,
  * BENCH_JOB_DRAIN_SECONDS, BENCH_CEILING_ROWS, BENCH_GRPC_ROUNDS, BENCH_GRPC_SECONDS, BENCH_ANALYZE (default on: ANALYZE after the warm-up; "off" keeps a fresh database's
  * missing statistics), BENCH_CPU_PROF (a directory: the server runs under `bun --cpu-prof --cpu-prof-md`
- * and writes its profile there on exit).
+ * and writes its profile there on exit). TAPEDECK_* settings given to the script go to the server.
  */
 import { readFileSync } from "node:fs"
 import { availableParallelism } from "node:os"
@@ -61,6 +61,7 @@ import {
   runBench,
   startServer,
   SYSTEM_PROMPT,
+  tapedeckSettings,
   tableLines
 } from "./Harness.ts"
 
@@ -650,11 +651,11 @@ const main = async () => {
   const { database, databaseUrl, pgVersion, autovacuum } = await freshDatabase(DATABASE_PREFIX)
 
   log(`database ${database}; starting the server`)
-  // TAPEDECK_INGEST_MAX_INFLIGHT stays at its default (8): the overload phase measures that gate.
+  // TAPEDECK_INGEST_MAX_INFLIGHT stays at its default (8) unless given: the overload phase measures that gate.
   const grpcPort = freePort()
   const server = await startServer(databaseUrl, {
     tailChars: 8000,
-    extraEnv: { TAPEDECK_OTLP_GRPC_PORT: String(grpcPort) }
+    extraEnv: { ...tapedeckSettings(), TAPEDECK_OTLP_GRPC_PORT: String(grpcPort) }
   })
   const db = await connect(databaseUrl)
 
