@@ -471,7 +471,11 @@ const terminate = async (proc: Bun.Subprocess, graceMs: number) => {
     await proc.exited
   }
 }
-/** `bun src/app/main.ts` in its own process on `databaseUrl` (KEY, no rate limit, `extraEnv`, no inherited TAPEDECK_* or BENCH_* vars), answering /health 200 within 60 s or thrown; stopped at cleanup. */
+/**
+ * `bun src/app/main.ts` in its own process on `databaseUrl` (KEY, no rate limit, then `extraEnv`, then the TAPEDECK_*
+ * settings given to the benchmark script, which win; no other inherited TAPEDECK_* or BENCH_* vars), answering /health
+ * 200 within 60 s or thrown; stopped at cleanup.
+ */
 export const startServer = async (
   databaseUrl: string,
   options: {
@@ -501,7 +505,8 @@ export const startServer = async (
       TAPEDECK_LOG_LEVEL: "warn", // Effect reads the label (WARN), case-insensitively; "Warning" is refused
       // As `npx bun run start` and the Docker image run it (docs/configuration.md).
       MIMALLOC_PURGE_DELAY: env.MIMALLOC_PURGE_DELAY ?? "-1",
-      ...options.extraEnv
+      ...options.extraEnv,
+      ...tapedeckSettings()
     },
     stdin: "ignore",
     stdout: "pipe",

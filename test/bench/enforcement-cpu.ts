@@ -31,8 +31,7 @@ import {
   type Server,
   sleep,
   startServer,
-  tableLines,
-  tapedeckSettings
+  tableLines
 } from "./Harness.ts"
 
 const ROOTS = abRoots()
@@ -40,7 +39,6 @@ const CHECKS = Math.floor(numberEnv("BENCH_AB_CHECKS", 5000))
 const WARMUP = Math.floor(numberEnv("BENCH_AB_WARMUP", 3000))
 const ROUNDS = Math.floor(numberEnv("BENCH_AB_ROUNDS", 4))
 const CONCURRENCY = Math.floor(numberEnv("BENCH_CONCURRENCY", 32))
-const SERVER_ENV = tapedeckSettings()
 
 interface Subject {
   readonly label: string
@@ -88,7 +86,7 @@ const main = async () => {
     const { databaseUrl } = await freshDatabase()
     const label = `${String.fromCharCode(65 + i)} (${basename(root)})`
     log(`${label}: starting the service from ${root}`)
-    const server = await startServer(databaseUrl, { extraEnv: SERVER_ENV, root })
+    const server = await startServer(databaseUrl, { root })
     const denyPolicyId = await createPolicies(server.url)
     const source = new CheckSource(1000, `cpu${i}`)
     subjects.push({ label, server, denyPolicyId, source, phase: 0, cpuPerCheck: [], rates: [] })

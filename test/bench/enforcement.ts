@@ -208,7 +208,7 @@ const pair = (a: number, b: number) => `${fmtMs(a).replace(" ms", "")} / ${fmtMs
 const main = async () => {
   const { database, databaseUrl, pgVersion } = await freshDatabase()
   log(`database ${database}; starting the server and the bare one-INSERT server`)
-  const server = await startServer(databaseUrl, { extraEnv: SERVER_ENV })
+  const server = await startServer(databaseUrl)
   const bare = await startBareServer(BARE_SCRIPT, {
     BARE_DATABASE_URL: databaseUrl,
     BARE_POOL: String(CHECK_CONNECTIONS)

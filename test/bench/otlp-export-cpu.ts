@@ -43,8 +43,7 @@ import {
   type Server,
   sleep,
   startServer,
-  tableLines,
-  tapedeckSettings
+  tableLines
 } from "./Harness.ts"
 
 const ROOTS = abRoots()
@@ -60,10 +59,8 @@ const nextBody = () => (AGENT ? JSON.stringify(otlpBody(agentRuns++)) : exportBo
 const EXPORT_SHAPE = AGENT
   ? `one ${STEPS}-step agent run (${2 * STEPS + 1} GenAI spans, test/bench/storage.ts's OTLP workload)`
   : `${TRACES_PER_EXPORT} traces × ${SPANS_PER_TRACE} spans`
-const SERVER_ENV = {
-  ...(JOBS ? {} : { TAPEDECK_JOB_POLL_MS: "3600000", TAPEDECK_JOB_DEFER_SECONDS: "3600" }),
-  ...tapedeckSettings()
-}
+/** Jobs held back unless BENCH_AB_JOBS (TAPEDECK_* settings given to the script still win: startServer). */
+const SERVER_ENV = JOBS ? {} : { TAPEDECK_JOB_POLL_MS: "3600000", TAPEDECK_JOB_DEFER_SECONDS: "3600" }
 
 interface Round {
   readonly requestThreadMs: number

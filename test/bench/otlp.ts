@@ -29,7 +29,7 @@
  * BENCH_SPANS_PER_TRACE, BENCH_DECODE_SECONDS, BENCH_OVERLOAD_SECONDS, BENCH_OVERLOAD_CONCURRENCY,
  * BENCH_JOB_DRAIN_SECONDS, BENCH_CEILING_ROWS, BENCH_GRPC_ROUNDS, BENCH_GRPC_SECONDS, BENCH_ANALYZE (default on: ANALYZE after the warm-up; "off" keeps a fresh database's
  * missing statistics), BENCH_CPU_PROF (a directory: the server runs under `bun --cpu-prof --cpu-prof-md`
- * and writes its profile there on exit). TAPEDECK_* settings given to the script go to the server.
+ * and writes its profile there on exit).
  */
 import { readFileSync } from "node:fs"
 import { availableParallelism } from "node:os"
@@ -61,7 +61,6 @@ import {
   runBench,
   startServer,
   SYSTEM_PROMPT,
-  tapedeckSettings,
   tableLines
 } from "./Harness.ts"
 
@@ -655,7 +654,7 @@ const main = async () => {
   const grpcPort = freePort()
   const server = await startServer(databaseUrl, {
     tailChars: 8000,
-    extraEnv: { ...tapedeckSettings(), TAPEDECK_OTLP_GRPC_PORT: String(grpcPort) }
+    extraEnv: { TAPEDECK_OTLP_GRPC_PORT: String(grpcPort) }
   })
   const db = await connect(databaseUrl)
 

@@ -20,8 +20,8 @@
  *
  * Knobs: BENCH_DATABASE_URL, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONCURRENCY, BENCH_SPANS,
  * BENCH_DETAIL_SPANS, BENCH_DETAIL_REQUESTS, BENCH_JOB_DRAIN_SECONDS, BENCH_ANALYZE (default on: ANALYZE after the warm-up), BENCH_CPU_PROF (a directory: the server runs under
- * `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit). TAPEDECK_* settings given to the script go to the
- * server (TAPEDECK_JOB_POLL_MS=3600000 with BENCH_JOB_DRAIN_SECONDS=1 leaves the job worker idle: ingestion alone).
+ * `bun --cpu-prof --cpu-prof-md` and writes its profile there on exit). TAPEDECK_JOB_POLL_MS=3600000 with
+ * BENCH_JOB_DRAIN_SECONDS=1 leaves the job worker idle: ingestion alone.
  */
 import { availableParallelism } from "node:os"
 import pg from "pg"
@@ -52,8 +52,7 @@ import {
   startBareServer,
   startServer,
   SYSTEM_PROMPT,
-  tableLines,
-  tapedeckSettings
+  tableLines
 } from "./Harness.ts"
 
 // ---------------------------------------------------------------------------------------------- settings
@@ -448,7 +447,7 @@ const main = async () => {
   const { database, databaseUrl, pgVersion, autovacuum } = await freshDatabase()
 
   log(`database ${database}; starting the server`)
-  const server = await startServer(databaseUrl, { extraEnv: tapedeckSettings() })
+  const server = await startServer(databaseUrl)
   const db = await connect(databaseUrl)
 
   const sampleSpans = makeSpans(SPANS, clock)
